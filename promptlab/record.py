@@ -1,0 +1,218 @@
+"""The run record every loop returns: tasks, steps, iterations, scores, totals, errors.
+
+A `Run` round-trips through JSON without loss (`Run.model_validate_json(run.model_dump_json())`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Task(BaseModel):
+    """One thing to work on: a prompt (or request) and the goal it should meet."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    """Stable task identifier (unique within a task set)."""
+    prompt: str
+    """The initial prompt, or the user's request for agent loops."""
+    goal: str = ""
+    """What a better result achieves, in the user's words."""
+
+    @field_validator("id", "prompt")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
+
+
+class ModelCall(BaseModel):
+    """The accounting of one model call made by a step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """Model name."""
+    cache_hit: bool = False
+    """Answered from the cache (adds no tokens or cost)."""
+    input_tokens: int | None = None
+    """Input tokens reported for the original call."""
+    output_tokens: int | None = None
+    """Output tokens reported for the original call."""
+    cost_usd: float | None = None
+    """Cost of the original call; None where the price is unknown."""
+    latency_s: float = 0.0
+    """Provider wait of the original call."""
+    attempts: int = 1
+    """Provider calls made (retries and structured re-asks)."""
+
+
+class StepError(BaseModel):
+    """An error recorded where it happened; the loop went on or stopped by its own rule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iteration: int | None = None
+    """Iteration it happened in (None for setup or final phases)."""
+    phase: str
+    """Phase it happened in."""
+    role: str
+    """Role (or tool) that failed."""
+    kind: str
+    """Exception class name (ParseError, ProviderError, ToolError, ...)."""
+    message: str
+    """What went wrong."""
+    raw: str | None = None
+    """The raw model output that could not be used, where there was one."""
+
+
+class Step(BaseModel):
+    """One action of a role (a model call or a tool run) and what it produced."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iteration: int | None = None
+    """Iteration (1-based), or None for setup and final phases."""
+    phase: str
+    """Phase name (plan, generate, evaluate, reflect, decide, tool, synthesize, polish, ...)."""
+    role: str
+    """Role (or tool name) that acted."""
+    model: str | None = None
+    """Model that played the role, for model steps."""
+    output: dict[str, Any] = Field(default_factory=dict)
+    """The structured output (or tool result), JSON-safe."""
+    call: ModelCall | None = None
+    """Accounting of the model call, for model steps."""
+    error: StepError | None = None
+    """The failure, if the step failed."""
+
+
+class Score(BaseModel):
+    """One judged score; `score` is None when it is missing (the judge's output was unusable)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    criterion: str
+    """What was judged ('overall' where there is one score)."""
+    score: float | None
+    """The score (1-10 for graded loops, 1/0 for pass/fail verdicts), or None when missing."""
+    justification: str = ""
+    """The judge's reason."""
+    judge: str | None = None
+    """Which judge gave it (a model name, or 'critic[1]' for one of several)."""
+
+
+class Iteration(BaseModel):
+    """One iteration of a loop: its candidate, scores, decision and reflection."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    """1-based iteration number."""
+    candidate: str | None = None
+    """The candidate this iteration produced (prompt text, plan, step output)."""
+    scores: list[Score] = Field(default_factory=list)
+    """Per-criterion (or per-critic) scores."""
+    average: float | None = None
+    """The iteration's comparable score (mean of present scores, or the aggregate); None if none."""
+    decision: str | None = None
+    """What the loop decided after this iteration."""
+    reason: str | None = None
+    """Why it decided that."""
+    reflection: str | None = None
+    """The lesson drawn for the next iteration."""
+    metrics: dict[str, float | int | str | None] = Field(default_factory=dict)
+    """Loop-specific per-iteration figures (tool_successes, tool_errors, retries, ...)."""
+    steps: list[Step] = Field(default_factory=list)
+    """Every step taken in this iteration, in order."""
+
+
+class Totals(BaseModel):
+    """Totals over a run; cache hits count as calls but add no tokens or cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: int = 0
+    """Model calls (hits included, failures included)."""
+    cache_hits: int = 0
+    """Calls answered from the cache."""
+    failed_calls: int = 0
+    """Calls that ended in an error."""
+    input_tokens: int = 0
+    """Input tokens of calls that reached a provider."""
+    output_tokens: int = 0
+    """Output tokens of calls that reached a provider."""
+    cost_usd: float | None = 0.0
+    """Cost in USD; None when some paid call's price is unknown."""
+    wall_time_s: float = 0.0
+    """Wall-clock seconds of the run (differs between replays)."""
+
+
+class Run(BaseModel):
+    """The full record of one loop run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = 1
+    """Record format version."""
+    run_id: str
+    """Deterministic id: a hash of loop, task, config and sample (so a replay has the same id)."""
+    loop: str
+    """Loop name (p3ro, creator_critic, pes, pcee)."""
+    task: Task
+    """The task worked on."""
+    config: dict[str, Any]
+    """The loop config, as JSON."""
+    models: dict[str, str] = Field(default_factory=dict)
+    """The model that played each role."""
+    sample: int = 0
+    """Replicate index (the cache's sample index)."""
+    setup: list[Step] = Field(default_factory=list)
+    """Steps before the first iteration (criteria, initial strategy, ...)."""
+    iterations: list[Iteration] = Field(default_factory=list)
+    """The iterations, in order."""
+    final: list[Step] = Field(default_factory=list)
+    """Steps after the last iteration (polish, synthesis, judge)."""
+    final_output: str | None = None
+    """The loop's result: best prompt, final answer, last step output."""
+    final_scores: list[Score] = Field(default_factory=list)
+    """Scores of the final output where the loop judges it (e.g. a judge's grade)."""
+    best_iteration: int | None = None
+    """Iteration whose candidate scored highest (None when no score was present)."""
+    best_score: float | None = None
+    """That iteration's average."""
+    stop_reason: str = ""
+    """Why the loop stopped (threshold, max_iterations, no_tool_calls, plan_complete, error, ...)."""
+    summary: str | None = None
+    """A readable account of the run (P³RO's journey summary, PES metadata, ...)."""
+    info: dict[str, Any] = Field(default_factory=dict)
+    """Loop-specific results (criteria, sources, workspace path, ...)."""
+    totals: Totals = Field(default_factory=Totals)
+    """Calls, tokens, cost, cache hits and wall time."""
+    errors: list[StepError] = Field(default_factory=list)
+    """Every error recorded during the run."""
+    started_at: float = 0.0
+    """Unix time the run started (differs between replays)."""
+
+    def comparable(self) -> dict[str, Any]:
+        """The run as JSON without wall-clock fields: equal for a replay from the cache."""
+        data = self.model_dump(mode="json", exclude={"started_at"})
+        data["totals"].pop("wall_time_s")
+        for part in (data["setup"], data["final"], *[it["steps"] for it in data["iterations"]]):
+            for step in part:
+                if step.get("call"):
+                    step["call"].pop("cache_hit")
+        data["totals"].update(calls=None, cache_hits=None, input_tokens=None, output_tokens=None, cost_usd=None)
+        return data
+
+
+def run_id(loop: str, task: Task, config: dict[str, Any], sample: int) -> str:
+    """The deterministic run id: 16 hex digits of sha256 over loop, task, config and sample."""
+    blob = json.dumps([loop, task.model_dump(), config, sample], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
