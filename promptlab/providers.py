@@ -10,7 +10,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -132,6 +132,23 @@ def _reply(lm: ModuleType, model: str, messages: list[dict[str, Any]], params: d
     return response
 
 
+def _stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A promptlab model's reply as litellm GenericStreamingChunk dicts."""
+    provider, _, name = model.partition("/")
+    from .fake import reply_stream
+    from .local import generate_stream
+
+    pieces = reply_stream if provider == "fake" else generate_stream
+    for piece in pieces(name, messages, params):
+        last = "usage" in piece
+        usage = None
+        if last:
+            i, o = piece["usage"]
+            usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+        yield {"text": piece["text"], "tool_use": None, "is_finished": last,
+               "finish_reason": piece.get("finish_reason", ""), "usage": usage, "index": 0}
+
+
 def _make_handler(lm: ModuleType) -> Any:
     """The litellm CustomLLM that serves `fake/...` and `local/...`."""
 
@@ -155,5 +172,29 @@ def _make_handler(lm: ModuleType) -> Any:
         async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
             call: Callable[[], Any] = lambda: self.completion(*args, **kwargs)  # noqa: E731
             return await asyncio.to_thread(call)
+
+        def streaming(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+            yield from _stream(model_of(kwargs, args), kwargs["messages"], params_of(kwargs))
+
+        async def astreaming(self, *args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+            # the model runs in a worker thread; pieces come back through a queue as they are made
+            queue: asyncio.Queue[Any] = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            done = object()
+
+            def produce() -> None:
+                try:
+                    for piece in self.streaming(*args, **kwargs):
+                        loop.call_soon_threadsafe(queue.put_nowait, piece)
+                except BaseException as e:  # handed to the consumer, raised there
+                    loop.call_soon_threadsafe(queue.put_nowait, e)
+                loop.call_soon_threadsafe(queue.put_nowait, done)
+
+            worker = loop.run_in_executor(None, produce)
+            while (item := await queue.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+            await worker
 
     return PromptlabProvider()

@@ -150,8 +150,12 @@ class RunContext:
         sample_offset: int = 0,
         model: str | None = None,
         judge: str | None = None,
+        token_type: str | None = None,
     ) -> tuple[Any, Step]:
         """Make one role's model call and record it as a step of `iteration` (or of setup/final).
+
+        With `token_type`, the reply is streamed and each piece is emitted as a `token` event with
+        data {"token_type": token_type, "text": piece} (a cache hit sends its whole text as one piece).
 
         Returns (parsed object or text, step). On a ParseError or ProviderError the first item is
         None, the step carries the error (with the raw output), and the run's `errors` lists it.
@@ -160,11 +164,15 @@ class RunContext:
         it = iteration.index if iteration is not None else None
         self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
         step = Step(iteration=it, phase=phase, role=judge or role, model=model)
+        on_token = None
+        if token_type is not None and self.on_event is not None:
+            def on_token(piece: str) -> None:
+                self.emit("token", piece, iteration=it, phase=phase, role=role, token_type=token_type, text=piece)
         try:
             c: Completion = await acomplete(
                 model, prompt, schema=schema, system=system, temperature=self.config.temperature,
                 max_tokens=self.config.max_tokens, sample=self.run.sample + sample_offset, cache=self.cache,
-                settings=self.settings,
+                settings=self.settings, on_token=on_token,
             )
         except (ParseError, ProviderError) as e:
             raw = e.raw if isinstance(e, ParseError) else None
