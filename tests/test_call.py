@@ -263,3 +263,11 @@ def test_import_promptlab_stays_light() -> None:
     code = "import sys, promptlab; print(json.dumps(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'llama_cpp') if m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout) == []
+
+
+@pytest.mark.hosted
+@pytest.mark.skipif(not os.environ.get("OPENAI_API_KEY"), reason="needs OPENAI_API_KEY (a hosted model)")
+def test_hosted_structured_call(cache_dir: Path) -> None:
+    c = pl.complete("gpt-4o-mini", "Score the prompt 'write a poem' for clarity, 1-10, with a reason.",
+                    schema=Verdict, cache=cache_dir, max_tokens=100)
+    assert isinstance(c.parsed, Verdict) and c.input_tokens and c.cost_usd is not None

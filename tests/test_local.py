@@ -61,3 +61,10 @@ def test_model_is_loaded_once_and_streams_async(tmp_path: Path) -> None:
                                  on_token=pieces.append))
     assert local.load("smollm2")[0] is first
     assert len(pieces) > 1 and "".join(pieces) == c.text and c.output_tokens == len(pieces)
+
+
+@pytest.mark.local_model
+def test_any_gguf_file_by_path(tmp_path: Path) -> None:
+    path = local.resolve_model_path("smollm2")
+    c = pl.complete(f"local/{path}", "Say yes.", max_tokens=4, cache=tmp_path)
+    assert c.model == f"local/{path}" and c.output_tokens and c.output_tokens <= 4
