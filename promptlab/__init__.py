@@ -29,7 +29,32 @@ from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa
 
 __version__ = "0.1.0"
 
-__all__ = [
+# Heavier parts (loops, sweeps, pandas frames, plots) load on first use, so `import promptlab` stays fast.
+_LAZY = {
+    "run_loop": "promptlab.loops", "arun_loop": "promptlab.loops", "get_loop": "promptlab.loops",
+    "LoopConfig": "promptlab.loops",
+    "run_p3ro": "promptlab.loops.p3ro", "arun_p3ro": "promptlab.loops.p3ro", "P3ROConfig": "promptlab.loops.p3ro",
+    "run_creator_critic": "promptlab.loops.creator_critic", "arun_creator_critic": "promptlab.loops.creator_critic",
+    "CreatorCriticConfig": "promptlab.loops.creator_critic",
+    "run_pes": "promptlab.loops.pes", "arun_pes": "promptlab.loops.pes", "PESConfig": "promptlab.loops.pes",
+    "PESAgent": "promptlab.loops.pes", "Persona": "promptlab.loops.pes",
+    "run_pcee": "promptlab.loops.pcee", "arun_pcee": "promptlab.loops.pcee", "PCEEConfig": "promptlab.loops.pcee",
+    "load_experiment": "promptlab.experiments", "Experiment": "promptlab.experiments",
+    "load": "promptlab.results", "Results": "promptlab.results", "report": "promptlab.plots",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'promptlab' has no attribute {name!r}")
+
+
+__all__ = [*_LAZY,
     "Cache", "cache_key", "open_cache", "Settings", "complete", "acomplete", "Completion", "Usage",
     "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
     "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog", "ScriptedModel", "scripted",
