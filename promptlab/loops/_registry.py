@@ -1,3 +1,3 @@
 """Imports the built-in loops so that they register themselves."""
 
-from . import creator_critic, p3ro  # noqa: F401
+from . import creator_critic, p3ro, pcee, pes  # noqa: F401

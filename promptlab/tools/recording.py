@@ -1,0 +1,45 @@
+"""Running a tool inside a loop run: events, a recorded Step, and errors kept on the run."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..record import Iteration, Step
+from ._base import ToolError, ToolRegistry, ToolResult
+
+if TYPE_CHECKING:
+    from ..loops._base import RunContext
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+async def run_tool_step(
+    ctx: RunContext,
+    tools: ToolRegistry,
+    iteration: Iteration,
+    name: str,
+    tool_input: Any,
+    *,
+    phase: str = "tool",
+) -> tuple[ToolResult, Step]:
+    """Run one tool call as a step of `iteration`.
+
+    Emits `tool_call` and `tool_result` events; the step's output is the ToolResult as JSON; an
+    error result is also recorded as a `ToolError` on the step and in the run's errors.
+    """
+    it = iteration.index
+    ctx.emit("tool_call", f"{name}({_short(tool_input)})", iteration=it, phase=phase, role=name, tool=name,
+             input=tool_input)
+    result = await tools.run(name, tool_input)
+    step = Step(iteration=it, phase=phase, role=name, output=result.model_dump(mode="json"))
+    if not result.ok:
+        ctx.fail(step, ToolError(result.error or "tool failed"))
+    ctx.emit("tool_result", f"{name}: {result.status}: {_short(result.text if result.ok else result.error)}",
+             iteration=it, phase=phase, role=name, tool=name, status=result.status, output=result.output,
+             error=result.error)
+    iteration.steps.append(step)
+    return result, step
