@@ -29,11 +29,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..call import CacheArg, Settings
 from ..events import EventHandler
@@ -41,7 +40,6 @@ from ..record import Run, Score, Task
 from ..tools import (
     Tool,
     ToolEnv,
-    ToolRegistry,
     ToolResult,
     build_tools,
     check_tool_names,
@@ -51,6 +49,12 @@ from ..tools import (
 from ..tools.delegate import AgentDirectory, delegate_tool
 from ..workspace import Workspace
 from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
+from ._pes_schemas import (
+    JudgeGrade,
+    PlanningOutput,
+    SynthesisOutput,
+    planning_schema,
+)
 
 
 class ObservationType(StrEnum):
@@ -67,8 +71,6 @@ class ObservationType(StrEnum):
     FINAL_RESPONSE = "FINAL_RESPONSE"
 
 
-MAX_TOOL_CALLS = 3
-"""Most tool calls one planning reply may ask for."""
 TOKEN_TYPES = {"planning": "AGENT_THOUGHT_LLM_RESPONSE", "synthesis": "FINAL_SYNTHESIS_LLM_RESPONSE"}
 """The token_type PES passes for each kind of call -> the design's stream token kind."""
 
@@ -102,91 +104,6 @@ class PESConfig(LoopConfig):
     @classmethod
     def _known_tools(cls, v: list[str]) -> list[str]:
         return check_tool_names(v)
-
-
-class ToolCallRequest(BaseModel):
-    """One tool call the planner asks for."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tool: str
-    """Tool name."""
-    input: dict[str, Any] | str
-    """The tool's input object (or a bare string for tools that take one)."""
-
-
-class PlanningOutput(BaseModel):
-    """The planner's reply for one iteration."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    title: str = Field(max_length=80)
-    """A short title for the conversation."""
-    intent: str = Field(max_length=200)
-    """What the user wants."""
-    plan: str = Field(max_length=400)
-    """The steps the agent will take."""
-    thoughts: str = Field(max_length=400)
-    """Reasoning about what is known and what is missing."""
-    tool_calls: list[ToolCallRequest] = Field(max_length=MAX_TOOL_CALLS)
-    """Tools to call now; empty when the answer can be written."""
-
-
-def planning_schema(tools: ToolRegistry) -> type[PlanningOutput]:
-    """PlanningOutput whose JSON schema only offers calls of `tools` with valid inputs.
-
-    Only the schema is narrowed (a constrained decoder or a schema-following provider keeps to it);
-    validation still accepts any call, and an unknown tool or a bad input comes back as a tool error.
-    """
-    return _planning_schema(json.dumps(tools.call_schemas("tool", "input")))
-
-
-@lru_cache(maxsize=64)
-def _planning_schema(branches_json: str) -> type[PlanningOutput]:
-    branches = json.loads(branches_json)
-
-    def known_calls(schema: dict[str, Any]) -> None:
-        schema.clear()
-        schema["anyOf"] = branches
-
-    class ToolCall(ToolCallRequest):
-        model_config = ConfigDict(extra="forbid", json_schema_extra=known_calls)
-
-    return create_model("PlanningOutput", __base__=PlanningOutput, tool_calls=(
-        list[ToolCall], Field(max_length=MAX_TOOL_CALLS, description="Tools to call now; empty to answer.")))
-
-
-class SynthesisMetadata(BaseModel):
-    """Extra information shown next to the answer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    sources: list[str] = Field(max_length=5)
-    """Documents or tools the answer relies on."""
-    suggestions: list[str] = Field(max_length=3)
-    """Follow-up questions or actions for the user."""
-
-
-class SynthesisOutput(BaseModel):
-    """The synthesizer's reply: the answer and its metadata."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    content: str = Field(max_length=2000)
-    """The answer to the user."""
-    metadata: SynthesisMetadata
-    """Sources and suggestions."""
-
-
-class JudgeGrade(BaseModel):
-    """The judge's grade of the final answer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    justification: str = Field(max_length=600)
-    """Why the answer earns the score."""
-    score: int = Field(ge=1, le=10)
-    """1 (useless) to 10 (complete and correct)."""
 
 
 class Persona(BaseModel):
