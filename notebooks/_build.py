@@ -1,0 +1,266 @@
+"""Writes the notebooks in this folder from the cell sources below (no outputs, no execution counts).
+
+    python notebooks/_build.py
+
+Edit the sources here, not the .ipynb files, so that notebook changes stay reviewable. Each notebook
+has a cell tagged `parameters` so papermill can inject values (`-p model fake/auto`), and runs top to
+bottom under papermill with model "fake/auto" (tests) and "local/smollm2" (demo).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat import v4
+
+HERE = Path(__file__).resolve().parent
+
+ROOT_CELL = '''from pathlib import Path
+
+# Paths are relative to the repository root, whether Jupyter started here or in notebooks/.
+ROOT = Path.cwd() if (Path.cwd() / "experiments").is_dir() else Path.cwd().parent
+
+
+def here(path):
+    """A path relative to the repository root (absolute paths are kept)."""
+    return Path(path) if Path(path).is_absolute() else ROOT / path'''
+
+
+def notebook(*cells: tuple[str, str]) -> nbformat.NotebookNode:
+    """A notebook from (kind, source) pairs; kind is "md", "code" or "parameters"."""
+    nb = v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    for kind, source in cells:
+        if kind == "md":
+            nb.cells.append(v4.new_markdown_cell(source))
+        else:
+            cell = v4.new_code_cell(source)
+            if kind == "parameters":
+                cell.metadata["tags"] = ["parameters"]
+            nb.cells.append(cell)
+    return stable_ids(nb)
+
+
+def stable_ids(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Number the cell ids (nbformat draws random ones, which would change on every build)."""
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"
+    return nb
+
+
+EXPLORE = notebook(
+    ("md", ("# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
+           "iteration cap, and press **Run**. The event log fills as the loop works; afterwards the "
+           "score trajectory and the final prompt beside the original appear below.\n\n"
+           "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters.")),
+    ("parameters", '''tasks_path = "data/prompt_tasks.jsonl"  # JSONL task file (relative to the repo root)
+loop = "p3ro"  # p3ro, creator_critic, pes, pcee
+task_id = ""  # empty: the first task
+model = ""  # if set, it plays every role (fake/auto for a dry run)
+generator_model = "local/smollm2"
+critic_model = "local/smollm2"
+finish_threshold = 8.5
+max_iterations = 3
+max_tokens = 256
+autorun = False  # run once without a click (papermill)'''),
+    ("code", ROOT_CELL),
+    ("code", '''import asyncio
+import html
+
+import ipywidgets as w
+import matplotlib.pyplot as plt
+from IPython.display import HTML, display
+
+from promptlab.experiments import read_tasks
+from promptlab.loops import LOOPS, arun_loop, get_loop
+from promptlab.plots import plot_trajectories
+from promptlab.results import tidy
+
+get_loop(loop)  # imports the built-in loops (and fails early on an unknown name)
+tasks = {t.id: t for t in read_tasks(here(tasks_path))}
+MODELS = ["local/smollm2", "fake/auto"]'''),
+    ("code", '''style = {"description_width": "110px"}
+loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=style)
+task_w = w.Dropdown(options=list(tasks), value=task_id or next(iter(tasks)), description="task", style=style)
+gen_w = w.Combobox(options=MODELS, value=model or generator_model, description="generator", style=style,
+                   ensure_option=False)
+critic_w = w.Combobox(options=MODELS, value=model or critic_model, description="critic", style=style,
+                      ensure_option=False)
+threshold_w = w.FloatSlider(value=finish_threshold, min=1.0, max=10.0, step=0.5, description="finish at",
+                            style=style)
+cap_w = w.IntSlider(value=max_iterations, min=1, max=10, description="max iterations", style=style)
+run_w = w.Button(description="Run", button_style="primary", icon="play")
+log = w.Output(layout={"border": "1px solid #ccc", "height": "220px", "overflow": "auto"})
+result = w.Output()
+
+
+def sync_threshold(_=None):
+    """Loops without a finish threshold (pes, pcee) grey the slider out."""
+    threshold_w.disabled = "finish_threshold" not in get_loop(loop_w.value).config_cls.model_fields
+
+
+loop_w.observe(sync_threshold, names="value")
+sync_threshold()'''),
+    ("code", '''def event_logger(write):
+    """An on_event handler writing one line per event (token events are too many to show)."""
+    def on_event(event):
+        if event.kind != "token":
+            where = f"it{event.iteration}" if event.iteration is not None else "--"
+            write(f"[{where}] {event.kind} {event.role or ''}: {event.message}\\n")
+    return on_event
+
+
+def show_run(run, params):
+    """Trajectory plot and the final prompt beside the original."""
+    traj, _ = tidy([run], params, "explore")
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    plot_trajectories(traj, by=["loop"], ax=ax)
+    ax.set_title(f"{run.loop} on {run.task.id}: stopped ({run.stop_reason})")
+    display(fig)
+    plt.close(fig)
+    cols = [("original", run.task.prompt), ("final", run.final_output or "(none)")]
+    cells = "".join(f"<td style='vertical-align:top;width:50%'><b>{name}</b><pre style='white-space:pre-wrap'>"
+                    f"{html.escape(text)}</pre></td>" for name, text in cols)
+    display(HTML(f"<table style='width:100%'><tr>{cells}</tr></table>"))
+
+
+async def run_and_show(in_widgets=True):
+    """Run the loop with the widgets' values and show the log and the result (the Run button and
+    autorun both use it). It runs on the kernel's own event loop; with in_widgets=False (autorun) the
+    log and the result are ordinary cell output, which an executed notebook keeps."""
+    spec = get_loop(loop_w.value)
+    config = {"generator_model": gen_w.value, "critic_model": critic_w.value, "max_iterations": cap_w.value,
+              "max_tokens": max_tokens}
+    if model:
+        config["model"] = model
+    if "finish_threshold" in spec.config_cls.model_fields:
+        config["finish_threshold"] = threshold_w.value
+    log.clear_output()
+    result.clear_output()
+    write = log.append_stdout if in_widgets else (lambda text: print(text, end=""))
+    run_w.disabled = True
+    try:
+        run = await arun_loop(loop_w.value, tasks[task_w.value], config, on_event=event_logger(write))
+    finally:
+        run_w.disabled = False
+    params = {"loop": run.loop, **{k: v for k, v in config.items() if k != "max_tokens"}}
+    if in_widgets:
+        with result:
+            show_run(run, params)
+    else:
+        show_run(run, params)
+    return run
+
+
+def run_clicked(_button):
+    """The Run button: start a run without blocking the kernel (the log fills as it goes)."""
+    asyncio.ensure_future(run_and_show())
+
+
+run_w.on_click(run_clicked)
+display(w.VBox([w.HBox([loop_w, task_w]), w.HBox([gen_w, critic_w]), w.HBox([threshold_w, cap_w]), run_w,
+                log, result]))'''),
+    ("code", '''if autorun:
+    last_run = await run_and_show(in_widgets=False)
+    print(f"{last_run.loop} on {last_run.task.id}: {len(last_run.iterations)} iteration(s), "
+          f"stop reason {last_run.stop_reason}, best score {last_run.best_score}")
+    print("final output:", last_run.final_output)'''),
+)
+
+SWEEP = notebook(
+    ("md", ("# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), runs every unfinished "
+           "cell with a progress bar and shows the summary table. Finished cells are skipped, so running "
+           "this again resumes an interrupted sweep. `model` overrides every role's model (e.g. "
+           "`fake/auto` for a dry run); the results then go to their own directory.")),
+    ("parameters", '''experiment_path = "experiments/demo.yaml"
+model = ""  # empty: the models of the experiment; fake/auto for a dry run
+executor = "inline"  # or "papermill": one notebook kernel per cell
+workers = 2
+out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set'''),
+    ("code", ROOT_CELL),
+    ("code", '''import pandas as pd
+from IPython.display import display
+
+from promptlab.experiments import load_experiment
+from promptlab.plots import plot_trajectories, summary_table
+from promptlab.sweep import sweep
+
+exp = load_experiment(here(experiment_path))
+if model:
+    exp = exp.with_config(model=model)
+cells = exp.cells()
+print(f"{exp.name}: {len(cells)} cells x {len(exp.load_tasks())} tasks x {exp.replicates} replicate(s)")
+display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))'''),
+    ("code", '''suffix = f"-{model.replace('/', '_')}" if model else ""
+out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
+result = sweep(exp, out, executor=executor, workers=workers)
+print(result)'''),
+    ("code", '''results = result.load()
+display(summary_table(results))
+import matplotlib.pyplot as plt
+
+ax = plot_trajectories(results.trajectories)
+ax.set_title(f"{exp.name}: mean score per iteration")
+plt.show()'''),
+)
+
+COMPARE = notebook(
+    ("md", ("# Compare configurations\n\nCharts over a results directory written by a sweep: model "
+           "pairings, score trajectories, score against cost, stop reasons, the final score by finish "
+           "threshold and iteration cap, and the summary table. Charts whose columns the sweep did not "
+           "vary are skipped with a note.")),
+    ("parameters", '''results_dir = "results/demo"'''),
+    ("code", ROOT_CELL),
+    ("code", '''import matplotlib.pyplot as plt
+from IPython.display import display
+
+from promptlab import plots
+from promptlab.results import load
+
+results = load(here(results_dir))
+runs, traj = results.runs, results.trajectories
+print(f"{len(results.cells)} cells, {len(runs)} runs, {len(traj)} trajectory rows")
+display(results.cells)'''),
+    ("code", '''def varies(frame, *columns):
+    """Whether every column exists and takes more than one value."""
+    return all(c in frame.columns and frame[c].nunique(dropna=True) > 1 for c in columns)
+
+
+if varies(runs, "generator_model") or varies(runs, "critic_model"):
+    plots.plot_pairing_heatmap(runs)
+    plt.show()
+else:
+    print("pairing heatmap skipped: one generator/critic pairing only")'''),
+    ("code", '''plots.plot_trajectories(traj)
+plt.show()'''),
+    ("code", '''cost = "cost_usd" if runs["cost_usd"].fillna(0).sum() > 0 else "tokens"
+plots.plot_score_vs_cost(runs, x=cost)
+plt.show()'''),
+    ("code", '''plots.plot_stop_reasons(runs)
+plt.show()'''),
+    ("code", '''if "finish_threshold" in runs.columns:
+    hue = "max_iterations" if "max_iterations" in runs.columns else None
+    plots.plot_final_by(runs, x="finish_threshold", hue=hue)
+    plt.show()
+else:
+    print("final-by-threshold chart skipped: the sweep has no finish_threshold column")'''),
+    ("code", '''display(plots.summary_table(results))'''),
+)
+
+
+def main() -> None:
+    """Write the four notebooks next to this script."""
+    from promptlab.sweep import run_cell_notebook
+
+    for name, nb in [("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE),
+                     ("run_cell", stable_ids(run_cell_notebook()))]:
+        nbformat.validate(nb)
+        path = HERE / f"{name}.ipynb"
+        path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""The `promptlab` command: run one loop, sweep an experiment, report on results, manage the cache.
+
+    promptlab run p3ro --prompt "Write a poem" --goal "A haiku about autumn" --model fake/auto
+    promptlab sweep experiments/demo.yaml --executor papermill --workers 2
+    promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
+    promptlab report results/demo
+    promptlab cache stats
+
+Bad input (an experiment file, a config field, a model name) prints one line to stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import PromptlabError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `promptlab` command; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except ValidationError as e:
+        return _fail("; ".join(_describe(err) for err in e.errors()))
+    except (PromptlabError, ValueError, FileNotFoundError) as e:
+        return _fail(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+    except KeyboardInterrupt:
+        print("promptlab: interrupted", file=sys.stderr)
+        return 130
+
+
+def _fail(message: str) -> int:
+    print(f"promptlab: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _describe(err: Any) -> str:
+    from .experiments import _describe as describe
+
+    return describe(err)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="promptlab", description="Experiments on iterative prompt refinement loops.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("sweep", help="run an experiment's cells (finished cells are skipped)")
+    s.add_argument("experiment", help="experiment YAML file")
+    s.add_argument("--workers", type=int, default=2, help="cells at once (default 2)")
+    s.add_argument("--executor", choices=["inline", "papermill"], default="inline")
+    s.add_argument("--out", help="results dir (default results/<experiment name>)")
+    s.add_argument("--cache", help="call cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=_sweep)
+
+    r = sub.add_parser("run", help="run one loop on one prompt, with a live event log")
+    r.add_argument("loop", help="loop name (p3ro, creator_critic, pes, pcee)")
+    r.add_argument("--prompt", required=True, help="the prompt (or request) to work on")
+    r.add_argument("--goal", default="", help="what a better result achieves")
+    r.add_argument("--model", help="model for every role")
+    r.add_argument("--generator", help="model for the proposing roles")
+    r.add_argument("--critic", help="model for the judging roles")
+    r.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a config field (repeatable); values are read as YAML scalars")
+    r.add_argument("--cache", help="call cache dir")
+    r.add_argument("--quiet", action="store_true", help="no live event log")
+    r.set_defaults(func=_run)
+
+    rep = sub.add_parser("report", help="write charts and the summary table of a results dir")
+    rep.add_argument("results_dir")
+    rep.add_argument("--out", help="where the charts go (default: the results dir)")
+    rep.set_defaults(func=_report)
+
+    c = sub.add_parser("cache", help="call cache: stats or clear")
+    c.add_argument("action", choices=["stats", "clear"])
+    c.add_argument("--dir", help="cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    c.set_defaults(func=_cache)
+    return p
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .experiments import load_experiment
+    from .sweep import sweep
+
+    exp = load_experiment(args.experiment)
+    if args.list:
+        for cell in exp.cells():
+            print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
+        return 0
+    result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
+                   progress=not args.no_progress)
+    print(result)
+    _print_summary(result.out_dir)
+    return 0 if result.failed == 0 else 1
+
+
+def _print_summary(results_dir: Any) -> None:
+    from .plots import summary_table
+    from .results import load
+
+    table = summary_table(load(results_dir))
+    if len(table):
+        print(table.to_string(index=False))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .events import PrintLog
+    from .loops import get_loop, run_loop
+    from .record import Task
+
+    spec = get_loop(args.loop)
+    fields: dict[str, Any] = {}
+    for name, value in (("model", args.model), ("generator_model", args.generator), ("critic_model", args.critic)):
+        if value:
+            fields[name] = value
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise PromptlabError(f"--set {item!r}: expected FIELD=VALUE")
+        if key.strip() not in spec.config_cls.model_fields:
+            raise PromptlabError(f"--set {key.strip()}: not a config field of loop {args.loop}; its fields: "
+                                 f"{', '.join(spec.config_cls.model_fields)}")
+        fields[key.strip()] = _scalar(raw)
+    config = spec.config_cls.model_validate(fields)
+    task = Task(id="cli", prompt=args.prompt, goal=args.goal)
+    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=args.cache)
+    print("\n=== final output ===")
+    print(run.final_output if run.final_output is not None else "(none)")
+    print("\n=== run ===")
+    print(f"loop {run.loop}  run {run.run_id}  stop reason: {run.stop_reason}")
+    for it in run.iterations:
+        scores = ", ".join(f"{s.criterion}={'missing' if s.score is None else s.score}" for s in it.scores)
+        print(f"  iteration {it.index}: average {it.average}  decision {it.decision}  [{scores}]")
+    print(f"best iteration {run.best_iteration} (score {run.best_score})")
+    t = run.totals
+    print(f"totals: {t.calls} calls ({t.cache_hits} cached, {t.failed_calls} failed), {t.input_tokens} input + "
+          f"{t.output_tokens} output tokens, cost {t.cost_usd if t.cost_usd is not None else 'unknown'} USD, "
+          f"{t.wall_time_s:.2f} s")
+    if run.errors:
+        print(f"{len(run.errors)} error(s) recorded; first: {run.errors[0].kind}: {run.errors[0].message}")
+    return 0
+
+
+def _scalar(raw: str) -> Any:
+    import yaml
+
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+    return raw if value is None and raw.strip() not in ("null", "~", "") else value
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .plots import report
+
+    if not Path(args.results_dir).is_dir():
+        raise PromptlabError(f"results dir not found: {args.results_dir}")
+    paths = report(args.results_dir, args.out)
+    _print_summary(args.results_dir)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    for name, why in getattr(paths, "skipped", {}).items():
+        print(f"{name}: not drawn ({why})")
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from .cache import open_cache
+
+    cache = open_cache(args.dir)
+    if args.action == "stats":
+        stats = cache.stats()
+        print(f"cache {stats['directory']}: {stats['entries']} entries, {stats['bytes']} bytes")
+    else:
+        print(f"cleared {cache.clear()} entries from {cache.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

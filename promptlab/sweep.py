@@ -1,0 +1,552 @@
+"""Run an experiment's cells, skipping finished ones, inline (asyncio) or one papermill notebook per cell.
+
+    result = sweep("experiments/demo.yaml", "results/demo", executor="papermill", workers=2)
+
+A cell is finished when its status.json says "ok" (see `promptlab.results`): such cells are skipped,
+failed or missing ones are run (again). Before running, the results dir gets `experiment.yaml` (the
+experiment with its task selection applied) and `tasks.jsonl` (the selected tasks), so it is
+self-contained; a results dir that holds cells of another experiment is refused.
+
+Executors:
+- "inline": cells run concurrently in this process (at most `workers` at once; inside a cell its
+  tasks x replicates run concurrently too, at most `cell_concurrency`). Works inside a notebook.
+- "papermill": each cell executes notebooks/run_cell.ipynb in its own kernel (`workers` at once); the
+  notebook writes the cell's results itself, and the executed notebook is kept as
+  cells/<cell_id>/run_cell.ipynb. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers.
+
+One cell can be run by hand (params_json is optional when cell_id and experiment_path are given;
+`promptlab sweep EXPERIMENT --list` prints the cell ids)::
+
+    papermill notebooks/run_cell.ipynb out.ipynb -p experiment_path experiments/demo.yaml \\
+        -p cell_id <id> -p results_dir results/x
+
+Cells start with the loops interleaved (round robin, each loop's cells in expansion order): cells of
+one loop that differ only in a stopping rule make the same first model calls, so run one after the
+other they answer them from the call cache while concurrent workers take other loops.
+
+A cell whose code raises is recorded as failed (status.json error: kind SweepCellError, message,
+notebook, cell_index, ename, evalue) and the sweep goes on. Ctrl-C stops scheduling, lets running
+writes finish (every file is written atomically) and re-raises KeyboardInterrupt; run again to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import ConfigError, SweepCellError
+from .events import EventHandler
+from .experiments import Cell, Experiment, load_experiment
+from .record import Run, Task
+
+if TYPE_CHECKING:
+    from .results import Results
+
+Executor = Literal["inline", "papermill"]
+TEMPLATE = Path(__file__).resolve().parents[1] / "notebooks" / "run_cell.ipynb"
+"""The run_cell notebook of a source checkout (a built-in copy is used when it is absent)."""
+KERNEL_ARGS = ["--log-level=CRITICAL"]
+"""Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""
+
+
+@dataclass
+class CellOutcome:
+    """What happened to one cell in this sweep."""
+
+    cell_id: str
+    params: dict[str, Any]
+    status: Literal["ok", "failed", "skipped"]
+    """ok: ran and finished; failed: ran and failed; skipped: already finished before."""
+    error: str | None = None
+    wall_time_s: float = 0.0
+
+
+@dataclass
+class SweepResult:
+    """The outcome of `sweep`: one CellOutcome per cell, counts and wall time."""
+
+    experiment: str
+    out_dir: Path
+    executor: str
+    cells: list[CellOutcome] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    def count(self, status: str) -> int:
+        """Cells with this outcome."""
+        return sum(c.status == status for c in self.cells)
+
+    @property
+    def done(self) -> int:
+        """Cells run to an ok status in this sweep."""
+        return self.count("ok")
+
+    @property
+    def failed(self) -> int:
+        """Cells that failed in this sweep."""
+        return self.count("failed")
+
+    @property
+    def skipped(self) -> int:
+        """Cells skipped because they had finished before (cached)."""
+        return self.count("skipped")
+
+    def load(self) -> Results:
+        """The results dir's frames (`promptlab.results.load`)."""
+        from .results import load
+
+        return load(self.out_dir)
+
+    def __str__(self) -> str:
+        text = (f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
+                f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.1f} s; "
+                f"results in {self.out_dir}")
+        for c in self.cells:
+            if c.status == "failed":
+                text += f"\n  failed {c.cell_id} {json.dumps(c.params)}: {c.error}"
+        return text
+
+
+@dataclass
+class _Plan:
+    exp: Experiment
+    out: Path
+    tasks: list[Task]
+    cache_dir: str
+    on_event: EventHandler | None
+    cell_concurrency: int
+    result: SweepResult
+    bar: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, outcome: CellOutcome) -> None:
+        with self.lock:
+            self.result.cells.append(outcome)
+            self.bar.update(1)
+            counts = {"done": self.result.done, "failed": self.result.failed, "cached": self.result.skipped}
+            self.bar.set_postfix(counts)
+
+
+def sweep(
+    experiment: str | Path | Experiment,
+    out_dir: str | Path | None = None,
+    *,
+    executor: Executor = "inline",
+    workers: int = 2,
+    on_event: EventHandler | None = None,
+    progress: bool = True,
+    cache: str | Path | None = None,
+    cell_concurrency: int = 4,
+    template: str | Path | None = None,
+) -> SweepResult:
+    """Run every unfinished cell of an experiment and write its results.
+
+    Args:
+        experiment: an experiment YAML path or an `Experiment`.
+        out_dir: the results dir (default results/<experiment name>).
+        executor: "inline" (in this process) or "papermill" (one notebook kernel per cell).
+        workers: cells at once.
+        on_event: receives every loop event (inline executor only).
+        progress: show a tqdm bar (notebook-aware) of cells done / failed / skipped.
+        cache: the call cache directory (default `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
+        cell_concurrency: runs (tasks x replicates) at once inside a cell.
+        template: the run_cell notebook for the papermill executor.
+
+    Returns:
+        A SweepResult with each cell's outcome.
+
+    Raises:
+        ConfigError: a bad experiment or a results dir holding another experiment's cells.
+        KeyboardInterrupt: on Ctrl-C, after running writes finished (run again to resume).
+    """
+    from tqdm.auto import tqdm
+
+    from .cache import default_cache_dir
+    from .results import cell_status
+
+    if executor not in ("inline", "papermill"):
+        raise ConfigError(f"executor: {executor!r} is not one of 'inline', 'papermill'")
+    if workers < 1:
+        raise ConfigError(f"workers: {workers} must be at least 1")
+    exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
+    out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
+    tasks = exp.load_tasks()
+    cells = exp.cells(tasks)
+    _prepare(out, exp, tasks, cells)
+    t0 = time.perf_counter()
+    result = SweepResult(exp.name, out, executor)
+    pending: list[Cell] = []
+    finished: list[CellOutcome] = []
+    for cell in cells:
+        status = cell_status(out, cell.cell_id)
+        if status is not None and status.get("status") == "ok":
+            finished.append(CellOutcome(cell.cell_id, cell.params, "skipped",
+                                        wall_time_s=float(status.get("wall_time_s") or 0.0)))
+        else:
+            pending.append(cell)
+    bar = tqdm(total=len(cells), desc=f"sweep {exp.name}", unit="cell", disable=not progress)
+    plan = _Plan(exp, out, tasks, str(Path(cache).resolve() if cache else default_cache_dir().resolve()),
+                 on_event, cell_concurrency, result, bar)
+    for outcome in finished:
+        plan.record(outcome)
+    pending = _schedule(pending)
+    try:
+        if executor == "inline":
+            _run_inline(pending, plan, workers)
+        else:
+            _run_papermill(pending, plan, workers, Path(template) if template else None)
+    except KeyboardInterrupt:
+        result.wall_time_s = round(time.perf_counter() - t0, 3)
+        print(f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
+              f"{len(cells) - len(result.cells)} not finished; finished cells are saved in {out}; "
+              "run the same sweep again to resume", file=sys.stderr, flush=True)
+        raise
+    finally:
+        bar.close()
+    order = {c.cell_id: i for i, c in enumerate(cells)}
+    result.cells.sort(key=lambda c: order[c.cell_id])
+    result.wall_time_s = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def _schedule(cells: list[Cell]) -> list[Cell]:
+    """Run order: the loops interleaved (round robin), each loop's cells in expansion order.
+
+    Cells of one loop that differ only in a stopping rule (threshold, cap) make the same first calls;
+    run one after another they answer them from the cache, while concurrent workers take other loops."""
+    by_loop: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_loop.setdefault(cell.loop, []).append(cell)
+    queues = list(by_loop.values())
+    order: list[Cell] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order
+
+
+# preparing the results dir -------------------------------------------------------------------------
+def _prepare(out: Path, exp: Experiment, tasks: list[Task], cells: list[Cell]) -> None:
+    """Refuse a dir holding other cells; write experiment.yaml and tasks.jsonl (self-contained)."""
+    known = {c.cell_id for c in cells}
+    cells_dir = out / "cells"
+    stale = sorted(p.name for p in cells_dir.iterdir() if p.is_dir() and p.name not in known) \
+        if cells_dir.is_dir() else []
+    if stale:
+        raise ConfigError(
+            f"out dir {out} already holds {len(stale)} cell(s) of a different experiment or config "
+            f"(e.g. {stale[0]}); their results would mix with these: choose another out dir or remove it"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None})
+    _write_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
+    _write_atomic(out / "experiment.yaml", f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n"
+                                           f"{snapshot.to_yaml()}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# running one cell ----------------------------------------------------------------------------------
+async def arun_cell(
+    cell: Cell,
+    tasks: list[Task],
+    replicates: int,
+    *,
+    cache: str | None = None,
+    on_event: EventHandler | None = None,
+    concurrency: int = 4,
+) -> tuple[list[Run], BaseException | None]:
+    """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
+    sample order) and the first exception raised, if any."""
+    from .loops import get_loop
+
+    spec = get_loop(cell.loop)
+    config = spec.config_cls.model_validate(cell.config)
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(task: Task, sample: int) -> Run:
+        async with sem:
+            return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
+
+    jobs = [one(t, s) for t in tasks for s in range(replicates)]
+    outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    runs = [o for o in outcomes if isinstance(o, Run)]
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    for e in errors:
+        if not isinstance(e, Exception):  # cancellation, Ctrl-C: not a cell failure
+            raise e
+    return runs, (errors[0] if errors else None)
+
+
+def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | None = None,
+               cell_index: int | None = None, ename: str | None = None, evalue: str | None = None) -> dict[str, Any]:
+    """The error dict of a failed cell, for status.json."""
+    ename = ename or (type(exc).__name__ if exc is not None else None)
+    evalue = evalue if evalue is not None else (str(exc) if exc is not None else None)
+    err = SweepCellError(cell.cell_id, cell.params, f"{ename}: {evalue}", notebook=notebook,
+                         cell_index=cell_index, ename=ename, evalue=evalue)
+    return {"kind": "SweepCellError", "message": str(err), "notebook": notebook, "cell_index": cell_index,
+            "ename": ename, "evalue": evalue}
+
+
+async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
+                        on_event: EventHandler | None = None, concurrency: int = 4,
+                        notebook: str | None = None) -> tuple[dict[str, Any], BaseException | None]:
+    """Run a cell and write its results (failed, with the error, when a run raised)."""
+    from .results import cell_status, write_cell
+
+    t0 = time.perf_counter()
+    try:
+        runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event, concurrency=concurrency)
+    except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
+        runs, exc = [], e
+    error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
+    wall = round(time.perf_counter() - t0, 4)
+    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall)
+    return (cell_status(out, cell.cell_id) or {"cell_id": cell.cell_id, "status": "failed"}), exc
+
+
+def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
+                      cache_dir: str = "", notebook_path: str = "", concurrency: int = 4) -> dict[str, Any]:
+    """Run one cell from the run_cell notebook: find it in the experiment, run it, write its results.
+
+    The experiment is `experiment_path`, else `<results_dir>/experiment.yaml`. Returns the cell's
+    status plus "litellm_imported" (whether this process imported litellm). Raises SweepCellError
+    after recording a failed cell, so papermill marks the notebook failed.
+    """
+    from .loops import run_sync
+
+    out = Path(results_dir).resolve()
+    exp = load_experiment(experiment_path or out / "experiment.yaml")
+    tasks = exp.load_tasks()
+    cell = exp.find_cell(cell_id, json.loads(params_json) if params_json else None)
+    if not (out / "experiment.yaml").is_file():
+        _prepare(out, exp, tasks, exp.cells(tasks))
+    status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
+                                         concurrency=concurrency, notebook=notebook_path or None))
+    if exc is not None:
+        raise SweepCellError(cell.cell_id, cell.params, f"{type(exc).__name__}: {exc}",
+                             notebook=notebook_path or None, ename=type(exc).__name__, evalue=str(exc)) from exc
+    return {**status, "litellm_imported": "litellm" in sys.modules}
+
+
+def _outcome(plan: _Plan, cell: Cell, wall: float) -> CellOutcome:
+    from .results import cell_status
+
+    status = cell_status(plan.out, cell.cell_id) or {}
+    ok = status.get("status") == "ok"
+    err = status.get("error") or {}
+    message = None if ok else str(err.get("message") or "no status.json was written")
+    return CellOutcome(cell.cell_id, cell.params, "ok" if ok else "failed", message,
+                       float(status.get("wall_time_s") or wall))
+
+
+# the inline executor -------------------------------------------------------------------------------
+def _run_inline(pending: list[Cell], plan: _Plan, workers: int) -> None:
+    async def main() -> None:
+        sem = asyncio.Semaphore(workers)
+
+        async def one(cell: Cell) -> None:
+            async with sem:
+                t0 = time.perf_counter()
+                await aexecute_cell(plan.out, cell, plan.tasks, plan.exp.replicates, cache=plan.cache_dir,
+                                    on_event=plan.on_event, concurrency=plan.cell_concurrency)
+                plan.record(_outcome(plan, cell, time.perf_counter() - t0))
+
+        await asyncio.gather(*(one(c) for c in pending))
+
+    _run_interruptible(main)
+
+
+def _run_interruptible(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run a coroutine on a fresh event loop in a worker thread (so it works inside Jupyter too);
+    Ctrl-C cancels it, waits for the cancellation (running writes finish) and re-raises."""
+    box: dict[str, Any] = {}
+    ready = threading.Event()
+
+    async def wrapper() -> None:
+        box["loop"], box["task"] = asyncio.get_running_loop(), asyncio.current_task()
+        ready.set()
+        await main()
+
+    def target() -> None:
+        try:
+            asyncio.run(wrapper())
+        except BaseException as e:  # noqa: BLE001 -- re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            ready.set()
+
+    thread = threading.Thread(target=target, name="promptlab-sweep", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        ready.wait()
+        if "task" in box:
+            box["loop"].call_soon_threadsafe(box["task"].cancel)
+        thread.join()
+        raise
+    err = box.get("error")
+    if err is not None and not isinstance(err, asyncio.CancelledError):
+        raise err
+
+
+# the papermill executor ----------------------------------------------------------------------------
+def _run_papermill(pending: list[Cell], plan: _Plan, workers: int, template: Path | None) -> None:
+    """`workers` daemon threads each run one papermill cell at a time. On Ctrl-C no further cell starts
+    and the interrupt is raised at once: a running kernel either finishes its cell (inside Jupyter) or
+    stops with this process (its kernel exits when its parent does); an unfinished cell is re-run later."""
+    import queue
+
+    nb = template or _template(plan.out)
+    todo: queue.SimpleQueue[Cell] = queue.SimpleQueue()
+    for cell in pending:
+        todo.put(cell)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                cell = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                plan.record(_papermill_cell(cell, plan, nb))
+            except BaseException as e:  # noqa: BLE001 -- a runner bug (not a cell failure): stop and re-raise
+                errors.append(e)
+                stop.set()
+
+    threads = [threading.Thread(target=worker, name=f"promptlab-cell-{i}", daemon=True)
+               for i in range(min(workers, len(pending)))]
+    with _env("PROMPTLAB_LOCAL_THREADS", str(max(1, (os.cpu_count() or 1) // workers))):
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            raise
+    if errors:
+        raise errors[0]
+
+
+def _papermill_cell(cell: Cell, plan: _Plan, template: Path) -> CellOutcome:
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    from .results import cell_status, write_cell
+
+    cell_dir = plan.out / "cells" / cell.cell_id
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    (cell_dir / "status.json").unlink(missing_ok=True)  # a failed earlier attempt; ok cells never get here
+    final, partial = cell_dir / "run_cell.ipynb", cell_dir / ".run_cell.partial.ipynb"
+    params = {"results_dir": str(plan.out), "cell_id": cell.cell_id, "params_json": json.dumps(cell.params),
+              "experiment_path": str(plan.out / "experiment.yaml"), "cache_dir": plan.cache_dir,
+              "notebook_path": str(final), "concurrency": plan.cell_concurrency}
+    t0 = time.perf_counter()
+    error: dict[str, Any] | None = None
+    try:
+        pm.execute_notebook(str(template), str(partial), parameters=params, progress_bar=False, log_output=False,
+                            cwd=os.getcwd(), extra_arguments=KERNEL_ARGS)
+    except PapermillExecutionError as e:
+        error = cell_error(cell, notebook=str(final), cell_index=e.cell_index, ename=e.ename, evalue=e.evalue)
+    except Exception as e:  # noqa: BLE001 -- a dead kernel, a kernel that did not start: the cell failed
+        error = cell_error(cell, e, notebook=str(final))
+    finally:
+        if partial.exists():
+            os.replace(partial, final)
+    wall = round(time.perf_counter() - t0, 4)
+    status = cell_status(plan.out, cell.cell_id)
+    if status is None:  # the notebook did not record the cell itself
+        error = error or cell_error(cell, notebook=str(final), ename="MissingStatus",
+                                    evalue="the notebook finished without writing status.json")
+        write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=wall)
+    return _outcome(plan, cell, wall)
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """Set an environment variable (kernels inherit it) unless the user set it; restore after."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
+def _template(out: Path) -> Path:
+    """The checkout's notebooks/run_cell.ipynb, else the built-in copy written into the results dir."""
+    if TEMPLATE.is_file():
+        return TEMPLATE
+    import nbformat
+
+    path = out / "run_cell_template.ipynb"
+    _write_atomic(path, nbformat.writes(run_cell_notebook()))
+    return path
+
+
+def run_cell_notebook() -> Any:
+    """The run_cell notebook papermill executes for each cell (notebooks/_build.py writes it)."""
+    from nbformat import v4
+
+    nb = v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    params = v4.new_code_cell(
+        'results_dir = "results/manual"  # where the results of the cell go\n'
+        'cell_id = ""  # the cell to run (promptlab sweep EXPERIMENT --list shows the ids)\n'
+        'params_json = ""  # or the params of the cell as JSON (optional when cell_id is given)\n'
+        'experiment_path = ""  # the experiment file (default: <results_dir>/experiment.yaml)\n'
+        'cache_dir = ""  # the call cache (default: $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)\n'
+        'notebook_path = ""  # where this executed notebook is kept (recorded with a failure)\n'
+        "concurrency = 4  # runs (tasks x replicates) at once"
+    )
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        v4.new_markdown_cell(
+            "# One sweep cell\n\nThe sweep runner executes this notebook once per cell with papermill "
+            "(`promptlab sweep EXPERIMENT --executor papermill`). It runs the cell's tasks x replicates, "
+            "writes the cell's results (status.json last) and prints its status. By hand:\n\n"
+            "```\npapermill notebooks/run_cell.ipynb out.ipynb -p experiment_path experiments/demo.yaml \\\n"
+            "    -p cell_id <id> -p results_dir results/x\n```"
+        ),
+        params,
+        v4.new_code_cell(
+            "import json\nimport sys\n\nfrom promptlab.sweep import run_notebook_cell\n\n"
+            "status = run_notebook_cell(results_dir, cell_id=cell_id, params_json=params_json,\n"
+            "                           experiment_path=experiment_path, cache_dir=cache_dir,\n"
+            "                           notebook_path=notebook_path, concurrency=concurrency)"
+        ),
+        v4.new_code_cell(
+            'print(json.dumps({k: status.get(k) for k in ("cell_id", "status", "n_runs", "wall_time_s",\n'
+            '                                             "litellm_imported")}))'
+        ),
+    ]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"  # stable ids keep the notebook file reviewable
+    return nb
+
+
+__all__ = ["CellOutcome", "SweepResult", "aexecute_cell", "arun_cell", "cell_error", "run_cell_notebook",
+           "run_notebook_cell", "sweep"]
