@@ -8,11 +8,14 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from .completion import Completion
 
 log = logging.getLogger("promptlab.cache")
+M = TypeVar("M", bound=BaseModel)
 
 CACHE_ENV = "PROMPTLAB_CACHE_DIR"
 DEFAULT_DIR = Path(".promptlab") / "cache"
@@ -42,8 +45,9 @@ class Cache:
         # diskcache commits each set in one SQLite transaction: a reader never sees half an entry.
         self._dc = diskcache.Cache(str(self.directory), size_limit=2**34, eviction_policy="none")
 
-    def get(self, key: str) -> Completion | None:
-        """The stored completion for `key`, or None (a corrupted entry is logged, dropped and missed)."""
+    def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
+        """The stored record for `key` (a Completion unless `kind` says otherwise), or None; a corrupted
+        entry is logged, dropped and missed."""
         try:
             raw = self._dc.get(key, default=None)
         except Exception as e:  # an unreadable row or value file
@@ -53,15 +57,16 @@ class Cache:
         if raw is None:
             return None
         try:
-            return Completion.model_validate_json(raw)
+            return kind.model_validate_json(raw)
         except Exception as e:
             log.warning("promptlab cache: entry %s corrupted (%s); treating as a miss", key[:12], e)
             self._discard(key)
             return None
 
-    def set(self, key: str, completion: Completion) -> None:
-        """Store a successful completion (errors are never stored)."""
-        self._dc.set(key, json.dumps(completion.stored(), sort_keys=True))
+    def set(self, key: str, record: BaseModel) -> None:
+        """Store a completion or a provider reply (errors are never stored)."""
+        data = record.stored() if isinstance(record, Completion) else record.model_dump(mode="json")
+        self._dc.set(key, json.dumps(data, sort_keys=True))
 
     def _discard(self, key: str) -> None:
         try:

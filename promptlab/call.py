@@ -56,6 +56,20 @@ DEFAULT_SETTINGS = Settings()
 @dataclass
 class _Call:
     kwargs: dict[str, Any]
+    reply_key: str | None = None
+    """Structured calls cache every provider reply under this key, so a replay re-parses the same
+    replies (a ParseError replays without model calls); the final Completion is cached as well."""
+
+
+class _Reply(BaseModel):
+    """One provider reply, as the protocol needs it (and as a structured call's reply is cached)."""
+
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    finish_reason: str | None = None
+    replayed: bool = False
 
 
 TokenHandler = Callable[[str], None]
@@ -158,11 +172,14 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
     tokens_known, cost_known = True, True
     failures: list[dict[str, Any]] = []
     for _ in range(max(1, s.parse_attempts if req.schema is not None else 1)):
+        reply_key = None
+        if req.schema is not None:
+            reply_key = cache_key({"reply_of": req.key, "messages": messages})
         for retry in range(s.retries + 1):
             attempts += 1
             t0 = time.perf_counter()
             try:
-                response = yield _Call({"model": req.model, "messages": messages, **kwargs})
+                reply: _Reply = yield _Call({"model": req.model, "messages": messages, **kwargs}, reply_key)
             except Exception as e:
                 latency += time.perf_counter() - t0
                 _raise_if_auth(req.model, e, attempts)
@@ -177,24 +194,22 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
                 continue
             latency += time.perf_counter() - t0
             break
-        usage = getattr(response, "usage", None)
-        if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
-            in_tok += int(usage.prompt_tokens or 0)
-            out_tok += int(usage.completion_tokens or 0)
-        else:
-            tokens_known = False
-        c = _cost(req.model, response)
-        if c is None:
-            cost_known = False
-        else:
-            cost += c
-        choice = response.choices[0]
-        text = choice.message.content or ""
+        if not reply.replayed:  # a replayed reply was paid for when it was first made
+            if reply.input_tokens is None:
+                tokens_known = False
+            else:
+                in_tok += reply.input_tokens
+                out_tok += reply.output_tokens or 0
+            if reply.cost_usd is None:
+                cost_known = False
+            else:
+                cost += reply.cost_usd
+        text = reply.text
         done = Completion(
             model=req.model, text=text, input_tokens=in_tok if tokens_known else None,
             output_tokens=out_tok if tokens_known else None, cost_usd=cost if cost_known else None,
             latency_s=latency, attempts=attempts, sample=req.sample, key=req.key,
-            finish_reason=getattr(choice, "finish_reason", None),
+            finish_reason=reply.finish_reason,
         )
         if req.schema is None:
             return done
@@ -217,6 +232,70 @@ def _raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
         if missing:
             raise MissingKeyError(model, missing) from e
         raise ProviderError(model, f"authentication failed: {e}", attempts=attempts, retryable=False) from e
+
+
+def _reply_of(model: str, response: Any) -> _Reply:
+    usage: Any = getattr(response, "usage", None)
+    known = usage is not None and getattr(usage, "prompt_tokens", None) is not None
+    choice = response.choices[0]
+    return _Reply(
+        text=choice.message.content or "",
+        input_tokens=int(usage.prompt_tokens or 0) if known else None,
+        output_tokens=int(usage.completion_tokens or 0) if known else None,
+        cost_usd=_cost(model, response), finish_reason=getattr(choice, "finish_reason", None),
+    )
+
+
+def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> _Reply | None:
+    if store is None or op.reply_key is None:
+        return None
+    reply = store.get(op.reply_key, _Reply)
+    if reply is not None:
+        reply.replayed = True
+        if on_token is not None:
+            on_token(reply.text)
+    return reply
+
+
+def _keep(store: Cache | None, op: _Call, reply: _Reply) -> _Reply:
+    if store is not None and op.reply_key is not None:
+        store.set(op.reply_key, reply)
+    return reply
+
+
+def _fetch(op: _Call, store: Cache | None, on_token: TokenHandler | None) -> _Reply:
+    """One provider call (blocking), or its cached reply."""
+    replay = _replayed(store, op, on_token)
+    if replay is not None:
+        return replay
+    lm = litellm()
+    if on_token is None:
+        response = lm.completion(**op.kwargs)
+    else:
+        chunks = []
+        for chunk in lm.completion(**op.kwargs, stream=True, stream_options={"include_usage": True}):
+            chunks.append(chunk)
+            _send_piece(chunk, on_token)
+        response = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
+    return _keep(store, op, _reply_of(op.kwargs["model"], response))
+
+
+async def _afetch(op: _Call, store: Cache | None, on_token: TokenHandler | None) -> _Reply:
+    """One provider call (async), or its cached reply."""
+    replay = _replayed(store, op, on_token)
+    if replay is not None:
+        return replay
+    lm = litellm()
+    if on_token is None:
+        response = await lm.acompletion(**op.kwargs)
+    else:
+        chunks = []
+        stream = await lm.acompletion(**op.kwargs, stream=True, stream_options={"include_usage": True})
+        async for chunk in stream:
+            chunks.append(chunk)
+            _send_piece(chunk, on_token)
+        response = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
+    return _keep(store, op, _reply_of(op.kwargs["model"], response))
 
 
 def _send_piece(chunk: Any, on_token: TokenHandler) -> None:
@@ -298,7 +377,6 @@ def complete(
             on_token(hit.text)
         return hit
     check_model(model, params)
-    lm = litellm()
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
@@ -313,14 +391,7 @@ def complete(
             time.sleep(op.seconds)
             continue
         try:
-            if on_token is None:
-                value = lm.completion(**op.kwargs)
-            else:
-                chunks = []
-                for chunk in lm.completion(**op.kwargs, stream=True, stream_options={"include_usage": True}):
-                    chunks.append(chunk)
-                    _send_piece(chunk, on_token)
-                value = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
+            value = _fetch(op, store, on_token)
         except Exception as e:
             error = e
     if store is not None:
@@ -365,7 +436,6 @@ async def acomplete(
             on_token(hit.text)
         return hit
     check_model(model, params)
-    lm = litellm()
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
@@ -381,15 +451,7 @@ async def acomplete(
                 await asyncio.sleep(op.seconds)
                 continue
             try:
-                if on_token is None:
-                    value = await lm.acompletion(**op.kwargs)
-                else:
-                    chunks = []
-                    stream = await lm.acompletion(**op.kwargs, stream=True, stream_options={"include_usage": True})
-                    async for chunk in stream:
-                        chunks.append(chunk)
-                        _send_piece(chunk, on_token)
-                    value = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
+                value = await _afetch(op, store, on_token)
             except Exception as e:
                 error = e
     if store is not None:

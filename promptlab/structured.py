@@ -70,7 +70,7 @@ def extract_json(text: str) -> Any:
         if not c:
             continue
         try:
-            return json.loads(c)
+            return json.loads(c, strict=False)  # raw newlines inside strings are common
         except json.JSONDecodeError:
             continue
     raise ValueError("no JSON object found in the reply (tried the whole text, code fences and {...} spans)")

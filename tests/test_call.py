@@ -115,7 +115,14 @@ def test_parse_error_carries_raw_text_and_attempts(cache_dir: Path) -> None:
     # the re-ask shows the model its reply and the problem
     assert m.requests[1]["messages"][-2] == {"role": "assistant", "content": "not json"}
     assert "could not be used" in m.requests[1]["messages"][-1]["content"]
-    assert len(pl.open_cache(cache_dir)) == 0
+    # the replies (not the error) are cached: a replay fails the same way without asking the model again
+    with pytest.raises(pl.ParseError) as again:
+        pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, settings=Settings(parse_attempts=3))
+    assert again.value.attempts == err.attempts and len(m.requests) == 3
+    # with more attempts allowed, the replay goes on past the cached replies to a fresh one
+    m.queue('{"score": 6, "reason": "fixed"}')
+    c = pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, settings=Settings(parse_attempts=4))
+    assert c.parsed == Verdict(score=6, reason="fixed") and len(m.requests) == 4
 
 
 def test_structured_reply_repaired_on_a_later_attempt(cache_dir: Path) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import matplotlib
+
+matplotlib.use("Agg")  # this process only: an MPLBACKEND variable would leak into notebook kernels
 
 import numpy as np
 import pandas as pd
