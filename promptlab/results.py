@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import io
+import json
+import math
 import os
 import tempfile
 import warnings
@@ -199,7 +202,6 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
     Returns:
         The cell directory.
     """
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     params = _check_params(params)
@@ -209,14 +211,15 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
             cell_error = CellError.model_validate(dict(error))
         except ValidationError as e:
             raise ConfigError(f"write_cell({cell_id!r}): bad error dict: {e}") from e
-    traj, run_rows = tidy(runs, params, cell_id)
+    traj, run_rows = _columns(runs, params, cell_id)
     cell_dir = _cell_dir(results_dir, cell_id)
     cell_dir.mkdir(parents=True, exist_ok=True)
     # a re-run must not leave the old status pointing at half-replaced files
     (cell_dir / "status.json").unlink(missing_ok=True)
     _atomic_write(cell_dir / "runs.jsonl", "".join(r.model_dump_json() + "\n" for r in runs).encode())
-    for name, frame in (("trajectories.parquet", traj), ("runs.parquet", run_rows)):
-        table = pa.Table.from_pandas(frame, preserve_index=False)
+    for name, columns, spec in (("trajectories.parquet", traj, TRAJECTORY_COLUMNS),
+                                 ("runs.parquet", run_rows, RUN_COLUMNS)):
+        table = _arrow_table(columns, spec, params)
         _atomic_write(cell_dir / name, functools.partial(pq.write_table, table))
     status = CellStatus(cell_id=cell_id, params=params, status="failed" if cell_error else "ok",
                         error=cell_error, n_runs=len(runs), wall_time_s=float(wall_time_s),
@@ -294,6 +297,15 @@ def tidy(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tuple[
         (trajectories, runs) frames with the documented columns and dtypes.
     """
     params = _check_params(params)
+    traj, rows = _columns(runs, params, cell_id)
+    dtypes = {name: _param_dtype([value]) for name, value in params.items()}
+    return (_frame(traj, TRAJECTORY_COLUMNS, params, dtypes, len(traj["run_id"]), params_first=True),
+            _frame(rows, RUN_COLUMNS, params, dtypes, len(rows["run_id"]), params_first=True))
+
+
+def _columns(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tuple[dict[str, list[Any]],
+                                                                                     dict[str, list[Any]]]:
+    """The documented columns of one cell's trajectories and runs rows, as plain lists (no pandas)."""
     traj: dict[str, list[Any]] = {name: [] for name in TRAJECTORY_COLUMNS}
     rows: dict[str, list[Any]] = {name: [] for name in RUN_COLUMNS}
     for run in runs:
@@ -325,9 +337,40 @@ def tidy(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tuple[
             tokens=tin + tout, cost_usd=cost, spent_tokens=t.input_tokens + t.output_tokens,
             spent_cost_usd=t.cost_usd, wall_time_s=t.wall_time_s, n_errors=len(run.errors),
             error=f"{first.kind}: {first.message}" if first else None))
-    dtypes = {name: _param_dtype([value]) for name, value in params.items()}
-    return (_frame(traj, TRAJECTORY_COLUMNS, params, dtypes, len(traj["run_id"]), params_first=True),
-            _frame(rows, RUN_COLUMNS, params, dtypes, len(rows["run_id"]), params_first=True))
+    return traj, rows
+
+
+_ARROW_TYPES = {"Float64": "float64", "Int64": "int64", "string": "string", "boolean": "bool_"}
+
+
+def _arrow_table(columns: Mapping[str, list[Any]], spec: Columns, params: Mapping[str, Any]) -> Any:
+    """A pyarrow table of the params (first) and the documented columns, built without pandas.
+
+    It goes through pyarrow's JSON reader with an explicit schema because converting Python lists with
+    `pa.array` imports pandas (~0.2 s in every sweep cell's kernel); `load` restores the pandas dtypes.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    fields: list[Any] = []
+    constants: dict[str, Any] = {}
+    for name, value in params.items():
+        if name not in spec:
+            dtype = _param_dtype([value])
+            constants[name] = None if value is None else (str(value) if dtype == "string" else value)
+            fields.append((name, getattr(pa, _ARROW_TYPES[dtype])()))
+    fields += [(name, getattr(pa, _ARROW_TYPES[dtype])()) for name, (dtype, _) in spec.items()]
+    schema = pa.schema(fields)
+    n = len(columns["run_id"])
+    if n == 0:
+        return schema.empty_table()
+
+    def clean(v: Any) -> Any:
+        return None if isinstance(v, float) and math.isnan(v) else v
+
+    lines = (json.dumps({**constants, **{name: clean(columns[name][i]) for name in spec}}) for i in range(n))
+    buf = io.BytesIO("\n".join(lines).encode())
+    return pj.read_json(buf, parse_options=pj.ParseOptions(explicit_schema=schema))
 
 
 def iteration_frame(traj: pd.DataFrame) -> pd.DataFrame:
