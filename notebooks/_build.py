@@ -252,7 +252,7 @@ else:
 
 def main() -> None:
     """Write the four notebooks next to this script."""
-    from promptlab.sweep import run_cell_notebook
+    from promptlab.papermill_cells import run_cell_notebook
 
     for name, nb in [("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE),
                      ("run_cell", stable_ids(run_cell_notebook()))]:

@@ -91,7 +91,7 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
     assert spec is not None and spec.loader is not None
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    from promptlab.sweep import run_cell_notebook
+    from promptlab.papermill_cells import run_cell_notebook
 
     built = {"01_explore": build.EXPLORE, "02_sweep": build.SWEEP, "03_compare": build.COMPARE,
              "run_cell": build.stable_ids(run_cell_notebook())}

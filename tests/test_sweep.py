@@ -18,8 +18,9 @@ from nbformat import v4
 
 from promptlab.errors import ConfigError
 from promptlab.experiments import Experiment, load_experiment
+from promptlab.papermill_cells import run_cell_notebook
 from promptlab.results import cell_status, load
-from promptlab.sweep import _schedule, run_cell_notebook, sweep
+from promptlab.sweep import _schedule, sweep
 
 # A loop small enough to read, importable by a subprocess or a kernel (PYTHONPATH) as well as here.
 TOY_LOOP = '''
