@@ -184,7 +184,8 @@ out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set''')
 from IPython.display import display
 
 from promptlab.experiments import load_experiment
-from promptlab.plots import plot_trajectories, summary_table
+from promptlab.plots import plot_trajectories
+from promptlab.reporting import summary_table
 from promptlab.sweep import sweep
 
 exp = load_experiment(here(experiment_path))
@@ -216,7 +217,7 @@ COMPARE = notebook(
     ("code", '''import matplotlib.pyplot as plt
 from IPython.display import display
 
-from promptlab import plots
+from promptlab import plots, reporting
 from promptlab.results import load
 
 results = load(here(results_dir))
@@ -246,7 +247,7 @@ plt.show()'''),
     plt.show()
 else:
     print("final-by-threshold chart skipped: the sweep has no finish_threshold column")'''),
-    ("code", '''display(plots.summary_table(results))'''),
+    ("code", '''display(reporting.summary_table(results))'''),
 )
 
 

@@ -40,7 +40,7 @@ _LAZY = {
     "PESAgent": "promptlab.loops.pes", "Persona": "promptlab.loops.pes",
     "run_pcee": "promptlab.loops.pcee", "arun_pcee": "promptlab.loops.pcee", "PCEEConfig": "promptlab.loops.pcee",
     "load_experiment": "promptlab.experiments", "Experiment": "promptlab.experiments",
-    "load": "promptlab.results", "Results": "promptlab.results", "report": "promptlab.plots",
+    "load": "promptlab.results", "Results": "promptlab.results", "report": "promptlab.reporting",
 }
 
 

@@ -104,7 +104,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _print_summary(results_dir: Any) -> None:
-    from .plots import summary_table
+    from .reporting import summary_table
     from .results import load
 
     table = summary_table(load(results_dir))
@@ -163,7 +163,7 @@ def _scalar(raw: str) -> Any:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .plots import report
+    from .reporting import report
 
     if not Path(args.results_dir).is_dir():
         raise PromptlabError(f"results dir not found: {args.results_dir}")

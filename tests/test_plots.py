@@ -27,9 +27,8 @@ from promptlab.plots import (
     plot_score_vs_cost,
     plot_stop_reasons,
     plot_trajectories,
-    report,
-    summary_table,
 )
+from promptlab.reporting import report, summary_table
 from promptlab.results import Results, load, write_cell
 
 PNG = b"\x89PNG\r\n\x1a\n"
