@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -83,19 +83,42 @@ class Usage(BaseModel):
 
     def add(self, c: Completion) -> None:
         """Account one completion."""
-        self.calls += 1
+        account(self, c)
         self.per_model[c.model] = self.per_model.get(c.model, 0) + 1
-        if c.cache_hit:
-            self.cache_hits += 1
-            return
-        self.input_tokens += c.input_tokens or 0
-        self.output_tokens += c.output_tokens or 0
-        self.model_seconds += c.latency_s
-        if self.cost_usd is not None:
-            self.cost_usd = None if c.cost_usd is None else self.cost_usd + c.cost_usd
+        if not c.cache_hit:
+            self.model_seconds += c.latency_s
 
     def add_failure(self, model: str) -> None:
         """Account a call that failed for good."""
-        self.calls += 1
-        self.failed_calls += 1
+        account_failure(self)
         self.per_model[model] = self.per_model.get(model, 0) + 1
+
+
+class Tally(Protocol):
+    """Anything that keeps call totals (`Usage`, a run's `Totals`)."""
+
+    calls: int
+    cache_hits: int
+    failed_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+def account(totals: Tally, c: Completion) -> None:
+    """Add one completion to running totals: a hit counts as a call and adds no tokens or cost; a sum
+    with an unknown cost is unknown."""
+    totals.calls += 1
+    if c.cache_hit:
+        totals.cache_hits += 1
+        return
+    totals.input_tokens += c.input_tokens or 0
+    totals.output_tokens += c.output_tokens or 0
+    if totals.cost_usd is not None:
+        totals.cost_usd = None if c.cost_usd is None else round(totals.cost_usd + c.cost_usd, 10)
+
+
+def account_failure(totals: Tally) -> None:
+    """Add a call that failed for good to running totals."""
+    totals.calls += 1
+    totals.failed_calls += 1

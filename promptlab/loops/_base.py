@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..call import CacheArg, Settings, acomplete
-from ..completion import Completion
+from ..completion import Completion, account, account_failure
 from ..errors import ConfigError, ParseError, PromptlabError, ProviderError
 from ..events import Event, EventHandler
 from ..providers import validate_model_name
@@ -179,13 +179,13 @@ class RunContext:
             attempts = len(e.attempts) if isinstance(e, ParseError) else e.attempts
             step.call = ModelCall(model=model, attempts=attempts)
             self.fail(step, e, raw=raw)
-            self.totals_failed()
+            account_failure(self.run.totals)
             self._place(step, iteration)
             return None, step
         step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
                               output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
                               attempts=c.attempts)
-        self._account(c)
+        account(self.run.totals, c)
         if c.parsed is not None:
             step.output = c.parsed.model_dump(mode="json")
         else:
@@ -213,22 +213,6 @@ class RunContext:
             self.run.final.append(step)
         else:
             self.run.setup.append(step)
-
-    def _account(self, c: Completion) -> None:
-        t = self.run.totals
-        t.calls += 1
-        if c.cache_hit:
-            t.cache_hits += 1
-            return
-        t.input_tokens += c.input_tokens or 0
-        t.output_tokens += c.output_tokens or 0
-        if t.cost_usd is not None:
-            t.cost_usd = None if c.cost_usd is None else round(t.cost_usd + c.cost_usd, 10)
-
-    def totals_failed(self) -> None:
-        """Count a model call that failed for good."""
-        self.run.totals.calls += 1
-        self.run.totals.failed_calls += 1
 
     # iterations -------------------------------------------------------------------------------
     def new_iteration(self) -> Iteration:
