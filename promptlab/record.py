@@ -12,8 +12,35 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+class Example(BaseModel):
+    """One labelled example of a grounded task: an input the prompt is run on and the target answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: str | dict[str, Any]
+    """Filled into the prompt: `{input}` for a string, `{field}` for each key of a dict."""
+    target: Any
+    """The right answer, as the task's scorer expects it (required; may be null only if the scorer allows)."""
+    id: str | None = None
+    """Optional example id (kept in per-example records)."""
+
+
+class Split(BaseModel):
+    """How a grounded task's examples divide into dev (used inside the loop) and test (final measure only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = 0
+    """Seed of the shuffle that assigns examples to splits (fixed: the same split on every run)."""
+    dev: int | float = Field(0.3, gt=0)
+    """Dev size: a count (int >= 1) or a fraction of the examples (float < 1)."""
+    test: int | float | None = Field(None, gt=0)
+    """Test size: a count, a fraction, or None for every example not in dev."""
+
+
 class Task(BaseModel):
-    """One thing to work on: a prompt (or request) and the goal it should meet."""
+    """One thing to work on: a prompt (or request) and the goal it should meet; a grounded task also
+    carries labelled examples, a scorer and a split (see `promptlab.tasks`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -23,6 +50,21 @@ class Task(BaseModel):
     """The initial prompt, or the user's request for agent loops."""
     goal: str = ""
     """What a better result achieves, in the user's words."""
+    system: str | None = None
+    """System message sent with a candidate prompt when it is run on the examples (None: none)."""
+    examples: list[Example] | None = None
+    """Labelled examples (a file path in a task file is read into this list when the file is loaded)."""
+    examples_source: str | None = None
+    """Where the examples came from (the file path as written in the task file), for provenance."""
+    scorer: dict[str, Any] | None = None
+    """Scorer spec, e.g. {"kind": "choice", "labels": ["positive", "negative"]} (see promptlab.scorers)."""
+    split: Split | None = None
+    """Dev/test split of the examples (None: `Split()` defaults when there are examples)."""
+
+    @property
+    def grounded(self) -> bool:
+        """True when the task has labelled examples (prompts can be measured on them)."""
+        return bool(self.examples)
 
     @field_validator("id", "prompt")
     @classmethod
@@ -108,6 +150,44 @@ class Score(BaseModel):
     """Which judge gave it (a model name, or 'critic[1]' for one of several)."""
 
 
+class GroundedScore(BaseModel):
+    """A prompt measured on labelled examples: the mean scorer value with its 95% CI."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: str
+    """Which examples: 'dev' (inside the loop) or 'test' (final measure)."""
+    score: float | None
+    """Mean scorer value in [0, 1] over the examples that got a score; None if none did."""
+    n: int
+    """Examples that got a score (errors excluded)."""
+    ci_low: float | None = None
+    """Lower end of the 95% CI (Wilson for 0/1 scores, bootstrap otherwise)."""
+    ci_high: float | None = None
+    """Upper end of the 95% CI."""
+    errors: int = 0
+    """Examples whose model call or scorer failed (their score is missing, never invented)."""
+    scores: list[float | None] = Field(default_factory=list)
+    """Per-example scores in split order (None where missing): what paired comparisons use."""
+    prompt_hash: str | None = None
+    """sha256 (16 hex) of the prompt text that was measured."""
+
+
+class Delta(BaseModel):
+    """Final minus baseline on the same test examples, with a paired bootstrap 95% CI."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: float | None
+    """Mean of per-example (final - baseline) over examples scored in both; None if none."""
+    n: int
+    """Examples scored in both measures."""
+    ci_low: float | None = None
+    """Lower end of the paired bootstrap 95% CI."""
+    ci_high: float | None = None
+    """Upper end of the paired bootstrap 95% CI."""
+
+
 class Iteration(BaseModel):
     """One iteration of a loop: its candidate, scores, decision and reflection."""
 
@@ -127,6 +207,10 @@ class Iteration(BaseModel):
     """Why it decided that."""
     reflection: str | None = None
     """The lesson drawn for the next iteration."""
+    grounded: GroundedScore | None = None
+    """The candidate measured on the dev split (grounded tasks only)."""
+    decision_score: float | None = None
+    """The 1-10 score the router used (critic average, or 1 + 9 x grounded score; see score_source)."""
     metrics: dict[str, float | int | str | None] = Field(default_factory=dict)
     """Loop-specific per-iteration figures (tool_successes, tool_errors, retries, ...)."""
     steps: list[Step] = Field(default_factory=list)
@@ -191,6 +275,14 @@ class Run(BaseModel):
     """Why the loop stopped (threshold, max_iterations, no_tool_calls, plan_complete, error, ...)."""
     summary: str | None = None
     """A readable account of the run (P³RO's journey summary, PES metadata, ...)."""
+    baseline_test: GroundedScore | None = None
+    """The task's original prompt measured on the test split (grounded tasks only)."""
+    final_test: GroundedScore | None = None
+    """The run's final output (prompt) measured on the test split (grounded tasks only)."""
+    delta: Delta | None = None
+    """final_test minus baseline_test, paired over the test examples."""
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    """What makes two runs comparable: versions, reported model ids, endpoints, prompt/task hashes."""
     info: dict[str, Any] = Field(default_factory=dict)
     """Loop-specific results (criteria, sources, workspace path, ...)."""
     totals: Totals = Field(default_factory=Totals)
