@@ -112,6 +112,9 @@ class StepError(BaseModel):
     """What went wrong."""
     raw: str | None = None
     """The raw model output that could not be used, where there was one."""
+    infrastructure: bool = False
+    """True for an infrastructure failure (provider error after retries, missing key, connection refused):
+    not research data. A run with one is incomplete, and a sweep re-runs its cell."""
 
 
 class Step(BaseModel):
@@ -148,6 +151,9 @@ class Score(BaseModel):
     """The judge's reason."""
     judge: str | None = None
     """Which judge gave it (a model name, or 'critic[1]' for one of several)."""
+    mode: str | None = None
+    """How the score was produced: 'sampled' (the integer the judge wrote) or 'expected' (probability-weighted
+    mean over 1-10 from the judge's token log-probabilities); None for records made before modes existed."""
 
 
 class GroundedScore(BaseModel):
@@ -291,6 +297,11 @@ class Run(BaseModel):
     """Every error recorded during the run."""
     started_at: float = 0.0
     """Unix time the run started (differs between replays)."""
+
+    @property
+    def incomplete(self) -> bool:
+        """True when an infrastructure failure touched the run (its cell must be re-run, not reported)."""
+        return any(e.infrastructure for e in self.errors)
 
     def comparable(self) -> dict[str, Any]:
         """The run as JSON without wall-clock fields: equal for a replay from the cache."""

@@ -178,7 +178,7 @@ class RunContext:
             raw = e.raw if isinstance(e, ParseError) else None
             attempts = len(e.attempts) if isinstance(e, ParseError) else e.attempts
             step.call = ModelCall(model=model, attempts=attempts)
-            self.fail(step, e, raw=raw)
+            self.fail(step, e, raw=raw).infrastructure = isinstance(e, ProviderError)
             account_failure(self.run.totals)
             self._place(step, iteration)
             return None, step
