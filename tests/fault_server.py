@@ -1,0 +1,190 @@
+"""A loopback OpenAI-compatible server that replies, or fails, on a schedule and counts every request.
+
+Use it as a pytest fixture (`fault_server`, imported into a test module) or directly from a script:
+
+    with FaultServer(["429", "500", Reply('{"score": 7}')]) as server:
+        pl.complete(server.model, "hi", api_base=server.url, api_key="sk-test")
+        server.requests  # 3
+
+Schedule items, taken one per request in order (after the schedule runs out, `default` is used):
+  - `Reply(text, prompt_tokens, completion_tokens)` or a plain reply text (any str that is not a fault name);
+  - "429", "500", "503": that HTTP status with an OpenAI-style error body;
+  - "hang": accept the request and never answer (until the server closes);
+  - "drop": close the connection without a reply.
+Only the standard library is used, so a benchmark can import this file without pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Union
+
+FAULTS = {"429": 429, "500": 500, "503": 503}
+"""Fault names answered with an HTTP error status."""
+SILENT = ("hang", "drop")
+"""Fault names that never send a status line."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful chat completion."""
+
+    text: str
+    prompt_tokens: int = 11
+    completion_tokens: int = 5
+
+
+Item = Union[Reply, str]
+
+
+def _body(reply: Reply, model: str) -> bytes:
+    return json.dumps({
+        "id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": reply.text}}],
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+    }).encode()
+
+
+class FaultServer:
+    """An OpenAI-compatible /v1/chat/completions on 127.0.0.1 that follows a schedule of replies and faults."""
+
+    def __init__(self, schedule: Iterable[Item] = (), *, default: Item = "ok", model: str = "test-model") -> None:
+        self.schedule: list[Item] = list(schedule)
+        self.default = default
+        self.requests = 0
+        """Requests received on /v1/chat/completions (every HTTP request the client made)."""
+        self.bodies: list[dict[str, Any]] = []
+        """The JSON bodies received, in order."""
+        self.served: list[str] = []
+        """What each request got: 'ok', '429', 'hang', ..."""
+        self._model = model
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fault-server", daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The api_base to give the client: http://127.0.0.1:<port>/v1."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def model(self) -> str:
+        """The litellm model name routed to this server (`openai/<model>` with api_base=url)."""
+        return f"openai/{self._model}"
+
+    def script(self, *items: Item) -> None:
+        """Append items to the schedule."""
+        with self._lock:
+            self.schedule.extend(items)
+
+    def start(self) -> FaultServer:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Release hung requests and stop serving."""
+        self._closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _next(self, body: dict[str, Any]) -> Item:
+        with self._lock:
+            self.requests += 1
+            self.bodies.append(body)
+            item = self.schedule.pop(0) if self.schedule else self.default
+            self.served.append(item if isinstance(item, str) and (item in FAULTS or item in SILENT) else "ok")
+            return item
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                item = server._next(body)
+                if item == "hang":
+                    server._closing.wait(600)
+                    self.close_connection = True
+                    return
+                if item == "drop":
+                    self.close_connection = True
+                    try:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
+                if isinstance(item, str) and item in FAULTS:
+                    status = FAULTS[item]
+                    self._send(status, {"error": {"message": f"injected fault {status}", "type": "server_error",
+                                                  "code": status}})
+                    return
+                reply = item if isinstance(item, Reply) else Reply(item)
+                self._raw(200, _body(reply, str(body.get("model") or server._model)))
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                self._raw(status, json.dumps(payload).encode())
+
+            def _raw(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                if status == 429:
+                    self.send_header("Retry-After", "0")
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def free_port() -> int:
+    """A loopback port with nothing listening on it (for connection-refused tests)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+try:  # the fixture, when pytest is there (a benchmark script may import this file without it)
+    import pytest
+
+    @pytest.fixture
+    def fault_server() -> Iterator[FaultServer]:
+        """A started FaultServer, closed after the test; script it with `.script(...)`."""
+        with FaultServer() as server:
+            yield server
+except ImportError:  # pragma: no cover
+    pass
