@@ -11,17 +11,20 @@ import asyncio
 import random
 import time
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
 from . import structured
 from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
 from .completion import Completion
-from .errors import MissingKeyError, ParseError, ProviderError
+from .errors import MissingKeyError, ParseError, ProviderError, describe_cause
+from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from .providers import check_model, is_own, litellm, native_schema
 
 Prompt = Union[str, list[dict[str, Any]]]
@@ -43,7 +46,9 @@ class Settings:
     parse_attempts: int = 3
     """Structured calls: how many replies to try before raising ParseError."""
     timeout_s: float | None = 120.0
-    """Per provider call timeout."""
+    """Per provider request timeout (each HTTP request, capped by what is left of `deadline_s`)."""
+    deadline_s: float | None = 300.0
+    """Overall limit on one call: every request, retry and backoff together; None for no limit."""
     max_concurrency: int = 4
     """Async calls in flight at once per model."""
     per_model_concurrency: dict[str, int] = field(default_factory=dict)
@@ -70,6 +75,7 @@ class _Reply(BaseModel):
     cost_usd: float | None = None
     finish_reason: str | None = None
     replayed: bool = False
+    """True when this reply came from the cache: its figures are the original ones, nothing was spent."""
 
 
 TokenHandler = Callable[[str], None]
@@ -153,13 +159,31 @@ def _cost(model: str, response: Any) -> float | None:
         return None  # litellm does not know this model's price: unknown, not zero
 
 
+class _Figures:
+    """Token and cost sums over replies; None once one reply's figure was unknown."""
+
+    def __init__(self) -> None:
+        self.input: int | None = 0
+        self.output: int | None = 0
+        self.cost: float | None = 0.0
+
+    def add(self, reply: _Reply) -> None:
+        if reply.input_tokens is None or self.input is None or self.output is None:
+            self.input = self.output = None
+        else:
+            self.input += reply.input_tokens
+            self.output += reply.output_tokens or 0
+        self.cost = None if reply.cost_usd is None or self.cost is None else round(self.cost + reply.cost_usd, 10)
+
+
 def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
     """The call, step by step: yields provider calls and sleeps, returns the Completion."""
     s = req.settings
     messages = list(req.messages)
     kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
-    if s.timeout_s is not None:
-        kwargs.setdefault("timeout", s.timeout_s)
+    if not is_own(req.model):
+        # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
+        kwargs.update(num_retries=0, max_retries=0)
     if req.schema is not None:
         if native_schema(req.model):
             kwargs["response_format"] = structured.response_format(req.schema)
@@ -168,48 +192,50 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
     if is_own(req.model):
         kwargs["seed"] = kwargs.get("seed", req.sample)
 
-    attempts, in_tok, out_tok, latency, cost = 0, 0, 0, 0.0, 0.0
-    tokens_known, cost_known = True, True
+    started = time.monotonic()
+    attempts, latency = 0, 0.0
+    original, spent = _Figures(), _Figures()  # recorded figures of every reply; what this call paid now
     failures: list[dict[str, Any]] = []
     for _ in range(max(1, s.parse_attempts if req.schema is not None else 1)):
         reply_key = None
         if req.schema is not None:
             reply_key = cache_key({"reply_of": req.key, "messages": messages})
         for retry in range(s.retries + 1):
+            left = None if s.deadline_s is None else s.deadline_s - (time.monotonic() - started)
+            if left is not None and left <= 0:
+                raise ProviderError(req.model, f"deadline of {s.deadline_s:g}s exceeded", attempts=attempts,
+                                    retryable=True, host=_host(req))
+            timeout = s.timeout_s if left is None else min(left, s.timeout_s or left)
+            call_kwargs = {**kwargs, "timeout": timeout} if timeout is not None else kwargs
             attempts += 1
             t0 = time.perf_counter()
             try:
-                reply: _Reply = yield _Call({"model": req.model, "messages": messages, **kwargs}, reply_key)
+                reply: _Reply = yield _Call({"model": req.model, "messages": messages, **call_kwargs}, reply_key)
             except Exception as e:
                 latency += time.perf_counter() - t0
                 _raise_if_auth(req.model, e, attempts)
+                cause = describe_cause(e, timeout)
                 if not _transient(e):
-                    raise ProviderError(req.model, f"{type(e).__name__}: {e}", attempts=attempts,
-                                        retryable=False) from e
+                    raise ProviderError(req.model, cause, attempts=attempts, retryable=False,
+                                        host=_host(req)) from e
                 if retry == s.retries:
-                    raise ProviderError(req.model, f"{type(e).__name__}: {e}", attempts=attempts,
-                                        retryable=True) from e
+                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=_host(req)) from e
                 delay = min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
+                if s.deadline_s is not None:
+                    delay = min(delay, max(0.0, s.deadline_s - (time.monotonic() - started)))
                 yield _Sleep(delay)
                 continue
             latency += time.perf_counter() - t0
             break
+        original.add(reply)
         if not reply.replayed:  # a replayed reply was paid for when it was first made
-            if reply.input_tokens is None:
-                tokens_known = False
-            else:
-                in_tok += reply.input_tokens
-                out_tok += reply.output_tokens or 0
-            if reply.cost_usd is None:
-                cost_known = False
-            else:
-                cost += reply.cost_usd
+            spent.add(reply)
         text = reply.text
         done = Completion(
-            model=req.model, text=text, input_tokens=in_tok if tokens_known else None,
-            output_tokens=out_tok if tokens_known else None, cost_usd=cost if cost_known else None,
-            latency_s=latency, attempts=attempts, sample=req.sample, key=req.key,
-            finish_reason=reply.finish_reason,
+            model=req.model, text=text, input_tokens=original.input, output_tokens=original.output,
+            cost_usd=original.cost, latency_s=latency, attempts=attempts, sample=req.sample, key=req.key,
+            finish_reason=reply.finish_reason, spent_input_tokens=spent.input, spent_output_tokens=spent.output,
+            spent_cost_usd=spent.cost,
         )
         if req.schema is None:
             return done
@@ -220,7 +246,22 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             failures.append({"raw": text, "error": str(e), "finish_reason": done.finish_reason})
             messages = messages + [{"role": "assistant", "content": text}, structured.repair_message(str(e))]
     assert req.schema is not None
-    raise ParseError(req.model, req.schema.__name__, failures)
+    raise ParseError(req.model, req.schema.__name__, failures, input_tokens=spent.input or 0,
+                     output_tokens=spent.output or 0, cost_usd=spent.cost)
+
+
+def _host(req: _Request) -> str:
+    """Where the request goes: the api_base host, or the provider's default endpoint."""
+    base = req.params.get("api_base") or req.params.get("base_url")
+    if base:
+        return urlsplit(str(base)).netloc or str(base)
+    if is_own(req.model):
+        return "in-process"
+    try:
+        provider = litellm().get_llm_provider(model=req.model)[1]
+    except Exception:
+        provider = req.model.partition("/")[0]
+    return f"{provider} default endpoint"
 
 
 def _raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
@@ -259,7 +300,7 @@ def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> 
 
 def _keep(store: Cache | None, op: _Call, reply: _Reply) -> _Reply:
     if store is not None and op.reply_key is not None:
-        store.set(op.reply_key, reply)
+        store.add(op.reply_key, reply)
     return reply
 
 
@@ -326,7 +367,8 @@ def _from_cache(store: Cache | None, req: _Request) -> Completion | None:
         try:
             hit.parsed = structured.parse(hit.text, req.schema)
         except ValueError:
-            return None  # the schema changed shape under the same JSON: a miss, never a crash
+            store.discard(req.key)  # the schema changed shape under the same JSON: a miss, never a crash
+            return None
     hit.cache_hit = True
     return hit
 
@@ -377,6 +419,17 @@ def complete(
             on_token(hit.text)
         return hit
     check_model(model, params)
+    with THREAD_FLIGHTS.hold(req.key) if store is not None else nullcontext():
+        hit = _from_cache(store, req)  # another thread may have made this very call while we waited
+        if hit is not None:
+            if on_token is not None:
+                on_token(hit.text)
+            return hit
+        return _drive(req, store, on_token)
+
+
+def _drive(req: _Request, store: Cache | None, on_token: TokenHandler | None) -> Completion:
+    """Run the protocol with blocking calls and store the Completion (write-once)."""
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
@@ -395,7 +448,7 @@ def complete(
         except Exception as e:
             error = e
     if store is not None:
-        store.set(req.key, done)
+        store.add(req.key, done)
     return done
 
 
@@ -436,6 +489,23 @@ async def acomplete(
             on_token(hit.text)
         return hit
     check_model(model, params)
+    async with ASYNC_FLIGHTS.hold(req.key) if store is not None else _no_flight():
+        hit = _from_cache(store, req)  # an identical call in flight finished while we waited: its result
+        if hit is not None:
+            if on_token is not None:
+                on_token(hit.text)
+            return hit
+        return await _adrive(req, store, on_token)
+
+
+@asynccontextmanager
+async def _no_flight() -> AsyncIterator[None]:
+    yield
+
+
+async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | None) -> Completion:
+    """Run the protocol with async calls (within the model's concurrency limit) and store the Completion."""
+    model = req.model
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
@@ -455,5 +525,5 @@ async def acomplete(
             except Exception as e:
                 error = e
     if store is not None:
-        store.set(req.key, done)
+        store.add(req.key, done)
     return done

@@ -38,25 +38,42 @@ class Completion(BaseModel):
     """The cache key of the request (sha256 hex)."""
     finish_reason: str | None = None
     """Why the provider stopped generating ('stop', 'length', ...), where it says."""
+    spent_input_tokens: int | None = None
+    """Input tokens this call spent now when it differs from the original (some replies were replayed
+    from the cache); None means 'the original figure'. Never stored."""
+    spent_output_tokens: int | None = None
+    """Output tokens this call spent now, as `spent_input_tokens`. Never stored."""
+    spent_cost_usd: float | None = None
+    """Cost this call spent now, as `spent_input_tokens` (None also where the original is unknown)."""
 
     @property
     def billed_input_tokens(self) -> int:
         """Input tokens this call added now (0 for a cache hit or an unreported count)."""
-        return 0 if self.cache_hit else (self.input_tokens or 0)
+        if self.cache_hit:
+            return 0
+        return self.spent_input_tokens if self.spent_input_tokens is not None else (self.input_tokens or 0)
 
     @property
     def billed_output_tokens(self) -> int:
         """Output tokens this call added now (0 for a cache hit or an unreported count)."""
-        return 0 if self.cache_hit else (self.output_tokens or 0)
+        if self.cache_hit:
+            return 0
+        return self.spent_output_tokens if self.spent_output_tokens is not None else (self.output_tokens or 0)
 
     @property
     def billed_cost_usd(self) -> float | None:
         """Cost this call added now: 0 for a hit, None where the price is unknown."""
-        return 0.0 if self.cache_hit else self.cost_usd
+        if self.cache_hit:
+            return 0.0
+        return self.spent_cost_usd if self.spent_cost_usd is not None else self.cost_usd
 
     def stored(self) -> dict[str, Any]:
-        """What goes to disk: everything but the parsed object, which is rebuilt from `text`."""
-        return self.model_dump(mode="json", exclude={"parsed", "cache_hit"})
+        """What goes to disk: the original call's record (the parsed object is rebuilt from `text`; what
+        this particular call spent is not part of the record)."""
+        return self.model_dump(
+            mode="json",
+            exclude={"parsed", "cache_hit", "spent_input_tokens", "spent_output_tokens", "spent_cost_usd"},
+        )
 
 
 class Usage(BaseModel):
@@ -88,9 +105,10 @@ class Usage(BaseModel):
         if not c.cache_hit:
             self.model_seconds += c.latency_s
 
-    def add_failure(self, model: str) -> None:
-        """Account a call that failed for good."""
-        account_failure(self)
+    def add_failure(self, model: str, input_tokens: int = 0, output_tokens: int = 0,
+                    cost_usd: float | None = 0.0) -> None:
+        """Account a call that failed for good, with what its requests spent."""
+        account_failure(self, input_tokens, output_tokens, cost_usd)
         self.per_model[model] = self.per_model.get(model, 0) + 1
 
 
@@ -112,13 +130,19 @@ def account(totals: Tally, c: Completion) -> None:
     if c.cache_hit:
         totals.cache_hits += 1
         return
-    totals.input_tokens += c.input_tokens or 0
-    totals.output_tokens += c.output_tokens or 0
+    _spend(totals, c.billed_input_tokens, c.billed_output_tokens, c.billed_cost_usd)
+
+
+def _spend(totals: Tally, input_tokens: int, output_tokens: int, cost_usd: float | None) -> None:
+    totals.input_tokens += input_tokens
+    totals.output_tokens += output_tokens
     if totals.cost_usd is not None:
-        totals.cost_usd = None if c.cost_usd is None else round(totals.cost_usd + c.cost_usd, 10)
+        totals.cost_usd = None if cost_usd is None else round(totals.cost_usd + cost_usd, 10)
 
 
-def account_failure(totals: Tally) -> None:
-    """Add a call that failed for good to running totals."""
+def account_failure(totals: Tally, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0) -> None:
+    """Add a call that failed for good to running totals, with what its requests spent (a structured
+    call whose replies never parsed still paid for them: pass `ParseError`'s figures)."""
     totals.calls += 1
     totals.failed_calls += 1
+    _spend(totals, input_tokens, output_tokens, cost_usd)

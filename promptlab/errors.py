@@ -8,9 +8,15 @@ from typing import Any
 class PromptlabError(Exception):
     """Base class of every error promptlab raises on purpose."""
 
+    infrastructure: bool = False
+    """True when the failure lies outside the model's reply (provider down, key missing, bad setup): the
+    work should be retried later. False for a model failure (a bad reply), which is a research result."""
+
 
 class ConfigError(PromptlabError, ValueError):
     """A setting, an experiment file or an argument has a bad value; the message names it."""
+
+    infrastructure = True
 
 
 class UnknownModelError(PromptlabError, ValueError):
@@ -35,6 +41,8 @@ class UnknownModelError(PromptlabError, ValueError):
 class MissingKeyError(PromptlabError):
     """A hosted model needs an API key that is not set; the message names the environment variable."""
 
+    infrastructure = True
+
     def __init__(self, model: str, env_vars: list[str]) -> None:
         self.model = model
         self.env_vars = env_vars
@@ -43,22 +51,83 @@ class MissingKeyError(PromptlabError):
 
 
 class ProviderError(PromptlabError):
-    """A model call failed for good (after retries where the error was transient)."""
+    """A model call failed for good (after retries where the error was transient): an infrastructure
+    failure. The message names the model, the host the request went to and the cause."""
 
-    def __init__(self, model: str, message: str, *, attempts: int, retryable: bool) -> None:
+    infrastructure = True
+
+    def __init__(self, model: str, message: str, *, attempts: int, retryable: bool, host: str | None = None) -> None:
         self.model = model
         self.attempts = attempts
         self.retryable = retryable
-        super().__init__(f"{model}: {message} (after {attempts} attempt{'s' if attempts != 1 else ''})")
+        self.host = host
+        self.cause = message
+        where = f" at {host}" if host else ""
+        super().__init__(f"{model}{where}: {message} (after {attempts} attempt{'s' if attempts != 1 else ''})")
+
+
+_CAUSES: tuple[tuple[str, str], ...] = (
+    ("connection refused", "connection refused"),
+    ("connectionrefused", "connection refused"),
+    ("name or service not known", "host name not resolved"),
+    ("nodename nor servname", "host name not resolved"),
+    ("temporary failure in name resolution", "host name not resolved"),
+    ("server disconnected", "connection dropped by the server before a reply"),
+    ("remoteprotocolerror", "connection dropped by the server before a reply"),
+    ("connection reset", "connection reset by the server"),
+    ("readtimeout", "timed out waiting for the reply"),
+    ("timed out", "timed out waiting for the reply"),
+    ("timeout", "timed out waiting for the reply"),
+)
+
+
+def describe_cause(e: BaseException, timeout: float | None = None) -> str:
+    """A short, human cause for a provider exception: the HTTP status and message, or what happened to the
+    connection (refused, dropped, timed out), found by walking the exception's chain."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = e
+    while cur is not None and cur not in chain and len(chain) < 12:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "original_exception", None)
+    if any(isinstance(x, ConnectionRefusedError) for x in chain):
+        return "connection refused"
+    names = " ".join(type(x).__name__ for x in chain)
+    if "Connection" in names or "Timeout" in names:  # litellm gives these a status of 500: look deeper
+        blob = " ".join(f"{type(x).__name__} {x}" for x in chain).lower()
+        for needle, cause in _CAUSES:
+            if needle in blob:
+                if cause.startswith("timed out") and timeout is not None:
+                    return f"{cause} ({timeout:g}s)"
+                return cause
+    status = getattr(e, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        text = str(getattr(e, "message", "") or e).splitlines()[0][:300]
+        return f"HTTP {status} {type(e).__name__}: {text}"
+    return f"{type(e).__name__}: {str(e)[:300]}"
 
 
 class ParseError(PromptlabError):
     """The model's reply never validated against the schema; carries every raw reply and its error."""
 
-    def __init__(self, model: str, schema_name: str, attempts: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        model: str,
+        schema_name: str,
+        attempts: list[dict[str, Any]],
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = 0.0,
+    ) -> None:
         self.model = model
         self.schema_name = schema_name
         self.attempts = attempts
+        self.input_tokens = input_tokens
+        """Input tokens the failed attempts spent now (replayed replies add none)."""
+        self.output_tokens = output_tokens
+        """Output tokens the failed attempts spent now."""
+        self.cost_usd = cost_usd
+        """Cost the failed attempts spent now; None where the price is unknown."""
         last = attempts[-1] if attempts else {"error": "no reply"}
         super().__init__(
             f"{model} gave no valid {schema_name} in {len(attempts)} attempt(s); last error: {last['error']}"

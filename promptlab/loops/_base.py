@@ -179,7 +179,10 @@ class RunContext:
             attempts = len(e.attempts) if isinstance(e, ParseError) else e.attempts
             step.call = ModelCall(model=model, attempts=attempts)
             self.fail(step, e, raw=raw).infrastructure = isinstance(e, ProviderError)
-            account_failure(self.run.totals)
+            if isinstance(e, ParseError):  # its replies were paid for although none parsed
+                account_failure(self.run.totals, e.input_tokens, e.output_tokens, e.cost_usd)
+            else:
+                account_failure(self.run.totals)
             self._place(step, iteration)
             return None, step
         step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
