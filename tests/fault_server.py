@@ -1,6 +1,7 @@
 """A loopback OpenAI-compatible server that replies, or fails, on a schedule and counts every request.
 
-Use it as a pytest fixture (`fault_server`, imported into a test module) or directly from a script:
+Use it as the pytest fixture `fault_server` (`from fault_server import fault_server_fixture  # noqa: F401` in a
+test module makes it available) or directly from a script:
 
     with FaultServer(["429", "500", Reply('{"score": 7}')]) as server:
         pl.complete(server.model, "hi", api_base=server.url, api_key="sk-test")
@@ -38,6 +39,8 @@ class Reply:
     text: str
     prompt_tokens: int = 11
     completion_tokens: int = 5
+    delay_s: float = 0.0
+    """Seconds to wait before answering (to hold calls in flight at the same time)."""
 
 
 Item = Union[Reply, str]
@@ -154,6 +157,8 @@ class FaultServer:
                                                   "code": status}})
                     return
                 reply = item if isinstance(item, Reply) else Reply(item)
+                if reply.delay_s:
+                    server._closing.wait(reply.delay_s)
                 self._raw(200, _body(reply, str(body.get("model") or server._model)))
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
@@ -181,8 +186,8 @@ def free_port() -> int:
 try:  # the fixture, when pytest is there (a benchmark script may import this file without it)
     import pytest
 
-    @pytest.fixture
-    def fault_server() -> Iterator[FaultServer]:
+    @pytest.fixture(name="fault_server")
+    def fault_server_fixture() -> Iterator[FaultServer]:
         """A started FaultServer, closed after the test; script it with `.script(...)`."""
         with FaultServer() as server:
             yield server
