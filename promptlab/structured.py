@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
 def schema_json(schema: type[BaseModel]) -> dict[str, Any]:
@@ -29,67 +26,101 @@ def schema_instruction(schema: type[BaseModel]) -> str:
     )
 
 
-def _balanced_object(text: str) -> str | None:
-    """The first balanced {...} span of text, respecting strings; None if there is none."""
-    start = text.find("{")
-    while start != -1:
-        depth, in_str, esc = 0, False, False
-        for i in range(start, len(text)):
-            ch = text[i]
-            if in_str:
-                if esc:
-                    esc = False
-                elif ch == "\\":
-                    esc = True
-                elif ch == '"':
-                    in_str = False
+MAX_JSON_CHARS = 200_000
+"""The largest JSON object parsed out of a reply; a bigger span is skipped (and named in the error)."""
+
+
+def object_spans(text: str) -> list[tuple[int, int]]:
+    """The outermost balanced {...} spans of `text`, in order, found in one pass (linear time).
+
+    Braces inside JSON strings do not count. A span nested in a larger closed span is not returned (the
+    larger one is), so the spans never overlap and parsing all of them stays linear in the text's length.
+    """
+    open_at: list[int] = []
+    closed: list[tuple[int, int]] = []
+    in_str = esc = False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
             elif ch == '"':
-                in_str = True
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start : i + 1]
-        start = text.find("{", start + 1)
-    return None
+                in_str = False
+        elif ch == '"':
+            in_str = bool(open_at)  # quotes in prose outside any brace are not strings
+        elif ch == "{":
+            open_at.append(i)
+        elif ch == "}" and open_at:
+            start = open_at.pop()
+            while closed and closed[-1][0] > start:  # spans inside this one are not outermost
+                closed.pop()
+            closed.append((start, i + 1))
+    return closed
+
+
+def json_candidates(text: str) -> list[Any]:
+    """Every JSON value a reply may mean, in reading order: the whole text if it is JSON, else each
+    outermost {...} span that parses (fenced blocks are found the same way).
+
+    Raises:
+        ValueError: nothing parses; the message says what was tried (and any span over the size cap).
+    """
+    whole = text.strip()
+    if whole and len(whole) <= MAX_JSON_CHARS:
+        try:
+            return [json.loads(whole, strict=False)]  # raw newlines inside strings are common
+        except (json.JSONDecodeError, RecursionError):
+            pass
+    found: list[Any] = []
+    too_big = 0
+    for a, b in object_spans(text):
+        if b - a > MAX_JSON_CHARS:
+            too_big = max(too_big, b - a)
+            continue
+        try:
+            found.append(json.loads(text[a:b], strict=False))
+        except (json.JSONDecodeError, RecursionError):
+            continue
+    if found:
+        return found
+    if too_big:
+        raise ValueError(f"the JSON object in the reply has {too_big} characters, over the cap of {MAX_JSON_CHARS}")
+    raise ValueError("no JSON object found in the reply (tried the whole text and every {...} span)")
 
 
 def extract_json(text: str) -> Any:
-    """The JSON value in a reply: the whole text, a fenced block, or the first {...} in prose.
+    """The last JSON value in a reply (see `json_candidates`).
 
     Raises:
         ValueError: no JSON could be found; the message says what was tried.
     """
-    candidates = [text.strip()]
-    candidates += [m.strip() for m in _FENCE.findall(text)]
-    obj = _balanced_object(text)
-    if obj is not None:
-        candidates.append(obj)
-    for c in candidates:
-        if not c:
-            continue
-        try:
-            return json.loads(c, strict=False)  # raw newlines inside strings are common
-        except json.JSONDecodeError:
-            continue
-    raise ValueError("no JSON object found in the reply (tried the whole text, code fences and {...} spans)")
+    return json_candidates(text)[-1]
+
+
+def _problems(schema: type[BaseModel], e: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in e.errors()
+    )
 
 
 def parse(text: str, schema: type[BaseModel]) -> BaseModel:
-    """Validate the JSON found in `text` against `schema`.
+    """Validate the JSON found in `text` against `schema`, strictly: a bool is not a number, a string is
+    not a number. Where the reply holds several JSON objects (an example, then the answer), the LAST one
+    that validates wins.
 
     Raises:
-        ValueError: no JSON found, or the JSON does not validate (the message lists the problems).
+        ValueError: no JSON found, or none of it validates (the message lists the last object's problems).
     """
-    data = extract_json(text)
-    try:
-        return schema.model_validate(data)
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in e.errors()
-        )
-        raise ValueError(f"the JSON does not match {schema.__name__}: {problems}") from e
+    candidates = json_candidates(text)
+    last_error: ValidationError | None = None
+    for data in reversed(candidates):
+        try:
+            return schema.model_validate_json(json.dumps(data), strict=True)
+        except ValidationError as e:
+            last_error = last_error or e
+    assert last_error is not None
+    raise ValueError(f"the JSON does not match {schema.__name__}: {_problems(schema, last_error)}") from last_error
 
 
 def repair_message(error: str) -> dict[str, str]:
