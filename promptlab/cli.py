@@ -5,6 +5,7 @@
     promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
     promptlab report results/demo
     promptlab cache stats
+    promptlab cache verify [--fix]
 
 Bad input (an experiment file, a config field, a model name) prints one line to stderr and exits 2.
 """
@@ -80,9 +81,10 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", help="where the charts go (default: the results dir)")
     rep.set_defaults(func=_report)
 
-    c = sub.add_parser("cache", help="call cache: stats or clear")
-    c.add_argument("action", choices=["stats", "clear"])
+    c = sub.add_parser("cache", help="call cache: stats, clear, or verify every entry")
+    c.add_argument("action", choices=["stats", "clear", "verify"])
     c.add_argument("--dir", help="cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
     return p
 
@@ -179,12 +181,21 @@ def _report(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     from .cache import open_cache
 
-    cache = open_cache(args.dir)
+    cache = open_cache(args.dir)  # a corrupt database is moved aside here, with a warning
     if args.action == "stats":
         stats = cache.stats()
         print(f"cache {stats['directory']}: {stats['entries']} entries, {stats['bytes']} bytes")
-    else:
+        for name in stats["corrupt_aside"]:
+            print(f"  corrupt database moved aside: {name}")
+    elif args.action == "clear":
         print(f"cleared {cache.clear()} entries from {cache.directory}")
+    else:
+        report = cache.verify(fix=args.fix)
+        print(f"cache {cache.directory}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
+              f"database integrity: {report.database}")
+        for key, problem in report.problems.items():
+            print(f"  {key[:16]}: {problem}{' (removed)' if args.fix else ''}")
+        return 0 if not report.problems and report.database == "ok" else 1
     return 0
 
 

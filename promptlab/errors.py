@@ -24,6 +24,7 @@ class UnknownModelError(PromptlabError, ValueError):
 
     def __init__(self, model: str, reason: str = "", known: list[str] | None = None) -> None:
         self.model = model
+        self.reason = reason
         self.known = sorted(known or [])
         text = f"Unknown model {model!r}"
         if reason:

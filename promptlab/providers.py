@@ -10,11 +10,11 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-from .errors import MissingKeyError, UnknownModelError
+from .errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
 
 OWN_PROVIDERS = ("fake", "local")
 _lm: ModuleType | None = None
@@ -110,6 +110,37 @@ def check_model(model: str, params: dict[str, Any]) -> None:
         if missing:
             raise MissingKeyError(model, missing)
     _checked.add(model)
+
+
+def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None) -> None:
+    """Check every model before anything is written or called: its name, its API key in the environment
+    (unless `params` carries `api_key`), and, for `local/<path>.gguf`, that the file exists.
+
+    Raises:
+        ConfigError: listing every problem at once (one line per model), not just the first.
+    """
+    given = params or {}
+    problems: list[str] = []
+    for model in dict.fromkeys(models):  # each name once, in order
+        try:
+            validate_model_name(model)
+        except UnknownModelError as e:
+            problems.append(f"- {model!r}: {e.reason or 'unknown model'}")
+            continue
+        except PromptlabError as e:  # e.g. the embedded model's packages are missing
+            problems.append(f"- {model!r}: {e}")
+            continue
+        if is_own(model) or "api_key" in given or "mock_response" in given:
+            continue
+        missing = key_env_vars(model)
+        if missing:
+            problems.append(f"- {model!r}: needs an API key: set {' or '.join(missing)} in the environment")
+    if problems:
+        raise ConfigError(
+            f"{len(problems)} model problem(s), found before any call:\n" + "\n".join(problems)
+            + "\nModels are litellm names ('gpt-4o-mini', 'anthropic/...', 'ollama/...'), 'local/smollm2', "
+            "'local/<path>.gguf' or 'fake/<name>'."
+        )
 
 
 def _reply(lm: ModuleType, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:

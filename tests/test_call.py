@@ -278,3 +278,33 @@ def test_hosted_structured_call(cache_dir: Path) -> None:
     c = pl.complete("gpt-4o-mini", "Score the prompt 'write a poem' for clarity, 1-10, with a reason.",
                     schema=Verdict, cache=cache_dir, max_tokens=100)
     assert isinstance(c.parsed, Verdict) and c.input_tokens and c.cost_usd is not None
+
+
+def test_preflight_lists_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from promptlab.errors import ConfigError
+    from promptlab.providers import preflight
+
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    ok = pl.scripted("preflight-ok", ["x"])
+    with pytest.raises(ConfigError) as info:
+        preflight(["gpt-4o-mini", ok.name, "anthropic/claude-3-5-haiku-latest", f"local/{tmp_path}/missing.gguf",
+                   "fake/never-registered", "gpt-4o-mini", f"local/{gguf}"])
+    text = str(info.value)
+    assert text.startswith("4 model problem(s)")
+    assert "OPENAI_API_KEY" in text and "ANTHROPIC_API_KEY" in text
+    assert "missing.gguf" in text and "fake/never-registered" in text
+    assert ok.name not in text and str(gguf) + "'" not in text
+    preflight([ok.name, "fake/auto", f"local/{gguf}"])  # nothing to complain about
+    preflight(["gpt-4o-mini"], params={"api_key": "sk-given"})
+    assert ok.requests == []  # nothing was called
+
+
+def test_errors_say_whether_they_are_infrastructure() -> None:
+    from promptlab.errors import ConfigError, MissingKeyError, ParseError, ProviderError
+
+    assert ProviderError("m", "down", attempts=1, retryable=True).infrastructure
+    assert MissingKeyError("m", ["K"]).infrastructure and ConfigError("x").infrastructure
+    assert not ParseError("m", "S", [{"raw": "", "error": "bad"}]).infrastructure

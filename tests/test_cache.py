@@ -1,0 +1,90 @@
+"""The cache heals: a corrupt database is moved aside (one warning) and work goes on; `cache stats`,
+`clear` and `verify` work on a corrupt cache; a lost value file is logged as a miss."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import diskcache
+import pytest
+
+import promptlab as pl
+from promptlab.cache import Cache
+from promptlab.cli import main
+
+
+def corrupt(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "cache.db").write_bytes(b"this is not an sqlite database " * 200)
+
+
+def test_a_corrupt_database_is_moved_aside_and_calls_go_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = tmp_path / "c"
+    corrupt(cache)
+    m = pl.scripted("after-corruption", ["still works", "again"])
+    with caplog.at_level(logging.WARNING, logger="promptlab.cache"):
+        a = pl.complete(m.name, "hello", cache=cache)
+        b = pl.complete(m.name, "hello", cache=cache)
+    assert (a.text, a.cache_hit, b.cache_hit) == ("still works", False, True)
+    aside = list(cache.glob("cache.db.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b"this is not")
+    assert sum("corrupt" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_corruption_found_after_opening_heals_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = Cache(tmp_path / "c")
+    store.add("k", pl.Completion(model="fake/x", text="t", key="k"))
+    store._dc.close()
+    corrupt(tmp_path / "c")  # the file goes bad under an open cache
+    for name in ("cache.db-wal", "cache.db-shm"):
+        (tmp_path / "c" / name).unlink(missing_ok=True)
+    with caplog.at_level(logging.WARNING, logger="promptlab.cache"):
+        assert store.get("k") is None
+        store.add("k2", pl.Completion(model="fake/x", text="t2", key="k2"))
+        assert store.get("k2") is not None
+    assert sum("corrupt" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("action", ["stats", "clear", "verify"])
+def test_cli_cache_commands_work_on_a_corrupt_cache(tmp_path: Path, action: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / f"c-{action}"
+    corrupt(cache)
+    assert main(["cache", action, "--dir", str(cache)]) == 0
+    out = capsys.readouterr().out
+    assert str(cache.resolve()) in out
+    if action == "stats":
+        assert "moved aside" in out
+
+
+def test_verify_finds_bad_entries_and_fix_removes_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / "v"
+    m = pl.scripted("verify-model", ["short", "x" * 100_000])
+    pl.complete(m.name, "one", cache=cache)
+    big = pl.complete(m.name, "two", cache=cache)
+    with diskcache.Cache(str(cache)) as dc:
+        dc.set("garbage", "{not json")
+        dc.set("wrong-shape", '{"hello": 1}')
+    value_files = [p for p in cache.rglob("*.val")]
+    assert len(value_files) == 1
+    value_files[0].unlink()  # the big reply's value file is lost
+    assert main(["cache", "verify", "--dir", str(cache)]) == 1
+    out = capsys.readouterr().out
+    assert "4 entries, 1 ok, 3 bad" in out and "value file missing" in out
+    assert main(["cache", "verify", "--fix", "--dir", str(cache)]) == 1
+    assert main(["cache", "verify", "--dir", str(cache)]) == 0
+    assert "1 entries, 1 ok, 0 bad" in capsys.readouterr().out
+    assert big.key not in pl.open_cache(cache)
+
+
+def test_a_lost_value_file_is_logged_as_a_miss(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = tmp_path / "m"
+    m = pl.scripted("lost-value", ["y" * 100_000, "y" * 100_000])
+    first = pl.complete(m.name, "big", cache=cache)
+    for p in cache.rglob("*.val"):
+        p.unlink()
+    with caplog.at_level(logging.WARNING, logger="promptlab.cache"):
+        again = pl.complete(m.name, "big", cache=cache)
+    assert not again.cache_hit and len(m.requests) == 2 and again.key == first.key
+    assert any("value file" in r.getMessage() for r in caplog.records)
