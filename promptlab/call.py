@@ -247,7 +247,7 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             messages = messages + [{"role": "assistant", "content": text}, structured.repair_message(str(e))]
     assert req.schema is not None
     raise ParseError(req.model, req.schema.__name__, failures, input_tokens=spent.input or 0,
-                     output_tokens=spent.output or 0, cost_usd=spent.cost)
+                     output_tokens=spent.output or 0, cost_usd=spent.cost, requests=attempts)
 
 
 def _host(req: _Request) -> str:

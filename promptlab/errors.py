@@ -119,9 +119,12 @@ class ParseError(PromptlabError):
         input_tokens: int = 0,
         output_tokens: int = 0,
         cost_usd: float | None = 0.0,
+        requests: int | None = None,
     ) -> None:
         self.model = model
         self.schema_name = schema_name
+        self.requests = requests if requests is not None else len(attempts)
+        """Provider requests made (transient-error retries included), as `Completion.attempts` counts them."""
         self.attempts = attempts
         self.input_tokens = input_tokens
         """Input tokens the failed attempts spent now (replayed replies add none)."""

@@ -12,6 +12,7 @@ Schedule items, taken one per request in order (after the schedule runs out, `de
   - "429", "500", "503": that HTTP status with an OpenAI-style error body;
   - "hang": accept the request and never answer (until the server closes);
   - "drop": close the connection without a reply.
+A request with `"stream": true` gets its reply as server-sent events (text in two pieces, then the usage).
 Only the standard library is used, so a benchmark can import this file without pytest.
 """
 
@@ -159,7 +160,33 @@ class FaultServer:
                 reply = item if isinstance(item, Reply) else Reply(item)
                 if reply.delay_s:
                     server._closing.wait(reply.delay_s)
-                self._raw(200, _body(reply, str(body.get("model") or server._model)))
+                model = str(body.get("model") or server._model)
+                if body.get("stream"):
+                    self._stream(reply, model)
+                else:
+                    self._raw(200, _body(reply, model))
+
+            def _stream(self, reply: Reply, model: str) -> None:
+                """Server-sent events: the text in two pieces, then the usage, then [DONE]."""
+                half = len(reply.text) // 2
+                base = {"id": "chatcmpl-fault", "object": "chat.completion.chunk", "created": int(time.time()),
+                        "model": model}
+                events = [
+                    {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply.text[:half]},
+                                          "finish_reason": None}]},
+                    {**base, "choices": [{"index": 0, "delta": {"content": reply.text[half:]},
+                                          "finish_reason": "stop"}]},
+                    {**base, "choices": [], "usage": {
+                        "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                        "total_tokens": reply.prompt_tokens + reply.completion_tokens}},
+                ]
+                data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+                raw = data.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 self._raw(status, json.dumps(payload).encode())

@@ -116,11 +116,11 @@ def test_in_process_models_stay_free() -> None:
 
 
 def test_failed_parse_still_counts_its_requests(fault_server: FaultServer) -> None:
-    fault_server.script(Reply("nope", 10, 3), Reply("still nope", 20, 4), Reply("never", 30, 5))
+    fault_server.script(Reply("nope", 10, 3), "429", Reply("still nope", 20, 4), Reply("never", 30, 5))
     with pytest.raises(ParseError) as info:
         call(fault_server, schema=Verdict)
     e = info.value
-    assert fault_server.requests == 3
+    assert fault_server.requests == 4 == e.requests and len(e.attempts) == 3
     assert (e.input_tokens, e.output_tokens) == (60, 12) and e.cost_usd is None  # unknown price
     assert not e.infrastructure
     usage = Usage()
@@ -248,3 +248,11 @@ def _final_key(cache: Path) -> str:
             if "key" in json.loads(dc.get(key)):
                 return str(key)
     raise AssertionError("no final record stored")
+
+
+def test_streamed_call_after_a_fault_counts_requests_and_tokens(fault_server: FaultServer) -> None:
+    fault_server.script("503", Reply("streamed reply", 8, 3))
+    pieces: list[str] = []
+    c = call(fault_server, on_token=pieces.append)
+    assert "".join(pieces) == c.text == "streamed reply"
+    assert (c.attempts, fault_server.requests, c.input_tokens, c.output_tokens) == (2, 2, 8, 3)
