@@ -447,9 +447,20 @@ def _drive(req: _Request, store: Cache | None, on_token: TokenHandler | None) ->
             value = _fetch(op, store, on_token)
         except Exception as e:
             error = e
-    if store is not None:
-        store.add(req.key, done)
-    return done
+    return _settle(store, req, done)
+
+
+def _settle(store: Cache | None, req: _Request, done: Completion) -> Completion:
+    """Store the Completion, write-once. When another process stored this request first, adopt its record
+    (every later replay then agrees with this call) and keep what this call spent as its billed figures."""
+    if store is None or store.add(req.key, done):
+        return done
+    first = _from_cache(store, req)
+    if first is None:
+        return done
+    return first.model_copy(update={
+        "cache_hit": False, "spent_input_tokens": done.billed_input_tokens,
+        "spent_output_tokens": done.billed_output_tokens, "spent_cost_usd": done.billed_cost_usd})
 
 
 _semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
@@ -524,6 +535,4 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
                 value = await _afetch(op, store, on_token)
             except Exception as e:
                 error = e
-    if store is not None:
-        store.add(req.key, done)
-    return done
+    return _settle(store, req, done)

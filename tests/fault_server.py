@@ -69,6 +69,8 @@ class FaultServer:
         """The JSON bodies received, in order."""
         self.served: list[str] = []
         """What each request got: 'ok', '429', 'hang', ..."""
+        self.tokens_served = [0, 0]
+        """Prompt and completion tokens of every successful reply sent (what a client was billed for)."""
         self._model = model
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -161,6 +163,9 @@ class FaultServer:
                 if reply.delay_s:
                     server._closing.wait(reply.delay_s)
                 model = str(body.get("model") or server._model)
+                with server._lock:
+                    server.tokens_served[0] += reply.prompt_tokens
+                    server.tokens_served[1] += reply.completion_tokens
                 if body.get("stream"):
                     self._stream(reply, model)
                 else:

@@ -211,7 +211,11 @@ CHILD = textwrap.dedent("""
         score: int
         reason: str
 
-    url, model, cache = sys.argv[1:4]
+    url, model, cache, gate = sys.argv[1:5]
+    import os, pathlib, time
+    pathlib.Path(gate, f"ready-{os.getpid()}").touch()
+    while not pathlib.Path(gate, "go").exists():  # both processes call at the same moment
+        time.sleep(0.01)
     c = pl.complete(model, "shared", schema=Verdict, api_base=url, api_key="sk-test", cache=cache,
                     settings=Settings(timeout_s=20, deadline_s=60))
     print(json.dumps({"in": c.input_tokens, "out": c.output_tokens, "hit": c.cache_hit,
@@ -225,18 +229,27 @@ def test_two_processes_on_one_cache_keep_the_original_record(tmp_path: Path, fau
     fault_server.default = Reply(VERDICT, 12, 3, delay_s=0.4)
     cache = tmp_path / "shared"
     env = {**os.environ, "PYTHONPATH": str(Path(pl.__file__).parent.parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, fault_server.url, fault_server.model, str(cache)],
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, fault_server.url, fault_server.model, str(cache), str(gate)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    deadline = time.monotonic() + 180
+    while len(list(gate.glob("ready-*"))) < 2 and time.monotonic() < deadline and all(p.poll() is None for p in procs):
+        time.sleep(0.05)
+    (gate / "go").touch()
     outs = [p.communicate(timeout=240) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
     results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
-    # whichever process won, every record is an original call's: 2 requests of (10|12) in, (2|3) out
-    assert all((r["in"], r["out"]) == (22, 5) for r in results), results
+    assert fault_server.requests == 4  # the race happened: each process paid for a bad reply and a good one
     stored = open_cache(cache).get(_final_key(cache))
-    assert stored is not None and (stored.input_tokens, stored.output_tokens) == (22, 5)
-    # a third call is a plain hit with the same figures
+    assert stored is not None and stored.input_tokens and stored.output_tokens
+    # whichever process won, both report the stored original record, never a replay's zeros ...
+    assert all((r["in"], r["out"]) == (stored.input_tokens, stored.output_tokens) for r in results), results
+    # ... and together they were billed for exactly what the server sent
+    assert sum(r["billed"] for r in results) == fault_server.tokens_served[0]
     again = call(fault_server, "shared", schema=Verdict, cache=cache)
-    assert again.cache_hit and (again.input_tokens, again.output_tokens) == (22, 5)
+    assert again.cache_hit and (again.input_tokens, again.output_tokens) == (stored.input_tokens,
+                                                                            stored.output_tokens)
 
 
 def _final_key(cache: Path) -> str:
@@ -256,3 +269,24 @@ def test_streamed_call_after_a_fault_counts_requests_and_tokens(fault_server: Fa
     c = call(fault_server, on_token=pieces.append)
     assert "".join(pieces) == c.text == "streamed reply"
     assert (c.attempts, fault_server.requests, c.input_tokens, c.output_tokens) == (2, 2, 8, 3)
+
+
+def test_a_call_that_loses_the_race_adopts_the_stored_record(tmp_path: Path) -> None:
+    """Another process stores this request while our call is out: we keep its record, bill our spend."""
+    rival_store = open_cache(tmp_path)
+    rival_key: list[str] = []
+
+    def respond(messages: list[dict[str, object]]) -> str:
+        if rival_key:  # the rival finishes while our request is at the provider
+            rival_store.add(rival_key[0], pl.Completion(model=m.name, text="the rival's text", input_tokens=40,
+                                                        output_tokens=9, cost_usd=0.0, key=rival_key[0]))
+        return "our text"
+
+    m = pl.scripted("race-loser", respond=respond)
+    probe = pl.complete(m.name, "race", cache=False)
+    rival_key.append(probe.key)
+    c = pl.complete(m.name, "race", cache=tmp_path)
+    assert (c.text, c.input_tokens, c.output_tokens, c.cache_hit) == ("the rival's text", 40, 9, False)
+    assert (c.billed_input_tokens, c.billed_output_tokens) == (probe.input_tokens, probe.output_tokens)
+    stored = rival_store.get(c.key)
+    assert stored is not None and stored.text == "the rival's text"
