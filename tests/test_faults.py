@@ -290,3 +290,19 @@ def test_a_call_that_loses_the_race_adopts_the_stored_record(tmp_path: Path) -> 
     assert (c.billed_input_tokens, c.billed_output_tokens) == (probe.input_tokens, probe.output_tokens)
     stored = rival_store.get(c.key)
     assert stored is not None and stored.text == "the rival's text"
+
+
+def test_only_drops_name_the_dropped_connection(fault_server: FaultServer) -> None:
+    fault_server.script(*["drop"] * 3)
+    with pytest.raises(ProviderError) as info:
+        call(fault_server, settings=Settings(retries=2, backoff_s=0.001, backoff_max_s=0.002, timeout_s=5))
+    assert "connection dropped" in str(info.value) and fault_server.requests == 3
+
+
+def test_async_hang_is_bounded_by_the_deadline(fault_server: FaultServer) -> None:
+    fault_server.script(*["hang"] * 10)
+    t0 = time.monotonic()
+    with pytest.raises(ProviderError):
+        asyncio.run(pl.acomplete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
+                                 settings=Settings(retries=5, timeout_s=30, deadline_s=1.5, backoff_s=0.001)))
+    assert time.monotonic() - t0 < 6
