@@ -142,6 +142,7 @@ class Workspace:
     def _folder(self, path: str, parts: list[str], *, create: bool = False) -> Iterator[int]:
         """An fd of the folder `parts`, walked one component at a time without following links."""
         fd = os.open(self.root, _DIR_FLAGS)
+        here = self.root
         try:
             for name in parts:
                 try:
@@ -152,25 +153,33 @@ class Workspace:
                     os.mkdir(name, 0o755, dir_fd=fd)
                     nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError as e:
-                    raise self._refusal(path, name, fd, e) from None
+                    raise self._refusal(path, here, name, fd, e) from None
                 os.close(fd)
-                fd = nfd
+                fd, here = nfd, here / name
             yield fd
         finally:
             os.close(fd)
 
-    @staticmethod
-    def _refusal(path: str, name: str, dir_fd: int, e: OSError) -> WorkspaceError:
+    def _refusal(self, path: str, here: Path, name: str, dir_fd: int, e: OSError) -> WorkspaceError:
         try:
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
         except OSError:
             mode = 0
         if stat.S_ISLNK(mode) or e.errno == errno.ELOOP:
-            return WorkspaceError(f"refused path {path!r}: {name!r} is a symbolic link (the file tools never "
-                                  "follow links)")
+            return self._link_refusal(path, here / name)
         if e.errno == errno.ENOTDIR:
             return WorkspaceError(f"refused path {path!r}: {name!r} is not a folder")
         return WorkspaceError(f"cannot open {path!r}: {e.strerror}")
+
+    def _link_refusal(self, path: str, link: Path) -> WorkspaceError:
+        """The refusal of a path through the symbolic link `link`, saying whether it points outside."""
+        try:
+            target = link.resolve()
+            outside = target != self.root and not target.is_relative_to(self.root)
+        except (OSError, RuntimeError):
+            outside = False
+        why = "a symbolic link that leaves the workspace" if outside else "a symbolic link"
+        return WorkspaceError(f"refused path {path!r}: {link.name!r} is {why} (the file tools never follow links)")
 
     def resolve(self, path: str) -> Path:
         """The absolute path of `path` inside the workspace (checked, nothing created).
@@ -184,8 +193,7 @@ class Workspace:
         for name in parts:
             here = here / name
             if here.is_symlink():
-                raise WorkspaceError(f"refused path {path!r}: {name!r} is a symbolic link (the file tools never "
-                                     "follow links)")
+                raise self._link_refusal(path, here)
         return here
 
     def relative(self, target: Path) -> str:
@@ -220,7 +228,7 @@ class Workspace:
                                  "file cap")
         name = parts[-1]
         with self._folder(path, parts[:-1], create=True) as dfd:
-            old = self._existing(path, name, dfd)
+            old = self._existing(path, parts, dfd)
             total = self.usage_bytes() - old + len(data)
             if total > self.max_workspace_bytes:
                 raise WorkspaceError(f"cannot write {path!r}: the workspace would hold {total} bytes, over its "
@@ -236,15 +244,16 @@ class Workspace:
                 raise
         return {"path": "/".join(parts), "bytes": len(data)}
 
-    @staticmethod
-    def _existing(path: str, name: str, dfd: int) -> int:
-        """Size of the file `name` about to be replaced (0 if none); refuses anything but a plain file."""
+    def _existing(self, path: str, parts: list[str], dfd: int) -> int:
+        """Size of the file `parts[-1]` about to be replaced (0 if none); refuses anything but a plain file."""
         try:
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             return 0
         if stat.S_ISDIR(st.st_mode):
             raise WorkspaceError(f"cannot write {path!r}: it is a directory")
+        if stat.S_ISLNK(st.st_mode):
+            raise self._link_refusal(path, self.root.joinpath(*parts))
         _check_plain(path, st)
         return st.st_size
 
@@ -259,15 +268,19 @@ class Workspace:
             except FileNotFoundError:
                 raise WorkspaceError(f"cannot read {path!r}: no such file in the workspace") from None
             except OSError as e:
-                raise self._refusal(path, parts[-1], dfd, e) from None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
+                raise self._refusal(path, self.root.joinpath(*parts[:-1]), parts[-1], dfd, e) from None
+        try:
+            st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
                 raise WorkspaceError(f"cannot read {path!r}: it is a directory (use list_files)")
             _check_plain(path, st)
             if st.st_size > self.max_file_bytes:
                 raise WorkspaceError(f"cannot read {path!r}: {st.st_size} bytes is over the {self.max_file_bytes}-"
                                      "byte file cap")
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as f:
             text = f.read(self.max_file_bytes + 1).decode("utf-8", errors="replace")
         truncated = len(text) > self.output_cap
         if truncated:
@@ -286,8 +299,7 @@ class Workspace:
                 except FileNotFoundError:
                     raise WorkspaceError(f"cannot list {path!r}: no such folder in the workspace") from None
             if stat.S_ISLNK(st.st_mode):
-                raise WorkspaceError(f"refused path {path!r}: {parts[-1]!r} is a symbolic link (the file tools "
-                                     "never follow links)")
+                raise self._link_refusal(path, self.root.joinpath(*parts))
             if not stat.S_ISDIR(st.st_mode):
                 return {"path": rel, "entries": [rel], "truncated": False}
         entries: list[str] = []

@@ -19,7 +19,8 @@ A step whose tool errs (unknown tool, bad input, path outside the workspace) or 
 names a step without output fails with a 0.0 verdict from the controller (judge "controller"), without
 an evaluator call. When the evaluator's reply cannot be parsed the score is missing (None, the error
 recorded) and the step is routed as a failure. `final_output` is the output (as text) of the last plan
-step that succeeded; `info` holds "workspace", "plan", "corrections", "retries_used".
+step that succeeded; `info` holds "workspace", "plan", "corrections", "retries_used", "unsafe_shell" and
+"shell_sandbox" (bubblewrap, unsafe or refused).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class PCEEConfig(LoopConfig):
     """Time limit of a shell command (the process group is killed past it)."""
     output_cap: int = Field(8192, ge=256)
     """Most bytes kept of a shell command's stdout and stderr (and characters of a file read)."""
+    unsafe_shell: bool = False
+    """Where bubblewrap is missing, run shell commands unsandboxed instead of refusing them (recorded in
+    `Run.info["unsafe_shell"]`)."""
     workspace_base: str | None = None
     """Parent folder of run workspaces (None: .promptlab/workspaces); the run's is <base>/<run_id>."""
     docs_dir: str | None = None
@@ -340,9 +344,10 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     task, cfg = as_task(task), as_config(PCEEConfig, config)
     ctx = RunContext("pcee", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
     ws = Workspace.for_run(cfg.workspace_base, ctx.run.run_id, shell_timeout_s=cfg.shell_timeout_s,
-                           output_cap=cfg.output_cap)
+                           output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
     tools = build_tools(cfg.tools, ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, ws))
-    ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0)
+    ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0,
+                        unsafe_shell=cfg.unsafe_shell, shell_sandbox=ws.shell_mode)
     ctx.emit("run_started", f"PCEE: {task.prompt[:80]}", workspace=str(ws.root))
     guidance = f"What a good result achieves: {task.goal}\n" if task.goal.strip() else ""
     prompt = ctx.prompt("planner", PLANNER_PROMPT, request=task.prompt, guidance=guidance, tools=tools.describe())

@@ -99,6 +99,9 @@ class PESConfig(LoopConfig):
     """Time limit of a shell tool command."""
     output_cap: int = Field(8192, ge=256)
     """Most bytes kept of a shell command's stdout and stderr (and characters of a file read)."""
+    unsafe_shell: bool = False
+    """Where bubblewrap is missing, run shell commands unsandboxed instead of refusing them (recorded in
+    `Run.info["unsafe_shell"]`)."""
 
     @field_validator("tools")
     @classmethod
@@ -210,7 +213,7 @@ class PESAgent:
         ws = None
         if needs_workspace(self.tool_names):
             ws = Workspace.for_run(cfg.workspace_base, ctx.run.run_id, shell_timeout_s=cfg.shell_timeout_s,
-                                   output_cap=cfg.output_cap)
+                                   output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
         delegations: list[dict[str, Any]] = []
         extra = list(self.extra_tools)
         if self.directory is not None and depth == 0 and [n for n in self.directory.names() if n != self.name]:
@@ -221,7 +224,7 @@ class PESAgent:
         run.info.update(agent=self.name, thread_id=thread_id, tools=tools.names(),
                         system_prompt_source={"planning": planning_src, "synthesis": synthesis_src})
         if ws is not None:
-            run.info["workspace"] = str(ws.root)
+            run.info.update(workspace=str(ws.root), unsafe_shell=cfg.unsafe_shell, shell_sandbox=ws.shell_mode)
         observations: list[dict[str, Any]] = []
         run.info["observations"] = observations
 
