@@ -8,7 +8,8 @@ network, ipc, uts, cgroup), with every capability dropped, and sees:
   /etc/passwd and /etc/group that list only root, nobody and the sandbox user; nothing else of the
   host (no /home, /root, /work, /var, /opt, /run, /mnt, /sys);
 - the run's workspace at its own path, the only writable host folder, and a private /tmp (a small tmpfs);
-- its own /proc (only the sandbox's processes) and a minimal /dev;
+- its own /proc (only the sandbox's processes) and a minimal /dev; the sandbox's root folder itself
+  is read-only (the folders leading to the workspace exist there, empty);
 - no network: only a loopback device of its own, so even 127.0.0.1 of the host is unreachable;
 - an environment of PATH, LANG and HOME (the workspace) only.
 
@@ -177,7 +178,7 @@ def bwrap_argv(bwrap: str, root: Path, command: list[str], *, limits: SandboxLim
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     if writable:
         argv += ["--bind", str(root), str(root)]
-    argv += ["--chdir", str(root), "--", "prlimit", *limits.prlimit_args(), "--", *command]
+    argv += ["--remount-ro", "/", "--chdir", str(root), "--", "prlimit", *limits.prlimit_args(), "--", *command]
     return argv
 
 
