@@ -59,7 +59,7 @@ class PCEEConfig(LoopConfig):
         default_factory=lambda: ["write_file", "read_file", "list_files", "shell", "search", "calculator"])
     """Tools the plan may use, by name."""
     shell_timeout_s: float = Field(10.0, gt=0)
-    """Time limit of a shell command (the process group is killed past it)."""
+    """Wall-clock limit of a shell command (the whole sandbox is killed past it)."""
     output_cap: int = Field(8192, ge=256)
     """Most bytes kept of a shell command's stdout and stderr (and characters of a file read)."""
     unsafe_shell: bool = False

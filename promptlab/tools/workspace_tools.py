@@ -45,7 +45,7 @@ class ShellInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     command: str = Field(min_length=1)
-    """A /bin/sh command line, run in the workspace folder (in a sandbox without network)."""
+    """A /bin/sh command line, run in the workspace folder."""
 
 
 def _shell_text(out: dict[str, Any]) -> str:
