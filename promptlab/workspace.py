@@ -21,15 +21,12 @@ import errno
 import os
 import posixpath
 import shutil
-import signal
 import stat
-import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .errors import PromptlabError
 from .sandbox import (
@@ -41,7 +38,7 @@ from .sandbox import (
     pids_cgroup,
     prlimit_path,
     require_sandbox,
-    safe_env,
+    run_capped,
     sandbox_available,
 )
 
@@ -53,8 +50,6 @@ MAX_FILE_BYTES = 4 * 2**20
 """Default cap of one file written or read by the file tools."""
 MAX_WORKSPACE_BYTES = 64 * 2**20
 """Default cap of the whole workspace for a write by the file tools."""
-_DRAIN_S = 1.0
-"""How long to wait for the output pipes to close once the shell has exited or been killed."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -344,38 +339,12 @@ class Workspace:
             with identity_pipes(self.root) as fds, pids_cgroup(self.limits.processes) as procs:
                 argv = bwrap_argv(str(bwrap_path()), self.root, ["/bin/sh", "-c", command], limits=self.limits,
                                   data_fds=fds)
-                return self._run(in_cgroup(procs, argv), command, limit, pass_fds=fds)
+                return run_capped(in_cgroup(procs, argv), command, cwd=self.root, limit=limit,
+                                  output_cap=self.output_cap, pass_fds=fds)
         prlimit = prlimit_path()  # unsafe_shell: no isolation, but a cleared environment and rlimits
         argv = [prlimit, *self.limits.prlimit_args(processes=False), "--"] if prlimit else []
-        return self._run([*argv, "/bin/sh", "-c", command], command, limit)
-
-    def _run(self, argv: list[str], command: str, limit: float, pass_fds: tuple[int, ...] = ()) -> dict[str, Any]:
-        proc = subprocess.Popen(argv, cwd=self.root, env=safe_env(self.root), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                pass_fds=pass_fds)
-        out, err = _Capped(self.output_cap), _Capped(self.output_cap)
-        assert proc.stdout is not None and proc.stderr is not None
-        readers = [threading.Thread(target=c.drain, args=(pipe,), daemon=True)
-                   for c, pipe in ((out, proc.stdout), (err, proc.stderr))]
-        for r in readers:
-            r.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_group(proc.pid)  # bwrap's death takes the sandbox's pid namespace with it
-            proc.wait()
-        for r in readers:
-            r.join(timeout=_DRAIN_S)
-        return {
-            "command": command,
-            "exit_code": None if timed_out else proc.returncode,
-            "stdout": out.text(),
-            "stderr": _join(err.text(), f"[killed after the {limit:g} s time limit]" if timed_out else ""),
-            "timed_out": timed_out,
-        }
+        return run_capped([*argv, "/bin/sh", "-c", command], command, cwd=self.root, limit=limit,
+                          output_cap=self.output_cap)
 
 
 def _check_plain(path: str, st: os.stat_result) -> None:
@@ -387,40 +356,3 @@ def _check_plain(path: str, st: os.stat_result) -> None:
     if st.st_nlink > 1:
         raise WorkspaceError(f"refused path {path!r}: the file has {st.st_nlink} hard links, so it may be a file "
                              "outside the workspace")
-
-
-def _join(text: str, note: str) -> str:
-    return f"{text}\n{note}" if text and note else text or note
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-class _Capped:
-    """Keeps the first `cap` bytes of a stream and counts the rest (reading on, so the child never blocks)."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-        self.total = 0
-        self.lock = threading.Lock()
-
-    def drain(self, stream: IO[bytes]) -> None:
-        with stream:
-            while chunk := os.read(stream.fileno(), 65536):
-                with self.lock:
-                    self.total += len(chunk)
-                    room = self.cap - len(self.data)
-                    if room > 0:
-                        self.data.extend(chunk[:room])
-
-    def text(self) -> str:
-        with self.lock:
-            body = self.data.decode("utf-8", errors="replace")
-            if self.total > self.cap:
-                body += f"\n[output truncated: {self.total} bytes in total, first {self.cap} kept]"
-        return body
