@@ -16,7 +16,7 @@ network, ipc, uts, cgroup), with every capability dropped, and sees:
 Resource limits (`SandboxLimits`) are set with `prlimit` inside the sandbox, so the process limit
 counts the sandbox's processes only (a fresh user namespace). The kernel does not apply the process
 limit to root: as root a pids cgroup (`pids.max`) bounds the step where one can be made, see
-`process_cap_available`. The wall-clock limit is enforced by the caller, which kills bwrap; with
+`process_cap_available`. The wall-clock limit is enforced by `run_capped`, which kills bwrap; with
 `--die-with-parent` and the pid namespace every process of the step dies with it, also a `setsid`
 one. When the step's first process exits, bwrap exits and the namespace is torn down.
 """
@@ -124,8 +124,18 @@ def sandbox_problem() -> str | None:
         return f"bwrap could not be started: {e}"
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[:300]
-        return f"bwrap cannot create its namespaces here (exit {done.returncode}: {detail})"
+        return f"bwrap cannot run the sandbox here (exit {done.returncode}: {detail})"
     return None
+
+
+@functools.lru_cache(maxsize=4)
+def bwrap_options(bwrap: str) -> frozenset[str]:
+    """The long options this bwrap knows (older versions lack --disable-userns and --size)."""
+    try:
+        text = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(re.findall(r"^\s+(--[a-z-]+)", text, flags=re.MULTILINE))
 
 
 def sandbox_available() -> bool:
@@ -163,8 +173,11 @@ def bwrap_argv(bwrap: str, root: Path, command: list[str], *, limits: SandboxLim
 
     `data_fds` are read ends of pipes holding the synthetic /etc/passwd and /etc/group.
     """
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--unshare-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--disable-userns", "--clearenv"]
+    known = bwrap_options(bwrap)
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--unshare-net", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--clearenv"]
+    if "--disable-userns" in known:  # bubblewrap >= 0.8: no nested user namespaces
+        argv.append("--disable-userns")
     for key, value in safe_env(root).items():
         argv += ["--setenv", key, value]
     for d in SYSTEM_DIRS:
@@ -177,7 +190,8 @@ def bwrap_argv(bwrap: str, root: Path, command: list[str], *, limits: SandboxLim
             argv += ["--ro-bind", f, f]
     if data_fds is not None:
         argv += ["--ro-bind-data", str(data_fds[0]), "/etc/passwd", "--ro-bind-data", str(data_fds[1]), "/etc/group"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"] if "--size" in known else ["--tmpfs", "/tmp"]
     if writable:
         argv += ["--bind", str(root), str(root)]
     argv += ["--remount-ro", "/", "--chdir", str(root), "--", "prlimit", *limits.prlimit_args(), "--", *command]
