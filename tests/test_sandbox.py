@@ -299,7 +299,7 @@ def test_pcee_records_the_unsafe_opt_in(tmp_path: Path, no_bwrap: None) -> None:
     unsafe = run_pcee("Say hi", PCEEConfig(**base, unsafe_shell=True), cache=False)
     assert unsafe.stop_reason == "plan_complete" and unsafe.final_output == "hi"
     assert unsafe.info["unsafe_shell"] is True and unsafe.info["shell_sandbox"] == "unsafe"
-    assert unsafe.config["unsafe_shell"] is True if isinstance(unsafe.config, dict) else True
+    assert unsafe.config["unsafe_shell"] is True and refused.config["unsafe_shell"] is False
 
 
 @needs_bwrap

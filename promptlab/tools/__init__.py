@@ -2,7 +2,8 @@
 
 Built-in tools (`BUILTIN_TOOLS`): `calculator`, `search_docs` (and its alias `search`) over a local
 folder of documents, and the workspace tools `write_file`, `read_file`, `list_files`, `shell`, which
-need a `Workspace`. `build_tools(names, env)` makes a `ToolRegistry` of the named ones.
+need a `Workspace` (the shell runs each command in a bubblewrap sandbox, see `promptlab.sandbox`).
+`build_tools(names, env)` makes a `ToolRegistry` of the named ones.
 """
 
 from __future__ import annotations
