@@ -99,7 +99,13 @@ def test_hard_links_cannot_be_made_to_host_files_nor_written_through(ws: Workspa
     out = sh(ws, f"ln {outside} hl1; ln /etc/ld.so.cache hl2; ln /usr/bin/env hl3")
     assert out["exit_code"] != 0 and not any((ws.root / f"hl{i}").exists() for i in (1, 2, 3))
     assert "failed to access" in out["stderr"] and out["stderr"].count("Invalid cross-device link") == 2
-    os.link(outside, ws.root / "hl")  # as if one existed anyway (e.g. made by an unsandboxed shell)
+    ws.write_file("inside.txt", "mine")
+    made = sh(ws, "ln inside.txt twin && echo linked")  # a hard link the shell can make: inside the workspace
+    assert made["stdout"] == "linked\n"
+    with pytest.raises(WorkspaceError, match="'twin': the file has 2 hard links"):
+        ws.write_file("twin", "changed")
+    assert (ws.root / "inside.txt").read_text() == "mine"
+    os.link(outside, ws.root / "hl")  # as if one to a host file existed anyway (e.g. made by an unsandboxed shell)
     with pytest.raises(WorkspaceError, match="'hl': the file has 2 hard links"):
         ws.write_file("hl", "overwritten")
     with pytest.raises(WorkspaceError, match="2 hard links"):
