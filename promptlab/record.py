@@ -306,6 +306,7 @@ class Run(BaseModel):
     def comparable(self) -> dict[str, Any]:
         """The run as JSON without wall-clock fields: equal for a replay from the cache."""
         data = self.model_dump(mode="json", exclude={"started_at"})
+        data["info"].pop("workspace", None)  # each run (and replay) gets its own workspace directory
         data["totals"].pop("wall_time_s")
         for part in (data["setup"], data["final"], *[it["steps"] for it in data["iterations"]]):
             for step in part:
