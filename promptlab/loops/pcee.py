@@ -41,8 +41,8 @@ from pydantic import Field, field_validator
 from ..call import CacheArg, Settings
 from ..events import EventHandler
 from ..record import Iteration, Run, Score, Step, Task
-from ..tools import ToolEnv, ToolRegistry, ToolResult, build_tools, check_tool_names, run_tool_step
-from ..workspace import DEFAULT_BASE, Workspace
+from ..tools import ToolEnv, ToolRegistry, ToolResult, build_tools, check_tool_names
+from ..workspace import Workspace, fresh_workspace_name
 from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
 from ._pcee_schemas import (
     FixPlan,
@@ -54,6 +54,7 @@ from ._pcee_schemas import (
     placeholder_steps,
     plan_schemas,
 )
+from .tool_steps import run_tool_step
 
 
 class PCEEConfig(LoopConfig):
@@ -267,7 +268,7 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     """
     task, cfg = as_task(task), as_config(PCEEConfig, config)
     ctx = RunContext("pcee", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
-    ws = Workspace.for_run(cfg.workspace_base, _fresh_name(cfg.workspace_base, ctx.run.run_id),
+    ws = Workspace.for_run(cfg.workspace_base, fresh_workspace_name(cfg.workspace_base, ctx.run.run_id),
                            shell_timeout_s=cfg.shell_timeout_s, output_cap=cfg.output_cap)
     tools = build_tools(cfg.tools, ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, ws))
     ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0)
@@ -282,19 +283,6 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     stop_reason = await _run_plan(state)
     ctx.run.info["retries_used"] = state.retries_used
     return ctx.finish(stop_reason, state.last_output)
-
-
-def _fresh_name(base: str | None, run_id: str) -> str:
-    """`<run_id>-<n>` with the first n whose directory does not exist yet under the workspace base."""
-    root = Path(base if base is not None else DEFAULT_BASE).expanduser()
-    root.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while True:
-        try:
-            (root / f"{run_id}-{n}").mkdir()  # claims the name, also against a concurrent run
-            return f"{run_id}-{n}"
-        except FileExistsError:
-            n += 1
 
 
 def run_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict[str, Any] | None = None,
