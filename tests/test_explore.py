@@ -6,12 +6,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from _factories import make_run, write_sweep
 
 from promptlab.browser import RunBrowser, candidate_diff, iteration_html
 from promptlab.explore import Explorer, side_by_side
 from promptlab.record import GroundedScore, Task
-
-from _factories import make_run, write_sweep
 
 TASKS = [Task(id="email", prompt="Write an email asking for an extension.", goal="polite and short"),
          Task(id="haiku", prompt="Write a poem about autumn.", goal="a haiku")]
