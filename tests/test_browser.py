@@ -104,7 +104,9 @@ def open_and_run_all(page: Any, url: str) -> None:
     page.wait_for_selector(".jp-Notebook", timeout=120_000)
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+    item = page.locator(".lm-Menu-item", has_text="Run All Cells").first
+    item.wait_for(timeout=30_000)
+    item.click()
 
 
 def keep(page: Any, element: Any, name: str) -> None:
@@ -128,24 +130,28 @@ def test_clicking_run_in_01_explore_shows_the_plot_and_the_final_prompt(page: An
     run.click()
     final = page.locator("pre.promptlab-final")
     final.wait_for(timeout=120_000)
-    assert final.inner_text().strip() not in ("", "(none)")
-    assert page.locator("pre.promptlab-original").inner_text().strip() == "Write a poem about autumn."
-    assert page.locator(".widget-output img").count() == 1  # the trajectory plot
-    assert "run_finished" in page.locator(".widget-output").first.inner_text()
-    assert "stop reason" in page.locator(".widget-html", has_text="stop reason").inner_text()
+    expect = playwright_api.expect  # these assertions wait for the page to settle (an image renders late)
+    expect(page.locator(".widget-output img")).to_have_count(1)  # the trajectory plot
+    expect(page.locator("pre.promptlab-original")).to_have_text("Write a poem about autumn.")
+    expect(final).not_to_have_text("(none)")
+    assert final.inner_text().strip()
+    expect(page.locator(".widget-output").first).to_contain_text("run_finished")
+    expect(page.locator(".widget-html", has_text="stop reason")).to_contain_text("done: stop reason")
     keep(page, page.locator(".widget-vbox").first, "01_explore_after_click")
 
 
 def test_the_run_browser_steps_through_iterations(page: Any, lab: tuple[str, Path]) -> None:
     url, _ = lab
     open_and_run_all(page, url.format(name="05_runs"))
+    expect = playwright_api.expect
     position = page.locator(".widget-label", has_text="iteration")
     position.wait_for(timeout=120_000)
-    assert position.inner_text() == "iteration 1 of 2"
-    assert "Iteration 1 of 2" in page.locator(".pl-iteration").inner_text()
+    expect(position).to_have_text("iteration 1 of 2")
+    expect(page.locator(".pl-iteration")).to_contain_text("Iteration 1 of 2")
     page.locator(".widget-button", has_text="next").click()
-    page.wait_for_selector(".widget-label >> text=iteration 2 of 2")
+    expect(position).to_have_text("iteration 2 of 2")
     view = page.locator(".pl-iteration")
-    assert "Iteration 2 of 2" in view.inner_text() and view.locator("del.pl-removed").count() >= 1
-    assert page.locator(".widget-button", has_text="next").is_disabled()
+    expect(view).to_contain_text("Iteration 2 of 2")
+    expect(view.locator("del.pl-removed")).to_have_count(1)  # "candidate 1" -> "candidate 2"
+    expect(page.locator(".widget-button", has_text="next")).to_be_disabled()
     keep(page, page.locator(".widget-vbox").first, "05_runs_iteration_2")
