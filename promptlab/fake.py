@@ -41,6 +41,9 @@ class ScriptedReply:
     model: str | None = None
     """The model id to report as the response's `model` (default: the scripted model's name)."""
 
+    def __post_init__(self) -> None:
+        self.tokens()  # a script whose tokens do not spell its text fails here, not inside a model call
+
     def tokens(self) -> list[TokenLogprob] | None:
         """The scripted tokens as TokenLogprob records (checked to spell out `text`)."""
         if self.logprobs is None:

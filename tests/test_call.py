@@ -348,7 +348,7 @@ def test_streaming_with_logprobs_sends_the_whole_text_once(cache_dir: Path) -> N
 
 def test_scripted_logprobs_must_spell_the_reply() -> None:
     with pytest.raises(pl.ConfigError, match="spell"):
-        ScriptedReply("abc", [("a", -0.1), ("b", -0.1)]).tokens()
+        ScriptedReply("abc", [("a", -0.1), ("b", -0.1)])
 
 
 def test_logprobs_of_reads_objects_and_dicts_and_floors_infinity() -> None:
