@@ -367,12 +367,15 @@ def test_supports_logprobs() -> None:
     assert not providers.supports_logprobs("no-such-model-xyz")
 
 
-def test_endpoint_identity_keeps_only_the_host() -> None:
+def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
     assert providers.endpoint("openai/m", api_base="https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s") \
         == "litellm:openai@gw.example.com:8443"
     assert providers.endpoint("gpt-4o-mini") == "litellm:openai"
-    path = pl.local.resolve_model_path("smollm2")
-    assert providers.endpoint("local/smollm2") == f"local:{path.name}"
+    weights = tmp_path / "private-dir" / "tiny-q4.gguf"
+    weights.parent.mkdir()
+    weights.write_bytes(b"")
+    assert providers.endpoint(f"local/{weights}") == "local:tiny-q4.gguf"
+    assert providers.endpoint("fake/judge") == "fake:judge"
 
 
 class _OpenAIStyle(BaseHTTPRequestHandler):
