@@ -12,7 +12,7 @@ _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from .cache import Cache, cache_key, open_cache  # noqa: E402
 from .call import Settings, acomplete, complete  # noqa: E402
-from .completion import Completion, Usage  # noqa: E402
+from .completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
 from .errors import (  # noqa: E402
     ConfigError,
     MissingDependencyError,
@@ -24,7 +24,6 @@ from .errors import (  # noqa: E402
     UnknownModelError,
 )
 from .events import Event, EventList, PrintLog  # noqa: E402
-from .completion import TokenLogprob, TopLogprob  # noqa: E402
 from .fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
 
