@@ -71,8 +71,6 @@ def workspace_tools(ws: Workspace) -> list[Tool]:
     async def shell(args: dict[str, Any]) -> dict[str, Any]:
         return await ws.shell(args["command"])
 
-    where = (", in a sandbox with no network where only the workspace and /tmp are writable"
-             if ws.shell_mode == "bubblewrap" else "")
     return [
         Tool("write_file", "Write a text file in the workspace (replacing it); paths are relative to the "
              "workspace.", write, input_model=WriteFileInput,
@@ -82,7 +80,7 @@ def workspace_tools(ws: Workspace) -> list[Tool]:
         Tool("list_files", "List the files under a workspace folder, recursively.", listing,
              input_model=ListInput, string_arg="path",
              render=lambda o: "\n".join(o["entries"]) or "(empty)"),
-        Tool("shell", f"Run a shell command in the workspace folder{where} (time limit {ws.shell_timeout_s:g} s, output cut at {ws.output_cap} "
-             "bytes); returns exit code, stdout, stderr.", shell,
+        Tool("shell", f"Run a shell command in the workspace folder (time limit {ws.shell_timeout_s:g} s, "
+             f"output cut at {ws.output_cap} bytes); returns exit code, stdout, stderr.", shell,
              input_model=ShellInput, string_arg="command", render=_shell_text),
     ]
