@@ -193,6 +193,8 @@ async def aevaluate_prompt(
             scored: Scored = await score_safely(judge, record.output, ex, cache=cache, settings=base)
         for c in scored.calls:
             usage.add(c)
+        for failed in scored.failed_calls:
+            usage.add_failure(failed)
         record.score, record.detail = scored.value, scored.detail
         if scored.error is not None:
             record.error = f"scorer: {scored.error}"

@@ -50,6 +50,8 @@ class Scored:
     error: str | None = None
     calls: list[Completion] = field(default_factory=list)
     """Model calls the scorer made (a judge's), for the caller's usage totals."""
+    failed_calls: list[str] = field(default_factory=list)
+    """Models of calls the scorer made that failed for good (for the caller's usage totals)."""
     out_of_range: bool = False
     """True when the scorer returned something that is not a number in [0, 1] (a defect of the scorer)."""
 
@@ -94,10 +96,13 @@ class Scorer(BaseModel):
 
 def bounded(scorer: Scorer, scored: Scored) -> Scored:
     """`scored` with its value checked: a value that is not a number in [0, 1] becomes an error."""
+    if scored.error is not None:
+        scored.value = None
+        return scored
     value = float(scored.value) if isinstance(scored.value, bool) else scored.value
     if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
         return Scored(None, scored.detail, f"scorer {scorer.kind} returned {value!r}, not a number in [0, 1]",
-                      scored.calls, out_of_range=True)
+                      scored.calls, scored.failed_calls, out_of_range=True)
     scored.value = float(value)
     return scored
 
@@ -401,8 +406,11 @@ class Judge(Scorer):
             rubric=self.rubric, output=output,
             input=example.input if isinstance(example.input, str) else json.dumps(example.input, ensure_ascii=False),
             target="(none given)" if example.target is None else json.dumps(example.target, ensure_ascii=False))
-        c = await acomplete(self.model, text, schema=Verdict, temperature=self.temperature,
-                            max_tokens=self.max_tokens, cache=cache, settings=settings)
+        try:
+            c = await acomplete(self.model, text, schema=Verdict, temperature=self.temperature,
+                                max_tokens=self.max_tokens, cache=cache, settings=settings)
+        except Exception as e:
+            return Scored(None, error=f"{type(e).__name__}: {e}", failed_calls=[self.model])
         verdict: Verdict = c.parsed
         return Scored(verdict.score / 10, verdict.reason, calls=[c])
 

@@ -203,7 +203,7 @@ def test_judge_unusable_reply_is_an_error_on_the_example() -> None:
     judge = pl.scripted("judge-bad", ["not json", "still not", "nope"])
     s = asyncio.run(score_safely(get_scorer({"kind": "judge", "model": judge.name}), "x",
                                  Example(input="q", target="t"), cache=False))
-    assert s.value is None and (s.error or "").startswith("ParseError")
+    assert s.value is None and (s.error or "").startswith("ParseError") and s.failed_calls == [judge.name]
 
 
 def test_normalise_is_idempotent_on_unicode() -> None:
