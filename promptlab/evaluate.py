@@ -139,6 +139,7 @@ async def aevaluate_prompt(
     settings: Settings | None = None,
     call: CallFn | None = None,
     split: str = "all",
+    **params: Any,
 ) -> EvalResult:
     """Run `prompt` on every example with `model` and score the replies.
 
@@ -157,6 +158,8 @@ async def aevaluate_prompt(
         call: `async (index, formatted prompt, system) -> text` making the model call instead of
             `acomplete` (the loops pass one that records steps); it raises on failure.
         split: a label kept on the result ('dev', 'test' or 'all').
+        **params: further litellm parameters for the prompt's calls, as `promptlab.acomplete` takes them
+            (generation parameters enter the cache key; `api_base` and `api_key` never do).
 
     Returns:
         An EvalResult with the mean, n, CI, errors, per-example records and usage.
@@ -165,6 +168,9 @@ async def aevaluate_prompt(
     judge = get_scorer(scorer)
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency: a whole number >= 1, got {concurrency!r}")
+    if call is not None and params:
+        raise ConfigError(f"{', '.join(params)}: model parameters have no effect when a `call` function makes "
+                          "the calls")
     base = settings or DEFAULT_SETTINGS
     limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: concurrency})
     usage = Usage()
@@ -175,7 +181,7 @@ async def aevaluate_prompt(
             return await call(i, text, system)
         try:
             c = await acomplete(model, text, system=system, temperature=temperature, max_tokens=max_tokens,
-                                sample=sample, cache=cache, settings=limited)
+                                sample=sample, cache=cache, settings=limited, **params)
         except Exception:
             usage.add_failure(model)
             raise
