@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .aio import run_sync
+from .cache import open_cache
 from .call import DEFAULT_SETTINGS, CacheArg, Settings, acomplete
 from .completion import Usage
 from .errors import ConfigError
@@ -171,6 +173,8 @@ async def aevaluate_prompt(
     if call is not None and params:
         raise ConfigError(f"{', '.join(params)}: model parameters have no effect when a `call` function makes "
                           "the calls")
+    if cache is None or cache is True or isinstance(cache, (str, os.PathLike)):
+        cache = open_cache(None if isinstance(cache, bool) else cache)  # once, not once per example
     base = settings or DEFAULT_SETTINGS
     limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: concurrency})
     usage = Usage()
