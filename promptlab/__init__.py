@@ -44,8 +44,8 @@ _LAZY = {
     "evaluate_prompt": "promptlab.evaluate", "aevaluate_prompt": "promptlab.evaluate",
     "EvalResult": "promptlab.evaluate", "get_scorer": "promptlab.scorers", "SCORERS": "promptlab.scorers",
     "Scorer": "promptlab.scorers", "format_prompt": "promptlab.tasks", "split_examples": "promptlab.tasks",
-    "check_task": "promptlab.tasks", "examples_of": "promptlab.tasks", "Example": "promptlab.record", "Split": "promptlab.record",
-    "GroundedScore": "promptlab.record",
+    "check_task": "promptlab.tasks", "examples_of": "promptlab.tasks", "Example": "promptlab.record",
+    "Split": "promptlab.record", "GroundedScore": "promptlab.record",
 }
 
 
