@@ -230,3 +230,17 @@ class _Capped:
             if self.total > self.cap:
                 body += f"\n[output truncated: {self.total} bytes in total, first {self.cap} kept]"
         return body
+
+
+def fresh_workspace_name(base: str | Path | None, stem: str) -> str:
+    """`<stem>-<n>` with the first n (1, 2, ...) whose directory under `base` did not exist; the directory is
+    made here, which claims the name also against a concurrent run, so a re-run never wipes an earlier one."""
+    root = Path(base if base is not None else DEFAULT_BASE).expanduser()
+    root.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        try:
+            (root / f"{stem}-{n}").mkdir()
+            return f"{stem}-{n}"
+        except FileExistsError:
+            n += 1
