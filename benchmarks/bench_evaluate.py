@@ -1,7 +1,8 @@
 """Benchmark of evaluate_prompt against baselines measured in the same run (ratios, not timed tests).
 
-(a) Local model: evaluate_prompt on local/smollm2 vs llama-cpp-python called directly on the same formatted
-    prompts with the same parameters; examples per second and the ratio (target >= 0.9). Rounds alternate which
+(a) Local model: evaluate_prompt on local/smollm2 vs llama-cpp-python called directly (one call after another,
+    in one worker thread) on the same formatted prompts with the same parameters; examples per second and the
+    ratio (target >= 0.9). Rounds alternate which
     side goes first, after a warm-up; each promptlab round uses a fresh cache directory (every call is a miss
     that is also written to the cache, as in real use).
 (b) Loopback server: an OpenAI-compatible server this script starts on 127.0.0.1 (a separate process, so its
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import math
 import os
@@ -68,6 +70,11 @@ def bench_local(n: int, max_tokens: int, rounds: int) -> None:
     llm, lock = local.load("smollm2")
 
     def direct() -> list[str]:
+        # in one worker thread, as promptlab's async path runs the model (the main thread measured slower here)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(direct_calls).result()
+
+    def direct_calls() -> list[str]:
         out = []
         for ex in examples:
             messages = [{"role": "user", "content": format_prompt(PROMPT, ex.input)}]
