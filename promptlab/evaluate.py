@@ -83,8 +83,8 @@ class EvalResult(BaseModel):
     records: list[ExampleRecord] = Field(default_factory=list)
     """One record per example, in example order."""
     usage: Usage = Field(default_factory=Usage)
-    """Model calls made by this evaluation (the prompt's calls and a judge's), hits and failures included;
-    empty when the caller's `call` function made the prompt's calls."""
+    """Model calls made by this evaluation, hits and failures included: the prompt's calls (unless a caller's
+    `call` function made them, which then accounts for them itself) and a judge scorer's calls."""
 
     @property
     def scores(self) -> list[float | None]:
