@@ -41,6 +41,11 @@ _LAZY = {
     "run_pcee": "promptlab.loops.pcee", "arun_pcee": "promptlab.loops.pcee", "PCEEConfig": "promptlab.loops.pcee",
     "load_experiment": "promptlab.experiments", "Experiment": "promptlab.experiments",
     "load": "promptlab.results", "Results": "promptlab.results", "report": "promptlab.reporting",
+    "evaluate_prompt": "promptlab.evaluate", "aevaluate_prompt": "promptlab.evaluate",
+    "EvalResult": "promptlab.evaluate", "get_scorer": "promptlab.scorers", "SCORERS": "promptlab.scorers",
+    "Scorer": "promptlab.scorers", "format_prompt": "promptlab.tasks", "split_examples": "promptlab.tasks",
+    "check_task": "promptlab.tasks", "examples_of": "promptlab.tasks", "Example": "promptlab.record",
+    "Split": "promptlab.record", "GroundedScore": "promptlab.record",
     "expected_scores": "promptlab.expected", "ExpectedScore": "promptlab.expected",
 }
 

@@ -8,10 +8,11 @@ loop, and `acomplete` drives it with `litellm.acompletion` and `asyncio.sleep`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -413,17 +414,37 @@ def complete(
     return done
 
 
-_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+class _Limiter:
+    """Calls in flight for one model in one event loop; each call waits until fewer than ITS OWN limit
+    are in flight, so the limit follows each call's settings (not whichever call came first)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, limit: int) -> AsyncIterator[None]:
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.active < max(1, limit))
+            self.active += 1
+        try:
+            yield
+        finally:
+            async with self.changed:
+                self.active -= 1
+                self.changed.notify_all()
+
+
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Limiter]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _semaphore(model: str, settings: Settings) -> asyncio.Semaphore:
-    per_loop = _semaphores.setdefault(asyncio.get_running_loop(), {})
-    if model not in per_loop:
-        limit = settings.per_model_concurrency.get(model, settings.max_concurrency)
-        per_loop[model] = asyncio.Semaphore(max(1, limit))
-    return per_loop[model]
+def _slot(model: str, settings: Settings) -> contextlib.AbstractAsyncContextManager[None]:
+    """A place among the model's calls in flight, under this call's limit."""
+    per_loop = _limiters.setdefault(asyncio.get_running_loop(), {})
+    limiter = per_loop.setdefault(model, _Limiter())
+    return limiter.slot(settings.per_model_concurrency.get(model, settings.max_concurrency))
 
 
 async def acomplete(
@@ -453,7 +474,7 @@ async def acomplete(
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
-    async with _semaphore(model, req.settings):
+    async with _slot(model, req.settings):
         while True:
             try:
                 op = gen.throw(error) if error is not None else gen.send(value)

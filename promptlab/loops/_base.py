@@ -3,16 +3,14 @@ loop registry, and running a coroutine from sync code (also inside a Jupyter ker
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..aio import run_sync
 from ..call import CacheArg, Settings, acomplete
 from ..completion import Completion, account, account_failure
 from ..errors import ConfigError, ParseError, PromptlabError, ProviderError
@@ -273,18 +271,6 @@ def as_config(cls: type[C], config: C | dict[str, Any] | None) -> C:
     if isinstance(config, dict):
         return cls.model_validate(config)
     raise ConfigError(f"config must be a {cls.__name__} or a dict of its fields, got {type(config).__name__}")
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, also where an event loop already runs
-    (a Jupyter kernel): then it runs on a fresh loop in a worker thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    ctx = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ctx.run, asyncio.run, coro).result()
 
 
 @dataclass(frozen=True)
