@@ -83,6 +83,9 @@ def load(name: str, *, logprobs: bool = False) -> tuple[Any, threading.Lock]:
     path = resolve_model_path(name)
     with _models_lock:
         if (path, logprobs) not in _models:
+            # OpenMP's default busy-wait makes llama.cpp calls many times slower when the cores are shared
+            # (a loaded machine, a notebook's main thread); passive waiting costs nothing measurable when idle.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 from llama_cpp import Llama
             except ImportError as e:
