@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -98,8 +99,9 @@ def page(lab: tuple[str, Path]) -> Iterator[Any]:
         browser.close()
 
 
-def open_and_run_all(page: Any, url: str) -> None:
-    """Open a notebook, wait for its kernel, and click Run > Run All Cells."""
+def open_and_run_all(page: Any, url: str) -> Any:
+    """Open a notebook, wait for its kernel, click Run > Run All Cells; return the notebook's panel (the
+    server restores earlier tabs, so every lookup is kept inside the visible panel)."""
     page.goto(url)
     page.wait_for_selector(".jp-Notebook", timeout=120_000)
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
@@ -107,6 +109,7 @@ def open_and_run_all(page: Any, url: str) -> None:
     item = page.locator(".lm-Menu-item", has_text="Run All Cells").first
     item.wait_for(timeout=30_000)
     item.click()
+    return page.locator(".jp-NotebookPanel:visible")
 
 
 def keep(page: Any, element: Any, name: str) -> None:
@@ -120,38 +123,38 @@ def keep(page: Any, element: Any, name: str) -> None:
 
 def test_clicking_run_in_01_explore_shows_the_plot_and_the_final_prompt(page: Any, lab: tuple[str, Path]) -> None:
     url, _ = lab
-    open_and_run_all(page, url.format(name="01_explore"))
-    run = page.locator(".widget-button", has_text="Run")
+    nb = open_and_run_all(page, url.format(name="01_explore"))
+    run = nb.locator(".widget-button", has_text="Run")
     run.wait_for(timeout=120_000)
     for label in ("generator", "critic"):
-        field = page.locator(f".widget-text:has(label:text-is('{label}')) input")
+        field = nb.locator(f".widget-text:has(label:text-is('{label}')) input")
         field.fill("fake/auto")
         field.press("Enter")
     run.click()
-    final = page.locator("pre.promptlab-final")
+    final = nb.locator("pre.promptlab-final")
     final.wait_for(timeout=120_000)
     expect = playwright_api.expect  # these assertions wait for the page to settle (an image renders late)
-    expect(page.locator(".widget-output img")).to_have_count(1)  # the trajectory plot
-    expect(page.locator("pre.promptlab-original")).to_have_text("Write a poem about autumn.")
+    expect(nb.locator(".widget-output img")).to_have_count(1)  # the trajectory plot
+    expect(nb.locator("pre.promptlab-original")).to_have_text("Write a poem about autumn.")
     expect(final).not_to_have_text("(none)")
     assert final.inner_text().strip()
-    expect(page.locator(".widget-output").first).to_contain_text("run_finished")
-    expect(page.locator(".widget-html", has_text="stop reason")).to_contain_text("done: stop reason")
-    keep(page, page.locator(".widget-vbox").first, "01_explore_after_click")
+    expect(nb.locator(".widget-output").first).to_contain_text("run_finished")
+    expect(nb.locator(".widget-html", has_text="stop reason")).to_contain_text("done: stop reason")
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_after_click")
 
 
 def test_the_run_browser_steps_through_iterations(page: Any, lab: tuple[str, Path]) -> None:
     url, _ = lab
-    open_and_run_all(page, url.format(name="05_runs"))
+    nb = open_and_run_all(page, url.format(name="05_runs"))
     expect = playwright_api.expect
-    position = page.locator(".widget-label", has_text="iteration")
+    position = nb.locator(".widget-label", has_text=re.compile(r"^iteration \d+ of \d+$"))
     position.wait_for(timeout=120_000)
     expect(position).to_have_text("iteration 1 of 2")
-    expect(page.locator(".pl-iteration")).to_contain_text("Iteration 1 of 2")
-    page.locator(".widget-button", has_text="next").click()
+    expect(nb.locator(".pl-iteration")).to_contain_text("Iteration 1 of 2")
+    nb.locator(".widget-button", has_text="next").click()
     expect(position).to_have_text("iteration 2 of 2")
-    view = page.locator(".pl-iteration")
+    view = nb.locator(".pl-iteration")
     expect(view).to_contain_text("Iteration 2 of 2")
     expect(view.locator("del.pl-removed")).to_have_count(1)  # "candidate 1" -> "candidate 2"
-    expect(page.locator(".widget-button", has_text="next")).to_be_disabled()
-    keep(page, page.locator(".widget-vbox").first, "05_runs_iteration_2")
+    expect(nb.locator(".widget-button", has_text="next")).to_be_disabled()
+    keep(page, nb.locator(".widget-vbox").first, "05_runs_iteration_2")
