@@ -28,6 +28,8 @@ def schema_instruction(schema: type[BaseModel]) -> str:
 
 MAX_JSON_CHARS = 200_000
 """The largest JSON object parsed out of a reply; a bigger span is skipped (and named in the error)."""
+MAX_CANDIDATES = 64
+"""How many JSON objects, counted from the end of a reply, are tried against the schema."""
 
 
 def object_spans(text: str) -> list[tuple[int, int]]:
@@ -114,7 +116,7 @@ def parse(text: str, schema: type[BaseModel]) -> BaseModel:
     """
     candidates = json_candidates(text)
     last_error: ValidationError | None = None
-    for data in reversed(candidates):
+    for data in reversed(candidates[-MAX_CANDIDATES:]):
         try:
             return schema.model_validate_json(json.dumps(data), strict=True)
         except ValidationError as e:

@@ -95,7 +95,7 @@ def test_extraction_is_linear(text: str) -> None:
     t0 = time.perf_counter()
     with pytest.raises(ValueError):
         parse(text, Verdict)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.perf_counter() - t0 < 2  # was 19 s for 16,000 '{' (quadratic); ~0.01 s now
 
 
 def test_spans_are_outermost_and_in_order() -> None:

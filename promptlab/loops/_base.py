@@ -3,16 +3,14 @@ loop registry, and running a coroutine from sync code (also inside a Jupyter ker
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..aio import run_sync
 from ..call import CacheArg, Settings, acomplete
 from ..completion import Completion, account, account_failure
 from ..errors import ConfigError, ParseError, PromptlabError, ProviderError
@@ -99,6 +97,7 @@ class RunContext:
         on_event: EventHandler | None = None,
         cache: CacheArg = None,
         settings: Settings | None = None,
+        id_extra: dict[str, Any] | None = None,
     ) -> None:
         cfg = config.model_dump(mode="json")
         self.config = config
@@ -108,7 +107,7 @@ class RunContext:
         self.t0 = time.perf_counter()
         roles = config.ROLES or ()
         self.run = Run(
-            run_id=run_id(loop, task, cfg, sample), loop=loop, task=task, config=cfg, sample=sample,
+            run_id=run_id(loop, task, cfg, sample, id_extra), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
         )
 
@@ -151,10 +150,11 @@ class RunContext:
         model: str | None = None,
         judge: str | None = None,
         token_type: str | None = None,
+        keep_raw: bool = False,
     ) -> tuple[Any, Step]:
         """Make one role's model call and record it as a step of `iteration` (or of setup/final).
 
-        With `token_type`, the reply is streamed and each piece is emitted as a `token` event with
+        With `keep_raw`, the reply's raw text is kept on the step (`Step.raw`). With `token_type`, the reply is streamed and each piece is emitted as a `token` event with
         data {"token_type": token_type, "text": piece} (a cache hit sends its whole text as one piece).
 
         Returns (parsed object or text, step). On a ParseError or ProviderError the first item is
@@ -189,6 +189,8 @@ class RunContext:
                               output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
                               attempts=c.attempts)
         account(self.run.totals, c)
+        if keep_raw:
+            step.raw = c.text
         if c.parsed is not None:
             step.output = c.parsed.model_dump(mode="json")
         else:
@@ -272,18 +274,6 @@ def as_config(cls: type[C], config: C | dict[str, Any] | None) -> C:
     if isinstance(config, dict):
         return cls.model_validate(config)
     raise ConfigError(f"config must be a {cls.__name__} or a dict of its fields, got {type(config).__name__}")
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, also where an event loop already runs
-    (a Jupyter kernel): then it runs on a fresh loop in a worker thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    ctx = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ctx.run, asyncio.run, coro).result()
 
 
 @dataclass(frozen=True)
