@@ -7,7 +7,9 @@
     promptlab cache stats
     promptlab cache verify [--fix]
 
-Bad input (an experiment file, a config field, a model name) prints one line to stderr and exits 2.
+Bad input (an experiment file, a config field, a model name, a missing API key) prints one line to
+stderr and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
+1 when a cell failed (run it again to retry those cells).
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from .experiments import load_experiment
     from .sweep import sweep
 
-    exp = load_experiment(args.experiment)
+    exp = load_experiment(args.experiment, check_models=not args.list)
     if args.list:
         for cell in exp.cells():
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
@@ -149,6 +151,11 @@ def _run(args: argparse.Namespace) -> int:
           f"{t.wall_time_s:.2f} s")
     if run.errors:
         print(f"{len(run.errors)} error(s) recorded; first: {run.errors[0].kind}: {run.errors[0].message}")
+    if run.incomplete:
+        cause = next(e for e in run.errors if e.infrastructure)
+        print(f"promptlab: run incomplete: an infrastructure failure stopped it ({cause.role}: {cause.kind}: "
+              f"{cause.message}); its results are not a finished run", file=sys.stderr)
+        return 1
     return 0
 
 
