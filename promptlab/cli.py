@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="results dir (default results/<experiment name>)")
     s.add_argument("--cache", help="call cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
+    s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=_sweep)
 
@@ -101,7 +102,7 @@ def _sweep(args: argparse.Namespace) -> int:
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency)
     print(result)
     _print_summary(result.out_dir)
     return 0 if result.failed == 0 else 1
