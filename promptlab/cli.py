@@ -7,7 +7,9 @@
     promptlab cache stats
     promptlab cache verify [--fix]
 
-Bad input (an experiment file, a config field, a model name) prints one line to stderr and exits 2.
+Bad input (an experiment file, a config field, a model name, a missing API key) prints one line to
+stderr and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
+1 when a cell failed (run it again to retry those cells).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="results dir (default results/<experiment name>)")
     s.add_argument("--cache", help="call cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
+    s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=_sweep)
 
@@ -93,13 +96,13 @@ def _sweep(args: argparse.Namespace) -> int:
     from .experiments import load_experiment
     from .sweep import sweep
 
-    exp = load_experiment(args.experiment)
+    exp = load_experiment(args.experiment, check_models=not args.list)
     if args.list:
         for cell in exp.cells():
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency)
     print(result)
     _print_summary(result.out_dir)
     return 0 if result.failed == 0 else 1
@@ -149,6 +152,11 @@ def _run(args: argparse.Namespace) -> int:
           f"{t.wall_time_s:.2f} s")
     if run.errors:
         print(f"{len(run.errors)} error(s) recorded; first: {run.errors[0].kind}: {run.errors[0].message}")
+    if run.incomplete:
+        cause = next(e for e in run.errors if e.infrastructure)
+        print(f"promptlab: run incomplete: an infrastructure failure stopped it ({cause.role}: {cause.kind}: "
+              f"{cause.message}); its results are not a finished run", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -287,8 +287,31 @@ class Cell:
     """The loop config fields: base config, per-loop fields, pairing and grid values."""
 
 
-def load_experiment(path: str | Path) -> Experiment:
-    """Read and validate an experiment YAML file (errors name the file and the field)."""
+def cell_models(cell: Cell) -> list[str]:
+    """Every model a cell's loop will call: the model of each role, then any other `*_model` field."""
+    from .loops import get_loop
+
+    config = get_loop(cell.loop).config_cls.model_validate(cell.config)
+    roles = config.ROLES or ("generator", "critic")
+    models = [config.model_for(role) for role in roles]
+    models += [v for k, v in config.model_dump().items()
+               if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)]
+    return list(dict.fromkeys(models))
+
+
+def preflight_cells(cells: list[Cell]) -> None:
+    """Check every model of every cell (`promptlab.providers.preflight`) before anything is written or
+    called; raises ConfigError listing every problem at once."""
+    from .providers import preflight
+
+    preflight(m for cell in cells for m in cell_models(cell))
+
+
+def load_experiment(path: str | Path, *, check_models: bool = True) -> Experiment:
+    """Read and validate an experiment YAML file (errors name the file and the field).
+
+    With `check_models` (the default) every model of every cell is preflighted too: a missing API key
+    or local model file raises ConfigError naming the model and the variable, before anything runs."""
     import yaml
 
     p = Path(path).expanduser()
@@ -299,7 +322,10 @@ def load_experiment(path: str | Path) -> Experiment:
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
     try:
-        return Experiment.from_dict(data, p.resolve().parent, source=str(p))
+        exp = Experiment.from_dict(data, p.resolve().parent, source=str(p))
+        if check_models:
+            preflight_cells(exp.cells())
+        return exp
     except ConfigError as e:
         msg = str(e)
         raise ConfigError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
@@ -377,4 +403,4 @@ def _describe(err: Any) -> str:
     return f"{loc or 'experiment'}:{shown} {err.get('msg', 'invalid')}"
 
 
-__all__ = ["Cell", "Experiment", "Pairing", "cell_id", "load_experiment", "read_tasks", "task_fingerprint"]
+__all__ = ["Cell", "Experiment", "Pairing", "cell_id", "cell_models", "load_experiment", "preflight_cells", "read_tasks", "task_fingerprint"]

@@ -126,7 +126,8 @@ class CellError(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: str
-    """Error class name (SweepCellError, ProviderError, ...)."""
+    """SweepCellError (the cell's code raised: a bug or a bad config) or "infrastructure" (a provider outage,
+    a missing key, a run left incomplete): either way the cell is re-run by the next sweep."""
     message: str
     """What went wrong."""
     notebook: str | None = None
@@ -151,7 +152,7 @@ class CellStatus(BaseModel):
     params: dict[str, str | int | float | bool | None]
     """The cell's parameters (flat JSON scalars; always 'loop')."""
     status: str
-    """'ok' or 'failed'."""
+    """'ok' or 'failed' (a cell with an incomplete run is failed, never ok, so a re-run retries it)."""
     error: CellError | None = None
     """Why it failed (None when ok)."""
     n_runs: int
@@ -196,7 +197,8 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
         params: Flat dict of JSON scalars (always "loop"); the names become frame columns.
         runs: The cell's runs (partial runs are fine for a failed cell).
         error: Why the cell failed ({"kind", "message", "notebook", "cell_index", "ename", "evalue"});
-            the status is "failed" when given, else "ok".
+            the status is "failed" when given, else "ok" -- unless a run is incomplete (an infrastructure
+            failure touched it): then the cell is failed with kind "infrastructure" (see `incomplete_error`).
         wall_time_s: Wall-clock seconds the cell took.
 
     Returns:
@@ -205,6 +207,7 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
     import pyarrow.parquet as pq
 
     params = _check_params(params)
+    error = error if error is not None else incomplete_error(runs)
     cell_error = None
     if error is not None:
         try:
@@ -226,6 +229,21 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
                         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     _atomic_write(cell_dir / "status.json", status.model_dump_json(indent=1).encode())
     return cell_dir
+
+
+def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
+    """The error of a cell whose runs include an incomplete one (`Run.incomplete`), else None.
+
+    An infrastructure failure (provider error after retries, missing key) is not research data: the cell
+    must not be "ok", so the next sweep runs it again (its successful calls replay from the cache)."""
+    broken = [r for r in runs if r.incomplete]
+    if not broken:
+        return None
+    first = next(e for e in broken[0].errors if e.infrastructure)
+    return {"kind": "infrastructure",
+            "message": f"{len(broken)} of {len(runs)} run(s) incomplete (infrastructure failure; re-run the sweep "
+                       f"to retry): task {broken[0].task.id}, role {first.role}: {first.kind}: {first.message}",
+            "ename": first.kind, "evalue": first.message}
 
 
 def cell_status(results_dir: str | os.PathLike[str], cell_id: str) -> dict[str, Any] | None:

@@ -24,8 +24,15 @@ Cells start with the loops interleaved (round robin, each loop's cells in expans
 one loop that differ only in a stopping rule make the same first model calls, so run one after the
 other they answer them from the call cache while concurrent workers take other loops.
 
+Every model of every cell is checked first (`promptlab.providers.preflight`: its name, its API key in
+the environment, a local file that exists): a problem raises ConfigError listing them all before
+anything is written or any model is called.
+
 A cell whose code raises is recorded as failed (status.json error: kind SweepCellError, message,
-notebook, cell_index, ename, evalue) and the sweep goes on. Ctrl-C stops scheduling, lets running
+notebook, cell_index, ename, evalue) and the sweep goes on. An infrastructure failure (a provider error
+after retries, a missing key, or a run left incomplete by one, `Run.incomplete`) fails its cell with
+kind "infrastructure", never "ok": the next sweep runs it again, its successful calls replayed from the
+cache. A model failure (an unparseable reply) is research data: its cell is ok. Ctrl-C stops scheduling, lets running
 writes finish (every file is written atomically) and re-raises KeyboardInterrupt; run again to resume.
 """
 
@@ -44,10 +51,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigError, SweepCellError
 from .events import EventHandler
-from .experiments import Cell, Experiment, load_experiment
+from .experiments import Cell, Experiment, load_experiment, preflight_cells
 from .record import Run, Task
 
 if TYPE_CHECKING:
+    from .call import Settings
     from .results import Results
 
 Executor = Literal["inline", "papermill"]
@@ -141,6 +149,7 @@ def sweep(
     cache: str | Path | None = None,
     cell_concurrency: int = 4,
     template: str | Path | None = None,
+    settings: Settings | None = None,
 ) -> SweepResult:
     """Run every unfinished cell of an experiment and write its results.
 
@@ -154,6 +163,7 @@ def sweep(
         cache: the call cache directory (default `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
         cell_concurrency: runs (tasks x replicates) at once inside a cell.
         template: the run_cell notebook for the papermill executor.
+        settings: how calls are made (retries, timeouts, deadline); inline executor only.
 
     Returns:
         A SweepResult with each cell's outcome.
@@ -162,6 +172,8 @@ def sweep(
         ConfigError: a bad experiment or a results dir holding another experiment's cells.
         KeyboardInterrupt: on Ctrl-C, after running writes finished (run again to resume).
     """
+    if settings is not None and executor != "inline":
+        raise ConfigError("settings: only the inline executor takes call settings")
     from tqdm.auto import tqdm
 
     from .cache import default_cache_dir
@@ -175,12 +187,14 @@ def sweep(
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
+    preflight_cells(cells)
     _prepare(out, exp, tasks, cells)
     t0 = time.perf_counter()
     result = SweepResult(exp.name, out, executor)
     pending: list[Cell] = []
     finished: list[CellOutcome] = []
     for cell in cells:
+        keep_notebook(out / "cells" / cell.cell_id)
         status = cell_status(out, cell.cell_id)
         if status is not None and status.get("status") == "ok":
             finished.append(CellOutcome(cell.cell_id, cell.params, "skipped",
@@ -195,7 +209,7 @@ def sweep(
     pending = _schedule(pending)
     try:
         if executor == "inline":
-            _run_inline(pending, plan, workers)
+            _run_inline(pending, plan, workers, settings)
         else:
             from .papermill_cells import run_papermill
 
@@ -250,6 +264,14 @@ def _prepare(out: Path, exp: Experiment, tasks: list[Task], cells: list[Cell]) -
                                            f"{snapshot.to_yaml()}")
 
 
+def keep_notebook(cell_dir: Path) -> None:
+    """Keep a cell's last executed notebook as run_cell.ipynb: a sweep killed while papermill wrote it
+    leaves only .run_cell.partial.ipynb (a re-run of the cell replaces both)."""
+    partial = cell_dir / ".run_cell.partial.ipynb"
+    if partial.exists():
+        os.replace(partial, cell_dir / "run_cell.ipynb")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -265,6 +287,7 @@ async def arun_cell(
     cache: str | None = None,
     on_event: EventHandler | None = None,
     concurrency: int = 4,
+    settings: Settings | None = None,
 ) -> tuple[list[Run], BaseException | None]:
     """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
     sample order) and the first exception raised, if any."""
@@ -276,7 +299,9 @@ async def arun_cell(
 
     async def one(task: Task, sample: int) -> Run:
         async with sem:
-            return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
+            if settings is None:
+                return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
+            return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
 
     jobs = [one(t, s) for t in tasks for s in range(replicates)]
     outcomes = await asyncio.gather(*jobs, return_exceptions=True)
@@ -288,6 +313,10 @@ async def arun_cell(
     return runs, (errors[0] if errors else None)
 
 
+INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError"})
+"""Exception names that mean an outage, not a bug (a kernel reports only the name)."""
+
+
 def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | None = None,
                cell_index: int | None = None, ename: str | None = None, evalue: str | None = None) -> dict[str, Any]:
     """The error dict of a failed cell, for status.json."""
@@ -295,19 +324,22 @@ def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | 
     evalue = evalue if evalue is not None else (str(exc) if exc is not None else None)
     err = SweepCellError(cell.cell_id, cell.params, f"{ename}: {evalue}", notebook=notebook,
                          cell_index=cell_index, ename=ename, evalue=evalue)
-    return {"kind": "SweepCellError", "message": str(err), "notebook": notebook, "cell_index": cell_index,
+    infrastructure = bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
+    return {"kind": "infrastructure" if infrastructure else "SweepCellError", "message": str(err), "notebook": notebook, "cell_index": cell_index,
             "ename": ename, "evalue": evalue}
 
 
 async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
                         on_event: EventHandler | None = None, concurrency: int = 4,
-                        notebook: str | None = None) -> tuple[dict[str, Any], BaseException | None]:
+                        notebook: str | None = None,
+                        settings: Settings | None = None) -> tuple[dict[str, Any], BaseException | None]:
     """Run a cell and write its results (failed, with the error, when a run raised)."""
     from .results import cell_status, write_cell
 
     t0 = time.perf_counter()
     try:
-        runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event, concurrency=concurrency)
+        runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event, concurrency=concurrency,
+                                    settings=settings)
     except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
         runs, exc = [], e
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
@@ -330,6 +362,7 @@ def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = ""
     exp = load_experiment(experiment_path or out / "experiment.yaml")
     tasks = exp.load_tasks()
     cell = exp.find_cell(cell_id, json.loads(params_json) if params_json else None)
+    preflight_cells([cell])
     if not (out / "experiment.yaml").is_file():
         _prepare(out, exp, tasks, exp.cells(tasks))
     status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
@@ -352,7 +385,7 @@ def _outcome(plan: _Plan, cell: Cell, wall: float) -> CellOutcome:
 
 
 # the inline executor -------------------------------------------------------------------------------
-def _run_inline(pending: list[Cell], plan: _Plan, workers: int) -> None:
+def _run_inline(pending: list[Cell], plan: _Plan, workers: int, settings: Settings | None) -> None:
     async def main() -> None:
         sem = asyncio.Semaphore(workers)
 
@@ -360,7 +393,7 @@ def _run_inline(pending: list[Cell], plan: _Plan, workers: int) -> None:
             async with sem:
                 t0 = time.perf_counter()
                 await aexecute_cell(plan.out, cell, plan.tasks, plan.exp.replicates, cache=plan.cache_dir,
-                                    on_event=plan.on_event, concurrency=plan.cell_concurrency)
+                                    on_event=plan.on_event, concurrency=plan.cell_concurrency, settings=settings)
                 plan.record(_outcome(plan, cell, time.perf_counter() - t0))
 
         await asyncio.gather(*(one(c) for c in pending))
@@ -403,4 +436,4 @@ def _run_interruptible(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
         raise err
 
 
-__all__ = ["CellOutcome", "SweepResult", "aexecute_cell", "arun_cell", "cell_error", "run_notebook_cell", "sweep"]
+__all__ = ["INFRASTRUCTURE_ERRORS", "CellOutcome", "keep_notebook", "SweepResult", "aexecute_cell", "arun_cell", "cell_error", "run_notebook_cell", "sweep"]
