@@ -380,3 +380,72 @@ def test_local_model_short_run(tmp_path: Path) -> None:
     assert run.stop_reason in ("threshold", "max_iterations")
     assert len(run.iterations) == 1 and len(run.info["criteria"]) == 3
     assert run.iterations[0].candidate and run.totals.calls > run.totals.failed_calls
+
+
+# Issue 9: the design document's rules ------------------------------------------------------------------
+def test_one_criterion_scored_never_finishes_by_threshold() -> None:
+    s = Script("p3-partial", generator=[gen("P1"), gen("P2")], evaluator=[ev(10)])
+    run = run_p3ro(TASK, config(s, max_iterations=2))
+    first = run.iterations[0]
+    assert [sc.score for sc in first.scores] == [10.0, None, None] and first.average is None
+    assert first.decision == "CONTINUE_PROBING" and run.stop_reason == "max_iterations"
+    assert run.final_output is None  # nothing was scored on every criterion
+
+
+def test_long_evaluator_reply_is_accepted() -> None:
+    items = [{"criterion": c, "score": 7, "justification": "j" * 200} for c in CRITERIA]
+    items += [{"criterion": f"extra {k}", "score": 5, "justification": "x"} for k in range(4)]  # 7 entries
+    reply = json.dumps({"scores": items, "qualitative_feedback": "f" * 400})
+    s = Script("p3-long", generator=[gen("P1")], evaluator=[reply])
+    run = run_p3ro(TASK, config(s, max_iterations=1), settings=Settings(parse_attempts=1))
+    it = run.iterations[0]
+    assert [sc.score for sc in it.scores] == [7.0, 7.0, 7.0] and it.average == 7.0
+    assert run.final_output == "P1" and run.errors == [] and it.metrics["unmatched_scores"] == 4
+
+
+def test_threshold_uses_the_true_mean() -> None:
+    s = Script("p3-round", generator=[gen("P1"), gen("P2")], evaluator=[ev(7, 7, 6), ev(9, 9, 9)])
+    run = run_p3ro(TASK, config(s, max_iterations=2, finish_threshold=6.66667))
+    assert run.iterations[0].average == pytest.approx(20 / 3) and run.iterations[0].average < 6.66667
+    assert run.iterations[0].decision == "CONTINUE_PROBING"
+    assert [P3ROConfig(model="fake/auto").finish_threshold] == [8.5]
+
+
+def test_strategist_sees_the_full_history_with_reasoning() -> None:
+    long = "L" * 900
+    s = Script("p3-history", generator=[gen("P1"), gen(long), gen("P3"), gen("P4"), gen("P5")],
+               evaluator=[ev(5, 5, 5), ev(6, 6, 6), ev(7, 7, 7), ev(6, 6, 6), ev(6, 6, 6)])
+    run = run_p3ro(TASK, config(s, max_iterations=5))
+    assert [it.decision for it in run.iterations][3] == "REVISE_STRATEGY"
+    revising = s.prompts_of("strategist")[1]
+    for k in (1, 2, 3, 4):
+        assert f"Attempt {k} (" in revising  # all four, not the last three
+    assert long in revising and "Reasoning: because P1" in revising  # not cut, reasoning fed back
+    assert "Reasoning: because P3" in s.prompts_of("generator")[3]
+    assert run.info["reasoning"]["1"] == "because P1"
+    windowed = Script("p3-window", generator=[gen("P1"), gen(long), gen("P3"), gen("P4"), gen("P5")],
+                      evaluator=[ev(5, 5, 5), ev(6, 6, 6), ev(7, 7, 7), ev(6, 6, 6), ev(6, 6, 6)])
+    run_p3ro(TASK, config(windowed, max_iterations=5, history_window=3, history_chars=600), cache=False)
+    old = windowed.prompts_of("strategist")[1]
+    assert "Attempt 1 (" not in old and long not in old
+
+
+def test_parse_failure_score_restores_the_seeds_fallback() -> None:
+    s = Script("p3-fallback", generator=[gen("P1")], evaluator=["not json"])
+    run = run_p3ro(TASK, config(s, max_iterations=1, parse_failure_score=5), settings=Settings(parse_attempts=1))
+    it = run.iterations[0]
+    assert [sc.score for sc in it.scores] == [5.0] * 3 and {sc.mode for sc in it.scores} == {"fallback"}
+    assert it.average == 5.0 and run.errors[0].role == "evaluator"
+    missing = run_p3ro(TASK, config(s, max_iterations=1), settings=Settings(parse_attempts=1))
+    assert missing.iterations[0].average is None and missing.final_output is None
+
+
+def test_rescore_asks_the_evaluator_again(tmp_path: Path) -> None:
+    s = Script("p3-rescore", generator=[gen("P1")], evaluator=[ev(5, 5, 5), ev(8, 8, 8)])
+    run = run_p3ro(TASK, config(s, max_iterations=1), cache=tmp_path)
+    spec = get_loop("p3ro")
+    assert spec.rescore is not None
+    scores = promptlab.loops.run_sync(spec.rescore(run, 1, sample=1, cache=tmp_path))
+    assert [sc.score for sc in scores] == [8.0, 8.0, 8.0] and [sc.criterion for sc in scores] == CRITERIA
+    asked = s.prompts_of("evaluator")
+    assert asked[-1] == asked[0] and len(asked) == 2

@@ -169,7 +169,7 @@ def _history(iterations: list[Iteration], config: P3ROConfig, reasoning: dict[in
     if not tried:
         return "(no attempts yet)"
     blocks = [f"Attempt {it.index} ({_score_line(it)}):\n{cut(it.candidate or '', config.history_chars)}"
-              + (f"\nReasoning: {reasoning[it.index]}" if reasoning.get(it.index) else "")
+              + (f"\nReasoning: {cut(reasoning[it.index], config.history_chars)}" if reasoning.get(it.index) else "")
               + (f"\nLesson: {it.reflection}" if it.reflection else "") for it in tried]
     return "\n\n".join(blocks)
 
