@@ -265,10 +265,12 @@ async def arun_cell(
     cache: str | None = None,
     on_event: EventHandler | None = None,
     concurrency: int = 4,
+    provenance: dict[str, Any] | None = None,
 ) -> tuple[list[Run], BaseException | None]:
     """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
-    sample order) and the first exception raised, if any."""
-    from .loops import get_loop
+    sample order) and the first exception raised, if any. `provenance` (e.g. {"experiment_hash": ...})
+    is added to every run's `Run.provenance`."""
+    from .loops import get_loop, provenance_scope
 
     spec = get_loop(cell.loop)
     config = spec.config_cls.model_validate(cell.config)
@@ -278,8 +280,9 @@ async def arun_cell(
         async with sem:
             return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
 
-    jobs = [one(t, s) for t in tasks for s in range(replicates)]
-    outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    with provenance_scope(provenance or {}):
+        jobs = [one(t, s) for t in tasks for s in range(replicates)]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
     runs = [o for o in outcomes if isinstance(o, Run)]
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     for e in errors:

@@ -164,3 +164,13 @@ def test_rescore_asks_the_critic_again_at_another_sample(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="iteration"):
         promptlab.loops.run_sync(spec.rescore(run, 7, sample=1))
     assert not math.isnan(scores[0].score or 0)
+
+
+def test_sweep_provenance_reaches_every_run() -> None:
+    from promptlab.loops import provenance_scope
+
+    with provenance_scope({"experiment_hash": "abc123"}):
+        run, _ = cc_run("g-cc-exp", "critic")
+    assert run.provenance["experiment_hash"] == "abc123"
+    plain, _ = cc_run("g-cc-exp2", "critic")
+    assert "experiment_hash" not in plain.provenance

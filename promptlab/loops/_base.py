@@ -3,10 +3,12 @@ loop registry, and running a coroutine from sync code (also inside a Jupyter ker
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, ClassVar, ParamSpec, TypeVar, overload
@@ -70,6 +72,21 @@ def sync_twin(arun: Callable[P, Awaitable[T]]) -> Callable[P, T]:
 def text_hash(text: str) -> str:
     """sha256 (16 hex) of a text: how templates, prompts and tasks are identified in provenance."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+_PROVENANCE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("promptlab_provenance",
+                                                                                     default=None)
+
+
+@contextlib.contextmanager
+def provenance_scope(entries: dict[str, Any]) -> Iterator[None]:
+    """Every run started inside the block (any loop) adds `entries` to its `Run.provenance`; the sweep uses
+    it for `experiment_hash`."""
+    token = _PROVENANCE.set({**(_PROVENANCE.get() or {}), **entries})
+    try:
+        yield
+    finally:
+        _PROVENANCE.reset(token)
 
 
 def preflight_models(models: Iterable[str]) -> None:
@@ -179,7 +196,7 @@ class RunContext:
             run_id=run_id(loop, task, cfg, sample, id_extra), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
         )
-        self.run.provenance = base_provenance(task) | dict(provenance or {})
+        self.run.provenance = base_provenance(task) | (_PROVENANCE.get() or {}) | dict(provenance or {})
 
     # events -----------------------------------------------------------------------------------
     def emit(self, kind: Any, message: str = "", *, iteration: int | None = None, phase: str | None = None,
@@ -459,5 +476,5 @@ def run_loop(name: str, task: Task | str | dict[str, Any], config: Any = None, *
 
 
 __all__ = ["DEFAULT_GOAL", "base_provenance", "best_iteration", "cut", "goal_of", "mean_present",
-           "preflight_models", "sync_twin", "text_hash", "LoopConfig", "RunContext", "LoopSpec", "LOOPS", "register_loop", "get_loop", "run_loop",
+           "preflight_models", "provenance_scope", "sync_twin", "text_hash", "LoopConfig", "RunContext", "LoopSpec", "LOOPS", "register_loop", "get_loop", "run_loop",
            "arun_loop", "run_sync", "as_task", "as_config", "Totals", "PromptlabError"]
