@@ -174,3 +174,51 @@ def test_sweep_provenance_reaches_every_run() -> None:
     assert run.provenance["experiment_hash"] == "abc123"
     plain, _ = cc_run("g-cc-exp2", "critic")
     assert "experiment_hash" not in plain.provenance
+
+
+def p3ro_script(name: str) -> Any:
+    """One scripted model playing every P³RO role (by the start of its prompt) and the target."""
+    crit = ["Clear instruction", "Names the answer format", "Short"]
+    gens = iter(["HALF v1", "GOOD v2", "GOOD v3"])
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        first = messages[0]["content"]
+        if first.startswith("You turn a vague goal"):
+            return json.dumps({"criteria": crit})
+        if first.startswith("You plan how"):
+            return json.dumps({"plan": "1. be clear"})
+        if first.startswith("You rewrite prompts"):
+            return json.dumps({"prompt_text": next(gens), "reasoning": "r"})
+        if first.startswith("You are a strict reviewer"):
+            return json.dumps({"scores": [{"criterion": c, "score": 4, "justification": "j"} for c in crit],
+                               "qualitative_feedback": "f"})
+        if first.startswith("You turn an evaluation"):
+            return json.dumps({"summary": "lesson"})
+        return target_reply(messages)
+
+    return promptlab.scripted(name, respond=respond)
+
+
+@pytest.mark.parametrize("source, decisions, stop", [
+    ("grounded", ["CONTINUE_PROBING", "FINISH"], "threshold"),
+    ("critic", ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"], "max_iterations"),
+    ("both", ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"], "max_iterations"),
+])
+def test_p3ro_score_sources(source: str, decisions: list[str], stop: str) -> None:
+    model = p3ro_script(f"g-p3-{source}")
+    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source=source, max_iterations=3), cache=False)
+    assert [it.decision for it in run.iterations] == decisions and run.stop_reason == stop
+    assert [it.grounded.score for it in run.iterations if it.grounded] == [expected_dev("HALF v1"), 1.0, 1.0][
+        : len(decisions)]
+    assert [it.average for it in run.iterations] == [4.0] * len(decisions)
+    want = [1 + 9 * it.grounded.score for it in run.iterations if it.grounded] if source == "grounded" \
+        else [4.0] * len(decisions)
+    assert [it.decision_score for it in run.iterations] == pytest.approx(want)
+    if source == "grounded":
+        assert run.final_output == "GOOD v2" and run.info["final_iteration"] == 2
+    else:  # every critic average ties: the earliest wins
+        assert run.final_output == "HALF v1" and run.info["final_iteration"] == 1
+    assert run.baseline_test.score == 0.0 and run.final_test.n == len(TEST)
+    assert run.delta.value == pytest.approx(run.final_test.score - 0.0) and run.delta.n == len(TEST)
+    assert all(st.phase != "score_test" for it in run.iterations for st in it.steps)
+    assert run.models["target"] == model.name  # target defaults to the generator model
