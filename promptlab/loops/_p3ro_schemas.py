@@ -65,7 +65,7 @@ class EvaluationResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     scores: list[CriterionScore] = Field(min_length=1, json_schema_extra={"maxItems": 6})
-    qualitative_feedback: str = Field("", json_schema_extra={"maxLength": 300})
+    qualitative_feedback: str = Field(json_schema_extra={"maxLength": 300})
 
 
 class Reflection(BaseModel):
@@ -87,15 +87,25 @@ def decomposed_schema(low: int, high: int) -> type[DecomposedGoal]:
 
 @lru_cache(maxsize=64)
 def evaluation_schema(criteria: tuple[str, ...]) -> type[EvaluationResult]:
-    """`EvaluationResult` whose JSON schema offers the criteria as the names to use and one entry per
-    criterion (constrained decoders and `fake/auto` follow it), while parsing still accepts other names,
-    which the loop records as unmatched rather than failing the whole evaluation."""
-    n = len(criteria)
-    item: Any = create_model("CriterionScore", __base__=CriterionScore, criterion=(
-        str, Field(min_length=1, max_length=200, json_schema_extra={"enum": list(criteria)})))
-    return create_model("EvaluationResult", __base__=EvaluationResult, scores=(
-        list[item], Field(min_length=1, json_schema_extra={"minItems": n, "maxItems": n})))
+    """`EvaluationResult` whose JSON schema asks for exactly one entry per criterion, in order (a tuple of
+    `prefixItems` naming each criterion, integer scores 1-10): constrained decoders and `fake/auto` follow it,
+    so every criterion gets a score. Parsing stays lenient: other names, more entries or fractional scores
+    are accepted, and entries that match no criterion are recorded as unmatched."""
 
+    def one_per_criterion(schema: dict[str, Any]) -> None:
+        schema.pop("items", None)
+        schema.pop("maxItems", None)
+        schema["minItems"] = len(criteria)
+        schema["prefixItems"] = [{
+            "type": "object", "additionalProperties": False,
+            "required": ["criterion", "score", "justification"],
+            "properties": {"criterion": {"const": c}, "score": {"type": "integer", "minimum": 1, "maximum": 10},
+                           "justification": {"type": "string", "maxLength": 150}},
+        } for c in criteria]
+        schema["maxItems"] = len(criteria)
+
+    return create_model("EvaluationResult", __base__=EvaluationResult, scores=(
+        list[CriterionScore], Field(min_length=1, json_schema_extra=one_per_criterion)))
 
 
 # Matching scores to criteria ---------------------------------------------------------------------
