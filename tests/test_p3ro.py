@@ -449,3 +449,28 @@ def test_rescore_asks_the_evaluator_again(tmp_path: Path) -> None:
     assert [sc.score for sc in scores] == [8.0, 8.0, 8.0] and [sc.criterion for sc in scores] == CRITERIA
     asked = s.prompts_of("evaluator")
     assert asked[-1] == asked[0] and len(asked) == 2
+
+
+def test_expected_score_mode_weighs_the_evaluators_log_probabilities() -> None:
+    import math
+    import re
+
+    from promptlab.fake import ScriptedReply
+
+    text = ev(6, 4, 8)
+    tokens: list[Any] = []
+    pos = 0
+    for m in re.finditer(r'"score": (\d+)', text):
+        tokens.append((text[pos:m.start(1)], 0.0))
+        d = m.group(1)
+        tokens.append((d, math.log(0.5), {d: math.log(0.5), str(int(d) + 2): math.log(0.5)}))
+        pos = m.end(1)
+    tokens.append((text[pos:], 0.0))
+    s = Script("p3-expected", generator=[gen("P1")], evaluator=[ScriptedReply(text, logprobs=tokens)])
+    run = run_p3ro(TASK, config(s, max_iterations=1, score_mode="expected"), cache=False)
+    it = run.iterations[0]
+    assert [sc.score for sc in it.scores] == pytest.approx([7.0, 5.0, 9.0])
+    assert {sc.mode for sc in it.scores} == {"expected"} and it.average == pytest.approx(7.0)
+    sampled = run_p3ro(TASK, config(s, max_iterations=1), cache=False)
+    assert [sc.score for sc in sampled.iterations[0].scores] == [6.0, 4.0, 8.0]
+    assert {sc.mode for sc in sampled.iterations[0].scores} == {"sampled"}
