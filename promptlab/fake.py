@@ -223,6 +223,8 @@ def _instance(node: dict[str, Any], root: dict[str, Any], rng: random.Random) ->
     if kind == "object":
         props = node.get("properties", {})
         return {k: _instance(v, root, rng) for k, v in props.items()}
+    if kind == "array" and "prefixItems" in node:  # a tuple: one value per position, in order
+        return [_instance(item, root, rng) for item in node["prefixItems"]]
     if kind == "array":
         low = int(node.get("minItems", 1))
         high = int(node.get("maxItems", max(low, 3)))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import io
 import json
 import math
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import ConfigError
-from .record import Run, Step
+from .record import GroundedScore, Run, Step
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -68,6 +69,16 @@ TRAJECTORY_COLUMNS: Columns = {
     "calls": ("Int64", "Model calls made in the iteration (cache hits and failures included); iteration-level."),
     "cache_hits": ("Int64", "Calls of the iteration answered from the cache; iteration-level."),
     "n_errors": ("Int64", "Errors recorded in the iteration; iteration-level."),
+    "decision_score": ("Float64", "The 1-10 score the loop's router used (Iteration.decision_score: the critic "
+                       "average, or 1 + 9 x grounded_score with score_source 'grounded'); iteration-level."),
+    "grounded_score": ("Float64", "The iteration's candidate measured on the dev split: mean scorer value in "
+                       "[0, 1]; <NA> for a task without examples; iteration-level."),
+    "grounded_n": ("Int64", "Dev examples that got a score (errors excluded); iteration-level."),
+    "grounded_ci_low": ("Float64", "Lower end of grounded_score's 95% CI (Wilson for 0/1, else bootstrap)."),
+    "grounded_ci_high": ("Float64", "Upper end of grounded_score's 95% CI."),
+    "score_source": ("string", "What the router decided on: critic, grounded or both (config score_source); "
+                     "<NA> for loops without one."),
+    "critic_model": ("string", "Model of the judge that gave this row's score (the critic or evaluator)."),
 }
 """Trajectories: one row per run x iteration x criterion (an unscored iteration still gives one row).
 Setup and final phases (planning, polish) are not in any iteration: their tokens are only in RUN_COLUMNS."""
@@ -102,6 +113,30 @@ RUN_COLUMNS: Columns = {
     "wall_time_s": ("Float64", "Wall-clock seconds of the run."),
     "n_errors": ("Int64", "Errors recorded in the run."),
     "error": ("string", "The first error as 'Kind: message', <NA> if none."),
+    "score_source": ("string", "What the router decided on: critic, grounded or both; <NA> for loops without one."),
+    "target_model": ("string", "Model that ran candidate prompts on the examples (prompt loops; else <NA>)."),
+    "baseline_test_score": ("Float64", "The task's original prompt on the test split: mean scorer value in "
+                            "[0, 1] (Run.baseline_test); <NA> for a task without examples."),
+    "baseline_test_n": ("Int64", "Test examples the original prompt got a score on."),
+    "baseline_test_ci_low": ("Float64", "Lower end of baseline_test_score's 95% CI."),
+    "baseline_test_ci_high": ("Float64", "Upper end of baseline_test_score's 95% CI."),
+    "final_test_score": ("Float64", "The run's final output (prompt) on the test split (Run.final_test)."),
+    "final_test_n": ("Int64", "Test examples the final prompt got a score on."),
+    "final_test_ci_low": ("Float64", "Lower end of final_test_score's 95% CI."),
+    "final_test_ci_high": ("Float64", "Upper end of final_test_score's 95% CI."),
+    "delta": ("Float64", "final minus baseline, paired over the test examples scored in both (Run.delta)."),
+    "delta_n": ("Int64", "Test examples scored in both measures."),
+    "delta_ci_low": ("Float64", "Lower end of delta's paired bootstrap 95% CI."),
+    "delta_ci_high": ("Float64", "Upper end of delta's paired bootstrap 95% CI."),
+    "final_iteration": ("Int64", "Iteration whose candidate is the final output (Run.info['final_iteration'])."),
+    "promptlab_version": ("string", "promptlab version that made the run (Run.provenance)."),
+    "litellm_version": ("string", "litellm version that made the run."),
+    "prompts_hash": ("string", "sha256 (16 hex) over the role prompt templates the run used: runs made under "
+                     "different role prompts differ here."),
+    "task_hash": ("string", "sha256 (16 hex) of the task, its examples and its split."),
+    "experiment_hash": ("string", "Hash of the experiment file (set by the sweep); <NA> outside a sweep."),
+    "reported_models": ("string", "JSON text: per role, the model requested, the id the provider reported and "
+                        "the endpoint identity (never a key)."),
 }
 """Runs: one row per run."""
 
@@ -337,11 +372,14 @@ def _columns(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tu
             level = dict(base, iteration=it.index, average=it.average, decision=it.decision,
                          stop_reason=run.stop_reason, input_tokens=tin, output_tokens=tout, cost_usd=cost,
                          calls=calls, cache_hits=hits,
-                         n_errors=sum(1 for e in run.errors if e.iteration == it.index))
+                         n_errors=sum(1 for e in run.errors if e.iteration == it.index),
+                         decision_score=it.decision_score, score_source=run.config.get("score_source"),
+                         **_grounded("grounded", it.grounded))
             scored: list[tuple[str | None, str | None, float | None]] = \
                 [(s.criterion, s.judge, s.score) for s in it.scores] or [(None, None, None)]
             for criterion, judge, score in scored:
-                _append(traj, dict(level, criterion=criterion, judge=judge, score=score))
+                _append(traj, dict(level, criterion=criterion, judge=judge, score=score,
+                                   critic_model=_critic_model(run, judge)))
         tin, tout, cost, _, _ = _usage([*run.setup, *(s for it in run.iterations for s in it.steps), *run.final])
         finals = [s.score for s in run.final_scores if s.score is not None]
         cfg, t, first = run.config, run.totals, run.errors[0] if run.errors else None
@@ -354,8 +392,43 @@ def _columns(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tu
             cache_hits=t.cache_hits, failed_calls=t.failed_calls, input_tokens=tin, output_tokens=tout,
             tokens=tin + tout, cost_usd=cost, spent_tokens=t.input_tokens + t.output_tokens,
             spent_cost_usd=t.cost_usd, wall_time_s=t.wall_time_s, n_errors=len(run.errors),
-            error=f"{first.kind}: {first.message}" if first else None))
+            error=f"{first.kind}: {first.message}" if first else None, **_grounded_run(run)))
     return traj, rows
+
+
+def _grounded(prefix: str, g: GroundedScore | None) -> dict[str, Any]:
+    """score, n and CI of a grounded measure as `<prefix>_score`, `<prefix>_n`, `<prefix>_ci_*` columns."""
+    return {f"{prefix}_score": g.score if g else None, f"{prefix}_n": g.n if g else None,
+            f"{prefix}_ci_low": g.ci_low if g else None, f"{prefix}_ci_high": g.ci_high if g else None}
+
+
+def _critic_model(run: Run, judge: str | None) -> str | None:
+    """The model behind a score's judge ('critic[k]' names a role in Run.models), else the judging role's."""
+    cfg = run.config
+    if judge is not None and judge in run.models:
+        return run.models[judge]
+    return run.models.get("evaluator") or cfg.get("critic_model") or cfg.get("model")
+
+
+def _grounded_run(run: Run) -> dict[str, Any]:
+    """The run-level grounded, decision and provenance columns."""
+    cfg, prov, d = run.config, run.provenance, run.delta
+    prompts = prov.get("prompt_hashes")
+    source = cfg.get("score_source")
+    return {
+        "score_source": source,
+        "target_model": (run.models.get("target") or cfg.get("target_model") or cfg.get("generator_model")
+                         or cfg.get("model")) if source is not None else None,
+        **_grounded("baseline_test", run.baseline_test), **_grounded("final_test", run.final_test),
+        "delta": d.value if d else None, "delta_n": d.n if d else None,
+        "delta_ci_low": d.ci_low if d else None, "delta_ci_high": d.ci_high if d else None,
+        "final_iteration": run.info.get("final_iteration"),
+        "promptlab_version": prov.get("promptlab_version"), "litellm_version": prov.get("litellm_version"),
+        "prompts_hash": hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest()[:16]
+        if prompts else None,
+        "task_hash": prov.get("task_hash"), "experiment_hash": prov.get("experiment_hash"),
+        "reported_models": json.dumps(prov["models"], sort_keys=True) if prov.get("models") else None,
+    }
 
 
 _ARROW_TYPES = {"Float64": "float64", "Int64": "int64", "string": "string", "boolean": "bool_"}

@@ -39,6 +39,7 @@ writes finish (every file is written atomically) and re-raises KeyboardInterrupt
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -264,6 +265,13 @@ def _prepare(out: Path, exp: Experiment, tasks: list[Task], cells: list[Cell]) -
                                            f"{snapshot.to_yaml()}")
 
 
+def experiment_provenance(out: Path) -> dict[str, Any]:
+    """{"experiment_hash": sha256 of the results dir's experiment.yaml}, or {} before it is written; the
+    inline and papermill executors both read that one file, so their runs carry the same hash."""
+    path = out / "experiment.yaml"
+    return {"experiment_hash": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}
+
+
 def keep_notebook(cell_dir: Path) -> None:
     """Keep a cell's last executed notebook as run_cell.ipynb: a sweep killed while papermill wrote it
     leaves only .run_cell.partial.ipynb (a re-run of the cell replaces both)."""
@@ -288,10 +296,12 @@ async def arun_cell(
     on_event: EventHandler | None = None,
     concurrency: int = 4,
     settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> tuple[list[Run], BaseException | None]:
     """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
-    sample order) and the first exception raised, if any."""
-    from .loops import get_loop
+    sample order) and the first exception raised, if any. `provenance` (e.g. {"experiment_hash": ...})
+    is added to every run's `Run.provenance`."""
+    from .loops import get_loop, provenance_scope
 
     spec = get_loop(cell.loop)
     config = spec.config_cls.model_validate(cell.config)
@@ -303,8 +313,9 @@ async def arun_cell(
                 return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
             return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
 
-    jobs = [one(t, s) for t in tasks for s in range(replicates)]
-    outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    with provenance_scope(provenance or {}):
+        jobs = [one(t, s) for t in tasks for s in range(replicates)]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
     runs = [o for o in outcomes if isinstance(o, Run)]
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     for e in errors:
@@ -339,7 +350,7 @@ async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: in
     t0 = time.perf_counter()
     try:
         runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event, concurrency=concurrency,
-                                    settings=settings)
+                                    settings=settings, provenance=experiment_provenance(out))
     except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
         runs, exc = [], e
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None

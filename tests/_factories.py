@@ -115,3 +115,27 @@ def write_sweep(results_dir: Path) -> Path:
     partial = make_run([[3.0, 3.0]], task_id="t1", config=cfg(CELL_FAILED), stop_reason="error")
     write_cell(results_dir, "failed", CELL_FAILED, [partial], error=FAILED_ERROR, wall_time_s=1.0)
     return results_dir
+
+
+def make_grounded_run(*, source: str = "grounded", task_id: str = "g1") -> Run:
+    """A creator_critic-shaped run on a grounded task: two iterations with dev scores, a baseline and a
+    final test measure, a delta and provenance (values chosen by hand; see test_results)."""
+    from promptlab.record import Delta, GroundedScore
+
+    config = {"model": "fake/gen", "critic_model": "fake/crit", "score_source": source,
+              "target_model": "fake/target"}
+    run = make_run([[4.0], [6.0]], loop="creator_critic", task_id=task_id, config=config, criteria=("overall",))
+    run.models = {"creator": "fake/gen", "critic[1]": "fake/crit", "critic": "fake/crit", "target": "fake/target"}
+    for it, (dev, n) in zip(run.iterations, [(0.5, 4), (0.75, 4)], strict=True):
+        it.grounded = GroundedScore(split="dev", score=dev, n=n, ci_low=dev - 0.3, ci_high=min(dev + 0.2, 1.0))
+        it.decision_score = 1 + 9 * dev if source == "grounded" else it.average
+        for sc in it.scores:
+            sc.judge = "critic[1]"
+    run.baseline_test = GroundedScore(split="test", score=0.25, n=8, ci_low=0.07, ci_high=0.59)
+    run.final_test = GroundedScore(split="test", score=0.625, n=8, ci_low=0.31, ci_high=0.86)
+    run.delta = Delta(value=0.375, n=8, ci_low=0.125, ci_high=0.625)
+    run.info["final_iteration"] = 2
+    run.provenance = {"promptlab_version": "0.1.0", "litellm_version": "1.2.3", "task_hash": "t" * 16,
+                      "experiment_hash": "e" * 16, "prompt_hashes": {"creator": "a" * 16, "critic": "b" * 16},
+                      "models": {"creator": {"requested": "fake/gen", "reported": "gen-2024", "endpoint": None}}}
+    return run

@@ -298,3 +298,48 @@ def test_import_promptlab_stays_light() -> None:
             "print(sorted(m for m in ('pandas', 'pyarrow', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_grounded_and_provenance_columns() -> None:
+    from _factories import make_grounded_run
+
+    cc = {**CELL_A, "loop": "creator_critic"}
+    traj, runs = tidy([make_grounded_run()], cc, "g")
+    plain_traj, plain_runs = tidy([make_run([[5.0]], task_id="plain")], CELL_A, "p")
+    for t, r in ((traj, runs), (plain_traj, plain_runs)):
+        assert_schema(t, TRAJECTORY_COLUMNS, PARAM_DTYPES)
+        assert_schema(r, RUN_COLUMNS, PARAM_DTYPES)
+    traj, runs = pd.concat([traj, plain_traj]), pd.concat([runs, plain_runs])
+    g = traj[traj.task_id == "g1"]
+    assert g.grounded_score.tolist() == [0.5, 0.75] and g.grounded_n.tolist() == [4, 4]
+    assert g.grounded_ci_low.tolist() == pytest.approx([0.2, 0.45]) and g.grounded_ci_high.tolist() == [0.7, 0.95]
+    assert g.decision_score.tolist() == pytest.approx([5.5, 7.75])
+    assert g.score_source.tolist() == ["grounded"] * 2 and g.critic_model.tolist() == ["fake/crit"] * 2
+    plain = traj[traj.task_id == "plain"]
+    assert plain.grounded_score.isna().all() and plain.score_source.isna().all()
+    assert plain.critic_model.tolist() == ["fake/model"]
+    r = runs.set_index("task_id")
+    row = r.loc["g1"]
+    assert row.score_source == "grounded" and row.target_model == "fake/target"
+    assert (row.baseline_test_score, row.baseline_test_n, row.final_test_score, row.final_test_n) == (0.25, 8, 0.625, 8)
+    assert (row.baseline_test_ci_low, row.final_test_ci_high) == (0.07, 0.86)
+    assert (row.delta, row.delta_n, row.delta_ci_low, row.delta_ci_high) == (0.375, 8, 0.125, 0.625)
+    assert row.final_iteration == 2 and row.promptlab_version == "0.1.0" and row.litellm_version == "1.2.3"
+    assert row.task_hash == "t" * 16 and row.experiment_hash == "e" * 16 and len(row.prompts_hash) == 16
+    assert json.loads(row.reported_models)["creator"]["reported"] == "gen-2024"
+    other = make_grounded_run()
+    other.provenance["prompt_hashes"]["critic"] = "c" * 16
+    assert tidy([other], cc, "g")[1].prompts_hash[0] != row.prompts_hash
+    none = r.loc["plain"]
+    assert pd.isna(none.delta) and pd.isna(none.baseline_test_n) and pd.isna(none.target_model)
+    assert pd.isna(none.reported_models) and pd.isna(none.final_iteration)
+
+
+def test_grounded_columns_survive_the_round_trip(tmp_path: Path) -> None:
+    from _factories import make_grounded_run
+
+    write_cell(tmp_path, "g", {**CELL_A, "loop": "creator_critic"}, [make_grounded_run(source="both")])
+    res = load(tmp_path)
+    assert res.runs.delta.tolist() == [0.375] and str(res.runs.delta_n.dtype) == "Int64"
+    assert res.trajectories.decision_score.tolist() == [4.0, 6.0]  # the critic decides in 'both'
+    assert res.trajectories.score_source.tolist() == ["both", "both"]

@@ -1,6 +1,17 @@
 """The refinement loops: each a plain async function with a sync twin, registered by name."""
 
-from ._base import LOOPS, LoopConfig, LoopSpec, RunContext, arun_loop, get_loop, register_loop, run_loop, run_sync
+from ._base import (
+    LOOPS,
+    LoopConfig,
+    LoopSpec,
+    RunContext,
+    arun_loop,
+    get_loop,
+    provenance_scope,
+    register_loop,
+    run_loop,
+    run_sync,
+)
 
-__all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "get_loop", "register_loop", "run_loop",
-           "run_sync"]
+__all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "get_loop", "provenance_scope",
+           "register_loop", "run_loop", "run_sync"]
