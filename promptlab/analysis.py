@@ -110,7 +110,8 @@ def _correlations(x: pd.Series, y: pd.Series) -> list[Any]:
 # counterfactual stopping ------------------------------------------------------------------------
 def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequence[float],
                             caps: Sequence[int], *, by: str | Sequence[str] = "loop",
-                            runs: pd.DataFrame | None = None, per_run: bool = False) -> pd.DataFrame:
+                            runs: pd.DataFrame | None = None, per_run: bool = False,
+                            dedupe: bool = True) -> pd.DataFrame:
     """What the loops would have returned under each finish threshold x iteration cap (no model calls).
 
     Each logged run is truncated: it stops at the first iteration whose decision score (`decision_score`,
@@ -136,6 +137,9 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
         by: Columns that group runs into the table's configurations (default the loop).
         runs: The runs frame when `results` is a frame.
         per_run: Return one row per run x threshold x cap instead of the summary.
+        dedupe: Within each `by` group keep, per (task_id, sample), only the run with the most logged
+            iterations (sweeps over thresholds and caps log the same task several times; counting each once
+            avoids double counting, and the longest log keeps the most rules exact).
 
     Returns:
         One row per `by` x threshold x cap: n_runs, n_exact, grounded_n (runs whose returned prompt has a
@@ -153,10 +157,17 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     if any(c < 1 for c in caps):
         raise ValueError(f"caps must be >= 1, got {list(caps)}")
     its = iteration_frame(traj).sort_values(["cell_id", "run_id", "iteration"])
+    if dedupe and len(its):
+        longest = its.groupby(["cell_id", "run_id"], sort=False).agg(
+            n=("iteration", "size"), **{c: (c, "first") for c in [*by_cols, "task_id", "sample"]})
+        longest = longest.reset_index().sort_values("n", ascending=False, kind="stable")
+        keep = longest.drop_duplicates([*by_cols, "task_id", "sample"])[["cell_id", "run_id"]]
+        its = its.merge(keep, on=["cell_id", "run_id"])
     decision = "decision_score" if "decision_score" in its.columns else "average"
-    last = {}
+    last: dict[tuple[Any, Any], bool] = {}
     if run_frame is not None and "final" in run_frame.columns:
-        last = {(r.cell_id, r.run_id): r.final == "last" for r in run_frame.itertuples()}
+        last = {(c, r): f == "last" for c, r, f in zip(run_frame["cell_id"], run_frame["run_id"],
+                                                        run_frame["final"].fillna(""), strict=True)}
     rows: list[dict[str, Any]] = []
     for (cell, run_id), g in its.groupby(["cell_id", "run_id"], sort=False):
         first = g.iloc[0]
@@ -358,7 +369,8 @@ def provenance_warnings(runs: pd.DataFrame) -> list[str]:
         for key, g in groups:
             hashes = sorted(str(h) for h in g[col].dropna().unique())
             if len(hashes) > 1:
-                where = f" for {within} {key if not isinstance(key, tuple) else key[0]}" if within else ""
+                value = key[0] if isinstance(key, tuple) else key
+                where = f" for {within} {value!s}" if within else ""
                 cells = ", ".join(sorted(str(c) for c in g["cell_id"].unique()))
                 out.append(f"cells made under different {what}{where} ({col}: {', '.join(h[:10] for h in hashes)}; "
                            f"cells {cells}): their rows are not directly comparable")

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from _factories import make_run
 from statsmodels.stats.multitest import multipletests
 
 from promptlab import analysis, reliability
 from promptlab.record import Score
-from tests._factories import make_run
 
 
 def traj(runs: dict[str, dict[str, list[Any]]], loop: str = "p3ro", critic: str = "fake/critic",
@@ -31,8 +31,8 @@ def traj(runs: dict[str, dict[str, list[Any]]], loop: str = "p3ro", critic: str 
                          "cost_usd": "Float64"})
 
 
-LOGGED = {"A": {"decision": [5, 7, 6, 9], "grounded": [0.2, 0.5, 0.6, 0.8]},
-          "B": {"decision": [8, 4, 6], "grounded": [0.4, 0.1, 0.3]}}
+LOGGED = {"A": {"decision": [5, 7, 6, 9], "grounded": [0.2, 0.5, 0.6, 0.8], "task": "t1"},
+          "B": {"decision": [8, 4, 6], "grounded": [0.4, 0.1, 0.3], "task": "t2"}}
 
 
 def row(table: pd.DataFrame, t: float, cap: int) -> pd.Series:
@@ -63,6 +63,14 @@ def test_counterfactual_per_run_flags_and_the_last_rule() -> None:
     assert last.loc["B", "grounded"] == pytest.approx(0.1) and last.loc["A", "grounded"] == pytest.approx(0.5)
     pes = analysis.counterfactual_stopping(traj(LOGGED, loop="pes"), [7], [2], per_run=True)
     assert not pes["exact"].any()  # only loops whose prompts ignore threshold and cap are exact
+
+
+def test_counterfactual_counts_each_task_and_sample_once() -> None:
+    shorter = {"A2": {"decision": [5, 7], "grounded": [0.2, 0.5], "task": "t1"}}
+    both = pd.concat([traj(LOGGED), traj(shorter)], ignore_index=True)
+    table = analysis.counterfactual_stopping(both, [10], [4])
+    assert table.iloc[0]["n_runs"] == 2 and table.iloc[0]["grounded_mean"] == pytest.approx(0.6)  # A kept, not A2
+    assert analysis.counterfactual_stopping(both, [10], [4], dedupe=False).iloc[0]["n_runs"] == 3
 
 
 def test_truncate_and_select_rules() -> None:
