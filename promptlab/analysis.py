@@ -117,7 +117,8 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     Each logged run is truncated: it stops at the first iteration whose decision score (`decision_score`,
     else `average`) is >= the threshold, or at the cap. The returned prompt follows the loop's selection
     rule: the best decision score among the kept iterations, ties to the earliest (iterations without a
-    decision score are skipped), or the last kept iteration when the run's `final` parameter is "last".
+    decision score are skipped), or the last kept iteration when the run's `final` parameter (a column of
+    the runs frame) is "last"; without that column, the loop config's default `final` (`default_final`).
     Its grounded score is that iteration's dev-split `grounded_score`. Tokens and cost are those of the kept
     iterations (setup and final phases, which every rule pays alike, are left out).
 
@@ -168,6 +169,7 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     if run_frame is not None and "final" in run_frame.columns:
         last = {(c, r): f == "last" for c, r, f in zip(run_frame["cell_id"], run_frame["run_id"],
                                                         run_frame["final"].fillna(""), strict=True)}
+    defaults = {loop: default_final(str(loop)) == "last" for loop in its["loop"].dropna().unique()}
     rows: list[dict[str, Any]] = []
     for (cell, run_id), g in its.groupby(["cell_id", "run_id"], sort=False):
         first = g.iloc[0]
@@ -179,7 +181,7 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
         for t in thresholds:
             for cap in caps:
                 stop, early, exact = truncate(scores, t, cap)
-                pick = select(scores[:stop], last=last.get((cell, run_id), False))
+                pick = select(scores[:stop], last=last.get((cell, run_id), defaults.get(first["loop"], False)))
                 g_val = grounded[pick] if pick is not None else None
                 cost = costs[:stop]
                 rows.append({**key, "cell_id": cell, "run_id": run_id, "threshold": t, "cap": cap,
@@ -194,6 +196,15 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     if per_run:
         return detail
     return _summarise_counterfactual(detail, by_cols)
+
+
+def default_final(loop: str) -> str:
+    """The selection rule a loop uses when its config does not say: its config's `final` default, else "best"."""
+    from .loops import LOOPS
+
+    spec = LOOPS.get(loop)
+    field = spec.config_cls.model_fields.get("final") if spec is not None else None
+    return str(field.default) if field is not None and isinstance(field.default, str) else "best"
 
 
 def truncate(scores: Sequence[float | None], threshold: float, cap: int) -> tuple[int, bool, bool]:
@@ -378,4 +389,4 @@ def provenance_warnings(runs: pd.DataFrame) -> list[str]:
 
 
 __all__ = ["ALL", "PROVENANCE_CHECKS", "TRUNCATION_EXACT_LOOPS", "best_stopping_rule", "calibration", "compare",
-           "counterfactual_stopping", "delta_table", "provenance_warnings", "select", "sign_flip_p", "truncate"]
+           "counterfactual_stopping", "default_final", "delta_table", "provenance_warnings", "select", "sign_flip_p", "truncate"]

@@ -61,6 +61,7 @@ def test_counterfactual_per_run_flags_and_the_last_rule() -> None:
     runs = pd.DataFrame({"cell_id": ["c", "c"], "run_id": ["A", "B"], "final": ["best", "last"]})
     last = analysis.counterfactual_stopping(traj(LOGGED), [10], [2], runs=runs, per_run=True).set_index("run_id")
     assert last.loc["B", "grounded"] == pytest.approx(0.1) and last.loc["A", "grounded"] == pytest.approx(0.5)
+    assert analysis.default_final("p3ro") == "best"
     pes = analysis.counterfactual_stopping(traj(LOGGED, loop="pes"), [7], [2], per_run=True)
     assert not pes["exact"].any()  # only loops whose prompts ignore threshold and cap are exact
 
