@@ -8,10 +8,11 @@ loop, and `acomplete` drives it with `litellm.acompletion` and `asyncio.sleep`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -20,9 +21,9 @@ from pydantic import BaseModel
 
 from . import structured
 from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
-from .completion import Completion
+from .completion import Completion, TokenLogprob, logprobs_of
 from .errors import MissingKeyError, ParseError, ProviderError
-from .providers import check_model, is_own, litellm, native_schema
+from .providers import check_model, endpoint, is_own, litellm, native_schema, reported_model
 
 Prompt = Union[str, list[dict[str, Any]]]
 """A user prompt as text, or a list of chat messages ({'role': ..., 'content': ...})."""
@@ -69,6 +70,9 @@ class _Reply(BaseModel):
     output_tokens: int | None = None
     cost_usd: float | None = None
     finish_reason: str | None = None
+    logprobs: list[TokenLogprob] | None = None
+    response_model: str | None = None
+    endpoint: str | None = None
     replayed: bool = False
 
 
@@ -209,7 +213,8 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             model=req.model, text=text, input_tokens=in_tok if tokens_known else None,
             output_tokens=out_tok if tokens_known else None, cost_usd=cost if cost_known else None,
             latency_s=latency, attempts=attempts, sample=req.sample, key=req.key,
-            finish_reason=reply.finish_reason,
+            finish_reason=reply.finish_reason, logprobs=reply.logprobs, response_model=reply.response_model,
+            endpoint=reply.endpoint,
         )
         if req.schema is None:
             return done
@@ -243,6 +248,8 @@ def _reply_of(model: str, response: Any) -> _Reply:
         input_tokens=int(usage.prompt_tokens or 0) if known else None,
         output_tokens=int(usage.completion_tokens or 0) if known else None,
         cost_usd=_cost(model, response), finish_reason=getattr(choice, "finish_reason", None),
+        logprobs=logprobs_of(getattr(choice, "logprobs", None)), response_model=reported_model(model, response),
+        endpoint=endpoint(model, response),
     )
 
 
@@ -269,8 +276,10 @@ def _fetch(op: _Call, store: Cache | None, on_token: TokenHandler | None) -> _Re
     if replay is not None:
         return replay
     lm = litellm()
-    if on_token is None:
+    if on_token is None or op.kwargs.get("logprobs"):  # log-probabilities come with a whole reply only
         response = lm.completion(**op.kwargs)
+        if on_token is not None:
+            _send_whole(response, on_token)
     else:
         chunks = []
         for chunk in lm.completion(**op.kwargs, stream=True, stream_options={"include_usage": True}):
@@ -286,8 +295,10 @@ async def _afetch(op: _Call, store: Cache | None, on_token: TokenHandler | None)
     if replay is not None:
         return replay
     lm = litellm()
-    if on_token is None:
+    if on_token is None or op.kwargs.get("logprobs"):  # log-probabilities come with a whole reply only
         response = await lm.acompletion(**op.kwargs)
+        if on_token is not None:
+            _send_whole(response, on_token)
     else:
         chunks = []
         stream = await lm.acompletion(**op.kwargs, stream=True, stream_options={"include_usage": True})
@@ -296,6 +307,10 @@ async def _afetch(op: _Call, store: Cache | None, on_token: TokenHandler | None)
             _send_piece(chunk, on_token)
         response = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
     return _keep(store, op, _reply_of(op.kwargs["model"], response))
+
+
+def _send_whole(response: Any, on_token: TokenHandler) -> None:
+    on_token(response.choices[0].message.content or "")
 
 
 def _send_piece(chunk: Any, on_token: TokenHandler) -> None:
@@ -399,17 +414,37 @@ def complete(
     return done
 
 
-_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+class _Limiter:
+    """Calls in flight for one model in one event loop; each call waits until fewer than ITS OWN limit
+    are in flight, so the limit follows each call's settings (not whichever call came first)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def slot(self, limit: int) -> AsyncIterator[None]:
+        async with self.changed:
+            await self.changed.wait_for(lambda: self.active < max(1, limit))
+            self.active += 1
+        try:
+            yield
+        finally:
+            async with self.changed:
+                self.active -= 1
+                self.changed.notify_all()
+
+
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Limiter]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _semaphore(model: str, settings: Settings) -> asyncio.Semaphore:
-    per_loop = _semaphores.setdefault(asyncio.get_running_loop(), {})
-    if model not in per_loop:
-        limit = settings.per_model_concurrency.get(model, settings.max_concurrency)
-        per_loop[model] = asyncio.Semaphore(max(1, limit))
-    return per_loop[model]
+def _slot(model: str, settings: Settings) -> contextlib.AbstractAsyncContextManager[None]:
+    """A place among the model's calls in flight, under this call's limit."""
+    per_loop = _limiters.setdefault(asyncio.get_running_loop(), {})
+    limiter = per_loop.setdefault(model, _Limiter())
+    return limiter.slot(settings.per_model_concurrency.get(model, settings.max_concurrency))
 
 
 async def acomplete(
@@ -439,7 +474,7 @@ async def acomplete(
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
-    async with _semaphore(model, req.settings):
+    async with _slot(model, req.settings):
         while True:
             try:
                 op = gen.throw(error) if error is not None else gen.send(value)

@@ -306,7 +306,13 @@ def load_experiment(path: str | Path) -> Experiment:
 
 
 def read_tasks(path: str | Path) -> list[Task]:
-    """Read a JSONL task file: one {"id", "prompt", "goal"} object per line (blank lines skipped)."""
+    """Read a JSONL task file: one task object per line (blank lines skipped).
+
+    A grounded task's examples given as a path are read relative to the task file's directory, and the task
+    is checked (`promptlab.tasks.check_task`); errors name the file:line, the task and the field.
+    """
+    from .tasks import parse_task
+
     p = Path(path)
     tasks: list[Task] = []
     seen: set[str] = set()
@@ -314,9 +320,10 @@ def read_tasks(path: str | Path) -> list[Task]:
         if not line.strip():
             continue
         try:
-            task = Task.model_validate_json(line)
-        except ValidationError as e:
-            raise ConfigError(f"{p}:{n}: " + "; ".join(_describe(err) for err in e.errors())) from None
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{p}:{n}: not valid JSON: {e}") from None
+        task = parse_task(data, p.resolve().parent, f"{p}:{n}")
         if task.id in seen:
             raise ConfigError(f"{p}:{n}: task id {task.id!r} appears twice")
         seen.add(task.id)
@@ -325,7 +332,8 @@ def read_tasks(path: str | Path) -> list[Task]:
 
 
 def task_fingerprint(tasks: list[Task]) -> str:
-    """sha256 of the tasks' canonical JSON (ids, prompts, goals), in order."""
+    """sha256 of the tasks' canonical JSON (ids, prompts, goals, and a grounded task's examples, scorer and
+    split), in order."""
     blob = json.dumps([t.model_dump(mode="json") for t in tasks], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

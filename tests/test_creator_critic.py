@@ -101,7 +101,10 @@ def test_early_stop_needs_patience_consecutive_iterations() -> None:
     assert [it.average for it in run.iterations] == [8.0, 6.0, 8.0, 8.0]
     assert [it.decision for it in run.iterations] == ["CONTINUE"] * 3 + ["FINISH"]
     assert run.stop_reason == "threshold"
-    assert run.final_output == "V1" and run.best_iteration == 1  # ties go to the earliest
+    assert run.final_output == "V4" and run.info["final_iteration"] == 4  # the seed returns the last prompt
+    assert run.best_iteration == 1 and run.info["final"] == "last"
+    best = run_creator_critic(TASK, cfg.model_copy(update={"final": "best"}))
+    assert best.final_output == "V1" and best.info["final_iteration"] == 1  # ties go to the earliest
 
     creator, critics = models("cc-patience1", ["V1", "V2"], [critique(8)])
     run = run_creator_critic(TASK, cfg_for(creator, critics, finish_threshold=7.5))
@@ -116,7 +119,7 @@ def test_runs_to_max_iterations_and_keeps_history() -> None:
     run = run_creator_critic(TASK, cfg_for(creator, critics), on_event=events)
     assert [it.candidate for it in run.iterations] == ["V1", "V2", "V3"]
     assert [it.average for it in run.iterations] == [5.0, 7.0, 6.0]
-    assert run.stop_reason == "max_iterations" and run.final_output == "V2" and run.best_score == 7.0
+    assert run.stop_reason == "max_iterations" and run.final_output == "V3" and run.best_score == 7.0
     assert run.iterations[0].reflection == "add the launch date"
     # the creator saw the original, the latest version and the critique of it
     first, second = creator.prompts[:2]

@@ -173,15 +173,15 @@ def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
                        "generator", "evaluator", "reflector",
                        "strategist", "generator", "evaluator", "reflector"]
     assert [it.decision for it in run.iterations] == ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"]
-    assert run.iterations[2].reason == "average 8.6667 >= threshold 8.5"
-    assert [it.average for it in run.iterations] == [6.0, 6.0, 8.6667]
+    assert run.iterations[2].reason == f"average {26 / 3:g} >= threshold 8.5"
+    assert [it.average for it in run.iterations] == pytest.approx([6.0, 6.0, 26 / 3])
     assert [it.candidate for it in run.iterations] == ["P1", "P2", "P3"]
     assert [it.reflection for it in run.iterations] == ["lesson one", "lesson two", "lesson three"]
     assert [it.metrics["plan_version"] for it in run.iterations] == [1, 1, 2]
     assert [sc.criterion for sc in run.iterations[0].scores] == CRITERIA
     assert [sc.score for sc in run.iterations[1].scores] == [7.0, 6.0, 5.0]
     assert run.stop_reason == "threshold" and run.final_output == "P3"
-    assert run.best_iteration == 3 and run.best_score == 8.6667
+    assert run.best_iteration == 3 and run.best_score == pytest.approx(26 / 3)
     assert run.info["criteria"] == CRITERIA and run.info["strategy_revisions"] == 1
     assert [p["plan"] for p in run.info["plans"]] == ["plan A", "plan B"]
 
@@ -198,7 +198,7 @@ def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
     assert "Plan: plan B" in third and "lesson two" in third
     # journey summary ties the chosen prompt to the criteria
     assert "Chosen prompt: attempt 3" in (run.summary or "")
-    assert "Clarity of the task: 9/10" in (run.summary or "") and "6 -> 6 -> 8.6667" in (run.summary or "")
+    assert "Clarity of the task: 9/10" in (run.summary or "") and f"6 -> 6 -> {26 / 3:g}" in (run.summary or "")
     assert "Strategy revised 1 time(s), before attempt(s) 3" in (run.summary or "")
     kinds = events.kinds()
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
@@ -255,7 +255,9 @@ def test_unknown_criterion_is_recorded_and_missing_ones_are_none() -> None:
     run = run_p3ro(TASK, config(s, max_iterations=1))
     it = run.iterations[0]
     assert [sc.score for sc in it.scores] == [8.0, None, None]
-    assert it.average == 8.0
+    assert it.average is None  # no average on partial evidence (the seed averages every criterion)
+    partial = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_present"), cache=False)
+    assert partial.iterations[0].average == 8.0
     assert it.metrics["criteria_missing"] == 2 and it.metrics["unmatched_scores"] == 1
     assert run.info["unmatched_scores"] == [
         {"iteration": 1, "criterion": "Rhymes every line", "score": 3,
@@ -295,11 +297,12 @@ def test_decomposer_reasked_when_criteria_count_is_out_of_bounds() -> None:
     assert run.info["criteria"] == CRITERIA and run.stop_reason == "threshold"
 
 
-def test_duplicate_criteria_are_dropped() -> None:
-    s = Script("p3-dupes", decomposer=[criteria(CRITERIA[0], CRITERIA[1], CRITERIA[0].upper())],
-               generator=[gen("P1")], evaluator=[ev(9, 9)])
+def test_duplicates_that_leave_too_few_criteria_are_asked_again() -> None:
+    s = Script("p3-dupes", decomposer=[criteria(CRITERIA[0], CRITERIA[1], CRITERIA[0].upper()), criteria()],
+               generator=[gen("P1")], evaluator=[ev(9, 9, 9)])
     run = run_p3ro(TASK, config(s, max_iterations=1))
-    assert run.info["criteria"] == CRITERIA[:2]
+    assert s.roles[:2] == ["decomposer", "decomposer"]  # 2 distinct of min_criteria 3: re-asked
+    assert run.info["criteria"] == CRITERIA and len(run.info["criteria"]) >= 3
 
 
 def test_prompt_override_is_used() -> None:
@@ -368,11 +371,12 @@ def test_local_model_short_run(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     cfg = P3ROConfig(model="local/smollm2", max_iterations=1, max_tokens=300, min_criteria=3, max_criteria=3)
     # one attempt per call: a reply cut off by max_tokens is recorded as an error instead of re-asked
-    run = run_p3ro(TASK, cfg, cache=tmp_path / "local", settings=Settings(parse_attempts=1))
+    run = run_p3ro(TASK, cfg, cache=tmp_path / "local", settings=Settings(parse_attempts=2))
     elapsed = time.perf_counter() - t0
     print(f"p3ro local run: {elapsed:.1f}s, {run.totals.output_tokens} output tokens, "
           f"errors {len(run.errors)}")
     assert Run.model_validate_json(run.model_dump_json()) == run
-    assert run.stop_reason in ("threshold", "max_iterations", "error")
-    if run.stop_reason != "error":
-        assert len(run.iterations) == 1 and len(run.info["criteria"]) == 3
+    # fails when every model call fails: the goal must be decomposed and one candidate written
+    assert run.stop_reason in ("threshold", "max_iterations")
+    assert len(run.iterations) == 1 and len(run.info["criteria"]) == 3
+    assert run.iterations[0].candidate and run.totals.calls > run.totals.failed_calls
