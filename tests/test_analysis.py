@@ -222,3 +222,31 @@ def test_reliability_rescores_through_the_loop_hook(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(promptlab.loops, "get_loop", lambda name: object())
     with pytest.raises(Exception, match="no rescore hook"):
         reliability.reliability([run], k=1)
+
+
+def test_reliability_end_to_end_through_creator_critic_rescore(tmp_path: Any) -> None:
+    import json
+
+    import promptlab
+    from promptlab import Task
+    from promptlab.loops.creator_critic import CreatorCriticConfig, run_creator_critic
+
+    def critique(score: float) -> str:
+        return json.dumps({"score": score, "strengths": ["s"], "weaknesses": ["w"], "suggestions": ["t"]})
+
+    # the loop's two critiques, then the re-scores in order: it1 at samples 1, 2; it2 at samples 1, 2
+    queue = [critique(s) for s in (4, 6, 5, 4, 6, 7)]
+    drafts = ["Draft one.", "Draft two."]
+    creator = promptlab.scripted("rel-creator", respond=lambda messages: drafts.pop(0))
+    critic = promptlab.scripted("rel-critic", respond=lambda messages: queue.pop(0))
+    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, max_iterations=2, finish_threshold=10)
+    run = run_creator_critic(Task(id="t", prompt="p", goal="g"), cfg, cache=tmp_path)
+    assert [it.average for it in run.iterations] == [4.0, 6.0]
+    out = reliability.reliability([run], k=2, cache=tmp_path)
+    assert len(out) == 1 and out.iloc[0]["kind"] == "test-retest"  # one critic: no inter-critic row
+    r = out.iloc[0]
+    assert r["n_items"] == 2 and r["n_raters"] == 3 and queue == []
+    assert r["mean_abs_change"] == pytest.approx(0.5)
+    assert r["alpha"] == pytest.approx(interval_alpha(np.array([[4, 5, 4], [6, 6, 7]], dtype=float)))
+    again = reliability.reliability([run], k=2, cache=tmp_path)  # cached: no new critic call (queue is empty)
+    assert again.equals(out)
