@@ -144,9 +144,11 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
 
     Returns:
         One row per `by` x threshold x cap: n_runs, n_exact, grounded_n (runs whose returned prompt has a
-        grounded score), grounded_mean, grounded_ci_low, grounded_ci_high (bootstrap), tokens_mean,
-        cost_usd_mean (<NA> when some cost is unknown), iterations_mean, stopped_early (fraction stopped by
-        the threshold before the cap), stopped_early_ci_low, stopped_early_ci_high (Wilson).
+        grounded score), grounded_mean, grounded_ci_low, grounded_ci_high (bootstrap), tokens_mean with
+        tokens_ci_low/high, cost_usd_mean with cost_usd_ci_low/high (<NA> when some cost is unknown),
+        iterations_mean, stopped_early (fraction stopped by the threshold before the cap),
+        stopped_early_ci_low, stopped_early_ci_high (Wilson). The n of every mean is n_runs (grounded_n for
+        the grounded score).
     """
     import pandas as pd
 
@@ -233,12 +235,15 @@ def _summarise_counterfactual(detail: pd.DataFrame, by_cols: list[str]) -> pd.Da
     for key, g in detail.groupby([*by_cols, "threshold", "cap"], sort=True, dropna=False):
         gm, gn, glo, ghi = mean_ci(list(g["grounded"]))
         em, _, elo, ehi = mean_ci([float(v) for v in g["stopped_early"]])
-        cost = None if g["cost_usd"].isna().any() else float(g["cost_usd"].mean())
-        rows.append([*key, len(g), int(g["exact"].sum()), gn, gm, glo, ghi, float(g["tokens"].mean()), cost,
-                     float(g["stop"].mean()), em, elo, ehi])
+        tokens = [float(v) for v in g["tokens"]]
+        costs = None if g["cost_usd"].isna().any() else [float(v) for v in g["cost_usd"]]
+        cost = [sum(costs) / len(costs), *bootstrap_ci(costs)] if costs else [None, None, None]
+        rows.append([*key, len(g), int(g["exact"].sum()), gn, gm, glo, ghi, sum(tokens) / len(tokens),
+                     *bootstrap_ci(tokens), *cost, float(g["stop"].mean()), em, elo, ehi])
     cols = [*by_cols, "threshold", "cap", "n_runs", "n_exact", "grounded_n", "grounded_mean", "grounded_ci_low",
-            "grounded_ci_high", "tokens_mean", "cost_usd_mean", "iterations_mean", "stopped_early",
-            "stopped_early_ci_low", "stopped_early_ci_high"]
+            "grounded_ci_high", "tokens_mean", "tokens_ci_low", "tokens_ci_high", "cost_usd_mean",
+            "cost_usd_ci_low", "cost_usd_ci_high", "iterations_mean", "stopped_early", "stopped_early_ci_low",
+            "stopped_early_ci_high"]
     out = pd.DataFrame(rows, columns=cols)
     for c in cols[len(by_cols) + 2:]:
         out[c] = out[c].astype("Int64" if c in ("n_runs", "n_exact", "grounded_n") else "Float64")

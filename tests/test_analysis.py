@@ -52,6 +52,7 @@ def test_counterfactual_table_matches_the_hand_computed_one() -> None:
         assert r["stopped_early"] == pytest.approx(early) and r["n_exact"] == exact
         assert r["iterations_mean"] == pytest.approx(its)
         assert r["grounded_ci_low"] <= g <= r["grounded_ci_high"]
+        assert r["tokens_ci_low"] <= tok <= r["tokens_ci_high"] and r["cost_usd_ci_low"] <= cost
 
 
 def test_counterfactual_per_run_flags_and_the_last_rule() -> None:
