@@ -48,7 +48,9 @@ def grounded_run(params: dict[str, Any], task_id: str, sample: int, prompts_hash
     run.baseline_test = grounded("test", 0.2)
     run.final_test = grounded("test", best + 0.05 * sample)
     run.delta = Delta(value=best + 0.05 * sample - 0.2, n=20, ci_low=best - 0.3, ci_high=best - 0.1)
-    run.provenance = {"prompts_hash": prompts_hash, "task_hash": f"h-{task_id}", "experiment_hash": "e1"}
+    # both the per-role form the loops record and the flat hash the frame carries (whichever results.py reads)
+    run.provenance = {"prompt_hashes": {"critic": prompts_hash}, "prompts_hash": prompts_hash,
+                      "task_hash": f"h-{task_id}", "experiment_hash": "e1"}
     return run
 
 
