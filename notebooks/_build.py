@@ -181,12 +181,58 @@ browser.display()'''),
 )
 
 
+FINDINGS = notebook(
+    ("md", ("# Findings\n\nWhat a grounded sweep says: does refinement beat the original prompt on the test "
+           "split, does the critic's score track accuracy on the dev split, and which finish threshold and "
+           "iteration cap would have been best per unit of cost (by truncating the logged runs, no model "
+           "calls). Every number comes with its n and a 95% CI; the functions are in `promptlab.analysis`. "
+           "A results directory without grounded data (tasks without examples) says so instead.")),
+    ("parameters", '''results_dir = "results/demo"'''),
+    ("code", ROOT_CELL),
+    ("code", '''import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
+
+from promptlab import analysis, findings_plots
+from promptlab.findings import findings, findings_markdown
+from promptlab.results import load
+
+results = load(here(results_dir))
+found = findings(results)
+print(f"{len(results.runs)} runs; grounded data: {'yes' if found.grounded else 'no'}")
+display(Markdown("\\n".join(findings_markdown(found))))'''),
+    ("md", "## Test-split gain per configuration, and paired differences between configurations"),
+    ("code", '''if found.deltas.empty:
+    print("no test-split deltas (no grounded data)")
+else:
+    display(found.deltas)
+    findings_plots.plot_forest(found.deltas)
+    plt.show()
+    display(analysis.compare(results.runs))'''),
+    ("md", "## Is the critic calibrated against the grounded score?"),
+    ("code", '''if found.calibration.empty:
+    print("no calibration (no iteration has both a critic and a grounded score)")
+else:
+    display(found.calibration)
+    findings_plots.plot_calibration(results.trajectories)
+    plt.show()
+    findings_plots.plot_grounded_trajectories(results.trajectories)
+    plt.show()'''),
+    ("md", "## Counterfactual stopping: threshold x cap"),
+    ("code", '''for label, table in (found.counterfactual.groupby("config") if len(found.counterfactual) else []):
+    ax = findings_plots.plot_counterfactual_heatmap(table)
+    ax.set_title(f"{label}: {ax.get_title()}")
+    plt.show()
+if found.counterfactual.empty:
+    print("no counterfactual table (no grounded data)")'''),
+)
+
+
 def main() -> None:
     """Write the notebooks next to this script."""
     from promptlab.papermill_cells import run_cell_notebook
 
     for name, nb in [("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE),
-                     ("05_runs", RUNS), ("run_cell", stable_ids(run_cell_notebook()))]:
+                     ("04_findings", FINDINGS), ("05_runs", RUNS), ("run_cell", stable_ids(run_cell_notebook()))]:
         nbformat.validate(nb)
         path = HERE / f"{name}.ipynb"
         path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")

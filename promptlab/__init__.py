@@ -47,6 +47,8 @@ _LAZY = {
     "check_task": "promptlab.tasks", "examples_of": "promptlab.tasks", "Example": "promptlab.record",
     "Split": "promptlab.record", "GroundedScore": "promptlab.record",
     "expected_scores": "promptlab.expected", "ExpectedScore": "promptlab.expected",
+    "calibration": "promptlab.analysis", "counterfactual_stopping": "promptlab.analysis",
+    "compare": "promptlab.analysis", "delta_table": "promptlab.analysis",
 }
 
 

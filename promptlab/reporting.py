@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .findings import Findings, findings, findings_markdown
+from .findings_plots import plot_calibration, plot_counterfactual_heatmap, plot_forest, plot_grounded_trajectories
 from .plots import (
     _MODEL_COLUMNS,
     By,
@@ -73,15 +75,17 @@ class Report(dict[str, Path]):
         self.skipped: dict[str, str] = {}
 
 
-def report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None) -> Report:
+def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.PathLike[str] | None = None) -> Report:
     """Load a results directory and write its charts, summary.csv and summary.md.
 
-    Charts: trajectories.png, pairings.png, score_vs_cost.png, stop_reasons.png, final_by_threshold.png;
-    one whose columns are absent or that has nothing to compare is skipped, with the reason in
-    `Report.skipped` and in summary.md.
+    Charts: trajectories.png, pairings.png, score_vs_cost.png, stop_reasons.png, final_by_threshold.png, and
+    the findings charts calibration.png, grounded_trajectories.png, counterfactual.png (one panel per
+    configuration) and deltas.png; one whose columns are absent or that has nothing to compare is skipped,
+    with the reason in `Report.skipped` and in summary.md. summary.md has a "Findings" section (see
+    `promptlab.findings`), with a warning when the directory mixes role prompts, data or experiment files.
 
     Args:
-        results_dir: The sweep's results directory.
+        results_dir: The sweep's results directory, or its loaded `Results`.
         out_dir: Where to write (default `<results_dir>/report`).
 
     Returns:
@@ -89,10 +93,10 @@ def report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] 
     """
     from matplotlib.figure import Figure
 
-    from .results import load
+    from .results import Results, load
 
-    res = load(results_dir)
-    out = Path(out_dir) if out_dir is not None else Path(results_dir) / "report"
+    res = results_dir if isinstance(results_dir, Results) else load(results_dir)
+    out = Path(out_dir) if out_dir is not None else res.path / "report"
     out.mkdir(parents=True, exist_ok=True)
     runs, traj, written = res.runs, res.trajectories, Report()
     table = summary_table(res)
@@ -138,14 +142,41 @@ def report(results_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] 
     chart("final_by_threshold.png", no_runs or threshold_why,
           lambda fig: plot_final_by(runs, x="finish_threshold", hue=hue, ax=fig.add_subplot()), (9, 5))
 
+    found = findings(res)
+    _findings_charts(res, found, chart)
     table.to_csv(out / "summary.csv", index=False)
     written["summary.csv"] = out / "summary.csv"
-    (out / "summary.md").write_text(_summary_md(res, table, written))
+    (out / "summary.md").write_text(_summary_md(res, table, written, found))
     written["summary.md"] = out / "summary.md"
     return written
 
 
-def _summary_md(res: Results, table: pd.DataFrame, written: Report) -> str:
+def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
+    """Draw calibration.png, grounded_trajectories.png, counterfactual.png and deltas.png through `chart`."""
+    traj = res.trajectories
+    no_grounded = None if "grounded_score" in traj.columns and traj["grounded_score"].notna().any() \
+        else "no grounded data"
+    pooled = found.calibration[found.calibration["critic_model"] != "(all)"] if len(found.calibration) else None
+    chart("calibration.png", no_grounded or ("no iteration has both a critic and a grounded score"
+                                             if pooled is None or pooled.empty else None),
+          lambda fig: plot_calibration(traj, ax=fig.add_subplot()), (8, 5))
+    chart("grounded_trajectories.png", no_grounded,
+          lambda fig: plot_grounded_trajectories(traj, ax=fig.add_subplot()), (9, 5))
+    groups = list(found.counterfactual.groupby("config", sort=True)) if len(found.counterfactual) else []
+
+    def counterfactual(fig: Any) -> None:
+        axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"hspace": 0.6})[:, 0]
+        for ax, (label, g) in zip(axes, groups, strict=True):
+            plot_counterfactual_heatmap(g, ax=ax)
+            ax.set_title(f"{label}: {ax.get_title()}", fontsize="small")
+
+    size = (2 + 1.4 * (found.counterfactual["cap"].nunique() if groups else 1), 4.5 * max(len(groups), 1))
+    chart("counterfactual.png", no_grounded or (None if groups else "no counterfactual table"), counterfactual, size)
+    chart("deltas.png", (no_grounded or "no run has a test-split delta") if found.deltas.empty else None,
+          lambda fig: plot_forest(found.deltas, ax=fig.add_subplot()), (9, 0.5 * len(found.deltas) + 2))
+
+
+def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findings) -> str:
     counts = res.cells["status"].value_counts().to_dict()
     lines = [f"# Sweep report: {res.path}", "",
              f"Cells: {len(res.cells)} ({', '.join(f'{n} {s}' for s, n in counts.items()) or 'none'}). "
@@ -155,6 +186,7 @@ def _summary_md(res: Results, table: pd.DataFrame, written: Report) -> str:
         lines += ["## Cells not included", ""]
         lines += [f"- `{r.cell_id}` ({r.status}): {_fmt(r.error_kind)}: {_fmt(r.error)}" for r in bad.itertuples()]
         lines.append("")
+    lines += findings_markdown(found)
     lines += ["## Charts", ""] + [f"- [{n}]({n})" for n in written if n.endswith(".png")]
     lines += [f"- {n} not drawn: {why}" for n, why in written.skipped.items()]
     return "\n".join(lines) + "\n"

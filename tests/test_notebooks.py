@@ -13,11 +13,11 @@ import papermill as pm
 import pytest
 
 from promptlab.experiments import load_experiment
-from promptlab.results import cell_status, load
+from promptlab.results import TRAJECTORY_COLUMNS, cell_status, load
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ("01_explore", "02_sweep", "03_compare", "05_runs", "run_cell")
+NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "run_cell")
 
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
@@ -82,6 +82,30 @@ def test_generated_notebooks_are_lint_clean() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def markdown(nb: nbformat.NotebookNode) -> str:
+    return "".join(o.get("data", {}).get("text/markdown", "") for o in outputs(nb))
+
+
+def test_findings_notebook_on_a_grounded_directory(tmp_path: Path) -> None:
+    from _grounded import write_grounded_sweep
+
+    results_dir = write_grounded_sweep(tmp_path / "results")
+    nb = execute("04_findings", tmp_path / "04.ipynb", results_dir=str(results_dir))
+    assert "12 runs" in text(nb) and "## Findings" in markdown(nb)
+    if "grounded_score" in TRAJECTORY_COLUMNS:  # the frames carry the grounded columns (branch h-loops)
+        assert "grounded data: yes" in text(nb) and "best threshold 8, cap 3" in markdown(nb)
+        assert images(nb) == 4  # forest, calibration, grounded trajectories, one counterfactual heatmap
+    else:  # until then the loaded frames have no grounded data, and the notebook says so without failing
+        assert "grounded data: no" in text(nb) and "No grounded data" in markdown(nb) and images(nb) == 0
+        assert "no test-split deltas" in text(nb) and "no counterfactual table" in text(nb)
+
+
+def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
+    results_dir, _ = swept
+    nb = execute("04_findings", tmp_path / "04.ipynb", results_dir=str(results_dir))
+    assert "4 runs; grounded data: no" in text(nb) and "No grounded data" in markdown(nb)
+
+
 def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
     nb = execute("01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2,
                  task_id="email")
@@ -112,7 +136,7 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
     from promptlab.papermill_cells import run_cell_notebook
 
     built = {"01_explore": build.EXPLORE, "02_sweep": build.SWEEP, "03_compare": build.COMPARE,
-             "05_runs": build.RUNS, "run_cell": build.stable_ids(run_cell_notebook())}
+             "04_findings": build.FINDINGS, "05_runs": build.RUNS, "run_cell": build.stable_ids(run_cell_notebook())}
     for name in NAMES:
         path = NOTEBOOKS / f"{name}.ipynb"
         nb = nbformat.read(path, as_version=4)

@@ -32,6 +32,7 @@ from promptlab.reporting import report, summary_table
 from promptlab.results import Results, load, write_cell
 
 PNG = b"\x89PNG\r\n\x1a\n"
+FINDINGS_CHARTS = ("calibration.png", "grounded_trajectories.png", "counterfactual.png", "deltas.png")
 
 
 @pytest.fixture
@@ -217,7 +218,8 @@ def test_report_writes_every_file(res: Results) -> None:
     out = report(res.path)
     names = {"trajectories.png", "pairings.png", "score_vs_cost.png", "stop_reasons.png", "final_by_threshold.png",
              "summary.csv", "summary.md"}
-    assert set(out) == names and out.skipped == {}
+    assert set(out) == names
+    assert out.skipped == dict.fromkeys(FINDINGS_CHARTS, "no grounded data")  # tasks without examples
     for name in names:
         assert out[name] == res.path / "report" / name and out[name].stat().st_size > 0
     assert out["pairings.png"].read_bytes().startswith(PNG)
@@ -230,7 +232,7 @@ def test_report_writes_every_file(res: Results) -> None:
 def test_report_skips_charts_with_nothing_to_compare(tmp_path: Path) -> None:
     write_cell(tmp_path, "a", CELL_A, runs_a())
     out = report(tmp_path, tmp_path / "elsewhere")
-    assert set(out.skipped) == {"pairings.png", "final_by_threshold.png"}
+    assert set(out.skipped) == {"pairings.png", "final_by_threshold.png", *FINDINGS_CHARTS}
     assert "single generator/critic pairing" in out.skipped["pairings.png"]
     assert not (tmp_path / "elsewhere" / "pairings.png").exists()
     assert "pairings.png not drawn" in out["summary.md"].read_text()
@@ -241,7 +243,7 @@ def test_report_of_a_directory_without_ok_cells(tmp_path: Path) -> None:
     write_cell(tmp_path, "f", {"loop": "p3ro"}, [make_run([[1.0]], config=cfg({**CELL_A}))],
                error={"kind": "ProviderError", "message": "down"})
     out = report(tmp_path)
-    assert set(out) == {"summary.csv", "summary.md"} and len(out.skipped) == 5
+    assert set(out) == {"summary.csv", "summary.md"} and len(out.skipped) == 5 + len(FINDINGS_CHARTS)
     assert "(no runs)" in out["summary.md"].read_text()
 
 
