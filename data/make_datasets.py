@@ -210,7 +210,7 @@ TASKS: list[dict[str, Any]] = [
              "single whole number.",
      "scorer": {"kind": "numeric", "pick": "last"}},
     {"id": "dates", "make": dates,
-     "prompt": "What is the date in this sentence?\n\n{input}",
+     "prompt": "Write the date from this sentence in YYYY-MM-DD format.\n\n{input}",
      "goal": "A prompt that makes the model find the date in a sentence and write it as YYYY-MM-DD "
              "(for example 2021-03-05), with nothing else.",
      "scorer": {"kind": "regex", "pattern": r"\d{4}-\d{2}-\d{2}", "group": 0}},
