@@ -136,3 +136,17 @@ def test_date_targets_parsed_back() -> None:
         assert _parse_date(r["input"]).isoformat() == r["target"], r
     assert any(re.search(r"\d{4}/\d{2}/\d{2}", r["input"]) for r in rows)
     assert any(re.search(r"\d(st|nd|rd|th) of", r["input"]) for r in rows)
+
+
+def test_demo_experiment_runs_the_grounded_tasks_on_the_local_model() -> None:
+    from promptlab.experiments import load_experiment
+    from promptlab.loops import get_loop
+
+    if "score_source" not in get_loop("p3ro").config_cls.model_fields:
+        pytest.skip("the loops have no score_source yet (h-loops)")
+    exp = load_experiment(DATA.parent / "experiments" / "demo.yaml")
+    assert [t.id for t in exp.load_tasks()] == TASK_IDS and all(t.grounded for t in exp.load_tasks())
+    cells = exp.cells()
+    assert {c.params["loop"] for c in cells} == {"p3ro", "creator_critic"}
+    assert {c.params["score_source"] for c in cells} == {"critic", "grounded"}
+    assert len(cells) == 4  # 12 runs: the demo's time budget (10 minutes on 2 cores) is sized for this
