@@ -38,18 +38,18 @@ SPLIT = {"seed": 0, "dev": 20, "test": 60}
 """Dev/test sizes of every task (the remaining examples are unused spares)."""
 
 # sentiment -------------------------------------------------------------------------------------------------
-PRODUCTS = ["headphones", "blender", "backpack", "phone case", "desk lamp", "coffee grinder", "running shoes",
+PRODUCTS = ["pair of headphones", "blender", "backpack", "phone case", "desk lamp", "coffee grinder", "pair of running shoes",
             "keyboard", "water bottle", "tent", "vacuum", "charger", "kettle", "office chair", "umbrella",
             "toaster", "yoga mat", "smart watch", "frying pan", "hair dryer"]
 GOOD = ["works exactly as described", "has held up through months of daily use", "is worth every penny",
         "does the job better than the pricier one I had", "feels solid and well made",
-        "arrived early and has worked perfectly since", "is quiet and easy to clean", "made my mornings easier",
+        "arrived early and has worked perfectly since", "is easy to clean and store", "made my mornings easier",
         "still looks new after a year", "was a gift and my brother uses it every day",
-        "exceeded what I expected for the price", "is comfortable enough to use all day"]
+        "exceeded what I expected for the price", "is a pleasure to use every day"]
 BAD = ["stopped working after a week", "broke the second time I used it", "is flimsy and already cracked",
-       "was a waste of money", "never charged properly", "smells of burnt plastic when it runs",
+       "was a waste of money", "never worked properly", "smells of cheap plastic",
        "fell apart within a month", "is much smaller than the photos suggest", "gave up after two uses",
-       "leaks every single time", "is louder than a lawnmower", "arrived scratched and the seller ignored me"]
+       "already has a crack down one side", "feels cheaper than it looks", "arrived scratched and the seller ignored me"]
 GOOD_NEGATED = ["I can't fault it", "I have no complaints at all", "it never lets me down",
                 "it's not bad at all, honestly", "I wouldn't swap it for anything", "nothing has gone wrong yet"]
 BAD_NEGATED = ["it's not worth the price", "I wouldn't buy it again", "it doesn't do what the listing claims",
@@ -73,7 +73,7 @@ def _review(rng: random.Random, label: str) -> str:
     if shape == 0:  # plain verdict
         body = f"This {product} {rng.choice(main)}."
     elif shape == 1:  # negated wording
-        body = f"About the {product}: {rng.choice(negated)}."
+        body = f"As for the {product}, {rng.choice(negated)}."
     elif shape == 2:  # a minor point of the other polarity, then the verdict
         body = f"{rng.choice(minor)}, but the {product} {rng.choice(main)}."
     else:  # two verdicts of the same polarity
