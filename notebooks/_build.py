@@ -53,7 +53,8 @@ def stable_ids(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 EXPLORE = notebook(
     ("md", ("# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
            "iteration cap, and press **Run**. The event log fills as the loop works; afterwards the "
-           "score trajectory and the final prompt beside the original appear below.\n\n"
+           "score trajectory and the final prompt beside the original appear below. The logic lives in "
+           "`promptlab.explore`.\n\n"
            "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters.")),
     ("parameters", '''tasks_path = "data/prompt_tasks.jsonl"  # JSONL task file (relative to the repo root)
 loop = "p3ro"  # p3ro, creator_critic, pes, pcee
@@ -66,107 +67,19 @@ max_iterations = 3
 max_tokens = 256
 autorun = False  # run once without a click (papermill)'''),
     ("code", ROOT_CELL),
-    ("code", '''import asyncio
-import html
+    ("code", '''from promptlab.explore import load_explorer
 
-import ipywidgets as w
-import matplotlib.pyplot as plt
-from IPython.display import HTML, display
-
-from promptlab.experiments import read_tasks
-from promptlab.loops import LOOPS, arun_loop, get_loop
-from promptlab.plots import plot_trajectories
-from promptlab.results import tidy
-
-get_loop(loop)  # imports the built-in loops (and fails early on an unknown name)
-tasks = {t.id: t for t in read_tasks(here(tasks_path))}
-MODELS = ["local/smollm2", "fake/auto"]'''),
-    ("code", '''style = {"description_width": "110px"}
-loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=style)
-task_w = w.Dropdown(options=list(tasks), value=task_id or next(iter(tasks)), description="task", style=style)
-gen_w = w.Combobox(options=MODELS, value=model or generator_model, description="generator", style=style,
-                   ensure_option=False)
-critic_w = w.Combobox(options=MODELS, value=model or critic_model, description="critic", style=style,
-                      ensure_option=False)
-threshold_w = w.FloatSlider(value=finish_threshold, min=1.0, max=10.0, step=0.5, description="finish at",
-                            style=style)
-cap_w = w.IntSlider(value=max_iterations, min=1, max=10, description="max iterations", style=style)
-run_w = w.Button(description="Run", button_style="primary", icon="play")
-log = w.Output(layout={"border": "1px solid #ccc", "height": "220px", "overflow": "auto"})
-result = w.Output()
-
-
-def sync_threshold(_=None):
-    """Loops without a finish threshold (pes, pcee) grey the slider out."""
-    threshold_w.disabled = "finish_threshold" not in get_loop(loop_w.value).config_cls.model_fields
-
-
-loop_w.observe(sync_threshold, names="value")
-sync_threshold()'''),
-    ("code", '''def event_logger(write):
-    """An on_event handler writing one line per event (token events are too many to show)."""
-    def on_event(event):
-        if event.kind != "token":
-            where = f"it{event.iteration}" if event.iteration is not None else "--"
-            write(f"[{where}] {event.kind} {event.role or ''}: {event.message}\\n")
-    return on_event
-
-
-def show_run(run, params):
-    """Trajectory plot and the final prompt beside the original."""
-    traj, _ = tidy([run], params, "explore")
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    plot_trajectories(traj, by=["loop"], ax=ax)
-    ax.set_title(f"{run.loop} on {run.task.id}: stopped ({run.stop_reason})")
-    display(fig)
-    plt.close(fig)
-    cols = [("original", run.task.prompt), ("final", run.final_output or "(none)")]
-    cells = "".join(f"<td style='vertical-align:top;width:50%'><b>{name}</b><pre style='white-space:pre-wrap'>"
-                    f"{html.escape(text)}</pre></td>" for name, text in cols)
-    display(HTML(f"<table style='width:100%'><tr>{cells}</tr></table>"))
-
-
-async def run_and_show(in_widgets=True):
-    """Run the loop with the widgets' values and show the log and the result (the Run button and
-    autorun both use it). It runs on the kernel's own event loop; with in_widgets=False (autorun) the
-    log and the result are ordinary cell output, which an executed notebook keeps."""
-    spec = get_loop(loop_w.value)
-    config = {"generator_model": gen_w.value, "critic_model": critic_w.value, "max_iterations": cap_w.value,
-              "max_tokens": max_tokens}
-    if model:
-        config["model"] = model
-    if "finish_threshold" in spec.config_cls.model_fields:
-        config["finish_threshold"] = threshold_w.value
-    log.clear_output()
-    result.clear_output()
-    write = log.append_stdout if in_widgets else (lambda text: print(text, end=""))
-    run_w.disabled = True
-    try:
-        run = await arun_loop(loop_w.value, tasks[task_w.value], config, on_event=event_logger(write))
-    finally:
-        run_w.disabled = False
-    params = {"loop": run.loop, **{k: v for k, v in config.items() if k != "max_tokens"}}
-    if in_widgets:
-        with result:
-            show_run(run, params)
-    else:
-        show_run(run, params)
-    return run
-
-
-def run_clicked(_button):
-    """The Run button: start a run without blocking the kernel (the log fills as it goes)."""
-    asyncio.ensure_future(run_and_show())
-
-
-run_w.on_click(run_clicked)
-display(w.VBox([w.HBox([loop_w, task_w]), w.HBox([gen_w, critic_w]), w.HBox([threshold_w, cap_w]), run_w,
-                log, result]))'''),
+explorer = load_explorer(here(tasks_path), loop=loop, task_id=task_id, model=model,
+                         generator_model=generator_model, critic_model=critic_model,
+                         finish_threshold=finish_threshold, max_iterations=max_iterations, max_tokens=max_tokens)
+explorer.display()'''),
     ("code", '''if autorun:
-    last_run = await run_and_show(in_widgets=False)
-    print(f"{last_run.loop} on {last_run.task.id}: {len(last_run.iterations)} iteration(s), "
-          f"stop reason {last_run.stop_reason}, best score {last_run.best_score}")
-    print("final output:", last_run.final_output)'''),
+    from IPython.display import display
+
+    last_run = await explorer.run(echo=lambda line: print(line, end=""))
+    for output in explorer.result.outputs:  # also as cell output, which a saved notebook keeps
+        display(output.get("data", {"text/plain": output.get("text", "")}), raw=True)
+    print("final output:", last_run.final_output if last_run else None)'''),
 )
 
 SWEEP = notebook(
@@ -198,10 +111,10 @@ display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))'''),
 out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 result = sweep(exp, out, executor=executor, workers=workers)
 print(result)'''),
-    ("code", '''results = result.load()
-display(summary_table(results))
-import matplotlib.pyplot as plt
+    ("code", '''import matplotlib.pyplot as plt
 
+results = result.load()
+display(summary_table(results))
 ax = plot_trajectories(results.trajectories)
 ax.set_title(f"{exp.name}: mean score per iteration")
 plt.show()'''),
@@ -248,15 +161,32 @@ plt.show()'''),
 else:
     print("final-by-threshold chart skipped: the sweep has no finish_threshold column")'''),
     ("code", '''display(reporting.summary_table(results))'''),
+    ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),
+    ("code", '''from promptlab.browser import RunBrowser
+
+RunBrowser(here(results_dir)).display()'''),
+)
+
+RUNS = notebook(
+    ("md", ("# Browse runs\n\nPick a cell and a run of a results directory, then step through its "
+           "iterations: the candidate with a diff against the previous one, the scores and justifications, "
+           "the reflection, the decision and its reason, the grounded score, and the tokens and cost of "
+           "every step.")),
+    ("parameters", '''results_dir = "results/demo"'''),
+    ("code", ROOT_CELL),
+    ("code", '''from promptlab.browser import RunBrowser
+
+browser = RunBrowser(here(results_dir))
+browser.display()'''),
 )
 
 
 def main() -> None:
-    """Write the four notebooks next to this script."""
+    """Write the notebooks next to this script."""
     from promptlab.papermill_cells import run_cell_notebook
 
     for name, nb in [("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE),
-                     ("run_cell", stable_ids(run_cell_notebook()))]:
+                     ("05_runs", RUNS), ("run_cell", stable_ids(run_cell_notebook()))]:
         nbformat.validate(nb)
         path = HERE / f"{name}.ipynb"
         path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")

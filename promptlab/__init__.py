@@ -12,7 +12,7 @@ _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from .cache import Cache, cache_key, open_cache  # noqa: E402
 from .call import Settings, acomplete, complete  # noqa: E402
-from .completion import Completion, Usage  # noqa: E402
+from .completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
 from .errors import (  # noqa: E402
     ConfigError,
     MissingDependencyError,
@@ -24,7 +24,7 @@ from .errors import (  # noqa: E402
     UnknownModelError,
 )
 from .events import Event, EventList, PrintLog  # noqa: E402
-from .fake import ScriptedModel, scripted  # noqa: E402
+from .fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
 
 __version__ = "0.1.0"
@@ -44,8 +44,9 @@ _LAZY = {
     "evaluate_prompt": "promptlab.evaluate", "aevaluate_prompt": "promptlab.evaluate",
     "EvalResult": "promptlab.evaluate", "get_scorer": "promptlab.scorers", "SCORERS": "promptlab.scorers",
     "Scorer": "promptlab.scorers", "format_prompt": "promptlab.tasks", "split_examples": "promptlab.tasks",
-    "check_task": "promptlab.tasks", "Example": "promptlab.record", "Split": "promptlab.record",
-    "GroundedScore": "promptlab.record",
+    "check_task": "promptlab.tasks", "examples_of": "promptlab.tasks", "Example": "promptlab.record",
+    "Split": "promptlab.record", "GroundedScore": "promptlab.record",
+    "expected_scores": "promptlab.expected", "ExpectedScore": "promptlab.expected",
 }
 
 
@@ -62,6 +63,7 @@ def __getattr__(name: str) -> object:
 __all__ = [*_LAZY,
     "Cache", "cache_key", "open_cache", "Settings", "complete", "acomplete", "Completion", "Usage",
     "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
-    "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog", "ScriptedModel", "scripted",
+    "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog", "ScriptedModel", "ScriptedReply",
+    "scripted", "TokenLogprob", "TopLogprob",
     "Iteration", "Run", "Score", "Step", "StepError", "Task", "Totals", "__version__",
 ]

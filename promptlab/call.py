@@ -21,9 +21,9 @@ from pydantic import BaseModel
 
 from . import structured
 from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
-from .completion import Completion
+from .completion import Completion, TokenLogprob, logprobs_of
 from .errors import MissingKeyError, ParseError, ProviderError
-from .providers import check_model, is_own, litellm, native_schema
+from .providers import check_model, endpoint, is_own, litellm, native_schema, reported_model
 
 Prompt = Union[str, list[dict[str, Any]]]
 """A user prompt as text, or a list of chat messages ({'role': ..., 'content': ...})."""
@@ -70,6 +70,9 @@ class _Reply(BaseModel):
     output_tokens: int | None = None
     cost_usd: float | None = None
     finish_reason: str | None = None
+    logprobs: list[TokenLogprob] | None = None
+    response_model: str | None = None
+    endpoint: str | None = None
     replayed: bool = False
 
 
@@ -210,7 +213,8 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             model=req.model, text=text, input_tokens=in_tok if tokens_known else None,
             output_tokens=out_tok if tokens_known else None, cost_usd=cost if cost_known else None,
             latency_s=latency, attempts=attempts, sample=req.sample, key=req.key,
-            finish_reason=reply.finish_reason,
+            finish_reason=reply.finish_reason, logprobs=reply.logprobs, response_model=reply.response_model,
+            endpoint=reply.endpoint,
         )
         if req.schema is None:
             return done
@@ -244,6 +248,8 @@ def _reply_of(model: str, response: Any) -> _Reply:
         input_tokens=int(usage.prompt_tokens or 0) if known else None,
         output_tokens=int(usage.completion_tokens or 0) if known else None,
         cost_usd=_cost(model, response), finish_reason=getattr(choice, "finish_reason", None),
+        logprobs=logprobs_of(getattr(choice, "logprobs", None)), response_model=reported_model(model, response),
+        endpoint=endpoint(model, response),
     )
 
 
@@ -270,8 +276,10 @@ def _fetch(op: _Call, store: Cache | None, on_token: TokenHandler | None) -> _Re
     if replay is not None:
         return replay
     lm = litellm()
-    if on_token is None:
+    if on_token is None or op.kwargs.get("logprobs"):  # log-probabilities come with a whole reply only
         response = lm.completion(**op.kwargs)
+        if on_token is not None:
+            _send_whole(response, on_token)
     else:
         chunks = []
         for chunk in lm.completion(**op.kwargs, stream=True, stream_options={"include_usage": True}):
@@ -287,8 +295,10 @@ async def _afetch(op: _Call, store: Cache | None, on_token: TokenHandler | None)
     if replay is not None:
         return replay
     lm = litellm()
-    if on_token is None:
+    if on_token is None or op.kwargs.get("logprobs"):  # log-probabilities come with a whole reply only
         response = await lm.acompletion(**op.kwargs)
+        if on_token is not None:
+            _send_whole(response, on_token)
     else:
         chunks = []
         stream = await lm.acompletion(**op.kwargs, stream=True, stream_options={"include_usage": True})
@@ -297,6 +307,10 @@ async def _afetch(op: _Call, store: Cache | None, on_token: TokenHandler | None)
             _send_piece(chunk, on_token)
         response = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
     return _keep(store, op, _reply_of(op.kwargs["model"], response))
+
+
+def _send_whole(response: Any, on_token: TokenHandler) -> None:
+    on_token(response.choices[0].message.content or "")
 
 
 def _send_piece(chunk: Any, on_token: TokenHandler) -> None:

@@ -2,9 +2,81 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+FLOOR_LOGPROB = -9999.0
+"""Stands in for a log-probability of minus infinity (or NaN), which JSON cannot hold (OpenAI does the same)."""
+
+
+class TopLogprob(BaseModel):
+    """One candidate token at a position of the reply, with its log-probability."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: str
+    """The candidate token's text."""
+    logprob: float
+    """Its natural-log probability at that position."""
+
+
+class TokenLogprob(BaseModel):
+    """One generated token of a reply: its text, its log-probability and the most likely alternatives."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: str
+    """The generated token's text; the texts of all tokens, in order, make up the reply."""
+    logprob: float
+    """The generated token's natural-log probability."""
+    top_logprobs: list[TopLogprob] = Field(default_factory=list)
+    """The most likely tokens at this position, most likely first (as many as `top_logprobs=` asked for,
+    where the provider gives them; the local model may add the generated token when it is not among them)."""
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def _finite(value: Any) -> float:
+    x = float(value) if value is not None else FLOOR_LOGPROB
+    return x if math.isfinite(x) else FLOOR_LOGPROB
+
+
+def logprobs_of(choice_logprobs: Any) -> list[TokenLogprob] | None:
+    """Token log-probabilities from a provider choice's `logprobs` (OpenAI chat shape, as an object or a
+    dict: `{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}`); None when absent."""
+    if choice_logprobs is None:
+        return None
+    content = _field(choice_logprobs, "content")
+    if content is None:
+        return None
+    return [
+        TokenLogprob(
+            token=str(_field(t, "token") or ""), logprob=_finite(_field(t, "logprob")),
+            top_logprobs=[TopLogprob(token=str(_field(a, "token") or ""), logprob=_finite(_field(a, "logprob")))
+                          for a in (_field(t, "top_logprobs") or [])],
+        )
+        for t in content
+    ]
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What an in-process model (`local/...`, `fake/...`) produced for one request."""
+
+    text: str
+    usage: tuple[int, int]
+    """(input, output) token counts."""
+    finish_reason: str
+    logprobs: list[TokenLogprob] | None = None
+    """Per-token log-probabilities, when the request asked for them."""
+    model: str | None = None
+    """What identifies the weights (reported as the response's `model`)."""
 
 
 class Completion(BaseModel):
@@ -38,6 +110,15 @@ class Completion(BaseModel):
     """The cache key of the request (sha256 hex)."""
     finish_reason: str | None = None
     """Why the provider stopped generating ('stop', 'length', ...), where it says."""
+    logprobs: list[TokenLogprob] | None = None
+    """Per generated token of `text`: its log-probability and top alternatives, when the call asked for
+    them (`logprobs=True, top_logprobs=k`) and the provider gave them; else None."""
+    response_model: str | None = None
+    """The model id the provider reported in its response (e.g. a dated snapshot name; the GGUF file name
+    for a local model), where it reported one."""
+    endpoint: str | None = None
+    """Which endpoint answered, as a short identity without secrets: 'litellm:<provider>@<host>',
+    'local:<file>.gguf' or 'fake:<id>'."""
 
     @property
     def billed_input_tokens(self) -> int:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .aio import run_sync
+from .cache import open_cache
 from .call import DEFAULT_SETTINGS, CacheArg, Settings, acomplete
 from .completion import Usage
 from .errors import ConfigError
@@ -81,8 +83,8 @@ class EvalResult(BaseModel):
     records: list[ExampleRecord] = Field(default_factory=list)
     """One record per example, in example order."""
     usage: Usage = Field(default_factory=Usage)
-    """Model calls made by this evaluation (the prompt's calls and a judge's), hits and failures included;
-    empty when the caller's `call` function made the prompt's calls."""
+    """Model calls made by this evaluation, hits and failures included: the prompt's calls (unless a caller's
+    `call` function made them, which then accounts for them itself) and a judge scorer's calls."""
 
     @property
     def scores(self) -> list[float | None]:
@@ -139,6 +141,7 @@ async def aevaluate_prompt(
     settings: Settings | None = None,
     call: CallFn | None = None,
     split: str = "all",
+    **params: Any,
 ) -> EvalResult:
     """Run `prompt` on every example with `model` and score the replies.
 
@@ -157,6 +160,8 @@ async def aevaluate_prompt(
         call: `async (index, formatted prompt, system) -> text` making the model call instead of
             `acomplete` (the loops pass one that records steps); it raises on failure.
         split: a label kept on the result ('dev', 'test' or 'all').
+        **params: further litellm parameters for the prompt's calls, as `promptlab.acomplete` takes them
+            (generation parameters enter the cache key; `api_base` and `api_key` never do).
 
     Returns:
         An EvalResult with the mean, n, CI, errors, per-example records and usage.
@@ -165,6 +170,11 @@ async def aevaluate_prompt(
     judge = get_scorer(scorer)
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency: a whole number >= 1, got {concurrency!r}")
+    if call is not None and params:
+        raise ConfigError(f"{', '.join(params)}: model parameters have no effect when a `call` function makes "
+                          "the calls")
+    if cache is None or cache is True or isinstance(cache, (str, os.PathLike)):
+        cache = open_cache(None if isinstance(cache, bool) else cache)  # once, not once per example
     base = settings or DEFAULT_SETTINGS
     limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: concurrency})
     usage = Usage()
@@ -175,7 +185,7 @@ async def aevaluate_prompt(
             return await call(i, text, system)
         try:
             c = await acomplete(model, text, system=system, temperature=temperature, max_tokens=max_tokens,
-                                sample=sample, cache=cache, settings=limited)
+                                sample=sample, cache=cache, settings=limited, **params)
         except Exception:
             usage.add_failure(model)
             raise

@@ -2,6 +2,11 @@
 
 It is registered with litellm like the local model, so a test exercises the real call path (cache,
 retries, structured parsing) offline. Every request it receives is recorded.
+
+Token log-probabilities: a request with `logprobs=True` gets the ones scripted with the reply
+(`ScriptedReply(text, logprobs=[...])`); a reply scripted as plain text gets one token per word or
+punctuation run, each certain (logprob 0, its only alternative itself). So every scripted model
+supports log-probabilities.
 """
 
 from __future__ import annotations
@@ -16,10 +21,64 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from .completion import Generated, TokenLogprob, TopLogprob
 from .errors import ConfigError
 
-Reply = Union[str, BaseException, Callable[[list[dict[str, Any]]], str]]
-"""A queued reply: a text, an exception to raise, or a function of the messages returning a text."""
+_TOKEN = re.compile(r" ?\w+| ?[^\w\s]+|\s+")
+"""How a plain scripted text is cut into tokens when log-probabilities are asked for."""
+
+Alternatives = Union[TokenLogprob, tuple[str, float], tuple[str, float, dict[str, float]]]
+"""A scripted token: a TokenLogprob, or (token, logprob) or (token, logprob, {alternative: logprob})."""
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """A scripted reply with what a provider reports beside the text."""
+
+    text: str
+    logprobs: list[Alternatives] | None = None
+    """The reply's tokens with their log-probabilities and alternatives; their texts must join to `text`."""
+    model: str | None = None
+    """The model id to report as the response's `model` (default: the scripted model's name)."""
+
+    def __post_init__(self) -> None:
+        self.tokens()  # a script whose tokens do not spell its text fails here, not inside a model call
+
+    def tokens(self) -> list[TokenLogprob] | None:
+        """The scripted tokens as TokenLogprob records (checked to spell out `text`)."""
+        if self.logprobs is None:
+            return None
+        out = [_token(t) for t in self.logprobs]
+        if "".join(t.token for t in out) != self.text:
+            raise ConfigError(f"scripted logprobs spell {''.join(t.token for t in out)!r}, not the reply "
+                              f"text {self.text!r}")
+        return out
+
+
+def _token(item: Alternatives) -> TokenLogprob:
+    if isinstance(item, TokenLogprob):
+        return item
+    token, logprob, *rest = item
+    alternatives = rest[0] if rest else {token: logprob}
+    return TokenLogprob(token=token, logprob=logprob,
+                        top_logprobs=[TopLogprob(token=k, logprob=v) for k, v in alternatives.items()])
+
+
+def _certain_tokens(text: str) -> list[TokenLogprob]:
+    """A plain text as certain tokens: one per word or punctuation run (with its leading space)."""
+    return [TokenLogprob(token=t, logprob=0.0, top_logprobs=[TopLogprob(token=t, logprob=0.0)])
+            for t in _TOKEN.findall(text)]
+
+
+def _limit(tokens: list[TokenLogprob], k: int) -> list[TokenLogprob]:
+    """Keep the k most likely alternatives at each position, as a provider asked for `top_logprobs=k` does."""
+    return [t.model_copy(update={"top_logprobs": sorted(t.top_logprobs, key=lambda a: -a.logprob)[:k]})
+            for t in tokens]
+
+
+Reply = Union[str, ScriptedReply, BaseException, Callable[[list[dict[str, Any]]], Union[str, ScriptedReply]]]
+"""A queued reply: a text, a ScriptedReply, an exception to raise, or a function of the messages returning
+a text or a ScriptedReply."""
 
 
 @dataclass
@@ -28,7 +87,7 @@ class ScriptedModel:
 
     id: str
     replies: deque[Reply] = field(default_factory=deque)
-    respond: Callable[[list[dict[str, Any]]], str] | None = None
+    respond: Callable[[list[dict[str, Any]]], str | ScriptedReply] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     native_schema: bool = True
     """Whether the call path passes the schema as `response_format` (False: it is told in the prompt)."""
@@ -45,7 +104,7 @@ class ScriptedModel:
             self.replies.extend(replies)
         return self
 
-    def reply(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+    def reply(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> ScriptedReply:
         """Record the request and produce the next reply (raising a scripted exception)."""
         with self._lock:
             self.requests.append({"messages": messages, "params": params})
@@ -60,8 +119,8 @@ class ScriptedModel:
         if isinstance(item, BaseException):
             raise item
         if callable(item):
-            return str(item(messages))
-        return item
+            item = item(messages)
+        return item if isinstance(item, ScriptedReply) else ScriptedReply(str(item))
 
     @property
     def prompts(self) -> list[str]:
@@ -77,15 +136,16 @@ def scripted(
     id: str,
     replies: Iterable[Reply] = (),
     *,
-    respond: Callable[[list[dict[str, Any]]], str] | None = None,
+    respond: Callable[[list[dict[str, Any]]], str | ScriptedReply] | None = None,
     native_schema: bool = True,
 ) -> ScriptedModel:
     """Register (or replace) the scripted model `fake/<id>` and return it.
 
     Args:
         id: the part after `fake/` in the model name.
-        replies: queued replies, used first: texts, exceptions to raise, or functions of the messages.
-        respond: a function of the messages used once the queue is empty.
+        replies: queued replies, used first: texts, ScriptedReply objects (a text with scripted token
+            log-probabilities and a reported model id), exceptions to raise, or functions of the messages.
+        respond: a function of the messages (returning a text or a ScriptedReply) used once the queue is empty.
         native_schema: pass schemas as `response_format` (True) or as an instruction in the prompt.
     """
     if not id or id == "auto":
@@ -109,26 +169,31 @@ def get_scripted(id: str) -> ScriptedModel:
     return model
 
 
-def reply(id: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[str, tuple[int, int], str]:
-    """Answer a request to `fake/<id>`: the text, (input, output) word counts, and the finish reason.
+def reply(id: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Generated:
+    """Answer a request to `fake/<id>`: the text, (input, output) word counts, the finish reason, and
+    token log-probabilities when `params` asks for them (`logprobs`, `top_logprobs`).
 
     `fake/auto` needs no script: it answers any structured request with a deterministic, schema-valid
     object derived from a hash of the request, and a plain request with a short text.
     """
-    if id == "auto":
-        text = _auto(messages, params)
-    else:
-        text = get_scripted(id).reply(messages, params)
+    scripted = ScriptedReply(_auto(messages, params)) if id == "auto" else get_scripted(id).reply(messages, params)
+    text = scripted.text
+    logprobs = None
+    if params.get("logprobs"):
+        tokens = scripted.tokens()
+        logprobs = _limit(tokens if tokens is not None else _certain_tokens(text),
+                          int(params.get("top_logprobs") or 0))
     words_in = sum(len(str(m.get("content", "")).split()) for m in messages)
-    return text, (words_in, len(text.split())), "stop"
+    return Generated(text=text, usage=(words_in, len(text.split())), finish_reason="stop", logprobs=logprobs,
+                     model=scripted.model or f"fake/{id}")
 
 
 def reply_stream(id: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Stream a `fake/<id>` reply word by word, then a last piece with the finish reason and usage."""
-    text, usage, finish = reply(id, messages, params)
-    for word in re.findall(r"\S+\s*|\s+", text):
+    done = reply(id, messages, params)
+    for word in re.findall(r"\S+\s*|\s+", done.text):
         yield {"text": word}
-    yield {"text": "", "finish_reason": finish, "usage": usage}
+    yield {"text": "", "finish_reason": done.finish_reason, "usage": done.usage}
 
 
 def _auto(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:

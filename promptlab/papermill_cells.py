@@ -151,7 +151,7 @@ def run_cell_notebook() -> Any:
         ),
         params,
         v4.new_code_cell(
-            "import json\nimport sys\n\nfrom promptlab.sweep import run_notebook_cell\n\n"
+            "import json\n\nfrom promptlab.sweep import run_notebook_cell\n\n"
             "status = run_notebook_cell(results_dir, cell_id=cell_id, params_json=params_json,\n"
             "                           experiment_path=experiment_path, cache_dir=cache_dir,\n"
             "                           notebook_path=notebook_path, concurrency=concurrency)"

@@ -163,9 +163,13 @@ def plot_trajectories(traj: pd.DataFrame, by: By = "config", ax: Axes | None = N
 
 def plot_pairing_heatmap(runs: pd.DataFrame, row: str = "generator_model", col: str = "critic_model",
                          value: str = "final_score", ax: Axes | None = None) -> Axes:
-    """Mean `value` for each `row` x `col` pairing, each cell annotated with its mean and run count."""
+    """Mean `value` for each `row` x `col` pairing, each cell annotated with its mean and run count.
+
+    A pairing that was never run is hatched and labelled "not run"; one whose runs all lack a score says
+    "no score" with its run count, so the two are never confused."""
     import numpy as np
     import pandas as pd
+    from matplotlib.patches import Rectangle
 
     _need(runs, [row, col, value])
     rows = sorted({_fmt(v) for v in runs[row]})
@@ -186,9 +190,19 @@ def plot_pairing_heatmap(runs: pd.DataFrame, row: str = "generator_model", col: 
     image = ax.imshow(np.ma.masked_invalid(mean), cmap="viridis", aspect="auto")
     present = mean[~np.isnan(mean)]
     mid = (present.min() + present.max()) / 2 if len(present) else 0.0
+    runs_in = {key: 0 for key in cells}
+    for r, c in zip(runs[row].map(_fmt), runs[col].map(_fmt), strict=True):
+        runs_in[(r, c)] += 1
     for i in range(len(rows)):
         for j in range(len(cols)):
-            text = f"{mean[i, j]:.2f}\nn={count[i, j]}" if count[i, j] else f"no score\nn={count[i, j]}"
+            ran = runs_in.get((rows[i], cols[j]), 0)
+            if not ran:  # this pairing was never run: hatched, and said so
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#999"))
+                text = "not run"
+            elif count[i, j]:
+                text = f"{mean[i, j]:.2f}\nn={count[i, j]}"
+            else:  # runs, but none with a score
+                text = f"no score\n0 of {ran} runs"
             dark = not np.isnan(mean[i, j]) and mean[i, j] < mid
             ax.text(j, i, text, ha="center", va="center", fontsize=9, color="white" if dark else "black")
     ax.set_xticks(range(len(cols)), cols, rotation=20, ha="right")

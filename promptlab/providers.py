@@ -66,6 +66,76 @@ def native_schema(model: str) -> bool:
         return False
 
 
+def supports_logprobs(model: str) -> bool:
+    """Whether `model` can return token log-probabilities (`logprobs=True, top_logprobs=k`).
+
+    True for `local/...` (llama.cpp reports them) and for every `fake/...` model (a scripted text without
+    scripted log-probabilities reports each token as certain); for a hosted model, whether litellm lists
+    `logprobs` among the OpenAI parameters it supports for it (False when litellm does not know the model).
+    """
+    if is_own(model):
+        return True
+    try:
+        supported = litellm().get_supported_openai_params(model=model) or []
+    except Exception:
+        return False
+    return "logprobs" in supported
+
+
+def reported_model(model: str, response: Any) -> str | None:
+    """The model id the provider reported in `response` (its `model` field). For promptlab's own models,
+    what identifies the weights: the GGUF file name for `local/...`; the scripted id (`ScriptedReply.model`,
+    default `fake/<id>`) for `fake/...`, where a streamed reply (which carries no id) reports `fake/<id>`."""
+    provider, _, name = model.partition("/")
+    if provider == "local":
+        from .local import resolve_model_path
+
+        return resolve_model_path(name).name
+    said = getattr(response, "model", None)
+    said = str(said) if said else None
+    if provider == "fake" and said in (None, name):
+        return model
+    return said
+
+
+def endpoint(model: str, response: Any = None, api_base: str | None = None) -> str:
+    """A short identity of the endpoint that answers `model`, safe to store: 'local:<file>.gguf',
+    'fake:<id>', or 'litellm:<provider>@<host[:port]>' (the host of the api_base the response reports,
+    else of the one given; never a key, a path or a query). 'litellm:<provider>' where no base is known."""
+    provider, _, name = model.partition("/")
+    if provider == "local":
+        from .local import resolve_model_path
+
+        return f"local:{resolve_model_path(name).name}"
+    if provider == "fake":
+        return f"fake:{name}"
+    hidden = getattr(response, "_hidden_params", None) or {}
+    served_by = hidden.get("custom_llm_provider")
+    base = hidden.get("api_base") or api_base
+    if not served_by or not base:
+        try:
+            _, guessed, _, default_base = litellm().get_llm_provider(model=model, api_base=api_base)
+        except Exception:
+            guessed, default_base = None, None
+        served_by, base = served_by or guessed or "unknown", base or default_base
+    host = _host(base) if isinstance(base, str) else None
+    return f"litellm:{served_by}@{host}" if host else f"litellm:{served_by}"
+
+
+def _host(url: str) -> str | None:
+    """The host (and explicit port) of a URL, without credentials, path or query."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url if "//" in url else f"//{url}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return f"{host}:{port}" if port else host
+
+
 def key_env_vars(model: str) -> list[str]:
     """The environment variables a hosted model still needs (empty when its keys are set)."""
     try:
@@ -113,20 +183,25 @@ def check_model(model: str, params: dict[str, Any]) -> None:
 
 
 def _reply(lm: ModuleType, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
-    """Run a promptlab model and wrap its answer as a litellm ModelResponse."""
+    """Run a promptlab model and wrap its answer as a litellm ModelResponse (with its token
+    log-probabilities in the OpenAI chat shape when asked for, and what identifies the weights as `model`)."""
     provider, _, name = model.partition("/")
     if provider == "fake":
         from .fake import reply as fake_reply
 
-        text, usage, finish = fake_reply(name, messages, params)
+        done = fake_reply(name, messages, params)
     else:
         from .local import generate
 
-        text, usage, finish = generate(name, messages, params)
+        done = generate(name, messages, params)
+    choice: dict[str, Any] = {"index": 0, "finish_reason": done.finish_reason,
+                              "message": {"role": "assistant", "content": done.text}}
+    if done.logprobs is not None:
+        choice["logprobs"] = {"content": [t.model_dump() for t in done.logprobs]}
     response = lm.ModelResponse(
-        model=model,
-        choices=[{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}],
-        usage={"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+        model=done.model or model,
+        choices=[choice],
+        usage={"prompt_tokens": done.usage[0], "completion_tokens": done.usage[1], "total_tokens": sum(done.usage)},
         created=int(time.time()),
     )
     return response

@@ -134,6 +134,8 @@ class Step(BaseModel):
     """The structured output (or tool result), JSON-safe."""
     call: ModelCall | None = None
     """Accounting of the model call, for model steps."""
+    raw: str | None = None
+    """The reply's raw text, where the loop keeps it (PES keeps its planning replies)."""
     error: StepError | None = None
     """The failure, if the step failed."""
 
@@ -306,6 +308,7 @@ class Run(BaseModel):
     def comparable(self) -> dict[str, Any]:
         """The run as JSON without wall-clock fields: equal for a replay from the cache."""
         data = self.model_dump(mode="json", exclude={"started_at"})
+        data["info"].pop("workspace", None)  # each run (and replay) gets its own workspace directory
         data["totals"].pop("wall_time_s")
         for part in (data["setup"], data["final"], *[it["steps"] for it in data["iterations"]]):
             for step in part:
@@ -315,7 +318,9 @@ class Run(BaseModel):
         return data
 
 
-def run_id(loop: str, task: Task, config: dict[str, Any], sample: int) -> str:
-    """The deterministic run id: 16 hex digits of sha256 over loop, task, config and sample."""
-    blob = json.dumps([loop, task.model_dump(), config, sample], sort_keys=True, default=str)
+def run_id(loop: str, task: Task, config: dict[str, Any], sample: int, extra: dict[str, Any] | None = None) -> str:
+    """The deterministic run id: 16 hex digits of sha256 over loop, task, config, sample and `extra`
+    (what else tells runs apart, e.g. PES's agent, thread, turn and persona)."""
+    parts: list[Any] = [loop, task.model_dump(), config, sample] + ([extra] if extra else [])
+    blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .call import CacheArg, Settings, acomplete
 from .completion import Completion
 from .errors import ConfigError
+from .matching import alternatives, as_number, normalise, numbers, same_value
 from .record import Example
 from .structured import extract_json
 
@@ -117,77 +118,6 @@ async def score_safely(scorer: Scorer, output: str, example: Example, *, cache: 
     return bounded(scorer, scored)
 
 
-# text helpers --------------------------------------------------------------------------------------------
-_KEPT = frozenset("+-$%#@")
-"""Symbols that carry meaning at a text's edge (signs, currency, percent) and are not stripped."""
-
-
-def _edge(ch: str) -> bool:
-    return (unicodedata.category(ch)[0] in "PSZ" or ch.isspace()) and ch not in _KEPT
-
-
-def normalise(text: Any) -> str:
-    """Case-folded, NFKC, whitespace collapsed, surrounding punctuation (quotes, asterisks, dots) removed."""
-    s = unicodedata.normalize("NFKC", text if isinstance(text, str) else json.dumps(text, ensure_ascii=False))
-    s = " ".join(s.casefold().split())
-    start, end = 0, len(s)
-    while start < end and _edge(s[start]):
-        start += 1
-    while end > start and _edge(s[end - 1]):
-        end -= 1
-    return s[start:end]
-
-
-def _targets(target: Any) -> list[Any]:
-    return list(target) if isinstance(target, (list, tuple)) else [target]
-
-
-_NUMBER = re.compile(
-    r"(?<![\w.])([+\-\u2212]?)"  # sign (ASCII or the unicode minus)
-    r"(\d{1,3}(?:[,_]\d{3})+(?!\d)|\d+)?"  # integer part, with thousands separators
-    r"(?:\.(\d+))?"  # decimals
-    r"(?:[eE]([+-]?\d+))?"  # exponent
-)
-
-
-def numbers(text: str) -> list[float]:
-    """Every number in `text`, in order: '-1,234.5 kg' gives [-1234.5]; units after a number are ignored."""
-    out = []
-    thin = str.maketrans({"\u2009": "_", "\u202f": "_", "\u00a0": "_"})  # NFKC would make them spaces
-    for m in _NUMBER.finditer(unicodedata.normalize("NFKC", text.translate(thin))):
-        sign, whole, frac, exp = m.groups()
-        if whole is None and frac is None:
-            continue
-        digits = re.sub(r"\D", "", whole or "0") + (f".{frac}" if frac else "")
-        value = float(digits + (f"e{exp}" if exp else ""))
-        out.append(-value if sign in ("-", "\u2212") else value)
-    return out
-
-
-def _number(target: Any) -> float:
-    if isinstance(target, bool):
-        raise ValueError(f"target {target!r} is not a number")
-    if isinstance(target, (int, float)):
-        return float(target)
-    found = numbers(str(target)) if isinstance(target, str) else []
-    if not found:
-        raise ValueError(f"target {target!r} is not a number")
-    return found[0]
-
-
-def _same(value: Any, target: Any) -> bool:
-    """Field equality: numbers numerically, texts after normalising, anything else as JSON values."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(target, (int, float)) \
-            and not isinstance(target, bool):
-        try:
-            return math.isclose(_number(value), _number(target), rel_tol=1e-9, abs_tol=1e-9)
-        except ValueError:
-            return False
-    if isinstance(value, str) or isinstance(target, str):
-        return normalise(value) == normalise(target)
-    return bool(value == target)
-
-
 # kinds -----------------------------------------------------------------------------------------------------
 class Exact(Scorer):
     """The reply equals the target (or one of a list of targets) after normalising."""
@@ -195,7 +125,7 @@ class Exact(Scorer):
     kind: ClassVar[str] = "exact"
 
     def score(self, output: str, target: Any) -> float:
-        return float(normalise(output) in {normalise(t) for t in _targets(target)})
+        return float(normalise(output) in {normalise(t) for t in alternatives(target)})
 
 
 class Contains(Scorer):
@@ -205,7 +135,7 @@ class Contains(Scorer):
 
     def score(self, output: str, target: Any) -> float:
         reply = normalise(output)
-        return float(any(normalise(t) in reply for t in _targets(target)))
+        return float(any(normalise(t) in reply for t in alternatives(target)))
 
 
 class Choice(Scorer):
@@ -287,7 +217,7 @@ class Regex(Scorer):
             return 1.0, f"matched: {m.group(0)}"
         group = self.group if self.group is not None else (1 if m.re.groups else 0)
         found = m.group(group)
-        return float(found is not None and _same(found, target)), f"matched: {found}"
+        return float(found is not None and same_value(found, target)), f"matched: {found}"
 
 
 class Numeric(Scorer):
@@ -302,10 +232,10 @@ class Numeric(Scorer):
     """Which number of the reply is its answer."""
 
     def check_target(self, target: Any) -> None:
-        _number(target)
+        as_number(target)
 
     def score(self, output: str, target: Any) -> tuple[float, str | None]:
-        want = _number(target)
+        want = as_number(target)
         found = numbers(output)
         if not found:
             return 0.0, "no number in the reply"
@@ -336,7 +266,7 @@ class JsonField(Scorer):
                 value = value[part]
             else:
                 return 0.0, f"no {self.path} in the reply's JSON"
-        return float(_same(value, target)), f"{self.path} = {json.dumps(value, ensure_ascii=False)[:200]}"
+        return float(same_value(value, target)), f"{self.path} = {json.dumps(value, ensure_ascii=False)[:200]}"
 
 
 class Python(Scorer):
@@ -463,4 +393,4 @@ Give a short reason, then a score from 0 (fails the rubric) to 10 (fully meets i
 
 
 __all__ = ["JUDGE_PROMPT", "SCORERS", "Choice", "Contains", "Exact", "JsonField", "Judge", "Numeric", "Python",
-           "Regex", "Scored", "Scorer", "Verdict", "bounded", "get_scorer", "normalise", "numbers", "score_safely"]
+           "Regex", "Scored", "Scorer", "Verdict", "bounded", "get_scorer", "score_safely"]

@@ -67,7 +67,8 @@ def paired_delta_ci(before: Sequence[float | None], after: Sequence[float | None
     """
     if len(before) != len(after):
         raise ValueError(f"paired scores differ in length: {len(before)} vs {len(after)}")
-    diffs = [float(b) - float(a) for a, b in zip(before, after, strict=True) if present([a]) and present([b])]
+    diffs = [float(b) - float(a) for a, b in zip(before, after, strict=True)
+             if a is not None and b is not None and present([a]) and present([b])]
     if not diffs:
         return None, 0, None, None
     low, high = bootstrap_ci(diffs, confidence)

@@ -203,6 +203,8 @@ def check_task(task: Task, where: str = "task") -> None:
         ConfigError: naming `where`, the task, the example and the field.
     """
     label = f"{where}: task {task.id!r}"
+    if task.examples is not None and not task.examples:
+        raise ConfigError(f"{label}: examples: the list is empty (leave the field out for a task without examples)")
     if not task.examples:
         if task.scorer is not None or task.split is not None:
             raise ConfigError(f"{label}: examples: a scorer or split needs examples")

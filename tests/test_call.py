@@ -9,14 +9,19 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, Field
 
 import promptlab as pl
+from promptlab import providers
 from promptlab.call import Settings
+from promptlab.completion import FLOOR_LOGPROB, TokenLogprob, TopLogprob, logprobs_of
+from promptlab.fake import ScriptedReply
 
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002)
 
@@ -278,3 +283,148 @@ def test_hosted_structured_call(cache_dir: Path) -> None:
     c = pl.complete("gpt-4o-mini", "Score the prompt 'write a poem' for clarity, 1-10, with a reason.",
                     schema=Verdict, cache=cache_dir, max_tokens=100)
     assert isinstance(c.parsed, Verdict) and c.input_tokens and c.cost_usd is not None
+
+
+# --- token log-probabilities and provenance -------------------------------------------------------------
+
+JUDGED = ScriptedReply(
+    '{"score": 7}',
+    [('{"', -0.01), ("score", -0.02), ('":', -0.01), (" 7", -0.4, {" 7": -0.4, " 8": -1.2, " 6": -2.3}),
+     ("}", 0.0)],
+    model="judge-2026-01-01",
+)
+
+
+def test_logprobs_enter_the_key_and_a_replay_returns_the_same_completion(cache_dir: Path) -> None:
+    m = pl.scripted("lp-replay", [JUDGED, JUDGED.text])
+    c = pl.complete(m.name, "judge", cache=cache_dir, logprobs=True, top_logprobs=2)
+    assert c.logprobs is not None and "".join(t.token for t in c.logprobs) == c.text
+    value = c.logprobs[3]
+    assert (value.token, value.logprob) == (" 7", -0.4)
+    assert [(a.token, a.logprob) for a in value.top_logprobs] == [(" 7", -0.4), (" 8", -1.2)]  # the 2 best
+    assert (c.response_model, c.endpoint) == ("judge-2026-01-01", "fake:lp-replay")
+    hit = pl.complete(m.name, "judge", cache=cache_dir, logprobs=True, top_logprobs=2)
+    assert hit.cache_hit and hit.model_dump(exclude={"cache_hit"}) == c.model_dump(exclude={"cache_hit"})
+    plain = pl.complete(m.name, "judge", cache=cache_dir)  # not asked for: another key, and none reported
+    assert not plain.cache_hit and plain.key != c.key and plain.logprobs is None
+    assert m.requests[0]["params"]["logprobs"] is True and m.requests[0]["params"]["top_logprobs"] == 2
+
+
+def test_stored_completion_is_json_and_round_trips(cache_dir: Path) -> None:
+    m = pl.scripted("lp-stored", [JUDGED])
+    c = pl.complete(m.name, "judge", cache=cache_dir, logprobs=True, top_logprobs=3)
+    data = json.loads(json.dumps(c.stored()))
+    assert pl.Completion.model_validate(data) == c
+    assert data["logprobs"][3]["top_logprobs"][0] == {"token": " 7", "logprob": -0.4}
+
+
+def test_unscripted_text_reports_certain_tokens_and_async_matches(cache_dir: Path) -> None:
+    m = pl.scripted("lp-plain", respond=lambda msgs: '{"score": 10, "reason": "ok"}')
+    c = asyncio.run(pl.acomplete(m.name, "judge", schema=Verdict, cache=cache_dir, logprobs=True, top_logprobs=5))
+    assert c.parsed == Verdict(score=10, reason="ok") and c.logprobs is not None
+    assert "".join(t.token for t in c.logprobs) == c.text and " 10" in [t.token for t in c.logprobs]
+    assert all(t.logprob == 0.0 and [a.token for a in t.top_logprobs] == [t.token] for t in c.logprobs)
+    assert (c.response_model, c.endpoint) == ("fake/lp-plain", "fake:lp-plain")
+    assert pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, logprobs=True, top_logprobs=5).logprobs \
+        == c.logprobs
+
+
+def test_structured_reask_keeps_the_logprobs_of_the_reply_that_validated(cache_dir: Path) -> None:
+    good = ScriptedReply('{"score": 6, "reason": "fine"}',
+                         [('{"score": ', -0.1), ("6", -0.7, {"6": -0.7, "5": -0.9}), (', "reason": "fine"}', -0.2)])
+    m = pl.scripted("lp-reask", ["not json", good])
+    c = pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, logprobs=True, top_logprobs=2)
+    assert c.attempts == 2 and c.logprobs is not None and c.logprobs[1].token == "6"
+    again = pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, logprobs=True, top_logprobs=2)
+    assert again.cache_hit and again.logprobs == c.logprobs and len(m.requests) == 2
+
+
+def test_streaming_with_logprobs_sends_the_whole_text_once(cache_dir: Path) -> None:
+    m = pl.scripted("lp-stream", [JUDGED])
+    pieces: list[str] = []
+    c = pl.complete(m.name, "judge", cache=cache_dir, on_token=pieces.append, logprobs=True, top_logprobs=1)
+    assert pieces == [c.text] and c.logprobs is not None and c.logprobs[3].top_logprobs[0].token == " 7"
+
+
+def test_scripted_logprobs_must_spell_the_reply() -> None:
+    with pytest.raises(pl.ConfigError, match="spell"):
+        ScriptedReply("abc", [("a", -0.1), ("b", -0.1)])
+
+
+def test_logprobs_of_reads_objects_and_dicts_and_floors_infinity() -> None:
+    tokens = logprobs_of({"content": [{"token": "a", "logprob": float("-inf"),
+                                       "top_logprobs": [{"token": "b", "logprob": float("nan")}]}]})
+    assert tokens == [TokenLogprob(token="a", logprob=FLOOR_LOGPROB,
+                                   top_logprobs=[TopLogprob(token="b", logprob=FLOOR_LOGPROB)])]
+    assert logprobs_of(None) is None and logprobs_of({"content": None}) is None
+
+
+def test_supports_logprobs() -> None:
+    pl.scripted("lp-support")
+    assert providers.supports_logprobs("fake/lp-support") and providers.supports_logprobs("local/smollm2")
+    assert providers.supports_logprobs("gpt-4o-mini")
+    assert not providers.supports_logprobs("anthropic/claude-3-5-haiku-latest")
+    assert not providers.supports_logprobs("no-such-model-xyz")
+
+
+def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
+    assert providers.endpoint("openai/m", api_base="https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s") \
+        == "litellm:openai@gw.example.com:8443"
+    assert providers.endpoint("gpt-4o-mini") == "litellm:openai"
+    weights = tmp_path / "private-dir" / "tiny-q4.gguf"
+    weights.parent.mkdir()
+    weights.write_bytes(b"")
+    assert providers.endpoint(f"local/{weights}") == "local:tiny-q4.gguf"
+    assert providers.endpoint("fake/judge") == "fake:judge"
+
+
+class _OpenAIStyle(BaseHTTPRequestHandler):
+    """A loopback OpenAI-compatible chat endpoint that reports a dated model and token logprobs."""
+
+    bodies: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append({"body": body, "auth": self.headers.get("Authorization")})
+        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in (("8", -0.3), ("9", -1.5))]
+        data = {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini-2024-07-18",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "8"},
+                         "logprobs": {"content": [{"token": "8", "logprob": -0.3, "bytes": None,
+                                                   "top_logprobs": top[: body.get("top_logprobs") or 0]}]}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+        }
+        out = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_hosted_provider_logprobs_model_and_endpoint_through_litellm(cache_dir: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OpenAIStyle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    secret = "sk-loopback-SECRET-77"
+    try:
+        kwargs = {"api_base": f"http://127.0.0.1:{port}/v1", "api_key": secret, "cache": cache_dir}
+        c = pl.complete("openai/gpt-4o-mini", "score it", logprobs=True, top_logprobs=2, **kwargs)
+        hit = pl.complete("openai/gpt-4o-mini", "score it", logprobs=True, top_logprobs=2, **kwargs)
+    finally:
+        server.shutdown()
+    sent = _OpenAIStyle.bodies[0]
+    assert sent["body"]["logprobs"] is True and sent["body"]["top_logprobs"] == 2 and secret in sent["auth"]
+    assert c.text == "8" and c.response_model == "gpt-4o-mini-2024-07-18"
+    assert c.endpoint == f"litellm:openai@127.0.0.1:{port}"
+    assert c.logprobs == [TokenLogprob(token="8", logprob=-0.3, top_logprobs=[
+        TopLogprob(token="8", logprob=-0.3), TopLogprob(token="9", logprob=-1.5)])]
+    assert hit.cache_hit and hit.model_dump(exclude={"cache_hit"}) == c.model_dump(exclude={"cache_hit"})
+    assert len(_OpenAIStyle.bodies) == 1
+    for path in cache_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes()

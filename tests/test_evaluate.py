@@ -251,3 +251,15 @@ def test_local_model_outputs_equal_llama_cpp_called_directly(tmp_path: Path) -> 
     assert [rec.output for rec in r.records] == direct
     assert all(rec.error is None for rec in r.records) and r.n == 3
     assert r.usage.calls == 3 and r.usage.cache_hits == 0 and r.usage.output_tokens > 0
+
+
+def test_extra_model_parameters_reach_the_call() -> None:
+    m = pl.scripted("eval-params", respond=sentiment_bot)
+    pl.evaluate_prompt("{input}", REVIEWS[:2], model=m.name, scorer=LABELS, cache=False, top_p=0.5)
+    assert [req["params"].get("top_p") for req in m.requests] == [0.5, 0.5]
+
+    async def call(index: int, prompt: str, system: str | None) -> str:
+        return "positive"
+
+    with pytest.raises(pl.ConfigError, match="top_p: model parameters have no effect"):
+        pl.evaluate_prompt("{input}", REVIEWS[:2], model=m.name, scorer=LABELS, call=call, top_p=0.5)

@@ -68,3 +68,21 @@ def test_any_gguf_file_by_path(tmp_path: Path) -> None:
     path = local.resolve_model_path("smollm2")
     c = pl.complete(f"local/{path}", "Say yes.", max_tokens=4, cache=tmp_path)
     assert c.model == f"local/{path}" and c.output_tokens and c.output_tokens <= 4
+
+
+@pytest.mark.local_model
+def test_real_logprobs_spell_the_reply_and_replay_identically(tmp_path: Path) -> None:
+    ask = {"max_tokens": 12, "cache": tmp_path, "logprobs": True, "top_logprobs": 4}
+    c = pl.complete("local/smollm2", "Count from one to five.", **ask)
+    assert c.logprobs and "".join(t.token for t in c.logprobs) == c.text and len(c.logprobs) == c.output_tokens
+    for t in c.logprobs:
+        assert t.logprob <= 0 and 4 <= len(t.top_logprobs) <= 5  # the 4 best, plus the drawn token if not among them
+        best = max(a.logprob for a in t.top_logprobs)
+        assert t.logprob <= best and t.token in [a.token for a in t.top_logprobs]
+    weights = local.resolve_model_path("smollm2").name
+    assert (c.response_model, c.endpoint) == (weights, f"local:{weights}")
+    again = pl.complete("local/smollm2", "Count from one to five.", **ask)
+    assert again.cache_hit and again.model_dump(exclude={"cache_hit"}) == c.model_dump(exclude={"cache_hit"})
+    plain = pl.complete("local/smollm2", "Count from one to five.", max_tokens=12, cache=tmp_path)
+    assert plain.logprobs is None and plain.text == c.text  # greedy either way: the same reply
+    assert local.load("smollm2")[0] is not local.load("smollm2", logprobs=True)[0]

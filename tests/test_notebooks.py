@@ -17,7 +17,7 @@ from promptlab.results import cell_status, load
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ("01_explore", "02_sweep", "03_compare", "run_cell")
+NAMES = ("01_explore", "02_sweep", "03_compare", "05_runs", "run_cell")
 
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
@@ -62,6 +62,24 @@ def test_compare_notebook_draws_the_charts(swept: tuple[Path, nbformat.NotebookN
     nb = execute("03_compare", tmp_path / "03.ipynb", results_dir=str(results_dir))
     assert images(nb) == 3  # trajectories, score vs cost, stop reasons (one pairing, no threshold column)
     assert "pairing heatmap skipped" in text(nb) and "4 cells, 4 runs" in text(nb)
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))  # browser
+
+
+def test_run_browser_notebook_runs(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
+    results_dir, _ = swept
+    nb = execute("05_runs", tmp_path / "05.ipynb", results_dir=str(results_dir))
+    assert sum("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb)) == 1
+
+
+def test_generated_notebooks_are_lint_clean() -> None:
+    import subprocess
+    import sys
+
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff is not installed in this environment (pip install -e '.[dev]')")
+    done = subprocess.run([str(ruff), "check", str(NOTEBOOKS)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
@@ -94,7 +112,7 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
     from promptlab.papermill_cells import run_cell_notebook
 
     built = {"01_explore": build.EXPLORE, "02_sweep": build.SWEEP, "03_compare": build.COMPARE,
-             "run_cell": build.stable_ids(run_cell_notebook())}
+             "05_runs": build.RUNS, "run_cell": build.stable_ids(run_cell_notebook())}
     for name in NAMES:
         path = NOTEBOOKS / f"{name}.ipynb"
         nb = nbformat.read(path, as_version=4)

@@ -82,7 +82,7 @@ wrote 18 bytes to v.py"""
     assert run.iterations[0].scores[0].criterion == "verdict" and run.iterations[0].scores[0].judge == e.name
     assert [s["step_id"] for s in run.info["plan"]] == [1, 2, 3]
     assert "Step instruction: write a script holding the version" in e.prompts[1]
-    assert ws.parent == (tmp_path / "ws").resolve() and ws.name == run.run_id
+    assert ws.parent == (tmp_path / "ws").resolve() and ws.name == f"{run.run_id}-1"
     assert Run.model_validate_json(run.model_dump_json()) == run and not run.errors
 
 
@@ -102,14 +102,13 @@ def test_a_failed_step_is_corrected_and_retried(tmp_path: Path) -> None:
 
 
 def test_the_retry_budget_runs_out_and_the_run_stops(tmp_path: Path) -> None:
-    fixes = (plan(step(1, "shell", "true", "try something")), plan(step(1, "shell", "exit 1", "try harder")))
+    fixes = (plan(step(1, "shell", "true", "try something")), plan(step(1, "shell", "true", "try harder")))
     p, e, c = models("budget", [plan(step(1, "shell", "exit 3", "succeed"), step(2, "shell", "echo never"))],
                      by_exit_code, fixes)
     run = run_pcee("Do the impossible", config(tmp_path, p, e, c, retry_budget=2))
     assert run.stop_reason == "failed_step" and run.final_output is None
     assert [(it.metrics["kind"], it.decision) for it in run.iterations] == [
         ("plan", "correct"), ("fix", "next_step"), ("retry", "correct"), ("fix", "next_step"), ("retry", "stop")]
-    assert "skipping the rest of the fix plan" in (run.iterations[3].reason or "")
     assert run.info["failed_step"]["step_id"] == 1 and run.info["failed_step"]["iteration"] == 5
     assert "retry budget (2) is spent" in (run.iterations[-1].reason or "")
     assert run.info["retries_used"] == 2 and len(c.requests) == 2
@@ -117,6 +116,53 @@ def test_the_retry_budget_runs_out_and_the_run_stops(tmp_path: Path) -> None:
     p0, e0, c0 = models("budget0", [plan(step(1, "shell", "exit 3"))], by_exit_code)
     run0 = run_pcee("Fail fast", config(tmp_path, p0, e0, c0, retry_budget=0))
     assert run0.stop_reason == "failed_step" and len(run0.iterations) == 1 and not c0.requests
+
+
+def test_a_failed_correction_is_not_followed_by_a_retry(tmp_path: Path) -> None:
+    # the seed retries the failed step only after a successful correction
+    fixes = (plan(step(1, "shell", "exit 1", "a fix that fails"), step(2, "shell", "true", "skipped")),
+             plan(step(1, "shell", "true", "a fix that works")))
+    p, e, c = models("nofixretry", [plan(step(1, "shell", "test -f fixed || exit 3", "succeed"))],
+                     by_exit_code, fixes)
+    run = run_pcee("Needs a fix", config(tmp_path, p, e, c, retry_budget=2))
+    assert [(it.metrics["kind"], it.decision) for it in run.iterations] == [
+        ("plan", "correct"), ("fix", "correct"), ("fix", "next_step"), ("retry", "stop")]
+    assert "correction 1 failed: fix step 1 failed" in (run.iterations[1].reason or "")
+    assert [x["succeeded"] for x in run.info["corrections"]] == [False, True]
+    assert run.stop_reason == "failed_step" and run.info["retries_used"] == 2
+
+
+def test_an_unreadable_fix_plan_asks_again_without_retrying_the_step(tmp_path: Path) -> None:
+    p, e, c = models("unreadable", [plan(step(1, "shell", "exit 3", "succeed"))], by_exit_code,
+                     ("not json", plan(step(1, "shell", "true"))))
+    run = run_pcee("Fix me", config(tmp_path, p, e, c, retry_budget=2), settings=pl.Settings(parse_attempts=1))
+    assert [(it.metrics["kind"], it.decision) for it in run.iterations] == [
+        ("plan", "correct"), ("fix", "next_step"), ("retry", "stop")]
+    assert [x["succeeded"] for x in run.info["corrections"]] == [False, True]
+    assert "could not be read" in run.iterations[0].reason or "correction 1 failed" in run.iterations[0].reason
+    # the second correction is a fresh draw (the next sample), not the cached unreadable reply
+    assert [r["params"].get("seed") for r in c.requests] == [0, 1]
+    assert any(st.role == "corrector" and st.error is not None for st in run.iterations[0].steps)
+
+
+def test_the_corrector_is_not_asked_when_no_fix_and_retry_can_run(tmp_path: Path) -> None:
+    p, e, c = models("atcap", [plan(step(1, "shell", "true"), step(2, "shell", "exit 3"))], by_exit_code,
+                     (plan(step(1, "shell", "true")),))
+    run = run_pcee("Cap", config(tmp_path, p, e, c, retry_budget=2, max_iterations=3))
+    assert run.stop_reason == "max_iterations" and not c.requests
+    assert "too few for a fix and a retry" in (run.iterations[-1].reason or "")
+
+
+def test_a_forward_reference_in_the_plan_is_refused_when_the_plan_is_made(tmp_path: Path) -> None:
+    bad = plan(step(1, "shell", "echo {step_2_output}"), step(2, "shell", "echo hi"))
+    good = plan(step(1, "shell", "echo hi"), step(2, "shell", "echo {step_1_output}"))
+    p, e, c = models("forward", [bad, good], succeed)
+    run = run_pcee("Pipe", config(tmp_path, p, e, c))
+    assert run.stop_reason == "plan_complete" and run.final_output == "hi"
+    assert "step 1 uses {step_2_output}" in p.requests[1]["messages"][-1]["content"]
+    p2, e2, c2 = models("forward2", [bad], succeed)
+    run2 = run_pcee("Pipe", config(tmp_path, p2, e2, c2), settings=pl.Settings(parse_attempts=1))
+    assert run2.stop_reason == "error" and not run2.iterations and not e2.requests
 
 
 def test_an_unknown_tool_in_the_plan_is_a_recorded_step_failure(tmp_path: Path) -> None:
@@ -131,11 +177,15 @@ def test_an_unknown_tool_in_the_plan_is_a_recorded_step_failure(tmp_path: Path) 
 
 
 def test_a_placeholder_without_output_fails_in_the_controller(tmp_path: Path) -> None:
-    p, e, c = models("noout", [plan(step(1, "shell", "echo {step_2_output}"), step(2, "shell", "echo 2"))], succeed)
-    run = run_pcee("Out of order", config(tmp_path, p, e, c, retry_budget=0))
-    assert run.stop_reason == "failed_step" and not e.requests
-    assert run.errors[0].kind == "PlaceholderError" and run.iterations[0].steps[0].role == "controller"
-    assert "refers to step 2, which has no output" in run.iterations[0].scores[0].justification
+    # plans are checked for forward references when made; a fix step can still name a step without output
+    p, e, c = models("noout", [plan(step(1, "shell", "exit 3"), step(2, "shell", "echo 2"))], by_exit_code,
+                     (plan(step(1, "shell", "echo {step_2_output}")),))
+    run = run_pcee("Out of order", config(tmp_path, p, e, c, retry_budget=1))
+    assert run.stop_reason == "failed_step" and len(e.requests) == 1  # no evaluator call for the fix step
+    fix = run.iterations[1]
+    assert fix.metrics["kind"] == "fix" and fix.steps[0].role == "controller"
+    assert run.errors[0].kind == "PlaceholderError"
+    assert "refers to step 2, which has no output" in fix.scores[0].justification
 
 
 @pytest.mark.parametrize("tool, tool_input", [
@@ -212,7 +262,10 @@ def test_a_replay_from_the_cache_is_comparable(tmp_path: Path) -> None:
     first = run_pcee("Write and read", config(tmp_path, p, e, c))
     again = run_pcee("Write and read", config(tmp_path, p, e, c))
     assert again.totals.cache_hits == again.totals.calls == 3 and again.comparable() == first.comparable()
-    assert again.final_output == "hi\n" and again.info["workspace"] == first.info["workspace"]
+    assert again.final_output == "hi\n"
+    # each run has its own workspace: the re-run did not wipe the first run's files
+    assert again.info["workspace"] != first.info["workspace"]
+    assert (Path(first.info["workspace"]) / "a.txt").read_text() == "hi\n"
 
 
 @pytest.mark.local_model
@@ -223,7 +276,9 @@ def test_a_short_real_run_on_the_local_model(tmp_path: Path) -> None:
                               workspace_base=str(tmp_path / "ws")),
                    cache=tmp_path / "cache", settings=pl.Settings(parse_attempts=1))  # one try per call
     elapsed = time.perf_counter() - t0
-    assert run.stop_reason in {"plan_complete", "failed_step", "max_iterations", "error"}
+    # a run whose every call failed would stop with "error" and no iteration: that is a failure here
+    assert run.stop_reason in {"plan_complete", "failed_step", "max_iterations"}, (run.stop_reason, run.errors)
+    assert run.iterations and run.info["plan"]
     assert Path(run.info["workspace"]).is_dir() and run.totals.calls >= 1
     assert Run.model_validate_json(run.model_dump_json()) == run
     print(f"PCEE local run: {elapsed:.1f} s, stop {run.stop_reason}, iterations {len(run.iterations)}")

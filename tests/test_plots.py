@@ -135,7 +135,9 @@ def test_plot_pairing_heatmap_marks_empty_pairings() -> None:
     runs = pd.DataFrame({"generator_model": ["g1", "g2"], "critic_model": ["c1", "c2"],
                          "final_score": pd.array([6.0, None], dtype="Float64")})
     ax = plot_pairing_heatmap(runs, ax=new_ax())
-    assert [t.get_text() for t in ax.texts] == ["6.00\nn=1", "no score\nn=0", "no score\nn=0", "no score\nn=0"]
+    # g1/c2 and g2/c1 were never run; g2/c2 ran once without a score: three different things
+    assert [t.get_text() for t in ax.texts] == ["6.00\nn=1", "not run", "not run", "no score\n0 of 1 runs"]
+    assert sum(p.get_hatch() == "//" for p in ax.patches) == 2
 
 
 def test_plot_score_vs_cost_highlights_the_front(res: Results, tmp_path: Path) -> None:

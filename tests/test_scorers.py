@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import promptlab as pl
+from promptlab.matching import normalise, numbers
 from promptlab.record import Example
-from promptlab.scorers import SCORERS, Scored, get_scorer, normalise, numbers, score_safely
+from promptlab.scorers import SCORERS, Scored, get_scorer, score_safely
 
 
 def score(spec: str | dict, output: str, target: object) -> Scored:

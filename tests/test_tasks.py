@@ -227,3 +227,10 @@ def test_bad_task_field_names_line_field_and_task(tmp_path: Path) -> None:
     msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "split": {"dev": 0},
                             "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}]})
     assert f"{tmp_path / 'tasks.jsonl'}:2: split.dev: Input should be greater than 0" in msg and "(task 's')" in msg
+
+
+def test_empty_examples_and_a_scorer_without_examples(tmp_path: Path) -> None:
+    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "examples": []})
+    assert ":2: task 's': examples: the list is empty" in msg
+    msg = _error(tmp_path, {"id": "s", "prompt": "p", "scorer": "exact"})
+    assert ":2: task 's': examples: a scorer or split needs examples" in msg

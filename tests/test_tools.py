@@ -170,3 +170,22 @@ def test_search_ranks_by_keywords_and_reports_missing_folders(tmp_path: Path) ->
     assert missing.status == "error" and "does not exist" in (missing.error or "")
     assert run(tool.run({"query": "cat", "top_k": 99})).status == "error"
     assert search_docs_tool(tmp_path, name="search").name == "search"
+
+
+def test_secret_environment_values_are_redacted_from_every_tool_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-ant-" + "Zx81" * 6
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+    def leaky(args: dict[str, Any]) -> dict[str, Any]:
+        if args.get("q") == "fail":
+            raise RuntimeError(f"could not use {secret}")
+        return {"echo": [f"key is {secret}"]}
+
+    tool = Tool("leaky", "Leaks.", leaky, input_schema=schema, render=lambda o: o["echo"][0])
+    ok = run(tool.run({"q": secret}))
+    assert ok.output == {"echo": ["key is [REDACTED:ANTHROPIC_API_KEY]"]}
+    assert ok.text == "key is [REDACTED:ANTHROPIC_API_KEY]" and ok.input == {"q": "[REDACTED:ANTHROPIC_API_KEY]"}
+    bad = run(tool.run({"q": "fail"}))
+    assert bad.error == "RuntimeError: could not use [REDACTED:ANTHROPIC_API_KEY]"
+    assert secret not in run(ToolRegistry([tool]).run("nope", {"q": secret})).model_dump_json()

@@ -1,4 +1,7 @@
-"""The run workspace: confined paths, files round trip, and a shell with a time limit and output cap."""
+"""The run workspace: confined paths, files round trip, and a shell with a time limit and output cap.
+
+The escape battery (what a command cannot reach) is in test_sandbox.py.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from promptlab.sandbox import sandbox_problem
 from promptlab.tools import ToolEnv, build_tools
 from promptlab.workspace import Workspace, WorkspaceError
+
+needs_bwrap = pytest.mark.skipif(sandbox_problem() is not None,
+                                 reason=f"no sandbox here ({sandbox_problem()}): apt-get install bubblewrap")
 
 
 @pytest.fixture
@@ -49,24 +56,50 @@ def test_escapes_are_refused(ws: Workspace, path: str) -> None:
     assert not (ws.root.parent / "x").exists()
 
 
-def test_symlinks_pointing_outside_are_refused(ws: Workspace, tmp_path: Path) -> None:
+def test_symlinks_are_never_followed(ws: Workspace, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret")
     os.symlink(outside, ws.root / "link")
     os.symlink(outside / "secret.txt", ws.root / "file_link")
     for path in ("link/secret.txt", "file_link", "link"):
-        with pytest.raises(WorkspaceError, match="leaves the workspace"):
+        with pytest.raises(WorkspaceError, match="symbolic link that leaves the workspace"):
             ws.read_file(path)
-    with pytest.raises(WorkspaceError, match="leaves the workspace"):
+    with pytest.raises(WorkspaceError, match="'link' is a symbolic link that leaves the workspace"):
         ws.write_file("link/new.txt", "x")
-    assert not (outside / "new.txt").exists()
+    with pytest.raises(WorkspaceError, match="'link' is a symbolic link that leaves the workspace"):
+        ws.list_files("link")
+    assert not (outside / "new.txt").exists() and (outside / "secret.txt").read_text() == "secret"
     assert "link -> " + str(outside) in ws.list_files()["entries"]  # listed, never followed
-    os.symlink("b.txt", ws.root / "inner_link")  # a symlink that stays inside is fine
     ws.write_file("b.txt", "ok")
-    assert ws.read_file("inner_link")["content"] == "ok"
+    os.symlink("b.txt", ws.root / "inner_link")  # a link that stays inside is refused too (O_NOFOLLOW)
+    with pytest.raises(WorkspaceError, match="'inner_link' is a symbolic link \\(the file tools"):
+        ws.read_file("inner_link")
+    with pytest.raises(WorkspaceError, match="'inner_link' is a symbolic link"):
+        ws.write_file("inner_link", "changed")
+    assert (ws.root / "b.txt").read_text() == "ok"
 
 
+def test_special_files_and_hard_links_are_refused(ws: Workspace, tmp_path: Path) -> None:
+    os.mkfifo(ws.root / "fifo")
+    with pytest.raises(WorkspaceError, match="not a regular file"):
+        ws.read_file("fifo")  # and does not block on the fifo
+    ws.write_file("a.txt", "one")
+    os.link(ws.root / "a.txt", ws.root / "b.txt")  # even a hard link between two workspace files
+    with pytest.raises(WorkspaceError, match="has 2 hard links"):
+        ws.write_file("b.txt", "two")
+    assert (ws.root / "a.txt").read_text() == "one"
+
+
+def test_a_write_replaces_the_file_and_leaves_no_temporary(ws: Workspace) -> None:
+    ws.write_file("d/a.txt", "first")
+    inode = (ws.root / "d" / "a.txt").stat().st_ino
+    ws.write_file("d/a.txt", "second")
+    assert (ws.root / "d" / "a.txt").read_text() == "second" and os.listdir(ws.root / "d") == ["a.txt"]
+    assert (ws.root / "d" / "a.txt").stat().st_ino != inode  # a new inode, never written through
+
+
+@needs_bwrap
 def test_a_symlink_made_by_a_shell_command_is_refused_too(ws: Workspace, tmp_path: Path) -> None:
     (tmp_path / "outside.txt").write_text("secret")
     out = asyncio.run(ws.shell(f"ln -s {tmp_path} up && ln -s {tmp_path}/outside.txt direct && echo done"))
@@ -76,6 +109,7 @@ def test_a_symlink_made_by_a_shell_command_is_refused_too(ws: Workspace, tmp_pat
             ws.read_file(path)
 
 
+@needs_bwrap
 def test_workspace_tools_report_refusals_as_error_results(ws: Workspace) -> None:
     tools = build_tools(["write_file", "read_file", "list_files", "shell"], ToolEnv(workspace=ws))
     refused = asyncio.run(tools.run("write_file", {"path": "../escape.txt", "content": "x"}))
@@ -89,6 +123,7 @@ def test_workspace_tools_report_refusals_as_error_results(ws: Workspace) -> None
     assert shell.ok and shell.text == "fine" and shell.output["exit_code"] == 0
 
 
+@needs_bwrap
 def test_shell_runs_in_the_workspace_and_reports_exit_codes(ws: Workspace) -> None:
     out = asyncio.run(ws.shell("pwd; echo oops >&2; exit 3"))
     assert out["stdout"].strip() == str(ws.root)
@@ -97,6 +132,7 @@ def test_shell_runs_in_the_workspace_and_reports_exit_codes(ws: Workspace) -> No
         asyncio.run(ws.shell("  "))
 
 
+@needs_bwrap
 def test_a_hung_command_is_killed_at_the_time_limit(ws: Workspace) -> None:
     t0 = time.perf_counter()
     out = asyncio.run(ws.shell("echo started; sleep 60", timeout_s=1))
@@ -105,16 +141,21 @@ def test_a_hung_command_is_killed_at_the_time_limit(ws: Workspace) -> None:
     assert out["stdout"] == "started\n" and "killed after the 1 s time limit" in out["stderr"]
 
 
+@needs_bwrap
 def test_background_children_do_not_outlive_the_command(ws: Workspace) -> None:
     t0 = time.perf_counter()
-    out = asyncio.run(ws.shell("sleep 30 & echo $!", timeout_s=5))
-    assert time.perf_counter() - t0 < 4 and out["exit_code"] == 0
-    pid = int(out["stdout"])
+    out = asyncio.run(ws.shell("sleep 30.25 & echo $!", timeout_s=5))
+    assert time.perf_counter() - t0 < 4 and out["exit_code"] == 0 and int(out["stdout"]) < 100  # a pid in the sandbox
     time.sleep(0.2)
-    stat = Path(f"/proc/{pid}/stat")
-    assert not stat.exists() or stat.read_text().split()[2] == "Z"  # gone, or a killed zombie awaiting reaping
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert b"sleep\x0030.25" not in cmd
 
 
+@needs_bwrap
 def test_output_is_capped_with_a_note(ws: Workspace) -> None:
     out = asyncio.run(ws.shell("head -c 50000 /dev/zero | tr '\\0' 'a'; echo err >&2"))
     assert out["exit_code"] == 0 and out["stdout"].startswith("a" * 1000)
@@ -132,3 +173,5 @@ def test_for_run_gives_a_fresh_folder_under_the_base(tmp_path: Path) -> None:
         Workspace.for_run(tmp_path, "../evil")
     with pytest.raises(WorkspaceError, match="shell_timeout_s"):
         Workspace(tmp_path / "w", shell_timeout_s=0)
+    with pytest.raises(WorkspaceError, match="max_file_bytes"):
+        Workspace(tmp_path / "w", max_file_bytes=10, max_workspace_bytes=5)

@@ -97,6 +97,7 @@ class RunContext:
         on_event: EventHandler | None = None,
         cache: CacheArg = None,
         settings: Settings | None = None,
+        id_extra: dict[str, Any] | None = None,
     ) -> None:
         cfg = config.model_dump(mode="json")
         self.config = config
@@ -106,7 +107,7 @@ class RunContext:
         self.t0 = time.perf_counter()
         roles = config.ROLES or ()
         self.run = Run(
-            run_id=run_id(loop, task, cfg, sample), loop=loop, task=task, config=cfg, sample=sample,
+            run_id=run_id(loop, task, cfg, sample, id_extra), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
         )
 
@@ -149,10 +150,11 @@ class RunContext:
         model: str | None = None,
         judge: str | None = None,
         token_type: str | None = None,
+        keep_raw: bool = False,
     ) -> tuple[Any, Step]:
         """Make one role's model call and record it as a step of `iteration` (or of setup/final).
 
-        With `token_type`, the reply is streamed and each piece is emitted as a `token` event with
+        With `keep_raw`, the reply's raw text is kept on the step (`Step.raw`). With `token_type`, the reply is streamed and each piece is emitted as a `token` event with
         data {"token_type": token_type, "text": piece} (a cache hit sends its whole text as one piece).
 
         Returns (parsed object or text, step). On a ParseError or ProviderError the first item is
@@ -184,6 +186,8 @@ class RunContext:
                               output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
                               attempts=c.attempts)
         account(self.run.totals, c)
+        if keep_raw:
+            step.raw = c.text
         if c.parsed is not None:
             step.output = c.parsed.model_dump(mode="json")
         else:

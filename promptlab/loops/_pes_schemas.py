@@ -1,4 +1,10 @@
-"""PES's structured outputs: the planner's reply (narrowed to the available tools), synthesis and judge."""
+"""PES's structured outputs: the planner's reply (narrowed to the available tools), synthesis and judge.
+
+Validation is as lenient as the design document, which caps neither the number of tool calls nor the
+length of a reply's fields: a longer valid reply from a capable model is accepted. The limits below are
+written into the JSON SCHEMA only (`maxItems` / `maxLength`), where a constrained decoder (the local
+model's grammar) uses them to keep a small model's reply short; they never reject a reply.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ..tools import ToolRegistry
 
 MAX_TOOL_CALLS = 3
-"""Most tool calls one planning reply may ask for."""
+"""Most tool calls the generation schema offers in one planning reply (validation accepts any number)."""
+
+
+def schema_limit(**limits: int) -> Any:
+    """A field annotation whose limit (maxLength=..., maxItems=...) is in the JSON schema only, not validated."""
+    return Field(json_schema_extra=dict(limits))
 
 
 class ToolCallRequest(BaseModel):
@@ -30,15 +41,15 @@ class PlanningOutput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(max_length=80)
+    title: str = schema_limit(maxLength=80)
     """A short title for the conversation."""
-    intent: str = Field(max_length=200)
+    intent: str = schema_limit(maxLength=200)
     """What the user wants."""
-    plan: str = Field(max_length=400)
+    plan: str = schema_limit(maxLength=400)
     """The steps the agent will take."""
-    thoughts: str = Field(max_length=400)
+    thoughts: str = schema_limit(maxLength=400)
     """Reasoning about what is known and what is missing."""
-    tool_calls: list[ToolCallRequest] = Field(max_length=MAX_TOOL_CALLS)
+    tool_calls: list[ToolCallRequest] = schema_limit(maxItems=MAX_TOOL_CALLS)
     """Tools to call now; empty when the answer can be written."""
 
 
@@ -63,7 +74,8 @@ def _planning_schema(branches_json: str) -> type[PlanningOutput]:
         model_config = ConfigDict(extra="forbid", json_schema_extra=known_calls)
 
     return create_model("PlanningOutput", __base__=PlanningOutput, tool_calls=(
-        list[ToolCall], Field(max_length=MAX_TOOL_CALLS, description="Tools to call now; empty to answer.")))
+        list[ToolCall], Field(json_schema_extra={"maxItems": MAX_TOOL_CALLS},
+                              description="Tools to call now; empty to answer.")))
 
 
 class SynthesisMetadata(BaseModel):
@@ -71,9 +83,9 @@ class SynthesisMetadata(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    sources: list[str] = Field(max_length=5)
+    sources: list[str] = schema_limit(maxItems=5)
     """Documents or tools the answer relies on."""
-    suggestions: list[str] = Field(max_length=3)
+    suggestions: list[str] = schema_limit(maxItems=3)
     """Follow-up questions or actions for the user."""
 
 
@@ -82,7 +94,7 @@ class SynthesisOutput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(max_length=2000)
+    content: str = schema_limit(maxLength=2000)
     """The answer to the user."""
     metadata: SynthesisMetadata
     """Sources and suggestions."""
@@ -93,7 +105,7 @@ class JudgeGrade(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    justification: str = Field(max_length=600)
+    justification: str = schema_limit(maxLength=600)
     """Why the answer earns the score."""
     score: int = Field(ge=1, le=10)
     """1 (useless) to 10 (complete and correct)."""

@@ -5,12 +5,19 @@ may hold `{step_N_output}` placeholders. The controller (plain Python, `fill_pla
 from earlier steps' outputs; the executor runs the step's tool in the run's workspace; the evaluator
 model judges the step "success" or "failure" against its instruction.
 
-Routing on a failure: while corrections remain in `retry_budget` (per run), the corrector writes a
-fix plan of 1-3 steps, its steps run (each executed and evaluated, the rest of the fix plan skipped
-after a failing one), and the failed step is retried. With the budget spent the run stops with
-"failed_step" (`info["failed_step"]` says which). All steps succeeding gives "plan_complete";
-`max_iterations` caps the tool executions of the run (plan steps, retries and fix steps together) and
-stops it with "max_iterations"; a planner call that fails gives "error".
+Routing on a failure, as the design document's self-correction sub-loop: while corrections remain in
+`retry_budget` (per run), the corrector writes a fix plan of 1-3 steps and its steps run (each executed
+and evaluated). Only when every fix step succeeded is the failed step retried; a correction that failed
+(an unreadable fix plan, or a fix step that failed, which skips the rest of that fix plan) is not
+followed by a retry but by the next correction, with a fresh draw from the corrector. With the budget
+spent the run stops with "failed_step" (`info["failed_step"]` says which). All steps succeeding gives
+"plan_complete"; `max_iterations` caps the tool executions of the run (plan steps, retries and fix steps
+together) and stops it with "max_iterations"; the corrector is not asked when fewer than two executions
+are left (a fix step and the retry), since nothing it proposes could then lead to the step passing. A
+plan whose placeholder names a step that does not come before it (a forward reference) is refused when
+it is made (the planner is re-asked, then the run stops with "error"). A planner call that fails gives
+"error". Each run gets its own workspace `<base>/<run_id>-<n>` (n = 1, 2, ...), so a re-run never wipes
+an earlier run's files.
 
 Each execution is an Iteration: candidate = "tool(input) -> output", scores = [Score("verdict", 1.0 on
 success / 0.0 on failure, reason)], average = that score, metrics {"step_id", "retries", "tool",
@@ -19,29 +26,36 @@ A step whose tool errs (unknown tool, bad input, path outside the workspace) or 
 names a step without output fails with a 0.0 verdict from the controller (judge "controller"), without
 an evaluator call. When the evaluator's reply cannot be parsed the score is missing (None, the error
 recorded) and the step is routed as a failure. `final_output` is the output (as text) of the last plan
-step that succeeded; `info` holds "workspace", "plan", "corrections", "retries_used".
+step that succeeded; `info` holds "workspace", "plan", "corrections", "retries_used", "unsafe_shell" and
+"shell_sandbox" (bubblewrap, unsafe or refused).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from ..call import CacheArg, Settings
-from ..errors import PromptlabError
 from ..events import EventHandler
 from ..record import Iteration, Run, Score, Step, Task
-from ..tools import ToolEnv, ToolRegistry, ToolResult, build_tools, check_tool_names, run_tool_step
-from ..workspace import Workspace
+from ..tools import ToolEnv, ToolRegistry, ToolResult, build_tools, check_tool_names
+from ..workspace import Workspace, fresh_workspace_name
 from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
-
-_PLACEHOLDER = re.compile(r"\{step_(\d+)_output\}")
+from ._pcee_schemas import (
+    FixPlan,
+    PlaceholderError,
+    Plan,
+    PlanStep,
+    Verdict,
+    fill_placeholders,
+    placeholder_steps,
+    plan_schemas,
+)
+from .tool_steps import run_tool_step
 
 
 class PCEEConfig(LoopConfig):
@@ -58,9 +72,12 @@ class PCEEConfig(LoopConfig):
         default_factory=lambda: ["write_file", "read_file", "list_files", "shell", "search", "calculator"])
     """Tools the plan may use, by name."""
     shell_timeout_s: float = Field(10.0, gt=0)
-    """Time limit of a shell command (the process group is killed past it)."""
+    """Wall-clock limit of a shell command (the whole sandbox is killed past it)."""
     output_cap: int = Field(8192, ge=256)
     """Most bytes kept of a shell command's stdout and stderr (and characters of a file read)."""
+    unsafe_shell: bool = False
+    """Where bubblewrap is missing, run shell commands unsandboxed instead of refusing them (recorded in
+    `Run.info["unsafe_shell"]`)."""
     workspace_base: str | None = None
     """Parent folder of run workspaces (None: .promptlab/workspaces); the run's is <base>/<run_id>."""
     docs_dir: str | None = None
@@ -70,119 +87,6 @@ class PCEEConfig(LoopConfig):
     @classmethod
     def _known_tools(cls, v: list[str]) -> list[str]:
         return check_tool_names(v)
-
-
-class PlanStep(BaseModel):
-    """One step of a plan."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step_id: int = Field(ge=1)
-    """The step's number (placeholders name it as {step_N_output})."""
-    instruction: str = Field(max_length=300)
-    """What the step must achieve (the evaluator judges against it)."""
-    tool_name: str
-    """The tool that carries it out."""
-    tool_input: str | dict[str, Any]
-    """The tool's input (an object, or a bare string); may hold {step_N_output} placeholders."""
-
-
-class Plan(BaseModel):
-    """The planner's plan."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    plan: list[PlanStep] = Field(min_length=1, max_length=12)
-    """Steps in execution order."""
-
-    @model_validator(mode="after")
-    def _unique_ids(self) -> Plan:
-        ids = [s.step_id for s in self.plan]
-        if len(ids) != len(set(ids)):
-            raise ValueError(f"step_id values must be unique, got {ids}")
-        return self
-
-
-class FixPlan(BaseModel):
-    """The corrector's short plan to repair a failed step before it is retried."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    plan: list[PlanStep] = Field(min_length=1, max_length=3)
-    """One to three steps."""
-
-
-def plan_schemas(tools: ToolRegistry) -> tuple[type[Plan], type[FixPlan]]:
-    """Plan and FixPlan whose JSON schemas only offer steps that call one of `tools` with a valid input.
-
-    Only the schema is narrowed (a constrained decoder or a schema-following provider keeps to it);
-    validation accepts any step, and an unknown tool or a bad input is a step failure when it runs.
-    """
-    return _plan_schemas(json.dumps(tools.call_schemas("tool_name", "tool_input")))
-
-
-@lru_cache(maxsize=64)
-def _plan_schemas(branches_json: str) -> tuple[type[Plan], type[FixPlan]]:
-    head = {k: v for k, v in PlanStep.model_json_schema()["properties"].items() if k in ("step_id", "instruction")}
-    branches = []
-    for b in json.loads(branches_json):
-        # the tool's name right after step_id: a constrained decoder then follows one branch only
-        props = {"step_id": head["step_id"], "tool_name": b["properties"]["tool_name"],
-                 "instruction": head["instruction"], "tool_input": b["properties"]["tool_input"]}
-        branches.append({**b, "properties": props, "required": list(props)})
-
-    def known_steps(schema: dict[str, Any]) -> None:
-        schema.clear()
-        schema["anyOf"] = branches
-
-    class Step(PlanStep):
-        model_config = ConfigDict(extra="forbid", json_schema_extra=known_steps)
-
-    plan = create_model("Plan", __base__=Plan, plan=(list[Step], Field(min_length=1, max_length=12)))
-    fix = create_model("FixPlan", __base__=FixPlan, plan=(list[Step], Field(min_length=1, max_length=3)))
-    return plan, fix
-
-
-class Verdict(BaseModel):
-    """The evaluator's judgement of one executed step."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    verdict: Literal["success", "failure"]
-    """Whether the step achieved its instruction."""
-    reason: str = Field(max_length=300)
-    """Why."""
-
-
-class PlaceholderError(PromptlabError, KeyError):
-    """A `{step_N_output}` placeholder names a step that has no output."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-def fill_placeholders(tool_input: Any, outputs: dict[int, str]) -> Any:
-    """`tool_input` with every `{step_N_output}` replaced by step N's output (in strings, dicts, lists).
-
-    Other braces are left alone. A pure function: the input is not changed.
-
-    Raises:
-        PlaceholderError: a placeholder names a step with no output; the message names it.
-    """
-    if isinstance(tool_input, str):
-        def sub(m: re.Match[str]) -> str:
-            n = int(m.group(1))
-            if n not in outputs:
-                have = ", ".join(str(k) for k in sorted(outputs)) or "none"
-                raise PlaceholderError(f"placeholder {m.group(0)} refers to step {n}, which has no output "
-                                       f"(steps with output: {have})")
-            return outputs[n]
-        return _PLACEHOLDER.sub(sub, tool_input)
-    if isinstance(tool_input, dict):
-        return {k: fill_placeholders(v, outputs) for k, v in tool_input.items()}
-    if isinstance(tool_input, list):
-        return [fill_placeholders(v, outputs) for v in tool_input]
-    return tool_input
 
 
 @dataclass
@@ -265,8 +169,10 @@ def _cap_reached(s: _State) -> bool:
     return True
 
 
-async def _correct(s: _State, step: PlanStep, failed: Iteration, reason: str) -> str | None:
-    """Ask for a fix plan and run it; returns a stop reason if the run must stop, else None."""
+async def _correct(s: _State, step: PlanStep, failed: Iteration, reason: str) -> tuple[bool, Iteration, str]:
+    """Ask for a fix plan and run it: (every fix step succeeded, the last iteration, why not).
+
+    The fix plan's steps run until one fails (the rest is skipped) or the execution cap is reached."""
     ctx = s.ctx
     entry: dict[str, Any] = {"step_id": step.step_id, "attempt": s.retries_used, "reason": reason}
     ctx.run.info["corrections"].append(entry)
@@ -274,22 +180,58 @@ async def _correct(s: _State, step: PlanStep, failed: Iteration, reason: str) ->
                         plan=json.dumps(s.plan.model_dump(mode="json")["plan"], indent=1),
                         step=json.dumps(step.model_dump(mode="json")), reason=reason,
                         history="\n".join(s.history[-8:]) or "(nothing run yet)")
+    # a later correction of the same failure would repeat this prompt: ask for a fresh draw
     fix, fstep = await ctx.call("corrector", "correct", prompt, schema=plan_schemas(s.tools)[1],
-                                iteration=failed)
+                                iteration=failed, sample_offset=s.retries_used - 1)
     if fix is None:
         entry["error"] = fstep.error.message if fstep.error else "no fix plan"
-        return None
+        entry["succeeded"] = False
+        return False, failed, f"the corrector's fix plan could not be read ({entry['error']})"
     entry["fix_plan"] = fix.model_dump(mode="json")["plan"]
+    last = failed
     for fix_step in fix.plan:
-        if _cap_reached(s):
-            return "max_iterations"
-        it, ok, why = await _execute(s, fix_step, kind="fix", retries=s.retries_used, fix_for=step.step_id)
+        if len(ctx.run.iterations) >= s.cfg.max_iterations:
+            break
+        last, ok, why = await _execute(s, fix_step, kind="fix", retries=s.retries_used, fix_for=step.step_id)
         if not ok:
-            ctx.decide(it, "next_step", f"fix step failed ({why}); skipping the rest of the fix plan, "
-                                        f"retrying step {step.step_id}")
+            entry["succeeded"] = False
+            return False, last, f"fix step {fix_step.step_id} failed ({why}); the rest of the fix plan is skipped"
+        ctx.decide(last, "next_step", f"fix step succeeded: {why}")
+    entry["succeeded"] = len(ctx.run.iterations) < s.cfg.max_iterations
+    return entry["succeeded"], last, "" if entry["succeeded"] else "the fix plan could not finish within max_iterations"
+
+
+def _give_up(s: _State, step: PlanStep, it: Iteration, reason: str) -> str:
+    """Stop with failed_step (budget spent) and record which step failed."""
+    s.ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}) and the retry budget "
+                             f"({s.cfg.retry_budget}) is spent")
+    s.ctx.run.info["failed_step"] = {"step_id": step.step_id, "instruction": step.instruction,
+                                     "tool": step.tool_name, "reason": reason, "iteration": it.index}
+    return "failed_step"
+
+
+async def _recover(s: _State, step: PlanStep, it: Iteration, reason: str) -> str | None:
+    """Corrections after a failed step until one succeeds (None: retry the step) or the run must stop."""
+    ctx = s.ctx
+    while True:
+        if s.retries_used >= s.cfg.retry_budget:
+            return _give_up(s, step, it, reason)
+        left = s.cfg.max_iterations - len(ctx.run.iterations)
+        if left < 2:
+            ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}); {left} execution(s) left under "
+                                   f"max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry")
+            return "max_iterations"
+        s.retries_used += 1
+        ctx.decide(it, "correct", f"step {step.step_id} failed ({reason}); correction {s.retries_used} of "
+                                  f"{s.cfg.retry_budget}")
+        ok, it, why = await _correct(s, step, it, reason)
+        if ok:
             return None
-        ctx.decide(it, "next_step", f"fix step succeeded: {why}")
-    return None
+        if len(ctx.run.iterations) >= s.cfg.max_iterations:
+            ctx.decide(it, "stop", f"correction failed ({why}); max_iterations ({s.cfg.max_iterations}) "
+                                   f"tool executions reached")
+            return "max_iterations"
+        reason = f"{reason}; correction {s.retries_used} failed: {why}"
 
 
 async def _run_plan(s: _State) -> str:
@@ -308,19 +250,10 @@ async def _run_plan(s: _State) -> str:
                     return "plan_complete"
                 ctx.decide(it, "next_step", reason)
                 break
-            if s.retries_used >= s.cfg.retry_budget:
-                ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}) and the retry budget "
-                                       f"({s.cfg.retry_budget}) is spent")
-                ctx.run.info["failed_step"] = {"step_id": step.step_id, "instruction": step.instruction,
-                                               "tool": step.tool_name, "reason": reason, "iteration": it.index}
-                return "failed_step"
-            s.retries_used += 1
-            retries += 1
-            ctx.decide(it, "correct", f"step {step.step_id} failed ({reason}); correction {s.retries_used} of "
-                                      f"{s.cfg.retry_budget}")
-            stop = await _correct(s, step, it, reason)
+            stop = await _recover(s, step, it, reason)
             if stop is not None:
                 return stop
+            retries += 1
     return "plan_complete"
 
 
@@ -339,10 +272,12 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     """
     task, cfg = as_task(task), as_config(PCEEConfig, config)
     ctx = RunContext("pcee", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
-    ws = Workspace.for_run(cfg.workspace_base, ctx.run.run_id, shell_timeout_s=cfg.shell_timeout_s,
-                           output_cap=cfg.output_cap)
+    ws = Workspace.for_run(cfg.workspace_base, fresh_workspace_name(cfg.workspace_base, ctx.run.run_id),
+                           shell_timeout_s=cfg.shell_timeout_s, output_cap=cfg.output_cap,
+                           unsafe_shell=cfg.unsafe_shell)
     tools = build_tools(cfg.tools, ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, ws))
-    ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0)
+    ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0,
+                        unsafe_shell=cfg.unsafe_shell, shell_sandbox=ws.shell_mode)
     ctx.emit("run_started", f"PCEE: {task.prompt[:80]}", workspace=str(ws.root))
     guidance = f"What a good result achieves: {task.goal}\n" if task.goal.strip() else ""
     prompt = ctx.prompt("planner", PLANNER_PROMPT, request=task.prompt, guidance=guidance, tools=tools.describe())
@@ -416,3 +351,7 @@ Recent executions:
 Reply with a JSON object {{"plan": [...]}} of 1 to 3 steps, each with "step_id", "instruction", \
 "tool_name" and "tool_input" (an object, or a bare string for tools that take one). Fix steps may use \
 {{step_N_output}} placeholders for outputs of the plan's steps that succeeded."""
+
+
+__all__ = ["FixPlan", "PCEEConfig", "PlaceholderError", "Plan", "PlanStep", "Verdict", "arun_pcee", "fill_placeholders",
+           "placeholder_steps", "plan_schemas", "run_pcee"]

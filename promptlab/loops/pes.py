@@ -1,131 +1,61 @@
 """PES: Plan-Execute-Synthesize, a ReAct-like agent loop with tools, threads and delegation.
 
 Each iteration the planner (structured: title, intent, plan, thoughts, tool_calls) sees the system
-prompt, the thread's history, the tools with their schemas and every earlier iteration's tool results
-(errors included); the tools run; the loop ends when the planner calls no tool ("no_tool_calls") or
-after `max_iterations` ("max_iterations"); a planning call that fails ends it with "error". The
-synthesizer then writes the answer (content + metadata {sources, suggestions}). If synthesis fails the
-run has no final output and stop_reason "error" (`info["planning_stop"]` keeps why planning ended).
+prompt, the thread's history, the tools with their schemas, the delegation context and every earlier
+iteration's tool and delegation results (errors included). Then, as in the design document, the round's
+delegations start together and are awaited (polling, with a wait limit), and the local tools run. The
+loop ends when the planner calls no tool ("no_tool_calls") or after `max_iterations` ("max_iterations").
+The synthesizer then writes the answer (content + metadata {sources, suggestions}) from the whole
+history. A planning call that fails ends the planning loop, and synthesis still runs on what was
+gathered: the run's stop reason is then "planning_error" if an answer was written. "error" is kept for a
+run without an answer (synthesis failed); `info["planning_stop"]` says why planning ended.
 
-Score trajectory: `Iteration.metrics` = {"tool_calls", "tool_successes", "tool_errors"} and
-`Iteration.average` = 10 * tool_successes / tool_calls (None when the iteration called no tool).
-With `judge=True` the critic model grades the answer 1-10 into `Run.final_scores` (score None, with the
-error recorded, when its reply cannot be parsed).
+Score trajectory: `Iteration.metrics` = {"tool_calls", "tool_successes", "tool_errors"} (delegations
+count as calls of the `delegate` tool) and `Iteration.average` = 10 * tool_successes / tool_calls (None
+when the iteration called no tool). With `judge=True` the critic model grades the answer 1-10 into
+`Run.final_scores` (None, with the error recorded, when its reply cannot be parsed).
 
-Observations (`ObservationType`) are emitted as `observation` events (data {"type", "content"}) and
-kept in `Run.info["observations"]`. Planning calls stream with token_type "planning", synthesis with
-"synthesis"; `TOKEN_TYPES` maps them to the design's AGENT_THOUGHT_LLM_RESPONSE and
-FINAL_SYNTHESIS_LLM_RESPONSE.
+Records: `info["observations"]` (the design's observation types, see `ObservationType`),
+`info["execution_steps"]` (per iteration, the design's ExecutionStep: planning output, tool results,
+A2A tasks, and the planning context with the raw planning text), `info["a2a_tasks"]`. Planning and
+synthesis stream as token events of the design's four kinds (`TOKEN_KINDS`).
 
-`PESAgent` is the agent form: a persona (planning and synthesis system prompts, resolved call ->
-thread -> instance -> default), threads with a trimmed history, and delegation to the other agents of
-an `AgentDirectory` through a virtual `delegate` tool (a delegated run cannot delegate further).
-`arun_pes` is the loop-function form used by sweeps.
+`PESAgent` is the agent form: a persona (planning and synthesis system prompts, resolved call -> thread
+-> instance -> default), threads with a trimmed history, a title, their own enabled tools, provider
+config and workspace (shared by the thread's turns, never wiped by a later run), and delegation to the
+other agents of an `AgentDirectory` by name or task type. Run ids include the agent, the thread, the turn
+and the persona. `arun_pes` is the loop-function form used by sweeps.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
 from ..call import CacheArg, Settings
 from ..events import EventHandler
-from ..record import Run, Score, Task
-from ..tools import (
-    Tool,
-    ToolEnv,
-    ToolResult,
-    build_tools,
-    check_tool_names,
-    needs_workspace,
-    run_tool_step,
+from ..record import Run, Task
+from ..tools import Tool, ToolEnv, ToolRegistry, build_tools, check_tool_names, needs_workspace
+from ..workspace import Workspace, fresh_workspace_name
+from ._base import LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
+from ._pes_config import PROVIDER_FIELDS, Persona, PESConfig, ThreadState, with_provider
+from ._pes_observe import TOKEN_KINDS, ObservationType, Observer, StreamTyper
+from ._pes_run import (
+    JUDGE_PROMPT,
+    PLANNER_PROMPT,
+    SYNTHESIZER_PROMPT,
+    Turn,
+    finalize,
+    judge,
+    plan_and_execute,
+    synthesize,
+    trim,
 )
-from ..tools.delegate import AgentDirectory, delegate_tool
-from ..workspace import Workspace
-from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
-from ._pes_schemas import (
-    JudgeGrade,
-    PlanningOutput,
-    SynthesisOutput,
-    planning_schema,
-)
-
-
-class ObservationType(StrEnum):
-    """Kinds of observation a PES run records."""
-
-    INTENT = "INTENT"
-    TITLE = "TITLE"
-    PLAN = "PLAN"
-    THOUGHTS = "THOUGHTS"
-    TOOL_CALL = "TOOL_CALL"
-    TOOL_EXECUTION = "TOOL_EXECUTION"
-    SYNTHESIS = "SYNTHESIS"
-    ERROR = "ERROR"
-    FINAL_RESPONSE = "FINAL_RESPONSE"
-
-
-TOKEN_TYPES = {"planning": "AGENT_THOUGHT_LLM_RESPONSE", "synthesis": "FINAL_SYNTHESIS_LLM_RESPONSE"}
-"""The token_type PES passes for each kind of call -> the design's stream token kind."""
-
-
-class PESConfig(LoopConfig):
-    """Settings of a PES run."""
-
-    ROLES: ClassVar[tuple[str, ...]] = ("planner", "synthesizer", "judge")
-    CRITIC_ROLES: ClassVar[frozenset[str]] = frozenset({"judge"})
-
-    max_iterations: int = Field(5, ge=1, le=100)
-    """Most plan-and-execute iterations before synthesis."""
-    tools: list[str] = Field(default_factory=lambda: ["calculator", "search_docs"])
-    """Built-in tools enabled, by name."""
-    history_limit: int = Field(10, ge=0)
-    """Messages of thread history kept (and shown to the planner and synthesizer)."""
-    delegate_timeout_s: float = Field(30.0, gt=0)
-    """How long a delegated agent may take before its call is an error."""
-    judge: bool = False
-    """Have the critic model grade the final answer 1-10 (into Run.final_scores)."""
-    docs_dir: str | None = None
-    """Folder searched by search_docs (None: the repository's data/docs)."""
-    workspace_base: str | None = None
-    """Parent folder of run workspaces, made when a workspace tool is enabled (None: .promptlab/workspaces)."""
-    shell_timeout_s: float = Field(10.0, gt=0)
-    """Time limit of a shell tool command."""
-    output_cap: int = Field(8192, ge=256)
-    """Most bytes kept of a shell command's stdout and stderr (and characters of a file read)."""
-
-    @field_validator("tools")
-    @classmethod
-    def _known_tools(cls, v: list[str]) -> list[str]:
-        return check_tool_names(v)
-
-
-class Persona(BaseModel):
-    """An agent's identity and system prompts; a None prompt falls through to the next level."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = None
-    """Display name."""
-    planning: str | None = None
-    """System prompt of planning calls."""
-    synthesis: str | None = None
-    """System prompt of synthesis calls."""
-
-
-@dataclass
-class ThreadState:
-    """A conversation thread: its settings and its history (user query, final answer, ...)."""
-
-    persona: Persona | None = None
-    history_limit: int | None = None
-    history: list[dict[str, str]] = field(default_factory=list)
+from .a2a import AgentDirectory, delegate_tool
 
 
 class PESAgent:
@@ -137,12 +67,13 @@ class PESAgent:
         tools: tool names (built-ins) and/or Tool objects; None uses `config.tools`.
         config: a PESConfig (or dict of its fields).
         directory: an AgentDirectory of agents this one may delegate to.
+        task_types: the kinds of task this agent takes when others delegate by task type.
         on_event, cache, settings: defaults for every run of this agent.
     """
 
     def __init__(self, name: str, persona: Persona | None = None, tools: Sequence[str | Tool] | None = None,
                  config: PESConfig | dict[str, Any] | None = None, *, directory: AgentDirectory | None = None,
-                 on_event: EventHandler | None = None, cache: CacheArg = None,
+                 task_types: Sequence[str] = (), on_event: EventHandler | None = None, cache: CacheArg = None,
                  settings: Settings | None = None) -> None:
         self.name = name
         self.persona = persona or Persona()
@@ -150,16 +81,29 @@ class PESAgent:
         names = [t for t in tools if isinstance(t, str)] if tools is not None else list(self.config.tools)
         self.tool_names = check_tool_names(names)
         self.extra_tools = [t for t in tools or () if isinstance(t, Tool)]
+        self.task_types = list(task_types)
         self.directory = directory
         self.on_event, self.cache, self.settings = on_event, cache, settings
         self._threads: dict[str, ThreadState] = {}
 
+    # threads ------------------------------------------------------------------------------------
     def thread(self, thread_id: str) -> ThreadState:
         """The thread's state (created empty on first use)."""
         return self._threads.setdefault(thread_id, ThreadState())
 
-    def set_thread(self, thread_id: str, *, persona: Persona | None = None, history_limit: int | None = None) -> None:
-        """Set a thread's persona and/or history limit (None leaves a setting as it is)."""
+    def set_thread(self, thread_id: str, *, persona: Persona | None = None, history_limit: int | None = None,
+                   enabled_tools: Sequence[str] | None = None, provider_config: dict[str, Any] | None = None) -> None:
+        """Set a thread's persona, history limit, enabled tools and/or provider config (None leaves a setting
+        as it is).
+
+        `enabled_tools` names the agent's tools (and `delegate`) the thread may use; `provider_config` sets
+        config fields of the thread's runs (model, generator_model, critic_model, role_models, temperature,
+        max_tokens).
+
+        Raises:
+            ValueError: a negative history limit, a tool the agent does not have, or a provider field that is
+                not one of those above or whose value is invalid.
+        """
         state = self.thread(thread_id)
         if persona is not None:
             state.persona = persona
@@ -167,12 +111,25 @@ class PESAgent:
             if history_limit < 0:
                 raise ValueError(f"history_limit must be >= 0, got {history_limit}")
             state.history_limit = history_limit
-            _trim(state.history, history_limit)
+            trim(state.history, history_limit)
+        if enabled_tools is not None:
+            known = [*self.tool_names, *(t.name for t in self.extra_tools), "delegate"]
+            unknown = [t for t in enabled_tools if t not in known]
+            if unknown:
+                raise ValueError(f"enabled_tools: {unknown} not among this agent's tools {known}")
+            state.enabled_tools = list(enabled_tools)
+        if provider_config is not None:
+            bad = sorted(set(provider_config) - PROVIDER_FIELDS)
+            if bad:
+                raise ValueError(f"provider_config: unknown field(s) {bad}; allowed: {sorted(PROVIDER_FIELDS)}")
+            with_provider(self.config, provider_config)  # validates now, not at the next run
+            state.provider_config = dict(provider_config)
 
     def history(self, thread_id: str) -> list[dict[str, str]]:
         """A copy of the thread's conversation history."""
         return [dict(m) for m in self.thread(thread_id).history]
 
+    # running ------------------------------------------------------------------------------------
     def process(self, query: str, thread_id: str = "default", persona: Persona | None = None, **kwargs: Any) -> Run:
         """Sync twin of `aprocess`."""
         return run_sync(self.aprocess(query, thread_id, persona, **kwargs))
@@ -197,106 +154,66 @@ class PESAgent:
                         sample: int = 0, on_event: EventHandler | None = None, cache: CacheArg = None,
                         settings: Settings | None = None, depth: int = 0) -> Run:
         """Run the loop on a Task (its prompt is the query, its goal optional guidance)."""
-        cfg = self.config
-        ctx = RunContext("pes", task, cfg, sample=sample,
-                         on_event=on_event if on_event is not None else self.on_event,
-                         cache=cache if cache is not None else self.cache,
-                         settings=settings if settings is not None else self.settings)
-        state = self.thread(thread_id)
-        limit = state.history_limit if state.history_limit is not None else cfg.history_limit
-        history = state.history[-limit:] if limit else []
-        planning_system, planning_src = self._system("planning", persona, state)
-        synthesis_system, synthesis_src = self._system("synthesis", persona, state)
-        ws = None
-        if needs_workspace(self.tool_names):
-            ws = Workspace.for_run(cfg.workspace_base, ctx.run.run_id, shell_timeout_s=cfg.shell_timeout_s,
-                                   output_cap=cfg.output_cap)
-        delegations: list[dict[str, Any]] = []
-        extra = list(self.extra_tools)
-        if self.directory is not None and depth == 0 and [n for n in self.directory.names() if n != self.name]:
-            extra.append(delegate_tool(self.name, self.directory, cfg.delegate_timeout_s, delegations,
-                                       sample=sample, on_event=ctx.on_event, cache=ctx.cache, settings=ctx.settings))
-        tools = build_tools(self.tool_names, ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, ws), extra)
-        run = ctx.run
-        run.info.update(agent=self.name, thread_id=thread_id, tools=tools.names(),
-                        system_prompt_source={"planning": planning_src, "synthesis": synthesis_src})
-        if ws is not None:
-            run.info["workspace"] = str(ws.root)
-        observations: list[dict[str, Any]] = []
-        run.info["observations"] = observations
-
-        def observe(kind: ObservationType, content: Any, iteration: int | None = None) -> None:
-            observations.append({"type": kind.value, "content": content, "iteration": iteration})
-            text = content if isinstance(content, str) else json.dumps(content, default=str)
-            ctx.emit("observation", f"{kind.value}: {text[:200]}", iteration=iteration, phase="observe",
-                     type=kind.value, content=content)
-
-        ctx.emit("run_started", f"PES agent {self.name!r}: {task.prompt[:80]}", tools=tools.names())
-        fields = dict(query=task.prompt, guidance=_guidance(task.goal), history=_history_text(history),
-                      tools=tools.describe(), max_iterations=cfg.max_iterations)
-        rounds: list[str] = []
-        schema = planning_schema(tools)
-        stop_reason = "max_iterations"
-        for _ in range(cfg.max_iterations):
-            it = ctx.new_iteration()
-            prompt = ctx.prompt("planner", PLANNER_PROMPT, **fields, iteration=it.index,
-                                steps="\n".join(rounds) or "(none yet: this is the first round)")
-            plan, step = await ctx.call("planner", "plan", prompt, schema=schema, iteration=it,
-                                        system=planning_system, token_type="planning")
-            if plan is None:
-                message = step.error.message if step.error else "no planning output"
-                observe(ObservationType.ERROR, {"phase": "plan", "message": message}, it.index)
-                ctx.decide(it, "synthesize", f"the planning call failed: {message}")
-                stop_reason = "error"
-                break
-            it.candidate = plan.plan
-            observe(ObservationType.TITLE, plan.title, it.index)
-            observe(ObservationType.INTENT, plan.intent, it.index)
-            observe(ObservationType.PLAN, plan.plan, it.index)
-            observe(ObservationType.THOUGHTS, plan.thoughts, it.index)
-            results: list[ToolResult] = []
-            for call in plan.tool_calls:
-                observe(ObservationType.TOOL_CALL, call.model_dump(mode="json"), it.index)
-                result, _ = await run_tool_step(ctx, tools, it, call.tool, call.input)
-                results.append(result)
-                observe(ObservationType.TOOL_EXECUTION, result.model_dump(mode="json"), it.index)
-                if not result.ok:
-                    observe(ObservationType.ERROR, {"phase": "tool", "tool": call.tool, "message": result.error},
-                            it.index)
-            ok = sum(r.ok for r in results)
-            it.metrics = {"tool_calls": len(results), "tool_successes": ok, "tool_errors": len(results) - ok}
-            rounds.append(_round_text(it.index, plan, results))
-            if not results:
-                ctx.decide(it, "synthesize", "the plan calls no tool")
-                stop_reason = "no_tool_calls"
-                break
-            ctx.score(it, [], average=round(10 * ok / len(results), 4))
-            if it.index == cfg.max_iterations:
-                ctx.decide(it, "synthesize", f"reached max_iterations ({cfg.max_iterations})")
-            else:
-                ctx.decide(it, "continue", f"{ok} of {len(results)} tool calls succeeded; planning again")
-        run.info["planning_stop"] = stop_reason
-        prompt = ctx.prompt("synthesizer", SYNTHESIZER_PROMPT, **fields,
-                            steps="\n".join(rounds) or "(no tool was run)")
-        out, step = await ctx.call("synthesizer", "synthesize", prompt, schema=SynthesisOutput,
-                                   system=synthesis_system, token_type="synthesis")
-        final: str | None = None
-        if out is None:
-            message = step.error.message if step.error else "no synthesis output"
-            observe(ObservationType.ERROR, {"phase": "synthesize", "message": message})
-            stop_reason = "error"
+        turn = self._begin(task, thread_id, persona, sample=sample, depth=depth,
+                           on_event=on_event if on_event is not None else self.on_event,
+                           cache=cache if cache is not None else self.cache,
+                           settings=settings if settings is not None else self.settings)
+        planning_stop = await plan_and_execute(turn)
+        turn.ctx.run.info["planning_stop"] = planning_stop
+        final = await synthesize(turn)
+        if final is None:
+            stop_reason = "error"  # no answer
         else:
-            final = out.content
-            run.info["metadata"] = out.metadata.model_dump(mode="json")
-            observe(ObservationType.SYNTHESIS, out.model_dump(mode="json"))
-            observe(ObservationType.FINAL_RESPONSE, final)
-            state.history += [{"role": "user", "content": task.prompt}, {"role": "assistant", "content": final}]
-            _trim(state.history, limit)
-            if cfg.judge:
-                run.final_scores = [await self._judge(ctx, task, final, observe)]
-        if delegations:
-            run.info["delegations"] = delegations
-        return ctx.finish(stop_reason, final)
+            stop_reason = "planning_error" if planning_stop == "error" else planning_stop
+            if turn.cfg.judge:
+                turn.ctx.run.final_scores = [await judge(turn, final)]
+        finalize(turn, final)
+        return turn.ctx.finish(stop_reason, final)
+
+    def _begin(self, task: Task, thread_id: str, persona: Persona | None, *, sample: int, depth: int,
+               on_event: EventHandler | None, cache: CacheArg, settings: Settings | None) -> Turn:
+        """Load the thread's configuration (persona, tools, provider config, workspace) and open the run."""
+        state = self.thread(thread_id)
+        cfg = with_provider(self.config, state.provider_config)
+        systems, sources = {}, {}
+        for stage in ("planning", "synthesis"):
+            systems[stage], sources[stage] = self._system(stage, persona, state)
+        persona_key = hashlib.sha256(json.dumps(systems, sort_keys=True).encode()).hexdigest()[:12]
+        ctx = RunContext("pes", task, cfg, sample=sample, on_event=StreamTyper(on_event) if on_event is not None else None,
+                         cache=cache, settings=settings,
+                         id_extra={"agent": self.name, "thread": thread_id, "turn": state.turns + 1,
+                                   "persona": persona_key, "depth": depth})
+        limit = state.history_limit if state.history_limit is not None else cfg.history_limit
+        tools = self._tools(cfg, state, thread_id, depth)
+        run = ctx.run
+        run.info.update(agent=self.name, thread_id=thread_id, turn=state.turns + 1, tools=tools.names(),
+                        system_prompt_source=sources)
+        if state.workspace is not None:
+            run.info.update(workspace=str(state.workspace.root), unsafe_shell=cfg.unsafe_shell,
+                            shell_sandbox=state.workspace.shell_mode)
+        observe = Observer(ctx.emit)
+        run.info["observations"] = observe.items
+        ctx.emit("run_started", f"PES agent {self.name!r}: {task.prompt[:80]}", tools=tools.names())
+        return Turn(ctx=ctx, cfg=cfg, task=task, thread_id=thread_id, state=state, tools=tools, systems=systems,
+                    history=state.history[-limit:] if limit else [], observe=observe, depth=depth,
+                    agent=self.name, directory=self.directory)
+
+    def _tools(self, cfg: PESConfig, state: ThreadState, thread_id: str, depth: int) -> ToolRegistry:
+        """The thread's tools: the agent's, narrowed to the thread's enabled ones, plus `delegate`."""
+        allowed = state.enabled_tools
+        names = [n for n in self.tool_names if allowed is None or n in allowed]
+        if needs_workspace(names) and state.workspace is None:
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.name}-{thread_id}")[:48]
+            state.workspace = Workspace.for_run(cfg.workspace_base, fresh_workspace_name(cfg.workspace_base, stem),
+                                                shell_timeout_s=cfg.shell_timeout_s, output_cap=cfg.output_cap,
+                                                unsafe_shell=cfg.unsafe_shell)
+        extra = [t for t in self.extra_tools if allowed is None or t.name in allowed]
+        others = [n for n in self.directory.names() if n != self.name] if self.directory is not None else []
+        if others and depth == 0 and (allowed is None or "delegate" in allowed):
+            assert self.directory is not None
+            extra.append(delegate_tool(self.name, self.directory))
+        env = ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, state.workspace)
+        return build_tools(names, env, extra)
 
     def _system(self, stage: str, call: Persona | None, state: ThreadState) -> tuple[str, str]:
         """The system prompt of `stage` and the level it came from (call, thread, instance, default)."""
@@ -305,43 +222,6 @@ class PESAgent:
             if value:
                 return value, source
         return (PLANNING_SYSTEM if stage == "planning" else SYNTHESIS_SYSTEM), "default"
-
-    async def _judge(self, ctx: RunContext, task: Task, answer: str, observe: Callable[..., None]) -> Score:
-        prompt = ctx.prompt("judge", JUDGE_PROMPT, query=task.prompt, guidance=_guidance(task.goal), answer=answer)
-        grade, step = await ctx.call("judge", "judge", prompt, schema=JudgeGrade)
-        model = self.config.model_for("judge")
-        if grade is None:
-            message = step.error.message if step.error else "no judge output"
-            observe(ObservationType.ERROR, {"phase": "judge", "message": message})
-            score = Score(criterion="overall", score=None, justification=f"judge output unusable: {message}",
-                          judge=model)
-        else:
-            score = Score(criterion="overall", score=float(grade.score), justification=grade.justification,
-                          judge=model)
-        ctx.emit("score", f"judge: {score.score}", phase="judge", role="judge", scores=[score.model_dump()])
-        return score
-
-
-def _trim(history: list[dict[str, str]], limit: int) -> None:
-    del history[: max(0, len(history) - limit)]
-
-
-def _guidance(goal: str) -> str:
-    return f"Guidance on a good answer: {goal}\n" if goal.strip() else ""
-
-
-def _history_text(history: list[dict[str, str]]) -> str:
-    return "\n".join(f"{m['role']}: {m['content']}" for m in history) or "(no earlier messages)"
-
-
-def _round_text(index: int, plan: PlanningOutput, results: list[ToolResult]) -> str:
-    lines = [f"Round {index}: plan: {plan.plan}"]
-    for r in results:
-        lines.append(f"  - {r.tool}({json.dumps(r.input, ensure_ascii=False, default=str)}) -> {r.brief()}")
-    if not results:
-        lines.append("  (no tool called)")
-    return "\n".join(lines)
-
 
 async def arun_pes(task: Task | str | dict[str, Any], config: PESConfig | dict[str, Any] | None = None, *,
                    sample: int = 0, on_event: EventHandler | None = None, cache: CacheArg = None,
@@ -369,60 +249,13 @@ def run_pes(task: Task | str | dict[str, Any], config: PESConfig | dict[str, Any
 register_loop(LoopSpec("pes", PESConfig, arun_pes, "Plan-Execute-Synthesize agent: plan tool calls, run "
                        "them, iterate on their results, then synthesize an answer"))
 
+__all__ = ["JUDGE_PROMPT", "PLANNER_PROMPT", "PLANNING_SYSTEM", "SYNTHESIS_SYSTEM", "SYNTHESIZER_PROMPT",
+           "AgentDirectory", "ObservationType", "PESAgent", "PESConfig", "Persona", "TOKEN_KINDS", "ThreadState",
+           "arun_pes", "run_pes"]
+
 
 PLANNING_SYSTEM = """You are a methodical assistant that plans before answering. You decide which tools \
 to call to gather what the answer needs, and you stop calling tools as soon as you have enough."""
 
 SYNTHESIS_SYSTEM = """You are a helpful assistant writing the final answer for the user. Base the answer \
 on the tool results you are given, say plainly when something could not be found, and be concise."""
-
-PLANNER_PROMPT = """Plan the next round of work on the user's request.
-
-Conversation so far:
-{history}
-
-User request:
-{query}
-{guidance}
-Tools you can call:
-{tools}
-
-Earlier rounds and their tool results (this is round {iteration} of at most {max_iterations}):
-{steps}
-
-Reply with a JSON object with these fields:
-- "title": a short title for the conversation;
-- "intent": what the user wants, in one sentence;
-- "plan": the steps you will take;
-- "thoughts": what you know already and what is still missing;
-- "tool_calls": the tools to call now, as a list of {{"tool": <name>, "input": <object matching its \
-input schema>}}.
-Call a tool only for something you do not know yet. When a tool call failed, read its error and fix \
-the call rather than repeating it. When the earlier results are enough, or no tool can help, give an \
-empty "tool_calls" list: the answer is written next."""
-
-SYNTHESIZER_PROMPT = """Write the final answer to the user's request.
-
-Conversation so far:
-{history}
-
-User request:
-{query}
-{guidance}
-What was done to answer it (tool calls and their results, by round):
-{steps}
-
-Reply with a JSON object: "content" (the answer for the user), and "metadata" with "sources" (the \
-documents or tools the answer relies on) and "suggestions" (up to three useful follow-up questions)."""
-
-JUDGE_PROMPT = """Grade an assistant's answer to a user's request.
-
-Request:
-{query}
-{guidance}
-Answer:
-{answer}
-
-Judge whether the answer is correct, complete and directly useful. Reply with a JSON object: \
-"justification" (two or three sentences) and "score", an integer from 1 (useless or wrong) to 10 \
-(correct, complete and clear)."""

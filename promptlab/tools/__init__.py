@@ -2,7 +2,8 @@
 
 Built-in tools (`BUILTIN_TOOLS`): `calculator`, `search_docs` (and its alias `search`) over a local
 folder of documents, and the workspace tools `write_file`, `read_file`, `list_files`, `shell`, which
-need a `Workspace`. `build_tools(names, env)` makes a `ToolRegistry` of the named ones.
+need a `Workspace` (the shell runs each command in a bubblewrap sandbox, see `promptlab.sandbox`).
+`build_tools(names, env)` makes a `ToolRegistry` of the named ones.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from ..errors import ConfigError
 from ..workspace import Workspace, WorkspaceError
 from ._base import Tool, ToolError, ToolRegistry, ToolResult
 from .calculator import calculator_tool, evaluate
-from .delegate import AgentDirectory, delegate_tool
-from .recording import run_tool_step
 from .search import default_docs_dir, search, search_docs_tool
 from .workspace_tools import workspace_tools
 
@@ -92,5 +91,5 @@ __all__ = [
     "Tool", "ToolError", "ToolRegistry", "ToolResult", "ToolEnv", "ToolFactory", "BUILTIN_TOOLS",
     "WORKSPACE_TOOLS", "register_tool", "check_tool_names", "needs_workspace", "build_tools", "calculator_tool",
     "evaluate", "search", "search_docs_tool", "default_docs_dir", "workspace_tools", "Workspace",
-    "WorkspaceError", "run_tool_step", "AgentDirectory", "delegate_tool",
+    "WorkspaceError",
 ]

@@ -6,10 +6,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..record import Iteration, Step
-from ._base import ToolError, ToolRegistry, ToolResult
+from ..tools import ToolError, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
-    from ..loops._base import RunContext
+    from ._base import RunContext
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -31,10 +31,17 @@ async def run_tool_step(
     Emits `tool_call` and `tool_result` events; the step's output is the ToolResult as JSON; an
     error result is also recorded as a `ToolError` on the step and in the run's errors.
     """
-    it = iteration.index
-    ctx.emit("tool_call", f"{name}({_short(tool_input)})", iteration=it, phase=phase, role=name, tool=name,
-             input=tool_input)
+    ctx.emit("tool_call", f"{name}({_short(tool_input)})", iteration=iteration.index, phase=phase, role=name,
+             tool=name, input=tool_input)
     result = await tools.run(name, tool_input)
+    return result, record_tool_result(ctx, iteration, result, phase=phase)
+
+
+def record_tool_result(ctx: RunContext, iteration: Iteration, result: ToolResult, *, phase: str = "tool") -> Step:
+    """Record a tool result (run here or elsewhere, e.g. a delegated task) as a step of `iteration`.
+
+    Emits `tool_result`; an error result is also a `ToolError` on the step and in the run's errors."""
+    it, name = iteration.index, result.tool
     step = Step(iteration=it, phase=phase, role=name, output=result.model_dump(mode="json"))
     if not result.ok:
         ctx.fail(step, ToolError(result.error or "tool failed"))
@@ -42,4 +49,4 @@ async def run_tool_step(
              iteration=it, phase=phase, role=name, tool=name, status=result.status, output=result.output,
              error=result.error)
     iteration.steps.append(step)
-    return result, step
+    return step
