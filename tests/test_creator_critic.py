@@ -4,6 +4,7 @@ short local run."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,10 @@ def test_early_stop_needs_patience_consecutive_iterations() -> None:
     assert [it.average for it in run.iterations] == [8.0, 6.0, 8.0, 8.0]
     assert [it.decision for it in run.iterations] == ["CONTINUE"] * 3 + ["FINISH"]
     assert run.stop_reason == "threshold"
-    assert run.final_output == "V1" and run.best_iteration == 1  # ties go to the earliest
+    assert run.final_output == "V4" and run.info["final_iteration"] == 4  # the seed returns the last prompt
+    assert run.best_iteration == 1 and run.info["final"] == "last"
+    best = run_creator_critic(TASK, cfg.model_copy(update={"final": "best"}))
+    assert best.final_output == "V1" and best.info["final_iteration"] == 1  # ties go to the earliest
 
     creator, critics = models("cc-patience1", ["V1", "V2"], [critique(8)])
     run = run_creator_critic(TASK, cfg_for(creator, critics, finish_threshold=7.5))
@@ -116,14 +120,14 @@ def test_runs_to_max_iterations_and_keeps_history() -> None:
     run = run_creator_critic(TASK, cfg_for(creator, critics), on_event=events)
     assert [it.candidate for it in run.iterations] == ["V1", "V2", "V3"]
     assert [it.average for it in run.iterations] == [5.0, 7.0, 6.0]
-    assert run.stop_reason == "max_iterations" and run.final_output == "V2" and run.best_score == 7.0
+    assert run.stop_reason == "max_iterations" and run.final_output == "V3" and run.best_score == 7.0
     assert run.iterations[0].reflection == "add the launch date"
     # the creator saw the original, the latest version and the critique of it
     first, second = creator.prompts[:2]
     assert TASK.prompt in first and "(none yet" in first
     assert "V1" in second and "critic[1]: score 5/10" in second
     assert "weakness: no date given" in second and "suggestion: add the launch date" in second
-    assert "Aggregate by iteration: 5 -> 7 -> 6." in (run.summary or "")
+    assert "Decision score by iteration: 5 -> 7 -> 6." in (run.summary or "")
     kinds = events.kinds()
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished" and kinds.count("decision") == 3
     assert {e.data["token_type"] for e in events if e.kind == "token"} == {"creator", "critic"}
@@ -248,3 +252,55 @@ def test_local_model_short_run(tmp_path: Path) -> None:
     assert Run.model_validate_json(run.model_dump_json()) == run
     assert len(run.iterations) == 1 and run.stop_reason == "max_iterations"
     assert run.iterations[0].candidate
+
+
+# Issue 9: the design document's rules ------------------------------------------------------------------
+def test_critique_is_as_lenient_as_the_seed() -> None:
+    """A score of 7.5, four weaknesses and a 151-character strength are a valid critique."""
+    long = "x" * 151
+    reply = json.dumps({"score": 7.5, "strengths": [long], "weaknesses": ["a", "b", "c", "d"],
+                        "suggestions": ["s"]})
+    creator, critics = models("cc-lenient", ["V1"], [reply])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1))
+    assert run.iterations[0].scores[0].score == 7.5 and run.errors == []
+    assert run.final_output == "V1"
+
+
+def test_every_critique_failing_still_returns_the_last_prompt() -> None:
+    creator, critics = models("cc-allfail", ["V1", "V2"], ["not json at all"])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=2),
+                             settings=Settings(parse_attempts=1))
+    assert [it.average for it in run.iterations] == [None, None]
+    assert run.final_output == "V2" and run.info["final_iteration"] == 2
+
+
+def test_parse_failure_score_restores_the_seeds_fallback() -> None:
+    creator, critics = models("cc-fallback", ["V1"], ["not json"])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1, parse_failure_score=5),
+                             settings=Settings(parse_attempts=1))
+    score = run.iterations[0].scores[0]
+    assert score.score == 5.0 and score.mode == "fallback" and "parse_failure_score 5" in score.justification
+    assert run.errors and run.errors[0].kind == "ParseError"  # the failure is still recorded
+    assert run.info["parse_failure_score"] == 5
+
+
+def test_default_temperature_is_the_seeds() -> None:
+    assert CreatorCriticConfig().temperature == 0.7
+    creator, critics = models("cc-temp", ["V1"], [critique(6)])
+    run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1))
+    assert creator.requests[0]["params"]["temperature"] == 0.7
+
+
+def test_expected_score_mode_weighs_the_critics_log_probabilities() -> None:
+    from promptlab.fake import ScriptedReply
+
+    text = '{"score": 7, "strengths": [], "weaknesses": [], "suggestions": []}'
+    head, tail = '{"score": ', ', "strengths": [], "weaknesses": [], "suggestions": []}'
+    reply = ScriptedReply(text, logprobs=[(head, 0.0), ("7", -0.5, {"7": math.log(0.5), "9": math.log(0.5)}),
+                                          (tail, 0.0)])
+    creator, critics = models("cc-expected", ["V1"], [reply])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1, score_mode="expected"))
+    score = run.iterations[0].scores[0]
+    assert score.mode == "expected" and score.score == pytest.approx(8.0)
+    sampled = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1))
+    assert sampled.iterations[0].scores[0].score == 7.0 and sampled.iterations[0].scores[0].mode == "sampled"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from functools import cache, lru_cache
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 from ..record import Score
 
@@ -15,56 +15,74 @@ Criterion = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3
 
 
 class DecomposedGoal(BaseModel):
-    """The decomposer's reply: measurable criteria (the count is bounded by the config)."""
+    """The decomposer's reply: measurable criteria (the count is bounded by the config). Fewer than
+    `MIN_DISTINCT` distinct criteria (case, numbering and spacing ignored) fails validation, so the call path
+    asks again instead of the loop silently keeping fewer than `min_criteria`."""
 
     model_config = ConfigDict(extra="forbid")
+    MIN_DISTINCT: ClassVar[int] = 1
     criteria: list[Criterion] = Field(min_length=1, max_length=6)
+
+    @model_validator(mode="after")
+    def _enough_distinct(self) -> DecomposedGoal:
+        distinct = {norm_criterion(c) for c in self.criteria}
+        if len(distinct) < self.MIN_DISTINCT:
+            raise ValueError(f"{len(distinct)} distinct criteria (repeats removed); at least "
+                             f"{self.MIN_DISTINCT} are needed")
+        return self
 
 
 class ImprovementPlan(BaseModel):
     """The strategist's reply: an ordered plan."""
 
     model_config = ConfigDict(extra="forbid")
-    plan: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+    plan: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+                    Field(json_schema_extra={"maxLength": 2000})]
 
 
 class GeneratedPrompt(BaseModel):
     """The generator's reply: the full new prompt and why it was changed so."""
 
     model_config = ConfigDict(extra="forbid")
-    prompt_text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
-    reasoning: str = Field(max_length=400)
+    prompt_text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+                           Field(json_schema_extra={"maxLength": 4000})]
+    reasoning: str = Field("", json_schema_extra={"maxLength": 400})
 
 
 class CriterionScore(BaseModel):
-    """One criterion's score with a one-sentence reason."""
+    """One criterion's score with a one-sentence reason (lengths are generation hints, not validation:
+    a longer valid reply from another model is accepted)."""
 
     model_config = ConfigDict(extra="forbid")
     criterion: str = Field(min_length=1, max_length=200)
-    score: int = Field(ge=1, le=10)
-    justification: str = Field(max_length=150)
+    score: float = Field(ge=1, le=10)
+    justification: str = Field("", json_schema_extra={"maxLength": 150})
 
 
 class EvaluationResult(BaseModel):
-    """The evaluator's reply: a score per criterion and overall feedback."""
+    """The evaluator's reply: a score per criterion and overall feedback (any number of entries; those that
+    match no criterion are recorded as unmatched)."""
 
     model_config = ConfigDict(extra="forbid")
-    scores: list[CriterionScore] = Field(min_length=1, max_length=6)
-    qualitative_feedback: str = Field(max_length=300)
+    scores: list[CriterionScore] = Field(min_length=1, json_schema_extra={"maxItems": 6})
+    qualitative_feedback: str = Field("", json_schema_extra={"maxLength": 300})
 
 
 class Reflection(BaseModel):
     """The reflector's reply: one actionable directive for the next attempt."""
 
     model_config = ConfigDict(extra="forbid")
-    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=400)]
+    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+                       Field(json_schema_extra={"maxLength": 400})]
 
 
 @cache
 def decomposed_schema(low: int, high: int) -> type[DecomposedGoal]:
     """`DecomposedGoal` with the number of criteria bounded to [low, high]."""
-    return create_model("DecomposedGoal", __base__=DecomposedGoal,
-                        criteria=(list[Criterion], Field(min_length=low, max_length=high)))
+    model = create_model("DecomposedGoal", __base__=DecomposedGoal,
+                         criteria=(list[Criterion], Field(min_length=low, max_length=high)))
+    model.MIN_DISTINCT = low
+    return model
 
 
 @lru_cache(maxsize=64)
@@ -76,7 +94,7 @@ def evaluation_schema(criteria: tuple[str, ...]) -> type[EvaluationResult]:
     item: Any = create_model("CriterionScore", __base__=CriterionScore, criterion=(
         str, Field(min_length=1, max_length=200, json_schema_extra={"enum": list(criteria)})))
     return create_model("EvaluationResult", __base__=EvaluationResult, scores=(
-        list[item], Field(min_length=1, max_length=6, json_schema_extra={"minItems": n, "maxItems": n})))
+        list[item], Field(min_length=1, json_schema_extra={"minItems": n, "maxItems": n})))
 
 
 
@@ -102,7 +120,7 @@ def _which(criteria: list[str], said: str) -> int | None:
 
 
 def match_scores(
-    criteria: list[str], result: EvaluationResult, judge: str
+    criteria: list[str], result: EvaluationResult, judge: str, mode: str | None = "sampled"
 ) -> tuple[list[Score], list[dict[str, Any]]]:
     """Map an evaluation onto the criteria.
 
@@ -118,7 +136,7 @@ def match_scores(
             unmatched.append(s.model_dump())
             continue
         found[i] = Score(criterion=criteria[i], score=float(s.score), justification=s.justification,
-                         judge=judge)
+                         judge=judge, mode=mode)
     scores = [found.get(i) or Score(criterion=c, score=None, justification="not scored by the evaluator",
                                     judge=judge) for i, c in enumerate(criteria)]
     return scores, unmatched

@@ -4,11 +4,12 @@ Each iteration the creator writes an improved prompt from the original prompt, t
 version and the latest critiques; every critic returns a `Critique` (score 1-10, strengths, weaknesses,
 suggestions). Each critic's score is kept as its own `Score` (criterion 'overall', judge 'critic[k]');
 the iteration's average is the configured aggregate (mean, median or min) of the PRESENT critic scores.
-A critic whose reply cannot be parsed gives a missing score with the error recorded, never a default
-number. The loop stops early once the aggregate has reached `finish_threshold` for `patience`
-consecutive iterations, else at `max_iterations`. The result is the best-scoring prompt; ties go to the
-earliest (a tie is no evidence that the later rewrite is better, and it matches `Run.best_iteration`).
-Calls stream with `token_type` = the role ("creator", "critic").
+A critic whose reply cannot be parsed gives a missing score with the error recorded (or, with
+`parse_failure_score`, the design document's fixed score, marked as such). The loop stops early once the
+decision score has reached `finish_threshold` for `patience` consecutive iterations, else at
+`max_iterations`. The result is the last prompt the creator wrote, as in the design document
+(`final="best"`: the best-scoring prompt, ties to the earliest). With labelled examples, candidates are also
+measured on data (see `promptlab.loops._grounding`). Calls stream with `token_type` = the role.
 """
 
 from __future__ import annotations
@@ -19,27 +20,46 @@ import statistics
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 
 from ..call import CacheArg, Settings
+from ..errors import ConfigError
 from ..events import EventHandler
+from ..expected import expected_scores
 from ..providers import validate_model_name
-from ..record import Iteration, Run, Score, Task
-from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
+from ..record import Iteration, Run, Score, Step, Task
+from ._base import (
+    DEFAULT_GOAL,
+    LoopSpec,
+    RunContext,
+    as_config,
+    as_task,
+    best_iteration,
+    cut,
+    goal_of,
+    register_loop,
+    sync_twin,
+)
+from ._grounding import PromptLoopConfig, check_prompt_loop, decision_score, measure, measure_test
 
 Decision = Literal["FINISH", "CONTINUE"]
 Aggregate = Literal["mean", "median", "min"]
-DEFAULT_GOAL = "Make the prompt clearer, more specific and more likely to get a useful answer."
-"""The goal used when a task gives none (recorded in `Run.info['goal']`)."""
+Final = Literal["last", "best"]
 
 
-class CreatorCriticConfig(LoopConfig):
+class CreatorCriticConfig(PromptLoopConfig):
     """Creator/Critic settings; `generator_model` plays the creator, `critic_model` the critics."""
 
     ROLES = ("creator", "critic")
     CRITIC_ROLES = frozenset({"critic"})
 
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    """Sampling temperature of the creator's and critics' calls (the design document's 0.7)."""
     max_iterations: int = Field(3, ge=1, le=100)
     """Create/critique rounds at most."""
+    final: Final = "last"
+    """The run's output: 'last' (the last prompt written, as the design document) or 'best' (best decision
+    score, ties to the earliest)."""
     finish_threshold: float | None = Field(None, ge=1, le=10)
     """Stop early once the aggregate score reaches this (1-10) for `patience` rounds; None: never."""
     patience: int = Field(1, ge=1, le=100)
@@ -74,17 +94,19 @@ class CreatorCriticConfig(LoopConfig):
         return [(f"critic[{k}]", m) for k, m in enumerate(models, start=1)]
 
 
-Point = Annotated[str, StringConstraints(strip_whitespace=True, max_length=150)]
+Point = Annotated[str, StringConstraints(strip_whitespace=True), Field(json_schema_extra={"maxLength": 150})]
+_SHORT: JsonDict = {"maxItems": 3}  # guides generation (grammars, fake/auto); a longer valid reply is still accepted
 
 
 class Critique(BaseModel):
-    """A critic's reply (short lists keep a small model's reply inside its token budget)."""
+    """A critic's reply: validation is as lenient as the design document's (a number 1-10 and lists of
+    any length); the schema's hints keep a small model's reply inside its token budget."""
 
     model_config = ConfigDict(extra="forbid")
-    score: int = Field(ge=1, le=10)
-    strengths: list[Point] = Field(max_length=3)
-    weaknesses: list[Point] = Field(max_length=3)
-    suggestions: list[Point] = Field(max_length=3)
+    score: float = Field(ge=1, le=10)
+    strengths: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
+    weaknesses: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
+    suggestions: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
 
 
 # Pure helpers ---------------------------------------------------------------------------------------
@@ -162,11 +184,6 @@ def clean_prompt_text(text: str) -> str:
     return t
 
 
-def _cut(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
 def _critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
     if not critiques:
         return "(none yet: this is the first rewrite)"
@@ -174,9 +191,9 @@ def _critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
     for judge, c in critiques:
         if c is None:
             continue
-        parts = [f"{judge}: score {c.score}/10"]
-        parts += [f"  weakness: {_cut(w, 160)}" for w in c.weaknesses if w]
-        parts += [f"  suggestion: {_cut(s, 160)}" for s in c.suggestions if s]
+        parts = [f"{judge}: score {c.score:g}/10"]
+        parts += [f"  weakness: {cut(w, 160)}" for w in c.weaknesses if w]
+        parts += [f"  suggestion: {cut(s, 160)}" for s in c.suggestions if s]
         blocks.append("\n".join(parts))
     return "\n".join(blocks) or "(no usable critique: the critics' replies could not be read)"
 
@@ -184,33 +201,59 @@ def _critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
 def _justification(c: Critique) -> str:
     parts = [f"{label}: {'; '.join(items)}" for label, items in (("strengths", c.strengths),
                                                                 ("weaknesses", c.weaknesses)) if items]
-    return _cut(" | ".join(parts), 300)
+    return cut(" | ".join(parts), 300)
 
 
 # The loop -----------------------------------------------------------------------------------------
-async def _critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
-                        candidate: str) -> list[tuple[str, Critique | None]]:
+async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, prompt: str, k: int, judge: str,
+                      model: str) -> tuple[Critique | None, Score, Step]:
+    """One critic's call and its Score (sampled or expected; missing or the fallback when unreadable)."""
+    expected = cfg.score_mode == "expected"
+    c, step = await ctx.completion("critic", "critique", prompt, schema=Critique, iteration=it, sample_offset=k,
+                                   model=model, judge=judge, token_type="critic", place=False, logprobs=expected)
+    crit = c.parsed if c is not None else None
+    if crit is None:
+        fallback = cfg.parse_failure_score
+        why = ("missing: the critic's reply was unusable" if fallback is None
+               else f"the critic's reply was unusable: parse_failure_score {fallback:g} used")
+        return None, Score(criterion="overall", score=fallback, judge=judge, justification=why,
+                           mode=None if fallback is None else "fallback"), step
+    value: float | None = float(crit.score)
+    note = _justification(crit)
+    if expected:
+        assert c is not None
+        found = expected_scores(c.text, c.logprobs, field="score")
+        value = found[0].expected if found else None
+        if value is None:
+            note = f"missing: no expected score ({found[0].reason if found else 'no score field'}); " + note
+    return crit, Score(criterion="overall", score=value, judge=judge, justification=note,
+                       mode="expected" if expected else "sampled"), step
+
+
+async def critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
+                       candidate: str) -> list[tuple[str, Critique | None, Score]]:
     """Every critic on the candidate, concurrently; steps and errors are then put in critic order so a
     replay records the same run whatever order the calls finished in."""
-    prompt = ctx.prompt("critic", CRITIC_PROMPT, goal=goal, prompt=_cut(candidate, 3000))
+    prompt = ctx.prompt("critic", CRITIC_PROMPT, goal=goal, prompt=cut(candidate, 3000))
     critics = cfg.critics()
-    n_steps, n_errors = len(it.steps), len(ctx.run.errors)
-    replies = await asyncio.gather(*[
-        ctx.call("critic", "critique", prompt, schema=Critique, iteration=it, sample_offset=k, model=model,
-                 judge=judge, token_type="critic") for k, (judge, model) in enumerate(critics)])
+    n_errors = len(ctx.run.errors)
+    replies = await asyncio.gather(*[_one_critic(ctx, cfg, it, prompt, k, judge, model)
+                                     for k, (judge, model) in enumerate(critics)])
+    for _, _, step in replies:
+        ctx.place(step, it)
     order = {judge: k for k, (judge, _) in enumerate(critics)}
-    it.steps[n_steps:] = sorted(it.steps[n_steps:], key=lambda st: order.get(st.role, len(order)))
     ctx.run.errors[n_errors:] = sorted(ctx.run.errors[n_errors:], key=lambda e: order.get(e.role, len(order)))
-    return [(judge, out) for (judge, _), (out, _) in zip(critics, replies, strict=True)]
+    return [(judge, crit, score) for (judge, _), (crit, score, _) in zip(critics, replies, strict=True)]
 
 
-def _summary(run: Run, cfg: CreatorCriticConfig, best: Iteration | None) -> str:
-    trail = " -> ".join(f"{i.average:g}" if i.average is not None else "missing" for i in run.iterations)
+def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> str:
+    trail = " -> ".join(f"{i.decision_score:g}" if i.decision_score is not None else "missing"
+                        for i in run.iterations)
     lines = [(f"Creator/Critic on task {run.task.id!r}: {len(run.iterations)} iteration(s), "
-              f"{len(cfg.critics())} critic(s), aggregate {cfg.aggregate}."),
-             f"Aggregate by iteration: {trail}."]
-    lines.append(f"Chosen prompt: iteration {best.index} (aggregate {best.average:g})." if best
-                 else "No iteration could be scored, so there is no chosen prompt.")
+              f"{len(cfg.critics())} critic(s), aggregate {cfg.aggregate}, decisions by {cfg.score_source}."),
+             f"Decision score by iteration: {trail}."]
+    lines.append(f"Output ({cfg.final}): the prompt of iteration {chosen.index}." if chosen
+                 else "No iteration gave a prompt to return.")
     last = run.iterations[-1] if run.iterations else None
     lines.append(f"Stopped: {run.stop_reason}" + (f" ({last.reason})." if last and last.reason else "."))
     return "\n".join(lines)
@@ -224,6 +267,7 @@ async def arun_creator_critic(
     on_event: EventHandler | None = None,
     cache: CacheArg = None,
     settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> Run:
     """Run Creator/Critic on a task and return its record.
 
@@ -234,29 +278,39 @@ async def arun_creator_critic(
         on_event: called with each Event as the run goes.
         cache: the call cache (None: default, False: none, or a directory).
         settings: retries, structured re-asks, timeouts.
+        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
 
     Returns:
-        The Run: `final_output` is the best-scoring prompt (ties: earliest; None if nothing was scored),
-        `stop_reason` 'threshold' (early stop) or 'max_iterations'; `info['critics']` names the critics
-        and `info['per_critic']` holds each critic's score by iteration.
+        The Run: `final_output` is the last prompt written (`final="best"`: the best-scoring one),
+        `info['final_iteration']` its iteration, `stop_reason` 'threshold' or 'max_iterations';
+        `info['critics']` names the critics and `info['per_critic']` holds each critic's score by iteration.
+        With examples: `Iteration.grounded` (dev), `Run.baseline_test`, `Run.final_test`, `Run.delta`.
+
+    Raises:
+        ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
     """
     task, cfg = as_task(task), as_config(CreatorCriticConfig, config)
-    ctx = RunContext("creator_critic", task, cfg, sample=sample, on_event=on_event, cache=cache,
-                     settings=settings)
     critics = cfg.critics()
+    extra = check_prompt_loop(task, cfg, [m for _, m in critics])
+    ctx = RunContext("creator_critic", task, cfg, sample=sample, on_event=on_event, cache=cache,
+                     settings=settings, provenance=provenance, models=[*(m for _, m in critics), *extra])
     ctx.run.models.update({judge: model for judge, model in critics})
     ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
+    if task.grounded:
+        ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"creator_critic on task {task.id}", task=task.id, models=ctx.run.models)
-    goal = task.goal.strip() or DEFAULT_GOAL
-    ctx.run.info.update(goal=goal, aggregate=cfg.aggregate, critics=[
-        {"judge": judge, "model": model, "sample_offset": k} for k, (judge, model) in enumerate(critics)])
+    goal = goal_of(task)
+    ctx.run.info.update(goal=goal, aggregate=cfg.aggregate, final=cfg.final, score_source=cfg.score_source,
+                        score_mode=cfg.score_mode, parse_failure_score=cfg.parse_failure_score, critics=[
+                            {"judge": judge, "model": model, "sample_offset": k}
+                            for k, (judge, model) in enumerate(critics)])
     per_critic: dict[str, list[float | None]] = {judge: [] for judge, _ in critics}
     current, latest = task.prompt, list[tuple[str, Critique | None]]()
-    aggregates: list[float | None] = []
+    decisions: list[float | None] = []
     while True:
         it = ctx.new_iteration()
-        prompt = ctx.prompt("creator", CREATOR_PROMPT, goal=goal, original=_cut(task.prompt, 1200),
-                            current=_cut(current, cfg.history_chars), critique=_critique_text(latest))
+        prompt = ctx.prompt("creator", CREATOR_PROMPT, goal=goal, original=cut(task.prompt, 1200),
+                            current=cut(current, cfg.history_chars), critique=_critique_text(latest))
         # after an iteration without a candidate the same prompt recurs: ask for a fresh draw
         retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
         text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry,
@@ -266,13 +320,13 @@ async def arun_creator_critic(
             ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
         if candidate:
             it.candidate = current = candidate
-            results = await _critique_all(ctx, cfg, it, goal, candidate)
-            scores = [Score(criterion="overall", score=float(c.score) if c else None, judge=judge,
-                            justification=_justification(c) if c else "missing: the critic's reply was unusable")
-                      for judge, c in results]
-            latest = results
-            tips = [s for _, c in results if c for s in c.suggestions if s]
-            it.reflection = _cut("; ".join(tips), 600) if tips else None
+            results = await critique_all(ctx, cfg, it, goal, candidate)
+            scores = [sc for _, _, sc in results]
+            latest = [(judge, crit) for judge, crit, _ in results]
+            tips = [t for _, c, _ in results if c for t in c.suggestions if t]
+            it.reflection = cut("; ".join(tips), 600) if tips else None
+            if task.grounded:
+                it.grounded = await measure(ctx, cfg, candidate, "dev", it)
         else:
             scores = [Score(criterion="overall", score=None, judge=judge,
                             justification="no candidate: the creator failed") for judge, _ in critics]
@@ -281,38 +335,50 @@ async def arun_creator_critic(
         ctx.score(it, scores, aggregate([sc.score for sc in scores], cfg.aggregate))
         it.metrics.update(critics_scored=sum(sc.score is not None for sc in scores),
                           critics_missing=sum(sc.score is None for sc in scores))
-        aggregates.append(it.average)
-        decision, reason = decide_with_reason(aggregates, cfg)
+        it.decision_score = decision_score(it, cfg)
+        decisions.append(it.decision_score)
+        decision, reason = decide_with_reason(decisions, cfg)
         ctx.decide(it, decision, reason)
         if decision == "FINISH":
             break
     t = cfg.finish_threshold
-    early = t is not None and _streak(aggregates, t) >= cfg.patience
+    early = t is not None and _streak(decisions, t) >= cfg.patience
     stop_reason = "threshold" if early else "max_iterations"
-    scored = [i for i in ctx.run.iterations if i.average is not None and i.candidate is not None]
-    best = max(scored, key=lambda i: (i.average, -i.index)) if scored else None
-    ctx.run.info["per_critic"] = per_critic
-    run = ctx.finish(stop_reason, best.candidate if best else None)
-    run.summary = _summary(run, cfg, best)
+    with_candidate = [i for i in ctx.run.iterations if i.candidate is not None]
+    if cfg.final == "last":
+        chosen = with_candidate[-1] if with_candidate else None
+    else:
+        chosen = best_iteration(with_candidate, key=lambda i: i.decision_score)
+    ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
+    if task.grounded:
+        await measure_test(ctx, cfg, chosen.candidate if chosen else None)
+    run = ctx.finish(stop_reason, chosen.candidate if chosen else None)
+    run.summary = _summary(run, cfg, chosen)
     return run
 
 
-def run_creator_critic(
-    task: Task | str | dict[str, Any],
-    config: CreatorCriticConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-) -> Run:
-    """The sync twin of `arun_creator_critic` (works inside Jupyter too)."""
-    return run_sync(arun_creator_critic(task, config, sample=sample, on_event=on_event, cache=cache,
-                                        settings=settings))
+async def rescore_creator_critic(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
+                                 settings: Settings | None = None) -> list[Score]:
+    """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, at
+    sample index `sample` (cached). Raises ConfigError for an iteration without a candidate."""
+    cfg = CreatorCriticConfig.model_validate(run.config)
+    it = next((i for i in run.iterations if i.index == iteration), None)
+    if it is None or it.candidate is None:
+        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
+    ctx = RunContext("creator_critic", run.task, cfg, sample=sample, cache=cache, settings=settings,
+                     models=[m for _, m in cfg.critics()])
+    scratch = ctx.new_iteration()
+    results = await critique_all(ctx, cfg, scratch, str(run.info.get("goal") or goal_of(run.task)), it.candidate)
+    return [sc for _, _, sc in results]
 
+
+run_creator_critic = sync_twin(arun_creator_critic)
 
 register_loop(LoopSpec("creator_critic", CreatorCriticConfig, arun_creator_critic,
-                       "Creator rewrites, one or more critics score 1-10; early stop with patience"))
+                       "Creator rewrites, one or more critics score 1-10; early stop with patience",
+                       rescore=rescore_creator_critic))
+
+
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
@@ -342,3 +408,7 @@ Judge how clear, specific and complete the prompt is for that goal. Score it fro
 weaknesses and concrete suggestions.
 Reply with JSON only: an object with "score" (an integer from 1 to 10) and "strengths", "weaknesses" and \
 "suggestions" (each a list of short sentences about this prompt)."""
+
+__all__ = ["CREATOR_PROMPT", "CRITIC_PROMPT", "DEFAULT_GOAL", "Critique", "CreatorCriticConfig", "aggregate",
+           "arun_creator_critic", "clean_prompt_text", "critique_all", "decide", "decide_with_reason",
+           "rescore_creator_critic", "run_creator_critic"]

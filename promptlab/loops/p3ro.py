@@ -20,9 +20,24 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ..call import CacheArg, Settings
+from ..errors import ConfigError
 from ..events import EventHandler
+from ..expected import expected_scores
 from ..record import Iteration, Run, Score, Task
-from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
+from ._base import (
+    DEFAULT_GOAL,
+    LoopSpec,
+    RunContext,
+    as_config,
+    as_task,
+    best_iteration,
+    cut,
+    goal_of,
+    mean_present,
+    register_loop,
+    sync_twin,
+)
+from ._grounding import PromptLoopConfig, check_prompt_loop, decision_score, measure, measure_test
 from ._p3ro_schemas import (
     EvaluationResult,
     GeneratedPrompt,
@@ -35,11 +50,10 @@ from ._p3ro_schemas import (
 )
 
 Decision = Literal["FINISH", "REVISE_STRATEGY", "CONTINUE_PROBING"]
-DEFAULT_GOAL = "Make the prompt clearer, more specific and more likely to get a useful answer."
-"""The goal used when a task gives none (recorded in `Run.info['goal']`)."""
+MissingCriteria = Literal["missing", "mean_present"]
 
 
-class P3ROConfig(LoopConfig):
+class P3ROConfig(PromptLoopConfig):
     """P³RO settings; `critic_model` plays the evaluator, `generator_model` every other role."""
 
     ROLES = ("decomposer", "strategist", "generator", "evaluator", "reflector")
@@ -53,10 +67,13 @@ class P3ROConfig(LoopConfig):
     """Fewest criteria the decomposer must give."""
     max_criteria: int = Field(5, ge=1, le=6)
     """Most criteria the decomposer may give (at most 6: a local model's reply holds at most 6 items)."""
-    history_window: int = Field(3, ge=0, le=20)
-    """Past attempts shown to the strategist and the generator."""
-    history_chars: int = Field(600, ge=50, le=20000)
-    """Each past prompt text is cut to this many characters in role prompts."""
+    history_window: int | None = Field(None, ge=0, le=100)
+    """Past attempts shown to the strategist and the generator (None: all, as the design document)."""
+    history_chars: int | None = Field(None, ge=50, le=20000)
+    """Each past prompt text is cut to this many characters in role prompts (None: never cut)."""
+    missing_criteria: MissingCriteria = "missing"
+    """An iteration's average when a criterion is unscored: 'missing' (None: no FINISH on partial evidence)
+    or 'mean_present' (the mean of the scored criteria)."""
 
     @model_validator(mode="after")
     def _criteria_bounds(self) -> P3ROConfig:
@@ -115,11 +132,6 @@ def decide(averages: list[float | None], config: P3ROConfig) -> Decision:
 
 
 # Helpers ------------------------------------------------------------------------------------------
-def _cut(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
 def _numbered(criteria: list[str]) -> str:
     return "\n".join(f"{i}. {c}" for i, c in enumerate(criteria, start=1))
 
@@ -135,33 +147,38 @@ def _distinct(items: list[str]) -> list[str]:
     return out
 
 
-def _mean(scores: list[Score]) -> float | None:
-    present = [s.score for s in scores if s.score is not None]
-    return round(sum(present) / len(present), 4) if present else None
+def average_of(scores: list[Score], policy: MissingCriteria) -> float | None:
+    """The iteration's average: the unrounded mean, None when no score is present or (policy 'missing')
+    when any criterion is unscored."""
+    if policy == "missing" and any(s.score is None for s in scores):
+        return None
+    return mean_present(s.score for s in scores)
 
 
 def _score_line(it: Iteration) -> str:
-    parts = [f"{_cut(s.criterion, 40)}: " + (f"{s.score:g}" if s.score is not None else "-")
+    parts = [f"{cut(s.criterion, 40)}: " + (f"{s.score:g}" if s.score is not None else "-")
              for s in it.scores]
     avg = f"average {it.average:g}" if it.average is not None else "no score"
     return f"{avg}; " + "; ".join(parts) if parts else avg
 
 
-def _history(iterations: list[Iteration], config: P3ROConfig) -> str:
+def _history(iterations: list[Iteration], config: P3ROConfig, reasoning: dict[int, str]) -> str:
     tried = [it for it in iterations if it.candidate is not None]
-    tried = tried[-config.history_window:] if config.history_window else []
+    if config.history_window is not None:
+        tried = tried[len(tried) - config.history_window:] if config.history_window else []
     if not tried:
         return "(no attempts yet)"
-    blocks = [f"Attempt {it.index} ({_score_line(it)}):\n{_cut(it.candidate or '', config.history_chars)}"
-              + (f"\nLesson: {_cut(it.reflection, 300)}" if it.reflection else "") for it in tried]
+    blocks = [f"Attempt {it.index} ({_score_line(it)}):\n{cut(it.candidate or '', config.history_chars)}"
+              + (f"\nReasoning: {cut(reasoning[it.index], config.history_chars)}" if reasoning.get(it.index) else "")
+              + (f"\nLesson: {it.reflection}" if it.reflection else "") for it in tried]
     return "\n\n".join(blocks)
 
 
 def _evaluation_text(scores: list[Score], result: EvaluationResult) -> str:
-    lines = [f"- {_cut(s.criterion, 80)}: "
-             + (f"{s.score:g}/10. {_cut(s.justification, 200)}" if s.score is not None else "not scored")
+    lines = [f"- {cut(s.criterion, 80)}: "
+             + (f"{s.score:g}/10. {cut(s.justification, 200)}" if s.score is not None else "not scored")
              for s in scores]
-    return "\n".join(lines) + f"\nOverall feedback: {_cut(result.qualitative_feedback, 500) or '(none)'}"
+    return "\n".join(lines) + f"\nOverall feedback: {cut(result.qualitative_feedback, 500) or '(none)'}"
 
 
 def _missing(criteria: list[str], why: str, judge: str) -> list[Score]:
@@ -174,10 +191,11 @@ class _State:
 
     def __init__(self, ctx: RunContext, cfg: P3ROConfig, task: Task) -> None:
         self.ctx, self.cfg, self.task = ctx, cfg, task
-        self.goal = task.goal.strip() or DEFAULT_GOAL
+        self.goal = goal_of(task)
         self.criteria: list[str] = []
         self.plan: str | None = None
         self.reflection: str | None = None
+        self.reasoning: dict[int, str] = {}
 
     def fields(self) -> dict[str, str]:
         return {"goal": self.goal, "criteria": _numbered(self.criteria)}
@@ -186,17 +204,49 @@ class _State:
 async def _formulate(s: _State, it: Iteration | None) -> str | None:
     """StrategyFormulator: a plan from the prompt, the criteria and (when revising) the history."""
     prompt = s.ctx.prompt(
-        "strategist", STRATEGIST_PROMPT, **s.fields(), initial_prompt=_cut(s.task.prompt, 1200),
-        previous_plan=_cut(s.plan, 800) if s.plan else "(none: this is the first plan)",
-        history=_history([i for i in s.ctx.run.iterations if i is not it], s.cfg),
+        "strategist", STRATEGIST_PROMPT, **s.fields(), initial_prompt=s.task.prompt,
+        previous_plan=s.plan if s.plan else "(none: this is the first plan)",
+        history=_history([i for i in s.ctx.run.iterations if i is not it], s.cfg, s.reasoning),
     )
     out, _ = await s.ctx.call("strategist", "plan", prompt, schema=ImprovementPlan, iteration=it,
                               token_type="strategist")
     return out.plan if out is not None else None
 
 
+async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[str], candidate: str,
+                   it: Iteration) -> tuple[list[Score], EvaluationResult | None]:
+    """PromptEvaluator: one Score per criterion (sampled or expected), unmatched entries kept in
+    `Run.info['unmatched_scores']`; an unusable reply gives missing scores (or `parse_failure_score`)."""
+    judge = cfg.model_for("evaluator")
+    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=_numbered(criteria),
+                        prompt_text=candidate)
+    expected = cfg.score_mode == "expected"
+    c, step = await ctx.completion("evaluator", "evaluate", prompt, schema=evaluation_schema(tuple(criteria)),
+                                   iteration=it, token_type="evaluator", logprobs=expected)
+    ev = c.parsed if c is not None else None
+    if c is None or ev is None:
+        fallback = cfg.parse_failure_score
+        if fallback is None:
+            return _missing(criteria, "missing: the evaluator's reply was unusable", judge), None
+        why = f"the evaluator's reply was unusable: parse_failure_score {fallback:g} used"
+        return [Score(criterion=k, score=fallback, justification=why, judge=judge, mode="fallback")
+                for k in criteria], None
+    if expected:
+        found = expected_scores(c.text, c.logprobs, field="score")
+        values = [f.expected for f in found] if len(found) == len(ev.scores) else [None] * len(ev.scores)
+        entries = [e.model_copy(update={"score": v}) for e, v in zip(ev.scores, values, strict=True)]
+        ev = ev.model_copy(update={"scores": entries})
+    scores, unmatched = match_scores(criteria, ev, judge, "expected" if expected else "sampled")
+    if unmatched:
+        kept = ctx.run.info.setdefault("unmatched_scores", [])
+        kept.extend({"iteration": it.index, **u} for u in unmatched)
+    it.metrics["unmatched_scores"] = len(unmatched)
+    return scores, ev
+
+
 async def _probe(s: _State, it: Iteration) -> None:
-    """PromptGenerator -> PromptEvaluator -> ReflectionSynthesizer for one iteration."""
+    """PromptGenerator -> PromptEvaluator -> ReflectionSynthesizer for one iteration (and the dev-split
+    measure of the candidate when the task has examples)."""
     ctx, cfg = s.ctx, s.cfg
     judge = cfg.model_for("evaluator")
     earlier = [i for i in ctx.run.iterations if i is not it]
@@ -205,9 +255,9 @@ async def _probe(s: _State, it: Iteration) -> None:
     base = s.task.prompt if latest is None else latest.candidate or ""
     prompt = ctx.prompt(
         "generator", GENERATOR_PROMPT, **s.fields(),
-        plan=_cut(s.plan, 1200) if s.plan else "(no plan: the strategist failed; follow the criteria)",
-        reflection=_cut(s.reflection, 400) if s.reflection else "(none yet)",
-        history=_history(earlier, cfg), base_label=base_label, base_prompt=_cut(base, 2 * cfg.history_chars),
+        plan=s.plan if s.plan else "(no plan: the strategist failed; follow the criteria)",
+        reflection=s.reflection if s.reflection else "(none yet)",
+        history=_history(earlier, cfg, s.reasoning), base_label=base_label, base_prompt=base,
     )
     retry = sum(i.candidate is None for i in earlier)  # the same prompt recurs after a failure: fresh draw
     gen, _ = await ctx.call("generator", "generate", prompt, schema=GeneratedPrompt, iteration=it,
@@ -216,32 +266,21 @@ async def _probe(s: _State, it: Iteration) -> None:
         ctx.score(it, _missing(s.criteria, "no candidate: the generator failed", judge))
         return
     it.candidate = gen.prompt_text
-    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, **s.fields(), prompt_text=_cut(it.candidate, 3000))
-    ev, _ = await ctx.call("evaluator", "evaluate", prompt, schema=evaluation_schema(tuple(s.criteria)),
-                            iteration=it, token_type="evaluator")
-    if ev is None:
-        ctx.score(it, _missing(s.criteria, "missing: the evaluator's reply was unusable", judge))
-        it.metrics.update(criteria_scored=0, criteria_missing=len(s.criteria), unmatched_scores=0)
-        return
-    scores, unmatched = match_scores(s.criteria, ev, judge)
-    if unmatched:
-        kept = ctx.run.info.setdefault("unmatched_scores", [])
-        kept.extend({"iteration": it.index, **u} for u in unmatched)
-    ctx.score(it, scores, _mean(scores))
+    if gen.reasoning.strip():
+        s.reasoning[it.index] = gen.reasoning.strip()
+    scores, ev = await evaluate(ctx, cfg, s.goal, s.criteria, it.candidate, it)
+    ctx.score(it, scores, average_of(scores, cfg.missing_criteria))
     scored = sum(x.score is not None for x in scores)
-    it.metrics.update(criteria_scored=scored, criteria_missing=len(scores) - scored,
-                      unmatched_scores=len(unmatched))
+    it.metrics.update(criteria_scored=scored, criteria_missing=len(scores) - scored)
+    if s.task.grounded:
+        it.grounded = await measure(ctx, cfg, it.candidate, "dev", it)
+    if ev is None:
+        return
     prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(), evaluation=_evaluation_text(scores, ev))
     refl, _ = await ctx.call("reflector", "reflect", prompt, schema=Reflection, iteration=it,
                              token_type="reflector")
     if refl is not None:
         it.reflection = s.reflection = refl.summary
-
-
-def _best(iterations: list[Iteration]) -> Iteration | None:
-    """The highest-scoring iteration with a candidate; ties go to the earliest."""
-    scored = [i for i in iterations if i.average is not None and i.candidate is not None]
-    return max(scored, key=lambda i: (i.average, -i.index)) if scored else None
 
 
 def journey_summary(run: Run, criteria: list[str], best: Iteration | None, revisions: list[int]) -> str:
@@ -253,7 +292,7 @@ def journey_summary(run: Run, criteria: list[str], best: Iteration | None, revis
         lines.append(f"Chosen prompt: attempt {best.index} of {len(run.iterations)}, "
                      f"average {best.average:g}.")
         lines += [f"  {k}. {s.criterion.rstrip('.')}: "
-                  + (f"{s.score:g}/10 ({_cut(s.justification, 120)})" if s.score is not None
+                  + (f"{s.score:g}/10 ({cut(s.justification, 120)})" if s.score is not None
                      else "not scored")
                   for k, s in enumerate(best.scores, start=1)]
     trail = " -> ".join(f"{i.average:g}" if i.average is not None else "missing" for i in run.iterations)
@@ -276,6 +315,7 @@ async def arun_p3ro(
     on_event: EventHandler | None = None,
     cache: CacheArg = None,
     settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> Run:
     """Run P³RO on a task and return its record.
 
@@ -286,19 +326,30 @@ async def arun_p3ro(
         on_event: called with each Event as the run goes.
         cache: the call cache (None: default, False: none, or a directory).
         settings: retries, structured re-asks, timeouts.
+        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
 
     Returns:
-        The Run: `final_output` is the highest-scoring prompt (ties: earliest), `info['criteria']` the
-        criteria, `summary` the journey; `stop_reason` is 'threshold', 'max_iterations' or 'error' (the
-        goal could not be decomposed, so there was nothing to score against).
+        The Run: `final_output` is the highest-scoring prompt by decision score (ties: earliest),
+        `info['final_iteration']` its iteration, `info['criteria']` the criteria, `summary` the journey;
+        `stop_reason` is 'threshold', 'max_iterations' or 'error' (the goal could not be decomposed, so
+        there was nothing to score against). With examples: `Iteration.grounded` (dev),
+        `Run.baseline_test`, `Run.final_test`, `Run.delta`.
+
+    Raises:
+        ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
     """
     task, cfg = as_task(task), as_config(P3ROConfig, config)
-    ctx = RunContext("p3ro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
+    extra = check_prompt_loop(task, cfg, [cfg.model_for("evaluator")])
+    ctx = RunContext("p3ro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
+                     provenance=provenance, models=extra)
+    if task.grounded:
+        ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"p3ro on task {task.id}", task=task.id, models=ctx.run.models)
     s = _State(ctx, cfg, task)
-    ctx.run.info["goal"] = s.goal
+    ctx.run.info.update(goal=s.goal, final="best", score_source=cfg.score_source, score_mode=cfg.score_mode,
+                        parse_failure_score=cfg.parse_failure_score, missing_criteria=cfg.missing_criteria)
     # PLAN
-    prompt = ctx.prompt("decomposer", DECOMPOSER_PROMPT, goal=s.goal, prompt=_cut(task.prompt, 1200),
+    prompt = ctx.prompt("decomposer", DECOMPOSER_PROMPT, goal=s.goal, prompt=task.prompt,
                         min_criteria=cfg.min_criteria, max_criteria=cfg.max_criteria)
     decomposed, _ = await ctx.call("decomposer", "plan", prompt,
                                    schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria),
@@ -312,7 +363,7 @@ async def arun_p3ro(
     s.plan = await _formulate(s, None)
     plans: list[dict[str, Any]] = [{"before_iteration": 1, "plan": s.plan}]
     revisions: list[int] = []
-    averages: list[float | None] = []
+    decisions: list[float | None] = []
     decision: Decision = "CONTINUE_PROBING"
     # PROBE / REFLECT & ORIENT
     while True:
@@ -325,37 +376,47 @@ async def arun_p3ro(
             plans.append({"before_iteration": it.index, "plan": new_plan})
         it.metrics["plan_version"] = len(plans)
         await _probe(s, it)
-        averages.append(it.average)
-        decision, reason = decide_with_reason(averages, cfg)
+        it.decision_score = decision_score(it, cfg)
+        decisions.append(it.decision_score)
+        decision, reason = decide_with_reason(decisions, cfg)
         ctx.decide(it, decision, reason)
         if decision == "FINISH":
             break
     # POLISH (pure Python)
-    last = averages[-1]
+    last = decisions[-1]
     stop_reason = "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
-    best = _best(ctx.run.iterations)
+    best = best_iteration(ctx.run.iterations, key=lambda i: i.decision_score)
     ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
-    ctx.run.info.update(plans=plans, strategy_revisions=len(revisions))
+    ctx.run.info.update(plans=plans, strategy_revisions=len(revisions),
+                        reasoning={str(k): v for k, v in s.reasoning.items()},
+                        final_iteration=best.index if best else None)
+    if task.grounded:
+        await measure_test(ctx, cfg, best.candidate if best else None)
     run = ctx.finish(stop_reason, best.candidate if best else None)
     run.summary = journey_summary(run, s.criteria, best, revisions)
     return run
 
 
-def run_p3ro(
-    task: Task | str | dict[str, Any],
-    config: P3ROConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-) -> Run:
-    """The sync twin of `arun_p3ro` (works inside Jupyter too)."""
-    return run_sync(arun_p3ro(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings))
+async def rescore_p3ro(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
+                       settings: Settings | None = None) -> list[Score]:
+    """Re-ask the run's evaluator about iteration `iteration`'s candidate with the loop's prompt, criteria and
+    schema, at sample index `sample` (cached). Raises ConfigError for an iteration without a candidate."""
+    cfg = P3ROConfig.model_validate(run.config)
+    it = next((i for i in run.iterations if i.index == iteration), None)
+    if it is None or it.candidate is None:
+        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
+    ctx = RunContext("p3ro", run.task, cfg, sample=sample, cache=cache, settings=settings)
+    scratch = ctx.new_iteration()
+    scores, _ = await evaluate(ctx, cfg, str(run.info.get("goal") or goal_of(run.task)),
+                               list(run.info.get("criteria") or []), it.candidate, scratch)
+    return scores
 
+
+run_p3ro = sync_twin(arun_p3ro)
 
 register_loop(LoopSpec("p3ro", P3ROConfig, arun_p3ro,
-                       "P³RO: criteria and a strategy, then generate-evaluate-reflect until finished"))
+                       "P³RO: criteria and a strategy, then generate-evaluate-reflect until finished",
+                       rescore=rescore_p3ro))
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
@@ -431,3 +492,7 @@ Evaluation of the latest attempt:
 Look at the lowest scores and the feedback: what worked, what failed, and why? Write one sentence that says \
 what the next version must do differently.
 Reply with JSON only: {{"summary": "..."}}"""
+
+__all__ = ["DECOMPOSER_PROMPT", "DEFAULT_GOAL", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "P3ROConfig", "REFLECTOR_PROMPT",
+           "STRATEGIST_PROMPT", "arun_p3ro", "average_of", "decide", "decide_with_reason", "evaluate",
+           "journey_summary", "rescore_p3ro", "run_p3ro"]
