@@ -372,11 +372,11 @@ def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: st
 
 
 def _frame_columns() -> frozenset[str]:
-    """Result frame column names a grid parameter must not shadow (the model fields may)."""
-    from .results import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
+    """Result frame column names a grid parameter must not shadow (the config columns may)."""
+    from .results import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
 
     names = set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)
-    return frozenset(names - {"loop", "generator_model", "critic_model"})
+    return frozenset(names - CONFIG_COLUMNS)
 
 
 _BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})

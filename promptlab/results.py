@@ -151,8 +151,9 @@ CELL_COLUMNS: Columns = {
 }
 """Cells: one row per cell directory, whatever its status, followed by the cell's params."""
 
-_MODEL_PARAMS = frozenset({"loop", "generator_model", "critic_model"})
-"""Param names that may repeat a documented column (the run record's value is used there)."""
+CONFIG_COLUMNS = frozenset({"loop", "generator_model", "critic_model", "target_model", "score_source"})
+"""Param names that may repeat a documented column: the frames copy these from the run's config, so the
+column and the param agree (the run record's value is used there)."""
 
 
 class CellError(BaseModel):
@@ -323,7 +324,7 @@ def _cell_dir(results_dir: str | os.PathLike[str], cell_id: str) -> Path:
 
 
 def _check_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    reserved = (set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)) - _MODEL_PARAMS
+    reserved = (set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)) - CONFIG_COLUMNS
     out: dict[str, Any] = {}
     for name, value in params.items():
         if not isinstance(name, str) or not name:

@@ -92,7 +92,7 @@ def routed(server: FaultServer) -> Iterator[dict[str, str]]:
 
 def paid_repeated(server: FaultServer) -> int:
     """Request bodies answered with a reply more than once."""
-    answered = Counter(json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served) if s == "ok")
+    answered = Counter(json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served, strict=True) if s == "ok")
     return sum(n - 1 for n in answered.values())
 
 

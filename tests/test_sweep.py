@@ -22,6 +22,7 @@ from promptlab.papermill_cells import run_cell_notebook
 from promptlab.results import cell_status, load
 from promptlab.sweep import _schedule, sweep
 
+
 @pytest.fixture(scope="session")
 def toy_dir() -> Path:
     """The directory holding toyloop.py (the "toy" loop), imported here; subprocesses get it on PYTHONPATH."""
