@@ -4,7 +4,6 @@ from ._base import (
     LOOPS,
     LoopConfig,
     LoopSpec,
-    RunContext,
     arun_loop,
     get_loop,
     provenance_scope,
@@ -12,6 +11,7 @@ from ._base import (
     run_loop,
     run_sync,
 )
+from ._context import RunContext
 
 __all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "get_loop", "provenance_scope",
            "register_loop", "run_loop", "run_sync"]

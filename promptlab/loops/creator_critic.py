@@ -31,7 +31,6 @@ from ..record import Iteration, Run, Score, Step, Task
 from ._base import (
     DEFAULT_GOAL,
     LoopSpec,
-    RunContext,
     as_config,
     as_task,
     best_iteration,
@@ -40,6 +39,7 @@ from ._base import (
     register_loop,
     sync_twin,
 )
+from ._context import RunContext
 from ._grounding import PromptLoopConfig, check_prompt_loop, decision_score, measure, measure_test
 
 Decision = Literal["FINISH", "CONTINUE"]
