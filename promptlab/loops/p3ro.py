@@ -46,10 +46,6 @@ from ._p3ro_schemas import (
 )
 from ._p3ro_text import distinct, evaluation_text, history_text, journey_summary, missing_scores, numbered
 
-__all__ = ["DECOMPOSER_PROMPT", "DEFAULT_GOAL", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "REFLECTOR_PROMPT",
-           "STRATEGIST_PROMPT", "Decision", "MissingCriteria", "P3ROConfig", "arun_p3ro", "average_of", "decide", "decide_with_reason", "evaluate",
-           "journey_summary", "rescore_p3ro", "run_p3ro"]
-
 
 # The phases ---------------------------------------------------------------------------------------
 class _State:
@@ -334,3 +330,7 @@ Evaluation of the latest attempt:
 Look at the lowest scores and the feedback: what worked, what failed, and why? Write one sentence that says \
 what the next version must do differently.
 Reply with JSON only: {{"summary": "..."}}"""
+
+__all__ = ["DECOMPOSER_PROMPT", "DEFAULT_GOAL", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "REFLECTOR_PROMPT",
+           "STRATEGIST_PROMPT", "Decision", "MissingCriteria", "P3ROConfig", "arun_p3ro", "average_of", "decide",
+           "decide_with_reason", "evaluate", "journey_summary", "rescore_p3ro", "run_p3ro"]
