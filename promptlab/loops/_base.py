@@ -1,6 +1,6 @@
-"""What every loop shares: the config base, small helpers, provenance, the loop registry, and running a
-coroutine from sync code (also inside a Jupyter kernel). The run context that records steps and events is
-`promptlab.loops._context.RunContext`."""
+"""What every loop shares: the config base, small helpers, provenance, the loop registry (`register_loop`),
+and running a coroutine from sync code (also inside a Jupyter kernel). The run context that records steps
+and events is `promptlab.loops._context.RunContext`; looking a loop up by name is `promptlab.loops._registry`."""
 
 from __future__ import annotations
 
@@ -226,27 +226,6 @@ def register_loop(spec: LoopSpec) -> LoopSpec:
     return spec
 
 
-def get_loop(name: str) -> LoopSpec:
-    """The registered loop called `name`; an unknown name lists the known ones."""
-    from . import _registry  # noqa: F401  (imports the built-in loops)
-
-    if name not in LOOPS:
-        raise ConfigError(f"unknown loop {name!r}; known loops: {', '.join(sorted(LOOPS))}")
-    return LOOPS[name]
-
-
-async def arun_loop(name: str, task: Task | str | dict[str, Any], config: Any = None, **kwargs: Any) -> Run:
-    """Run the loop called `name` (async)."""
-    spec = get_loop(name)
-    return await spec.arun(task, as_config(spec.config_cls, config), **kwargs)
-
-
-def run_loop(name: str, task: Task | str | dict[str, Any], config: Any = None, **kwargs: Any) -> Run:
-    """Run the loop called `name`; keyword arguments as the loop's own function takes them."""
-    return run_sync(arun_loop(name, task, config, **kwargs))
-
-
-__all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "PromptlabError", "Totals", "arun_loop", "as_config",
-           "as_task", "base_provenance", "best_iteration", "cut", "get_loop", "goal_of", "mean_present",
-           "preflight_models", "provenance_scope", "register_loop", "run_loop", "run_sync", "scoped_provenance",
-           "sync_twin", "text_hash"]
+__all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "PromptlabError", "Totals", "as_config", "as_task",
+           "base_provenance", "best_iteration", "cut", "goal_of", "mean_present", "preflight_models",
+           "provenance_scope", "register_loop", "run_sync", "scoped_provenance", "sync_twin", "text_hash"]
