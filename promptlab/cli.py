@@ -46,7 +46,7 @@ def _fail(message: str) -> int:
 
 
 def _describe(err: Any) -> str:
-    from .experiments import _describe as describe
+    from .experiments import describe_error as describe
 
     return describe(err)
 

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .errors import ConfigError
 from .record import Task
+from .tasks import read_tasks
 
 Scalar = bool | int | float | str | None
 """A grid value: a JSON scalar."""
@@ -108,7 +109,7 @@ class Experiment(BaseModel):
         try:
             exp = cls.model_validate(data)
         except ValidationError as e:
-            raise ConfigError(f"{source}: " + "; ".join(_describe(err) for err in e.errors())) from None
+            raise ConfigError(f"{source}: " + "; ".join(describe_error(err) for err in e.errors())) from None
         exp._base_dir = Path(base_dir).resolve() if base_dir is not None else None
         exp.check()
         return exp
@@ -192,8 +193,8 @@ class Experiment(BaseModel):
                         raise ConfigError(f"{where}: {value!r} is not within {bounds} for loop {loop}") from None
                     raise ConfigError(f"{where}: {value!r} is not valid for loop {loop}: {err['msg']}") from None
                 if where == "config":
-                    raise ConfigError(f"config.{_describe(err)} (loop {loop})") from None
-                problems.append(_describe(err))
+                    raise ConfigError(f"config.{describe_error(err)} (loop {loop})") from None
+                problems.append(describe_error(err))
             raise ConfigError(f"{where}: invalid for loop {loop}: {'; '.join(problems)}") from None
         except ConfigError as e:
             raise ConfigError(f"{where}: {e} (loop {loop})") from None
@@ -331,32 +332,6 @@ def load_experiment(path: str | Path, *, check_models: bool = True) -> Experimen
         raise ConfigError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
 
 
-def read_tasks(path: str | Path) -> list[Task]:
-    """Read a JSONL task file: one task object per line (blank lines skipped).
-
-    A grounded task's examples given as a path are read relative to the task file's directory, and the task
-    is checked (`promptlab.tasks.check_task`); errors name the file:line, the task and the field.
-    """
-    from .tasks import parse_task
-
-    p = Path(path)
-    tasks: list[Task] = []
-    seen: set[str] = set()
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{p}:{n}: not valid JSON: {e}") from None
-        task = parse_task(data, p.resolve().parent, f"{p}:{n}")
-        if task.id in seen:
-            raise ConfigError(f"{p}:{n}: task id {task.id!r} appears twice")
-        seen.add(task.id)
-        tasks.append(task)
-    return tasks
-
-
 def task_fingerprint(tasks: list[Task]) -> str:
     """sha256 of the tasks' canonical JSON (ids, prompts, goals, and a grounded task's examples, scorer and
     split), in order."""
@@ -373,7 +348,7 @@ def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: st
 
 def _frame_columns() -> frozenset[str]:
     """Result frame column names a grid parameter must not shadow (the config columns may)."""
-    from .results import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
+    from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
 
     names = set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)
     return frozenset(names - CONFIG_COLUMNS)
@@ -393,7 +368,7 @@ def _bounds(metadata: list[Any]) -> str:
     return f"{low}-{high}" if low is not None and high is not None else ""
 
 
-def _describe(err: Any) -> str:
+def describe_error(err: Any) -> str:
     """One pydantic error as "field.path[i]: value: message"."""
     loc = ""
     for part in err.get("loc", ()):
@@ -403,4 +378,5 @@ def _describe(err: Any) -> str:
     return f"{loc or 'experiment'}:{shown} {err.get('msg', 'invalid')}"
 
 
-__all__ = ["Cell", "Experiment", "Pairing", "cell_id", "cell_models", "load_experiment", "preflight_cells", "read_tasks", "task_fingerprint"]
+__all__ = ["Cell", "Experiment", "Pairing", "cell_id", "cell_models", "describe_error", "load_experiment",
+           "preflight_cells", "read_tasks", "task_fingerprint"]

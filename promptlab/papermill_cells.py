@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from .experiments import Cell
-from .sweep import CellOutcome, _outcome, _Plan, _write_atomic, cell_error
+from .sweep_cell import CellOutcome, SweepPlan, cell_error, cell_outcome, write_text_atomic
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "notebooks" / "run_cell.ipynb"
 """The checkout's run_cell notebook (an installed package without the checkout uses a built-in copy)."""
 KERNEL_ARGS = ["--log-level=CRITICAL"]
 """Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""
 
-def run_papermill(pending: list[Cell], plan: _Plan, workers: int, template: Path | None) -> None:
+def run_papermill(pending: list[Cell], plan: SweepPlan, workers: int, template: Path | None) -> None:
     """`workers` daemon threads each run one papermill cell at a time. On Ctrl-C no further cell starts
     and the interrupt is raised at once: a running kernel either finishes its cell (inside Jupyter) or
     stops with this process (its kernel exits when its parent does); an unfinished cell is re-run later."""
@@ -66,7 +66,7 @@ def run_papermill(pending: list[Cell], plan: _Plan, workers: int, template: Path
         raise errors[0]
 
 
-def _papermill_cell(cell: Cell, plan: _Plan, template: Path) -> CellOutcome:
+def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -97,7 +97,7 @@ def _papermill_cell(cell: Cell, plan: _Plan, template: Path) -> CellOutcome:
         error = error or cell_error(cell, notebook=str(final), ename="MissingStatus",
                                     evalue="the notebook finished without writing status.json")
         write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=wall)
-    return _outcome(plan, cell, wall)
+    return cell_outcome(plan, cell, wall)
 
 
 @contextlib.contextmanager
@@ -120,7 +120,7 @@ def _template(out: Path) -> Path:
     import nbformat
 
     path = out / "run_cell_template.ipynb"
-    _write_atomic(path, nbformat.writes(run_cell_notebook()))
+    write_text_atomic(path, nbformat.writes(run_cell_notebook()))
     return path
 
 

@@ -39,104 +39,36 @@ writes finish (every file is written atomically) and re-raises KeyboardInterrupt
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ConfigError, SweepCellError
 from .events import EventHandler
 from .experiments import Cell, Experiment, load_experiment, preflight_cells
-from .record import Run, Task
+from .record import Task
+from .sweep_cell import (
+    INFRASTRUCTURE_ERRORS,
+    CellOutcome,
+    SweepPlan,
+    SweepResult,
+    aexecute_cell,
+    arun_cell,
+    cell_error,
+    cell_outcome,
+    experiment_provenance,
+    keep_notebook,
+    write_text_atomic,
+)
 
 if TYPE_CHECKING:
     from .call import Settings
-    from .results import Results
 
 Executor = Literal["inline", "papermill"]
-
-
-@dataclass
-class CellOutcome:
-    """What happened to one cell in this sweep."""
-
-    cell_id: str
-    params: dict[str, Any]
-    status: Literal["ok", "failed", "skipped"]
-    """ok: ran and finished; failed: ran and failed; skipped: already finished before."""
-    error: str | None = None
-    wall_time_s: float = 0.0
-
-
-@dataclass
-class SweepResult:
-    """The outcome of `sweep`: one CellOutcome per cell, counts and wall time."""
-
-    experiment: str
-    out_dir: Path
-    executor: str
-    cells: list[CellOutcome] = field(default_factory=list)
-    wall_time_s: float = 0.0
-
-    def count(self, status: str) -> int:
-        """Cells with this outcome."""
-        return sum(c.status == status for c in self.cells)
-
-    @property
-    def done(self) -> int:
-        """Cells run to an ok status in this sweep."""
-        return self.count("ok")
-
-    @property
-    def failed(self) -> int:
-        """Cells that failed in this sweep."""
-        return self.count("failed")
-
-    @property
-    def skipped(self) -> int:
-        """Cells skipped because they had finished before (cached)."""
-        return self.count("skipped")
-
-    def load(self) -> Results:
-        """The results dir's frames (`promptlab.results.load`)."""
-        from .results import load
-
-        return load(self.out_dir)
-
-    def __str__(self) -> str:
-        text = (f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
-                f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.1f} s; "
-                f"results in {self.out_dir}")
-        for c in self.cells:
-            if c.status == "failed":
-                text += f"\n  failed {c.cell_id} {json.dumps(c.params)}: {c.error}"
-        return text
-
-
-@dataclass
-class _Plan:
-    exp: Experiment
-    out: Path
-    tasks: list[Task]
-    cache_dir: str
-    on_event: EventHandler | None
-    cell_concurrency: int
-    result: SweepResult
-    bar: Any
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def record(self, outcome: CellOutcome) -> None:
-        with self.lock:
-            self.result.cells.append(outcome)
-            self.bar.update(1)
-            counts = {"done": self.result.done, "failed": self.result.failed, "cached": self.result.skipped}
-            self.bar.set_postfix(counts)
 
 
 def sweep(
@@ -203,7 +135,7 @@ def sweep(
         else:
             pending.append(cell)
     bar = tqdm(total=len(cells), desc=f"sweep {exp.name}", unit="cell", disable=not progress)
-    plan = _Plan(exp, out, tasks, str(Path(cache).resolve() if cache else default_cache_dir().resolve()),
+    plan = SweepPlan(exp, out, tasks, str(Path(cache).resolve() if cache else default_cache_dir().resolve()),
                  on_event, cell_concurrency, result, bar)
     for outcome in finished:
         plan.record(outcome)
@@ -260,103 +192,9 @@ def _prepare(out: Path, exp: Experiment, tasks: list[Task], cells: list[Cell]) -
         )
     out.mkdir(parents=True, exist_ok=True)
     snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None})
-    _write_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
-    _write_atomic(out / "experiment.yaml", f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n"
+    write_text_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
+    write_text_atomic(out / "experiment.yaml", f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n"
                                            f"{snapshot.to_yaml()}")
-
-
-def experiment_provenance(out: Path) -> dict[str, Any]:
-    """{"experiment_hash": sha256 of the results dir's experiment.yaml}, or {} before it is written; the
-    inline and papermill executors both read that one file, so their runs carry the same hash."""
-    path = out / "experiment.yaml"
-    return {"experiment_hash": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}
-
-
-def keep_notebook(cell_dir: Path) -> None:
-    """Keep a cell's last executed notebook as run_cell.ipynb: a sweep killed while papermill wrote it
-    leaves only .run_cell.partial.ipynb (a re-run of the cell replaces both)."""
-    partial = cell_dir / ".run_cell.partial.ipynb"
-    if partial.exists():
-        os.replace(partial, cell_dir / "run_cell.ipynb")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-# running one cell ----------------------------------------------------------------------------------
-async def arun_cell(
-    cell: Cell,
-    tasks: list[Task],
-    replicates: int,
-    *,
-    cache: str | None = None,
-    on_event: EventHandler | None = None,
-    concurrency: int = 4,
-    settings: Settings | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> tuple[list[Run], BaseException | None]:
-    """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
-    sample order) and the first exception raised, if any. `provenance` (e.g. {"experiment_hash": ...})
-    is added to every run's `Run.provenance`."""
-    from .loops import get_loop, provenance_scope
-
-    spec = get_loop(cell.loop)
-    config = spec.config_cls.model_validate(cell.config)
-    sem = asyncio.Semaphore(max(1, concurrency))
-
-    async def one(task: Task, sample: int) -> Run:
-        async with sem:
-            if settings is None:
-                return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
-            return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
-
-    with provenance_scope(provenance or {}):
-        jobs = [one(t, s) for t in tasks for s in range(replicates)]
-        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
-    runs = [o for o in outcomes if isinstance(o, Run)]
-    errors = [o for o in outcomes if isinstance(o, BaseException)]
-    for e in errors:
-        if not isinstance(e, Exception):  # cancellation, Ctrl-C: not a cell failure
-            raise e
-    return runs, (errors[0] if errors else None)
-
-
-INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError"})
-"""Exception names that mean an outage, not a bug (a kernel reports only the name)."""
-
-
-def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | None = None,
-               cell_index: int | None = None, ename: str | None = None, evalue: str | None = None) -> dict[str, Any]:
-    """The error dict of a failed cell, for status.json."""
-    ename = ename or (type(exc).__name__ if exc is not None else None)
-    evalue = evalue if evalue is not None else (str(exc) if exc is not None else None)
-    err = SweepCellError(cell.cell_id, cell.params, f"{ename}: {evalue}", notebook=notebook,
-                         cell_index=cell_index, ename=ename, evalue=evalue)
-    infrastructure = bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
-    return {"kind": "infrastructure" if infrastructure else "SweepCellError", "message": str(err), "notebook": notebook, "cell_index": cell_index,
-            "ename": ename, "evalue": evalue}
-
-
-async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
-                        on_event: EventHandler | None = None, concurrency: int = 4,
-                        notebook: str | None = None,
-                        settings: Settings | None = None) -> tuple[dict[str, Any], BaseException | None]:
-    """Run a cell and write its results (failed, with the error, when a run raised)."""
-    from .results import cell_status, write_cell
-
-    t0 = time.perf_counter()
-    try:
-        runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event, concurrency=concurrency,
-                                    settings=settings, provenance=experiment_provenance(out))
-    except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
-        runs, exc = [], e
-    error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
-    wall = round(time.perf_counter() - t0, 4)
-    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall)
-    return (cell_status(out, cell.cell_id) or {"cell_id": cell.cell_id, "status": "failed"}), exc
 
 
 def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
@@ -384,19 +222,8 @@ def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = ""
     return {**status, "litellm_imported": "litellm" in sys.modules}
 
 
-def _outcome(plan: _Plan, cell: Cell, wall: float) -> CellOutcome:
-    from .results import cell_status
-
-    status = cell_status(plan.out, cell.cell_id) or {}
-    ok = status.get("status") == "ok"
-    err = status.get("error") or {}
-    message = None if ok else str(err.get("message") or "no status.json was written")
-    return CellOutcome(cell.cell_id, cell.params, "ok" if ok else "failed", message,
-                       float(status.get("wall_time_s") or wall))
-
-
 # the inline executor -------------------------------------------------------------------------------
-def _run_inline(pending: list[Cell], plan: _Plan, workers: int, settings: Settings | None) -> None:
+def _run_inline(pending: list[Cell], plan: SweepPlan, workers: int, settings: Settings | None) -> None:
     async def main() -> None:
         sem = asyncio.Semaphore(workers)
 
@@ -405,7 +232,7 @@ def _run_inline(pending: list[Cell], plan: _Plan, workers: int, settings: Settin
                 t0 = time.perf_counter()
                 await aexecute_cell(plan.out, cell, plan.tasks, plan.exp.replicates, cache=plan.cache_dir,
                                     on_event=plan.on_event, concurrency=plan.cell_concurrency, settings=settings)
-                plan.record(_outcome(plan, cell, time.perf_counter() - t0))
+                plan.record(cell_outcome(plan, cell, time.perf_counter() - t0))
 
         await asyncio.gather(*(one(c) for c in pending))
 
@@ -447,4 +274,5 @@ def _run_interruptible(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
         raise err
 
 
-__all__ = ["INFRASTRUCTURE_ERRORS", "CellOutcome", "keep_notebook", "SweepResult", "aexecute_cell", "arun_cell", "cell_error", "run_notebook_cell", "sweep"]
+__all__ = ["INFRASTRUCTURE_ERRORS", "CellOutcome", "Executor", "SweepResult", "aexecute_cell", "arun_cell", "cell_error",
+           "experiment_provenance", "keep_notebook", "run_notebook_cell", "sweep"]

@@ -1,6 +1,7 @@
 """Grounded tasks: labelled examples, their dev/test split, and how a prompt is applied to an example.
 
-A task file line may carry examples inline or by file, a scorer and a split::
+A task file (JSONL, read by `read_tasks`) holds one task per line; a line may carry examples inline or by file,
+a scorer and a split::
 
     {"id": "sentiment", "prompt": "Is this review positive or negative?\\n\\n{input}", "goal": "...",
      "examples": "reviews.jsonl", "scorer": {"kind": "choice", "labels": ["positive", "negative"]},
@@ -186,6 +187,30 @@ def parse_task(data: Any, base_dir: str | Path | None, where: str) -> Task:
     return task
 
 
+def read_tasks(path: str | Path) -> list[Task]:
+    """Read a JSONL task file: one task object per line (blank lines skipped).
+
+    A grounded task's examples given as a path are read relative to the task file's directory, and the task
+    is checked (`promptlab.tasks.check_task`); errors name the file:line, the task and the field.
+    """
+    p = Path(path)
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{p}:{n}: not valid JSON: {e}") from None
+        task = parse_task(data, p.resolve().parent, f"{p}:{n}")
+        if task.id in seen:
+            raise ConfigError(f"{p}:{n}: task id {task.id!r} appears twice")
+        seen.add(task.id)
+        tasks.append(task)
+    return tasks
+
+
 # checking --------------------------------------------------------------------------------------------------
 def task_scorer(task: Task) -> Scorer:
     """The task's scorer (`DEFAULT_SCORER` when it has examples and names none)."""
@@ -249,4 +274,4 @@ def _self_check(task: Task, scorer: Scorer, label: str) -> None:
 
 
 __all__ = ["DEFAULT_SCORER", "check_task", "examples_of", "format_prompt", "input_text", "parse_task",
-           "placeholders", "read_examples", "split_examples", "task_scorer"]
+           "placeholders", "read_examples", "read_tasks", "split_examples", "task_scorer"]

@@ -28,7 +28,8 @@ from ..providers import supports_logprobs, validate_model_name
 from ..record import Delta, GroundedScore, Iteration, Step, Task
 from ..stats import paired_delta_ci
 from ..tasks import check_task, examples_of, task_scorer
-from ._base import LoopConfig, RunContext
+from ._base import LoopConfig
+from ._context import RunContext
 
 ScoreSource = Literal["critic", "grounded", "both"]
 ScoreMode = Literal["sampled", "expected"]

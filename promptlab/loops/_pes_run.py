@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from ..record import Iteration, Score, Task
 from ..tools import ToolError, ToolRegistry, ToolResult
-from ._base import RunContext
+from ._context import RunContext
 from ._pes_config import PESConfig, ThreadState
 from ._pes_observe import ObservationType, Observer
 from ._pes_schemas import JudgeGrade, PlanningOutput, SynthesisOutput, planning_schema

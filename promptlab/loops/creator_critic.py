@@ -16,22 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-import statistics
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
-from pydantic.json_schema import JsonDict
+from typing import Any
 
 from ..call import CacheArg, Settings
 from ..errors import ConfigError
 from ..events import EventHandler
 from ..expected import expected_scores
-from ..providers import validate_model_name
 from ..record import Iteration, Run, Score, Step, Task
 from ._base import (
     DEFAULT_GOAL,
     LoopSpec,
-    RunContext,
     as_config,
     as_task,
     best_iteration,
@@ -40,129 +34,20 @@ from ._base import (
     register_loop,
     sync_twin,
 )
-from ._grounding import PromptLoopConfig, check_prompt_loop, decision_score, measure, measure_test
-
-Decision = Literal["FINISH", "CONTINUE"]
-Aggregate = Literal["mean", "median", "min"]
-Final = Literal["last", "best"]
-
-
-class CreatorCriticConfig(PromptLoopConfig):
-    """Creator/Critic settings; `generator_model` plays the creator, `critic_model` the critics."""
-
-    ROLES = ("creator", "critic")
-    CRITIC_ROLES = frozenset({"critic"})
-
-    temperature: float = Field(0.7, ge=0.0, le=2.0)
-    """Sampling temperature of the creator's and critics' calls (the design document's 0.7)."""
-    max_iterations: int = Field(3, ge=1, le=100)
-    """Create/critique rounds at most."""
-    final: Final = "last"
-    """The run's output: 'last' (the last prompt written, as the design document) or 'best' (best decision
-    score, ties to the earliest)."""
-    finish_threshold: float | None = Field(None, ge=1, le=10)
-    """Stop early once the aggregate score reaches this (1-10) for `patience` rounds; None: never."""
-    patience: int = Field(1, ge=1, le=100)
-    """Consecutive rounds at or above the threshold needed to stop early."""
-    critic_models: list[str] | None = Field(None, min_length=1, max_length=10)
-    """One critic per listed model; None: `n_critics` critics all played by the critic model."""
-    n_critics: int = Field(1, ge=1, le=10)
-    """Critics when `critic_models` is None; each is an independent draw (sample offset k-1)."""
-    aggregate: Aggregate = "mean"
-    """How the critics' present scores combine into the iteration's average."""
-    history_chars: int = Field(600, ge=50, le=20000)
-    """The latest version is cut to this many characters in the creator's prompt."""
-
-    @field_validator("critic_models")
-    @classmethod
-    def _known_critics(cls, v: list[str] | None) -> list[str] | None:
-        for name in v or []:
-            validate_model_name(name)
-        return v
-
-    @model_validator(mode="after")
-    def _one_way_to_count(self) -> CreatorCriticConfig:
-        if (self.critic_models is not None and "n_critics" in self.model_fields_set
-                and self.n_critics != len(self.critic_models)):
-            raise ValueError(f"n_critics ({self.n_critics}) conflicts with critic_models "
-                             f"({len(self.critic_models)} models); give one or the other")
-        return self
-
-    def critics(self) -> list[tuple[str, str]]:
-        """(judge name, model) of every critic, in order."""
-        models = self.critic_models or [self.model_for("critic")] * self.n_critics
-        return [(f"critic[{k}]", m) for k, m in enumerate(models, start=1)]
-
-
-Point = Annotated[str, StringConstraints(strip_whitespace=True), Field(json_schema_extra={"maxLength": 150})]
-_SHORT: JsonDict = {"maxItems": 3}  # guides generation (grammars, fake/auto); a longer valid reply is still accepted
-
-
-class Critique(BaseModel):
-    """A critic's reply: validation is as lenient as the design document's (a number 1-10 and lists of
-    any length); the schema's hints keep a small model's reply inside its token budget."""
-
-    model_config = ConfigDict(extra="forbid")
-    score: float = Field(ge=1, le=10)
-    strengths: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
-    weaknesses: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
-    suggestions: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
-
-
-# Pure helpers ---------------------------------------------------------------------------------------
-def aggregate(scores: list[float | None], how: Aggregate) -> float | None:
-    """Combine the present scores (None where all are missing)."""
-    present = [s for s in scores if s is not None]
-    if not present:
-        return None
-    if how == "mean":
-        value = statistics.fmean(present)
-    elif how == "median":
-        value = statistics.median(present)
-    else:
-        value = min(present)
-    return round(float(value), 4)
-
-
-def _streak(aggregates: list[float | None], threshold: float) -> int:
-    n = 0
-    for a in reversed(aggregates):
-        if a is None or a < threshold:
-            break
-        n += 1
-    return n
-
-
-def decide_with_reason(aggregates: list[float | None], config: CreatorCriticConfig) -> tuple[Decision, str]:
-    """Stop or go on after the last iteration, and why.
-
-    FINISH when the aggregate has been >= `finish_threshold` for the last `patience` iterations (a
-    missing aggregate breaks the run of iterations), or when `max_iterations` is reached; else CONTINUE.
-
-    Raises:
-        ValueError: `aggregates` is empty.
-    """
-    if not aggregates:
-        raise ValueError("decide needs the aggregate of at least one iteration")
-    last, t = aggregates[-1], config.finish_threshold
-    if t is not None and _streak(aggregates, t) >= config.patience:
-        return "FINISH", f"aggregate {last:g} >= threshold {t:g} for {config.patience} iteration(s) in a row"
-    if len(aggregates) >= config.max_iterations:
-        return "FINISH", f"reached max_iterations {config.max_iterations}"
-    if last is None:
-        return "CONTINUE", "no critic score this iteration"
-    if t is None:
-        return "CONTINUE", f"aggregate {last:g}; no early-stop threshold"
-    if last < t:
-        return "CONTINUE", f"aggregate {last:g} below threshold {t:g}"
-    streak = _streak(aggregates, t)
-    return "CONTINUE", f"aggregate {last:g} >= threshold {t:g} for {streak} of {config.patience} iterations"
-
-
-def decide(aggregates: list[float | None], config: CreatorCriticConfig) -> Decision:
-    """The decision only; see `decide_with_reason`."""
-    return decide_with_reason(aggregates, config)[0]
-
+from ._context import RunContext
+from ._creator_critic_config import (
+    AGGREGATES,
+    Aggregate,
+    CreatorCriticConfig,
+    Critique,
+    Decision,
+    Final,
+    aggregate,
+    decide,
+    decide_with_reason,
+    threshold_streak,
+)
+from ._grounding import check_prompt_loop, decision_score, measure, measure_test
 
 _FENCED = re.compile(r"```[\w-]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
 _LEAD = re.compile(r"^(?:here(?:'s| is)[^\n]*?:\s*\n"  # "Here is the improved prompt:" on its own line
@@ -342,7 +227,7 @@ async def arun_creator_critic(
         if decision == "FINISH":
             break
     t = cfg.finish_threshold
-    early = t is not None and _streak(decisions, t) >= cfg.patience
+    early = t is not None and threshold_streak(decisions, t) >= cfg.patience
     stop_reason = "threshold" if early else "max_iterations"
     with_candidate = [i for i in ctx.run.iterations if i.candidate is not None]
     if cfg.final == "last":
@@ -409,6 +294,6 @@ weaknesses and concrete suggestions.
 Reply with JSON only: an object with "score" (an integer from 1 to 10) and "strengths", "weaknesses" and \
 "suggestions" (each a list of short sentences about this prompt)."""
 
-__all__ = ["CREATOR_PROMPT", "CRITIC_PROMPT", "DEFAULT_GOAL", "Critique", "CreatorCriticConfig", "aggregate",
-           "arun_creator_critic", "clean_prompt_text", "critique_all", "decide", "decide_with_reason",
-           "rescore_creator_critic", "run_creator_critic"]
+__all__ = ["AGGREGATES", "CREATOR_PROMPT", "CRITIC_PROMPT", "DEFAULT_GOAL", "Aggregate", "CreatorCriticConfig",
+           "Critique", "Decision", "Final", "aggregate", "arun_creator_critic", "clean_prompt_text", "critique_all",
+           "decide", "decide_with_reason", "rescore_creator_critic", "run_creator_critic"]

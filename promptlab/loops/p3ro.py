@@ -15,9 +15,7 @@ Calls stream with `token_type` = the role ("decomposer", "strategist", "generato
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 from ..call import CacheArg, Settings
 from ..errors import ConfigError
@@ -27,17 +25,16 @@ from ..record import Iteration, Run, Score, Task
 from ._base import (
     DEFAULT_GOAL,
     LoopSpec,
-    RunContext,
     as_config,
     as_task,
     best_iteration,
-    cut,
     goal_of,
-    mean_present,
     register_loop,
     sync_twin,
 )
-from ._grounding import PromptLoopConfig, check_prompt_loop, decision_score, measure, measure_test
+from ._context import RunContext
+from ._grounding import check_prompt_loop, decision_score, measure, measure_test
+from ._p3ro_config import Decision, MissingCriteria, P3ROConfig, average_of, decide, decide_with_reason
 from ._p3ro_schemas import (
     EvaluationResult,
     GeneratedPrompt,
@@ -46,143 +43,8 @@ from ._p3ro_schemas import (
     decomposed_schema,
     evaluation_schema,
     match_scores,
-    norm_criterion,
 )
-
-Decision = Literal["FINISH", "REVISE_STRATEGY", "CONTINUE_PROBING"]
-MissingCriteria = Literal["missing", "mean_present"]
-
-
-class P3ROConfig(PromptLoopConfig):
-    """P³RO settings; `critic_model` plays the evaluator, `generator_model` every other role."""
-
-    ROLES = ("decomposer", "strategist", "generator", "evaluator", "reflector")
-    CRITIC_ROLES = frozenset({"evaluator"})
-
-    finish_threshold: float = Field(8.5, ge=1, le=10)
-    """FINISH once an iteration's average criterion score reaches this (1-10)."""
-    max_iterations: int = Field(5, ge=1, le=100)
-    """Probe iterations at most (FINISH when reached)."""
-    min_criteria: int = Field(3, ge=1, le=6)
-    """Fewest criteria the decomposer must give."""
-    max_criteria: int = Field(5, ge=1, le=6)
-    """Most criteria the decomposer may give (at most 6: a local model's reply holds at most 6 items)."""
-    history_window: int | None = Field(None, ge=0, le=100)
-    """Past attempts shown to the strategist and the generator (None: all, as the design document)."""
-    history_chars: int | None = Field(None, ge=50, le=20000)
-    """Each past prompt text is cut to this many characters in role prompts (None: never cut)."""
-    missing_criteria: MissingCriteria = "missing"
-    """An iteration's average when a criterion is unscored: 'missing' (None: no FINISH on partial evidence)
-    or 'mean_present' (the mean of the scored criteria)."""
-
-    @model_validator(mode="after")
-    def _criteria_bounds(self) -> P3ROConfig:
-        if self.min_criteria > self.max_criteria:
-            raise ValueError(f"min_criteria ({self.min_criteria}) must not exceed max_criteria "
-                             f"({self.max_criteria})")
-        return self
-
-
-# The router (pure) ----------------------------------------------------------------------------------
-def decide_with_reason(averages: list[float | None], config: P3ROConfig) -> tuple[Decision, str]:
-    """The NextStepDecider: the next step after the last iteration, and why.
-
-    Rules, in order: FINISH when the last average >= `finish_threshold` or `len(averages)` >=
-    `max_iterations`; REVISE_STRATEGY when there are two or more iterations and the last average did not
-    increase; CONTINUE_PROBING otherwise.
-
-    A missing average (None: no candidate, or the evaluator failed) is never replaced by a number: it
-    never finishes by threshold, and as the last average it counts as "did not increase". When the
-    iteration just before has no average, the last one is compared with the most recent present average;
-    if there is none, there is nothing to compare with and probing continues.
-
-    Args:
-        averages: the average score of every iteration so far, in order (None where missing).
-        config: supplies `finish_threshold` and `max_iterations`.
-
-    Raises:
-        ValueError: `averages` is empty.
-    """
-    if not averages:
-        raise ValueError("decide needs the averages of at least one iteration")
-    n, last = len(averages), averages[-1]
-    if last is not None and last >= config.finish_threshold:
-        return "FINISH", f"average {last:g} >= threshold {config.finish_threshold:g}"
-    if n >= config.max_iterations:
-        return "FINISH", f"reached max_iterations {config.max_iterations}"
-    if n < 2:
-        if last is None:
-            return "CONTINUE_PROBING", "first iteration has no score; nothing to compare with"
-        return "CONTINUE_PROBING", f"first iteration (average {last:g}); nothing to compare with yet"
-    if last is None:
-        return "REVISE_STRATEGY", "average missing this iteration: counted as no improvement"
-    earlier = [(i, a) for i, a in enumerate(averages[:-1], start=1) if a is not None]
-    if not earlier:
-        return "CONTINUE_PROBING", f"average {last:g}; no earlier average to compare with"
-    idx, prev = earlier[-1]
-    where = f"iteration {idx}" + ("" if idx == n - 1 else f"; iteration {n - 1} had no score")
-    if last <= prev:
-        return "REVISE_STRATEGY", f"average {last:g} did not increase over {prev:g} ({where})"
-    return "CONTINUE_PROBING", f"average {last:g} increased over {prev:g} ({where})"
-
-
-def decide(averages: list[float | None], config: P3ROConfig) -> Decision:
-    """The next step only; see `decide_with_reason` for the rules."""
-    return decide_with_reason(averages, config)[0]
-
-
-# Helpers ------------------------------------------------------------------------------------------
-def _numbered(criteria: list[str]) -> str:
-    return "\n".join(f"{i}. {c}" for i, c in enumerate(criteria, start=1))
-
-
-def _distinct(items: list[str]) -> list[str]:
-    """Items in order without case-insensitive repeats."""
-    seen: set[str] = set()
-    out = []
-    for item in items:
-        if norm_criterion(item) not in seen:
-            seen.add(norm_criterion(item))
-            out.append(item)
-    return out
-
-
-def average_of(scores: list[Score], policy: MissingCriteria) -> float | None:
-    """The iteration's average: the unrounded mean, None when no score is present or (policy 'missing')
-    when any criterion is unscored."""
-    if policy == "missing" and any(s.score is None for s in scores):
-        return None
-    return mean_present(s.score for s in scores)
-
-
-def _score_line(it: Iteration) -> str:
-    parts = [f"{cut(s.criterion, 40)}: " + (f"{s.score:g}" if s.score is not None else "-")
-             for s in it.scores]
-    avg = f"average {it.average:g}" if it.average is not None else "no score"
-    return f"{avg}; " + "; ".join(parts) if parts else avg
-
-
-def _history(iterations: list[Iteration], config: P3ROConfig, reasoning: dict[int, str]) -> str:
-    tried = [it for it in iterations if it.candidate is not None]
-    if config.history_window is not None:
-        tried = tried[len(tried) - config.history_window:] if config.history_window else []
-    if not tried:
-        return "(no attempts yet)"
-    blocks = [f"Attempt {it.index} ({_score_line(it)}):\n{cut(it.candidate or '', config.history_chars)}"
-              + (f"\nReasoning: {cut(reasoning[it.index], config.history_chars)}" if reasoning.get(it.index) else "")
-              + (f"\nLesson: {it.reflection}" if it.reflection else "") for it in tried]
-    return "\n\n".join(blocks)
-
-
-def _evaluation_text(scores: list[Score], result: EvaluationResult) -> str:
-    lines = [f"- {cut(s.criterion, 80)}: "
-             + (f"{s.score:g}/10. {cut(s.justification, 200)}" if s.score is not None else "not scored")
-             for s in scores]
-    return "\n".join(lines) + f"\nOverall feedback: {cut(result.qualitative_feedback, 500) or '(none)'}"
-
-
-def _missing(criteria: list[str], why: str, judge: str) -> list[Score]:
-    return [Score(criterion=c, score=None, justification=why, judge=judge) for c in criteria]
+from ._p3ro_text import distinct, evaluation_text, history_text, journey_summary, missing_scores, numbered
 
 
 # The phases ---------------------------------------------------------------------------------------
@@ -198,7 +60,7 @@ class _State:
         self.reasoning: dict[int, str] = {}
 
     def fields(self) -> dict[str, str]:
-        return {"goal": self.goal, "criteria": _numbered(self.criteria)}
+        return {"goal": self.goal, "criteria": numbered(self.criteria)}
 
 
 async def _formulate(s: _State, it: Iteration | None) -> str | None:
@@ -206,7 +68,7 @@ async def _formulate(s: _State, it: Iteration | None) -> str | None:
     prompt = s.ctx.prompt(
         "strategist", STRATEGIST_PROMPT, **s.fields(), initial_prompt=s.task.prompt,
         previous_plan=s.plan if s.plan else "(none: this is the first plan)",
-        history=_history([i for i in s.ctx.run.iterations if i is not it], s.cfg, s.reasoning),
+        history=history_text([i for i in s.ctx.run.iterations if i is not it], s.cfg, s.reasoning),
     )
     out, _ = await s.ctx.call("strategist", "plan", prompt, schema=ImprovementPlan, iteration=it,
                               token_type="strategist")
@@ -218,7 +80,7 @@ async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[s
     """PromptEvaluator: one Score per criterion (sampled or expected), unmatched entries kept in
     `Run.info['unmatched_scores']`; an unusable reply gives missing scores (or `parse_failure_score`)."""
     judge = cfg.model_for("evaluator")
-    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=_numbered(criteria),
+    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria),
                         prompt_text=candidate)
     expected = cfg.score_mode == "expected"
     c, step = await ctx.completion("evaluator", "evaluate", prompt, schema=evaluation_schema(tuple(criteria)),
@@ -227,7 +89,7 @@ async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[s
     if c is None or ev is None:
         fallback = cfg.parse_failure_score
         if fallback is None:
-            return _missing(criteria, "missing: the evaluator's reply was unusable", judge), None
+            return missing_scores(criteria, "missing: the evaluator's reply was unusable", judge), None
         why = f"the evaluator's reply was unusable: parse_failure_score {fallback:g} used"
         return [Score(criterion=k, score=fallback, justification=why, judge=judge, mode="fallback")
                 for k in criteria], None
@@ -257,13 +119,13 @@ async def _probe(s: _State, it: Iteration) -> None:
         "generator", GENERATOR_PROMPT, **s.fields(),
         plan=s.plan if s.plan else "(no plan: the strategist failed; follow the criteria)",
         reflection=s.reflection if s.reflection else "(none yet)",
-        history=_history(earlier, cfg, s.reasoning), base_label=base_label, base_prompt=base,
+        history=history_text(earlier, cfg, s.reasoning), base_label=base_label, base_prompt=base,
     )
     retry = sum(i.candidate is None for i in earlier)  # the same prompt recurs after a failure: fresh draw
     gen, _ = await ctx.call("generator", "generate", prompt, schema=GeneratedPrompt, iteration=it,
                             sample_offset=retry, token_type="generator")
     if gen is None:
-        ctx.score(it, _missing(s.criteria, "no candidate: the generator failed", judge))
+        ctx.score(it, missing_scores(s.criteria, "no candidate: the generator failed", judge))
         return
     it.candidate = gen.prompt_text
     if gen.reasoning.strip():
@@ -276,35 +138,11 @@ async def _probe(s: _State, it: Iteration) -> None:
         it.grounded = await measure(ctx, cfg, it.candidate, "dev", it)
     if ev is None:
         return
-    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(), evaluation=_evaluation_text(scores, ev))
+    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(), evaluation=evaluation_text(scores, ev))
     refl, _ = await ctx.call("reflector", "reflect", prompt, schema=Reflection, iteration=it,
                              token_type="reflector")
     if refl is not None:
         it.reflection = s.reflection = refl.summary
-
-
-def journey_summary(run: Run, criteria: list[str], best: Iteration | None, revisions: list[int]) -> str:
-    """POLISH's account: the chosen prompt's score per criterion, the averages, the strategy revisions."""
-    lines = [f"P³RO on task {run.task.id!r}: the goal was decomposed into {len(criteria)} criteria."]
-    if best is None:
-        lines.append("No attempt could be scored, so there is no chosen prompt.")
-    else:
-        lines.append(f"Chosen prompt: attempt {best.index} of {len(run.iterations)}, "
-                     f"average {best.average:g}.")
-        lines += [f"  {k}. {s.criterion.rstrip('.')}: "
-                  + (f"{s.score:g}/10 ({cut(s.justification, 120)})" if s.score is not None
-                     else "not scored")
-                  for k, s in enumerate(best.scores, start=1)]
-    trail = " -> ".join(f"{i.average:g}" if i.average is not None else "missing" for i in run.iterations)
-    lines.append(f"Average by attempt: {trail or '(no attempts)'}.")
-    if revisions:
-        before = ", ".join(map(str, revisions))
-        lines.append(f"Strategy revised {len(revisions)} time(s), before attempt(s) {before}.")
-    else:
-        lines.append("The initial strategy was kept throughout.")
-    last = run.iterations[-1] if run.iterations else None
-    lines.append(f"Stopped: {run.stop_reason}" + (f" ({last.reason})." if last and last.reason else "."))
-    return "\n".join(lines)
 
 
 async def arun_p3ro(
@@ -358,7 +196,7 @@ async def arun_p3ro(
         ctx.run.info["criteria"] = []
         ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
         return ctx.finish("error", None)
-    s.criteria = _distinct(decomposed.criteria)
+    s.criteria = distinct(decomposed.criteria)
     ctx.run.info["criteria"] = s.criteria
     s.plan = await _formulate(s, None)
     plans: list[dict[str, Any]] = [{"before_iteration": 1, "plan": s.plan}]
@@ -493,6 +331,6 @@ Look at the lowest scores and the feedback: what worked, what failed, and why? W
 what the next version must do differently.
 Reply with JSON only: {{"summary": "..."}}"""
 
-__all__ = ["DECOMPOSER_PROMPT", "DEFAULT_GOAL", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "P3ROConfig", "REFLECTOR_PROMPT",
-           "STRATEGIST_PROMPT", "arun_p3ro", "average_of", "decide", "decide_with_reason", "evaluate",
-           "journey_summary", "rescore_p3ro", "run_p3ro"]
+__all__ = ["DECOMPOSER_PROMPT", "DEFAULT_GOAL", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "REFLECTOR_PROMPT",
+           "STRATEGIST_PROMPT", "Decision", "MissingCriteria", "P3ROConfig", "arun_p3ro", "average_of", "decide",
+           "decide_with_reason", "evaluate", "journey_summary", "rescore_p3ro", "run_p3ro"]

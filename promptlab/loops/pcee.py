@@ -44,7 +44,8 @@ from ..events import EventHandler
 from ..record import Iteration, Run, Score, Step, Task
 from ..tools import ToolEnv, ToolRegistry, ToolResult, build_tools, check_tool_names
 from ..workspace import Workspace, fresh_workspace_name
-from ._base import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
+from ._base import LoopConfig, LoopSpec, as_config, as_task, register_loop, run_sync
+from ._context import RunContext
 from ._pcee_schemas import (
     FixPlan,
     PlaceholderError,

@@ -41,7 +41,8 @@ from ..events import EventHandler
 from ..record import Run, Task
 from ..tools import Tool, ToolEnv, ToolRegistry, build_tools, check_tool_names, needs_workspace
 from ..workspace import Workspace, fresh_workspace_name
-from ._base import LoopSpec, RunContext, as_config, as_task, register_loop, run_sync
+from ._base import LoopSpec, as_config, as_task, register_loop, run_sync
+from ._context import RunContext
 from ._pes_config import PROVIDER_FIELDS, Persona, PESConfig, ThreadState, with_provider
 from ._pes_observe import TOKEN_KINDS, ObservationType, Observer, StreamTyper
 from ._pes_run import (

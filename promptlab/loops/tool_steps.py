@@ -9,7 +9,7 @@ from ..record import Iteration, Step
 from ..tools import ToolError, ToolRegistry, ToolResult
 
 if TYPE_CHECKING:
-    from ._base import RunContext
+    from ._context import RunContext
 
 
 def _short(value: Any, limit: int = 120) -> str:
