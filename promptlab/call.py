@@ -20,18 +20,18 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
 from . import structured
 from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
 from .completion import Completion
-from .errors import MissingKeyError, ParseError, ProviderError, describe_cause
+from .errors import ParseError, ProviderError, describe_cause
+from .failures import raise_if_auth, request_host, transient
 from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from .limits import slot
-from .providers import check_model, is_own, litellm, native_schema
-from .reply import Reply
+from .providers import check_model, is_own, native_schema
+from .reply import Figures, Reply
 from .settings import DEFAULT_SETTINGS, Settings
 from .transport import TokenHandler, afetch, fetch
 
@@ -105,35 +105,6 @@ def _build(
     return _Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, key)
 
 
-def _transient(e: BaseException) -> bool:
-    """Rate limits, timeouts, 5xx and connection errors are retried; nothing else is."""
-    lm = litellm()
-    if isinstance(e, (lm.AuthenticationError, lm.BadRequestError, lm.NotFoundError, lm.PermissionDeniedError)):
-        return False
-    if isinstance(e, (lm.RateLimitError, lm.Timeout, lm.APIConnectionError, lm.InternalServerError,
-                      lm.ServiceUnavailableError)):
-        return True
-    status = getattr(e, "status_code", None)
-    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
-
-
-class _Figures:
-    """Token and cost sums over replies; None once one reply's figure was unknown."""
-
-    def __init__(self) -> None:
-        self.input: int | None = 0
-        self.output: int | None = 0
-        self.cost: float | None = 0.0
-
-    def add(self, reply: Reply) -> None:
-        if reply.input_tokens is None or self.input is None or self.output is None:
-            self.input = self.output = None
-        else:
-            self.input += reply.input_tokens
-            self.output += reply.output_tokens or 0
-        self.cost = None if reply.cost_usd is None or self.cost is None else round(self.cost + reply.cost_usd, 10)
-
-
 def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
     """The call, step by step: yields provider calls and sleeps, returns the Completion."""
     s = req.settings
@@ -152,7 +123,7 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
 
     started = time.monotonic()
     attempts, latency = 0, 0.0
-    original, spent = _Figures(), _Figures()  # recorded figures of every reply; what this call paid now
+    original, spent = Figures(), Figures()  # recorded figures of every reply; what this call paid now
     failures: list[dict[str, Any]] = []
     for _ in range(max(1, s.parse_attempts if req.schema is not None else 1)):
         reply_key = None
@@ -162,7 +133,7 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             left = None if s.deadline_s is None else s.deadline_s - (time.monotonic() - started)
             if left is not None and left <= 0:
                 raise ProviderError(req.model, f"deadline of {s.deadline_s:g}s exceeded", attempts=attempts,
-                                    retryable=True, host=_host(req))
+                                    retryable=True, host=request_host(req.model, req.params))
             timeout = s.timeout_s if left is None else min(left, s.timeout_s or left)
             call_kwargs = {**kwargs, "timeout": timeout} if timeout is not None else kwargs
             attempts += 1
@@ -171,13 +142,13 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
                 reply: Reply = yield _Call({"model": req.model, "messages": messages, **call_kwargs}, reply_key)
             except Exception as e:
                 latency += time.perf_counter() - t0
-                _raise_if_auth(req.model, e, attempts)
+                raise_if_auth(req.model, e, attempts)
                 cause = describe_cause(e, timeout)
-                if not _transient(e):
+                if not transient(e):
                     raise ProviderError(req.model, cause, attempts=attempts, retryable=False,
-                                        host=_host(req)) from e
+                                        host=request_host(req.model, req.params)) from e
                 if retry == s.retries:
-                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=_host(req)) from e
+                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=request_host(req.model, req.params)) from e
                 delay = min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
                 if s.deadline_s is not None:
                     delay = min(delay, max(0.0, s.deadline_s - (time.monotonic() - started)))
@@ -210,31 +181,6 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
     assert req.schema is not None
     raise ParseError(req.model, req.schema.__name__, failures, input_tokens=spent.input or 0,
                      output_tokens=spent.output or 0, cost_usd=spent.cost, requests=attempts)
-
-
-def _host(req: _Request) -> str:
-    """Where the request goes: the api_base host, or the provider's default endpoint."""
-    base = req.params.get("api_base") or req.params.get("base_url")
-    if base:
-        return urlsplit(str(base)).netloc or str(base)
-    if is_own(req.model):
-        return "in-process"
-    try:
-        provider = litellm().get_llm_provider(model=req.model)[1]
-    except Exception:
-        provider = req.model.partition("/")[0]
-    return f"{provider} default endpoint"
-
-
-def _raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
-    lm = litellm()
-    if isinstance(e, lm.AuthenticationError):
-        from .providers import key_env_vars
-
-        missing = key_env_vars(model)
-        if missing:
-            raise MissingKeyError(model, missing) from e
-        raise ProviderError(model, f"authentication failed: {e}", attempts=attempts, retryable=False) from e
 
 
 def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> Reply | None:

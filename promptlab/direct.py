@@ -30,6 +30,7 @@ import json
 import os
 import threading
 import weakref
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -130,13 +131,23 @@ def _timeout(kwargs: dict[str, Any]) -> float:
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
+_closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = (
+    weakref.WeakKeyDictionary()
+)
+"""A strong reference to each loop's `_closer` (the loop itself keeps only weak ones)."""
 _clients: dict[str, httpx.Client] = {}
 _clients_lock = threading.Lock()
 
 
-def _async_client(r: Route) -> httpx.AsyncClient:
+async def _async_client(r: Route) -> httpx.AsyncClient:
     """The running loop's client for this endpoint (connections belong to one event loop)."""
-    per_loop = _async_clients.setdefault(asyncio.get_running_loop(), {})
+    loop = asyncio.get_running_loop()
+    per_loop = _async_clients.get(loop)
+    if per_loop is None:
+        per_loop = _async_clients[loop] = {}
+        closer = _closer(per_loop)
+        await closer.asend(None)
+        _closers[loop] = closer
     client = per_loop.get(r.api_base)
     if client is None:
         import httpx
@@ -144,6 +155,16 @@ def _async_client(r: Route) -> httpx.AsyncClient:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE)
         client = per_loop[r.api_base] = httpx.AsyncClient(limits=limits)
     return client
+
+
+async def _closer(clients: dict[str, httpx.AsyncClient]) -> AsyncGenerator[None, None]:
+    """Closes a loop's clients when the loop shuts down: `asyncio.run` finalizes every live async generator
+    (`loop.shutdown_asyncgens`) before closing the loop, and this one then closes the connections."""
+    try:
+        yield
+    finally:
+        for client in list(clients.values()):
+            await client.aclose()
 
 
 def _client(r: Route) -> httpx.Client:
@@ -181,7 +202,7 @@ def post(r: Route, kwargs: dict[str, Any]) -> Any:
 
 async def apost(r: Route, kwargs: dict[str, Any]) -> Any:
     """Make one request (async); returns a litellm ModelResponse."""
-    client = _async_client(r)
+    client = await _async_client(r)
     request = client.build_request("POST", r.url, content=_body(kwargs), headers=_headers(r),
                                    timeout=_timeout(kwargs))
     try:

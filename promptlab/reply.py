@@ -62,6 +62,24 @@ def cost_of(model: str, response: Any) -> float | None:
         return None  # litellm does not know this model's price: unknown, not zero
 
 
+class Figures:
+    """Token and cost sums over replies; None once one reply's figure was unknown."""
+
+    def __init__(self) -> None:
+        self.input: int | None = 0
+        self.output: int | None = 0
+        self.cost: float | None = 0.0
+
+    def add(self, reply: Reply) -> None:
+        """Add one reply's figures."""
+        if reply.input_tokens is None or self.input is None or self.output is None:
+            self.input = self.output = None
+        else:
+            self.input += reply.input_tokens
+            self.output += reply.output_tokens or 0
+        self.cost = None if reply.cost_usd is None or self.cost is None else round(self.cost + reply.cost_usd, 10)
+
+
 def reply_of(model: str, response: Any) -> Reply:
     """The Reply in a litellm ModelResponse for a call to `model`."""
     usage: Any = getattr(response, "usage", None)
@@ -77,4 +95,4 @@ def reply_of(model: str, response: Any) -> Reply:
     )
 
 
-__all__ = ["Reply", "cost_of", "reply_of"]
+__all__ = ["Figures", "Reply", "cost_of", "reply_of"]
