@@ -49,8 +49,8 @@ PLAIN_PARAMS = frozenset({
 """Request fields the direct transport handles; a request with any other goes through litellm."""
 NOT_SENT = frozenset({"api_key", "api_base", "base_url", "timeout", "num_retries", "max_retries"})
 """Fields that shape the HTTP request rather than its JSON body."""
-MESSAGE_FIELDS = frozenset({"role", "content", "name"})
-"""Message fields sent as they are (litellm passes plain text messages through unchanged)."""
+MESSAGE_FIELDS = frozenset({"role", "content"})
+"""The fields of a plain text message, which litellm passes through unchanged (any other: litellm)."""
 KEEPALIVE = 256
 """Idle connections kept per endpoint."""
 
