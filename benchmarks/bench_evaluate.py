@@ -8,10 +8,11 @@
 (b) Loopback server: an OpenAI-compatible server this script starts on 127.0.0.1 (a separate process, so its
     work does not share our interpreter) answers every request after a fixed latency. evaluate_prompt with
     `concurrency` calls in flight over N examples; efficiency = ideal time / measured time, where the ideal is
-    ceil(N / concurrency) x latency (target >= 0.8). litellm's own acompletion with the same number in flight is
-    printed as a second baseline.
+    ceil(N / concurrency) x latency (target >= 0.8). Measured in the same run, rounds rotating which goes first:
+    evaluate_prompt with the default transport ('auto': the direct HTTP path for this endpoint), evaluate_prompt
+    with `Settings(transport="litellm")`, and litellm's own acompletion with the same number in flight.
 
-Run: .venv/bin/python benchmarks/bench_evaluate.py [--local-examples 8] [--max-tokens 24] [--rounds 4]
+Run: .venv/bin/python benchmarks/bench_evaluate.py [--local-examples 8] [--max-tokens 24] [--rounds 3]
      [--examples 160] [--concurrency 16] [--latency 0.1]
 """
 
@@ -166,46 +167,51 @@ def bench_loopback(n: int, concurrency: int, latency: float, rounds: int) -> Non
 
             await asyncio.gather(*(one(ex) for ex in examples))
 
-        async def through() -> pl.EvalResult:
+        async def through(transport: str) -> pl.EvalResult:
             with tempfile.TemporaryDirectory(prefix="bench-eval-") as cache:
                 return await pl.aevaluate_prompt(PROMPT, examples, model=model, scorer=LABELS, max_tokens=8,
                                                  concurrency=concurrency, cache=cache, api_base=base,
-                                                 api_key="dummy")
+                                                 api_key="dummy", settings=pl.Settings(transport=transport))
 
-        cpu: dict[str, list[float]] = {"d": [], "t": []}
+        sides: dict[str, Any] = {
+            "litellm acompletion directly": direct,
+            "evaluate_prompt, transport='auto'": lambda: through("auto"),
+            "evaluate_prompt, transport='litellm'": lambda: through("litellm"),
+        }
+        wall: dict[str, list[float]] = {k: [] for k in sides}
+        cpu: dict[str, list[float]] = {k: [] for k in sides}
+        last: dict[str, Any] = {}
 
-        async def run_all() -> tuple[list[float], list[float], Any]:
-            await direct()  # warm-up: connections, litellm's client cache
-            last = await through()
-            d, t = [], []
+        async def run_all() -> None:
+            for fn in sides.values():  # warm-up: connections, litellm's client cache, imports
+                await fn()
+            names = list(sides)
             for r in range(rounds):
-                for name in (("d", "t") if r % 2 == 0 else ("t", "d")):
+                for name in names[r % len(names):] + names[:r % len(names)]:  # each side goes first in turn
                     t0, c0 = time.perf_counter(), time.process_time()
-                    if name == "d":
-                        await direct()
-                        d.append(time.perf_counter() - t0)
-                    else:
-                        last = await through()
-                        t.append(time.perf_counter() - t0)
+                    last[name] = await sides[name]()
+                    wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
-            return d, t, last
 
         load = os.getloadavg()[0]
-        d, t, last = asyncio.run(run_all())
+        asyncio.run(run_all())
         ideal = math.ceil(n / concurrency) * latency
-        measured, baseline = statistics.median(t), statistics.median(d)
-        eff = ideal / measured
-        print(f"(b) loopback OpenAI-compatible server, {latency * 1000:.0f} ms latency, {n} examples, {concurrency} in "
-              f"flight, {rounds} rounds: ideal {ideal:.2f} s; evaluate_prompt {measured:.2f} s "
-              f"({n / measured:.1f} examples/s); efficiency {eff:.3f} (target >= 0.8) -> "
-              f"{'PASS' if eff >= 0.8 else 'FAIL'}")
-        print(f"    litellm acompletion directly, same concurrency: {baseline:.2f} s (efficiency {ideal / baseline:.3f});"
-              f" evaluate_prompt / direct time ratio {measured / baseline:.3f}; last run: n={last.n}, "
-              f"errors={last.errors}, calls={last.usage.calls}")
-        per_call = statistics.median(cpu["t"]) / n
-        print(f"    client CPU per example: evaluate_prompt {per_call * 1000:.2f} ms, litellm direct "
-              f"{statistics.median(cpu['d']) / n * 1000:.2f} ms -> CPU alone needs {per_call * n:.2f} s of the "
-              f"{ideal:.2f} s ideal; load average at start {load:.2f} on {os.cpu_count()} cores")
+        print(f"(b) loopback OpenAI-compatible server (a separate process), {latency * 1000:.0f} ms latency, {n} "
+              f"examples, {concurrency} in flight, {rounds} rounds (medians); ideal {ideal:.2f} s; load average "
+              f"at start {load:.2f} on {os.cpu_count()} cores")
+        eff = {}
+        for name in sides:
+            t = statistics.median(wall[name])
+            eff[name] = ideal / t
+            print(f"    {name:38s} {t:.2f} s  efficiency {eff[name]:.3f}  client CPU "
+                  f"{statistics.median(cpu[name]) / n * 1000:.2f} ms/example  per-round s "
+                  f"{[round(x, 2) for x in wall[name]]}")
+        auto, via, base_name = ("evaluate_prompt, transport='auto'", "evaluate_prompt, transport='litellm'",
+                                "litellm acompletion directly")
+        for name in (auto, via):
+            print(f"    {name}: efficiency {eff[name]:.3f} (target >= 0.8) -> {'PASS' if eff[name] >= 0.8 else 'FAIL'}; "
+                  f"vs litellm directly {eff[name] / eff[base_name]:.3f}x; last run n={last[name].n}, "
+                  f"errors={last[name].errors}, calls={last[name].usage.calls}")
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -215,7 +221,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--local-examples", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=24)
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--examples", type=int, default=160)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--latency", type=float, default=0.1)

@@ -226,6 +226,9 @@ class Cache:
 
 _open: dict[Path, Cache] = {}
 _open_lock = threading.Lock()
+_defaults: dict[tuple[str | None, str], Cache] = {}
+"""The default cache by ($PROMPTLAB_CACHE_DIR, working directory): a call with the default cache resolves
+its directory (a few system calls) once per place, not once per call."""
 
 
 def default_cache_dir() -> Path:
@@ -236,6 +239,12 @@ def default_cache_dir() -> Path:
 
 def open_cache(directory: str | os.PathLike[str] | None = None) -> Cache:
     """The Cache for a directory (default: `default_cache_dir()`), opened once per process."""
+    if directory is None:
+        where = (os.environ.get(CACHE_ENV), os.getcwd())
+        known = _defaults.get(where)
+        if known is None:
+            known = _defaults[where] = open_cache(default_cache_dir())
+        return known
     path = Path(directory if directory is not None else default_cache_dir()).expanduser().resolve()
     with _open_lock:
         if path not in _open:

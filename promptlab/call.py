@@ -2,7 +2,12 @@
 
 Both share one step-by-step protocol (`_protocol`, a generator that yields provider calls and sleeps);
 `complete` drives it with blocking calls and `time.sleep`, so it works inside a running Jupyter event
-loop, and `acomplete` drives it with `litellm.acompletion` and `asyncio.sleep`.
+loop, and `acomplete` drives it with async calls and `asyncio.sleep`.
+
+Each request goes out through `promptlab.transport`: litellm, or, for a plain chat request to an
+OpenAI-compatible endpoint (`openai/<name>` with an api_base), a direct HTTP post that skips litellm's
+per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.direct`). The async path
+writes the cache from a worker thread, so SQLite's commit never holds up the event loop.
 """
 
 from __future__ import annotations
@@ -11,51 +16,29 @@ import asyncio
 import contextlib
 import random
 import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Generator
-from dataclasses import dataclass, field
+from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
 from . import structured
 from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
-from .completion import Completion, TokenLogprob, logprobs_of
-from .errors import MissingKeyError, ParseError, ProviderError, describe_cause
+from .completion import Completion
+from .errors import ParseError, ProviderError, describe_cause
+from .failures import raise_if_auth, request_host, transient
 from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
-from .providers import check_model, endpoint, is_own, litellm, native_schema, reported_model
+from .limits import slot
+from .providers import check_model, is_own, native_schema
+from .reply import Figures, Reply
+from .settings import DEFAULT_SETTINGS, Settings
+from .transport import TokenHandler, afetch, fetch
 
 Prompt = Union[str, list[dict[str, Any]]]
 """A user prompt as text, or a list of chat messages ({'role': ..., 'content': ...})."""
 CacheArg = Union[Cache, str, Path, bool, None]
 """None or True: the default cache; False: no cache; a path or a Cache: that one."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How calls are made: retries, re-asks, timeouts, concurrency. Pass one to `complete`."""
-
-    retries: int = 4
-    """Retries of a transient provider error (rate limit, timeout, 5xx, connection)."""
-    backoff_s: float = 0.5
-    """First backoff delay; it doubles on each retry, with jitter."""
-    backoff_max_s: float = 20.0
-    """Longest single backoff delay."""
-    parse_attempts: int = 3
-    """Structured calls: how many replies to try before raising ParseError."""
-    timeout_s: float | None = 120.0
-    """Per provider request timeout (each HTTP request, capped by what is left of `deadline_s`)."""
-    deadline_s: float | None = 300.0
-    """Overall limit on one call: every request, retry and backoff together; None for no limit."""
-    max_concurrency: int = 4
-    """Async calls in flight at once per model."""
-    per_model_concurrency: dict[str, int] = field(default_factory=dict)
-    """Overrides of max_concurrency by model name."""
-
-
-DEFAULT_SETTINGS = Settings()
 
 
 @dataclass
@@ -64,25 +47,6 @@ class _Call:
     reply_key: str | None = None
     """Structured calls cache every provider reply under this key, so a replay re-parses the same
     replies (a ParseError replays without model calls); the final Completion is cached as well."""
-
-
-class _Reply(BaseModel):
-    """One provider reply, as the protocol needs it (and as a structured call's reply is cached)."""
-
-    text: str
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
-    finish_reason: str | None = None
-    logprobs: list[TokenLogprob] | None = None
-    response_model: str | None = None
-    endpoint: str | None = None
-    replayed: bool = False
-    """True when this reply came from the cache: its figures are the original ones, nothing was spent."""
-
-
-TokenHandler = Callable[[str], None]
-"""Receives each piece of reply text as it is generated (or the whole text once, for a cache hit)."""
 
 
 @dataclass
@@ -141,44 +105,6 @@ def _build(
     return _Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, key)
 
 
-def _transient(e: BaseException) -> bool:
-    """Rate limits, timeouts, 5xx and connection errors are retried; nothing else is."""
-    lm = litellm()
-    if isinstance(e, (lm.AuthenticationError, lm.BadRequestError, lm.NotFoundError, lm.PermissionDeniedError)):
-        return False
-    if isinstance(e, (lm.RateLimitError, lm.Timeout, lm.APIConnectionError, lm.InternalServerError,
-                      lm.ServiceUnavailableError)):
-        return True
-    status = getattr(e, "status_code", None)
-    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
-
-
-def _cost(model: str, response: Any) -> float | None:
-    if is_own(model):
-        return 0.0  # in-process models cost nothing by construction
-    try:
-        return float(litellm().completion_cost(completion_response=response))
-    except Exception:
-        return None  # litellm does not know this model's price: unknown, not zero
-
-
-class _Figures:
-    """Token and cost sums over replies; None once one reply's figure was unknown."""
-
-    def __init__(self) -> None:
-        self.input: int | None = 0
-        self.output: int | None = 0
-        self.cost: float | None = 0.0
-
-    def add(self, reply: _Reply) -> None:
-        if reply.input_tokens is None or self.input is None or self.output is None:
-            self.input = self.output = None
-        else:
-            self.input += reply.input_tokens
-            self.output += reply.output_tokens or 0
-        self.cost = None if reply.cost_usd is None or self.cost is None else round(self.cost + reply.cost_usd, 10)
-
-
 def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
     """The call, step by step: yields provider calls and sleeps, returns the Completion."""
     s = req.settings
@@ -197,7 +123,7 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
 
     started = time.monotonic()
     attempts, latency = 0, 0.0
-    original, spent = _Figures(), _Figures()  # recorded figures of every reply; what this call paid now
+    original, spent = Figures(), Figures()  # recorded figures of every reply; what this call paid now
     failures: list[dict[str, Any]] = []
     for _ in range(max(1, s.parse_attempts if req.schema is not None else 1)):
         reply_key = None
@@ -207,22 +133,22 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             left = None if s.deadline_s is None else s.deadline_s - (time.monotonic() - started)
             if left is not None and left <= 0:
                 raise ProviderError(req.model, f"deadline of {s.deadline_s:g}s exceeded", attempts=attempts,
-                                    retryable=True, host=_host(req))
+                                    retryable=True, host=request_host(req.model, req.params))
             timeout = s.timeout_s if left is None else min(left, s.timeout_s or left)
             call_kwargs = {**kwargs, "timeout": timeout} if timeout is not None else kwargs
             attempts += 1
             t0 = time.perf_counter()
             try:
-                reply: _Reply = yield _Call({"model": req.model, "messages": messages, **call_kwargs}, reply_key)
+                reply: Reply = yield _Call({"model": req.model, "messages": messages, **call_kwargs}, reply_key)
             except Exception as e:
                 latency += time.perf_counter() - t0
-                _raise_if_auth(req.model, e, attempts)
+                raise_if_auth(req.model, e, attempts)
                 cause = describe_cause(e, timeout)
-                if not _transient(e):
+                if not transient(e):
                     raise ProviderError(req.model, cause, attempts=attempts, retryable=False,
-                                        host=_host(req)) from e
+                                        host=request_host(req.model, req.params)) from e
                 if retry == s.retries:
-                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=_host(req)) from e
+                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=request_host(req.model, req.params)) from e
                 delay = min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
                 if s.deadline_s is not None:
                     delay = min(delay, max(0.0, s.deadline_s - (time.monotonic() - started)))
@@ -257,49 +183,10 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
                      output_tokens=spent.output or 0, cost_usd=spent.cost, requests=attempts)
 
 
-def _host(req: _Request) -> str:
-    """Where the request goes: the api_base host, or the provider's default endpoint."""
-    base = req.params.get("api_base") or req.params.get("base_url")
-    if base:
-        return urlsplit(str(base)).netloc or str(base)
-    if is_own(req.model):
-        return "in-process"
-    try:
-        provider = litellm().get_llm_provider(model=req.model)[1]
-    except Exception:
-        provider = req.model.partition("/")[0]
-    return f"{provider} default endpoint"
-
-
-def _raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
-    lm = litellm()
-    if isinstance(e, lm.AuthenticationError):
-        from .providers import key_env_vars
-
-        missing = key_env_vars(model)
-        if missing:
-            raise MissingKeyError(model, missing) from e
-        raise ProviderError(model, f"authentication failed: {e}", attempts=attempts, retryable=False) from e
-
-
-def _reply_of(model: str, response: Any) -> _Reply:
-    usage: Any = getattr(response, "usage", None)
-    known = usage is not None and getattr(usage, "prompt_tokens", None) is not None
-    choice = response.choices[0]
-    return _Reply(
-        text=choice.message.content or "",
-        input_tokens=int(usage.prompt_tokens or 0) if known else None,
-        output_tokens=int(usage.completion_tokens or 0) if known else None,
-        cost_usd=_cost(model, response), finish_reason=getattr(choice, "finish_reason", None),
-        logprobs=logprobs_of(getattr(choice, "logprobs", None)), response_model=reported_model(model, response),
-        endpoint=endpoint(model, response),
-    )
-
-
-def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> _Reply | None:
+def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> Reply | None:
     if store is None or op.reply_key is None:
         return None
-    reply = store.get(op.reply_key, _Reply)
+    reply = store.get(op.reply_key, Reply)
     if reply is not None:
         reply.replayed = True
         if on_token is not None:
@@ -307,61 +194,10 @@ def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> 
     return reply
 
 
-def _keep(store: Cache | None, op: _Call, reply: _Reply) -> _Reply:
+def _keep(store: Cache | None, op: _Call, reply: Reply) -> Reply:
     if store is not None and op.reply_key is not None:
         store.add(op.reply_key, reply)
     return reply
-
-
-def _fetch(op: _Call, store: Cache | None, on_token: TokenHandler | None) -> _Reply:
-    """One provider call (blocking), or its cached reply."""
-    replay = _replayed(store, op, on_token)
-    if replay is not None:
-        return replay
-    lm = litellm()
-    if on_token is None or op.kwargs.get("logprobs"):  # log-probabilities come with a whole reply only
-        response = lm.completion(**op.kwargs)
-        if on_token is not None:
-            _send_whole(response, on_token)
-    else:
-        chunks = []
-        for chunk in lm.completion(**op.kwargs, stream=True, stream_options={"include_usage": True}):
-            chunks.append(chunk)
-            _send_piece(chunk, on_token)
-        response = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
-    return _keep(store, op, _reply_of(op.kwargs["model"], response))
-
-
-async def _afetch(op: _Call, store: Cache | None, on_token: TokenHandler | None) -> _Reply:
-    """One provider call (async), or its cached reply."""
-    replay = _replayed(store, op, on_token)
-    if replay is not None:
-        return replay
-    lm = litellm()
-    if on_token is None or op.kwargs.get("logprobs"):  # log-probabilities come with a whole reply only
-        response = await lm.acompletion(**op.kwargs)
-        if on_token is not None:
-            _send_whole(response, on_token)
-    else:
-        chunks = []
-        stream = await lm.acompletion(**op.kwargs, stream=True, stream_options={"include_usage": True})
-        async for chunk in stream:
-            chunks.append(chunk)
-            _send_piece(chunk, on_token)
-        response = lm.stream_chunk_builder(chunks, messages=op.kwargs["messages"])
-    return _keep(store, op, _reply_of(op.kwargs["model"], response))
-
-
-def _send_whole(response: Any, on_token: TokenHandler) -> None:
-    on_token(response.choices[0].message.content or "")
-
-
-def _send_piece(chunk: Any, on_token: TokenHandler) -> None:
-    choices = getattr(chunk, "choices", None)
-    if choices:
-        text = getattr(choices[0].delta, "content", None)
-        if text:
-            on_token(text)
 
 
 def _resolve_cache(cache: CacheArg) -> Cache | None:
@@ -461,7 +297,8 @@ def _drive(req: _Request, store: Cache | None, on_token: TokenHandler | None) ->
             time.sleep(op.seconds)
             continue
         try:
-            value = _fetch(op, store, on_token)
+            replay = _replayed(store, op, on_token)
+            value = replay if replay is not None else _keep(store, op, fetch(op.kwargs, req.settings, on_token))
         except Exception as e:
             error = e
     return _settle(store, req, done)
@@ -478,39 +315,6 @@ def _settle(store: Cache | None, req: _Request, done: Completion) -> Completion:
     return first.model_copy(update={
         "cache_hit": False, "spent_input_tokens": done.billed_input_tokens,
         "spent_output_tokens": done.billed_output_tokens, "spent_cost_usd": done.billed_cost_usd})
-
-
-class _Limiter:
-    """Calls in flight for one model in one event loop; each call waits until fewer than ITS OWN limit
-    are in flight, so the limit follows each call's settings (not whichever call came first)."""
-
-    def __init__(self) -> None:
-        self.active = 0
-        self.changed = asyncio.Condition()
-
-    @contextlib.asynccontextmanager
-    async def slot(self, limit: int) -> AsyncIterator[None]:
-        async with self.changed:
-            await self.changed.wait_for(lambda: self.active < max(1, limit))
-            self.active += 1
-        try:
-            yield
-        finally:
-            async with self.changed:
-                self.active -= 1
-                self.changed.notify_all()
-
-
-_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Limiter]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _slot(model: str, settings: Settings) -> contextlib.AbstractAsyncContextManager[None]:
-    """A place among the model's calls in flight, under this call's limit."""
-    per_loop = _limiters.setdefault(asyncio.get_running_loop(), {})
-    limiter = per_loop.setdefault(model, _Limiter())
-    return limiter.slot(settings.per_model_concurrency.get(model, settings.max_concurrency))
 
 
 async def acomplete(
@@ -537,8 +341,9 @@ async def acomplete(
             on_token(hit.text)
         return hit
     check_model(model, params)
-    async with ASYNC_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext():
-        hit = _from_cache(store, req)  # an identical call in flight finished while we waited: its result
+    async with ASYNC_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext(False) as waited:
+        # an identical call in flight finished while we waited: its result
+        hit = _from_cache(store, req) if waited else None
         if hit is not None:
             if on_token is not None:
                 on_token(hit.text)
@@ -547,12 +352,12 @@ async def acomplete(
 
 
 async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | None) -> Completion:
-    """Run the protocol with async calls (within the model's concurrency limit) and store the Completion."""
-    model = req.model
+    """Run the protocol with async calls (within the model's concurrency limit) and store the Completion;
+    cache writes run in a worker thread (SQLite's commit off the event loop)."""
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
-    async with _slot(model, req.settings):
+    async with slot(req.model, req.settings.concurrency(req.model)):
         while True:
             try:
                 op = gen.throw(error) if error is not None else gen.send(value)
@@ -564,7 +369,14 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
                 await asyncio.sleep(op.seconds)
                 continue
             try:
-                value = await _afetch(op, store, on_token)
+                replay = _replayed(store, op, on_token)
+                if replay is not None:
+                    value = replay
+                else:
+                    reply = await afetch(op.kwargs, req.settings, on_token)
+                    value = reply if store is None else await asyncio.to_thread(_keep, store, op, reply)
             except Exception as e:
                 error = e
-    return _settle(store, req, done)
+    if store is None:
+        return done
+    return await asyncio.to_thread(_settle, store, req, done)

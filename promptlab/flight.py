@@ -18,14 +18,14 @@ class KeyLocks:
         self._locks: dict[str, tuple[threading.Lock, int]] = {}
 
     @contextmanager
-    def hold(self, key: str) -> Iterator[None]:
-        """Hold the lock of `key` for the block."""
+    def hold(self, key: str) -> Iterator[bool]:
+        """Hold the lock of `key` for the block; gives True when another thread held or awaited it."""
         with self._guard:
             lock, users = self._locks.get(key, (threading.Lock(), 0))
             self._locks[key] = (lock, users + 1)
         try:
             with lock:
-                yield
+                yield users > 0
         finally:
             with self._guard:
                 lock, users = self._locks[key]
@@ -43,14 +43,15 @@ class AsyncKeyLocks:
         self._per_loop = weakref.WeakKeyDictionary()
 
     @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        """Hold the lock of `key` for the block (within the running event loop)."""
+    async def hold(self, key: str) -> AsyncIterator[bool]:
+        """Hold the lock of `key` for the block (within the running event loop); gives True when another
+        call held or awaited it (then it may have stored the result meanwhile)."""
         locks = self._per_loop.setdefault(asyncio.get_running_loop(), {})
         lock, users = locks.get(key, (asyncio.Lock(), 0))
         locks[key] = (lock, users + 1)
         try:
             async with lock:
-                yield
+                yield users > 0
         finally:
             lock, users = locks[key]
             if users <= 1:

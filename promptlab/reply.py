@@ -1,0 +1,98 @@
+"""One provider reply as the call protocol needs it, read from a litellm ModelResponse (whichever transport
+made the request), with its cost from litellm's price map: None for an unknown price, never 0.0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from .completion import TokenLogprob, logprobs_of
+from .providers import endpoint, is_own, litellm, reported_model
+
+
+class Reply(BaseModel):
+    """One provider reply, as the protocol needs it (and as a structured call's reply is cached)."""
+
+    text: str
+    """The reply's text ('' when the provider sent none)."""
+    input_tokens: int | None = None
+    """Prompt tokens the provider reported; None when it reported no usage."""
+    output_tokens: int | None = None
+    """Completion tokens the provider reported; None when it reported no usage."""
+    cost_usd: float | None = None
+    """Cost in USD by litellm's price map; None where the price is unknown."""
+    finish_reason: str | None = None
+    """Why the provider stopped generating, where it says."""
+    logprobs: list[TokenLogprob] | None = None
+    """Per-token log-probabilities, when asked for and given."""
+    response_model: str | None = None
+    """The model id the provider reported."""
+    endpoint: str | None = None
+    """Which endpoint answered, without secrets (see `providers.endpoint`)."""
+    replayed: bool = False
+    """True when this reply came from the cache: its figures are the original ones, nothing was spent."""
+
+
+_unpriced: set[tuple[str, str | None, int]] = set()
+"""(model, reported model, size of litellm's price map) found without a price: asking again would raise
+and catch the same error on every call. A price registered later grows the map and so misses this set."""
+
+
+def cost_of(model: str, response: Any) -> float | None:
+    """The reply's cost by litellm's price map: 0.0 for promptlab's in-process models, None when unknown.
+
+    litellm prices a response it made itself while logging it (`_hidden_params['response_cost']`): that
+    figure is used rather than pricing the same response twice.
+    """
+    if is_own(model):
+        return 0.0  # in-process models cost nothing by construction
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        priced = hidden["response_cost"]
+        return None if priced is None else float(priced)
+    lm = litellm()
+    seen = (model, getattr(response, "model", None), len(lm.model_cost))
+    if seen in _unpriced:
+        return None
+    try:
+        return float(lm.completion_cost(completion_response=response))
+    except Exception:
+        _unpriced.add(seen)
+        return None  # litellm does not know this model's price: unknown, not zero
+
+
+class Figures:
+    """Token and cost sums over replies; None once one reply's figure was unknown."""
+
+    def __init__(self) -> None:
+        self.input: int | None = 0
+        self.output: int | None = 0
+        self.cost: float | None = 0.0
+
+    def add(self, reply: Reply) -> None:
+        """Add one reply's figures."""
+        if reply.input_tokens is None or self.input is None or self.output is None:
+            self.input = self.output = None
+        else:
+            self.input += reply.input_tokens
+            self.output += reply.output_tokens or 0
+        self.cost = None if reply.cost_usd is None or self.cost is None else round(self.cost + reply.cost_usd, 10)
+
+
+def reply_of(model: str, response: Any) -> Reply:
+    """The Reply in a litellm ModelResponse for a call to `model`."""
+    usage: Any = getattr(response, "usage", None)
+    known = usage is not None and getattr(usage, "prompt_tokens", None) is not None
+    choice = response.choices[0]
+    return Reply(
+        text=choice.message.content or "",
+        input_tokens=int(usage.prompt_tokens or 0) if known else None,
+        output_tokens=int(usage.completion_tokens or 0) if known else None,
+        cost_usd=cost_of(model, response), finish_reason=getattr(choice, "finish_reason", None),
+        logprobs=logprobs_of(getattr(choice, "logprobs", None)), response_model=reported_model(model, response),
+        endpoint=endpoint(model, response),
+    )
+
+
+__all__ = ["Figures", "Reply", "cost_of", "reply_of"]
