@@ -71,6 +71,8 @@ class FaultServer:
         """What each request got: 'ok', '429', 'hang', ..."""
         self.tokens_served = [0, 0]
         """Prompt and completion tokens of every successful reply sent (what a client was billed for)."""
+        self.keys: set[str] = set()
+        """The bearer tokens (api keys) the requests carried."""
         self._model = model
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -115,10 +117,11 @@ class FaultServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _next(self, body: dict[str, Any]) -> Item:
+    def _next(self, body: dict[str, Any], key: str) -> Item:
         with self._lock:
             self.requests += 1
             self.bodies.append(body)
+            self.keys.add(key)
             item = self.schedule.pop(0) if self.schedule else self.default
             self.served.append(item if isinstance(item, str) and (item in FAULTS or item in SILENT) else "ok")
             return item
@@ -142,7 +145,7 @@ class FaultServer:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {}
-                item = server._next(body)
+                item = server._next(body, self.headers.get("Authorization", "").removeprefix("Bearer "))
                 if item == "hang":
                     server._closing.wait(600)
                     self.close_connection = True

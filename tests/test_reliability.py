@@ -85,3 +85,11 @@ def test_kill_9_mid_sweep_then_resume_gives_the_same_frames(tmp_path: Path) -> N
     assert m.frames_equal, m
     statuses = [json.loads(p.read_text()) for p in (tmp_path / "out" / "cells").glob("*/status.json")]
     assert len(statuses) == 3 and all(s["status"] == "ok" for s in statuses)
+
+
+def test_two_sweep_processes_on_one_cache_agree_and_bill_once(tmp_path: Path) -> None:
+    m = rs.two_processes(tmp_path)
+    assert m.cells == 9 and m.cells_lost == 0, m
+    assert m.paid_repeated == 0, m  # the third sweep found every call in the shared cache
+    assert m.faults_survived == 1, m.notes  # billed == what the server sent
+    assert m.frames_equal, m

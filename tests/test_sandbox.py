@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import escape_battery
 import pytest
 
 import promptlab as pl
@@ -261,6 +262,23 @@ def test_a_30_mb_write_is_refused(ws: Workspace) -> None:
         small.write_file("c", "x" * 1000)
     small.write_file("b", "y" * 500)  # replacing counts the new size only
     assert small.usage_bytes() == 1500
+
+
+# the whole battery, as benchmarks/reliability.py runs it -----------------------------------------------
+@needs_bwrap
+def test_the_escape_battery_finds_no_escape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = [SECRET, SECRET[::-1]]
+    monkeypatch.setenv("OPENAI_API_KEY", secrets[0])
+    monkeypatch.setenv("MY_SERVICE_TOKEN", secrets[1])
+    outcomes = escape_battery.run_battery(tmp_path, secrets)
+    assert [o.kind for o in outcomes if o.counted] == list(escape_battery.KINDS)
+    escaped = [o for o in outcomes if o.counted and o.escaped]
+    if not process_cap_available():  # root without a pids cgroup: the kernel does not bound the fork loop
+        escaped = [o for o in escaped if o.kind != "fork loop"]
+    assert escaped == []
+    uncounted = [o for o in outcomes if not o.counted]
+    assert [o.kind for o in uncounted] == ["big write"] and uncounted[0].escaped  # the shell is not held to the
+    # workspace cap (a known gap, reported by the benchmark): if that changes, count the probe
 
 
 # no bubblewrap --------------------------------------------------------------------------------------

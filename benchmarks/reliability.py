@@ -1,0 +1,211 @@
+"""Reliability table (issue 8): faults injected and survived, cells lost, paid calls repeated, sandbox escapes,
+secrets found on disk, malformed replies handled. Offline, loopback only, in one run:
+
+(a) sweeps of the toy loop against the loopback fault server (tests/reliability_scenarios.py): an outage then
+    recovery; a 429/500/503/hang/dropped-connection schedule; kill -9 mid-sweep then resume; two sweep
+    processes on one cache. Frames are compared with an uninterrupted sweep's, wall-clock columns aside.
+(b) the sandbox escape battery (tests/escape_battery.py) through the workspace tools as the loops build them.
+(c) the malformed-output corpus (tests/test_parsing.py) through the call path, a scripted model sending each
+    reply: a valid reply gives its score; any other gives a ParseError carrying the raw reply, never a score.
+(d) fake secrets (OPENAI_API_KEY=sk-bench-<random>, ...) set in the environment for (a)-(c) and a one-cell
+    papermill sweep; every file the run wrote (results, caches, workspaces, run records, notebooks; all under
+    one temporary folder, also the working directory) is scanned for them, plain and base64 (parquet files
+    also decoded).
+
+Targets: every fault survived, cells lost 0, paid calls repeated 0, escapes 0, secrets on disk 0, every corpus
+case handled. Prints markdown tables; exits 1 on a FAIL.
+Takes under a minute. Run: .venv/bin/python benchmarks/reliability.py [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the scenarios live with the tests
+
+import escape_battery  # noqa: E402
+import reliability_scenarios as rs  # noqa: E402
+import test_parsing  # noqa: E402
+
+import promptlab as pl  # noqa: E402
+from promptlab.call import Settings  # noqa: E402
+from promptlab.errors import ParseError  # noqa: E402
+from promptlab.experiments import Experiment  # noqa: E402
+from promptlab.sandbox import sandbox_problem  # noqa: E402
+from promptlab.sweep import sweep  # noqa: E402
+
+ROWS: list[tuple[str, str, str, bool]] = []
+"""The summary: (measure, measured, target, passed)."""
+
+
+def check(measure: str, measured: object, target: str, passed: bool) -> None:
+    ROWS.append((measure, str(measured), target, passed))
+
+
+def table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
+def plant_secrets() -> dict[str, str]:
+    """Fake secrets, set in this process's environment (children inherit them)."""
+    planted = {"OPENAI_API_KEY": f"sk-bench-{secrets.token_hex(16)}",
+               "ANTHROPIC_API_KEY": f"sk-ant-bench-{secrets.token_hex(16)}",
+               "MY_SERVICE_TOKEN": f"tok-bench-{secrets.token_hex(12)}",
+               "DB_PASSWORD": f"pw-bench-{secrets.token_hex(8)}"}
+    os.environ.update(planted)
+    return planted
+
+
+# (a) sweeps -------------------------------------------------------------------------------------------------
+def bench_sweeps(root: Path, key: str) -> None:
+    runs = [("outage", lambda d: rs.outage(d, key=key)),
+            ("faults", lambda d: rs.fault_schedule(d, key=key)),
+            ("kill", lambda d: rs.kill_and_resume(d, key=key)),
+            ("two", lambda d: rs.two_processes(d, key=key))]
+    rows, measured = [], []
+    for name, scenario in runs:
+        t0 = time.perf_counter()
+        m = scenario(root / name)
+        measured.append(m)
+        rows.append([m.name, m.faults_injected, m.faults_survived, m.cells, m.cells_lost, m.paid_repeated,
+                     m.frames_equal, m.sweeps, f"{time.perf_counter() - t0:.0f}", "; ".join(m.notes)])
+    print("## (a) Sweeps against the loopback fault server\n")
+    print(table(["scenario", "faults injected", "survived", "cells", "cells lost", "paid calls repeated",
+                 "frames equal", "sweeps", "s", "notes"], rows))
+    print()
+    injected, survived = sum(m.faults_injected for m in measured), sum(m.faults_survived for m in measured)
+    check("faults injected / survived", f"{injected} / {survived}", "all survived",
+          injected > 0 and survived == injected)
+    check("cells lost", sum(m.cells_lost for m in measured), "0", all(m.cells_lost == 0 for m in measured))
+    check("paid calls repeated", sum(m.paid_repeated for m in measured), "0",
+          all(m.paid_repeated == 0 for m in measured))
+    check("frames equal to an uninterrupted sweep", f"{sum(bool(m.frames_equal) for m in measured)} of "
+          f"{len(measured)} scenarios", "all", all(m.frames_equal for m in measured))
+    check("the planted OPENAI_API_KEY was the key sent", all(m.keys == {key} for m in measured), "True",
+          all(m.keys == {key} for m in measured))
+
+
+# (b) sandbox ------------------------------------------------------------------------------------------------
+def bench_sandbox(root: Path, planted: dict[str, str]) -> list[escape_battery.Outcome]:
+    problem = sandbox_problem()
+    if problem is not None:
+        print(f"## (b) Sandbox escape battery: NOT RUN ({problem}; apt-get install bubblewrap)\n")
+        check("sandbox escapes", "not run", "0", False)
+        return []
+    outcomes = escape_battery.run_battery(root / "sandbox", list(planted.values()))
+    print("## (b) Sandbox escape battery (workspace tools as the loops build them)\n")
+    print(table(["kind", "attempt", "escaped", "counted", "what the host saw"],
+                [[o.kind, o.attempt, o.escaped, o.counted, o.detail] for o in outcomes]))
+    for o in outcomes:
+        if not o.counted and o.escaped:
+            print(f"\nKnown gap, not counted as an escape: {o.attempt} ({o.detail}).")
+    print()
+    counted = [o for o in outcomes if o.counted]
+    escapes = sum(o.escaped for o in counted)
+    kinds = {o.kind for o in counted}
+    check("sandbox escapes", f"{escapes} of {len(counted)} attempts ({len(kinds)} kinds)", "0",
+          escapes == 0 and kinds == set(escape_battery.KINDS))
+    return outcomes
+
+
+# (c) malformed replies --------------------------------------------------------------------------------------
+def bench_corpus() -> None:
+    rows, handled = [], 0
+    for i, (kind, text, expected) in enumerate(test_parsing.CORPUS):
+        model = pl.scripted(f"bench-corpus-{i}", respond=lambda m, text=text: text)
+        try:
+            c = pl.complete(model.name, "Rate this.", schema=test_parsing.Verdict, cache=False,
+                            settings=Settings(parse_attempts=2))
+            got, ok = c.parsed.score, type(c.parsed.score) is int and c.parsed.score == expected
+        except ParseError as e:
+            got = "ParseError"
+            ok = expected is None and len(e.attempts) == 2 and all(a["raw"] == text and a["error"] for a in e.attempts)
+        handled += ok
+        rows.append([kind, expected if expected is not None else "refused", got, "yes" if ok else "NO"])
+    print("## (c) Malformed-output corpus through the call path\n")
+    print(table(["kind", "expected", "got", "handled"], rows))
+    print()
+    n = len(test_parsing.CORPUS)
+    check("malformed replies handled (kinds)", f"{handled} of {n}", "all, >= 20 kinds", handled == n and n >= 20)
+
+
+# (d) secrets on disk ----------------------------------------------------------------------------------------
+def notebook_sweep(root: Path) -> None:
+    """A one-cell sweep through papermill (a kernel that inherits the planted secrets), so notebooks are on disk."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tasks.jsonl").write_text('{"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}\n')
+    exp = Experiment.from_dict({"name": "nb", "loops": ["p3ro"], "tasks": "tasks.jsonl",
+                                "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1}}, root)
+    result = sweep(exp, root / "out", executor="papermill", workers=1, progress=False, cache=root / "cache")
+    check("papermill sweep (for the scan)", f"{result.done} of {len(result.cells)} cells", "all",
+          result.done == len(result.cells))
+
+
+def _text_of(path: Path) -> bytes:
+    """A file's bytes, and for a parquet file (compressed columns) its rows as CSV too."""
+    data = path.read_bytes()
+    if path.suffix == ".parquet":
+        data += pd.read_parquet(path).to_csv().encode()
+    return data
+
+
+def scan(root: Path, planted: dict[str, str]) -> None:
+    needles = {name: [v.encode(), base64.b64encode(v.encode())] for name, v in planted.items()}
+    files, size, hits, kinds = 0, 0, [], Counter[str]()
+    for dirpath, _, names in os.walk(root, followlinks=False):
+        for fname in names:
+            path = Path(dirpath, fname)
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = _text_of(path)
+            files, size = files + 1, size + path.stat().st_size
+            kinds[path.suffix or "(none)"] += 1
+            hits += [f"{path.relative_to(root)}: {name}" for name, ns in needles.items() if any(n in data for n in ns)]
+    print(f"## (d) Secrets on disk\n\n{len(planted)} planted ({', '.join(planted)}); {files} files, "
+          f"{size / 1e6:.1f} MB scanned under the run's folder ({', '.join(f'{n} {k}' for k, n in kinds.most_common())})"
+          + (":\n- " + "\n- ".join(hits) if hits else "") + "\n")
+    check("secrets found on disk", len(hits), "0", not hits and files > 0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keep", type=Path, help="run in this (new) folder and keep it, instead of a temporary one")
+    args = ap.parse_args()
+    root = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="bench-reliability-"))
+    root.mkdir(parents=True, exist_ok=True)
+    planted = plant_secrets()
+    os.environ["PROMPTLAB_CACHE_DIR"] = str(root / "default-cache")  # a call without cache= writes here
+    here = Path.cwd()
+    os.chdir(root)  # relative defaults (.promptlab/workspaces) land in the scanned folder too
+    t0 = time.perf_counter()
+    try:
+        bench_sweeps(root / "sweeps", planted["OPENAI_API_KEY"])
+        bench_sandbox(root, planted)
+        bench_corpus()
+        notebook_sweep(root / "notebook")
+        scan(root, planted)
+    finally:
+        os.chdir(here)
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"## Summary ({time.perf_counter() - t0:.0f} s)\n")
+    print(table(["measure", "measured", "target", "result"],
+                [[m, v, t, "PASS" if ok else "FAIL"] for m, v, t, ok in ROWS]))
+    sys.exit(0 if all(ok for *_, ok in ROWS) else 1)
+
+
+if __name__ == "__main__":
+    main()
