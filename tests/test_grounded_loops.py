@@ -222,3 +222,20 @@ def test_p3ro_score_sources(source: str, decisions: list[str], stop: str) -> Non
     assert run.delta.value == pytest.approx(run.final_test.score - 0.0) and run.delta.n == len(TEST)
     assert all(st.phase != "score_test" for it in run.iterations for st in it.steps)
     assert run.models["target"] == model.name  # target defaults to the generator model
+
+
+def test_p3ro_grounded_run_whose_critic_never_scores_still_finishes() -> None:
+    """The demo's failure: with score_source='grounded' the chosen attempt can have no critic average (the
+    evaluator's reply was unreadable); the run must still end with its summary, not raise."""
+    base = p3ro_script("g-p3-blind")
+
+    def respond(messages: list[dict[str, Any]]) -> str:
+        if messages[0]["content"].startswith("You are a strict reviewer"):
+            return "I cannot score this."
+        return base.respond(messages)
+
+    model = promptlab.scripted("g-p3-blind-wrap", respond=respond)
+    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source="grounded", max_iterations=3), cache=False)
+    assert [it.average for it in run.iterations] == [None, None]
+    assert run.stop_reason == "threshold" and run.final_output == "GOOD v2"
+    assert "critic average missing, dev score 1 (n=4)" in run.summary

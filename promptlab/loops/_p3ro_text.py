@@ -66,8 +66,10 @@ def journey_summary(run: Run, criteria: list[str], best: Iteration | None, revis
     if best is None:
         lines.append("No attempt could be scored, so there is no chosen prompt.")
     else:
-        lines.append(f"Chosen prompt: attempt {best.index} of {len(run.iterations)}, "
-                     f"average {best.average:g}.")
+        average = "missing" if best.average is None else f"{best.average:g}"
+        dev = f", dev score {best.grounded.score:.3g} (n={best.grounded.n})" \
+            if best.grounded is not None and best.grounded.score is not None else ""
+        lines.append(f"Chosen prompt: attempt {best.index} of {len(run.iterations)}, critic average {average}{dev}.")
         lines += [f"  {k}. {s.criterion.rstrip('.')}: "
                   + (f"{s.score:g}/10 ({cut(s.justification, 120)})" if s.score is not None
                      else "not scored")
