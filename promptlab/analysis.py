@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .provenance import PROVENANCE_CHECKS, provenance_warnings
 from .stats import BOOTSTRAP_RESAMPLES, SEED, bootstrap_ci, mean_ci
 
 if TYPE_CHECKING:
@@ -335,7 +336,7 @@ def sign_flip_p(diffs: Sequence[float]) -> float | None:
     xs = np.asarray(diffs, dtype=float)
     if xs.size == 0:
         return None
-    if not np.any(xs):
+    if not np.any(xs) or xs.size == 1:  # one pair: both sign patterns are as extreme, so p = 1 exactly
         return 1.0
     res = permutation_test((xs,), np.mean, permutation_type="samples", n_resamples=10_000,
                            alternative="two-sided", random_state=np.random.default_rng(SEED))
@@ -363,34 +364,6 @@ def _plain_ci(values: Sequence[float]) -> tuple[float | None, int, float | None,
         return None, 0, None, None
     lo, hi = bootstrap_ci(values)
     return sum(values) / len(values), len(values), lo, hi
-
-
-# provenance -------------------------------------------------------------------------------------
-PROVENANCE_CHECKS = {
-    "prompts_hash": ("loop", "role prompts"),
-    "task_hash": ("task_id", "task data (task, examples or split)"),
-    "experiment_hash": (None, "experiment files"),
-}
-"""Provenance column -> (column within whose values it must not vary, or None for the whole directory; what)."""
-
-
-def provenance_warnings(runs: pd.DataFrame) -> list[str]:
-    """Sentences naming what a results directory mixes: different role prompts for one loop, different data
-    for one task id, or several experiment files. Empty when the columns are absent or consistent."""
-    out = []
-    for col, (within, what) in PROVENANCE_CHECKS.items():
-        if col not in runs.columns or runs[col].isna().all():
-            continue
-        groups = runs.groupby(within, sort=True) if within else [(None, runs)]
-        for key, g in groups:
-            hashes = sorted(str(h) for h in g[col].dropna().unique())
-            if len(hashes) > 1:
-                value = key[0] if isinstance(key, tuple) else key
-                where = f" for {within} {value!s}" if within else ""
-                cells = ", ".join(sorted(str(c) for c in g["cell_id"].unique()))
-                out.append(f"cells made under different {what}{where} ({col}: {', '.join(h[:10] for h in hashes)}; "
-                           f"cells {cells}): their rows are not directly comparable")
-    return out
 
 
 __all__ = ["ALL", "PROVENANCE_CHECKS", "TRUNCATION_EXACT_LOOPS", "best_stopping_rule", "calibration", "compare",

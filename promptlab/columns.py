@@ -93,6 +93,7 @@ RUN_COLUMNS: Columns = {
     "litellm_version": ("string", "litellm version that made the run."),
     "prompts_hash": ("string", "sha256 (16 hex) over the role prompt templates the run used: runs made under "
                      "different role prompts differ here."),
+    "prompt_hashes": ("string", "JSON text: per role used, sha256 (16 hex) of its prompt template (Run.provenance)."),
     "task_hash": ("string", "sha256 (16 hex) of the task, its examples and its split."),
     "experiment_hash": ("string", "Hash of the experiment file (set by the sweep); <NA> outside a sweep."),
     "reported_models": ("string", "JSON text: per role, the model requested, the id the provider reported and "

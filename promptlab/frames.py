@@ -128,6 +128,7 @@ def _grounded_run(run: Run) -> dict[str, Any]:
         "promptlab_version": prov.get("promptlab_version"), "litellm_version": prov.get("litellm_version"),
         "prompts_hash": hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest()[:16]
         if prompts else None,
+        "prompt_hashes": json.dumps(prompts, sort_keys=True) if prompts else None,
         "task_hash": prov.get("task_hash"), "experiment_hash": prov.get("experiment_hash"),
         "reported_models": json.dumps(prov["models"], sort_keys=True) if prov.get("models") else None,
     }

@@ -21,17 +21,20 @@ if TYPE_CHECKING:
 
 By = str | Sequence[str] | None
 _MODEL_COLUMNS = ("generator_model", "critic_model")
+CONFIG_VARYING = ("generator_model", "critic_model", "target_model", "score_source")
+"""Documented columns copied from a run's config that name a configuration when they vary."""
 
 
 # configurations -------------------------------------------------------------------------------
 def config_columns(frame: pd.DataFrame) -> list[str]:
-    """The columns naming a configuration: loop, the params, and the model columns where they vary."""
+    """The columns naming a configuration: loop, the params, and the config columns (models, score source)
+    where they vary."""
     from .results import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
 
     documented = set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)
     cols = ["loop"] if "loop" in frame.columns else []
     cols += [c for c in frame.columns if c not in documented and c != "loop"]
-    cols += [c for c in _MODEL_COLUMNS if c in frame.columns and c not in cols
+    cols += [c for c in CONFIG_VARYING if c in frame.columns and c not in cols
              and frame[c].nunique(dropna=False) > 1]
     return cols
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -150,6 +151,15 @@ def test_delta_table_per_configuration() -> None:
     assert analysis.delta_table(paired_runs().drop(columns=["delta"]), by="variant").empty
 
 
+def test_a_configuration_with_one_run_gets_p_1_not_a_crash() -> None:
+    """The demo's report crash: one run with a delta in a configuration (scipy refuses a 1-sample test)."""
+    runs = paired_runs()
+    one = runs[runs["variant"] == "better"].head(1)
+    table = analysis.delta_table(one, by="variant")
+    assert list(table["n"]) == [1] and list(table["p_value"]) == [1.0]
+    assert analysis.sign_flip_p([0.3]) == 1.0 and analysis.sign_flip_p([]) is None
+
+
 def test_provenance_warnings_name_what_is_mixed() -> None:
     runs = pd.DataFrame({"cell_id": ["a", "b", "c"], "loop": ["p3ro", "p3ro", "pes"], "task_id": ["t1", "t1", "t2"],
                          "prompts_hash": ["p1", "p2", "p9"], "task_hash": ["h1", "h1", "h7"],
@@ -160,6 +170,19 @@ def test_provenance_warnings_name_what_is_mixed() -> None:
     runs.loc[2, "experiment_hash"] = "e2"
     assert len(analysis.provenance_warnings(runs)) == 3
     assert analysis.provenance_warnings(runs.drop(columns=["prompts_hash", "task_hash", "experiment_hash"])) == []
+
+
+def test_a_run_that_used_fewer_roles_is_not_a_prompt_mix() -> None:
+    """The demo's false warning: a P3RO run that stopped before the reflector has another combined hash, but
+    every role both runs used has the same template."""
+    full = json.dumps({"evaluator": "e1", "generator": "g1", "reflector": "r1"})
+    short = json.dumps({"evaluator": "e1", "generator": "g1"})
+    runs = pd.DataFrame({"cell_id": ["a", "b"], "loop": ["p3ro", "p3ro"], "task_id": ["t1", "t2"],
+                         "prompts_hash": ["x1", "x2"], "prompt_hashes": [full, short]})
+    assert analysis.provenance_warnings(runs) == []
+    runs.loc[1, "prompt_hashes"] = json.dumps({"evaluator": "e2", "generator": "g1"})
+    [warning] = analysis.provenance_warnings(runs)
+    assert "roles evaluator" in warning and "cells a, b" in warning
 
 
 def scores_frame(matrix: list[list[float | None]], judge: str = "crit") -> pd.DataFrame:
