@@ -78,7 +78,9 @@ async def _formulate(s: _State, it: Iteration | None) -> str | None:
 async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[str], candidate: str,
                    it: Iteration) -> tuple[list[Score], EvaluationResult | None]:
     """PromptEvaluator: one Score per criterion (sampled or expected), unmatched entries kept in
-    `Run.info['unmatched_scores']`; an unusable reply gives missing scores (or `parse_failure_score`)."""
+    `Run.info['unmatched_scores']` and invalid ones (with their error) in `Run.info['invalid_scores']`; a
+    criterion whose entry was invalid is missing. An unusable reply gives missing scores (or
+    `parse_failure_score`)."""
     judge = cfg.model_for("evaluator")
     prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria),
                         prompt_text=candidate)
@@ -95,14 +97,15 @@ async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[s
                 for k in criteria], None
     if expected:
         found = expected_scores(c.text, c.logprobs, field="score")
-        values = [f.expected for f in found] if len(found) == len(ev.scores) else [None] * len(ev.scores)
+        written = len(ev.scores) + len(ev.rejected)  # one "score" field per entry written, invalid ones too
+        values = [found[k].expected if len(found) == written else None for k in ev.positions]
         entries = [e.model_copy(update={"score": v}) for e, v in zip(ev.scores, values, strict=True)]
         ev = ev.model_copy(update={"scores": entries})
     scores, unmatched = match_scores(criteria, ev, judge, "expected" if expected else "sampled")
-    if unmatched:
-        kept = ctx.run.info.setdefault("unmatched_scores", [])
-        kept.extend({"iteration": it.index, **u} for u in unmatched)
-    it.metrics["unmatched_scores"] = len(unmatched)
+    for key, entries in (("unmatched_scores", unmatched), ("invalid_scores", ev.rejected)):
+        if entries:
+            ctx.run.info.setdefault(key, []).extend({"iteration": it.index, **e} for e in entries)
+        it.metrics[key] = len(entries)
     return scores, ev
 
 
