@@ -45,8 +45,18 @@ def mean_present(values: Iterable[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
+def by_average(it: Iteration) -> float | None:
+    """Rank iterations by their average (loops whose router uses no score: PES, PCEE)."""
+    return it.average
+
+
+def by_decision_score(it: Iteration) -> float | None:
+    """Rank iterations by the score their router used (`Iteration.decision_score`: P³RO, Creator/Critic)."""
+    return it.decision_score
+
+
 def best_iteration(iterations: Sequence[Iteration],
-                   key: Callable[[Iteration], float | None] = lambda i: i.average) -> Iteration | None:
+                   key: Callable[[Iteration], float | None] = by_average) -> Iteration | None:
     """The highest-scoring iteration with a candidate (by `key`, default the average); ties go to the
     earliest (a tie is no evidence that the later candidate is better)."""
     scored = [(v, i) for i in iterations if i.candidate is not None and (v := key(i)) is not None]
@@ -227,5 +237,5 @@ def register_loop(spec: LoopSpec) -> LoopSpec:
 
 
 __all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "PromptlabError", "Totals", "as_config", "as_task",
-           "base_provenance", "best_iteration", "cut", "goal_of", "mean_present", "preflight_models",
+           "base_provenance", "best_iteration", "by_average", "by_decision_score", "cut", "goal_of", "mean_present", "preflight_models",
            "provenance_scope", "register_loop", "run_sync", "scoped_provenance", "sync_twin", "text_hash"]

@@ -28,6 +28,7 @@ from ._base import (
     as_config,
     as_task,
     best_iteration,
+    by_decision_score,
     goal_of,
     register_loop,
     sync_twin,
@@ -182,7 +183,7 @@ async def arun_p3ro(
     task, cfg = as_task(task), as_config(P3ROConfig, config)
     extra = check_prompt_loop(task, cfg, [cfg.model_for("evaluator")])
     ctx = RunContext("p3ro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
-                     provenance=provenance, models=extra)
+                     provenance=provenance, models=extra, rank_by=by_decision_score)
     if task.grounded:
         ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"p3ro on task {task.id}", task=task.id, models=ctx.run.models)
@@ -226,7 +227,7 @@ async def arun_p3ro(
     # POLISH (pure Python)
     last = decisions[-1]
     stop_reason = "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
-    best = best_iteration(ctx.run.iterations, key=lambda i: i.decision_score)
+    best = best_iteration(ctx.run.iterations, key=by_decision_score)
     ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
     ctx.run.info.update(plans=plans, strategy_revisions=len(revisions),
                         reasoning={str(k): v for k, v in s.reasoning.items()},
