@@ -8,6 +8,7 @@ import contextlib
 import contextvars
 import functools
 import hashlib
+import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, ParamSpec, TypeVar
@@ -28,10 +29,18 @@ DEFAULT_GOAL = "Make the prompt clearer, more specific and more likely to get a 
 
 
 # The shared loop toolkit ------------------------------------------------------------------------------
-def cut(text: str, limit: int | None) -> str:
-    """`text` stripped, and cut to `limit` characters with '...' when longer (None: never cut)."""
+def cut(text: Any, limit: int | None, *, count: bool = False) -> str:
+    """`text` (JSON for any other value) stripped, and cut to `limit` characters with '...' when longer (None:
+    never cut). With `count`, the first `limit` characters are kept and '... [N more characters]' says how
+    much was left out (for a model that should know the text goes on)."""
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False, sort_keys=True, default=str)
     text = text.strip()
-    return text if limit is None or len(text) <= limit else text[: max(limit - 3, 0)].rstrip() + "..."
+    if limit is None or len(text) <= limit:
+        return text
+    if count:
+        return f"{text[:limit]}... [{len(text) - limit} more characters]"
+    return text[: max(limit - 3, 0)].rstrip() + "..."
 
 
 def goal_of(task: Task) -> str:
