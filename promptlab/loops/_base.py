@@ -15,7 +15,6 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .. import providers
 from ..aio import run_sync
 from ..errors import ConfigError, PromptlabError
 from ..providers import validate_model_name
@@ -106,18 +105,6 @@ def provenance_scope(entries: dict[str, Any]) -> Iterator[None]:
 def scoped_provenance() -> dict[str, Any]:
     """The entries of the enclosing `provenance_scope` blocks ({} outside any)."""
     return dict(_PROVENANCE.get() or {})
-
-
-def preflight_models(models: Iterable[str]) -> None:
-    """The one place a run checks every model it will use before any call (names, keys, local files).
-
-    Uses `promptlab.providers.preflight` where the installed promptlab has it (h8-core), else checks names."""
-    check = getattr(providers, "preflight", None)
-    if check is not None:
-        check(models)
-        return
-    for m in dict.fromkeys(models):
-        validate_model_name(m)
 
 
 class LoopConfig(BaseModel):
@@ -246,5 +233,5 @@ def register_loop(spec: LoopSpec) -> LoopSpec:
 
 
 __all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "PromptlabError", "Totals", "as_config", "as_task",
-           "base_provenance", "best_iteration", "by_average", "by_decision_score", "cut", "goal_of", "mean_present", "preflight_models",
+           "base_provenance", "best_iteration", "by_average", "by_decision_score", "cut", "goal_of", "mean_present",
            "provenance_scope", "register_loop", "run_sync", "scoped_provenance", "sync_twin", "text_hash"]

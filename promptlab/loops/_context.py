@@ -14,6 +14,7 @@ from ..call import CacheArg, Settings, acomplete
 from ..completion import Completion, account, account_failure
 from ..errors import ConfigError, ParseError, ProviderError
 from ..events import Event, EventHandler
+from ..providers import preflight
 from ..record import Iteration, ModelCall, Run, Score, Step, StepError, Task, run_id
 from ._base import (
     LoopConfig,
@@ -21,7 +22,6 @@ from ._base import (
     best_iteration,
     by_average,
     mean_present,
-    preflight_models,
     scoped_provenance,
     text_hash,
 )
@@ -54,7 +54,7 @@ class RunContext:
         a score)."""
         cfg = config.model_dump(mode="json")
         roles = config.ROLES or ()
-        preflight_models([*(config.model_for(r) for r in roles), *models])
+        preflight([*(config.model_for(r) for r in roles), *models])
         self.config = config
         self.rank_by = rank_by
         self.cache = cache
