@@ -53,8 +53,10 @@ RUN_COLUMNS: Columns = {
     "critic_model": ("string", "Model of the judging roles (config critic_model, else model)."),
     "final_score": ("Float64", "The LAST iteration's average, even when that is <NA> (compare best_score); "
                                "<NA> for a run without iterations."),
-    "best_score": ("Float64", "Highest iteration average of the run (Run.best_score); <NA> if none present."),
-    "best_iteration": ("Int64", "Iteration that reached best_score."),
+    "best_score": ("Float64", "The average of best_iteration (Run.best_score): the highest average, except "
+                   "with score_source 'grounded', where the iteration is chosen by its decision score."),
+    "best_iteration": ("Int64", "The iteration the loop ranks best (Run.best_iteration: by decision score for "
+                       "p3ro and creator_critic, by average otherwise; ties go to the earliest)."),
     "final_output_score": ("Float64", "Mean of the present scores the loop gave its final output "
                                       "(Run.final_scores, e.g. a judge's grade); <NA> if none."),
     "iterations_used": ("Int64", "Number of iterations the run made."),

@@ -276,9 +276,12 @@ class Run(BaseModel):
     final_scores: list[Score] = Field(default_factory=list)
     """Scores of the final output where the loop judges it (e.g. a judge's grade)."""
     best_iteration: int | None = None
-    """Iteration whose candidate scored highest (None when no score was present)."""
+    """Iteration whose candidate ranked highest by the loop's own rule (ties: the earliest): the decision
+    score for P³RO and Creator/Critic (so it is `info['final_iteration']` where the loop returns its best),
+    the average otherwise; None when no candidate had a score."""
     best_score: float | None = None
-    """That iteration's average."""
+    """That iteration's average (the critic average, comparable across score sources; its dev score is
+    `Iteration.grounded`). None when the iteration was chosen by a grounded score and the critic failed."""
     stop_reason: str = ""
     """Why the loop stopped (threshold, max_iterations, no_tool_calls, plan_complete, error, ...)."""
     summary: str | None = None

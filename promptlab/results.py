@@ -14,9 +14,10 @@ the data: an empty result has the same columns and dtypes as a full one. The col
 `promptlab.columns` and the rows are built in `promptlab.frames` (both re-exported here).
 
 Metrics: a run's `final_score` is its LAST iteration's average, <NA> when that iteration has no score
-(the run's `best_score` is the highest average). The trajectories' iteration-level figures (average,
-tokens, cost, calls, cache hits, errors) are repeated on each criterion row of the iteration: sum them
-over `iteration_frame(traj)` (one row per run x iteration), not over the trajectories.
+(the run's `best_score` is the average of the iteration the loop ranks best). The trajectories'
+iteration-level figures (average, tokens, cost, calls, cache hits, errors) are repeated on each criterion
+row of the iteration: sum them over `iteration_frame(traj)` (one row per run x iteration), not over the
+trajectories.
 
 Token and cost figures are those of the ORIGINAL model calls (`Step.call`), also for cache hits, so a
 cached replay of a sweep gives the same frames; what this execution actually paid is `spent_tokens` /

@@ -1,22 +1,15 @@
-"""A small grounded results directory (runs with dev/test scores, deltas and provenance) for the findings tests.
-
-Until the grounded frame columns are in `promptlab.results` (branch h-loops), `grounded_results` adds them to
-the loaded frames from the Run records, and registers their names as documented columns so that they are
-not mistaken for sweep parameters; once they are there it only loads the directory.
-"""
+"""A small grounded results directory (runs with dev/test scores, deltas and provenance) for the findings and
+notebook tests: `write_grounded_sweep` writes it, `promptlab.results.load` reads it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-import pytest
 from _factories import make_run
 
-from promptlab import results as results_module
 from promptlab.record import Delta, GroundedScore, Run
-from promptlab.results import Results, load, read_runs, write_cell
+from promptlab.results import write_cell
 
 CELLS = {
     "t8": {"loop": "p3ro", "finish_threshold": 8.0, "max_iterations": 3},
@@ -48,9 +41,8 @@ def grounded_run(params: dict[str, Any], task_id: str, sample: int, prompts_hash
     run.baseline_test = grounded("test", 0.2)
     run.final_test = grounded("test", best + 0.05 * sample)
     run.delta = Delta(value=best + 0.05 * sample - 0.2, n=20, ci_low=best - 0.3, ci_high=best - 0.1)
-    # both the per-role form the loops record and the flat hash the frame carries (whichever results.py reads)
-    run.provenance = {"prompt_hashes": {"critic": prompts_hash}, "prompts_hash": prompts_hash,
-                      "task_hash": f"h-{task_id}", "experiment_hash": "e1"}
+    run.provenance = {"prompt_hashes": {"critic": prompts_hash}, "task_hash": f"h-{task_id}",
+                      "experiment_hash": "e1"}
     return run
 
 
@@ -61,39 +53,3 @@ def write_grounded_sweep(results_dir: Path, mixed_prompts: bool = False) -> Path
         write_cell(results_dir, cell_id, params,
                    [grounded_run(params, t, s, ph) for t in DECISIONS for s in (0, 1)])
     return results_dir
-
-
-TRAJ_EXTRA = {"decision_score": "Float64", "grounded_score": "Float64", "critic_model": "string"}
-RUN_EXTRA = {"delta": "Float64", "delta_n": "Int64", "delta_ci_low": "Float64", "delta_ci_high": "Float64",
-             "prompts_hash": "string", "task_hash": "string", "experiment_hash": "string"}
-
-
-def grounded_results(results_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Results:
-    """The loaded directory with the grounded columns (filled from runs.jsonl if results.py lacks them)."""
-    res = load(results_dir)
-    if "grounded_score" in res.trajectories.columns:
-        return res
-    for spec, extra in ((results_module.TRAJECTORY_COLUMNS, TRAJ_EXTRA), (results_module.RUN_COLUMNS, RUN_EXTRA)):
-        for name, dtype in extra.items():
-            monkeypatch.setitem(spec, name, (dtype, "grounded column (test bridge)"))
-    its: dict[tuple[str, str, int], dict[str, Any]] = {}
-    run_rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for cell_id in res.cells["cell_id"]:
-        for run in read_runs(results_dir, cell_id):
-            for it in run.iterations:
-                its[(cell_id, run.run_id, it.index)] = {
-                    "decision_score": it.decision_score, "critic_model": run.config.get("critic_model"),
-                    "grounded_score": it.grounded.score if it.grounded else None}
-            d = run.delta
-            run_rows[(cell_id, run.run_id)] = {
-                "delta": d.value if d else None, "delta_n": d.n if d else None,
-                "delta_ci_low": d.ci_low if d else None, "delta_ci_high": d.ci_high if d else None,
-                **{k: run.provenance.get(k) for k in ("prompts_hash", "task_hash", "experiment_hash")}}
-    traj, runs = res.trajectories.copy(), res.runs.copy()
-    for name, dtype in TRAJ_EXTRA.items():
-        traj[name] = pd.array([its[(c, r, int(i))][name] for c, r, i in
-                               zip(traj["cell_id"], traj["run_id"], traj["iteration"], strict=True)], dtype=dtype)
-    for name, dtype in RUN_EXTRA.items():
-        runs[name] = pd.array([run_rows[(c, r)][name] for c, r in zip(runs["cell_id"], runs["run_id"], strict=True)],
-                              dtype=dtype)
-    return Results(trajectories=traj, runs=runs, cells=res.cells, path=res.path)

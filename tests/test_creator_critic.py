@@ -17,6 +17,7 @@ from promptlab import EventList, Run, Settings, Task
 from promptlab.loops import get_loop, run_loop
 from promptlab.loops.creator_critic import (
     CreatorCriticConfig,
+    Critique,
     aggregate,
     clean_prompt_text,
     decide,
@@ -304,3 +305,13 @@ def test_expected_score_mode_weighs_the_critics_log_probabilities() -> None:
     assert score.mode == "expected" and score.score == pytest.approx(8.0)
     sampled = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1))
     assert sampled.iterations[0].scores[0].score == 7.0 and sampled.iterations[0].scores[0].mode == "sampled"
+
+
+def test_a_critique_with_other_keys_is_accepted_and_they_are_ignored() -> None:
+    reply = json.dumps({"score": 8, "strengths": ["clear"], "weaknesses": [], "suggestions": ["s"],
+                        "confidence": "high", "notes": {"k": 1}})
+    creator, critics = models("cc-extra-keys", ["V1"], [reply])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1),
+                             settings=Settings(parse_attempts=1))
+    assert run.iterations[0].scores[0].score == 8.0 and run.errors == [] and run.final_output == "V1"
+    assert Critique.model_json_schema()["additionalProperties"] is False  # the generation schema asks for none

@@ -138,12 +138,9 @@ def test_date_targets_parsed_back() -> None:
     assert any(re.search(r"\d(st|nd|rd|th) of", r["input"]) for r in rows)
 
 
-def test_demo_experiment_runs_the_grounded_tasks_on_the_local_model() -> None:
+def test_demo_experiment_loads_the_grounded_tasks_into_four_cells() -> None:
     from promptlab.experiments import load_experiment
-    from promptlab.loops import get_loop
 
-    if "score_source" not in get_loop("p3ro").config_cls.model_fields:
-        pytest.skip("the loops have no score_source yet (h-loops)")
     exp = load_experiment(DATA.parent / "experiments" / "demo.yaml")
     assert [t.id for t in exp.load_tasks()] == TASK_IDS and all(t.grounded for t in exp.load_tasks())
     cells = exp.cells()

@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # this process only
 import pandas as pd
 import pytest
 from _factories import write_sweep
-from _grounded import DECISIONS, grounded_results, write_grounded_sweep
+from _grounded import DECISIONS, write_grounded_sweep
 from matplotlib.figure import Figure
 
 from promptlab import analysis
@@ -29,8 +29,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
-def res(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Results:
-    return grounded_results(write_grounded_sweep(tmp_path / "results"), monkeypatch)
+def res(tmp_path: Path) -> Results:
+    return load(write_grounded_sweep(tmp_path / "results"))
 
 
 def axes():  # type: ignore[no-untyped-def]
@@ -110,8 +110,8 @@ def test_report_writes_the_findings(res: Results, tmp_path: Path) -> None:
     assert "## Per configuration" in md and "trajectories.png" in md  # the existing report is still there
 
 
-def test_report_warns_when_provenance_is_mixed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    mixed = grounded_results(write_grounded_sweep(tmp_path / "r", mixed_prompts=True), monkeypatch)
+def test_report_warns_when_provenance_is_mixed(tmp_path: Path) -> None:
+    mixed = load(write_grounded_sweep(tmp_path / "r", mixed_prompts=True))
     report(mixed, tmp_path / "out")
     md = (tmp_path / "out" / "summary.md").read_text()
     assert "mixes provenance" in md and "different role prompts for loop p3ro" in md and "cells t10, t8" in md

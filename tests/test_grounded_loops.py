@@ -239,3 +239,15 @@ def test_p3ro_grounded_run_whose_critic_never_scores_still_finishes() -> None:
     assert [it.average for it in run.iterations] == [None, None]
     assert run.stop_reason == "threshold" and run.final_output == "GOOD v2"
     assert "critic average missing, dev score 1 (n=4)" in run.summary
+
+
+def test_best_iteration_is_the_one_the_loop_chose_by_its_decision_score() -> None:
+    """Every critic average ties, the dev scores do not: Run.best_iteration follows the decision score, and
+    best_score stays that iteration's critic average (comparable across score sources)."""
+    p3 = run_p3ro(TASK, P3ROConfig(model=p3ro_script("g-best-p3").name, score_source="grounded",
+                                   max_iterations=3), cache=False)
+    assert p3.best_iteration == p3.info["final_iteration"] == 2 and p3.best_score == 4.0
+    cc, _ = cc_run("g-best-cc", "grounded", final="best")
+    assert cc.best_iteration == cc.info["final_iteration"] == 2 and cc.best_score == 3.0
+    critic, _ = cc_run("g-best-cc-critic", "critic", final="best")
+    assert critic.best_iteration == critic.info["final_iteration"] == 1  # ties go to the earliest

@@ -13,7 +13,7 @@ import papermill as pm
 import pytest
 
 from promptlab.experiments import load_experiment
-from promptlab.results import TRAJECTORY_COLUMNS, cell_status, load
+from promptlab.results import cell_status, load
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -92,12 +92,8 @@ def test_findings_notebook_on_a_grounded_directory(tmp_path: Path) -> None:
     results_dir = write_grounded_sweep(tmp_path / "results")
     nb = execute("04_findings", tmp_path / "04.ipynb", results_dir=str(results_dir))
     assert "12 runs" in text(nb) and "## Findings" in markdown(nb)
-    if "grounded_score" in TRAJECTORY_COLUMNS:  # the frames carry the grounded columns (branch h-loops)
-        assert "grounded data: yes" in text(nb) and "best threshold 8, cap 3" in markdown(nb)
-        assert images(nb) == 4  # forest, calibration, grounded trajectories, one counterfactual heatmap
-    else:  # until then the loaded frames have no grounded data, and the notebook says so without failing
-        assert "grounded data: no" in text(nb) and "No grounded data" in markdown(nb) and images(nb) == 0
-        assert "no test-split deltas" in text(nb) and "no counterfactual table" in text(nb)
+    assert "grounded data: yes" in text(nb) and "best threshold 8, cap 3" in markdown(nb)
+    assert images(nb) == 4  # forest, calibration, grounded trajectories, one counterfactual heatmap
 
 
 def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:

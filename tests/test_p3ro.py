@@ -474,3 +474,34 @@ def test_expected_score_mode_weighs_the_evaluators_log_probabilities() -> None:
     sampled = run_p3ro(TASK, config(s, max_iterations=1), cache=False)
     assert [sc.score for sc in sampled.iterations[0].scores] == [6.0, 4.0, 8.0]
     assert {sc.mode for sc in sampled.iterations[0].scores} == {"sampled"}
+
+
+def test_an_invalid_evaluator_entry_leaves_only_its_criterion_missing() -> None:
+    long_name = f"{CRITERIA[2]}: " + "the reply names the format explicitly " * 6
+    assert len(long_name) > 200
+    items = [{"criterion": CRITERIA[0], "score": 0, "justification": "zero is outside 1-10"},
+             {"criterion": CRITERIA[1], "score": 9, "justification": None},
+             {"criterion": long_name, "score": 8, "justification": "ok"}]
+    reply = json.dumps({"scores": items, "qualitative_feedback": "fine"})
+    s = Script("p3-bad-entry", generator=[gen("P1")], evaluator=[reply])
+    run = run_p3ro(TASK, config(s, max_iterations=1), settings=Settings(parse_attempts=1))
+    it = run.iterations[0]
+    assert [sc.score for sc in it.scores] == [None, None, 8.0] and run.errors == []
+    assert it.average is None and it.decision == "FINISH" and "max_iterations" in (it.reason or "")
+    for sc in it.scores[:2]:
+        assert sc.justification.startswith("missing: the evaluator's entry was invalid")
+    assert "score" in it.scores[0].justification and "justification" in it.scores[1].justification
+    invalid = run.info["invalid_scores"]
+    assert [(e["iteration"], e["position"], e["entry"]) for e in invalid] == [(1, 0, items[0]), (1, 1, items[1])]
+    assert it.metrics["invalid_scores"] == 2 and it.metrics["criteria_missing"] == 2
+    present = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_present"), cache=False)
+    assert present.iterations[0].average == 8.0 and present.final_output == "P1"
+
+
+def test_an_evaluator_reply_without_any_valid_entry_is_asked_again() -> None:
+    bad = json.dumps({"scores": [{"criterion": c, "score": 11, "justification": "x"} for c in CRITERIA],
+                      "qualitative_feedback": "f"})
+    s = Script("p3-all-bad", generator=[gen("P1")], evaluator=[bad, ev(7, 6, 5)])
+    run = run_p3ro(TASK, config(s, max_iterations=1))
+    assert s.roles.count("evaluator") == 2 and [sc.score for sc in run.iterations[0].scores] == [7.0, 6.0, 5.0]
+    assert "invalid_scores" not in run.info and run.final_output == "P1"

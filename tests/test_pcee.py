@@ -283,3 +283,22 @@ def test_a_short_real_run_on_the_local_model(tmp_path: Path) -> None:
     assert Run.model_validate_json(run.model_dump_json()) == run
     print(f"PCEE local run: {elapsed:.1f} s, stop {run.stop_reason}, iterations {len(run.iterations)}")
     assert elapsed < 120  # ~40 s on an idle 2-core machine; shared machines are slower
+
+
+def test_the_loop_toolkit_is_public_and_the_sync_twins_are_shared() -> None:
+    from promptlab import loops
+    from promptlab.loops.pcee import arun_pcee
+    from promptlab.loops.pes import arun_pes, run_pes
+
+    assert {"as_task", "as_config"} <= set(loops.__all__)
+    assert loops.as_task("Say hi.").prompt == "Say hi." and loops.as_config(PCEEConfig, None) == PCEEConfig()
+    assert run_pes.__wrapped__ is arun_pes and run_pcee.__wrapped__ is arun_pcee  # built by sync_twin
+
+
+def test_one_cut_helper_writes_values_as_json_and_can_say_how_much_is_left_out() -> None:
+    from promptlab.loops._base import cut
+
+    assert cut({"b": 1, "a": "é"}, None) == '{"a": "é", "b": 1}'
+    assert cut("x" * 10, 6) == "xxx..." and cut("  short  ", 6) == "short"
+    assert cut("x" * 10, 6, count=True) == "xxxxxx... [4 more characters]"
+    assert cut(["y" * 20], 5, count=True) == '["yyy... [19 more characters]'

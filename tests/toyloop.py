@@ -11,8 +11,7 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
-from promptlab.loops import LoopConfig, LoopSpec, RunContext, register_loop
-from promptlab.loops._base import as_config, as_task
+from promptlab.loops import LoopConfig, LoopSpec, RunContext, as_config, as_task, register_loop
 from promptlab.record import Score
 
 

@@ -6,6 +6,8 @@ from ._base import (
     LOOPS,
     LoopConfig,
     LoopSpec,
+    as_config,
+    as_task,
     provenance_scope,
     register_loop,
     run_sync,
@@ -29,5 +31,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'promptlab.loops' has no attribute {name!r}")
 
 
-__all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "get_loop", "provenance_scope",
-           "register_loop", "run_loop", "run_sync"]
+__all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "as_config", "as_task", "get_loop",
+           "provenance_scope", "register_loop", "run_loop", "run_sync"]

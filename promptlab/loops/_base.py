@@ -8,13 +8,13 @@ import contextlib
 import contextvars
 import functools
 import hashlib
+import json
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .. import providers
 from ..aio import run_sync
 from ..errors import ConfigError, PromptlabError
 from ..providers import validate_model_name
@@ -28,10 +28,18 @@ DEFAULT_GOAL = "Make the prompt clearer, more specific and more likely to get a 
 
 
 # The shared loop toolkit ------------------------------------------------------------------------------
-def cut(text: str, limit: int | None) -> str:
-    """`text` stripped, and cut to `limit` characters with '...' when longer (None: never cut)."""
+def cut(text: Any, limit: int | None, *, count: bool = False) -> str:
+    """`text` (JSON for any other value) stripped, and cut to `limit` characters with '...' when longer (None:
+    never cut). With `count`, the first `limit` characters are kept and '... [N more characters]' says how
+    much was left out (for a model that should know the text goes on)."""
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False, sort_keys=True, default=str)
     text = text.strip()
-    return text if limit is None or len(text) <= limit else text[: max(limit - 3, 0)].rstrip() + "..."
+    if limit is None or len(text) <= limit:
+        return text
+    if count:
+        return f"{text[:limit]}... [{len(text) - limit} more characters]"
+    return text[: max(limit - 3, 0)].rstrip() + "..."
 
 
 def goal_of(task: Task) -> str:
@@ -45,8 +53,18 @@ def mean_present(values: Iterable[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
+def by_average(it: Iteration) -> float | None:
+    """Rank iterations by their average (loops whose router uses no score: PES, PCEE)."""
+    return it.average
+
+
+def by_decision_score(it: Iteration) -> float | None:
+    """Rank iterations by the score their router used (`Iteration.decision_score`: P³RO, Creator/Critic)."""
+    return it.decision_score
+
+
 def best_iteration(iterations: Sequence[Iteration],
-                   key: Callable[[Iteration], float | None] = lambda i: i.average) -> Iteration | None:
+                   key: Callable[[Iteration], float | None] = by_average) -> Iteration | None:
     """The highest-scoring iteration with a candidate (by `key`, default the average); ties go to the
     earliest (a tie is no evidence that the later candidate is better)."""
     scored = [(v, i) for i in iterations if i.candidate is not None and (v := key(i)) is not None]
@@ -87,18 +105,6 @@ def provenance_scope(entries: dict[str, Any]) -> Iterator[None]:
 def scoped_provenance() -> dict[str, Any]:
     """The entries of the enclosing `provenance_scope` blocks ({} outside any)."""
     return dict(_PROVENANCE.get() or {})
-
-
-def preflight_models(models: Iterable[str]) -> None:
-    """The one place a run checks every model it will use before any call (names, keys, local files).
-
-    Uses `promptlab.providers.preflight` where the installed promptlab has it (h8-core), else checks names."""
-    check = getattr(providers, "preflight", None)
-    if check is not None:
-        check(models)
-        return
-    for m in dict.fromkeys(models):
-        validate_model_name(m)
 
 
 class LoopConfig(BaseModel):
@@ -227,5 +233,5 @@ def register_loop(spec: LoopSpec) -> LoopSpec:
 
 
 __all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "PromptlabError", "Totals", "as_config", "as_task",
-           "base_provenance", "best_iteration", "cut", "goal_of", "mean_present", "preflight_models",
+           "base_provenance", "best_iteration", "by_average", "by_decision_score", "cut", "goal_of", "mean_present",
            "provenance_scope", "register_loop", "run_sync", "scoped_provenance", "sync_twin", "text_hash"]

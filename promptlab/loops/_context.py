@@ -4,7 +4,7 @@ events, totals) and closes it into a `Run`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import EllipsisType
 from typing import Any, TypeVar, overload
 
@@ -14,8 +14,17 @@ from ..call import CacheArg, Settings, acomplete
 from ..completion import Completion, account, account_failure
 from ..errors import ConfigError, ParseError, ProviderError
 from ..events import Event, EventHandler
+from ..providers import preflight
 from ..record import Iteration, ModelCall, Run, Score, Step, StepError, Task, run_id
-from ._base import LoopConfig, base_provenance, mean_present, preflight_models, scoped_provenance, text_hash
+from ._base import (
+    LoopConfig,
+    base_provenance,
+    best_iteration,
+    by_average,
+    mean_present,
+    scoped_provenance,
+    text_hash,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -36,14 +45,18 @@ class RunContext:
         id_extra: dict[str, Any] | None = None,
         provenance: dict[str, Any] | None = None,
         models: Iterable[str] = (),
+        rank_by: Callable[[Iteration], float | None] = by_average,
     ) -> None:
         """Check every model the run will use (the roles' and `models`) before any call, then open the record.
 
-        `provenance` adds entries to `Run.provenance` (e.g. the sweep's `experiment_hash`)."""
+        `provenance` adds entries to `Run.provenance` (e.g. the sweep's `experiment_hash`); `rank_by` is how
+        `finish` picks `Run.best_iteration` (the loop's own rule: `by_decision_score` where the router uses
+        a score)."""
         cfg = config.model_dump(mode="json")
         roles = config.ROLES or ()
-        preflight_models([*(config.model_for(r) for r in roles), *models])
+        preflight([*(config.model_for(r) for r in roles), *models])
         self.config = config
+        self.rank_by = rank_by
         self.cache = cache
         self.settings = settings
         self.on_event = on_event
@@ -241,12 +254,12 @@ class RunContext:
         self.emit("decision", f"{decision}: {reason}", iteration=it.index, decision=decision)
 
     def finish(self, stop_reason: str, final_output: str | None) -> Run:
-        """Close the run: stop reason, output, best iteration, wall time; emits run_finished."""
+        """Close the run: stop reason, output, best iteration (by `rank_by`, the rule the loop chooses its
+        best prompt by) and its average, wall time; emits run_finished."""
         r = self.run
         r.stop_reason, r.final_output = stop_reason, final_output
-        scored = [it for it in r.iterations if it.average is not None]
-        if scored:
-            best = max(scored, key=lambda it: (it.average, -it.index))
+        best = best_iteration(r.iterations, key=self.rank_by)
+        if best is not None:
             r.best_iteration, r.best_score = best.index, best.average
         r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
         self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)

@@ -71,9 +71,10 @@ _SHORT: JsonDict = {"maxItems": 3}  # guides generation (grammars, fake/auto); a
 
 class Critique(BaseModel):
     """A critic's reply: validation is as lenient as the design document's (a number 1-10 and lists of
-    any length); the schema's hints keep a small model's reply inside its token budget."""
+    any length; other keys are ignored, as the seed's `json.loads` ignores them); the schema's hints keep a
+    small model's reply inside its token budget and ask for no other keys."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
     score: float = Field(ge=1, le=10)
     strengths: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
     weaknesses: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)

@@ -6,12 +6,23 @@ import re
 from functools import cache, lru_cache
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
 from ..record import Score
 
 # Role reply schemas -------------------------------------------------------------------------------------
-Criterion = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=200)]
+Criterion = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3),
+                      Field(json_schema_extra={"maxLength": 200})]
 
 
 class DecomposedGoal(BaseModel):
@@ -54,18 +65,62 @@ class CriterionScore(BaseModel):
     a longer valid reply from another model is accepted)."""
 
     model_config = ConfigDict(extra="forbid")
-    criterion: str = Field(min_length=1, max_length=200)
+    criterion: str = Field(min_length=1, json_schema_extra={"maxLength": 200})
     score: float = Field(ge=1, le=10)
     justification: str = Field("", json_schema_extra={"maxLength": 150})
 
 
 class EvaluationResult(BaseModel):
     """The evaluator's reply: a score per criterion and overall feedback (any number of entries; those that
-    match no criterion are recorded as unmatched)."""
+    match no criterion are recorded as unmatched).
+
+    Entries are validated one by one: an invalid entry (a score outside 1-10, a null justification, ...)
+    is left out of `scores` and kept in `rejected` with its error, so it cannot discard the valid ones.
+    A reply with no valid entry at all fails validation (the call path asks again)."""
 
     model_config = ConfigDict(extra="forbid")
     scores: list[CriterionScore] = Field(min_length=1, json_schema_extra={"maxItems": 6})
     qualitative_feedback: str = Field(json_schema_extra={"maxLength": 300})
+    _rejected: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _positions: list[int] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _entry_by_entry(cls, data: Any, handler: ModelWrapValidatorHandler[EvaluationResult]) -> EvaluationResult:
+        entries = data.get("scores") if isinstance(data, dict) else None
+        if not isinstance(entries, list) or not entries:
+            return handler(data)
+        kept: list[int] = []
+        rejected: list[dict[str, Any]] = []
+        for k, entry in enumerate(entries):
+            try:  # through `handler`, so the entry is checked as strictly as the whole reply
+                handler({**data, "scores": [entry]})
+                kept.append(k)
+            except ValidationError as e:
+                if any(err["loc"][:2] != ("scores", 0) for err in e.errors()):
+                    raise  # a problem outside this entry (e.g. no feedback): the reply itself is invalid
+                rejected.append({"position": k, "entry": entry, "error": entry_problems(e)})
+        if not kept:
+            raise ValueError("no valid score entry: " + "; ".join(f"entry {r['position'] + 1}: {r['error']}"
+                                                                   for r in rejected))
+        result = handler({**data, "scores": [entries[k] for k in kept]})
+        result._rejected, result._positions = rejected, kept
+        return result
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        """The invalid entries as the evaluator wrote them: {"position", "entry", "error"} (0-based position)."""
+        return self._rejected
+
+    @property
+    def positions(self) -> list[int]:
+        """Where each entry of `scores` stood in the reply (0-based), invalid entries counted."""
+        return self._positions or list(range(len(self.scores)))
+
+
+def entry_problems(e: ValidationError) -> str:
+    """A validation error of one entry, as one line ('score: Input should be ...')."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc'][2:]) or 'entry'}: {err['msg']}" for err in e.errors())
 
 
 class Reflection(BaseModel):
@@ -135,8 +190,9 @@ def match_scores(
     """Map an evaluation onto the criteria.
 
     Returns:
-        One Score per criterion, in order (score None where the evaluator gave none), and the entries
-        that match no criterion or repeat one, kept as the evaluator wrote them.
+        One Score per criterion, in order, and the valid entries that match no criterion or repeat one,
+        kept as the evaluator wrote them. A criterion's score is None where the evaluator gave none, or
+        where its only entry was invalid (`result.rejected`; the justification then gives the error).
     """
     found: dict[int, Score] = {}
     unmatched: list[dict[str, Any]] = []
@@ -145,8 +201,15 @@ def match_scores(
         if i is None or i in found:
             unmatched.append(s.model_dump())
             continue
-        found[i] = Score(criterion=criteria[i], score=float(s.score), justification=s.justification,
-                         judge=judge, mode=mode)
-    scores = [found.get(i) or Score(criterion=c, score=None, justification="not scored by the evaluator",
-                                    judge=judge) for i, c in enumerate(criteria)]
+        found[i] = Score(criterion=criteria[i], score=None if s.score is None else float(s.score),
+                         justification=s.justification, judge=judge, mode=mode)
+    invalid: dict[int, str] = {}
+    for r in result.rejected:
+        said = r["entry"].get("criterion") if isinstance(r["entry"], dict) else None
+        i = _which(criteria, said) if isinstance(said, str) else None
+        if i is not None and i not in found:
+            invalid.setdefault(i, f"missing: the evaluator's entry was invalid ({r['error']})")
+    scores = [found.get(i) or Score(criterion=c, score=None, judge=judge,
+                                    justification=invalid.get(i, "not scored by the evaluator"))
+              for i, c in enumerate(criteria)]
     return scores, unmatched

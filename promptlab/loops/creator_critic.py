@@ -29,6 +29,7 @@ from ._base import (
     as_config,
     as_task,
     best_iteration,
+    by_decision_score,
     cut,
     goal_of,
     register_loop,
@@ -178,7 +179,8 @@ async def arun_creator_critic(
     critics = cfg.critics()
     extra = check_prompt_loop(task, cfg, [m for _, m in critics])
     ctx = RunContext("creator_critic", task, cfg, sample=sample, on_event=on_event, cache=cache,
-                     settings=settings, provenance=provenance, models=[*(m for _, m in critics), *extra])
+                     settings=settings, provenance=provenance, models=[*(m for _, m in critics), *extra],
+                     rank_by=by_decision_score)
     ctx.run.models.update({judge: model for judge, model in critics})
     ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
     if task.grounded:
@@ -233,7 +235,7 @@ async def arun_creator_critic(
     if cfg.final == "last":
         chosen = with_candidate[-1] if with_candidate else None
     else:
-        chosen = best_iteration(with_candidate, key=lambda i: i.decision_score)
+        chosen = best_iteration(with_candidate, key=by_decision_score)
     ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
     if task.grounded:
         await measure_test(ctx, cfg, chosen.candidate if chosen else None)

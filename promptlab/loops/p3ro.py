@@ -28,6 +28,7 @@ from ._base import (
     as_config,
     as_task,
     best_iteration,
+    by_decision_score,
     goal_of,
     register_loop,
     sync_twin,
@@ -78,7 +79,9 @@ async def _formulate(s: _State, it: Iteration | None) -> str | None:
 async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[str], candidate: str,
                    it: Iteration) -> tuple[list[Score], EvaluationResult | None]:
     """PromptEvaluator: one Score per criterion (sampled or expected), unmatched entries kept in
-    `Run.info['unmatched_scores']`; an unusable reply gives missing scores (or `parse_failure_score`)."""
+    `Run.info['unmatched_scores']` and invalid ones (with their error) in `Run.info['invalid_scores']`; a
+    criterion whose entry was invalid is missing. An unusable reply gives missing scores (or
+    `parse_failure_score`)."""
     judge = cfg.model_for("evaluator")
     prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria),
                         prompt_text=candidate)
@@ -95,14 +98,15 @@ async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[s
                 for k in criteria], None
     if expected:
         found = expected_scores(c.text, c.logprobs, field="score")
-        values = [f.expected for f in found] if len(found) == len(ev.scores) else [None] * len(ev.scores)
+        written = len(ev.scores) + len(ev.rejected)  # one "score" field per entry written, invalid ones too
+        values = [found[k].expected if len(found) == written else None for k in ev.positions]
         entries = [e.model_copy(update={"score": v}) for e, v in zip(ev.scores, values, strict=True)]
         ev = ev.model_copy(update={"scores": entries})
     scores, unmatched = match_scores(criteria, ev, judge, "expected" if expected else "sampled")
-    if unmatched:
-        kept = ctx.run.info.setdefault("unmatched_scores", [])
-        kept.extend({"iteration": it.index, **u} for u in unmatched)
-    it.metrics["unmatched_scores"] = len(unmatched)
+    for key, entries in (("unmatched_scores", unmatched), ("invalid_scores", ev.rejected)):
+        if entries:
+            ctx.run.info.setdefault(key, []).extend({"iteration": it.index, **e} for e in entries)
+        it.metrics[key] = len(entries)
     return scores, ev
 
 
@@ -179,7 +183,7 @@ async def arun_p3ro(
     task, cfg = as_task(task), as_config(P3ROConfig, config)
     extra = check_prompt_loop(task, cfg, [cfg.model_for("evaluator")])
     ctx = RunContext("p3ro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
-                     provenance=provenance, models=extra)
+                     provenance=provenance, models=extra, rank_by=by_decision_score)
     if task.grounded:
         ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"p3ro on task {task.id}", task=task.id, models=ctx.run.models)
@@ -223,7 +227,7 @@ async def arun_p3ro(
     # POLISH (pure Python)
     last = decisions[-1]
     stop_reason = "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
-    best = best_iteration(ctx.run.iterations, key=lambda i: i.decision_score)
+    best = best_iteration(ctx.run.iterations, key=by_decision_score)
     ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
     ctx.run.info.update(plans=plans, strategy_revisions=len(revisions),
                         reasoning={str(k): v for k, v in s.reasoning.items()},

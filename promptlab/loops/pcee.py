@@ -44,7 +44,7 @@ from ..events import EventHandler
 from ..record import Iteration, Run, Score, Step, Task
 from ..tools import ToolEnv, ToolRegistry, ToolResult, build_tools, check_tool_names
 from ..workspace import Workspace, fresh_workspace_name
-from ._base import LoopConfig, LoopSpec, as_config, as_task, register_loop, run_sync
+from ._base import LoopConfig, LoopSpec, as_config, as_task, cut, register_loop, sync_twin
 from ._context import RunContext
 from ._pcee_schemas import (
     FixPlan,
@@ -105,11 +105,6 @@ class _State:
     last_output: str | None = None
 
 
-def _short(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
-
-
 async def _execute(s: _State, step: PlanStep, *, kind: str, retries: int,
                    fix_for: int | None = None) -> tuple[Iteration, bool, str]:
     """Controller + executor + evaluator for one step: (iteration, success, reason)."""
@@ -125,20 +120,20 @@ async def _execute(s: _State, step: PlanStep, *, kind: str, retries: int,
         record = Step(iteration=it.index, phase="control", role="controller", output={"tool_input": step.tool_input})
         ctx.fail(record, e)
         it.steps.append(record)
-        it.candidate = f"{step.tool_name}({_short(step.tool_input)}) -> not run: {e}"
+        it.candidate = f"{step.tool_name}({cut(step.tool_input, 300, count=True)}) -> not run: {e}"
         ctx.score(it, [controller.model_copy(update={"justification": str(e)})])
         return it, False, str(e)
     result, _ = await run_tool_step(ctx, s.tools, it, step.tool_name, filled, phase="execute")
     if isinstance(result.output, dict) and "exit_code" in result.output:
         it.metrics["exit_code"] = result.output["exit_code"]
-    it.candidate = f"{step.tool_name}({_short(filled)}) -> {result.brief(600)}"
+    it.candidate = f"{step.tool_name}({cut(filled, 300, count=True)}) -> {result.brief(600)}"
     s.history.append(f"step {step.step_id} ({kind}) {it.candidate}")
     if not result.ok:
         reason = f"tool error: {result.error}"
         ctx.score(it, [controller.model_copy(update={"justification": reason})])
         return it, False, reason
     prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, request=s.task.prompt, instruction=step.instruction,
-                        tool=step.tool_name, tool_input=_short(filled, 2000), result=_result_text(result))
+                        tool=step.tool_name, tool_input=cut(filled, 2000, count=True), result=_result_text(result))
     verdict, vstep = await ctx.call("evaluator", "evaluate", prompt, schema=Verdict, iteration=it)
     judge = s.cfg.model_for("evaluator")
     if verdict is None:
@@ -156,9 +151,9 @@ async def _execute(s: _State, step: PlanStep, *, kind: str, retries: int,
 def _result_text(result: ToolResult) -> str:
     if isinstance(result.output, dict) and "exit_code" in result.output:
         o = result.output
-        return (f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{_short(o['stdout'], 2000)}\n"
-                f"stderr:\n{_short(o['stderr'], 1000)}")
-    return _short(result.text, 3000)
+        return (f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{cut(o['stdout'], 2000, count=True)}\n"
+                f"stderr:\n{cut(o['stderr'], 1000, count=True)}")
+    return cut(result.text, 3000, count=True)
 
 
 def _cap_reached(s: _State) -> bool:
@@ -292,10 +287,7 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     return ctx.finish(stop_reason, state.last_output)
 
 
-def run_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict[str, Any] | None = None,
-             **kwargs: Any) -> Run:
-    """Sync twin of `arun_pcee`."""
-    return run_sync(arun_pcee(task, config, **kwargs))
+run_pcee = sync_twin(arun_pcee)
 
 
 register_loop(LoopSpec("pcee", PCEEConfig, arun_pcee, "Planner-Controller-Executor-Evaluator: a JSON plan with "

@@ -41,7 +41,7 @@ from ..events import EventHandler
 from ..record import Run, Task
 from ..tools import Tool, ToolEnv, ToolRegistry, build_tools, check_tool_names, needs_workspace
 from ..workspace import Workspace, fresh_workspace_name
-from ._base import LoopSpec, as_config, as_task, register_loop, run_sync
+from ._base import LoopSpec, as_config, as_task, register_loop, run_sync, sync_twin
 from ._context import RunContext
 from ._pes_config import PROVIDER_FIELDS, Persona, PESConfig, ThreadState, with_provider
 from ._pes_observe import TOKEN_KINDS, ObservationType, Observer, StreamTyper
@@ -241,10 +241,7 @@ async def arun_pes(task: Task | str | dict[str, Any], config: PESConfig | dict[s
     return await agent.arun_task(as_task(task), sample=sample, on_event=on_event, cache=cache, settings=settings)
 
 
-def run_pes(task: Task | str | dict[str, Any], config: PESConfig | dict[str, Any] | None = None,
-            **kwargs: Any) -> Run:
-    """Sync twin of `arun_pes`."""
-    return run_sync(arun_pes(task, config, **kwargs))
+run_pes = sync_twin(arun_pes)
 
 
 register_loop(LoopSpec("pes", PESConfig, arun_pes, "Plan-Execute-Synthesize agent: plan tool calls, run "

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from ..record import Iteration, Step
 from ..tools import ToolError, ToolRegistry, ToolResult
+from ._base import cut
 
 if TYPE_CHECKING:
     from ._context import RunContext
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def run_tool_step(
@@ -31,7 +26,7 @@ async def run_tool_step(
     Emits `tool_call` and `tool_result` events; the step's output is the ToolResult as JSON; an
     error result is also recorded as a `ToolError` on the step and in the run's errors.
     """
-    ctx.emit("tool_call", f"{name}({_short(tool_input)})", iteration=iteration.index, phase=phase, role=name,
+    ctx.emit("tool_call", f"{name}({cut(tool_input, 120)})", iteration=iteration.index, phase=phase, role=name,
              tool=name, input=tool_input)
     result = await tools.run(name, tool_input)
     return result, record_tool_result(ctx, iteration, result, phase=phase)
@@ -45,7 +40,7 @@ def record_tool_result(ctx: RunContext, iteration: Iteration, result: ToolResult
     step = Step(iteration=it, phase=phase, role=name, output=result.model_dump(mode="json"))
     if not result.ok:
         ctx.fail(step, ToolError(result.error or "tool failed"))
-    ctx.emit("tool_result", f"{name}: {result.status}: {_short(result.text if result.ok else result.error)}",
+    ctx.emit("tool_result", f"{name}: {result.status}: {cut(result.text if result.ok else result.error, 120)}",
              iteration=it, phase=phase, role=name, tool=name, status=result.status, output=result.output,
              error=result.error)
     iteration.steps.append(step)
