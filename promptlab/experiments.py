@@ -300,19 +300,29 @@ def cell_models(cell: Cell) -> list[str]:
     return list(dict.fromkeys(models))
 
 
-def preflight_cells(cells: list[Cell]) -> None:
-    """Check every model of every cell (`promptlab.providers.preflight`) before anything is written or
-    called; raises ConfigError listing every problem at once."""
+def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None) -> None:
+    """Check every cell before anything is written or called: every model of every cell
+    (`promptlab.providers.preflight`), then, given the tasks, each cell's loop config against every task
+    (`promptlab.cell_checks`) and the models those checks add (target, judge scorer).
+
+    Raises:
+        ConfigError: listing every problem at once; a config problem names the cell's params, the task and
+            the field.
+    """
+    from .cell_checks import check_configs
     from .providers import preflight
 
     preflight(m for cell in cells for m in cell_models(cell))
+    labelled = [(f"cell {json.dumps(c.params)} ({c.cell_id})", c.loop, c.config) for c in cells]
+    preflight(check_configs(labelled, tasks or []))
 
 
 def load_experiment(path: str | Path, *, check_models: bool = True) -> Experiment:
     """Read and validate an experiment YAML file (errors name the file and the field).
 
-    With `check_models` (the default) every model of every cell is preflighted too: a missing API key
-    or local model file raises ConfigError naming the model and the variable, before anything runs."""
+    With `check_models` (the default) every cell is preflighted too (`preflight_cells`): a missing API key
+    or local model file, or a loop config a task refuses (score_source 'grounded' on a task without examples,
+    score_mode 'expected' with a critic without log-probabilities), raises ConfigError before anything runs."""
     import yaml
 
     p = Path(path).expanduser()
@@ -325,7 +335,8 @@ def load_experiment(path: str | Path, *, check_models: bool = True) -> Experimen
     try:
         exp = Experiment.from_dict(data, p.resolve().parent, source=str(p))
         if check_models:
-            preflight_cells(exp.cells())
+            tasks = exp.load_tasks()
+            preflight_cells(exp.cells(tasks), tasks)
         return exp
     except ConfigError as e:
         msg = str(e)

@@ -24,9 +24,10 @@ Cells start with the loops interleaved (round robin, each loop's cells in expans
 one loop that differ only in a stopping rule make the same first model calls, so run one after the
 other they answer them from the call cache while concurrent workers take other loops.
 
-Every model of every cell is checked first (`promptlab.providers.preflight`: its name, its API key in
-the environment, a local file that exists): a problem raises ConfigError listing them all before
-anything is written or any model is called.
+Every cell is checked first (`promptlab.experiments.preflight_cells`): every model (its name, its API key
+in the environment, a local file that exists), and each loop's config against every task (e.g. score_source
+'grounded' on a task without examples): a problem raises ConfigError listing them all before anything is
+written or any model is called.
 
 A cell whose code raises is recorded as failed (status.json error: kind SweepCellError, message,
 notebook, cell_index, ename, evalue) and the sweep goes on. An infrastructure failure (a provider error
@@ -120,7 +121,7 @@ def sweep(
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
-    preflight_cells(cells)
+    preflight_cells(cells, tasks)
     _prepare(out, exp, tasks, cells)
     t0 = time.perf_counter()
     result = SweepResult(exp.name, out, executor)
@@ -211,7 +212,7 @@ def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = ""
     exp = load_experiment(experiment_path or out / "experiment.yaml")
     tasks = exp.load_tasks()
     cell = exp.find_cell(cell_id, json.loads(params_json) if params_json else None)
-    preflight_cells([cell])
+    preflight_cells([cell], tasks)
     if not (out / "experiment.yaml").is_file():
         _prepare(out, exp, tasks, exp.cells(tasks))
     status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,

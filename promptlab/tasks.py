@@ -221,8 +221,10 @@ def check_task(task: Task, where: str = "task") -> None:
     """Check a grounded task before any model call (a task without examples passes unchanged).
 
     Checks: the scorer is known and its options valid; every example has a target the scorer accepts; every
-    placeholder of the task's prompt is provided by every example; the split fits; and scoring each target as
-    if it were the reply gives a value in [0, 1] (skipped for scorers that call a model).
+    placeholder of the task's prompt is provided by every example; the split fits; and scoring replies that
+    match and that do not (each example's target, an empty reply, another example's target) gives a value in
+    [0, 1]. The scoring self-check is skipped for scorers that call a model (`judge`): it would make model
+    calls before the run.
 
     Raises:
         ConfigError: naming `where`, the task, the example and the field.
@@ -261,16 +263,25 @@ def check_task(task: Task, where: str = "task") -> None:
 
 
 def _self_check(task: Task, scorer: Scorer, label: str) -> None:
-    """Score each target as if it were the reply: a value outside [0, 1] is a config error (a scorer that
-    raises here may still work on real replies, so an exception is left to be recorded per example)."""
-    for i, ex in enumerate(task.examples or []):
-        try:
-            scored = scorer.score_example(_text(ex.target), ex)
-        except Exception:
-            continue
-        checked = bounded(scorer, scored)
-        if checked.out_of_range:
-            raise ConfigError(f"{label}: scorer: on examples[{i}] with its target as the reply, {checked.error}")
+    """Score replies that match and that do not: each example's target, an empty reply and another example's
+    target as the reply; a value outside [0, 1] is a config error (a scorer that raises here may still work
+    on real replies, so an exception is left to be recorded per example)."""
+    examples = task.examples or []
+    for i, ex in enumerate(examples):
+        own = _text(ex.target)
+        replies = [(own, "with its target as the reply"), ("", "with an empty reply")]
+        others = ((i + k) % len(examples) for k in range(1, len(examples)))
+        j = next((j for j in others if examples[j].target is not None and _text(examples[j].target) != own), None)
+        if j is not None:
+            replies.append((_text(examples[j].target), f"with examples[{j}]'s target as the reply"))
+        for reply, how in replies:
+            try:
+                scored = scorer.score_example(reply, ex)
+            except Exception:
+                continue
+            checked = bounded(scorer, scored)
+            if checked.out_of_range:
+                raise ConfigError(f"{label}: scorer: on examples[{i}] {how}, {checked.error}")
 
 
 __all__ = ["DEFAULT_SCORER", "check_task", "examples_of", "format_prompt", "input_text", "parse_task",

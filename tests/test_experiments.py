@@ -191,3 +191,45 @@ def test_shipped_experiments_validate() -> None:
         for values in exp.grid.values():
             n_grid *= len(values)
         assert len(exp.cells()) == len(exp.loops) * n_grid
+
+
+BLIND_CRITIC = "anthropic/claude-3-haiku-20240307"
+"""A hosted model litellm lists without `logprobs` (never called: the experiment is refused first)."""
+
+
+@pytest.mark.parametrize(("field", "grid", "config"), [
+    ("score_source", {"score_source": ["critic", "grounded"]}, {}),
+    ("score_mode", {"score_mode": ["sampled", "expected"]}, {"critic_model": BLIND_CRITIC}),
+])
+def test_a_config_a_task_refuses_is_refused_before_the_sweep_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, grid: dict[str, Any],
+        config: dict[str, Any]) -> None:
+    import yaml
+
+    import promptlab
+    from promptlab.sweep import sweep
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "never-used")
+    generator = promptlab.scripted(f"refused-{field}", [])
+    write_tasks(tmp_path / "tasks.jsonl", n=2)  # tasks without examples
+    data = {"name": "refused", "loops": ["p3ro", "creator_critic"], "tasks": "tasks.jsonl",
+            "config": {"model": generator.name, **config}, "grid": grid}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(path)
+    msg = str(caught.value)
+    bad = grid[field][1]
+    # every bad cell x task, each naming the cell's params, the task and the field; the good cells pass
+    assert "4 config problem(s), found before any call" in msg
+    for loop in ("p3ro", "creator_critic"):
+        for task in ("t0", "t1"):
+            line = f'- cell {json.dumps({"loop": loop, field: bad})} '
+            assert any(x.startswith(line) and f"task {task!r}: {field}: " in x for x in msg.splitlines()), msg
+    assert json.dumps({"loop": "p3ro", field: grid[field][0]}) not in msg
+    # a sweep given the Experiment itself is refused too, before it writes a file or calls a model
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=f"task 't0': {field}: "):
+        sweep(Experiment.from_dict(data, tmp_path), out, progress=False, cache=tmp_path / "cache")
+    assert not out.exists() and not (tmp_path / "cache").exists()
+    assert generator.requests == []

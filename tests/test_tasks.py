@@ -199,6 +199,37 @@ def test_scorer_out_of_range_on_the_self_check(tmp_path: Path, monkeypatch: pyte
     assert "returned 100.0, not a number in [0, 1]" in msg
 
 
+@pytest.mark.parametrize(("body", "where"), [
+    # 1 on a match, 7 otherwise: the bad value shows only on a reply that does not match
+    ("return 1.0 if output == str(target) else 7.0", "examples[0] with an empty reply"),
+    # in range on the empty reply too, out of range on a wrong label
+    ("return 1.0 if output == str(target) else (0.0 if not output else -1.0)",
+     "examples[0] with examples[1]'s target as the reply"),
+])
+def test_scorer_out_of_range_on_a_reply_that_does_not_match(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            body: str, where: str) -> None:
+    (tmp_path / "wrong_reply_mod.py").write_text(f"def grade(output, target):\n    {body}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        msg = _error(tmp_path, {"id": "s", "prompt": "{input}",
+                                "scorer": {"kind": "python", "function": "wrong_reply_mod:grade"},
+                                "examples": [{"input": "a", "target": "yes"}, {"input": "b", "target": "no"}]})
+    finally:
+        sys.modules.pop("wrong_reply_mod", None)
+    assert f":2: task 's': scorer: on {where}, scorer python returned" in msg
+    assert "not a number in [0, 1]" in msg
+
+
+def test_judge_scorer_is_not_self_checked(tmp_path: Path) -> None:
+    judge = pl.scripted("never-self-checked", [])
+    path = _write(tmp_path / "t.jsonl", [{"id": "j", "prompt": "{input}", "scorer": {"kind": "judge",
+                                                                                   "model": judge.name},
+                                          "examples": [{"input": "a", "target": "x"}, {"input": "b",
+                                                                                      "target": "y"}]}])
+    (task,) = read_tasks(path)
+    assert task.grounded and judge.requests == []
+
+
 def test_bad_split_names_the_task(tmp_path: Path) -> None:
     msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "split": {"dev": 5},
                             "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}]})
