@@ -8,6 +8,7 @@ from ._base import (
     LoopSpec,
     provenance_scope,
     register_loop,
+    rescore_sample,
     run_sync,
 )
 from ._context import RunContext
@@ -30,4 +31,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "get_loop", "provenance_scope",
-           "register_loop", "run_loop", "run_sync"]
+           "register_loop", "rescore_sample", "run_loop", "run_sync"]
