@@ -1,9 +1,9 @@
 """The findings of a results directory, as tables, charts and the "Findings" section of summary.md.
 
-`findings(results)` gathers, from the frames alone (no model calls): the test-split delta per configuration
-(`analysis.delta_table`), the critic's calibration (`analysis.calibration`), the counterfactual stopping
-table per configuration (`analysis.counterfactual_stopping`) with its best rule per unit of cost, and the
-provenance warnings. Results without grounded data (tasks without examples) give empty tables and a
+`findings(results)` gathers, from the frames and the runs' logged configs (no model calls): the test-split
+delta per configuration (`analysis.delta_table`), the critic's calibration (`analysis.calibration`), the
+counterfactual stopping table per configuration (`analysis.counterfactual_stopping`, whose grounded score is
+the returned prompt's DEV-split score) with its best rule per unit of cost, and the provenance warnings. Results without grounded data (tasks without examples) give empty tables and a
 "no grounded data" sentence instead of an error.
 """
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import analysis
 from .plots import config_columns, config_labels
+from .results import run_configs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +65,7 @@ def findings(results: Results) -> Findings:
             if "finish_threshold" in runs.columns else []
         caps = range(1, int(traj["iteration"].max()) + 1)
         counterfactual = analysis.counterfactual_stopping(labelled, sorted({*THRESHOLDS, *logged}), list(caps),
-                                                          by="config", runs=runs)
+                                                          by="config", runs=runs, configs=run_configs(results))
     best = {}
     for label, g in (counterfactual.groupby("config", sort=True) if len(counterfactual) else []):
         rule = analysis.best_stopping_rule(g)
@@ -96,7 +97,9 @@ def findings_markdown(f: Findings) -> list[str]:
     for r in pooled.itertuples():
         lines.append(f"- {r.critic_model}: r={_ci(r.spearman, r.spearman_ci_low, r.spearman_ci_high)} "
                      f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} iterations")
-    lines += ["", "### Which stopping rule? (counterfactual truncation of the logged runs)", ""]
+    lines += ["", "### Which stopping rule? (counterfactual truncation of the logged runs, dev split)", "",
+              "The grounded score of a rule is the DEV-split score of the prompt it would have returned (the "
+              "split the loops saw while refining), not the test split of the first section.", ""]
     if not f.best_rules:
         lines.append("No stopping rule could be evaluated exactly on the logged trajectories.")
     for label, rule in f.best_rules.items():

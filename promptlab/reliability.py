@@ -3,16 +3,23 @@
 `agreement(scores)` is pure: it takes a tidy frame of scores (one row per item x rater) and reports
 Krippendorff's alpha (interval level, from the `krippendorff` package) with a bootstrap CI over items, and
 the mean absolute score change. `reliability(runs, k)` MAKES MODEL CALLS: it re-asks each run's critic(s)
-about logged candidates at sample indices 1..k through the loop's `rescore` hook (cached, so a re-run is
-free) and feeds the scores to `agreement`.
+about logged candidates k times through the loop's `rescore` hook (cached, so a re-run is free) and feeds
+the scores to `agreement`. It is also importable as `promptlab.analysis.reliability`.
+
+Re-scores are independent draws: re-score s (1..k) of a run logged at sample r calls the critic at sample
+`promptlab.loops.rescore_sample(r, s)` = RESCORE_BASE * s + RESCORE_STRIDE * r (plus the critic's
+index), with RESCORE_BASE = 1,000,000 and RESCORE_STRIDE = 1,000. That space is disjoint from every logged
+call of any run (its sample plus small per-call offsets), so no re-score is a cache hit of a logged score,
+of another critic's logged score or of another re-score (for run samples below 1,000 and fewer than 1,000
+critics).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .aio import run_sync
 from .errors import ConfigError
 from .stats import BOOTSTRAP_RESAMPLES, SEED, mean_ci
 
@@ -99,9 +106,10 @@ def _alpha(m: Any) -> float | None:
 
 async def ascores(runs: Sequence[Run], k: int = 3, *, iterations: Sequence[int] | None = None,
                   cache: Any = None, settings: Any = None) -> pd.DataFrame:
-    """The logged critic scores (sample 0) and re-scores at samples 1..k of each run's iterations.
+    """The logged critic scores (sample 0) and re-scores 1..k of each run's iterations.
 
-    MODEL CALLS: one `get_loop(run.loop).rescore(run, iteration, sample=s)` per run x iteration x s (cached).
+    MODEL CALLS: one `get_loop(run.loop).rescore(run, iteration, sample=s)` per run x iteration x s (cached;
+    each a new draw, disjoint from the logged calls: see the module docstring).
 
     Returns:
         One row per run_id x iteration x criterion x judge x sample with the score (<NA> when unusable).
@@ -133,14 +141,16 @@ def reliability(runs: Sequence[Run], k: int = 3, *, iterations: Sequence[int] | 
                 settings: Any = None) -> pd.DataFrame:
     """Test-retest (and inter-critic) agreement of the runs' critics. MAKES MODEL CALLS (cached).
 
-    Re-scores every logged candidate (or the given iterations) with sample=1..k through the loop's `rescore`
-    hook, and reports `agreement()` over the logged and re-scored values. Use `promptlab.results.read_runs`
-    for the Run records of a results directory. Call `ascores` + `agreement` from async code.
+    Re-scores every logged candidate (or the given iterations) k times through the loop's `rescore` hook,
+    each re-score a new draw disjoint from every logged call (see the module docstring), and reports
+    `agreement()` over the logged and re-scored values. Use `promptlab.results.read_runs` for the Run records
+    of a results directory. Works inside a running event loop (a Jupyter kernel); from async code, `await
+    ascores(...)` and pass the frame to `agreement`.
 
     Raises:
         ConfigError: a run's loop has no rescore hook.
     """
-    return agreement(asyncio.run(ascores(runs, k, iterations=iterations, cache=cache, settings=settings)))
+    return agreement(run_sync(ascores(runs, k, iterations=iterations, cache=cache, settings=settings)))
 
 
 __all__ = ["AGREEMENT_COLUMNS", "agreement", "ascores", "reliability"]

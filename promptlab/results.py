@@ -187,6 +187,19 @@ def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
     return [Run.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def run_configs(results: Results) -> dict[str, dict[str, Any]]:
+    """run_id -> the run's logged config (`Run.config`, every field) for the runs of `results.runs`, read from
+    the cells' runs.jsonl (a cell whose file is missing or unreadable is left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
+        try:
+            records = read_runs(results.path, str(cell))
+        except (OSError, ValueError):
+            continue
+        out.update({r.run_id: dict(r.config) for r in records})
+    return out
+
+
 def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:
     """Write bytes (or call `data(tmp_path)`) to a temp file beside `path`, fsync it, then os.replace."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -312,4 +325,4 @@ def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
 
 
 __all__ = ["CELL_COLUMNS", "CONFIG_COLUMNS", "RUN_COLUMNS", "TRAJECTORY_COLUMNS", "CellError", "CellStatus", "Columns",
-           "Results", "cell_status", "incomplete_error", "iteration_frame", "load", "read_runs", "tidy", "write_cell"]
+           "Results", "cell_status", "incomplete_error", "iteration_frame", "load", "read_runs", "run_configs", "tidy", "write_cell"]

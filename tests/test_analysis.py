@@ -80,8 +80,56 @@ def test_truncate_and_select_rules() -> None:
     assert analysis.truncate([5, 9, 9], 9, 3) == (2, True, True)
     assert analysis.truncate([5, 6], 9, 3) == (2, False, False)
     assert analysis.truncate([5, None, 6], 9, 2) == (2, False, True)
+    assert analysis.truncate([9, 6, 9, 9, 5], 8, 5, patience=2) == (4, True, True)  # two in a row
+    assert analysis.truncate([9, None, 9, 9], 8, 4, patience=3) == (4, False, True)  # a gap breaks the streak
+    assert analysis.truncate([9, 9], 8, 5, patience=3) == (2, False, False)  # would run past the log
     assert analysis.select([7, 7, 3]) == 0 and analysis.select([None, 4, 5]) == 2
     assert analysis.select([7, 3], last=True) == 1 and analysis.select([]) is None
+
+
+PATIENT = {"P": {"decision": [9, 6, 9, 9, 5], "grounded": [0.1, 0.2, 0.3, 0.4, 0.5]}}
+
+
+def test_counterfactual_applies_creator_critics_patience() -> None:
+    t = traj(PATIENT, loop="creator_critic")
+    runs = pd.DataFrame({"cell_id": ["c"], "run_id": ["P"], "patience": [2]})
+    by_column = analysis.counterfactual_stopping(t, [8, 10], [3, 5], runs=runs, per_run=True)
+    by_config = analysis.counterfactual_stopping(t, [8, 10], [3, 5], configs={"P": {"patience": 2, "final": "last"}},
+                                                 per_run=True)
+    for detail in (by_column, by_config):
+        r = detail.set_index(["threshold", "cap"])
+        # patience 2: 9, 6 is no streak; 9, 9 at iterations 3-4 is; the last rule returns iteration 4
+        assert (r.loc[(8, 5), "stop"], r.loc[(8, 5), "returned_iteration"]) == (4, 4)
+        assert r.loc[(8, 5), "stopped_early"] and r.loc[(8, 5), "exact"]
+        assert r.loc[(8, 5), "grounded"] == pytest.approx(0.4)
+        assert r.loc[(8, 3), "stop"] == 3 and not r.loc[(8, 3), "stopped_early"] and r.loc[(8, 3), "exact"]
+    best = analysis.counterfactual_stopping(t, [8], [5], configs={"P": {"patience": 2, "final": "best"}},
+                                            per_run=True).iloc[0]
+    assert best["returned_iteration"] == 1  # best of the four kept, ties to the earliest
+    one = analysis.counterfactual_stopping(t, [8], [5], configs={"P": {"patience": 1}}, per_run=True).iloc[0]
+    assert one["stop"] == 1 and one["exact"]
+    # patience unknown (no column, no config): computed with 1, exact only where no patience changes the outcome
+    unknown = analysis.counterfactual_stopping(t, [8, 10], [3, 5], per_run=True).set_index(["threshold", "cap"])
+    assert unknown.loc[(8, 5), "stop"] == 1 and not unknown.loc[(8, 5), "exact"]
+    assert unknown.loc[(10, 3), "stop"] == 3 and unknown.loc[(10, 3), "exact"]
+    assert analysis.counterfactual_stopping(traj(PATIENT), [8], [5], per_run=True).iloc[0]["exact"]  # P3RO: 1
+
+
+def test_counterfactual_reads_final_and_patience_from_the_logged_configs(tmp_path: Any) -> None:
+    import promptlab
+    from promptlab import Task
+    from promptlab.loops.creator_critic import CreatorCriticConfig, run_creator_critic
+    from promptlab.results import load, write_cell
+
+    queue = [json.dumps({"score": s, "strengths": [], "weaknesses": [], "suggestions": []}) for s in (9, 6, 9, 9)]
+    creator = promptlab.scripted("cf-creator", respond=lambda messages: "A draft.")
+    critic = promptlab.scripted("cf-critic", respond=lambda messages: queue.pop(0))
+    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, max_iterations=4, finish_threshold=None,
+                              patience=2, final="best")
+    run = run_creator_critic(Task(id="t", prompt="p", goal="g"), cfg, cache=False)
+    write_cell(tmp_path, "cell", {"loop": "creator_critic"}, [run])  # patience and final are not params
+    detail = analysis.counterfactual_stopping(load(tmp_path), [8], [4], per_run=True).iloc[0]
+    assert (detail["stop"], detail["returned_iteration"], detail["exact"]) == (4, 1, True)
 
 
 def test_best_stopping_rule_picks_the_cheapest_rule_as_good_as_the_best() -> None:
@@ -246,6 +294,64 @@ def test_reliability_rescores_through_the_loop_hook(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(promptlab.loops, "get_loop", lambda name: object())
     with pytest.raises(Exception, match="no rescore hook"):
         reliability.reliability([run], k=1)
+
+
+def test_reliability_is_in_analysis_and_works_inside_a_running_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import promptlab.loops
+    from promptlab.analysis import reliability as from_analysis
+
+    class Spec:
+        async def rescore(self, run: Any, iteration: int, *, sample: int, cache: Any = None,
+                          settings: Any = None) -> list[Score]:
+            return [s.model_copy(update={"score": s.score + sample}) for s in run.iterations[iteration - 1].scores]
+
+    monkeypatch.setattr(promptlab.loops, "get_loop", lambda name: Spec())
+    run = make_run([[4.0, 6.0], [7.0, 8.0]])
+
+    async def in_a_kernel() -> pd.DataFrame:  # a Jupyter cell: sync code on the thread of a running loop
+        asyncio.get_running_loop()
+        return from_analysis([run], k=1)
+
+    out = asyncio.run(in_a_kernel()).iloc[0]
+    assert out["n_items"] == 4 and out["mean_abs_change"] == pytest.approx(1.0)
+
+
+def test_reliability_rescores_are_new_draws_for_every_critic_and_replicate(tmp_path: Any) -> None:
+    import promptlab
+    from promptlab import Task
+    from promptlab.loops.creator_critic import CreatorCriticConfig, run_creator_critic
+
+    answered: list[float] = []
+
+    def critic_reply(messages: list[dict[str, Any]]) -> str:  # every call that reaches the model: a new score
+        answered.append(1 + 0.5 * len(answered))
+        return json.dumps({"score": answered[-1], "strengths": [], "weaknesses": [], "suggestions": []})
+
+    drafts = ["Draft for sample 0.", "Draft for sample 1."]
+    creator = promptlab.scripted("rel-draw-creator", respond=lambda messages: drafts.pop(0))
+    critic = promptlab.scripted("rel-draw-critic", respond=critic_reply)
+    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, n_critics=2, max_iterations=1)
+    runs = [run_creator_critic(Task(id="t", prompt="p", goal="g"), cfg, sample=s, cache=tmp_path) for s in (0, 1)]
+    assert len(critic.requests) == 4  # 2 runs x 2 critics, each a call of its own
+    frame = promptlab.loops.run_sync(reliability.ascores(runs, k=2, cache=tmp_path))
+    # k=2 new calls per critic per candidate: 2 runs x 1 candidate x 2 critics x 2, none a cache hit
+    assert len(critic.requests) == 4 + 8 and len(answered) == 12
+    assert len(frame) == 12 and frame["score"].is_unique  # no re-score repeats a logged or another draw
+    assert set(frame["sample"]) == {0, 1, 2} and set(frame["judge"]) == {"critic[1]", "critic[2]"}
+    promptlab.loops.run_sync(reliability.ascores(runs, k=2, cache=tmp_path))
+    assert len(critic.requests) == 12  # a re-run replays the re-scores from the cache
+
+
+def test_default_final_registers_the_built_in_loops_in_a_fresh_interpreter() -> None:
+    import subprocess
+    import sys
+
+    code = ("from promptlab.analysis import default_final; "
+            "print(default_final('creator_critic'), default_final('p3ro'), default_final('no-such-loop'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["last", "best", "best"]
 
 
 def test_reliability_end_to_end_through_creator_critic_rescore(tmp_path: Any) -> None:

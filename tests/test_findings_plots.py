@@ -107,6 +107,8 @@ def test_report_writes_the_findings(res: Results, tmp_path: Path) -> None:
         assert written[name].read_bytes().startswith(PNG), name
     md = (tmp_path / "out" / "summary.md").read_text()
     assert "## Findings" in md and "Does refinement beat the original prompt?" in md and "mixes" not in md
+    stopping = md.split("### Which stopping rule?", 1)[1].split("##", 1)[0]
+    assert "DEV-split score" in stopping and "best threshold" in stopping  # not the test split of the deltas
     assert "## Per configuration" in md and "trajectories.png" in md  # the existing report is still there
 
 

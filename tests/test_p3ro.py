@@ -451,6 +451,19 @@ def test_rescore_asks_the_evaluator_again(tmp_path: Path) -> None:
     assert asked[-1] == asked[0] and len(asked) == 2
 
 
+def test_rescore_of_a_replicate_is_a_new_draw_not_its_logged_call(tmp_path: Path) -> None:
+    s = Script("p3-rescore-r1", generator=[gen("P1")], evaluator=[ev(5, 5, 5), ev(8, 8, 8), ev(3, 3, 3)])
+    run = run_p3ro(TASK, config(s, max_iterations=1), sample=1, cache=tmp_path)
+    spec = get_loop("p3ro")
+    assert spec.rescore is not None
+    for k, expected in ((1, 8.0), (2, 3.0)):  # re-score 1 of sample 1 is not the logged call at sample 1
+        scores = promptlab.loops.run_sync(spec.rescore(run, 1, sample=k, cache=tmp_path))
+        assert [sc.score for sc in scores] == [expected] * 3
+    assert len(s.prompts_of("evaluator")) == 3
+    with pytest.raises(ConfigError, match="re-score index"):
+        promptlab.loops.run_sync(spec.rescore(run, 1, sample=0, cache=tmp_path))
+
+
 def test_expected_score_mode_weighs_the_evaluators_log_probabilities() -> None:
     import math
     import re

@@ -10,6 +10,7 @@ from ._base import (
     as_task,
     provenance_scope,
     register_loop,
+    rescore_sample,
     run_sync,
 )
 from ._context import RunContext
@@ -32,4 +33,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "as_config", "as_task", "get_loop",
-           "provenance_scope", "register_loop", "run_loop", "run_sync"]
+           "provenance_scope", "register_loop", "rescore_sample", "run_loop", "run_sync"]

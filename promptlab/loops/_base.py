@@ -209,12 +209,36 @@ def as_config(cls: type[C], config: C | dict[str, Any] | None) -> C:
     raise ConfigError(f"config must be a {cls.__name__} or a dict of its fields, got {type(config).__name__}")
 
 
+RESCORE_BASE = 1_000_000
+"""Re-score `s` of a run draws at sample `RESCORE_BASE * s + RESCORE_STRIDE * run.sample` (plus the loop's
+per-call offsets), far above any sample a run logs (its `sample` plus small per-call offsets)."""
+RESCORE_STRIDE = 1_000
+"""Room per run sample inside one re-score index: per-call offsets (a critic's index) stay below it."""
+
+
+def rescore_sample(run_sample: int, s: int) -> int:
+    """The RunContext sample of re-score `s` (1, 2, ...) of a run logged at sample `run_sample`.
+
+    Every re-score is a new draw: disjoint from every logged call of any run (samples below RESCORE_BASE),
+    from the other re-scores of the same run (each `s` has its own block) and from those of the run's
+    replicates (each run sample has its own RESCORE_STRIDE-wide slot), with per-critic offsets below
+    RESCORE_STRIDE. Raises ConfigError for s < 1 or a run sample outside 0..RESCORE_BASE/RESCORE_STRIDE - 1.
+    """
+    if s < 1:
+        raise ConfigError(f"sample: re-score index must be 1 or more (0 is the logged score), got {s}")
+    if not 0 <= run_sample < RESCORE_BASE // RESCORE_STRIDE:
+        raise ConfigError(f"sample: cannot re-score a run logged at sample {run_sample} "
+                          f"(re-scores support run samples 0..{RESCORE_BASE // RESCORE_STRIDE - 1})")
+    return RESCORE_BASE * s + RESCORE_STRIDE * run_sample
+
+
 @dataclass(frozen=True)
 class LoopSpec:
     """A registered loop: its name, config class and async runner, and (for critic-bearing loops) `rescore`:
     `async rescore(run, iteration, *, sample, cache=None, settings=None) -> list[Score]`, which re-asks the
-    run's critic(s) about that iteration's candidate with the same prompt and schema at sample index
-    `sample` (cached; used by `promptlab.analysis.reliability`)."""
+    run's critic(s) about that iteration's candidate with the same prompt and schema as re-score number
+    `sample` (1, 2, ...; cached; used by `promptlab.analysis.reliability`). A hook draws at
+    `rescore_sample(run.sample, sample)` so a re-score is never a cache hit of a logged call."""
 
     name: str
     config_cls: type[LoopConfig]
@@ -232,6 +256,7 @@ def register_loop(spec: LoopSpec) -> LoopSpec:
     return spec
 
 
-__all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "PromptlabError", "Totals", "as_config", "as_task",
-           "base_provenance", "best_iteration", "by_average", "by_decision_score", "cut", "goal_of", "mean_present",
-           "provenance_scope", "register_loop", "run_sync", "scoped_provenance", "sync_twin", "text_hash"]
+__all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "PromptlabError", "RESCORE_BASE", "RESCORE_STRIDE",
+           "Totals", "as_config", "as_task", "base_provenance", "best_iteration", "by_average", "by_decision_score",
+           "cut", "goal_of", "mean_present", "provenance_scope", "register_loop", "rescore_sample", "run_sync",
+           "scoped_provenance", "sync_twin", "text_hash"]

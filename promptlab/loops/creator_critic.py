@@ -33,6 +33,7 @@ from ._base import (
     cut,
     goal_of,
     register_loop,
+    rescore_sample,
     sync_twin,
 )
 from ._context import RunContext
@@ -246,14 +247,18 @@ async def arun_creator_critic(
 
 async def rescore_creator_critic(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
                                  settings: Settings | None = None) -> list[Score]:
-    """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, at
-    sample index `sample` (cached). Raises ConfigError for an iteration without a candidate."""
+    """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, as
+    re-score number `sample` (1, 2, ...; cached).
+
+    The calls draw at `rescore_sample(run.sample, sample)` plus the critic's index, so no re-score is a
+    cache hit of a logged critic call (of this run, its replicates or another critic) or of another
+    re-score. Raises ConfigError for an iteration without a candidate or a re-score index below 1."""
     cfg = CreatorCriticConfig.model_validate(run.config)
     it = next((i for i in run.iterations if i.index == iteration), None)
     if it is None or it.candidate is None:
         raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext("creator_critic", run.task, cfg, sample=sample, cache=cache, settings=settings,
-                     models=[m for _, m in cfg.critics()])
+    ctx = RunContext("creator_critic", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
+                     settings=settings, models=[m for _, m in cfg.critics()])
     scratch = ctx.new_iteration()
     results = await critique_all(ctx, cfg, scratch, str(run.info.get("goal") or goal_of(run.task)), it.candidate)
     return [sc for _, _, sc in results]

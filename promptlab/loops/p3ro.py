@@ -31,6 +31,7 @@ from ._base import (
     by_decision_score,
     goal_of,
     register_loop,
+    rescore_sample,
     sync_twin,
 )
 from ._context import RunContext
@@ -242,12 +243,17 @@ async def arun_p3ro(
 async def rescore_p3ro(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
                        settings: Settings | None = None) -> list[Score]:
     """Re-ask the run's evaluator about iteration `iteration`'s candidate with the loop's prompt, criteria and
-    schema, at sample index `sample` (cached). Raises ConfigError for an iteration without a candidate."""
+    schema, as re-score number `sample` (1, 2, ...; cached).
+
+    The call draws at `rescore_sample(run.sample, sample)`, so no re-score is a cache hit of a logged
+    evaluator call (of this run or its replicates) or of another re-score. Raises ConfigError for an
+    iteration without a candidate or a re-score index below 1."""
     cfg = P3ROConfig.model_validate(run.config)
     it = next((i for i in run.iterations if i.index == iteration), None)
     if it is None or it.candidate is None:
         raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext("p3ro", run.task, cfg, sample=sample, cache=cache, settings=settings)
+    ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
+                     settings=settings)
     scratch = ctx.new_iteration()
     scores, _ = await evaluate(ctx, cfg, str(run.info.get("goal") or goal_of(run.task)),
                                list(run.info.get("criteria") or []), it.candidate, scratch)
