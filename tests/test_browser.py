@@ -84,7 +84,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("JupyterLab did not start: " + (root / "server.log").read_text()) from None
                 time.sleep(0.3)
-        yield f"{base}/lab/tree/notebooks/{{name}}.ipynb?token={token}", root
+        # a JupyterLab workspace of its own per notebook, reset: no tab of an earlier test is restored, so the
+        # status bar's "Idle" and the Run menu belong to this notebook
+        yield f"{base}/lab/workspaces/{{name}}/tree/notebooks/{{name}}.ipynb?reset&token={token}", root
     finally:
         server.terminate()
         server.wait(timeout=30)
