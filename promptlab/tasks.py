@@ -36,6 +36,7 @@ import json
 import math
 import random
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,18 @@ def examples_of(task: Task, split: str) -> list[Example]:
 
 
 # loading ---------------------------------------------------------------------------------------------------
+def jsonl_objects(p: Path, where: Callable[[int], str]) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) for each non-blank line of a JSONL file; a line that is not JSON is a
+    ConfigError prefixed with `where(line number)`."""
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{where(n)}: not valid JSON: {e}") from None
+
+
 def read_examples(path: str | Path, where: str, written: str | None = None) -> list[Example]:
     """Read a JSONL examples file; errors name `where` (the task), the file and line, and the field.
 
@@ -126,15 +139,8 @@ def read_examples(path: str | Path, where: str, written: str | None = None) -> l
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{where}: examples: no examples file {written or str(path)!r} (looked for {p})")
-    out: list[Example] = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{where}: examples file {p}:{n}: not valid JSON: {e}") from None
-        out.append(_example(data, f"{where}: examples file {p}:{n}"))
+    out = [_example(data, f"{where}: examples file {p}:{n}")
+           for n, data in jsonl_objects(p, lambda n: f"{where}: examples file {p}:{n}")]
     if not out:
         raise ConfigError(f"{where}: examples: the examples file {p} holds no examples")
     return out
@@ -196,13 +202,7 @@ def read_tasks(path: str | Path) -> list[Task]:
     p = Path(path)
     tasks: list[Task] = []
     seen: set[str] = set()
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{p}:{n}: not valid JSON: {e}") from None
+    for n, data in jsonl_objects(p, lambda n: f"{p}:{n}"):
         task = parse_task(data, p.resolve().parent, f"{p}:{n}")
         if task.id in seen:
             raise ConfigError(f"{p}:{n}: task id {task.id!r} appears twice")

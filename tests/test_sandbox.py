@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -143,26 +142,8 @@ def test_writes_outside_the_workspace_fail_and_tmp_is_private(ws: Workspace) -> 
 # network -------------------------------------------------------------------------------------------
 @pytest.fixture
 def loopback_server() -> Iterator[tuple[int, list[Any]]]:
-    srv = socket.create_server(("127.0.0.1", 0))
-    srv.settimeout(0.2)
-    accepted: list[Any] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, addr = srv.accept()
-            except OSError:
-                continue
-            accepted.append(addr)
-            conn.close()
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield srv.getsockname()[1], accepted
-    stop.set()
-    t.join()
-    srv.close()
+    with escape_battery.listener() as served:
+        yield served
 
 
 @needs_bwrap
