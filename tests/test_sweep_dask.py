@@ -173,7 +173,7 @@ def test_failures_are_recorded_on_a_scheduler_address(tmp_path: Path, monkeypatc
     # no other cell is assigned to a worker that dies
     with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.preload": ["toyloop"],
                           "distributed.scheduler.worker-saturation": 1.0}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         result = sweep(path, tmp_path / "out", executor="dask", scheduler=cluster.scheduler_address,
                        cell_concurrency=1, progress=False)
     assert (result.done, result.failed) == (1, 3), str(result)

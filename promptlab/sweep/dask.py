@@ -65,7 +65,7 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         # one cell at a time per worker: a cell queued behind a running one gains nothing, and a worker that
         # dies would take it down too (every task assigned to a lost worker counts one failure)
         with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    silence_logs=logging.ERROR, env=process_env)
         client = Client(cluster)
     futures: dict[Any, Cell] = {}
