@@ -34,7 +34,7 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ConfigError, MissingKeyError
 
@@ -84,6 +84,20 @@ class ModelSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     """Further litellm generation parameters sent with every call (a call's own arguments win; they
     enter the cache key, so no secret belongs here)."""
+
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("api_key" in data or "api_key" in (data.get("params") or {})):
+            raise ValueError("an alias never holds an API key: put it in an environment variable and name that "
+                             "variable in api_key_env")
+        return data
+
+    def identity(self) -> dict[str, Any]:
+        """What the replies depend on (target model, endpoint identity, params); not limits nor price."""
+        endpoint = endpoint_identity(self.model, self.api_base) if self.api_base else None
+        return {"model": self.model, "endpoint": endpoint, "params": self.params}
 
 
 class ModelAlias(ModelSpec):
@@ -151,8 +165,11 @@ def register_spec(name: str, spec: ModelSpec) -> ModelAlias:
 
 
 def _describe(err: Any) -> str:
-    loc = ".".join(str(p) for p in err.get("loc", ())) or "alias"
-    shown = "" if err.get("type") == "missing" else f" {err.get('input')!r}:"
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "fields"
+    if err.get("type") == "extra_forbidden":
+        return f"{loc}: not a field of a model alias (generation parameters go under `params`)"
+    value = err.get("input")
+    shown = "" if err.get("type") == "missing" or isinstance(value, dict) else f" {value!r}:"
     return f"{loc}:{shown} {err.get('msg', 'invalid')}"
 
 
