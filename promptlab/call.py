@@ -204,7 +204,7 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             left = None if s.deadline_s is None else s.deadline_s - (time.monotonic() - started)
             if left is not None and left <= 0:
                 raise ProviderError(req.model, f"deadline of {s.deadline_s:g}s exceeded", attempts=attempts,
-                                    retryable=True, host=request_host(req.model, req.params))
+                                    retryable=True, host=request_host(req.target, req.params))
             timeout = s.timeout_s if left is None else min(left, s.timeout_s or left)
             call_kwargs = {**kwargs, "timeout": timeout} if timeout is not None else kwargs
             attempts += 1
@@ -226,9 +226,9 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
                 cause = describe_cause(e, timeout)
                 if not transient(e):
                     raise ProviderError(req.model, cause, attempts=attempts, retryable=False,
-                                        host=request_host(req.model, req.params)) from e
+                                        host=request_host(req.target, req.params)) from e
                 if retry == s.retries:
-                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=request_host(req.model, req.params)) from e
+                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=request_host(req.target, req.params)) from e
                 delay = min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
                 if s.deadline_s is not None:
                     delay = min(delay, max(0.0, s.deadline_s - (time.monotonic() - started)))

@@ -21,6 +21,7 @@ OWN_PROVIDERS = ("fake", "local")
 _lm: ModuleType | None = None
 _lm_lock = threading.Lock()
 _checked: set[str] = set()
+_checked_aliases: dict[str, Any] = {}
 
 
 def litellm() -> ModuleType:
@@ -190,15 +191,18 @@ def validate_model_name(model: str) -> None:
 
 def check_model(model: str, params: dict[str, Any]) -> None:
     """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
-    if model in _checked:
+    alias = get_alias(model)
+    if model in _checked or (alias is not None and _checked_aliases.get(model) is alias):
         return
     validate_model_name(model)
     if not is_own(model) and "api_key" not in params and "mock_response" not in params:
         missing = key_env_vars(model)
         if missing:
             raise MissingKeyError(model, missing)
-    if get_alias(model) is None:  # an alias may be registered again, or its key variable unset, later
+    if alias is None:
         _checked.add(model)
+    else:  # checked while this very alias is registered (its key is read again at each call)
+        _checked_aliases[model] = alias
 
 
 def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None) -> None:

@@ -425,3 +425,14 @@ def test_settings_reach_the_call_from_the_cli(monkeypatch: pytest.MonkeyPatch) -
     settings = cli._settings(["judge=32", "openai/gpt-4o-mini=8"])
     assert settings.per_model_concurrency == {"judge": 32, "openai/gpt-4o-mini": 8}
     assert cli._settings([]) is None
+
+
+def test_the_servers_example_lists_its_cells_without_servers() -> None:
+    from promptlab.experiments import load_experiment
+
+    root = Path(__file__).resolve().parents[1]
+    exp = load_experiment(root / "experiments" / "servers-example.yaml", check_models=False)
+    cells = exp.cells()
+    assert [(c.params["generator_model"], c.params["critic_model"]) for c in cells] == [("qwen", "llama"),
+                                                                                         ("llama", "qwen")]
+    assert models.get_alias("qwen").api_key_env == "VLLM_KEY"  # type: ignore[union-attr]
