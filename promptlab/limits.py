@@ -147,10 +147,13 @@ class _RateLoop:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.pid = os.getpid()
         self.buckets: dict[tuple[str, str, float], Any] = {}
 
     def get(self) -> asyncio.AbstractEventLoop:
         with self.lock:
+            if self.pid != os.getpid():  # a forked child has no loop thread: start its own, fresh buckets
+                self.loop, self.pid, self.buckets = None, os.getpid(), {}
             if self.loop is None or self.loop.is_closed():
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="promptlab-rates", daemon=True).start()
@@ -181,6 +184,7 @@ async def _take(limiters: list[tuple[Any, float]]) -> None:
 
 
 def _submit(endpoint: str, rpm: float | None, tpm: float | None, kwargs: dict[str, Any]) -> Future[None] | None:
+    loop = _rates.get()
     wanted: list[tuple[Any, float]] = []
     if rpm:
         wanted.append((_rates.bucket(endpoint, "rpm", shared_rate(rpm)), 1.0))
@@ -188,7 +192,7 @@ def _submit(endpoint: str, rpm: float | None, tpm: float | None, kwargs: dict[st
         wanted.append((_rates.bucket(endpoint, "tpm", shared_rate(tpm)), float(estimate_tokens(kwargs))))
     if not wanted:
         return None
-    return asyncio.run_coroutine_threadsafe(_take(wanted), _rates.get())
+    return asyncio.run_coroutine_threadsafe(_take(wanted), loop)
 
 
 def rate_wait(endpoint: str, rpm: float | None, tpm: float | None, kwargs: dict[str, Any]) -> None:

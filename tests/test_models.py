@@ -436,3 +436,19 @@ def test_the_servers_example_lists_its_cells_without_servers() -> None:
     assert [(c.params["generator_model"], c.params["critic_model"]) for c in cells] == [("qwen", "llama"),
                                                                                          ("llama", "qwen")]
     assert models.get_alias("qwen").api_key_env == "VLLM_KEY"  # type: ignore[union-attr]
+
+
+def _wait_once() -> None:
+    limits.rate_wait("forked-endpoint", 60, 6000, {"messages": [{"role": "user", "content": "hi"}]})
+
+
+def test_a_forked_child_gets_its_own_rate_loop() -> None:
+    import multiprocessing
+
+    _wait_once()  # the parent's loop thread is running; a forked child has none
+    child = multiprocessing.get_context("fork").Process(target=_wait_once)
+    child.start()
+    child.join(20)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
