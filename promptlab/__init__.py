@@ -49,6 +49,8 @@ _LAZY = {
     "expected_scores": "promptlab.expected", "ExpectedScore": "promptlab.expected",
     "calibration": "promptlab.analysis", "counterfactual_stopping": "promptlab.analysis",
     "compare": "promptlab.analysis", "delta_table": "promptlab.analysis",
+    "register_model": "promptlab.models", "unregister_model": "promptlab.models",
+    "registered_models": "promptlab.models", "ModelAlias": "promptlab.models",
 }
 
 
