@@ -237,6 +237,11 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.cwd() / DEFAULT_DIR
 
 
+_given: dict[tuple[str, str | None], Cache] = {}
+"""The Cache by the directory a call named (and the working directory, for a relative one): resolving a
+path costs a system call per component, which a call that names its cache would otherwise pay every time."""
+
+
 def open_cache(directory: str | os.PathLike[str] | None = None) -> Cache:
     """The Cache for a directory (default: `default_cache_dir()`), opened once per process."""
     if directory is None:
@@ -245,8 +250,14 @@ def open_cache(directory: str | os.PathLike[str] | None = None) -> Cache:
         if known is None:
             known = _defaults[where] = open_cache(default_cache_dir())
         return known
-    path = Path(directory if directory is not None else default_cache_dir()).expanduser().resolve()
+    name = os.fspath(directory)
+    given = (name, None if os.path.isabs(name) else os.getcwd())
+    known = _given.get(given)
+    if known is not None:
+        return known
+    path = Path(name).expanduser().resolve()
     with _open_lock:
         if path not in _open:
             _open[path] = Cache(path)
+        _given[given] = _open[path]
         return _open[path]

@@ -374,7 +374,8 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
                     value = replay
                 else:
                     reply = await afetch(op.kwargs, req.settings, on_token)
-                    value = reply if store is None else await asyncio.to_thread(_keep, store, op, reply)
+                    keep = store is not None and op.reply_key is not None  # else there is nothing to write
+                    value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
             except Exception as e:
                 error = e
     if store is None:
