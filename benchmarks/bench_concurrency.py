@@ -45,6 +45,9 @@ from promptlab.providers import litellm  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".peers-venv"
 PEERS_PACKAGES = ["dspy", "inspect-ai", "openai"]
+PEERS_OPENAI = "openai>=3.4"
+"""Inspect AI needs the openai 3.x client; litellm (which DSPy installs) pins openai < 3, so it is upgraded
+after (DSPy's own HTTP client, which it uses for OpenAI-compatible endpoints, does not need litellm)."""
 SLOW, FAST = "bench-lat100", "bench-lat0"
 LATENCY = 0.1
 KEY = "sk-bench"
@@ -231,6 +234,7 @@ def peers_python() -> tuple[str | None, str]:
                               text=True, timeout=1800)
         if done.returncode != 0:
             return None, f"pip install {' '.join(PEERS_PACKAGES)} failed: {done.stderr.strip().splitlines()[-1:]}"
+        subprocess.run([str(py), "-m", "pip", "install", "-q", PEERS_OPENAI], capture_output=True, timeout=600)
         if subprocess.run(check, capture_output=True).returncode != 0:
             return None, "dspy / inspect_ai do not import in the peers venv"
     except Exception as e:  # no venv module, no network, a timeout: the peers rows are skipped
@@ -239,16 +243,33 @@ def peers_python() -> tuple[str | None, str]:
 
 
 def run_peers(server: Server, points: list[tuple[int, int]], rounds: int, calls: int) -> dict[str, Any]:
+    """Each peer in its own subprocess of the peers venv, each with a time limit; rows merged."""
     py, why = peers_python()
     if py is None:
         return {"skipped": why}
-    args = {"base": server.base, "slow": SLOW, "fast": FAST, "key": KEY, "points": points, "rounds": rounds,
-            "calls": calls, "stats": f"http://127.0.0.1:{server.port}/stats"}
-    done = subprocess.run([py, str(HERE / "peers_bench.py"), json.dumps(args)], capture_output=True, text=True,
-                          timeout=1800)
-    if done.returncode != 0:
-        return {"skipped": f"peers run failed: {done.stderr.strip().splitlines()[-3:]}"}
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    merged: dict[str, Any] = {"throughput": {}, "miss": {}, "hit": {}}
+    for tool in ("dspy", "inspect", "openai"):
+        args = {"base": server.base, "slow": SLOW, "fast": FAST, "key": KEY, "points": points, "rounds": rounds,
+                "calls": calls, "stats": f"http://127.0.0.1:{server.port}/stats", "tool": tool}
+        cmd = [py, "-W", "ignore", str(HERE / "peers_bench.py"), json.dumps(args)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            stdout, problem = done.stdout, (None if done.returncode == 0 else done.stderr.strip().splitlines()[-1:])
+        except subprocess.TimeoutExpired as e:
+            stdout, problem = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timed out"
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        if not lines:
+            merged["miss"][tool] = f"skipped: {problem}"
+            continue
+        got = json.loads(lines[-1])
+        merged["versions"] = got["versions"]
+        for c, rows in got.get("throughput", {}).items():
+            merged["throughput"].setdefault(c, {}).update(rows)
+        merged["miss"].update(got.get("miss", {}))
+        merged["hit"].update(got.get("hit", {}))
+        if problem:
+            merged["miss"][f"{tool} (rest)"] = f"skipped: {problem}"
+    return merged
 
 
 # report ----------------------------------------------------------------------------------------------------
