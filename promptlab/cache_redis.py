@@ -173,7 +173,8 @@ class RedisCache(CacheBackend):
                 pipe = self._r.pipeline(transaction=False)
                 for name in batch:
                     pipe.strlen(name)
-                size += sum(int(n or 0) for n in pipe.execute())
+                # a key of another type under the prefix answers WRONGTYPE: it counts, with no bytes
+                size += sum(n for n in pipe.execute(raise_on_error=False) if isinstance(n, int))
                 entries += len(batch)
             version = str(self._r.info("server").get("redis_version", "?"))
         except self._errors.RedisError as e:
