@@ -119,6 +119,8 @@ def sweep(
     if workers < 1:
         raise ConfigError(f"workers: {workers} must be at least 1")
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
+    where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
+    open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
@@ -137,8 +139,6 @@ def sweep(
         else:
             pending.append(cell)
     bar = tqdm(total=len(cells), desc=f"sweep {exp.name}", unit="cell", disable=not progress)
-    where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
-    open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     plan = SweepPlan(exp, out, tasks, where,
                  on_event, cell_concurrency, result, bar)
     for outcome in finished:

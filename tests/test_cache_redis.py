@@ -356,3 +356,51 @@ def test_a_cache_outage_fails_a_sweep_cell_as_infrastructure() -> None:
     err = CacheUnavailableError("redis://127.0.0.1:1/0", "connection refused", origin="PROMPTLAB_CACHE")
     assert cell_error(cell, err)["kind"] == "infrastructure"
     assert cell_error(cell, ename="CacheUnavailableError", evalue="...")["kind"] == "infrastructure"  # papermill
+
+
+def test_acomplete_hits_through_redis(redis_url: str) -> None:
+    import asyncio
+
+    m = pl.scripted("redis-async", ["async reply", "never"])
+
+    async def twice() -> tuple[pl.Completion, pl.Completion]:
+        first = await pl.acomplete(m.name, "hello", cache=redis_url)
+        return first, await pl.acomplete(m.name, "hello", cache=redis_url)
+
+    a, b = asyncio.run(twice())
+    assert (a.cache_hit, b.cache_hit, b.text, len(m.requests)) == (False, True, "async reply", 1)
+
+
+@pytest.mark.parametrize("executor", ["inline", "papermill"])
+def test_a_sweep_in_a_new_results_dir_replays_every_call_from_redis(
+        executor: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptlab.experiments import Experiment
+    from promptlab.results import load
+    from promptlab.sweep import sweep
+
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n")
+    exp = Experiment.from_dict({"name": "rs", "loops": ["p3ro"], "tasks": "tasks.jsonl",
+                                "config": {"model": "fake/auto", "max_tokens": 64},
+                                "grid": {"max_iterations": [1, 2] if executor == "inline" else [1]}}, tmp_path)
+    first = sweep(exp, tmp_path / "out1", executor=executor, cache=redis_url, progress=False)
+    assert first.failed == 0 and first.done > 0, str(first)
+    monkeypatch.setenv("PROMPTLAB_CACHE", redis_url)  # the second sweep finds it through the environment
+    monkeypatch.chdir(tmp_path)
+    second = sweep(exp, tmp_path / "out2", executor=executor, progress=False)
+    assert second.failed == 0 and second.done == first.done, str(second)
+    runs = load(tmp_path / "out2").runs
+    assert (runs["cache_hits"] == runs["calls"]).all() and (runs["calls"] > 0).all()
+    assert not (tmp_path / ".promptlab").exists()  # no disk cache was made in the working directory
+
+
+def test_a_sweep_with_an_unreachable_cache_fails_before_any_cell(tmp_path: Path) -> None:
+    pytest.importorskip("redis", reason="the redis client is not installed (pip install redis)")
+    from promptlab.experiments import Experiment
+    from promptlab.sweep import sweep
+
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "p", "goal": "g"}) + "\n")
+    exp = Experiment.from_dict({"name": "dead", "loops": ["p3ro"], "tasks": "tasks.jsonl",
+                                "config": {"model": "fake/auto"}}, tmp_path)
+    with pytest.raises(CacheUnavailableError):
+        sweep(exp, tmp_path / "out", cache=dead_url(), progress=False)
+    assert not (tmp_path / "out").exists()
