@@ -3,9 +3,11 @@
     promptlab run p3ro --prompt "Write a poem" --goal "A haiku about autumn" --model fake/auto
     promptlab sweep experiments/demo.yaml --executor papermill --workers 2
     promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
+    promptlab sweep experiments/demo.yaml --max-concurrency judge=32 --max-concurrency fake/auto=8
     promptlab report results/demo
     promptlab cache stats
     promptlab cache verify [--fix]
+    promptlab cache stats --dir redis://127.0.0.1:6379/0   # the Redis cache (or set PROMPTLAB_CACHE)
 
 Bad input (an experiment file, a config field, a model name, a missing API key) prints one line to
 stderr and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
@@ -60,10 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int, default=2, help="cells at once (default 2)")
     s.add_argument("--executor", choices=["inline", "papermill"], default="inline")
     s.add_argument("--out", help="results dir (default results/<experiment name>)")
-    s.add_argument("--cache", help="call cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    s.add_argument("--cache", help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
+                   "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
     s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _concurrency_flag(s)
     s.set_defaults(func=_sweep)
 
     r = sub.add_parser("run", help="run one loop on one prompt, with a live event log")
@@ -75,8 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--critic", help="model for the judging roles")
     r.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="a config field (repeatable); values are read as YAML scalars")
-    r.add_argument("--cache", help="call cache dir")
+    r.add_argument("--cache", help="call cache: a dir or redis://host:port/db")
     r.add_argument("--quiet", action="store_true", help="no live event log")
+    _concurrency_flag(r)
     r.set_defaults(func=_run)
 
     rep = sub.add_parser("report", help="write charts and the summary table of a results dir")
@@ -86,10 +91,36 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cache", help="call cache: stats, clear, or verify every entry")
     c.add_argument("action", choices=["stats", "clear", "verify"])
-    c.add_argument("--dir", help="cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    c.add_argument("--dir", help="cache dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
+                   "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
     return p
+
+
+def _concurrency_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-concurrency", action="append", default=[], metavar="MODEL=N",
+                   help="calls in flight at once for MODEL (a model name or alias; repeatable); overrides an "
+                        "alias's max_concurrency")
+
+
+def _settings(items: list[str]) -> Any:
+    """Call settings with the `--max-concurrency MODEL=N` overrides, or None when none is given."""
+    if not items:
+        return None
+    from .settings import Settings
+
+    limits: dict[str, int] = {}
+    for item in items:
+        model, sep, raw = item.rpartition("=")
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if not sep or not model.strip() or n < 1:
+            raise PromptlabError(f"--max-concurrency {item!r}: expected MODEL=N with N a whole number >= 1")
+        limits[model.strip()] = n
+    return Settings(per_model_concurrency=limits)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -101,8 +132,12 @@ def _sweep(args: argparse.Namespace) -> int:
         for cell in exp.cells():
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
+    settings = _settings(args.max_concurrency)
+    if settings is not None and args.executor != "inline":
+        raise PromptlabError("--max-concurrency: only the inline executor takes it (papermill kernels follow "
+                             "the experiment's `models:` max_concurrency)")
     result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
-                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency)
+                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency, settings=settings)
     print(result)
     _print_summary(result.out_dir)
     return 0 if result.failed == 0 else 1
@@ -118,11 +153,13 @@ def _print_summary(results_dir: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .cache import open_cache
     from .events import PrintLog
     from .loops import get_loop, run_loop
     from .record import Task
 
     spec = get_loop(args.loop)
+    settings = _settings(args.max_concurrency)
     fields: dict[str, Any] = {}
     for name, value in (("model", args.model), ("generator_model", args.generator), ("critic_model", args.critic)):
         if value:
@@ -137,7 +174,9 @@ def _run(args: argparse.Namespace) -> int:
         fields[key.strip()] = _scalar(raw)
     config = spec.config_cls.model_validate(fields)
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
-    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=args.cache)
+    cache = open_cache(args.cache, origin="--cache")  # a bad or unreachable cache fails here, before any call
+    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache,
+                   settings=settings)
     print("\n=== final output ===")
     print(run.final_output if run.final_output is not None else "(none)")
     print("\n=== run ===")
@@ -189,17 +228,17 @@ def _report(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     from .cache import open_cache
 
-    cache = open_cache(args.dir)  # a corrupt database is moved aside here, with a warning
+    cache = open_cache(args.dir, origin="--dir")  # a corrupt database is moved aside here, with a warning
     if args.action == "stats":
         stats = cache.stats()
-        print(f"cache {stats['directory']}: {stats['entries']} entries, {stats['bytes']} bytes")
+        print(f"cache {stats['location']}: {stats['entries']} entries, {stats['bytes']} bytes")
         for name in stats["corrupt_aside"]:
             print(f"  corrupt database moved aside: {name}")
     elif args.action == "clear":
-        print(f"cleared {cache.clear()} entries from {cache.directory}")
+        print(f"cleared {cache.clear()} entries from {cache.location}")
     else:
         report = cache.verify(fix=args.fix)
-        print(f"cache {cache.directory}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
+        print(f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
               f"database integrity: {report.database}")
         for key, problem in report.problems.items():
             print(f"  {key[:16]}: {problem}{' (removed)' if args.fix else ''}")
