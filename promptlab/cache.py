@@ -245,6 +245,11 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.cwd() / DEFAULT_DIR
 
 
+_given: dict[tuple[str, str | None], CacheBackend] = {}
+"""The cache by the location a call named (and the working directory, for a relative directory): resolving
+a path costs a system call per component, which a call that names its cache would otherwise pay every time."""
+
+
 def default_cache_location() -> tuple[str, str]:
     """The default cache's location and what set it: `$PROMPTLAB_CACHE` (a URL or a directory) if set, else
     `default_cache_dir()`."""
@@ -282,9 +287,15 @@ def open_cache(location: str | os.PathLike[str] | CacheBackend | None = None, *,
             text, source = default_cache_location()
             known = _defaults[where] = open_cache(text, origin=source)
         return known
+    name = os.fspath(location)
+    given = (name, None if "://" in name or os.path.isabs(name) else os.getcwd())
+    known = _given.get(given)
+    if known is not None:
+        return known
     ident = cache_location(location)
     with _open_lock:
         if ident not in _open:
             source = origin or "the cache argument"
             _open[ident] = opener_for(ident, source)(ident, source)
+        _given[given] = _open[ident]
         return _open[ident]

@@ -477,7 +477,8 @@ async def _adrive(req: _Request, store: CacheBackend | None, on_token: TokenHand
                 except Exception as e:
                     error = e
                     continue
-                value = reply if store is None else await asyncio.to_thread(_keep, store, op, reply)
+                keep = store is not None and op.reply_key is not None  # else there is nothing to write
+                value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
     if store is None:
         return done
     return await asyncio.to_thread(_settle, store, req, done)

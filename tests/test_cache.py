@@ -105,3 +105,18 @@ def test_a_failed_write_keeps_the_paid_reply_with_a_warning(tmp_path: Path, capl
         c = pl.complete(m.name, "hello", cache=store)
     assert (c.text, c.cache_hit, len(m.requests)) == ("paid reply", False, 1)  # no retry, no provider error
     assert any("not cached" in r.getMessage() for r in caplog.records) and c.key not in store
+
+
+def test_a_named_cache_directory_follows_the_working_directory(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptlab.cache import open_cache
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    first = open_cache("calls")
+    assert open_cache("calls") is first and open_cache(str(tmp_path / "a" / "calls")) is first
+    monkeypatch.chdir(tmp_path / "b")
+    second = open_cache("calls")  # the same relative name elsewhere is another cache
+    assert second is not first and second.directory == (tmp_path / "b" / "calls").resolve()
+    assert first.directory == (tmp_path / "a" / "calls").resolve()
