@@ -140,12 +140,12 @@ def sweep(
     if workers < 1:
         raise ConfigError(f"workers: {workers} must be at least 1")
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
-    where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
-    open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
     preflight_cells(cells, tasks)
+    where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
+    open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     prepare_results_dir(out, exp, tasks, cells)
     t0 = time.perf_counter()
     result = SweepResult(exp.name, out, executor)
