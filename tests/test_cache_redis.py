@@ -350,7 +350,7 @@ def test_a_server_lost_between_the_replies_of_a_structured_call_is_no_provider_e
 
 def test_a_cache_outage_fails_a_sweep_cell_as_infrastructure() -> None:
     from promptlab.experiments import Cell
-    from promptlab.sweep_cell import cell_error
+    from promptlab.sweep import cell_error
 
     cell = Cell(cell_id="c1", loop="p3ro", params={"loop": "p3ro"}, config={})
     err = CacheUnavailableError("redis://127.0.0.1:1/0", "connection refused", origin="PROMPTLAB_CACHE")
@@ -371,7 +371,7 @@ def test_acomplete_hits_through_redis(redis_url: str) -> None:
     assert (a.cache_hit, b.cache_hit, b.text, len(m.requests)) == (False, True, "async reply", 1)
 
 
-@pytest.mark.parametrize("executor", ["inline", "papermill"])
+@pytest.mark.parametrize("executor", ["inline", "papermill", "dask"])
 def test_a_sweep_in_a_new_results_dir_replays_every_call_from_redis(
         executor: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from promptlab.experiments import Experiment
