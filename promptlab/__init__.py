@@ -14,6 +14,7 @@ from .cache import Cache, cache_key, open_cache  # noqa: E402
 from .call import Settings, acomplete, complete  # noqa: E402
 from .completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
 from .errors import (  # noqa: E402
+    BudgetExceeded,
     ConfigError,
     MissingDependencyError,
     MissingKeyError,
@@ -49,6 +50,7 @@ _LAZY = {
     "expected_scores": "promptlab.expected", "ExpectedScore": "promptlab.expected",
     "calibration": "promptlab.analysis", "counterfactual_stopping": "promptlab.analysis",
     "compare": "promptlab.analysis", "delta_table": "promptlab.analysis",
+    "Budget": "promptlab.budget",
 }
 
 
@@ -64,7 +66,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [*_LAZY,
     "Cache", "cache_key", "open_cache", "Settings", "complete", "acomplete", "Completion", "Usage",
-    "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
+    "BudgetExceeded", "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
     "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog", "ScriptedModel", "ScriptedReply",
     "scripted", "TokenLogprob", "TopLogprob",
     "Iteration", "Run", "Score", "Step", "StepError", "Task", "Totals", "__version__",

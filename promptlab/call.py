@@ -8,6 +8,9 @@ Each request goes out through `promptlab.transport`: litellm, or, for a plain ch
 OpenAI-compatible endpoint (`openai/<name>` with an api_base), a direct HTTP post that skips litellm's
 per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.direct`). The async path
 writes the cache from a worker thread, so SQLite's commit never holds up the event loop.
+
+Under a spending cap (`promptlab.budget`, e.g. a sweep's `max_cost`) each provider request is checked first
+and refused with BudgetExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from typing import Any, Union
 from pydantic import BaseModel
 
 from . import structured
+from .budget import gate
 from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
 from .completion import Completion
-from .errors import ParseError, ProviderError, describe_cause
+from .errors import BudgetExceeded, ConfigError, ParseError, ProviderError, describe_cause
 from .failures import raise_if_auth, request_host, transient
 from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from .limits import slot
@@ -140,6 +144,8 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             t0 = time.perf_counter()
             try:
                 reply: Reply = yield _Call({"model": req.model, "messages": messages, **call_kwargs}, reply_key)
+            except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
+                raise
             except Exception as e:
                 latency += time.perf_counter() - t0
                 raise_if_auth(req.model, e, attempts)
@@ -298,7 +304,13 @@ def _drive(req: _Request, store: Cache | None, on_token: TokenHandler | None) ->
             continue
         try:
             replay = _replayed(store, op, on_token)
-            value = replay if replay is not None else _keep(store, op, fetch(op.kwargs, req.settings, on_token))
+            if replay is not None:
+                value = replay
+            else:
+                budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
+                value = _keep(store, op, fetch(op.kwargs, req.settings, on_token))
+                if budget is not None:
+                    budget.charge(req.model, value.cost_usd, value.input_tokens, value.output_tokens)
         except Exception as e:
             error = e
     return _settle(store, req, done)
@@ -373,7 +385,10 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
                 if replay is not None:
                     value = replay
                 else:
+                    budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
                     reply = await afetch(op.kwargs, req.settings, on_token)
+                    if budget is not None:
+                        budget.charge(req.model, reply.cost_usd, reply.input_tokens, reply.output_tokens)
                     value = reply if store is None else await asyncio.to_thread(_keep, store, op, reply)
             except Exception as e:
                 error = e
