@@ -43,9 +43,10 @@ def main() -> int:
     from nbformat import v4
 
     from promptlab.experiments import load_experiment
-    from promptlab.papermill_cells import KERNEL_ARGS, TEMPLATE
     from promptlab.results import load
     from promptlab.sweep import sweep
+    from promptlab.sweep.notebook import TEMPLATE
+    from promptlab.sweep.papermill import KERNEL_ARGS
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="promptlab-bench-"))
     work.mkdir(parents=True, exist_ok=True)

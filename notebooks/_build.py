@@ -229,12 +229,13 @@ if found.counterfactual.empty:
 
 def main() -> None:
     """Write the notebooks next to this script."""
-    from promptlab.papermill_cells import run_cell_notebook
+    from promptlab.sweep.notebook import TEMPLATE, run_cell_notebook
 
-    for name, nb in [("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE),
-                     ("04_findings", FINDINGS), ("05_runs", RUNS), ("run_cell", stable_ids(run_cell_notebook()))]:
+    run_cell = stable_ids(run_cell_notebook())
+    for path, nb in [*((HERE / f"{name}.ipynb", nb) for name, nb in (
+            ("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE), ("04_findings", FINDINGS),
+            ("05_runs", RUNS), ("run_cell", run_cell))), (TEMPLATE, run_cell)]:  # the package's copy of run_cell
         nbformat.validate(nb)
-        path = HERE / f"{name}.ipynb"
         path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
         print(f"wrote {path}")
 

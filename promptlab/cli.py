@@ -3,6 +3,7 @@
     promptlab run p3ro --prompt "Write a poem" --goal "A haiku about autumn" --model fake/auto
     promptlab sweep experiments/demo.yaml --executor papermill --workers 2
     promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
+    promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
     promptlab report results/demo
     promptlab cache stats
     promptlab cache verify [--fix]
@@ -58,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="run an experiment's cells (finished cells are skipped)")
     s.add_argument("experiment", help="experiment YAML file")
     s.add_argument("--workers", type=int, default=2, help="cells at once (default 2)")
-    s.add_argument("--executor", choices=["inline", "papermill"], default="inline")
+    s.add_argument("--executor", default="inline",
+                   help="inline (this process), papermill (a kernel per cell) or dask (tasks on a cluster)")
+    s.add_argument("--scheduler", help="dask executor: the scheduler address (default: a LocalCluster of --workers)")
     s.add_argument("--out", help="results dir (default results/<experiment name>)")
     s.add_argument("--cache", help="call cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
@@ -102,7 +105,7 @@ def _sweep(args: argparse.Namespace) -> int:
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
-                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency)
+                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency, scheduler=args.scheduler)
     print(result)
     _print_summary(result.out_dir)
     return 0 if result.failed == 0 else 1

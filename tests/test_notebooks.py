@@ -129,7 +129,7 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
     assert spec is not None and spec.loader is not None
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    from promptlab.papermill_cells import run_cell_notebook
+    from promptlab.sweep.notebook import TEMPLATE, run_cell_notebook
 
     built = {"01_explore": build.EXPLORE, "02_sweep": build.SWEEP, "03_compare": build.COMPARE,
              "04_findings": build.FINDINGS, "05_runs": build.RUNS, "run_cell": build.stable_ids(run_cell_notebook())}
@@ -140,3 +140,5 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
         assert all(c.outputs == [] and c.execution_count is None for c in code), name
         assert sum("parameters" in c.metadata.get("tags", []) for c in code) == 1, name
         assert path.read_text(encoding="utf-8") == nbformat.writes(built[name]) + "\n", f"rebuild {name}"
+    # the package's run_cell template (what the papermill executor runs) is the same file
+    assert TEMPLATE.read_text(encoding="utf-8") == (NOTEBOOKS / "run_cell.ipynb").read_text(encoding="utf-8")

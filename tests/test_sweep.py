@@ -18,9 +18,9 @@ from nbformat import v4
 
 from promptlab.errors import ConfigError
 from promptlab.experiments import Experiment, load_experiment
-from promptlab.papermill_cells import run_cell_notebook
 from promptlab.results import cell_status, load
-from promptlab.sweep import _schedule, sweep
+from promptlab.sweep import schedule, sweep
+from promptlab.sweep.notebook import run_cell_notebook
 
 
 @pytest.fixture(scope="session")
@@ -189,7 +189,7 @@ def test_cells_start_with_the_loops_interleaved(tmp_path: Path) -> None:
 
     cells = [Cell(f"{loop}{i}", loop, {"loop": loop}, {}) for loop in ("a", "b") for i in range(3)]
     cells.insert(2, Cell("c0", "c", {"loop": "c"}, {}))
-    assert [c.cell_id for c in _schedule(cells)] == ["a0", "c0", "b0", "a1", "b1", "a2", "b2"]
+    assert [c.cell_id for c in schedule(cells)] == ["a0", "c0", "b0", "a1", "b1", "a2", "b2"]
 
 
 def test_a_dead_kernel_is_recorded_and_the_sweep_goes_on(toy_dir: Path, tmp_path: Path,

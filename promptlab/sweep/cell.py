@@ -1,0 +1,151 @@
+"""One sweep cell, shared by every executor: running its tasks x replicates, writing its results, the
+error of a failed cell, the outcome a sweep reports, and `run_cell_by_id`, the importable entry point that
+runs one cell in another process (the papermill notebook, a Dask task).
+
+A cell whose code raises is recorded as failed (kind SweepCellError); an infrastructure failure (a provider
+error after retries, a missing key, a lost worker) fails it with kind "infrastructure", so the next sweep
+runs it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SweepCellError
+from ..events import EventHandler
+from ..experiments import Cell, load_experiment, preflight_cells
+from ..record import Run, Task
+from .plan import CellOutcome, Spend, SweepPlan, experiment_provenance, prepare_results_dir
+
+if TYPE_CHECKING:
+    from ..call import Settings
+
+
+async def arun_cell(
+    cell: Cell,
+    tasks: list[Task],
+    replicates: int,
+    *,
+    cache: str | None = None,
+    on_event: EventHandler | None = None,
+    concurrency: int = 4,
+    settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> tuple[list[Run], BaseException | None]:
+    """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
+    sample order) and the first exception raised, if any. `provenance` (e.g. {"experiment_hash": ...})
+    is added to every run's `Run.provenance`."""
+    from ..loops import get_loop, provenance_scope
+
+    spec = get_loop(cell.loop)
+    config = spec.config_cls.model_validate(cell.config)
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(task: Task, sample: int) -> Run:
+        async with sem:
+            if settings is None:
+                return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
+            return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
+
+    with provenance_scope(provenance or {}):
+        jobs = [one(t, s) for t in tasks for s in range(replicates)]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    runs = [o for o in outcomes if isinstance(o, Run)]
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    for e in errors:
+        if not isinstance(e, Exception):  # cancellation, Ctrl-C: not a cell failure
+            raise e
+    return runs, (errors[0] if errors else None)
+
+
+INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError"})
+"""Exception names that mean an outage, not a bug (a kernel reports only the name)."""
+
+
+def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | None = None,
+               cell_index: int | None = None, ename: str | None = None, evalue: str | None = None,
+               infrastructure: bool = False) -> dict[str, Any]:
+    """The error dict of a failed cell, for status.json (`infrastructure`: an outage, e.g. a lost worker)."""
+    ename = ename or (type(exc).__name__ if exc is not None else None)
+    evalue = evalue if evalue is not None else (str(exc) if exc is not None else None)
+    err = SweepCellError(cell.cell_id, cell.params, f"{ename}: {evalue}", notebook=notebook,
+                         cell_index=cell_index, ename=ename, evalue=evalue)
+    infrastructure = infrastructure or bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
+    return {"kind": "infrastructure" if infrastructure else "SweepCellError", "message": str(err),
+            "notebook": notebook, "cell_index": cell_index, "ename": ename, "evalue": evalue}
+
+
+async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
+                        on_event: EventHandler | None = None, concurrency: int = 4,
+                        notebook: str | None = None,
+                        settings: Settings | None = None) -> tuple[dict[str, Any], BaseException | None]:
+    """Run a cell and write its results (failed, with the error, when a run raised)."""
+    from ..results import cell_status, write_cell
+
+    t0 = time.perf_counter()
+    try:
+        runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event, concurrency=concurrency,
+                                    settings=settings, provenance=experiment_provenance(out))
+    except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
+        runs, exc = [], e
+    error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
+    wall = round(time.perf_counter() - t0, 4)
+    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall)
+    return (cell_status(out, cell.cell_id) or {"cell_id": cell.cell_id, "status": "failed"}), exc
+
+
+def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
+    """A ran cell's outcome, read from its status.json (failed when none was written) and its runs.jsonl."""
+    from ..results import cell_status, read_runs
+
+    status = cell_status(plan.out, cell.cell_id) or {}
+    ok = status.get("status") == "ok"
+    err = status.get("error") or {}
+    message = None if ok else str(err.get("message") or "no status.json was written")
+    try:
+        spend = Spend.of_runs(read_runs(plan.out, cell.cell_id)) if status else Spend()
+    except (OSError, ValueError):
+        spend = Spend()
+    return CellOutcome(cell.cell_id, cell.params, "ok" if ok else "failed", message,
+                       float(status.get("wall_time_s") or wall), spend)
+
+
+def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
+                   cache_dir: str = "", notebook_path: str = "",
+                   concurrency: int = 4) -> tuple[Cell, dict[str, Any], BaseException | None]:
+    """Find a cell in the experiment, run it and write its results; returns (cell, status, exception).
+
+    The experiment is `experiment_path`, else `<results_dir>/experiment.yaml`; the results dir is prepared
+    (experiment.yaml, tasks.jsonl) if it is not yet."""
+    from ..loops import run_sync
+
+    out = Path(results_dir).resolve()
+    exp = load_experiment(experiment_path or out / "experiment.yaml")
+    tasks = exp.load_tasks()
+    cell = exp.find_cell(cell_id, json.loads(params_json) if params_json else None)
+    preflight_cells([cell], tasks)
+    if not (out / "experiment.yaml").is_file():
+        prepare_results_dir(out, exp, tasks, exp.cells(tasks))
+    status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
+                                         concurrency=concurrency, notebook=notebook_path or None))
+    return cell, status, exc
+
+
+def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
+                      cache_dir: str = "", notebook_path: str = "", concurrency: int = 4) -> dict[str, Any]:
+    """Run one cell from the run_cell notebook (`run_cell_by_id`).
+
+    Returns the cell's status plus "litellm_imported" (whether this process imported litellm). Raises
+    SweepCellError after recording a failed cell, so papermill marks the notebook failed.
+    """
+    cell, status, exc = run_cell_by_id(results_dir, cell_id, params_json, experiment_path, cache_dir, notebook_path,
+                                       concurrency)
+    if exc is not None:
+        raise SweepCellError(cell.cell_id, cell.params, f"{type(exc).__name__}: {exc}",
+                             notebook=notebook_path or None, ename=type(exc).__name__, evalue=str(exc)) from exc
+    return {**status, "litellm_imported": "litellm" in sys.modules}

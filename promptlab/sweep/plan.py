@@ -1,0 +1,246 @@
+"""What every executor of a sweep shares: the plan (experiment, results dir, tasks, cache, options), the
+outcome of each cell, the sweep's result and its progress bar, the run order and the results dir's setup.
+
+The progress bar counts cells (done / failed / skipped) and, over the cells run in this sweep, the calls,
+the tokens and cost actually spent (`Run.totals`: cache hits add none) and the cache hits. Each finished
+cell adds the exact figures of its runs; the inline executor also adds each call as it happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError
+from ..events import Event, EventHandler
+from ..experiments import Cell, Experiment
+from ..record import Run, Task
+
+if TYPE_CHECKING:
+    from ..call import Settings
+    from ..results import Results
+
+
+@dataclass
+class Spend:
+    """Calls, tokens and cost actually spent (cache hits add no tokens or cost), and cache hits."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    tokens: int = 0
+    cost_usd: float | None = 0.0
+    """None when some paid call's price is unknown."""
+
+    def add(self, calls: int = 0, cache_hits: int = 0, tokens: int = 0, cost_usd: float | None = 0.0) -> None:
+        """Add figures (an unknown cost makes the total unknown)."""
+        self.calls += calls
+        self.cache_hits += cache_hits
+        self.tokens += tokens
+        self.cost_usd = None if self.cost_usd is None or cost_usd is None else self.cost_usd + cost_usd
+
+    def add_spend(self, other: Spend) -> None:
+        """Add another Spend."""
+        self.add(other.calls, other.cache_hits, other.tokens, other.cost_usd)
+
+    @classmethod
+    def of_runs(cls, runs: list[Run]) -> Spend:
+        """The summed `Run.totals` of runs."""
+        spend = cls()
+        for run in runs:
+            t = run.totals
+            spend.add(t.calls, t.cache_hits, t.input_tokens + t.output_tokens, t.cost_usd)
+        return spend
+
+    def postfix(self) -> dict[str, str]:
+        """The progress bar's figures."""
+        cost = "unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        return {"calls": str(self.calls), "tokens": str(self.tokens), "cost": cost, "hits": str(self.cache_hits)}
+
+
+@dataclass
+class CellOutcome:
+    """What happened to one cell in this sweep."""
+
+    cell_id: str
+    params: dict[str, Any]
+    status: Literal["ok", "failed", "skipped"]
+    """ok: ran and finished; failed: ran and failed; skipped: already finished before."""
+    error: str | None = None
+    wall_time_s: float = 0.0
+    spend: Spend = field(default_factory=Spend)
+    """What the cell's runs spent in this sweep (zero for a skipped cell)."""
+
+
+@dataclass
+class SweepResult:
+    """The outcome of `sweep`: one CellOutcome per cell, counts, what was spent and wall time."""
+
+    experiment: str
+    out_dir: Path
+    executor: str
+    cells: list[CellOutcome] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    def count(self, status: str) -> int:
+        """Cells with this outcome."""
+        return sum(c.status == status for c in self.cells)
+
+    @property
+    def done(self) -> int:
+        """Cells run to an ok status in this sweep."""
+        return self.count("ok")
+
+    @property
+    def failed(self) -> int:
+        """Cells that failed in this sweep."""
+        return self.count("failed")
+
+    @property
+    def skipped(self) -> int:
+        """Cells skipped because they had finished before (cached)."""
+        return self.count("skipped")
+
+    @property
+    def spend(self) -> Spend:
+        """Calls, spent tokens and cost, and cache hits of the cells run in this sweep (the bar's figures)."""
+        total = Spend()
+        for c in self.cells:
+            total.add_spend(c.spend)
+        return total
+
+    def load(self) -> Results:
+        """The results dir's frames (`promptlab.results.load`)."""
+        from ..results import load
+
+        return load(self.out_dir)
+
+    def __str__(self) -> str:
+        s = self.spend.postfix()
+        text = (f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
+                f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.1f} s; "
+                f"{s['calls']} calls ({s['hits']} cached), {s['tokens']} tokens, cost {s['cost']}; "
+                f"results in {self.out_dir}")
+        for c in self.cells:
+            if c.status == "failed":
+                text += f"\n  failed {c.cell_id} {json.dumps(c.params)}: {c.error}"
+        return text
+
+
+@dataclass
+class SweepPlan:
+    """What a sweep's executors share: the experiment, results dir, tasks, cache, options, progress and outcomes."""
+
+    exp: Experiment
+    out: Path
+    tasks: list[Task]
+    cache_dir: str
+    on_event: EventHandler | None
+    cell_concurrency: int
+    result: SweepResult
+    bar: Any
+    workers: int = 2
+    settings: Settings | None = None
+    """Call settings (inline executor only)."""
+    template: Path | None = None
+    """The run_cell notebook (papermill executor only)."""
+    scheduler: str | None = None
+    """A Dask scheduler address (dask executor only; None: a LocalCluster)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    live: dict[str, Spend] = field(default_factory=dict)
+    """Per running cell, the calls seen so far (inline executor); replaced by its runs' totals when it ends."""
+    _shown: float = 0.0
+
+    def record(self, outcome: CellOutcome) -> None:
+        """Add a cell's outcome to the result and advance the progress bar (thread-safe)."""
+        with self.lock:
+            self.result.cells.append(outcome)
+            self.live.pop(outcome.cell_id, None)
+            self.bar.update(1)
+            self.bar.set_postfix(self._postfix())
+
+    def watch(self, cell_id: str) -> EventHandler:
+        """An event handler for one cell: counts its model calls on the bar, then passes the event on."""
+        def handler(event: Event) -> None:
+            if event.kind == "model_call":
+                d = event.data
+                tokens = 0 if d.get("cache_hit") else int(d.get("input_tokens") or 0) + int(d.get("output_tokens") or 0)
+                cost = 0.0 if d.get("cache_hit") else d.get("cost_usd")
+                with self.lock:
+                    self.live.setdefault(cell_id, Spend()).add(1, int(bool(d.get("cache_hit"))), tokens, cost)
+                    now = time.monotonic()
+                    if now - self._shown > 0.5:
+                        self._shown = now
+                        self.bar.set_postfix(self._postfix())
+            if self.on_event is not None:
+                self.on_event(event)
+        return handler
+
+    def _postfix(self) -> dict[str, str]:
+        total = self.result.spend
+        for spend in self.live.values():
+            total.add_spend(spend)
+        return {"done": str(self.result.done), "failed": str(self.result.failed),
+                "skipped": str(self.result.skipped), **total.postfix()}
+
+
+def schedule(cells: list[Cell]) -> list[Cell]:
+    """Run order: the loops interleaved (round robin), each loop's cells in expansion order.
+
+    Cells of one loop that differ only in a stopping rule (threshold, cap) make the same first calls;
+    run one after another they answer them from the cache, while concurrent workers take other loops."""
+    by_loop: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_loop.setdefault(cell.loop, []).append(cell)
+    queues = list(by_loop.values())
+    order: list[Cell] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order
+
+
+def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: list[Cell]) -> None:
+    """Refuse a dir holding other cells; write experiment.yaml and tasks.jsonl (self-contained)."""
+    known = {c.cell_id for c in cells}
+    cells_dir = out / "cells"
+    stale = sorted(p.name for p in cells_dir.iterdir() if p.is_dir() and p.name not in known) \
+        if cells_dir.is_dir() else []
+    if stale:
+        raise ConfigError(
+            f"out dir {out} already holds {len(stale)} cell(s) of a different experiment or config "
+            f"(e.g. {stale[0]}); their results would mix with these: choose another out dir or remove it"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None})
+    write_text_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
+    write_text_atomic(out / "experiment.yaml", f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n"
+                                           f"{snapshot.to_yaml()}")
+
+
+def experiment_provenance(out: Path) -> dict[str, Any]:
+    """{"experiment_hash": sha256 of the results dir's experiment.yaml}, or {} before it is written; every
+    executor reads that one file, so their runs carry the same hash."""
+    path = out / "experiment.yaml"
+    return {"experiment_hash": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}
+
+
+def keep_notebook(cell_dir: Path) -> None:
+    """Keep a cell's last executed notebook as run_cell.ipynb: a sweep killed while papermill wrote it
+    leaves only .run_cell.partial.ipynb (a re-run of the cell replaces both)."""
+    partial = cell_dir / ".run_cell.partial.ipynb"
+    if partial.exists():
+        os.replace(partial, cell_dir / "run_cell.ipynb")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temp file beside `path`, then os.replace it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
