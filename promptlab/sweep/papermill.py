@@ -4,7 +4,8 @@
 (status.json last) and the executed notebook is kept as cells/<cell_id>/run_cell.ipynb. A notebook that
 raises, or a kernel that dies, is recorded as a failed cell (cell index, ename, evalue) and the sweep
 goes on. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers share the cores, and
-PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits.
+PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. Under a
+spending cap each kernel gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`promptlab.budget`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
 
     kernels = min(plan.workers, len(pending))
     threads = [threading.Thread(target=worker, name=f"promptlab-cell-{i}", daemon=True) for i in range(kernels)]
-    with env_defaults(kernel_env(plan.workers, kernels)):
+    with env_defaults(kernel_env(plan.workers, kernels)), env_set(plan.budget.env() if plan.budget else {}):
         for t in threads:
             t.start()
         try:
@@ -106,6 +107,22 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
                                     evalue="the notebook finished without writing status.json")
         write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=wall)
     return cell_outcome(plan, cell, wall)
+
+
+@contextlib.contextmanager
+def env_set(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables (child processes inherit them: a kernel's spending cap), whatever they were;
+    restore after."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
