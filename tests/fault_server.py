@@ -13,6 +13,9 @@ Schedule items, taken one per request in order (after the schedule runs out, `de
   - "hang": accept the request and never answer (until the server closes);
   - "drop": close the connection without a reply.
 A request with `"stream": true` gets its reply as server-sent events (text in two pieces, then the usage).
+`responder(body)` (optional) picks the item of each request once the schedule runs out; `on_request(index,
+client_address)` (optional) is called as each request arrives, before it is answered; `delivered[i]` says
+whether request i's reply reached a client that was still connected (what a provider bills).
 Only the standard library is used, so a benchmark can import this file without pytest.
 """
 
@@ -22,7 +25,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
@@ -60,9 +63,17 @@ def _body(reply: Reply, model: str) -> bytes:
 class FaultServer:
     """An OpenAI-compatible /v1/chat/completions on 127.0.0.1 that follows a schedule of replies and faults."""
 
-    def __init__(self, schedule: Iterable[Item] = (), *, default: Item = "ok", model: str = "test-model") -> None:
+    def __init__(self, schedule: Iterable[Item] = (), *, default: Item = "ok", model: str = "test-model",
+                 responder: Callable[[dict[str, Any]], Item] | None = None,
+                 on_request: Callable[[int, tuple[str, int]], None] | None = None) -> None:
         self.schedule: list[Item] = list(schedule)
         self.default = default
+        self.responder = responder
+        """Picks the item of a request from its body once the schedule runs out (instead of `default`)."""
+        self.on_request = on_request
+        """Called with (request index, client address) as each request arrives, before it is answered."""
+        self.delivered: list[bool] = []
+        """Per request: its successful reply was written to a client still connected (False: not, or a fault)."""
         self.requests = 0
         """Requests received on /v1/chat/completions (every HTTP request the client made)."""
         self.bodies: list[dict[str, Any]] = []
@@ -117,14 +128,19 @@ class FaultServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _next(self, body: dict[str, Any], key: str) -> Item:
+    def _next(self, body: dict[str, Any], key: str) -> tuple[int, Item]:
         with self._lock:
+            index = self.requests
             self.requests += 1
             self.bodies.append(body)
+            self.delivered.append(False)
             self.keys.add(key)
-            item = self.schedule.pop(0) if self.schedule else self.default
+            if self.schedule:
+                item = self.schedule.pop(0)
+            else:
+                item = self.responder(body) if self.responder is not None else self.default
             self.served.append(item if isinstance(item, str) and (item in FAULTS or item in SILENT) else "ok")
-            return item
+            return index, item
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -145,7 +161,9 @@ class FaultServer:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {}
-                item = server._next(body, self.headers.get("Authorization", "").removeprefix("Bearer "))
+                index, item = server._next(body, self.headers.get("Authorization", "").removeprefix("Bearer "))
+                if server.on_request is not None:
+                    server.on_request(index, self.client_address)
                 if item == "hang":
                     server._closing.wait(600)
                     self.close_connection = True
@@ -166,13 +184,21 @@ class FaultServer:
                 if reply.delay_s:
                     server._closing.wait(reply.delay_s)
                 model = str(body.get("model") or server._model)
+                if not _peer_open(self.connection):
+                    self.close_connection = True
+                    return
+                try:
+                    if body.get("stream"):
+                        self._stream(reply, model)
+                    else:
+                        self._raw(200, _body(reply, model))
+                except OSError:
+                    self.close_connection = True
+                    return
                 with server._lock:
+                    server.delivered[index] = True
                     server.tokens_served[0] += reply.prompt_tokens
                     server.tokens_served[1] += reply.completion_tokens
-                if body.get("stream"):
-                    self._stream(reply, model)
-                else:
-                    self._raw(200, _body(reply, model))
 
             def _stream(self, reply: Reply, model: str) -> None:
                 """Server-sent events: the text in two pieces, then the usage, then [DONE]."""
@@ -209,6 +235,16 @@ class FaultServer:
                 self.wfile.write(data)
 
         return Handler
+
+
+def _peer_open(sock: socket.socket) -> bool:
+    """Whether the client is still connected (it has not closed or reset the connection)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
 
 
 def free_port() -> int:

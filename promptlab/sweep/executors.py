@@ -59,3 +59,5 @@ register_executor(ExecutorSpec("inline", "promptlab.sweep.inline:run_inline", fr
                                "cells run concurrently in this process (asyncio); works inside a notebook"))
 register_executor(ExecutorSpec("papermill", "promptlab.sweep.papermill:run_papermill", frozenset({"template"}),
                                "one run_cell notebook kernel per cell, the executed notebook kept"))
+register_executor(ExecutorSpec("dask", "promptlab.sweep.dask:run_dask", frozenset({"scheduler"}),
+                               "cells as tasks on a distributed cluster (a LocalCluster or a scheduler address)"))

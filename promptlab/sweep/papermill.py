@@ -10,19 +10,17 @@ spending cap each kernel gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`pro
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..experiments import Cell
 from .cell import cell_error, cell_outcome
 from .notebook import TEMPLATE
-from .plan import CellOutcome, SweepPlan
+from .plan import CellOutcome, SweepPlan, cell_process_env, env_defaults, env_set
 
 KERNEL_ARGS = ["--log-level=CRITICAL"]
 """Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""
@@ -55,7 +53,7 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
 
     kernels = min(plan.workers, len(pending))
     threads = [threading.Thread(target=worker, name=f"promptlab-cell-{i}", daemon=True) for i in range(kernels)]
-    with env_defaults(kernel_env(plan.workers, kernels)), env_set(plan.budget.env() if plan.budget else {}):
+    with env_defaults(cell_process_env(plan.workers, kernels)), env_set(plan.budget.env() if plan.budget else {}):
         for t in threads:
             t.start()
         try:
@@ -67,12 +65,6 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
             raise
     if errors:
         raise errors[0]
-
-
-def kernel_env(workers: int, at_once: int) -> dict[str, str]:
-    """The environment each cell process gets: its share of the cores and of each model's limits."""
-    return {"PROMPTLAB_LOCAL_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, workers))),
-            "PROMPTLAB_LIMIT_SHARE": str(max(1, at_once))}
 
 
 def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
@@ -107,32 +99,3 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
                                     evalue="the notebook finished without writing status.json")
         write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=wall)
     return cell_outcome(plan, cell, wall)
-
-
-@contextlib.contextmanager
-def env_set(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables (child processes inherit them: a kernel's spending cap), whatever they were;
-    restore after."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextlib.contextmanager
-def env_defaults(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables (child processes inherit them) that the user did not set; restore after."""
-    added = [name for name in values if name not in os.environ]
-    for name in added:
-        os.environ[name] = values[name]
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)

@@ -8,11 +8,13 @@ cell adds the exact figures of its runs; the inline executor also adds each call
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -263,3 +265,39 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def cell_process_env(workers: int, at_once: int) -> dict[str, str]:
+    """The environment of each process that runs cells (a papermill kernel, a local Dask worker): its share
+    of the cores (PROMPTLAB_LOCAL_THREADS) and of each model's limits (PROMPTLAB_LIMIT_SHARE)."""
+    return {"PROMPTLAB_LOCAL_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, workers))),
+            "PROMPTLAB_LIMIT_SHARE": str(max(1, at_once))}
+
+
+@contextlib.contextmanager
+def env_set(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables (child processes inherit them: a kernel's spending cap), whatever they were;
+    restore after."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def env_defaults(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables (child processes inherit them) that the user did not set; restore after."""
+    added = [name for name in values if name not in os.environ]
+    for name in added:
+        os.environ[name] = values[name]
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)

@@ -1,0 +1,123 @@
+"""The Dask executor of a sweep: each cell is a task on a `distributed` cluster.
+
+    promptlab sweep experiments/demo.yaml --executor dask --workers 4           # a LocalCluster
+    promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
+
+Without a scheduler address a LocalCluster starts: `workers` processes with one thread each, every one
+with PROMPTLAB_LOCAL_THREADS (its share of the cores) and PROMPTLAB_LIMIT_SHARE (its share of each model's
+limits) unless the environment sets them. With an address the cells go to that scheduler's workers, on as
+many machines as it has (docs/many-machines.md).
+
+Each task runs one cell by `run_cell_task`, as the papermill notebook does: it loads the experiment from the
+results dir, runs the cell and writes the cell's results itself, every file atomically and status.json last.
+So the results dir must be one path that every worker, and this process, reach under the same absolute path
+(a shared file system), and the call cache must be shared too: the task gets the sweep's cache location
+(a directory all workers reach, or a URL such as redis://host:6379/0) and $PROMPTLAB_CACHE if it is set.
+
+Failures: a cell whose code raises is recorded by its task (kind SweepCellError) and the task returns. A task
+that raises (the results dir unreachable from a worker, a missing key on one machine) is retried `RETRIES`
+times; a task whose worker dies is rescheduled by the scheduler (its allowed-failures, `ALLOWED_FAILURES` on
+a LocalCluster). Re-running a cell is safe: its earlier calls replay from the shared cache (no paid call is
+made twice) and its files are replaced atomically. A cell whose task still fails is recorded as failed with
+kind "infrastructure", never ok, so the next sweep runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, MissingDependencyError
+from ..experiments import Cell
+from .cell import cell_error, cell_outcome, run_cell_by_id
+from .plan import CellOutcome, SweepPlan, cell_process_env
+
+RETRIES = 2
+"""Retries of a task that raised (not of a cell that failed: that is recorded and the task returns)."""
+ALLOWED_FAILURES = 3
+"""Worker deaths a task survives on a LocalCluster (distributed.scheduler.allowed-failures)."""
+CACHE_URL_ENV, CACHE_DIR_ENV = "PROMPTLAB_CACHE", "PROMPTLAB_CACHE_DIR"
+
+
+def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
+    """Submit one task per cell to a LocalCluster (or `plan.scheduler`) and record each as it finishes.
+
+    On Ctrl-C the cells not yet finished are cancelled, the cluster (a LocalCluster) is closed and the
+    interrupt re-raised; a cell a worker was running is re-run by the next sweep."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as e:
+        raise MissingDependencyError("distributed", "'promptlab-loops[dask]'", "the dask executor") from e
+
+    env = worker_env(plan.cache_dir)
+    for cell in pending:  # a failed earlier attempt; ok cells never get here
+        (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
+    cluster: Any = None
+    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+        if plan.scheduler:
+            client = Client(plan.scheduler, timeout="30s")
+        else:
+            n = min(plan.workers, len(pending))
+            process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR, env=process_env)
+            client = Client(cluster)
+    futures: dict[Any, Cell] = {}
+    try:
+        started = time.perf_counter()
+        for cell in pending:
+            future = client.submit(run_cell_task, str(plan.out), cell.cell_id, json.dumps(cell.params),
+                                   plan.cache_dir, plan.cell_concurrency, env, key=f"promptlab-cell-{cell.cell_id}",
+                                   pure=False, retries=RETRIES)
+            futures[future] = cell
+        for future in as_completed(futures):
+            plan.record(_finished(future, futures[future], plan, time.perf_counter() - started))
+    except KeyboardInterrupt:
+        client.cancel(list(futures))
+        raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def worker_env(cache: str) -> dict[str, str]:
+    """What a worker needs to reach the sweep's cache: the location by its kind, and $PROMPTLAB_CACHE."""
+    env = {CACHE_URL_ENV: os.environ[CACHE_URL_ENV]} if os.environ.get(CACHE_URL_ENV) else {}
+    env[CACHE_URL_ENV if "://" in cache else CACHE_DIR_ENV] = cache
+    return env
+
+
+def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, concurrency: int,
+                  env: dict[str, str]) -> dict[str, Any]:
+    """Run one cell on a worker and write its results (the Dask task); returns its status.
+
+    A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a
+    deterministic failure). Raises ConfigError when the results dir cannot be reached from this worker."""
+    os.environ.update(env)
+    if not (Path(results_dir) / "experiment.yaml").is_file():
+        raise ConfigError(f"results dir {results_dir} is not reachable from worker {socket.gethostname()} "
+                          f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
+                          "path that is the same on every machine")
+    _, status, _ = run_cell_by_id(results_dir, cell_id, params_json, cache_dir=cache, concurrency=concurrency)
+    return status
+
+
+def _finished(future: Any, cell: Cell, plan: SweepPlan, wall: float) -> CellOutcome:
+    """A finished task's outcome; a task that failed (after its retries) fails its cell as infrastructure."""
+    from ..results import cell_status, write_cell
+
+    try:
+        future.result()
+    except Exception as e:  # noqa: BLE001 -- KilledWorker, a task that raised: recorded, the sweep goes on
+        status = cell_status(plan.out, cell.cell_id)
+        if status is None or status.get("status") != "ok":  # an ok status.json is written last: the cell is done
+            error = cell_error(cell, e, infrastructure=True)
+            write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=round(wall, 4))
+    return cell_outcome(plan, cell, wall)
