@@ -173,3 +173,19 @@ def test_papermill_kernels_run_under_the_sweeps_cap(toy_dir: Path, server: Fault
     assert "PROMPTLAB_MAX_COST" not in os.environ  # handed to the kernels only
     more = sweep(exp, out, executor="papermill", workers=1, cell_concurrency=1, progress=False, max_cost=1.0, template=template)
     assert more.cut == 0 and more.failed == 0 and server.requests == 7
+
+
+def test_a_dask_task_runs_under_the_sweeps_cap(toy_dir: Path, server: FaultServer, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dask executor hands the cap to each task (a worker's environment may be another machine's); a
+    LocalCluster worker imports the toy loop at start (dask's worker preload)."""
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")]))
+    exp, out = experiment(tmp_path), tmp_path / "out"
+    with dask.config.set({"distributed.worker.preload": ["toyloop"]}):
+        first = sweep(exp, out, executor="dask", workers=1, cell_concurrency=1, progress=False, max_cost=CAP)
+        assert server.requests == 4 and (first.done, first.cut, first.failed) == (1, 2, 0), str(first)
+        more = sweep(exp, out, executor="dask", workers=1, cell_concurrency=1, progress=False, max_cost=1.0)
+    assert (more.done, more.cut, more.failed) == (2, 0, 0) and server.requests == 7
+    assert Budget(out / LEDGER_NAME, 1.0).spent() == pytest.approx(7 * EACH)
