@@ -133,8 +133,9 @@ class Budget:
         self.cap = _cap(cap, "max_cost")
         with _thread_locks_guard:  # fcntl locks are per process: threads of one process take this one too
             self._thread_lock = _thread_locks.setdefault(str(self.path), threading.Lock())
-        self._seen: tuple[int, int, int] | None = None
-        self._spent = 0.0
+        self._known: tuple[tuple[int, int, int], float] | None = None
+        """(the ledger file's inode, size and mtime, its total) as last read."""
+        self._dir_made = False
 
     def __repr__(self) -> str:
         return f"Budget({str(self.path)!r}, cap={self.cap:g})"
@@ -175,15 +176,17 @@ class Budget:
         except FileNotFoundError:
             return 0.0
         seen = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if seen != self._seen:
-            try:
-                total = float(json.loads(self.path.read_text(encoding="utf-8"))["spent_usd"])
-            except FileNotFoundError:  # replaced between the stat and the read: read the new one
-                return self.spent()
-            except (ValueError, KeyError, TypeError):
-                total = self.ledger().spent_usd  # raises the clear error
-            self._seen, self._spent = seen, total
-        return self._spent
+        known = self._known  # one tuple, so a thread never pairs one file's identity with another's total
+        if known is not None and known[0] == seen:
+            return known[1]
+        try:
+            total = float(json.loads(self.path.read_text(encoding="utf-8"))["spent_usd"])
+        except FileNotFoundError:  # replaced between the stat and the read: read the new one
+            return self.spent()
+        except (ValueError, KeyError, TypeError):
+            total = self.ledger().spent_usd  # raises the clear error
+        self._known = (seen, total)
+        return total
 
     def charge(self, model: str, cost_usd: float | None, input_tokens: int | None = None,
                output_tokens: int | None = None) -> None:
@@ -195,8 +198,9 @@ class Budget:
             return
         import fcntl
 
-        if self._seen is None:
+        if not self._dir_made:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._dir_made = True
         with self._thread_lock, open(self.path.with_name(f".{self.path.name}.lock"), "a") as lock:
             fcntl.lockf(lock, fcntl.LOCK_EX)
             try:

@@ -387,8 +387,9 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
                 else:
                     budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
                     reply = await afetch(op.kwargs, req.settings, on_token)
-                    if budget is not None:
-                        budget.charge(req.model, reply.cost_usd, reply.input_tokens, reply.output_tokens)
+                    if budget is not None:  # a locked file update: off the event loop
+                        await asyncio.to_thread(budget.charge, req.model, reply.cost_usd, reply.input_tokens,
+                                                reply.output_tokens)
                     value = reply if store is None else await asyncio.to_thread(_keep, store, op, reply)
             except Exception as e:
                 error = e
