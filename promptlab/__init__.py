@@ -51,6 +51,8 @@ _LAZY = {
     "calibration": "promptlab.analysis", "counterfactual_stopping": "promptlab.analysis",
     "compare": "promptlab.analysis", "delta_table": "promptlab.analysis",
     "Budget": "promptlab.budget",
+    "register_model": "promptlab.models", "unregister_model": "promptlab.models",
+    "registered_models": "promptlab.models", "ModelAlias": "promptlab.models",
 }
 
 

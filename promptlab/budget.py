@@ -79,9 +79,17 @@ _prices: dict[tuple[str, int], Price | None] = {}
 
 
 def price_of(model: str) -> Price | None:
-    """The model's price per token from litellm's price map (FREE for in-process models), None if unknown.
+    """The model's price per token: a model alias's own `price` (`promptlab.models`), else litellm's price map
+    for the model (or the alias's target); FREE for in-process models; None if unknown.
 
-    A price registered later grows litellm's map and so is found (the lookup is cached per map size)."""
+    A price registered with litellm later grows its map and so is found (the lookup is cached per map size)."""
+    from .models import get_alias
+
+    alias = get_alias(model)
+    if alias is not None:
+        if alias.price is not None:
+            return Price(alias.price.input_per_million / 1e6, alias.price.output_per_million / 1e6)
+        model = alias.model
     if is_own(model):
         return FREE
     lm = litellm()
@@ -106,7 +114,9 @@ def check_prices(models: Iterable[str]) -> None:
     if unknown:
         raise ConfigError(
             f"max_cost: the price of {', '.join(repr(m) for m in unknown)} is unknown, so spending on it cannot be "
-            "capped; give the model a price (a `price` on its model alias) or run without max_cost")
+            "capped; give it a price as a model alias (`models: {name: {model: ..., price: {input_per_million: ..., "
+            "output_per_million: ...}}}` in the experiment file, or pl.register_model(name, model=..., "
+            "price={...})) or run without max_cost")
 
 
 def _cap(value: Any, where: str) -> float:
@@ -194,7 +204,7 @@ class Budget:
         if cost_usd is None:
             price = price_of(model) or FREE
             cost_usd = (input_tokens or 0) * price.input + (output_tokens or 0) * price.output
-        if cost_usd <= 0 and is_own(model):
+        if cost_usd <= 0 and price_of(model) == FREE:  # an in-process model (or an alias of one)
             return
         import fcntl
 
@@ -233,7 +243,7 @@ class Budget:
         out = float(request.get("max_tokens") or 0) * price.output
         if spent + out + _input_bound(request) * price.input <= self.cap:
             return
-        estimate = out + _input_tokens(model, request) * price.input
+        estimate = out + _input_tokens(str(request.get("model") or model), request) * price.input
         if spent < self.cap and spent + estimate <= self.cap:
             return
         refusal = BudgetExceeded(model, spent=spent, cap=self.cap, estimate=estimate)

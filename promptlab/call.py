@@ -9,6 +9,11 @@ OpenAI-compatible endpoint (`openai/<name>` with an api_base), a direct HTTP pos
 per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.direct`). The async path
 writes the cache from a worker thread, so SQLite's commit never holds up the event loop.
 
+A model alias (`promptlab.models`) is resolved here, before any model call: its target model, api_base,
+extra params and (at call time, from its `api_key_env`) key; its limits (concurrency per endpoint, rpm,
+tpm: `promptlab.limits`), its price and its `native_schema` choice. A call with an api_base adds the
+endpoint identity to its cache key; the Completion's `model` is the name the caller wrote.
+
 Under a spending cap (`promptlab.budget`, e.g. a sweep's `max_cost`) each provider request is checked first
 and refused with BudgetExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
 """
@@ -33,7 +38,16 @@ from .completion import Completion
 from .errors import BudgetExceeded, ConfigError, ParseError, ProviderError, describe_cause
 from .failures import raise_if_auth, request_host, transient
 from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
-from .limits import slot
+from .limits import arate_wait, rate_wait, shared_concurrency, slot
+from .models import (
+    ModelAlias,
+    api_key,
+    endpoint_identity,
+    get_alias,
+    refuses_schema,
+    remember_schema_support,
+    schema_support,
+)
 from .providers import check_model, is_own, native_schema
 from .reply import Figures, Reply
 from .settings import DEFAULT_SETTINGS, Settings
@@ -67,6 +81,26 @@ class _Request:
     sample: int
     settings: Settings
     key: str
+    target: str = ""
+    """The litellm model the request goes to (an alias's `model`, else `model`)."""
+    alias: ModelAlias | None = None
+    """The alias `model` names, if it is one."""
+    endpoint: str = ""
+    """What the limits count against: '<target>@<provider>@<host>' with an api_base, else the target."""
+
+    def concurrency(self) -> int:
+        """Calls in flight allowed to this request's endpoint: the settings' override for the name written
+        (or the target), else the alias's max_concurrency, else the settings' max_concurrency; shared."""
+        s, overrides = self.settings, self.settings.per_model_concurrency
+        if self.model in overrides or self.target in overrides or self.alias is None:
+            limit = s.concurrency(self.model if self.model in overrides else self.target)
+        else:
+            limit = self.alias.max_concurrency or s.max_concurrency
+        return shared_concurrency(limit)
+
+    def rates(self) -> tuple[float | None, float | None]:
+        """The alias's (rpm, tpm); (None, None) for a plain model name."""
+        return (self.alias.rpm, self.alias.tpm) if self.alias is not None else (None, None)
 
 
 def _messages(prompt: Prompt, system: str | None) -> list[dict[str, Any]]:
@@ -96,17 +130,47 @@ def _build(
     if not isinstance(sample, int) or sample < 0:
         raise ValueError(f"sample must be a whole number >= 0, got {sample!r}")
     messages = _messages(prompt, system)
+    alias = get_alias(model)
+    target = model
+    if alias is not None:
+        target = alias.model
+        params = {**alias.params, **params}
+        if alias.api_base and "api_base" not in params and "base_url" not in params:
+            params["api_base"] = alias.api_base
     gen = {"temperature": temperature, "max_tokens": max_tokens, **params}
-    key = cache_key(
-        {
-            "model": model,
-            "messages": messages,
-            "params": {k: v for k, v in gen.items() if k not in SECRET_FIELDS},
-            "schema": structured.schema_json(schema) if schema is not None else None,
-            "sample": sample,
-        }
-    )
-    return _Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, key)
+    payload = {
+        "model": target,
+        "messages": messages,
+        "params": {k: v for k, v in gen.items() if k not in SECRET_FIELDS},
+        "schema": structured.schema_json(schema) if schema is not None else None,
+        "sample": sample,
+    }
+    base = gen.get("api_base") or gen.get("base_url")
+    endpoint = target
+    if base and not is_own(target):  # two servers with one model name never share replies (host only)
+        payload["endpoint"] = endpoint_identity(target, str(base))
+        endpoint = f"{target}@{payload['endpoint']}"
+    return _Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, cache_key(payload),
+                    target=target, alias=alias, endpoint=endpoint)
+
+
+def _schema_mode(req: _Request) -> str:
+    """How the schema goes out: 'native' (response_format), 'prompt', or 'detect' (native, the prompt once
+    the endpoint refuses it: an alias without a `native_schema` choice, `openai/` model with an api_base)."""
+    alias = req.alias
+    if alias is not None and alias.native_schema is None and req.target.startswith("openai/") and (
+            req.params.get("api_base") or req.params.get("base_url")):
+        learnt = schema_support(req.endpoint)
+        return "detect" if learnt is None else ("native" if learnt else "prompt")
+    return "native" if native_schema(req.model) else "prompt"
+
+
+def _priced(req: _Request, reply: Reply) -> Reply:
+    """The reply priced by the alias's own price, when it has one and the reply reports its tokens."""
+    price = req.alias.price if req.alias is not None else None
+    if price is None or reply.input_tokens is None:
+        return reply
+    return reply.model_copy(update={"cost_usd": price.cost(reply.input_tokens, reply.output_tokens or 0)})
 
 
 def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
@@ -114,15 +178,21 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
     s = req.settings
     messages = list(req.messages)
     kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
-    if not is_own(req.model):
+    own = is_own(req.target)
+    if not own:
         # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
         kwargs.update(num_retries=0, max_retries=0)
+    if req.alias is not None and "api_key" not in kwargs:
+        key = api_key(req.alias)  # read now, from the alias's variable; never stored
+        if key is not None:
+            kwargs["api_key"] = key
+    mode = _schema_mode(req) if req.schema is not None else "none"
     if req.schema is not None:
-        if native_schema(req.model):
+        if mode != "prompt":
             kwargs["response_format"] = structured.response_format(req.schema)
         else:
             messages.append({"role": "user", "content": structured.schema_instruction(req.schema)})
-    if is_own(req.model):
+    if own:
         kwargs["seed"] = kwargs.get("seed", req.sample)
 
     started = time.monotonic()
@@ -133,35 +203,50 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
         reply_key = None
         if req.schema is not None:
             reply_key = cache_key({"reply_of": req.key, "messages": messages})
-        for retry in range(s.retries + 1):
+        retry = 0
+        while True:
             left = None if s.deadline_s is None else s.deadline_s - (time.monotonic() - started)
             if left is not None and left <= 0:
                 raise ProviderError(req.model, f"deadline of {s.deadline_s:g}s exceeded", attempts=attempts,
-                                    retryable=True, host=request_host(req.model, req.params))
+                                    retryable=True, host=request_host(req.target, req.params))
             timeout = s.timeout_s if left is None else min(left, s.timeout_s or left)
             call_kwargs = {**kwargs, "timeout": timeout} if timeout is not None else kwargs
             attempts += 1
             t0 = time.perf_counter()
             try:
-                reply: Reply = yield _Call({"model": req.model, "messages": messages, **call_kwargs}, reply_key)
+                reply: Reply = yield _Call({"model": req.target, "messages": messages, **call_kwargs}, reply_key)
             except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
                 raise
             except Exception as e:
                 latency += time.perf_counter() - t0
+                if mode == "detect" and refuses_schema(e):
+                    # the server refused response_format: remember it, put the schema in the prompt instead
+                    assert req.schema is not None
+                    mode = "prompt"
+                    remember_schema_support(req.endpoint, False)
+                    kwargs.pop("response_format", None)
+                    messages = messages + [{"role": "user", "content": structured.schema_instruction(req.schema)}]
+                    reply_key = cache_key({"reply_of": req.key, "messages": messages})
+                    continue
                 raise_if_auth(req.model, e, attempts)
                 cause = describe_cause(e, timeout)
                 if not transient(e):
                     raise ProviderError(req.model, cause, attempts=attempts, retryable=False,
-                                        host=request_host(req.model, req.params)) from e
+                                        host=request_host(req.target, req.params)) from e
                 if retry == s.retries:
-                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=request_host(req.model, req.params)) from e
+                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=request_host(req.target, req.params)) from e
                 delay = min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
                 if s.deadline_s is not None:
                     delay = min(delay, max(0.0, s.deadline_s - (time.monotonic() - started)))
+                retry += 1
                 yield _Sleep(delay)
                 continue
             latency += time.perf_counter() - t0
             break
+        if mode == "detect" and not reply.replayed:
+            mode = "native"
+            remember_schema_support(req.endpoint, True)
+        reply = _priced(req, reply)
         original.add(reply)
         if not reply.replayed:  # a replayed reply was paid for when it was first made
             spent.add(reply)
@@ -229,6 +314,7 @@ def _from_cache(store: Cache | None, req: _Request) -> Completion | None:
             store.discard(req.key)  # the schema changed shape under the same JSON: a miss, never a crash
             return None
     hit.cache_hit = True
+    hit.model = req.model  # the name this caller wrote (an alias of the same endpoint shares the record)
     return hit
 
 
@@ -307,10 +393,13 @@ def _drive(req: _Request, store: Cache | None, on_token: TokenHandler | None) ->
             if replay is not None:
                 value = replay
             else:
+                rpm, tpm = req.rates()
+                if rpm or tpm:
+                    rate_wait(req.endpoint, rpm, tpm, op.kwargs)
                 budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
                 value = _keep(store, op, fetch(op.kwargs, req.settings, on_token))
                 if budget is not None:
-                    budget.charge(req.model, value.cost_usd, value.input_tokens, value.output_tokens)
+                    budget.charge(req.model, _priced(req, value).cost_usd, value.input_tokens, value.output_tokens)
         except Exception as e:
             error = e
     return _settle(store, req, done)
@@ -369,7 +458,8 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
     gen = _protocol(req)
     value: Any = None
     error: BaseException | None = None
-    async with slot(req.model, req.settings.concurrency(req.model)):
+    rpm, tpm = req.rates()
+    async with slot(req.endpoint, req.concurrency()):
         while True:
             try:
                 op = gen.throw(error) if error is not None else gen.send(value)
@@ -385,11 +475,13 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
                 if replay is not None:
                     value = replay
                 else:
+                    if rpm or tpm:
+                        await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
                     budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
                     reply = await afetch(op.kwargs, req.settings, on_token)
                     if budget is not None:  # a locked file update: off the event loop
-                        await asyncio.to_thread(budget.charge, req.model, reply.cost_usd, reply.input_tokens,
-                                                reply.output_tokens)
+                        await asyncio.to_thread(budget.charge, req.model, _priced(req, reply).cost_usd,
+                                                reply.input_tokens, reply.output_tokens)
                     value = reply if store is None else await asyncio.to_thread(_keep, store, op, reply)
             except Exception as e:
                 error = e

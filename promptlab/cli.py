@@ -4,6 +4,7 @@
     promptlab sweep experiments/demo.yaml --executor papermill --workers 2
     promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
     promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
+    promptlab sweep experiments/demo.yaml --max-concurrency judge=32 --max-concurrency fake/auto=8
     promptlab sweep experiments/demo.yaml --max-cost 5       # no paid call past 5 USD in the results dir
     promptlab report results/demo
     promptlab cache stats
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-cost", type=float, metavar="USD",
                    help="stop new paid model calls once the results dir's spending would pass USD (overrides the "
                         "experiment's max_cost); the cells cut are resumed by a sweep with a higher cap")
+    _concurrency_flag(s)
     s.set_defaults(func=_sweep)
 
     r = sub.add_parser("run", help="run one loop on one prompt, with a live event log")
@@ -85,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a config field (repeatable); values are read as YAML scalars")
     r.add_argument("--cache", help="call cache dir")
     r.add_argument("--quiet", action="store_true", help="no live event log")
+    _concurrency_flag(r)
     r.set_defaults(func=_run)
 
     rep = sub.add_parser("report", help="write charts and the summary table of a results dir")
@@ -100,6 +103,31 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _concurrency_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-concurrency", action="append", default=[], metavar="MODEL=N",
+                   help="calls in flight at once for MODEL (a model name or alias; repeatable); overrides an "
+                        "alias's max_concurrency")
+
+
+def _settings(items: list[str]) -> Any:
+    """Call settings with the `--max-concurrency MODEL=N` overrides, or None when none is given."""
+    if not items:
+        return None
+    from .settings import Settings
+
+    limits: dict[str, int] = {}
+    for item in items:
+        model, sep, raw = item.rpartition("=")
+        try:
+            n = int(raw)
+        except ValueError:
+            n = 0
+        if not sep or not model.strip() or n < 1:
+            raise PromptlabError(f"--max-concurrency {item!r}: expected MODEL=N with N a whole number >= 1")
+        limits[model.strip()] = n
+    return Settings(per_model_concurrency=limits)
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from .experiments import load_experiment
     from .sweep import sweep
@@ -109,9 +137,13 @@ def _sweep(args: argparse.Namespace) -> int:
         for cell in exp.cells():
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
+    settings = _settings(args.max_concurrency)
+    if settings is not None and args.executor != "inline":
+        raise PromptlabError("--max-concurrency: only the inline executor takes it (papermill kernels follow "
+                             "the experiment's `models:` max_concurrency)")
     result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
-                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency, scheduler=args.scheduler,
-                   max_cost=args.max_cost)
+                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency, settings=settings,
+                   scheduler=args.scheduler, max_cost=args.max_cost)
     print(result)
     _print_summary(result.out_dir)
     if result.cut:
@@ -136,6 +168,7 @@ def _run(args: argparse.Namespace) -> int:
     from .record import Task
 
     spec = get_loop(args.loop)
+    settings = _settings(args.max_concurrency)
     fields: dict[str, Any] = {}
     for name, value in (("model", args.model), ("generator_model", args.generator), ("critic_model", args.critic)):
         if value:
@@ -150,7 +183,8 @@ def _run(args: argparse.Namespace) -> int:
         fields[key.strip()] = _scalar(raw)
     config = spec.config_cls.model_validate(fields)
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
-    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=args.cache)
+    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=args.cache,
+                   settings=settings)
     print("\n=== final output ===")
     print(run.final_output if run.final_output is not None else "(none)")
     print("\n=== run ===")

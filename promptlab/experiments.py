@@ -20,8 +20,13 @@ An experiment is a YAML file (see `experiments/demo.yaml` for a commented exampl
     pairings:                     # optional {generator, critic} pairs, crossed with the grid; they
       - {generator: local/smollm2, critic: fake/auto}  # set generator_model / critic_model
     replicates: 1                 # samples 0..n-1 of every task, run inside each cell
+    models:                       # optional model aliases (promptlab.models), usable as model names
+      judge: {model: openai/qwen2.5-7b, api_base: "http://localhost:8000/v1", api_key_env: VLLM_KEY}
     max_cost: 5.0                 # optional: stop new paid model calls once they would pass 5 USD
                                   # (see promptlab.budget; `promptlab sweep --max-cost` overrides it)
+
+`models:` aliases are registered on load (papermill kernels too) and enter the YAML and its hash (a key
+never does); what they stand for (model, endpoint, params) enters cell ids (docs/servers.md).
 
 Expansion (`Experiment.cells()`): cells = loops x pairings x grid product, in that (file) order. A cell's
 `params` is a flat dict: "loop", then "generator_model"/"critic_model" from the pairing, then the grid
@@ -49,6 +54,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .errors import ConfigError
+from .models import ModelSpec, register_spec
 from .record import Task
 from .tasks import read_tasks
 
@@ -101,6 +107,8 @@ class Experiment(BaseModel):
     max_cost: float | None = Field(None, gt=0, allow_inf_nan=False)
     """A cap in USD on what the sweep's model calls pay in its results dir, over every run and resume (None:
     no cap); cells cut by it are re-run by a sweep with a higher cap. Not part of the cells' identity."""
+    models: dict[str, ModelSpec] = Field(default_factory=dict)
+    """Model aliases by name (see `promptlab.models`), registered when the experiment is loaded."""
 
     _base_dir: Path | None = PrivateAttr(default=None)
 
@@ -116,6 +124,7 @@ class Experiment(BaseModel):
         except ValidationError as e:
             raise ConfigError(f"{source}: " + "; ".join(describe_error(err) for err in e.errors())) from None
         exp._base_dir = Path(base_dir).resolve() if base_dir is not None else None
+        exp.register_models(source)
         exp.check()
         return exp
 
@@ -129,6 +138,14 @@ class Experiment(BaseModel):
     def base_dir(self) -> Path | None:
         """Directory a relative task path is resolved against first (the experiment file's)."""
         return self._base_dir
+
+    def register_models(self, source: str = "experiment") -> None:
+        """Register the `models:` aliases (errors name the alias)."""
+        for name, spec in self.models.items():
+            try:
+                register_spec(name, spec)
+            except ConfigError as e:
+                raise ConfigError(f"{source}: models.{name}: {e}") from None
 
     # validation ----------------------------------------------------------------------------------
     def check(self) -> None:
@@ -237,6 +254,7 @@ class Experiment(BaseModel):
         """Every cell, in deterministic order: loops x pairings x grid product."""
         tasks = self.load_tasks() if tasks is None else tasks
         fingerprint = task_fingerprint(tasks)
+        identities = {name: spec.identity() for name, spec in sorted(self.models.items())}
         keys = list(self.grid)
         pairs: list[Pairing | None] = list(self.pairings) if self.pairings else [None]
         out: list[Cell] = []
@@ -254,7 +272,7 @@ class Experiment(BaseModel):
                     full = self._build(loop, extra, where)
                     params: dict[str, Any] = {"loop": loop, **{k: full[k] for k in extra}}
                     config = {**given, **{k: full[k] for k in extra}}
-                    cid = cell_id(params, base_id, fingerprint, self.replicates)
+                    cid = cell_id(params, base_id, fingerprint, self.replicates, identities)
                     out.append(Cell(cell_id=cid, loop=loop, params=params, config=config))
         return out
 
@@ -362,10 +380,14 @@ def task_fingerprint(tasks: list[Task]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: str, replicates: int) -> str:
-    """A cell's stable id: short sha256 of canonical JSON of params, base config, tasks and replicates."""
-    blob = json.dumps({"params": params, "config": base_config, "tasks": fingerprint, "replicates": replicates},
-                      sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: str, replicates: int,
+            models: dict[str, Any] | None = None) -> str:
+    """A cell's stable id: short sha256 of canonical JSON of params, base config, tasks and replicates (and,
+    when the experiment has model aliases, what they stand for; without aliases the ids are as before)."""
+    data: dict[str, Any] = {"params": params, "config": base_config, "tasks": fingerprint, "replicates": replicates}
+    if models:
+        data["models"] = models
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 

@@ -15,11 +15,13 @@ from types import ModuleType
 from typing import Any
 
 from .errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
+from .models import base_host, get_alias, missing_key_vars, registered_models
 
 OWN_PROVIDERS = ("fake", "local")
 _lm: ModuleType | None = None
 _lm_lock = threading.Lock()
 _checked: set[str] = set()
+_checked_aliases: dict[str, Any] = {}
 
 
 def litellm() -> ModuleType:
@@ -47,12 +49,23 @@ def litellm() -> ModuleType:
 
 
 def is_own(model: str) -> bool:
-    """True for promptlab's in-process models (`local/...`, `fake/...`)."""
-    return model.split("/", 1)[0] in OWN_PROVIDERS
+    """True for promptlab's in-process models (`local/...`, `fake/...`), or an alias of one."""
+    alias = get_alias(model)
+    return (alias.model if alias else model).split("/", 1)[0] in OWN_PROVIDERS
+
+
+def target_of(model: str) -> str:
+    """The litellm model name behind `model`: an alias's `model`, else `model` itself."""
+    alias = get_alias(model)
+    return alias.model if alias is not None else model
 
 
 def native_schema(model: str) -> bool:
-    """Whether the model is given the JSON schema as `response_format` (else it is told in the prompt)."""
+    """Whether the model is given the JSON schema as `response_format` (else it is told in the prompt); an
+    alias says so itself (`native_schema`; when it leaves it None, as its target model would)."""
+    alias = get_alias(model)
+    if alias is not None:
+        return alias.native_schema if alias.native_schema is not None else native_schema(alias.model)
     provider, _, name = model.partition("/")
     if provider == "local":
         return True
@@ -73,6 +86,7 @@ def supports_logprobs(model: str) -> bool:
     scripted log-probabilities reports each token as certain); for a hosted model, whether litellm lists
     `logprobs` among the OpenAI parameters it supports for it (False when litellm does not know the model).
     """
+    model = target_of(model)
     if is_own(model):
         return True
     try:
@@ -118,26 +132,19 @@ def endpoint(model: str, response: Any = None, api_base: str | None = None) -> s
         except Exception:
             guessed, default_base = None, None
         served_by, base = served_by or guessed or "unknown", base or default_base
-    host = _host(base) if isinstance(base, str) else None
+    host = base_host(base) if isinstance(base, str) else None
     return f"litellm:{served_by}@{host}" if host else f"litellm:{served_by}"
 
 
-def _host(url: str) -> str | None:
-    """The host (and explicit port) of a URL, without credentials, path or query."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url if "//" in url else f"//{url}")
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not host:
-        return None
-    return f"{host}:{port}" if port else host
-
-
 def key_env_vars(model: str) -> list[str]:
-    """The environment variables a hosted model still needs (empty when its keys are set)."""
+    """The environment variables a hosted model still needs (empty when its keys are set); for an alias, its
+    `api_key_env` when unset (nothing for an api_base without one), else its target's."""
+    alias = get_alias(model)
+    if alias is not None:
+        missing = missing_key_vars(alias)
+        if missing is not None or is_own(alias.model):
+            return missing or []
+        model = alias.model
     try:
         env = litellm().validate_environment(model=model)
     except Exception:
@@ -148,10 +155,18 @@ def key_env_vars(model: str) -> list[str]:
 def validate_model_name(model: str) -> None:
     """Raise UnknownModelError unless `model` names a model promptlab or litellm can serve.
 
-    Hosted names are checked by litellm's provider routing (it imports litellm); keys are not checked.
+    Hosted names are checked by litellm's provider routing (it imports litellm); keys are not checked. A
+    registered alias (`promptlab.models`) is checked by its target model.
     """
     if not isinstance(model, str) or not model.strip():
         raise UnknownModelError(str(model), "a model name must be a non-empty string")
+    alias = get_alias(model)
+    if alias is not None:
+        try:
+            validate_model_name(alias.model)
+        except UnknownModelError as e:
+            raise UnknownModelError(model, f"alias of {alias.model!r}: {e.reason or 'unknown model'}") from e
+        return
     provider, _, name = model.partition("/")
     if provider == "fake":
         from .fake import get_scripted
@@ -167,19 +182,27 @@ def validate_model_name(model: str) -> None:
         try:
             lm.get_llm_provider(model=model)
         except Exception as e:
-            raise UnknownModelError(model, "litellm cannot tell which provider serves it") from e
+            aliases = sorted(registered_models())
+            reason = "litellm cannot tell which provider serves it"
+            if aliases and "/" not in model:
+                reason = f"not a registered model alias ({', '.join(aliases)}) and {reason}"
+            raise UnknownModelError(model, reason) from e
 
 
 def check_model(model: str, params: dict[str, Any]) -> None:
     """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
-    if model in _checked:
+    alias = get_alias(model)
+    if model in _checked or (alias is not None and _checked_aliases.get(model) is alias):
         return
     validate_model_name(model)
     if not is_own(model) and "api_key" not in params and "mock_response" not in params:
         missing = key_env_vars(model)
         if missing:
             raise MissingKeyError(model, missing)
-    _checked.add(model)
+    if alias is None:
+        _checked.add(model)
+    else:  # checked while this very alias is registered (its key is read again at each call)
+        _checked_aliases[model] = alias
 
 
 def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None) -> None:

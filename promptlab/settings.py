@@ -31,9 +31,9 @@ class Settings:
     deadline_s: float | None = 300.0
     """Overall limit on one call: every request, retry and backoff together; None for no limit."""
     max_concurrency: int = 4
-    """Async calls in flight at once per model."""
+    """Async calls in flight at once per model (per endpoint for a call with an api_base)."""
     per_model_concurrency: dict[str, int] = field(default_factory=dict)
-    """Overrides of max_concurrency by model name."""
+    """Overrides of max_concurrency by model name or alias name (over an alias's own max_concurrency)."""
     transport: str = "auto"
     """How requests reach the provider: 'auto' posts plain chat requests to an OpenAI-compatible endpoint
     (an `openai/<name>` model with an api_base) directly over HTTP and sends everything else through

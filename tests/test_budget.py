@@ -164,3 +164,28 @@ def test_max_cost_in_the_experiment_file(tmp_path: Path) -> None:
     for bad in (0, -1, "lots"):
         with pytest.raises(ConfigError, match="max_cost"):
             Experiment.from_dict({**base, "max_cost": bad}, tmp_path)
+
+
+def test_a_model_alias_price_is_what_the_cap_counts(server: FaultServer, tmp_path: Path) -> None:
+    """A served model litellm does not price can be capped through its alias's price; the ledger charges that
+    price (10,000 x 150 + 1,000 x 600 USD per million tokens = 2.1 USD a reply)."""
+    from promptlab.models import register_model, unregister_model
+
+    register_model("budget-served", model="openai/served-model", api_base=server.url,
+                   price={"input_per_million": 150.0, "output_per_million": 600.0})
+    register_model("budget-unpriced", model="openai/served-model", api_base=server.url)
+    try:
+        check_prices(["budget-served"])
+        with pytest.raises(ConfigError, match="'budget-unpriced'.*register_model"):
+            check_prices(["budget-served", "budget-unpriced"])
+        budget = Budget(tmp_path / "budget.json", cap=5.0)
+        with budget.scope():
+            first = pl.complete("budget-served", "one", max_tokens=2000, settings=FAST)
+            pl.complete("budget-served", "two", max_tokens=2000, settings=FAST)
+            with pytest.raises(BudgetExceeded, match="budget-served"):  # 4.2 spent + 2000 x 600 / 1e6 > 5
+                pl.complete("budget-served", "three", max_tokens=2000, settings=FAST)
+    finally:
+        unregister_model("budget-served")
+        unregister_model("budget-unpriced")
+    assert first.cost_usd == pytest.approx(2.1) and server.requests == 2
+    assert budget.ledger().by_model == {"budget-served": pytest.approx(4.2)}

@@ -101,3 +101,8 @@ def test_cache_stats_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "cleared 2 entries" in capsys.readouterr().out
     assert main(["cache", "stats", "--dir", str(cache)]) == 0
     assert "0 entries" in capsys.readouterr().out
+
+
+def test_sweep_with_an_unknown_executor_names_the_known_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", str(tiny_experiment(tmp_path)), "--executor", "ray", "--no-progress"]) == 2
+    assert "executor: 'ray' is not a known executor; known: dask, inline, papermill" in capsys.readouterr().err

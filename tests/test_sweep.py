@@ -71,6 +71,28 @@ def test_inline_sweep_writes_cells_that_load(toy_dir: Path, tmp_path: Path) -> N
     assert all(cell_status(out, c.cell_id)["status"] == "ok" for c in result.cells)  # type: ignore[index]
 
 
+def test_the_progress_bar_shows_the_runs_totals(toy_dir: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    result = sweep(experiment(tmp_path, config={"model": "fake/auto", "style": "progress"}), out, workers=2,
+                   cache=tmp_path / "cache")
+    runs = load(out).runs
+    spend = result.spend
+    assert spend.calls == int(runs["calls"].sum()) > spend.cache_hits > 0  # cells of one loop share first calls
+    assert spend.cache_hits == int(runs["cache_hits"].sum())
+    assert spend.tokens == int(runs["spent_tokens"].sum()) > 0
+    assert spend.cost_usd == pytest.approx(float(runs["spent_cost_usd"].sum()))
+    # the bar's last postfix (tqdm writes to stderr) shows the same figures
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert f"calls={spend.calls}," in last and f"tokens={spend.tokens}," in last
+    assert f"hits={spend.cache_hits}" in last and "done=4" in last
+    # a replay into another results dir: every call a hit, nothing spent
+    again = sweep(experiment(tmp_path, config={"model": "fake/auto", "style": "progress"}), tmp_path / "out2",
+                  cache=tmp_path / "cache", progress=False)
+    assert (again.spend.calls, again.spend.cache_hits, again.spend.tokens) == (spend.calls, spend.calls, 0)
+    assert again.spend.cost_usd == 0 and f"{spend.calls} calls ({spend.calls} cached)" in str(again)
+
+
 def test_second_sweep_skips_finished_cells(toy_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     sweep(experiment(tmp_path), out, progress=False)
@@ -148,6 +170,9 @@ def test_papermill_executor_runs_cells_and_a_cached_cell_skips_litellm(tmp_path:
         assert printed["status"] == "ok" and printed["litellm_imported"] is False
     runs = load(tmp_path / "out2").runs
     assert (runs["cache_hits"] == runs["calls"]).all()
+    # what each cell spent, read back from its runs: the first sweep paid, the second replayed
+    assert first.spend.calls == second.spend.calls == second.spend.cache_hits == int(runs["calls"].sum())
+    assert first.spend.tokens == int(load(tmp_path / "out1").runs["spent_tokens"].sum()) > 0 == second.spend.tokens
 
 
 def template(tmp_path: Path, code: str) -> Path:
@@ -165,9 +190,13 @@ def test_papermill_failures_are_recorded_with_ename_and_evalue(toy_dir: Path, tm
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(toy_dir))
     # the loop raises inside the notebook: the notebook records the cell itself, then fails
-    path = experiment(tmp_path, grid={"fail_on": [None, "t1"]}, replicates=1)
+    monkeypatch.delenv("PROMPTLAB_LIMIT_SHARE", raising=False)
+    path = experiment(tmp_path, grid={"fail_on": [None, "t1"]}, replicates=1,
+                      config={"model": "fake/auto", "env_log": str(tmp_path / "env.txt")})
     result = sweep(path, tmp_path / "out", executor="papermill", workers=2, progress=False,
                    template=template(tmp_path, "import toyloop"))
+    # each of the 2 kernels at once takes half of each model's limits
+    assert {line.split()[1] for line in (tmp_path / "env.txt").read_text().splitlines()} == {"2"}
     assert (result.done, result.failed) == (1, 1), str(result)
     bad = next(c for c in result.cells if c.status == "failed")
     err = cell_status(tmp_path / "out", bad.cell_id)["error"]  # type: ignore[index]

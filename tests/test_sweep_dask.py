@@ -110,7 +110,8 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path:
         encoding="utf-8")
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({"name": "kill", "loops": ["toy"], "tasks": "tasks.jsonl",
-                                    "config": {"model": "openai/test-model", "max_iterations": 2},
+                                    "config": {"model": "openai/test-model", "max_iterations": 2,
+                                               "env_log": str(tmp_path / "env.txt")},
                                     "grid": {"style": ["plain", "terse", "lush", "dry"]}}), encoding="utf-8")
     killed: list[int] = []
     lock = threading.Lock()
@@ -143,9 +144,44 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path:
     runs = load(tmp_path / "out").runs
     assert len(runs) == 8 and (runs["n_errors"] == 0).all()
     assert not server.delivered[5]  # the killed worker's request
+    # each of the LocalCluster's 2 worker processes (and the restarted one) took half of each model's limits
+    lines = (tmp_path / "env.txt").read_text().split("\n")[:-1]
+    assert len({line.split()[0] for line in lines}) >= 2 and {line.split()[1] for line in lines} == {"2"}
     twice = {b: n for b, n in Counter(delivered).items() if n > 1}
     assert not twice, f"{len(twice)} paid request(s) answered more than once"
     # the retried cell replayed the calls its killed attempt had paid for from the shared cache: every call of
     # the final runs was paid exactly once
     assert result.spend.cache_hits >= 1
     assert int(runs["calls"].sum()) == len(delivered)
+
+
+def test_failures_are_recorded_on_a_scheduler_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dask
+    from distributed import LocalCluster
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    import toyloop  # noqa: F401
+
+    (tmp_path / "tasks.jsonl").write_text("".join(
+        json.dumps({"id": f"t{i}", "prompt": f"Describe place {i}.", "goal": "Vivid."}) + "\n" for i in range(2)),
+        encoding="utf-8")
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"name": "fails", "loops": ["toy"], "tasks": "tasks.jsonl",
+                                    "config": {"model": "fake/auto", "max_iterations": 1},
+                                    "grid": {"fail_on": [None, "t0"], "exit_on": [None, "t1"]}}), encoding="utf-8")
+    # a worker that dies fails its task at once (no retry on another worker); one task per worker at a time, so
+    # no other cell is assigned to a worker that dies
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.preload": ["toyloop"],
+                          "distributed.scheduler.worker-saturation": 1.0}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        result = sweep(path, tmp_path / "out", executor="dask", scheduler=cluster.scheduler_address,
+                       cell_concurrency=1, progress=False)
+    assert (result.done, result.failed) == (1, 3), str(result)
+    errors = {json.dumps(c.params, sort_keys=True): cell_status(tmp_path / "out", c.cell_id)["error"]  # type: ignore[index]
+              for c in result.cells if c.status == "failed"}
+    raised = errors.pop(json.dumps({"loop": "toy", "fail_on": "t0", "exit_on": None}, sort_keys=True))
+    assert (raised["kind"], raised["ename"]) == ("SweepCellError", "RuntimeError")
+    assert "fails on task t0" in raised["evalue"]
+    for err in errors.values():  # the two cells whose worker died: an outage, never ok
+        assert (err["kind"], err["ename"]) == ("infrastructure", "KilledWorker"), err
+    assert len(load(tmp_path / "out").runs) == 2  # the ok cell's

@@ -1,13 +1,15 @@
 """A loop small enough to read, for sweep tests: importable by a subprocess or a kernel (PYTHONPATH=tests).
 
 A writer rewrites the prompt, a judge grades it 1-10 (structured); `counter` appends a line per run,
-`marks` a line per iteration once its calls are done, `fail_on` makes the loop raise on that task,
+`marks` a line per iteration once its calls are done, `fail_on` makes the loop raise on that task, `exit_on`
+ends the whole process there (a dying worker), `env_log` appends the process's PROMPTLAB_LIMIT_SHARE per run,
 `delay_s` slows each iteration and `style` changes the writer's prompt (new calls per value).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +23,8 @@ class ToyConfig(LoopConfig):
     finish_threshold: float | None = Field(None, ge=1, le=10)
     delay_s: float = Field(0.0, ge=0)
     fail_on: str | None = None
+    exit_on: str | None = None
+    env_log: str | None = None
     counter: str | None = None
     marks: str | None = None
     style: str = "plain"
@@ -36,6 +40,11 @@ async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, se
     if config.counter:
         with open(config.counter, "a") as f:
             f.write(f"{task.id} {sample} {config.max_iterations}\n")
+    if config.env_log:
+        with open(config.env_log, "a") as f:
+            f.write(f"{os.getpid()} {os.environ.get('PROMPTLAB_LIMIT_SHARE')}\n")
+    if config.exit_on == task.id:
+        os._exit(3)
     if config.fail_on == task.id:
         raise RuntimeError(f"toy loop fails on task {task.id}")
     text = task.prompt

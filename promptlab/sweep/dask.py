@@ -16,8 +16,8 @@ So the results dir must be one path that every worker, and this process, reach u
 
 Failures: a cell whose code raises is recorded by its task (kind SweepCellError) and the task returns. A task
 that raises (the results dir unreachable from a worker, a missing key on one machine) is retried `RETRIES`
-times; a task whose worker dies is rescheduled by the scheduler (its allowed-failures, `ALLOWED_FAILURES` on
-a LocalCluster). Re-running a cell is safe: its earlier calls replay from the shared cache (no paid call is
+times; a task whose worker dies is rescheduled by the scheduler, up to its `distributed.scheduler.allowed-failures`
+(dask's config, default 3) times. Re-running a cell is safe: its earlier calls replay from the shared cache (no paid call is
 made twice) and its files are replaced atomically. A cell whose task still fails is recorded as failed with
 kind "infrastructure", never ok, so the next sweep runs it again.
 """
@@ -39,8 +39,6 @@ from .plan import CellOutcome, SweepPlan, cell_process_env
 
 RETRIES = 2
 """Retries of a task that raised (not of a cell that failed: that is recorded and the task returns)."""
-ALLOWED_FAILURES = 3
-"""Worker deaths a task survives on a LocalCluster (distributed.scheduler.allowed-failures)."""
 CACHE_URL_ENV, CACHE_DIR_ENV = "PROMPTLAB_CACHE", "PROMPTLAB_CACHE_DIR"
 
 
@@ -59,15 +57,17 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
     for cell in pending:  # a failed earlier attempt; ok cells never get here
         (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
     cluster: Any = None
-    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
-        if plan.scheduler:
-            client = Client(plan.scheduler, timeout="30s")
-        else:
-            n = min(plan.workers, len(pending))
-            process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+    if plan.scheduler:
+        client = Client(plan.scheduler, timeout="30s")
+    else:
+        n = min(plan.workers, len(pending))
+        process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
+        # one cell at a time per worker: a cell queued behind a running one gains nothing, and a worker that
+        # dies would take it down too (every task assigned to a lost worker counts one failure)
+        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    silence_logs=logging.ERROR, env=process_env)
-            client = Client(cluster)
+        client = Client(cluster)
     futures: dict[Any, Cell] = {}
     try:
         started = time.perf_counter()
