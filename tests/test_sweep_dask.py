@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fault_server import FaultServer, Reply
+from fault_server import FaultServer, Reply, free_port
 
 from promptlab.errors import ConfigError
 from promptlab.experiments import Experiment
@@ -53,6 +53,12 @@ def test_an_unknown_executor_lists_the_known_ones(tmp_path: Path) -> None:
         sweep(grid_experiment(tmp_path), tmp_path / "out", executor="ray", progress=False)
     with pytest.raises(ConfigError, match="scheduler: only the dask executor"):
         sweep(grid_experiment(tmp_path), tmp_path / "out", scheduler="tcp://127.0.0.1:1", progress=False)
+    import dask
+
+    with pytest.raises(ConfigError, match="scheduler: cannot reach the Dask scheduler at 'tcp://127.0.0.1:"), \
+            dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        sweep(grid_experiment(tmp_path), tmp_path / "out", executor="dask", progress=False,
+              scheduler=f"tcp://127.0.0.1:{free_port()}")
 
 
 def test_a_local_cluster_gives_the_inline_results(tmp_path: Path) -> None:

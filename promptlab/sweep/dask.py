@@ -29,6 +29,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,10 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
     cluster: Any = None
     if plan.scheduler:
-        client = Client(plan.scheduler, timeout="30s")
+        try:
+            client = Client(plan.scheduler)  # waits distributed.comm.timeouts.connect (dask config, 30 s)
+        except (OSError, ValueError) as e:  # refused, timed out, a malformed address
+            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {e}") from e
     else:
         n = min(plan.workers, len(pending))
         process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
@@ -69,11 +73,12 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
                                    silence_logs=logging.ERROR, env=process_env)
         client = Client(cluster)
     futures: dict[Any, Cell] = {}
+    sweep_id = uuid.uuid4().hex[:8]  # two sweeps of one experiment on one scheduler must not share task keys
     try:
         started = time.perf_counter()
         for cell in pending:
             future = client.submit(run_cell_task, str(plan.out), cell.cell_id, json.dumps(cell.params),
-                                   plan.cache_dir, plan.cell_concurrency, env, key=f"promptlab-cell-{cell.cell_id}",
+                                   plan.cache_dir, plan.cell_concurrency, env, key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
                                    pure=False, retries=RETRIES, max_cost=plan.budget.cap if plan.budget else None)
             futures[future] = cell
         for future in as_completed(futures):
