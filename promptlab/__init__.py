@@ -11,10 +11,12 @@ import os as _os
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from .cache import Cache, cache_key, open_cache  # noqa: E402
+from .cache_backend import CacheBackend  # noqa: E402
 from .call import Settings, acomplete, complete  # noqa: E402
 from .completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
 from .errors import (  # noqa: E402
     BudgetExceeded,
+    CacheUnavailableError,
     ConfigError,
     MissingDependencyError,
     MissingKeyError,
@@ -51,6 +53,7 @@ _LAZY = {
     "calibration": "promptlab.analysis", "counterfactual_stopping": "promptlab.analysis",
     "compare": "promptlab.analysis", "delta_table": "promptlab.analysis",
     "Budget": "promptlab.budget",
+    "RedisCache": "promptlab.cache_redis",
     "register_model": "promptlab.models", "unregister_model": "promptlab.models",
     "registered_models": "promptlab.models", "ModelAlias": "promptlab.models",
 }
@@ -67,7 +70,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [*_LAZY,
-    "Cache", "cache_key", "open_cache", "Settings", "complete", "acomplete", "Completion", "Usage",
+    "Cache", "CacheBackend", "CacheUnavailableError", "cache_key", "open_cache", "Settings", "complete", "acomplete", "Completion", "Usage",
     "BudgetExceeded", "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
     "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog", "ScriptedModel", "ScriptedReply",
     "scripted", "TokenLogprob", "TopLogprob",

@@ -1,4 +1,6 @@
-"""The on-disk call cache (diskcache): canonical keys, JSON values written once, corruption healed."""
+"""The call cache: canonical keys, `open_cache` (a directory or a URL, by the backends' registry), and the
+on-disk backend (diskcache): JSON values written once, corruption healed. `promptlab.cache_redis` is the
+Redis backend (redis://host:port/db), for sweeps on many machines."""
 
 from __future__ import annotations
 
@@ -10,13 +12,22 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from .cache_backend import (
+    CACHE_URL_ENV,
+    CacheBackend,
+    VerifyReport,
+    encode_record,
+    opener_for,
+    record_problem,
+    register_backend,
+)
 from .completion import Completion
+from .errors import ConfigError
 
 log = logging.getLogger("promptlab.cache")
 M = TypeVar("M", bound=BaseModel)
@@ -39,24 +50,6 @@ def cache_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class Corrupt(Exception):
-    """The cache database itself is unreadable (not one entry: the file)."""
-
-
-@dataclass
-class VerifyReport:
-    """What `Cache.verify` found."""
-
-    entries: int = 0
-    """Entries checked."""
-    ok: int = 0
-    """Entries that read back as a valid record."""
-    problems: dict[str, str] = field(default_factory=dict)
-    """Key -> what is wrong with that entry (removed when `fix=True`)."""
-    database: str = "ok"
-    """SQLite's integrity check of the database file ('ok' or its first complaint)."""
-
-
 def _is_corruption(e: BaseException) -> bool:
     """SQLite's 'not a database' / 'malformed' errors (a locked database is not corruption)."""
     return isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError) or (
@@ -64,7 +57,7 @@ def _is_corruption(e: BaseException) -> bool:
     )
 
 
-class Cache:
+class Cache(CacheBackend):
     """A completion cache in one directory, safe to share between threads and processes.
 
     Records are written once (`add`): a stored record is never overwritten, so a racing call in another
@@ -75,6 +68,7 @@ class Cache:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.location = str(self.directory)
         self._heal_lock = threading.Lock()
         try:
             self._dc = self._connect()
@@ -149,21 +143,22 @@ class Cache:
     def _read(self, key: str) -> Any:
         return self._guard(lambda dc: dc.get(key, default=None))
 
-    @staticmethod
-    def _dump(record: BaseModel) -> str:
-        data = record.stored() if isinstance(record, Completion) else record.model_dump(mode="json")
-        return json.dumps(data, sort_keys=True)
-
     def set(self, key: str, record: BaseModel) -> None:
         """Store a record, replacing any (errors are never stored). The call path uses `add`."""
-        blob = self._dump(record)
+        blob = encode_record(record)
         self._guard(lambda dc: dc.set(key, blob))
 
     def add(self, key: str, record: BaseModel) -> bool:
         """Store a record unless one is stored already (write-once, atomic across processes); True if
-        this one was stored. The first record of a request is the original call's: it is never replaced."""
-        blob = self._dump(record)
-        return bool(self._guard(lambda dc: dc.add(key, blob)))
+        this one was stored. The first record of a request is the original call's: it is never replaced.
+        A write that fails (a lock held past diskcache's timeout, a full disk) is logged and gives True."""
+        blob = encode_record(record)
+        try:
+            return bool(self._guard(lambda dc: dc.add(key, blob)))
+        except (sqlite3.Error, OSError) as e:  # locked past diskcache's timeout, disk full: keep the paid record
+            log.warning("promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
+                        key[:12], self.directory, e)
+            return True
 
     def discard(self, key: str) -> None:
         """Remove one entry, if it is there."""
@@ -177,7 +172,7 @@ class Cache:
         entries = self._guard(lambda dc: len(dc))
         volume = self._guard(lambda dc: dc.volume())
         aside = sorted(p.name for p in self.directory.glob("cache.db.corrupt-*") if not p.name.endswith(("-wal", "-shm")))
-        return {"directory": str(self.directory), "entries": entries, "bytes": volume, "corrupt_aside": aside}
+        return {"location": self.location, "directory": str(self.directory), "entries": entries, "bytes": volume, "corrupt_aside": aside}
 
     def clear(self) -> int:
         """Remove every entry; returns how many there were."""
@@ -198,14 +193,9 @@ class Cache:
             if raw is None:
                 report.problems[str(key)] = "value file missing"
                 continue
-            try:
-                data = json.loads(raw)
-                if not isinstance(data, dict) or not isinstance(data.get("text"), str):
-                    raise ValueError("not a promptlab record (no 'text')")
-                if "key" in data:  # a Completion (provider replies have no key)
-                    Completion.model_validate(data)
-            except Exception as e:
-                report.problems[str(key)] = f"bad record: {str(e).splitlines()[0][:200]}"
+            problem = record_problem(raw)
+            if problem is not None:
+                report.problems[str(key)] = problem
                 continue
             report.ok += 1
         if fix:
@@ -224,29 +214,88 @@ class Cache:
         self._dc.close()
 
 
-_open: dict[Path, Cache] = {}
+def _open_directory(location: str, origin: str) -> CacheBackend:
+    return Cache(location)
+
+
+def _open_redis(location: str, origin: str) -> CacheBackend:
+    from .cache_redis import RedisCache  # lazy: the redis client loads only for a redis:// cache
+
+    return RedisCache(location, origin=origin)
+
+
+register_backend("file", _open_directory)
+register_backend("redis", _open_redis)
+register_backend("rediss", _open_redis)  # TLS
+register_backend("unix", _open_redis)  # a Redis server's local socket
+
+_open: dict[str, CacheBackend] = {}
 _open_lock = threading.Lock()
-_defaults: dict[tuple[str | None, str], Cache] = {}
-"""The default cache by ($PROMPTLAB_CACHE_DIR, working directory): a call with the default cache resolves
-its directory (a few system calls) once per place, not once per call."""
+_defaults: dict[tuple[str | None, str | None, str], CacheBackend] = {}
+"""The default cache by ($PROMPTLAB_CACHE, $PROMPTLAB_CACHE_DIR, working directory): a call with the default
+cache resolves its location (a few system calls) once per place, not once per call."""
 
 
 def default_cache_dir() -> Path:
     """`$PROMPTLAB_CACHE_DIR` if set, else `.promptlab/cache` under the working directory."""
     env = os.environ.get(CACHE_ENV)
+    if env and "://" in env:
+        raise ConfigError(f"{CACHE_ENV} is a directory, not a URL ({env.split('://')[0]}://...); "
+                          f"put a cache URL in {CACHE_URL_ENV}")
     return Path(env).expanduser() if env else Path.cwd() / DEFAULT_DIR
 
 
-def open_cache(directory: str | os.PathLike[str] | None = None) -> Cache:
-    """The Cache for a directory (default: `default_cache_dir()`), opened once per process."""
-    if directory is None:
-        where = (os.environ.get(CACHE_ENV), os.getcwd())
+_given: dict[tuple[str, str | None], CacheBackend] = {}
+"""The cache by the location a call named (and the working directory, for a relative directory): resolving
+a path costs a system call per component, which a call that names its cache would otherwise pay every time."""
+
+
+def default_cache_location() -> tuple[str, str]:
+    """The default cache's location and what set it: `$PROMPTLAB_CACHE` (a URL or a directory) if set, else
+    `default_cache_dir()`."""
+    url = os.environ.get(CACHE_URL_ENV, "").strip()
+    if url:
+        return url, CACHE_URL_ENV
+    return str(default_cache_dir()), CACHE_ENV if os.environ.get(CACHE_ENV) else "the default cache directory"
+
+
+def cache_location(location: str | os.PathLike[str] | None = None) -> str:
+    """A cache location in a form every process and machine reads alike: a URL as given, a directory as an
+    absolute path (default: `default_cache_location()`)."""
+    text = default_cache_location()[0] if location is None else os.fspath(location)
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    return text if "://" in text else str(Path(text).expanduser().resolve())
+
+
+def open_cache(location: str | os.PathLike[str] | CacheBackend | None = None, *,
+               origin: str | None = None) -> CacheBackend:
+    """The cache at a location, opened once per process: a directory (diskcache), or a URL such as
+    redis://host:6379/0 (default: `$PROMPTLAB_CACHE`, else `default_cache_dir()`).
+
+    Raises:
+        ConfigError: a bad location (unknown scheme, malformed URL); the message says what set it.
+        CacheUnavailableError: the cache's server cannot be reached.
+        MissingDependencyError: a redis:// location without the `redis` package.
+    """
+    if isinstance(location, CacheBackend):
+        return location
+    if location is None:
+        where = (os.environ.get(CACHE_URL_ENV), os.environ.get(CACHE_ENV), os.getcwd())
         known = _defaults.get(where)
         if known is None:
-            known = _defaults[where] = open_cache(default_cache_dir())
+            text, source = default_cache_location()
+            known = _defaults[where] = open_cache(text, origin=source)
         return known
-    path = Path(directory if directory is not None else default_cache_dir()).expanduser().resolve()
+    name = os.fspath(location)
+    given = (name, None if "://" in name or os.path.isabs(name) else os.getcwd())
+    known = _given.get(given)
+    if known is not None:
+        return known
+    ident = cache_location(location)
     with _open_lock:
-        if path not in _open:
-            _open[path] = Cache(path)
-        return _open[path]
+        if ident not in _open:
+            source = origin or "the cache argument"
+            _open[ident] = opener_for(ident, source)(ident, source)
+        _given[given] = _open[ident]
+        return _open[ident]

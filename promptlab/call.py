@@ -33,9 +33,10 @@ from pydantic import BaseModel
 
 from . import structured
 from .budget import gate
-from .cache import SECRET_FIELDS, Cache, cache_key, open_cache
+from .cache import SECRET_FIELDS, cache_key, open_cache
+from .cache_backend import CacheBackend
 from .completion import Completion
-from .errors import BudgetExceeded, ConfigError, ParseError, ProviderError, describe_cause
+from .errors import BudgetExceeded, CacheUnavailableError, ConfigError, ParseError, ProviderError, describe_cause
 from .failures import raise_if_auth, request_host, transient
 from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from .limits import arate_wait, rate_wait, shared_concurrency, slot
@@ -55,8 +56,9 @@ from .transport import TokenHandler, afetch, fetch
 
 Prompt = Union[str, list[dict[str, Any]]]
 """A user prompt as text, or a list of chat messages ({'role': ..., 'content': ...})."""
-CacheArg = Union[Cache, str, Path, bool, None]
-"""None or True: the default cache; False: no cache; a path or a Cache: that one."""
+CacheArg = Union[CacheBackend, str, Path, bool, None]
+"""None or True: the default cache; False: no cache; a directory, a URL (redis://host:port/db) or a cache
+object: that one."""
 
 
 @dataclass
@@ -274,7 +276,7 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
                      output_tokens=spent.output or 0, cost_usd=spent.cost, requests=attempts)
 
 
-def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> Reply | None:
+def _replayed(store: CacheBackend | None, op: _Call, on_token: TokenHandler | None) -> Reply | None:
     if store is None or op.reply_key is None:
         return None
     reply = store.get(op.reply_key, Reply)
@@ -285,23 +287,23 @@ def _replayed(store: Cache | None, op: _Call, on_token: TokenHandler | None) -> 
     return reply
 
 
-def _keep(store: Cache | None, op: _Call, reply: Reply) -> Reply:
+def _keep(store: CacheBackend | None, op: _Call, reply: Reply) -> Reply:
     if store is not None and op.reply_key is not None:
         store.add(op.reply_key, reply)
     return reply
 
 
-def _resolve_cache(cache: CacheArg) -> Cache | None:
+def _resolve_cache(cache: CacheArg) -> CacheBackend | None:
     if cache is False:
         return None
     if cache is None or cache is True:
         return open_cache()
-    if isinstance(cache, Cache):
+    if isinstance(cache, CacheBackend):
         return cache
     return open_cache(cache)
 
 
-def _from_cache(store: Cache | None, req: _Request) -> Completion | None:
+def _from_cache(store: CacheBackend | None, req: _Request) -> Completion | None:
     if store is None:
         return None
     hit = store.get(req.key)
@@ -345,7 +347,8 @@ def complete(
         temperature: sampling temperature.
         max_tokens: a cap on the reply's tokens.
         sample: the draw index; different samples are independent cached draws.
-        cache: None/True for the default cache, False for none, or a directory or Cache.
+        cache: None/True for the default cache ($PROMPTLAB_CACHE, else $PROMPTLAB_CACHE_DIR), False for
+            none, or a directory, a URL (redis://host:port/db) or a cache object.
         settings: retries, re-asks, timeouts, concurrency.
         on_token: called with each piece of text as the model streams it (a cache hit sends the whole
             text once); streaming does not change the cache key.
@@ -373,7 +376,7 @@ def complete(
         return _drive(req, store, on_token)
 
 
-def _drive(req: _Request, store: Cache | None, on_token: TokenHandler | None) -> Completion:
+def _drive(req: _Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
     """Run the protocol with blocking calls and store the Completion (write-once)."""
     gen = _protocol(req)
     value: Any = None
@@ -388,29 +391,33 @@ def _drive(req: _Request, store: Cache | None, on_token: TokenHandler | None) ->
         if isinstance(op, _Sleep):
             time.sleep(op.seconds)
             continue
-        try:
-            replay = _replayed(store, op, on_token)
-            if replay is not None:
-                value = replay
-            else:
+        # the cache is read and written outside the provider's try: a cache outage is never a provider error
+        value = _replayed(store, op, on_token)
+        if value is None:
+            try:
                 rpm, tpm = req.rates()
                 if rpm or tpm:
                     rate_wait(req.endpoint, rpm, tpm, op.kwargs)
                 budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
-                value = _keep(store, op, fetch(op.kwargs, req.settings, on_token))
-                if budget is not None:
-                    budget.charge(req.model, _priced(req, value).cost_usd, value.input_tokens, value.output_tokens)
-        except Exception as e:
-            error = e
+                reply = fetch(op.kwargs, req.settings, on_token)
+            except Exception as e:
+                error = e
+                continue
+            if budget is not None:
+                budget.charge(req.model, _priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens)
+            value = _keep(store, op, reply)
     return _settle(store, req, done)
 
 
-def _settle(store: Cache | None, req: _Request, done: Completion) -> Completion:
+def _settle(store: CacheBackend | None, req: _Request, done: Completion) -> Completion:
     """Store the Completion, write-once. When another process stored this request first, adopt its record
     (every later replay then agrees with this call) and keep what this call spent as its billed figures."""
     if store is None or store.add(req.key, done):
         return done
-    first = _from_cache(store, req)
+    try:
+        first = _from_cache(store, req)
+    except CacheUnavailableError:  # the server went away after refusing our write: keep this call's record
+        return done
     if first is None:
         return done
     return first.model_copy(update={
@@ -452,7 +459,7 @@ async def acomplete(
         return await _adrive(req, store, on_token)
 
 
-async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | None) -> Completion:
+async def _adrive(req: _Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
     """Run the protocol with async calls (within the model's concurrency limit) and store the Completion;
     cache writes run in a worker thread (SQLite's commit off the event loop)."""
     gen = _protocol(req)
@@ -470,21 +477,21 @@ async def _adrive(req: _Request, store: Cache | None, on_token: TokenHandler | N
             if isinstance(op, _Sleep):
                 await asyncio.sleep(op.seconds)
                 continue
-            try:
-                replay = _replayed(store, op, on_token)
-                if replay is not None:
-                    value = replay
-                else:
+            value = _replayed(store, op, on_token)  # outside the try: a cache outage is no provider error
+            if value is None:
+                try:
                     if rpm or tpm:
                         await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
                     budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
                     reply = await afetch(op.kwargs, req.settings, on_token)
-                    if budget is not None:  # a locked file update: off the event loop
-                        await asyncio.to_thread(budget.charge, req.model, _priced(req, reply).cost_usd,
-                                                reply.input_tokens, reply.output_tokens)
-                    value = reply if store is None else await asyncio.to_thread(_keep, store, op, reply)
-            except Exception as e:
-                error = e
+                except Exception as e:
+                    error = e
+                    continue
+                if budget is not None:  # a locked file update: off the event loop
+                    await asyncio.to_thread(budget.charge, req.model, _priced(req, reply).cost_usd,
+                                            reply.input_tokens, reply.output_tokens)
+                keep = store is not None and op.reply_key is not None  # else there is nothing to write
+                value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
     if store is None:
         return done
     return await asyncio.to_thread(_settle, store, req, done)

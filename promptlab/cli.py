@@ -9,6 +9,7 @@
     promptlab report results/demo
     promptlab cache stats
     promptlab cache verify [--fix]
+    promptlab cache stats --dir redis://127.0.0.1:6379/0   # the Redis cache (or set PROMPTLAB_CACHE)
 
 Bad input (an experiment file, a config field, a model name, a missing API key) prints one line to
 stderr and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
@@ -66,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="inline (this process), papermill (a kernel per cell) or dask (tasks on a cluster)")
     s.add_argument("--scheduler", help="dask executor: the scheduler address (default: a LocalCluster of --workers)")
     s.add_argument("--out", help="results dir (default results/<experiment name>)")
-    s.add_argument("--cache", help="call cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    s.add_argument("--cache", help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
+                   "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
     s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -85,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--critic", help="model for the judging roles")
     r.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="a config field (repeatable); values are read as YAML scalars")
-    r.add_argument("--cache", help="call cache dir")
+    r.add_argument("--cache", help="call cache: a dir or redis://host:port/db")
     r.add_argument("--quiet", action="store_true", help="no live event log")
     _concurrency_flag(r)
     r.set_defaults(func=_run)
@@ -97,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cache", help="call cache: stats, clear, or verify every entry")
     c.add_argument("action", choices=["stats", "clear", "verify"])
-    c.add_argument("--dir", help="cache dir (default $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    c.add_argument("--dir", help="cache dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
+                   "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
     return p
@@ -163,6 +166,7 @@ def _print_summary(results_dir: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .cache import open_cache
     from .events import PrintLog
     from .loops import get_loop, run_loop
     from .record import Task
@@ -183,7 +187,8 @@ def _run(args: argparse.Namespace) -> int:
         fields[key.strip()] = _scalar(raw)
     config = spec.config_cls.model_validate(fields)
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
-    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=args.cache,
+    cache = open_cache(args.cache, origin="--cache")  # a bad or unreachable cache fails here, before any call
+    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache,
                    settings=settings)
     print("\n=== final output ===")
     print(run.final_output if run.final_output is not None else "(none)")
@@ -236,17 +241,17 @@ def _report(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     from .cache import open_cache
 
-    cache = open_cache(args.dir)  # a corrupt database is moved aside here, with a warning
+    cache = open_cache(args.dir, origin="--dir")  # a corrupt database is moved aside here, with a warning
     if args.action == "stats":
         stats = cache.stats()
-        print(f"cache {stats['directory']}: {stats['entries']} entries, {stats['bytes']} bytes")
+        print(f"cache {stats['location']}: {stats['entries']} entries, {stats['bytes']} bytes")
         for name in stats["corrupt_aside"]:
             print(f"  corrupt database moved aside: {name}")
     elif args.action == "clear":
-        print(f"cleared {cache.clear()} entries from {cache.directory}")
+        print(f"cleared {cache.clear()} entries from {cache.location}")
     else:
         report = cache.verify(fix=args.fix)
-        print(f"cache {cache.directory}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
+        print(f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
               f"database integrity: {report.database}")
         for key, problem in report.problems.items():
             print(f"  {key[:16]}: {problem}{' (removed)' if args.fix else ''}")

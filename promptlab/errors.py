@@ -191,3 +191,16 @@ class MissingDependencyError(PromptlabError, ImportError):
 
     def __init__(self, module: str, pip_name: str, purpose: str) -> None:
         super().__init__(f"{purpose} needs the '{module}' module: pip install {pip_name}")
+
+
+class CacheUnavailableError(PromptlabError):
+    """The call cache's server could not be reached or answered with an error: an infrastructure failure.
+    A read that fails this way is never taken for a miss (that would pay for the call again)."""
+
+    infrastructure = True
+
+    def __init__(self, location: str, cause: str, *, origin: str = "the cache argument") -> None:
+        self.location = location
+        self.cause = cause
+        self.origin = origin
+        super().__init__(f"call cache {location} (set by {origin}) is unavailable: {cause}")

@@ -12,9 +12,11 @@ import pytest
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh call-cache directory for this test, set as PROMPTLAB_CACHE_DIR so that calls without an
-    explicit `cache=` never share state between tests (request it by name to get the path)."""
+    explicit `cache=` never share state between tests (request it by name to get the path); PROMPTLAB_CACHE
+    (a cache URL) is unset."""
     path = tmp_path / "promptlab-cache"
     monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(path))
+    monkeypatch.delenv("PROMPTLAB_CACHE", raising=False)  # a cache URL in the shell must not reach the tests
     return path
 
 

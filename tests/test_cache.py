@@ -88,3 +88,35 @@ def test_a_lost_value_file_is_logged_as_a_miss(tmp_path: Path, caplog: pytest.Lo
         again = pl.complete(m.name, "big", cache=cache)
     assert not again.cache_hit and len(m.requests) == 2 and again.key == first.key
     assert any("value file" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failed_write_keeps_the_paid_reply_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    store = Cache(tmp_path / "w")
+
+    def locked(*args: object, **kwargs: object) -> bool:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store._dc, "add", locked)
+    m = pl.scripted("write-fails", ["paid reply", "second"])
+    with caplog.at_level(logging.WARNING, logger="promptlab.cache"):
+        c = pl.complete(m.name, "hello", cache=store)
+    assert (c.text, c.cache_hit, len(m.requests)) == ("paid reply", False, 1)  # no retry, no provider error
+    assert any("not cached" in r.getMessage() for r in caplog.records) and c.key not in store
+
+
+def test_a_named_cache_directory_follows_the_working_directory(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptlab.cache import open_cache
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    first = open_cache("calls")
+    assert open_cache("calls") is first and open_cache(str(tmp_path / "a" / "calls")) is first
+    monkeypatch.chdir(tmp_path / "b")
+    second = open_cache("calls")  # the same relative name elsewhere is another cache
+    assert second is not first and second.directory == (tmp_path / "b" / "calls").resolve()
+    assert first.directory == (tmp_path / "a" / "calls").resolve()

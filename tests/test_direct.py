@@ -169,18 +169,24 @@ def test_logprobs_and_structured_replies_match(spy: list[str], tmp_path: Path) -
     assert server.received[0] == server.received[1] and "response_format" in server.received[1]
 
 
+@pytest.mark.parametrize("use_async", [False, True])
 @pytest.mark.parametrize("fault", ["429", "500", "503", "drop"])
-def test_errors_read_the_same(fault_server: FaultServer, spy: list[str], fault: str) -> None:
+def test_errors_read_the_same(fault_server: FaultServer, spy: list[str], fault: str, use_async: bool) -> None:
     texts = []
     for transport in ("litellm", "auto"):
         fault_server.script(fault, fault)
+        settings = Settings(retries=1, backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, transport=transport)
         with pytest.raises(ProviderError) as info:
-            pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
-                        settings=Settings(retries=1, backoff_s=0.001, backoff_max_s=0.002, timeout_s=5,
-                                          transport=transport))
+            if use_async:  # the async direct path posts over aiohttp, litellm's over its own aiohttp transport
+                asyncio.run(pl.acomplete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY,
+                                         cache=False, settings=settings))
+            else:
+                pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
+                            settings=settings)
         texts.append((str(info.value), info.value.retryable, info.value.attempts))
     assert texts[0] == texts[1], texts
-    assert spy == ["post", "post"] and fault_server.requests == 4
+    way = "apost" if use_async else "post"
+    assert spy == [way, way] and fault_server.requests == 4
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])

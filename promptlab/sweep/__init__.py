@@ -112,7 +112,8 @@ def sweep(
         on_event: receives every loop event (inline executor only).
         progress: show a tqdm bar (notebook-aware) of cells done / failed / skipped, calls, tokens, cost and
             cache hits.
-        cache: the call cache directory (default `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
+        cache: the call cache, a directory or a URL such as redis://host:6379/0 (default `$PROMPTLAB_CACHE`,
+            else `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
         cell_concurrency: runs (tasks x replicates) at once inside a cell.
         template: the run_cell notebook for the papermill executor.
         settings: how calls are made (retries, timeouts, deadline); inline executor only.
@@ -132,7 +133,7 @@ def sweep(
     """
     from tqdm.auto import tqdm
 
-    from ..cache import default_cache_dir
+    from ..cache import cache_location, default_cache_location, open_cache
     from ..results import cell_status
 
     spec = get_executor(executor)
@@ -152,6 +153,8 @@ def sweep(
     cap = max_cost if max_cost is not None else exp.max_cost
     budget = Budget(out / LEDGER_NAME, cap) if cap is not None else None
     preflight_cells(cells, tasks, priced=budget is not None)
+    where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
+    open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     prepare_results_dir(out, exp, tasks, cells)
     t0 = time.perf_counter()
     result = SweepResult(exp.name, out, executor, max_cost=cap)
@@ -166,8 +169,7 @@ def sweep(
         else:
             pending.append(cell)
     bar = tqdm(total=len(cells), desc=f"sweep {exp.name}", unit="cell", disable=not progress)
-    cache_dir = str(Path(cache).expanduser().resolve() if cache else default_cache_dir().resolve())
-    plan = SweepPlan(exp, out, tasks, cache_dir, on_event, cell_concurrency, result, bar, workers=workers,
+    plan = SweepPlan(exp, out, tasks, where, on_event, cell_concurrency, result, bar, workers=workers,
                      settings=settings, template=Path(template) if template else None, scheduler=scheduler,
                      budget=budget)
     for outcome in finished:

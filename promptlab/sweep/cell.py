@@ -66,7 +66,7 @@ async def arun_cell(
     return runs, (errors[0] if errors else None)
 
 
-INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError"})
+INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError", "CacheUnavailableError"})
 """Exception names that mean an outage, not a bug (a kernel reports only the name)."""
 
 

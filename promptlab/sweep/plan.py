@@ -157,6 +157,7 @@ class SweepPlan:
     out: Path
     tasks: list[Task]
     cache_dir: str
+    """The call cache every cell uses: an absolute directory or a URL (redis://host:port/db)."""
     on_event: EventHandler | None
     cell_concurrency: int
     result: SweepResult
