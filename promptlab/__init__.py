@@ -15,6 +15,7 @@ from .cache_backend import CacheBackend  # noqa: E402
 from .call import Settings, acomplete, complete  # noqa: E402
 from .completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
 from .errors import (  # noqa: E402
+    BudgetExceeded,
     CacheUnavailableError,
     ConfigError,
     MissingDependencyError,
@@ -51,6 +52,7 @@ _LAZY = {
     "expected_scores": "promptlab.expected", "ExpectedScore": "promptlab.expected",
     "calibration": "promptlab.analysis", "counterfactual_stopping": "promptlab.analysis",
     "compare": "promptlab.analysis", "delta_table": "promptlab.analysis",
+    "Budget": "promptlab.budget",
     "RedisCache": "promptlab.cache_redis",
     "register_model": "promptlab.models", "unregister_model": "promptlab.models",
     "registered_models": "promptlab.models", "ModelAlias": "promptlab.models",
@@ -69,7 +71,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [*_LAZY,
     "Cache", "CacheBackend", "CacheUnavailableError", "cache_key", "open_cache", "Settings", "complete", "acomplete", "Completion", "Usage",
-    "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
+    "BudgetExceeded", "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
     "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog", "ScriptedModel", "ScriptedReply",
     "scripted", "TokenLogprob", "TopLogprob",
     "Iteration", "Run", "Score", "Step", "StepError", "Task", "Totals", "__version__",

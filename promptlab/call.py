@@ -13,6 +13,9 @@ A model alias (`promptlab.models`) is resolved here, before any model call: its 
 extra params and (at call time, from its `api_key_env`) key; its limits (concurrency per endpoint, rpm,
 tpm: `promptlab.limits`), its price and its `native_schema` choice. A call with an api_base adds the
 endpoint identity to its cache key; the Completion's `model` is the name the caller wrote.
+
+Under a spending cap (`promptlab.budget`, e.g. a sweep's `max_cost`) each provider request is checked first
+and refused with BudgetExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from typing import Any, Union
 from pydantic import BaseModel
 
 from . import structured
+from .budget import gate
 from .cache import SECRET_FIELDS, cache_key, open_cache
 from .cache_backend import CacheBackend
 from .completion import Completion
-from .errors import CacheUnavailableError, ParseError, ProviderError, describe_cause
+from .errors import BudgetExceeded, CacheUnavailableError, ConfigError, ParseError, ProviderError, describe_cause
 from .failures import raise_if_auth, request_host, transient
 from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from .limits import arate_wait, rate_wait, shared_concurrency, slot
@@ -213,6 +217,8 @@ def _protocol(req: _Request) -> Generator[_Call | _Sleep, Any, Completion]:
             t0 = time.perf_counter()
             try:
                 reply: Reply = yield _Call({"model": req.target, "messages": messages, **call_kwargs}, reply_key)
+            except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
+                raise
             except Exception as e:
                 latency += time.perf_counter() - t0
                 if mode == "detect" and refuses_schema(e):
@@ -392,10 +398,13 @@ def _drive(req: _Request, store: CacheBackend | None, on_token: TokenHandler | N
                 rpm, tpm = req.rates()
                 if rpm or tpm:
                     rate_wait(req.endpoint, rpm, tpm, op.kwargs)
+                budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
                 reply = fetch(op.kwargs, req.settings, on_token)
             except Exception as e:
                 error = e
                 continue
+            if budget is not None:
+                budget.charge(req.model, _priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens)
             value = _keep(store, op, reply)
     return _settle(store, req, done)
 
@@ -473,10 +482,14 @@ async def _adrive(req: _Request, store: CacheBackend | None, on_token: TokenHand
                 try:
                     if rpm or tpm:
                         await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
+                    budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
                     reply = await afetch(op.kwargs, req.settings, on_token)
                 except Exception as e:
                     error = e
                     continue
+                if budget is not None:  # a locked file update: off the event loop
+                    await asyncio.to_thread(budget.charge, req.model, _priced(req, reply).cost_usd,
+                                            reply.input_tokens, reply.output_tokens)
                 keep = store is not None and op.reply_key is not None  # else there is nothing to write
                 value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
     if store is None:

@@ -5,6 +5,7 @@
     promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
     promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
     promptlab sweep experiments/demo.yaml --max-concurrency judge=32 --max-concurrency fake/auto=8
+    promptlab sweep experiments/demo.yaml --max-cost 5       # no paid call past 5 USD in the results dir
     promptlab report results/demo
     promptlab cache stats
     promptlab cache verify [--fix]
@@ -12,7 +13,8 @@
 
 Bad input (an experiment file, a config field, a model name, a missing API key) prints one line to
 stderr and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
-1 when a cell failed (run it again to retry those cells).
+1 when a cell failed (run it again to retry those cells), and 3 when none failed but the spending cap
+(`--max-cost` or the experiment's `max_cost`) cut some (run again with a higher cap to resume them).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
     s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--max-cost", type=float, metavar="USD",
+                   help="stop new paid model calls once the results dir's spending would pass USD (overrides the "
+                        "experiment's max_cost); the cells cut are resumed by a sweep with a higher cap")
     _concurrency_flag(s)
     s.set_defaults(func=_sweep)
 
@@ -141,10 +146,14 @@ def _sweep(args: argparse.Namespace) -> int:
                              "the experiment's `models:` max_concurrency)")
     result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
                    progress=not args.no_progress, cell_concurrency=args.cell_concurrency, settings=settings,
-                   scheduler=args.scheduler)
+                   scheduler=args.scheduler, max_cost=args.max_cost)
     print(result)
     _print_summary(result.out_dir)
-    return 0 if result.failed == 0 else 1
+    if result.cut:
+        print(f"promptlab: {result.cut} cell(s) cut by max_cost={result.max_cost:g} USD "
+              f"({result.budget_spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
+              "--max-cost to resume them", file=sys.stderr)
+    return 1 if result.failed else 3 if result.cut else 0
 
 
 def _print_summary(results_dir: Any) -> None:

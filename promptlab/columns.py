@@ -105,9 +105,10 @@ RUN_COLUMNS: Columns = {
 
 CELL_COLUMNS: Columns = {
     "cell_id": ("string", "Cell directory name."),
-    "status": ("string", "ok, failed, incomplete (no status.json yet) or corrupt (unreadable files)."),
-    "error_kind": ("string", "Kind of the cell's error (failed or corrupt cells), else <NA>."),
-    "error": ("string", "The cell's error message (failed or corrupt cells), else <NA>."),
+    "status": ("string", "ok, failed, cut (stopped by the sweep's max_cost), incomplete (no status.json yet) "
+                         "or corrupt (unreadable files)."),
+    "error_kind": ("string", "Kind of the cell's error (failed, cut or corrupt cells), else <NA>."),
+    "error": ("string", "The cell's error message (failed, cut or corrupt cells), else <NA>."),
     "n_runs": ("Int64", "Runs the cell recorded (from status.json)."),
     "wall_time_s": ("Float64", "Wall-clock seconds of the cell."),
     "finished_at": ("string", "UTC time status.json was written (ISO 8601)."),

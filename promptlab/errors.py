@@ -67,6 +67,25 @@ class ProviderError(PromptlabError):
         super().__init__(f"{model}{where}: {message} (after {attempts} attempt{'s' if attempts != 1 else ''})")
 
 
+class BudgetExceeded(PromptlabError):
+    """A provider request was not made: what was spent plus its estimated cost would pass the sweep's cap
+    (`max_cost`). Not a model failure and not an outage: the work was cut, and a re-run with a higher cap
+    resumes it (its earlier calls replay from the cache)."""
+
+    infrastructure = True
+
+    def __init__(self, model: str, *, spent: float, cap: float, estimate: float = 0.0) -> None:
+        self.model = model
+        self.spent = spent
+        """USD paid so far (the ledger's total)."""
+        self.cap = cap
+        """The cap in USD."""
+        self.estimate = estimate
+        """The refused request's estimated cost in USD."""
+        super().__init__(f"cut by max_cost={cap:g} USD after spending {spent:.6g} USD: a request to {model} "
+                         f"(about {estimate:.2g} USD) would pass the cap; re-run with a higher max_cost to resume")
+
+
 _CAUSES: tuple[tuple[str, str], ...] = (
     ("connection refused", "connection refused"),
     ("connectionrefused", "connection refused"),

@@ -22,6 +22,8 @@ An experiment is a YAML file (see `experiments/demo.yaml` for a commented exampl
     replicates: 1                 # samples 0..n-1 of every task, run inside each cell
     models:                       # optional model aliases (promptlab.models), usable as model names
       judge: {model: openai/qwen2.5-7b, api_base: "http://localhost:8000/v1", api_key_env: VLLM_KEY}
+    max_cost: 5.0                 # optional: stop new paid model calls once they would pass 5 USD
+                                  # (see promptlab.budget; `promptlab sweep --max-cost` overrides it)
 
 `models:` aliases are registered on load (papermill kernels too) and enter the YAML and its hash (a key
 never does); what they stand for (model, endpoint, params) enters cell ids (docs/servers.md).
@@ -102,6 +104,9 @@ class Experiment(BaseModel):
     """Generator/critic model pairs crossed with the grid (None: the config's models)."""
     replicates: int = Field(1, ge=1)
     """Samples per task and cell (sample indices 0..n-1)."""
+    max_cost: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """A cap in USD on what the sweep's model calls pay in its results dir, over every run and resume (None:
+    no cap); cells cut by it are re-run by a sweep with a higher cap. Not part of the cells' identity."""
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     """Model aliases by name (see `promptlab.models`), registered when the experiment is loaded."""
 
@@ -318,10 +323,11 @@ def cell_models(cell: Cell) -> list[str]:
     return list(dict.fromkeys(models))
 
 
-def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None) -> None:
+def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> None:
     """Check every cell before anything is written or called: every model of every cell
     (`promptlab.providers.preflight`), then, given the tasks, each cell's loop config against every task
-    (`promptlab.cell_checks`) and the models those checks add (target, judge scorer).
+    (`promptlab.cell_checks`) and the models those checks add (target, judge scorer). With `priced` (a
+    spending cap is set), every one of those models must have a known price (`promptlab.budget.check_prices`).
 
     Raises:
         ConfigError: listing every problem at once; a config problem names the cell's params, the task and
@@ -330,9 +336,15 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None) -> None:
     from .cell_checks import check_configs
     from .providers import preflight
 
-    preflight(m for cell in cells for m in cell_models(cell))
+    models = [m for cell in cells for m in cell_models(cell)]
+    preflight(models)
     labelled = [(f"cell {json.dumps(c.params)} ({c.cell_id})", c.loop, c.config) for c in cells]
-    preflight(check_configs(labelled, tasks or []))
+    extra = check_configs(labelled, tasks or [])
+    preflight(extra)
+    if priced:
+        from .budget import check_prices
+
+        check_prices([*models, *extra])
 
 
 def load_experiment(path: str | Path, *, check_models: bool = True) -> Experiment:
@@ -354,7 +366,7 @@ def load_experiment(path: str | Path, *, check_models: bool = True) -> Experimen
         exp = Experiment.from_dict(data, p.resolve().parent, source=str(p))
         if check_models:
             tasks = exp.load_tasks()
-            preflight_cells(exp.cells(tasks), tasks)
+            preflight_cells(exp.cells(tasks), tasks, priced=exp.max_cost is not None)
         return exp
     except ConfigError as e:
         msg = str(e)

@@ -47,6 +47,8 @@ from .record import Run
 if TYPE_CHECKING:
     import pandas as pd
 
+BUDGET_KIND = "budget"
+"""The error kind of a cell cut by the sweep's spending cap (its status is "cut")."""
 
 
 class CellError(BaseModel):
@@ -55,8 +57,9 @@ class CellError(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: str
-    """SweepCellError (the cell's code raised: a bug or a bad config) or "infrastructure" (a provider outage,
-    a missing key, a run left incomplete): either way the cell is re-run by the next sweep."""
+    """SweepCellError (the cell's code raised: a bug or a bad config), "infrastructure" (a provider outage,
+    a missing key, a run left incomplete) or "budget" (the sweep's max_cost cut it: status "cut"): in every
+    case the cell is re-run by the next sweep."""
     message: str
     """What went wrong."""
     notebook: str | None = None
@@ -81,7 +84,8 @@ class CellStatus(BaseModel):
     params: dict[str, str | int | float | bool | None]
     """The cell's parameters (flat JSON scalars; always 'loop')."""
     status: str
-    """'ok' or 'failed' (a cell with an incomplete run is failed, never ok, so a re-run retries it)."""
+    """'ok', 'failed' (a cell with an incomplete run is failed, never ok, so a re-run retries it) or 'cut' (the
+    sweep's max_cost refused a model call of the cell: a re-run with a higher cap resumes it)."""
     error: CellError | None = None
     """Why it failed (None when ok)."""
     n_runs: int
@@ -126,7 +130,7 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
         params: Flat dict of JSON scalars (always "loop"); the names become frame columns.
         runs: The cell's runs (partial runs are fine for a failed cell).
         error: Why the cell failed ({"kind", "message", "notebook", "cell_index", "ename", "evalue"});
-            the status is "failed" when given, else "ok" -- unless a run is incomplete (an infrastructure
+            the status is "failed" when given ("cut" for kind "budget"), else "ok" -- unless a run is incomplete (an infrastructure
             failure touched it): then the cell is failed with kind "infrastructure" (see `incomplete_error`).
         wall_time_s: Wall-clock seconds the cell took.
 
@@ -153,11 +157,17 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
                                  ("runs.parquet", run_rows, RUN_COLUMNS)):
         table = arrow_table(columns, spec, params)
         _atomic_write(cell_dir / name, functools.partial(pq.write_table, table))
-    status = CellStatus(cell_id=cell_id, params=params, status="failed" if cell_error else "ok",
+    status = CellStatus(cell_id=cell_id, params=params, status=_status_of(cell_error),
                         error=cell_error, n_runs=len(runs), wall_time_s=float(wall_time_s),
                         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
     _atomic_write(cell_dir / "status.json", status.model_dump_json(indent=1).encode())
     return cell_dir
+
+
+def _status_of(error: CellError | None) -> str:
+    if error is None:
+        return "ok"
+    return "cut" if error.kind == BUDGET_KIND else "failed"
 
 
 def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
@@ -324,5 +334,5 @@ def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
         return None, f"status.json invalid: {e.error_count()} error(s): {e.errors()[0]['msg']}"
 
 
-__all__ = ["CELL_COLUMNS", "CONFIG_COLUMNS", "RUN_COLUMNS", "TRAJECTORY_COLUMNS", "CellError", "CellStatus", "Columns",
+__all__ = ["BUDGET_KIND", "CELL_COLUMNS", "CONFIG_COLUMNS", "RUN_COLUMNS", "TRAJECTORY_COLUMNS", "CellError", "CellStatus", "Columns",
            "Results", "cell_status", "incomplete_error", "iteration_frame", "load", "read_runs", "run_configs", "tidy", "write_cell"]

@@ -42,7 +42,9 @@ A cell whose code raises is recorded as failed (status.json error: kind SweepCel
 notebook, cell_index, ename, evalue) and the sweep goes on. An infrastructure failure (a provider error
 after retries, a missing key, a run left incomplete by one, `Run.incomplete`, or a lost Dask worker) fails its cell with
 kind "infrastructure", never "ok": the next sweep runs it again, its successful calls replayed from the
-cache. A model failure (an unparseable reply) is research data: its cell is ok. Ctrl-C stops scheduling, lets running
+cache. A model failure (an unparseable reply) is research data: its cell is ok. Under a spending cap
+(`max_cost`, `promptlab.budget`) a cell whose model call the cap refused is "cut" (status.json status "cut",
+error kind "budget"): counted apart (`SweepResult.cut`), re-run by a sweep with a higher cap. Ctrl-C stops scheduling, lets running
 writes finish (every file is written atomically) and re-raises KeyboardInterrupt; run again to resume.
 """
 
@@ -53,6 +55,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..budget import LEDGER_NAME, Budget
 from ..errors import ConfigError
 from ..events import EventHandler
 from ..experiments import Cell, Experiment, load_experiment, preflight_cells
@@ -96,6 +99,7 @@ def sweep(
     template: str | Path | None = None,
     settings: Settings | None = None,
     scheduler: str | None = None,
+    max_cost: float | None = None,
 ) -> SweepResult:
     """Run every unfinished cell of an experiment and write its results.
 
@@ -115,13 +119,16 @@ def sweep(
         settings: how calls are made (retries, timeouts, deadline); inline executor only.
         scheduler: a Dask scheduler address (e.g. tcp://10.0.0.5:8786) for the dask executor; None starts a
             LocalCluster of `workers` processes.
+        max_cost: a cap in USD on what model calls pay in this results dir, over every sweep of it (default:
+            the experiment's `max_cost`; see `promptlab.budget`): a request that would pass it is not made and
+            its cell is "cut"; a sweep with a higher cap resumes the cut cells.
 
     Returns:
         A SweepResult with each cell's outcome and what was spent.
 
     Raises:
-        ConfigError: a bad experiment, an unknown executor, an option the executor does not take, or a results
-            dir holding another experiment's cells.
+        ConfigError: a bad experiment, an unknown executor, an option the executor does not take, a results
+            dir holding another experiment's cells, or a cap with a model whose price is unknown.
         KeyboardInterrupt: on Ctrl-C, after running writes finished (run again to resume).
     """
     from tqdm.auto import tqdm
@@ -143,12 +150,14 @@ def sweep(
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
-    preflight_cells(cells, tasks)
+    cap = max_cost if max_cost is not None else exp.max_cost
+    budget = Budget(out / LEDGER_NAME, cap) if cap is not None else None
+    preflight_cells(cells, tasks, priced=budget is not None)
     where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
     open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     prepare_results_dir(out, exp, tasks, cells)
     t0 = time.perf_counter()
-    result = SweepResult(exp.name, out, executor)
+    result = SweepResult(exp.name, out, executor, max_cost=cap)
     pending: list[Cell] = []
     finished: list[CellOutcome] = []
     for cell in cells:
@@ -161,7 +170,8 @@ def sweep(
             pending.append(cell)
     bar = tqdm(total=len(cells), desc=f"sweep {exp.name}", unit="cell", disable=not progress)
     plan = SweepPlan(exp, out, tasks, where, on_event, cell_concurrency, result, bar, workers=workers,
-                     settings=settings, template=Path(template) if template else None, scheduler=scheduler)
+                     settings=settings, template=Path(template) if template else None, scheduler=scheduler,
+                     budget=budget)
     for outcome in finished:
         plan.record(outcome)
     try:
@@ -175,6 +185,8 @@ def sweep(
         raise
     finally:
         bar.close()
+        if budget is not None:
+            result.budget_spent_usd = budget.spent()
     order = {c.cell_id: i for i, c in enumerate(cells)}
     result.cells.sort(key=lambda c: order[c.cell_id])
     result.wall_time_s = round(time.perf_counter() - t0, 3)

@@ -4,19 +4,22 @@ runs one cell in another process (the papermill notebook, a Dask task).
 
 A cell whose code raises is recorded as failed (kind SweepCellError); an infrastructure failure (a provider
 error after retries, a missing key, a lost worker) fails it with kind "infrastructure", so the next sweep
-runs it again.
+runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.budget`) is "cut"
+(kind "budget"), however its loop handled the refusal: a sweep with a higher cap runs it again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import SweepCellError
+from ..budget import LEDGER_NAME, Budget
+from ..errors import BudgetExceeded, SweepCellError
 from ..events import EventHandler
 from ..experiments import Cell, load_experiment, preflight_cells
 from ..record import Run, Task
@@ -76,23 +79,32 @@ def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | 
     err = SweepCellError(cell.cell_id, cell.params, f"{ename}: {evalue}", notebook=notebook,
                          cell_index=cell_index, ename=ename, evalue=evalue)
     infrastructure = infrastructure or bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
-    return {"kind": "infrastructure" if infrastructure else "SweepCellError", "message": str(err),
-            "notebook": notebook, "cell_index": cell_index, "ename": ename, "evalue": evalue}
+    kind = "budget" if isinstance(exc, BudgetExceeded) or ename == BudgetExceeded.__name__ else \
+        "infrastructure" if infrastructure else "SweepCellError"
+    return {"kind": kind, "message": str(err), "notebook": notebook, "cell_index": cell_index, "ename": ename,
+            "evalue": evalue}
 
 
 async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
                         on_event: EventHandler | None = None, concurrency: int = 4,
-                        notebook: str | None = None,
-                        settings: Settings | None = None) -> tuple[dict[str, Any], BaseException | None]:
-    """Run a cell and write its results (failed, with the error, when a run raised)."""
+                        notebook: str | None = None, settings: Settings | None = None,
+                        budget: Budget | None = None) -> tuple[dict[str, Any], BaseException | None]:
+    """Run a cell and write its results (failed, with the error, when a run raised; cut when `budget`, the
+    sweep's spending cap, refused one of its model calls, even where the loop recorded the refusal and went on)."""
     from ..results import cell_status, write_cell
 
     t0 = time.perf_counter()
-    try:
-        runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event, concurrency=concurrency,
-                                    settings=settings, provenance=experiment_provenance(out))
-    except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
-        runs, exc = [], e
+    scope: contextlib.AbstractContextManager[list[BudgetExceeded]] = \
+        budget.scope() if budget is not None else contextlib.nullcontext([])
+    with scope as refused:
+        try:
+            runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event,
+                                        concurrency=concurrency, settings=settings,
+                                        provenance=experiment_provenance(out))
+        except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
+            runs, exc = [], e
+    if refused and not isinstance(exc, BudgetExceeded):
+        exc = refused[0]
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
     wall = round(time.perf_counter() - t0, 4)
     await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall)
@@ -111,28 +123,43 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
         spend = Spend.of_runs(read_runs(plan.out, cell.cell_id)) if status else Spend()
     except (OSError, ValueError):
         spend = Spend()
-    return CellOutcome(cell.cell_id, cell.params, "ok" if ok else "failed", message,
-                       float(status.get("wall_time_s") or wall), spend)
+    outcome: Literal["ok", "failed", "cut"] = "ok" if ok else "cut" if status.get("status") == "cut" else "failed"
+    return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
+
+
+def cell_budget(results_dir: str | Path, max_cost: float | None = None,
+                default: float | None = None) -> Budget | None:
+    """The spending cap a cell process runs under, on the results dir's ledger: `max_cost` when given (a
+    Dask task gets it as an argument), else the one a sweep handed over in the environment (a papermill
+    kernel: `Budget.from_env`), else `default` (the experiment file's max_cost), else None."""
+    if max_cost is None:
+        handed = Budget.from_env()
+        if handed is not None or default is None:
+            return handed
+        max_cost = default
+    return Budget(Path(results_dir) / LEDGER_NAME, max_cost)
 
 
 def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
-                   cache_dir: str = "", notebook_path: str = "",
-                   concurrency: int = 4) -> tuple[Cell, dict[str, Any], BaseException | None]:
+                   cache_dir: str = "", notebook_path: str = "", concurrency: int = 4,
+                   max_cost: float | None = None) -> tuple[Cell, dict[str, Any], BaseException | None]:
     """Find a cell in the experiment, run it and write its results; returns (cell, status, exception).
 
     The experiment is `experiment_path`, else `<results_dir>/experiment.yaml`; the results dir is prepared
-    (experiment.yaml, tasks.jsonl) if it is not yet."""
+    (experiment.yaml, tasks.jsonl) if it is not yet. The cell runs under a spending cap (`cell_budget`):
+    `max_cost`, else the one the sweep handed over in the environment, else the experiment file's."""
     from ..loops import run_sync
 
     out = Path(results_dir).resolve()
     exp = load_experiment(experiment_path or out / "experiment.yaml")
     tasks = exp.load_tasks()
     cell = exp.find_cell(cell_id, json.loads(params_json) if params_json else None)
-    preflight_cells([cell], tasks)
+    budget = cell_budget(out, max_cost, default=exp.max_cost)
+    preflight_cells([cell], tasks, priced=budget is not None)
     if not (out / "experiment.yaml").is_file():
         prepare_results_dir(out, exp, tasks, exp.cells(tasks))
     status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
-                                         concurrency=concurrency, notebook=notebook_path or None))
+                                         concurrency=concurrency, notebook=notebook_path or None, budget=budget))
     return cell, status, exc
 
 

@@ -79,7 +79,7 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         for cell in pending:
             future = client.submit(run_cell_task, str(plan.out), cell.cell_id, json.dumps(cell.params),
                                    plan.cache_dir, plan.cell_concurrency, env, key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
-                                   pure=False, retries=RETRIES)
+                                   pure=False, retries=RETRIES, max_cost=plan.budget.cap if plan.budget else None)
             futures[future] = cell
         for future in as_completed(futures):
             plan.record(_finished(future, futures[future], plan, time.perf_counter() - started))
@@ -100,8 +100,9 @@ def worker_env(cache: str) -> dict[str, str]:
 
 
 def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, concurrency: int,
-                  env: dict[str, str]) -> dict[str, Any]:
-    """Run one cell on a worker and write its results (the Dask task); returns its status.
+                  env: dict[str, str], max_cost: float | None = None) -> dict[str, Any]:
+    """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
+    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.budget`).
 
     A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a
     deterministic failure). Raises ConfigError when the results dir cannot be reached from this worker."""
@@ -110,7 +111,8 @@ def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, 
         raise ConfigError(f"results dir {results_dir} is not reachable from worker {socket.gethostname()} "
                           f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
                           "path that is the same on every machine")
-    _, status, _ = run_cell_by_id(results_dir, cell_id, params_json, cache_dir=cache, concurrency=concurrency)
+    _, status, _ = run_cell_by_id(results_dir, cell_id, params_json, cache_dir=cache, concurrency=concurrency,
+                                  max_cost=max_cost)
     return status
 
 

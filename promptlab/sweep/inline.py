@@ -28,7 +28,7 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
                 t0 = time.perf_counter()
                 await aexecute_cell(plan.out, cell, plan.tasks, plan.exp.replicates, cache=plan.cache_dir,
                                     on_event=plan.watch(cell.cell_id), concurrency=plan.cell_concurrency,
-                                    settings=plan.settings)
+                                    settings=plan.settings, budget=plan.budget)
                 plan.record(cell_outcome(plan, cell, time.perf_counter() - t0))
 
         await asyncio.gather(*(one(c) for c in pending))

@@ -25,6 +25,7 @@ from ..experiments import Cell, Experiment
 from ..record import Run, Task
 
 if TYPE_CHECKING:
+    from ..budget import Budget
     from ..call import Settings
     from ..results import Results
 
@@ -71,8 +72,9 @@ class CellOutcome:
 
     cell_id: str
     params: dict[str, Any]
-    status: Literal["ok", "failed", "skipped"]
-    """ok: ran and finished; failed: ran and failed; skipped: already finished before."""
+    status: Literal["ok", "failed", "cut", "skipped"]
+    """ok: ran and finished; failed: ran and failed; cut: stopped by the spending cap (max_cost); skipped:
+    already finished before."""
     error: str | None = None
     wall_time_s: float = 0.0
     spend: Spend = field(default_factory=Spend)
@@ -88,6 +90,10 @@ class SweepResult:
     executor: str
     cells: list[CellOutcome] = field(default_factory=list)
     wall_time_s: float = 0.0
+    max_cost: float | None = None
+    """The spending cap in USD (None: none)."""
+    budget_spent_usd: float | None = None
+    """Under a cap: USD paid in the results dir so far, over every sweep (its ledger), when the sweep ended."""
 
     def count(self, status: str) -> int:
         """Cells with this outcome."""
@@ -102,6 +108,11 @@ class SweepResult:
     def failed(self) -> int:
         """Cells that failed in this sweep."""
         return self.count("failed")
+
+    @property
+    def cut(self) -> int:
+        """Cells the spending cap stopped in this sweep (a sweep with a higher cap resumes them)."""
+        return self.count("cut")
 
     @property
     def skipped(self) -> int:
@@ -128,9 +139,13 @@ class SweepResult:
                 f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.1f} s; "
                 f"{s['calls']} calls ({s['hits']} cached), {s['tokens']} tokens, cost {s['cost']}; "
                 f"results in {self.out_dir}")
+        if self.max_cost is not None:
+            text += (f"\n{self.cut} cell(s) cut by max_cost={self.max_cost:g} USD; {self.budget_spent_usd or 0.0:.6g} "
+                     f"USD paid in this results dir so far" + (" (re-run with a higher max_cost to resume them)"
+                                                               if self.cut else ""))
         for c in self.cells:
-            if c.status == "failed":
-                text += f"\n  failed {c.cell_id} {json.dumps(c.params)}: {c.error}"
+            if c.status in ("failed", "cut"):
+                text += f"\n  {c.status} {c.cell_id} {json.dumps(c.params)}: {c.error}"
         return text
 
 
@@ -154,6 +169,8 @@ class SweepPlan:
     """The run_cell notebook (papermill executor only)."""
     scheduler: str | None = None
     """A Dask scheduler address (dask executor only; None: a LocalCluster)."""
+    budget: Budget | None = None
+    """The spending cap every cell runs under (None: none); executors hand it to their cells."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     live: dict[str, Spend] = field(default_factory=dict)
     """Per running cell, the calls seen so far (inline executor); replaced by its runs' totals when it ends."""
@@ -188,7 +205,8 @@ class SweepPlan:
         total = self.result.spend
         for spend in self.live.values():
             total.add_spend(spend)
-        return {"done": str(self.result.done), "failed": str(self.result.failed),
+        cut = {"cut": str(self.result.cut)} if self.budget is not None else {}
+        return {"done": str(self.result.done), "failed": str(self.result.failed), **cut,
                 "skipped": str(self.result.skipped), **total.postfix()}
 
 
@@ -221,7 +239,8 @@ def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: li
             f"(e.g. {stale[0]}); their results would mix with these: choose another out dir or remove it"
         )
     out.mkdir(parents=True, exist_ok=True)
-    snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None})
+    # the cap is how much to spend, not what to run: it stays out (the experiment's hash does not change with it)
+    snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None, "max_cost": None})
     write_text_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
     write_text_atomic(out / "experiment.yaml", f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n"
                                            f"{snapshot.to_yaml()}")
@@ -254,6 +273,22 @@ def cell_process_env(workers: int, at_once: int) -> dict[str, str]:
     of the cores (PROMPTLAB_LOCAL_THREADS) and of each model's limits (PROMPTLAB_LIMIT_SHARE)."""
     return {"PROMPTLAB_LOCAL_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, workers))),
             "PROMPTLAB_LIMIT_SHARE": str(max(1, at_once))}
+
+
+@contextlib.contextmanager
+def env_set(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables (child processes inherit them: a kernel's spending cap), whatever they were;
+    restore after."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
