@@ -33,7 +33,7 @@ Cells start with the loops interleaved (round robin, each loop's cells in expans
 one loop that differ only in a stopping rule make the same first model calls, so run one after the
 other they answer them from the call cache while concurrent workers take other loops.
 
-Every cell is checked first (`promptlab.experiments.preflight_cells`): every model (its name, its API key
+Every cell is checked first (`promptlab.cells.preflight_cells`): every model (its name, its API key
 in the environment, a local file that exists), and each loop's config against every task (e.g. score_source
 'grounded' on a task without examples): a problem raises ConfigError listing them all before anything is
 written or any model is called.
