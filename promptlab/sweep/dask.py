@@ -40,6 +40,9 @@ from .plan import CellOutcome, SweepPlan, cell_process_env
 
 RETRIES = 2
 """Retries of a task that raised (not of a cell that failed: that is recorded and the task returns)."""
+CONNECT_TIMEOUT = "10s"
+"""How long to wait for a scheduler address to answer when dask's config leaves
+distributed.comm.timeouts.connect at its shipped default (30 s): a mistyped address fails in seconds."""
 CACHE_URL_ENV, CACHE_DIR_ENV = "PROMPTLAB_CACHE", "PROMPTLAB_CACHE_DIR"
 
 
@@ -60,9 +63,11 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
     cluster: Any = None
     if plan.scheduler:
         try:
-            client = Client(plan.scheduler)  # waits distributed.comm.timeouts.connect (dask config, 30 s)
+            client = Client(plan.scheduler, timeout=connect_timeout())
         except (OSError, ValueError) as e:  # refused, timed out, a malformed address
-            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {e}") from e
+            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {e} (is `dask "
+                              "scheduler` running there? the dask config distributed.comm.timeouts.connect sets "
+                              "how long to wait)") from e
     else:
         n = min(plan.workers, len(pending))
         process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
@@ -90,6 +95,17 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def connect_timeout() -> str:
+    """The dask config's distributed.comm.timeouts.connect if it was set, else `CONNECT_TIMEOUT`."""
+    import dask
+    import distributed  # noqa: F401 -- registers its config defaults
+
+    key = "distributed.comm.timeouts.connect"
+    value = str(dask.config.get(key))
+    shipped = {str(dask.config.get(key, None, config=d)) for d in dask.config.defaults}
+    return CONNECT_TIMEOUT if value in shipped else value
 
 
 def worker_env(cache: str) -> dict[str, str]:
