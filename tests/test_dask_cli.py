@@ -92,7 +92,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     port = free_port()
     c = Cluster(f"tcp://127.0.0.1:{port}")
     try:
-        c.start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        c.start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+                 "--dashboard-address", "127.0.0.1:0"],  # its HTTP endpoints (health, metrics) on a free port
                 root / "scheduler", machine_env())
         for i in range(2):
             c.start(["worker", c.address, "--nthreads", "1", "--no-dashboard", "--name", f"w{i}",
@@ -248,14 +249,18 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
     assert float(runs["cost_usd"].sum()) > 0
 
 
-def test_an_unreachable_scheduler_fails_fast_naming_the_address(tmp_path: Path) -> None:
+@pytest.mark.parametrize("listener", ["nothing", "http"])
+def test_an_unreachable_scheduler_fails_fast_naming_the_address(tmp_path: Path, listener: str) -> None:
+    """Nothing listening on the port, or a server that is not a scheduler (an HTTP server, as on the
+    dashboard's port): exit 2 in seconds, naming the address; dask's own client waits forever for the latter."""
     path = write_experiment(tmp_path, {"name": "dknone", "loops": ["p3ro"],
                                        "config": {"model": "fake/auto", "max_tokens": 64}})
-    address = f"tcp://127.0.0.1:{free_port()}"
-    started = time.monotonic()
-    proc = run_cli(str(path), "--executor", "dask", "--scheduler", address, "--out", str(tmp_path / "out"),
-                   "--cache", str(tmp_path / "cache"), cwd=tmp_path / "submit", env=machine_env(), timeout=60)
-    took = time.monotonic() - started
+    with FaultServer() as http:
+        address = f"tcp://127.0.0.1:{http.port if listener == 'http' else free_port()}"
+        started = time.monotonic()
+        proc = run_cli(str(path), "--executor", "dask", "--scheduler", address, "--out", str(tmp_path / "out"),
+                       "--cache", str(tmp_path / "cache"), cwd=tmp_path / "submit", env=machine_env(), timeout=60)
+        took = time.monotonic() - started
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert f"cannot reach the Dask scheduler at '{address}'" in proc.stderr, proc.stderr
     assert took < 15, f"took {took:.1f} s"

@@ -62,12 +62,14 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
     cluster: Any = None
     if plan.scheduler:
+        timeout = connect_timeout()
         try:
-            client = Client(plan.scheduler, timeout=connect_timeout())
-        except (OSError, ValueError) as e:  # refused, timed out, a malformed address
-            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {e} (is `dask "
-                              "scheduler` running there? the dask config distributed.comm.timeouts.connect sets "
-                              "how long to wait)") from e
+            check_scheduler(plan.scheduler, timeout)
+            client = Client(plan.scheduler, timeout=timeout)
+        except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
+            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {str(e) or 'no Dask handshake'} "
+                              f"(waited {timeout}; is `dask scheduler` running there, on that port? the dask "
+                              "config distributed.comm.timeouts.connect sets how long to wait)") from e
     else:
         n = min(plan.workers, len(pending))
         process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
@@ -104,8 +106,28 @@ def connect_timeout() -> str:
 
     key = "distributed.comm.timeouts.connect"
     value = str(dask.config.get(key))
-    shipped = {str(dask.config.get(key, None, config=d)) for d in dask.config.defaults}
+    shipped = {str(dask.config.get(key, None, config=dict(d))) for d in dask.config.defaults}
     return CONNECT_TIMEOUT if value in shipped else value
+
+
+def check_scheduler(address: str, timeout: str) -> None:
+    """Open and close one connection to `address`, raising OSError unless a Dask scheduler answers within
+    `timeout`: dask's Client waits forever for the handshake of a server that is not one (the dashboard's
+    port, say). Runs on an event loop of its own, so it works under a running loop (a notebook)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask.utils import parse_timedelta
+    from distributed.comm import connect
+
+    seconds = parse_timedelta(timeout, default="seconds")
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=seconds), seconds)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, handshake()).result()
 
 
 def worker_env(cache: str) -> dict[str, str]:
