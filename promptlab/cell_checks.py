@@ -3,7 +3,7 @@
 A loop refuses some configs only in the light of a task: P³RO and Creator/Critic refuse `score_source:
 grounded` on a task without examples, and `score_mode: expected` with a critic whose model returns no token
 log-probabilities (`promptlab.loops._grounding.check_prompt_loop`). Left to the runs, every cell of a sweep
-would fail on its own; `promptlab.experiments.preflight_cells` runs `check_config` for every cell x task up
+would fail on its own; `promptlab.cells.preflight_cells` runs `check_config` for every cell x task up
 front (`check_configs`) and raises one ConfigError listing every problem, naming the cell's params, the task and the field.
 
 A loop's check is registered by loop name (`register_config_check`); a loop without one has nothing to check

@@ -141,9 +141,6 @@ def _sweep(args: argparse.Namespace) -> int:
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     settings = _settings(args.max_concurrency)
-    if settings is not None and args.executor != "inline":
-        raise PromptlabError("--max-concurrency: only the inline executor takes it (papermill kernels follow "
-                             "the experiment's `models:` max_concurrency)")
     result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
                    progress=not args.no_progress, cell_concurrency=args.cell_concurrency, settings=settings,
                    scheduler=args.scheduler, max_cost=args.max_cost)

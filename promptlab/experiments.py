@@ -32,6 +32,9 @@ Expansion (`Experiment.cells()`): cells = loops x pairings x grid product, in th
 `params` is a flat dict: "loop", then "generator_model"/"critic_model" from the pairing, then the grid
 fields, each value as the validated loop config holds it (so `9` and `9.0` name the same cell).
 
+The cells themselves (`Cell`, `cell_id`, `task_fingerprint`, `cell_models`, `preflight_cells`) live in
+`promptlab.cells` and are re-exported here.
+
 Cell ids are 12 hex digits of sha256 over canonical JSON (sorted keys) of: the params, the loop's base
 config (`config` + `loop_config[loop]`, validated values), a fingerprint of the selected tasks (their
 ids, prompts and goals) and the replicate count. So changing the tasks, the base config or the
@@ -44,15 +47,14 @@ Every error is a `ConfigError` naming the field and the bad value, e.g.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from .cells import Cell, cell_id, cell_models, preflight_cells, task_fingerprint
 from .errors import ConfigError
 from .models import ModelSpec, register_spec
 from .record import Task
@@ -61,7 +63,6 @@ from .tasks import read_tasks
 Scalar = bool | int | float | str | None
 """A grid value: a JSON scalar."""
 RESERVED_PARAMS = frozenset({"loop"})
-ID_LENGTH = 12
 
 
 class Pairing(BaseModel):
@@ -299,54 +300,6 @@ class Experiment(BaseModel):
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One configuration of a sweep: a loop with its config; it runs every task x replicate."""
-
-    cell_id: str
-    loop: str
-    params: dict[str, Any]
-    """Flat JSON scalars: "loop" plus the pairing and grid fields (become result columns)."""
-    config: dict[str, Any]
-    """The loop config fields: base config, per-loop fields, pairing and grid values."""
-
-
-def cell_models(cell: Cell) -> list[str]:
-    """Every model a cell's loop will call: the model of each role, then any other `*_model` field."""
-    from .loops import get_loop
-
-    config = get_loop(cell.loop).config_cls.model_validate(cell.config)
-    roles = config.ROLES or ("generator", "critic")
-    models = [config.model_for(role) for role in roles]
-    models += [v for k, v in config.model_dump().items()
-               if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)]
-    return list(dict.fromkeys(models))
-
-
-def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> None:
-    """Check every cell before anything is written or called: every model of every cell
-    (`promptlab.providers.preflight`), then, given the tasks, each cell's loop config against every task
-    (`promptlab.cell_checks`) and the models those checks add (target, judge scorer). With `priced` (a
-    spending cap is set), every one of those models must have a known price (`promptlab.budget.check_prices`).
-
-    Raises:
-        ConfigError: listing every problem at once; a config problem names the cell's params, the task and
-            the field.
-    """
-    from .cell_checks import check_configs
-    from .providers import preflight
-
-    models = [m for cell in cells for m in cell_models(cell)]
-    preflight(models)
-    labelled = [(f"cell {json.dumps(c.params)} ({c.cell_id})", c.loop, c.config) for c in cells]
-    extra = check_configs(labelled, tasks or [])
-    preflight(extra)
-    if priced:
-        from .budget import check_prices
-
-        check_prices([*models, *extra])
-
-
 def load_experiment(path: str | Path, *, check_models: bool = True) -> Experiment:
     """Read and validate an experiment YAML file (errors name the file and the field).
 
@@ -371,24 +324,6 @@ def load_experiment(path: str | Path, *, check_models: bool = True) -> Experimen
     except ConfigError as e:
         msg = str(e)
         raise ConfigError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
-
-
-def task_fingerprint(tasks: list[Task]) -> str:
-    """sha256 of the tasks' canonical JSON (ids, prompts, goals, and a grounded task's examples, scorer and
-    split), in order."""
-    blob = json.dumps([t.model_dump(mode="json") for t in tasks], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: str, replicates: int,
-            models: dict[str, Any] | None = None) -> str:
-    """A cell's stable id: short sha256 of canonical JSON of params, base config, tasks and replicates (and,
-    when the experiment has model aliases, what they stand for; without aliases the ids are as before)."""
-    data: dict[str, Any] = {"params": params, "config": base_config, "tasks": fingerprint, "replicates": replicates}
-    if models:
-        data["models"] = models
-    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
 def _frame_columns() -> frozenset[str]:

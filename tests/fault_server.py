@@ -15,7 +15,8 @@ Schedule items, taken one per request in order (after the schedule runs out, `de
 A request with `"stream": true` gets its reply as server-sent events (text in two pieces, then the usage).
 `responder(body)` (optional) picks the item of each request once the schedule runs out; `on_request(index,
 client_address)` (optional) is called as each request arrives, before it is answered; `delivered[i]` says
-whether request i's reply reached a client that was still connected (what a provider bills).
+whether request i's reply reached a client that was still connected (what a provider bills). `in_flight` and
+`peak` count the requests being answered at once, by `group(body)` (optional; one group "" without it).
 Only the standard library is used, so a benchmark can import this file without pytest.
 """
 
@@ -65,7 +66,8 @@ class FaultServer:
 
     def __init__(self, schedule: Iterable[Item] = (), *, default: Item = "ok", model: str = "test-model",
                  responder: Callable[[dict[str, Any]], Item] | None = None,
-                 on_request: Callable[[int, tuple[str, int]], None] | None = None) -> None:
+                 on_request: Callable[[int, tuple[str, int]], None] | None = None,
+                 group: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.schedule: list[Item] = list(schedule)
         self.default = default
         self.responder = responder
@@ -84,6 +86,12 @@ class FaultServer:
         """Prompt and completion tokens of every successful reply sent (what a client was billed for)."""
         self.keys: set[str] = set()
         """The bearer tokens (api keys) the requests carried."""
+        self.group = group
+        """Names the group a request's body counts in, for `in_flight` and `peak` (None: one group "")."""
+        self.in_flight: dict[str, int] = {}
+        """Per group: requests received and not yet answered (or dropped)."""
+        self.peak: dict[str, int] = {}
+        """Per group: the most requests in flight at once."""
         self._model = model
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -128,6 +136,18 @@ class FaultServer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _enter(self, body: dict[str, Any]) -> str:
+        """Count a request in flight in its group; returns the group."""
+        name = self.group(body) if self.group is not None else ""
+        with self._lock:
+            self.in_flight[name] = self.in_flight.get(name, 0) + 1
+            self.peak[name] = max(self.peak.get(name, 0), self.in_flight[name])
+        return name
+
+    def _leave(self, name: str) -> None:
+        with self._lock:
+            self.in_flight[name] -= 1
+
     def _next(self, body: dict[str, Any], key: str) -> tuple[int, Item]:
         with self._lock:
             index = self.requests
@@ -162,6 +182,13 @@ class FaultServer:
                 except ValueError:
                     body = {}
                 index, item = server._next(body, self.headers.get("Authorization", "").removeprefix("Bearer "))
+                name = server._enter(body)
+                try:
+                    self._answer(body, index, item)
+                finally:
+                    server._leave(name)
+
+            def _answer(self, body: dict[str, Any], index: int, item: Item) -> None:
                 if server.on_request is not None:
                     server.on_request(index, self.client_address)
                 if item == "hang":

@@ -408,8 +408,6 @@ def test_cli_max_concurrency(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     for bad in ("writer", "writer=0", "=3", "writer=many"):
         assert main(["sweep", str(path), "--max-concurrency", bad, "--no-progress"]) == 2
         assert f"--max-concurrency {bad!r}: expected MODEL=N" in capsys.readouterr().err
-    assert main(["sweep", str(path), "--max-concurrency", "writer=2", "--executor", "papermill"]) == 2
-    assert "only the inline executor" in capsys.readouterr().err
     out = tmp_path / "results"
     assert main(["sweep", str(path), "--out", str(out), "--no-progress", "--max-concurrency", "writer=2",
                  "--max-concurrency", "fake/auto=3"]) == 0

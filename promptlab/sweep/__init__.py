@@ -14,11 +14,11 @@ Executors (`EXECUTORS`, by name; the package's modules: `plan` what executors sh
   tasks x replicates run concurrently too, at most `cell_concurrency`). Works inside a notebook.
 - "papermill": each cell executes the run_cell notebook in its own kernel (`workers` at once); the
   notebook writes the cell's results itself, and the executed notebook is kept as
-  cells/<cell_id>/run_cell.ipynb. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers and
-  PROMPTLAB_LIMIT_SHARE = the number of kernels at once.
+  cells/<cell_id>/run_cell.ipynb. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers,
+  PROMPTLAB_LIMIT_SHARE = the number of kernels at once and, given `settings`, PROMPTLAB_SETTINGS (their JSON).
 - "dask": each cell is a task on a `distributed` cluster (a LocalCluster of `workers` processes, or the
   scheduler at `scheduler`); the task writes the cell's results itself into the results dir, which
-  every worker must reach at the same absolute path (see docs/many-machines.md).
+  every worker must reach at the same absolute path (see docs/many-machines.md); `settings` go with each task.
 
 The progress bar shows cells done / failed / skipped and, for the cells run in this sweep, the calls,
 the tokens and cost spent and the cache hits (also on `SweepResult.spend`).
@@ -33,7 +33,7 @@ Cells start with the loops interleaved (round robin, each loop's cells in expans
 one loop that differ only in a stopping rule make the same first model calls, so run one after the
 other they answer them from the call cache while concurrent workers take other loops.
 
-Every cell is checked first (`promptlab.experiments.preflight_cells`): every model (its name, its API key
+Every cell is checked first (`promptlab.cells.preflight_cells`): every model (its name, its API key
 in the environment, a local file that exists), and each loop's config against every task (e.g. score_source
 'grounded' on a task without examples): a problem raises ConfigError listing them all before anything is
 written or any model is called.
@@ -116,7 +116,9 @@ def sweep(
             else `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
         cell_concurrency: runs (tasks x replicates) at once inside a cell.
         template: the run_cell notebook for the papermill executor.
-        settings: how calls are made (retries, timeouts, deadline); inline executor only.
+        settings: how calls are made (retries, timeouts, deadline, concurrency per model), in every cell: a
+            papermill kernel gets them in PROMPTLAB_SETTINGS, a Dask task as an argument; each process that
+            runs cells takes its share of a concurrency limit (PROMPTLAB_LIMIT_SHARE).
         scheduler: a Dask scheduler address (e.g. tcp://10.0.0.5:8786) for the dask executor; None starts a
             LocalCluster of `workers` processes.
         max_cost: a cap in USD on what model calls pay in this results dir, over every sweep of it (default:

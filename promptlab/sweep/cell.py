@@ -142,14 +142,19 @@ def cell_budget(results_dir: str | Path, max_cost: float | None = None,
 
 def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
                    cache_dir: str = "", notebook_path: str = "", concurrency: int = 4,
-                   max_cost: float | None = None) -> tuple[Cell, dict[str, Any], BaseException | None]:
+                   max_cost: float | None = None,
+                   settings_json: str = "") -> tuple[Cell, dict[str, Any], BaseException | None]:
     """Find a cell in the experiment, run it and write its results; returns (cell, status, exception).
 
     The experiment is `experiment_path`, else `<results_dir>/experiment.yaml`; the results dir is prepared
     (experiment.yaml, tasks.jsonl) if it is not yet. The cell runs under a spending cap (`cell_budget`):
-    `max_cost`, else the one the sweep handed over in the environment, else the experiment file's."""
+    `max_cost`, else the one the sweep handed over in the environment, else the experiment file's. Its calls
+    follow the settings in `settings_json` (a Dask task's argument), else those the sweep handed over in
+    PROMPTLAB_SETTINGS (a papermill kernel), else the defaults; a bad value raises ConfigError naming it."""
     from ..loops import run_sync
+    from ..settings import settings_from_env, settings_from_json
 
+    settings = settings_from_json(settings_json, "settings_json") if settings_json else settings_from_env()
     out = Path(results_dir).resolve()
     exp = load_experiment(experiment_path or out / "experiment.yaml")
     tasks = exp.load_tasks()
@@ -159,7 +164,8 @@ def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", e
     if not (out / "experiment.yaml").is_file():
         prepare_results_dir(out, exp, tasks, exp.cells(tasks))
     status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
-                                         concurrency=concurrency, notebook=notebook_path or None, budget=budget))
+                                         concurrency=concurrency, notebook=notebook_path or None, budget=budget,
+                                         settings=settings))
     return cell, status, exc
 
 

@@ -12,7 +12,10 @@ Each task runs one cell by `run_cell_task`, as the papermill notebook does: it l
 results dir, runs the cell and writes the cell's results itself, every file atomically and status.json last.
 So the results dir must be one path that every worker, and this process, reach under the same absolute path
 (a shared file system), and the call cache must be shared too: the task gets the sweep's cache location
-(a directory all workers reach, or a URL such as redis://host:6379/0) and $PROMPTLAB_CACHE if it is set.
+(a directory all workers reach, or a URL such as redis://host:6379/0) and $PROMPTLAB_CACHE if it is set. The
+sweep's call settings (e.g. `--max-concurrency`) go with each task as JSON, as does its spending cap: a remote
+worker's environment is its own machine's. A LocalCluster's worker divides a concurrency limit by its
+PROMPTLAB_LIMIT_SHARE; a worker of a scheduler address only when its own environment sets one.
 
 Failures: a cell whose code raises is recorded by its task (kind SweepCellError) and the task returns. A task
 that raises (the results dir unreachable from a worker, a missing key on one machine) is retried `RETRIES`
@@ -86,7 +89,8 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         for cell in pending:
             future = client.submit(run_cell_task, str(plan.out), cell.cell_id, json.dumps(cell.params),
                                    plan.cache_dir, plan.cell_concurrency, env, key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
-                                   pure=False, retries=RETRIES, max_cost=plan.budget.cap if plan.budget else None)
+                                   pure=False, retries=RETRIES, max_cost=plan.budget.cap if plan.budget else None,
+                                   settings_json=plan.settings.to_json() if plan.settings is not None else "")
             futures[future] = cell
         for future in as_completed(futures):
             plan.record(_finished(future, futures[future], plan, time.perf_counter() - started))
@@ -138,9 +142,10 @@ def worker_env(cache: str) -> dict[str, str]:
 
 
 def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, concurrency: int,
-                  env: dict[str, str], max_cost: float | None = None) -> dict[str, Any]:
+                  env: dict[str, str], max_cost: float | None = None, settings_json: str = "") -> dict[str, Any]:
     """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
-    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.budget`).
+    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.budget`);
+    `settings_json` the sweep's call settings (`Settings.to_json`; "" for the defaults).
 
     A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a
     deterministic failure). Raises ConfigError when the results dir cannot be reached from this worker."""
@@ -150,7 +155,7 @@ def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, 
                           f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
                           "path that is the same on every machine")
     _, status, _ = run_cell_by_id(results_dir, cell_id, params_json, cache_dir=cache, concurrency=concurrency,
-                                  max_cost=max_cost)
+                                  max_cost=max_cost, settings_json=settings_json)
     return status
 
 

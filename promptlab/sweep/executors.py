@@ -27,7 +27,7 @@ class ExecutorSpec:
     target: str
     """"module:function" of the executor's `Run`, imported when it runs."""
     options: frozenset[str] = frozenset()
-    """The sweep options only this executor takes (settings, template, scheduler)."""
+    """The sweep options this executor takes, of those not every executor does (settings, template, scheduler)."""
     description: str = ""
 
     def load(self) -> Run:
@@ -57,7 +57,8 @@ def get_executor(name: str) -> ExecutorSpec:
 
 register_executor(ExecutorSpec("inline", "promptlab.sweep.inline:run_inline", frozenset({"settings"}),
                                "cells run concurrently in this process (asyncio); works inside a notebook"))
-register_executor(ExecutorSpec("papermill", "promptlab.sweep.papermill:run_papermill", frozenset({"template"}),
+register_executor(ExecutorSpec("papermill", "promptlab.sweep.papermill:run_papermill",
+                               frozenset({"settings", "template"}),
                                "one run_cell notebook kernel per cell, the executed notebook kept"))
-register_executor(ExecutorSpec("dask", "promptlab.sweep.dask:run_dask", frozenset({"scheduler"}),
+register_executor(ExecutorSpec("dask", "promptlab.sweep.dask:run_dask", frozenset({"settings", "scheduler"}),
                                "cells as tasks on a distributed cluster (a LocalCluster or a scheduler address)"))

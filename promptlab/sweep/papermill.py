@@ -4,8 +4,10 @@
 (status.json last) and the executed notebook is kept as cells/<cell_id>/run_cell.ipynb. A notebook that
 raises, or a kernel that dies, is recorded as a failed cell (cell index, ename, evalue) and the sweep
 goes on. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers share the cores, and
-PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. Under a
-spending cap each kernel gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`promptlab.budget`).
+PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. The
+sweep's call settings (e.g. `--max-concurrency`) reach each kernel as JSON in PROMPTLAB_SETTINGS
+(`promptlab.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
+gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`promptlab.budget`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from ..experiments import Cell
 from .cell import cell_error, cell_outcome
 from .notebook import TEMPLATE
-from .plan import CellOutcome, SweepPlan, cell_process_env, env_defaults, env_set
+from .plan import CellOutcome, SweepPlan, cell_process_env, env_defaults, env_set, settings_env
 
 KERNEL_ARGS = ["--log-level=CRITICAL"]
 """Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""
@@ -53,7 +55,8 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
 
     kernels = min(plan.workers, len(pending))
     threads = [threading.Thread(target=worker, name=f"promptlab-cell-{i}", daemon=True) for i in range(kernels)]
-    with env_defaults(cell_process_env(plan.workers, kernels)), env_set(plan.budget.env() if plan.budget else {}):
+    handed = {**(plan.budget.env() if plan.budget else {}), **settings_env(plan.settings)}
+    with env_defaults(cell_process_env(plan.workers, kernels)), env_set(handed):
         for t in threads:
             t.start()
         try:

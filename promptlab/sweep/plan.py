@@ -164,7 +164,7 @@ class SweepPlan:
     bar: Any
     workers: int = 2
     settings: Settings | None = None
-    """Call settings (inline executor only)."""
+    """Call settings of every cell (None: the defaults); executors hand them to their cells' processes."""
     template: Path | None = None
     """The run_cell notebook (papermill executor only)."""
     scheduler: str | None = None
@@ -266,6 +266,13 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def settings_env(settings: Settings | None) -> dict[str, str]:
+    """The environment that hands call settings to a papermill kernel (PROMPTLAB_SETTINGS); {} for None."""
+    from ..settings import SETTINGS_ENV
+
+    return {SETTINGS_ENV: settings.to_json()} if settings is not None else {}
 
 
 def cell_process_env(workers: int, at_once: int) -> dict[str, str]:
