@@ -67,18 +67,18 @@ class Ledger(BaseModel):
 
 
 @dataclass(frozen=True)
-class Price:
+class TokenPrice:
     """A model's price in USD per token."""
 
     input: float
     output: float
 
 
-FREE = Price(0.0, 0.0)
-_prices: dict[tuple[str, int], Price | None] = {}
+FREE = TokenPrice(0.0, 0.0)
+_prices: dict[tuple[str, int], TokenPrice | None] = {}
 
 
-def price_of(model: str) -> Price | None:
+def price_of(model: str) -> TokenPrice | None:
     """The model's price per token: a model alias's own `price` (`promptlab.models`), else litellm's price map
     for the model (or the alias's target); FREE for in-process models; None if unknown.
 
@@ -88,7 +88,7 @@ def price_of(model: str) -> Price | None:
     alias = get_alias(model)
     if alias is not None:
         if alias.price is not None:
-            return Price(alias.price.input_per_million / 1e6, alias.price.output_per_million / 1e6)
+            return TokenPrice(alias.price.input_per_million / 1e6, alias.price.output_per_million / 1e6)
         model = alias.model
     if is_own(model):
         return FREE
@@ -98,7 +98,7 @@ def price_of(model: str) -> Price | None:
         try:
             info = lm.get_model_info(model=model)
             low, high = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-            _prices[seen] = None if low is None and high is None else Price(float(low or 0.0), float(high or 0.0))
+            _prices[seen] = None if low is None and high is None else TokenPrice(float(low or 0.0), float(high or 0.0))
         except Exception:
             _prices[seen] = None
     return _prices[seen]
@@ -292,5 +292,5 @@ def active() -> Budget | None:
     return _ACTIVE.get()
 
 
-__all__ = ["ENV_BUDGET_FILE", "ENV_MAX_COST", "FREE", "LEDGER_NAME", "Budget", "Ledger", "Price", "active",
+__all__ = ["ENV_BUDGET_FILE", "ENV_MAX_COST", "FREE", "LEDGER_NAME", "Budget", "Ledger", "TokenPrice", "active",
            "check_prices", "gate", "price_of"]

@@ -43,6 +43,9 @@ from .plan import CellOutcome, SweepPlan, cell_process_env
 
 RETRIES = 2
 """Retries of a task that raised (not of a cell that failed: that is recorded and the task returns)."""
+CONNECT_TIMEOUT = "10s"
+"""How long to wait for a scheduler address to answer when dask's config leaves
+distributed.comm.timeouts.connect at its shipped default (30 s): a mistyped address fails in seconds."""
 CACHE_URL_ENV, CACHE_DIR_ENV = "PROMPTLAB_CACHE", "PROMPTLAB_CACHE_DIR"
 
 
@@ -62,10 +65,14 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
     cluster: Any = None
     if plan.scheduler:
+        timeout = connect_timeout()
         try:
-            client = Client(plan.scheduler)  # waits distributed.comm.timeouts.connect (dask config, 30 s)
-        except (OSError, ValueError) as e:  # refused, timed out, a malformed address
-            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {e}") from e
+            check_scheduler(plan.scheduler, timeout)
+            client = Client(plan.scheduler, timeout=timeout)
+        except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
+            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {str(e) or 'no Dask handshake'} "
+                              f"(waited {timeout}; is `dask scheduler` running there, on that port? the dask "
+                              "config distributed.comm.timeouts.connect sets how long to wait)") from e
     else:
         n = min(plan.workers, len(pending))
         process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
@@ -94,6 +101,37 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def connect_timeout() -> str:
+    """The dask config's distributed.comm.timeouts.connect if it was set, else `CONNECT_TIMEOUT`."""
+    import dask
+    import distributed  # noqa: F401 -- registers its config defaults
+
+    key = "distributed.comm.timeouts.connect"
+    value = str(dask.config.get(key))
+    shipped = {str(dask.config.get(key, None, config=dict(d))) for d in dask.config.defaults}
+    return CONNECT_TIMEOUT if value in shipped else value
+
+
+def check_scheduler(address: str, timeout: str) -> None:
+    """Open and close one connection to `address`, raising OSError unless a Dask scheduler answers within
+    `timeout`: dask's Client waits forever for the handshake of a server that is not one (the dashboard's
+    port, say). Runs on an event loop of its own, so it works under a running loop (a notebook)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask.utils import parse_timedelta
+    from distributed.comm import connect
+
+    seconds = parse_timedelta(timeout, default="seconds")
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=seconds), seconds)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, handshake()).result()
 
 
 def worker_env(cache: str) -> dict[str, str]:
