@@ -236,31 +236,48 @@ def missing_key_vars(alias: ModelAlias) -> list[str] | None:
     return [] if alias.api_base else None
 
 
-_schema_support: dict[str, bool] = {}
-"""Per endpoint and served model: whether it took a `response_format` json_schema (detected)."""
+SCHEMA_FORMS = ("json_schema", "json_object")
+"""The native `response_format` shapes, tried in this order on a served endpoint: OpenAI's
+`{type: json_schema, json_schema: {name, schema}}`, then `{type: json_object, schema}` (what
+llama-cpp-python's server takes; it refuses the first)."""
+
+_schema_support: dict[str, str | None] = {}
+"""Per endpoint and served model: the native form it took (an entry of SCHEMA_FORMS), or None (refused)."""
 
 
 def schema_support(endpoint: str) -> bool | None:
     """What was learnt about an endpoint's `response_format` support in this process (None: not yet)."""
+    if endpoint not in _schema_support:
+        return None
+    return _schema_support[endpoint] is not None
+
+
+def schema_form(endpoint: str) -> str | None:
+    """The native `response_format` form an endpoint took in this process (None: refused or not yet)."""
     return _schema_support.get(endpoint)
 
 
-def remember_schema_support(endpoint: str, supported: bool) -> None:
-    """Record whether an endpoint took a native `response_format`."""
-    _schema_support[endpoint] = supported
+def remember_schema_support(endpoint: str, supported: bool, form: str = SCHEMA_FORMS[0]) -> None:
+    """Record whether an endpoint took a native `response_format`, and in which form."""
+    if form not in SCHEMA_FORMS:
+        raise ValueError(f"form: {form!r} is not one of {', '.join(SCHEMA_FORMS)}")
+    _schema_support[endpoint] = form if supported else None
 
 
 def refuses_schema(error: BaseException) -> bool:
-    """Whether a provider error is a server refusing `response_format` (an HTTP 400/422 whose message
-    mentions response_format, json_schema or a schema)."""
+    """Whether a provider error is a server refusing `response_format`: an HTTP 400/422 whose message
+    mentions response_format, json_schema or a schema, or an HTTP 500 that reports a validation error on
+    `response_format` (llama-cpp-python's server answers an unknown format type so)."""
     status = getattr(error, "status_code", None)
+    text = str(error).lower()
+    if status == 500:
+        return "response_format" in text and "validation error" in text
     if status not in (400, 422):
         return False
-    text = str(error).lower()
     return any(word in text for word in ("response_format", "json_schema", "response format", "schema"))
 
 
-__all__ = ["NAME_PATTERN", "PLACEHOLDER_KEY", "ModelAlias", "ModelSpec", "Price", "api_key", "base_host",
+__all__ = ["NAME_PATTERN", "PLACEHOLDER_KEY", "SCHEMA_FORMS", "ModelAlias", "ModelSpec", "Price", "api_key", "base_host",
            "endpoint_identity", "get_alias", "missing_key_vars", "refuses_schema", "register_model",
-           "register_spec", "registered_models", "remember_schema_support", "schema_support",
+           "register_spec", "registered_models", "remember_schema_support", "schema_form", "schema_support",
            "unregister_model"]

@@ -4,7 +4,8 @@
 `promptlab.call` drives it twice over: `complete` with blocking requests and `time.sleep`, `acomplete` with
 async requests and `asyncio.sleep`; the driver sends each provider reply back in (or throws the request's
 exception in). So retries with backoff, the deadline, the per-request timeout, the schema (natively, in the
-prompt, or detected: native until the endpoint refuses it), re-asks after an unparseable reply and the
+prompt, or detected: native until the endpoint refuses it; a served endpoint that refuses OpenAI's json_schema
+form is given the json_object form before the prompt), re-asks after an unparseable reply and the
 figures of every reply are written once, here.
 """
 
@@ -21,7 +22,7 @@ from .cache import cache_key
 from .completion import Completion
 from .errors import BudgetExceeded, ConfigError, ParseError, ProviderError, describe_cause
 from .failures import raise_if_auth, request_host, transient
-from .models import api_key, refuses_schema, remember_schema_support, schema_support
+from .models import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_support, schema_form, schema_support
 from .providers import is_own, native_schema
 from .reply import Figures, Reply
 from .request import Request
@@ -44,12 +45,16 @@ class Sleep:
     seconds: float
 
 
+def _served(req: Request) -> bool:
+    """Whether the request goes to an OpenAI-compatible server of an alias (an `openai/` model with an api_base)."""
+    return req.alias is not None and req.target.startswith("openai/") and bool(
+        req.params.get("api_base") or req.params.get("base_url"))
+
+
 def _schema_mode(req: Request) -> str:
     """How the schema goes out: 'native' (response_format), 'prompt', or 'detect' (native, the prompt once
     the endpoint refuses it: an alias without a `native_schema` choice, `openai/` model with an api_base)."""
-    alias = req.alias
-    if alias is not None and alias.native_schema is None and req.target.startswith("openai/") and (
-            req.params.get("api_base") or req.params.get("base_url")):
+    if _served(req) and req.alias is not None and req.alias.native_schema is None:
         learnt = schema_support(req.endpoint)
         return "detect" if learnt is None else ("native" if learnt else "prompt")
     return "native" if native_schema(req.model) else "prompt"
@@ -77,9 +82,11 @@ def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
         if key is not None:
             kwargs["api_key"] = key
     mode = _schema_mode(req) if req.schema is not None else "none"
+    served = _served(req)
+    form = (schema_form(req.endpoint) if served else None) or SCHEMA_FORMS[0]  # the native form sent
     if req.schema is not None:
         if mode != "prompt":
-            kwargs["response_format"] = structured.response_format(req.schema)
+            kwargs["response_format"] = structured.response_format(req.schema, form)
         else:
             messages.append({"role": "user", "content": structured.schema_instruction(req.schema)})
     if own:
@@ -110,9 +117,18 @@ def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
                 raise
             except Exception as e:
                 latency += time.perf_counter() - t0
-                if mode == "detect" and refuses_schema(e):
-                    # the server refused response_format: remember it, put the schema in the prompt instead
+                if mode in ("detect", "native") and served and refuses_schema(e):
                     assert req.schema is not None
+                    if form != SCHEMA_FORMS[-1]:  # the server refused this form: try the next one
+                        form = SCHEMA_FORMS[SCHEMA_FORMS.index(form) + 1]
+                        kwargs["response_format"] = structured.response_format(req.schema, form)
+                        continue
+                    if mode == "native":  # told native: no fallback to the prompt, and no retry
+                        raise ProviderError(req.model, "the server refused the schema in every response_format "
+                                            f"form ({', '.join(SCHEMA_FORMS)}): {describe_cause(e, timeout)}",
+                                            attempts=attempts, retryable=False,
+                                            host=request_host(req.target, req.params)) from e
+                    # the server refused response_format: remember it, put the schema in the prompt instead
                     mode = "prompt"
                     remember_schema_support(req.endpoint, False)
                     kwargs.pop("response_format", None)
@@ -134,9 +150,9 @@ def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
                 continue
             latency += time.perf_counter() - t0
             break
-        if mode == "detect" and not reply.replayed:
+        if mode in ("detect", "native") and served and not reply.replayed:
             mode = "native"
-            remember_schema_support(req.endpoint, True)
+            remember_schema_support(req.endpoint, True, form)
         reply = priced(req, reply)
         original.add(reply)
         if not reply.replayed:  # a replayed reply was paid for when it was first made

@@ -13,8 +13,11 @@ def schema_json(schema: type[BaseModel]) -> dict[str, Any]:
     return schema.model_json_schema()
 
 
-def response_format(schema: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAI-style `response_format` litellm passes on to providers that take a schema."""
+def response_format(schema: type[BaseModel], form: str = "json_schema") -> dict[str, Any]:
+    """The `response_format` that gives a provider the schema: OpenAI's json_schema form (litellm passes it
+    on), or with `form="json_object"` the `{type: json_object, schema}` form of llama-cpp-python's server."""
+    if form == "json_object":
+        return {"type": "json_object", "schema": schema_json(schema)}
     return {"type": "json_schema", "json_schema": {"name": schema.__name__, "schema": schema_json(schema)}}
 
 

@@ -37,8 +37,9 @@ class Server:
     """A loopback /v1/chat/completions that counts calls in flight, and may refuse `response_format`."""
 
     def __init__(self, text: str = "ok", *, delay_s: float = 0.0, refuse_schema: bool = False,
-                 model: str = "served-model") -> None:
+                 model: str = "served-model", takes: tuple[str, ...] = (), refuse_status: int = 400) -> None:
         self.text, self.delay_s, self.refuse_schema, self.model = text, delay_s, refuse_schema, model
+        self.takes, self.refuse_status = takes, refuse_status  # response_format types taken when refusing
         self.bodies: list[dict[str, Any]] = []
         self.keys: list[str] = []
         self.times: list[float] = []
@@ -63,9 +64,13 @@ class Server:
                 try:
                     if server.delay_s:
                         time.sleep(server.delay_s)
-                    if server.refuse_schema and "response_format" in body:
-                        self._send(400, {"error": {"message": "response_format json_schema is not supported",
-                                                   "type": "invalid_request_error", "code": 400}})
+                    kind = (body.get("response_format") or {}).get("type")
+                    if server.refuse_schema and kind is not None and kind not in server.takes:
+                        message = ("response_format json_schema is not supported" if server.refuse_status != 500
+                                   else "1 validation error: {'loc': ('body', 'response_format', 'type'), "
+                                        "'msg': \"Input should be 'text' or 'json_object'\"}")
+                        self._send(server.refuse_status, {"error": {"message": message, "type": "invalid_request_error",
+                                                                    "code": server.refuse_status}})
                         return
                     self._send(200, {
                         "id": "x", "object": "chat.completion", "created": 1, "model": body.get("model"),
@@ -323,18 +328,44 @@ def test_a_refused_schema_falls_back_to_the_prompt_once_per_endpoint(use_async: 
                 return asyncio.run(pl.acomplete("refuses", prompt, schema=Verdict, cache=False))
             return pl.complete("refuses", prompt, schema=Verdict, cache=False)
 
-        first = call("rate one")
-        assert first.parsed == Verdict(score=4) and first.attempts == 2
-        assert "response_format" in server.bodies[0] and "response_format" not in server.bodies[1]
+        first = call("rate one")  # json_schema refused, then json_object refused, then the prompt
+        assert first.parsed == Verdict(score=4) and first.attempts == 3
+        assert [b.get("response_format", {}).get("type") for b in server.bodies] == ["json_schema", "json_object", None]
+        assert models.schema_support(f"openai/served-model@openai@{server.url.split('/')[2]}") is False
         second = call("rate two")  # remembered for this endpoint: straight to the prompt
-        assert second.parsed == Verdict(score=4) and second.attempts == 1 and len(server.bodies) == 3
-        assert "JSON schema" in server.bodies[2]["messages"][-1]["content"]
+        assert second.parsed == Verdict(score=4) and second.attempts == 1 and len(server.bodies) == 4
+        assert "JSON schema" in server.bodies[3]["messages"][-1]["content"]
         pl.register_model("insists", model="openai/served-model", api_base=server.url, native_schema=True)
         with pytest.raises(pl.ProviderError, match="response_format"):  # told native: no fallback
             pl.complete("insists", "rate", schema=Verdict, cache=False)
     finally:
         server.close()
         models.remember_schema_support(f"openai/served-model@openai@{server.url.split('/')[2]}", True)
+
+
+def test_a_server_that_takes_only_json_object_gets_that_form() -> None:
+    """llama-cpp-python's server answers a json_schema response_format with HTTP 500 (a validation error) and
+    takes {type: json_object, schema}: detection finds that form, remembers it, and is never retried as a 5xx."""
+    server = Server('{"score": 6}', refuse_schema=True, takes=("json_object",), refuse_status=500)
+    endpoint = f"openai/served-model@openai@{server.url.split('/')[2]}"
+    try:
+        pl.register_model("llamacpp", model="openai/served-model", api_base=server.url)
+        first = pl.complete("llamacpp", "rate one", schema=Verdict, cache=False)
+        assert first.parsed == Verdict(score=6) and first.attempts == 2
+        assert [b["response_format"]["type"] for b in server.bodies] == ["json_schema", "json_object"]
+        assert server.bodies[1]["response_format"]["schema"] == Verdict.model_json_schema()
+        assert models.schema_support(endpoint) is True and models.schema_form(endpoint) == "json_object"
+        second = pl.complete("llamacpp", "rate two", schema=Verdict, cache=False)  # straight to json_object
+        assert second.attempts == 1 and server.bodies[2]["response_format"]["type"] == "json_object"
+        assert "JSON schema" not in json.dumps(server.bodies[2]["messages"])
+        class Failed(Exception):
+            status_code = 500
+
+        assert not models.refuses_schema(Failed("internal error"))  # a plain 5xx is retried, not a refusal
+        assert not models.refuses_schema(Failed("response_format: model crashed"))
+    finally:
+        server.close()
+        models.remember_schema_support(endpoint, True)
 
 
 # experiment files and the command line -----------------------------------------------------------------
