@@ -4,9 +4,12 @@ reason) when the embedded model's packages are missing."""
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from promptlab import models
 
 
 @pytest.fixture(autouse=True)
@@ -18,6 +21,19 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(path))
     monkeypatch.delenv("PROMPTLAB_CACHE", raising=False)  # a cache URL in the shell must not reach the tests
     return path
+
+
+@pytest.fixture(autouse=True)
+def isolated_aliases() -> Iterator[None]:
+    """Model aliases a test registers (directly, or by loading an experiment file's `models:` section) are
+    removed after it, and aliases it replaced are put back, so no test sees another's aliases."""
+    before = models.registered_models()
+    yield
+    for name, alias in models.registered_models().items():
+        if name not in before:
+            models.unregister_model(name)
+        elif alias is not before[name]:
+            models.register_model(name, **before[name].spec())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -105,14 +105,6 @@ def server() -> Iterator[Server]:
     s.close()
 
 
-@pytest.fixture(autouse=True)
-def _clean_aliases() -> Iterator[None]:
-    before = set(models.registered_models())
-    yield
-    for name in set(models.registered_models()) - before:
-        models.unregister_model(name)
-
-
 # registry ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("name", "message"), [
     ("", "non-empty"), ("openai/qwen", "provider prefix"), ("openai", "provider prefix"),
