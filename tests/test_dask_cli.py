@@ -264,4 +264,4 @@ def test_an_unreachable_scheduler_fails_fast_naming_the_address(tmp_path: Path, 
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert f"cannot reach the Dask scheduler at '{address}'" in proc.stderr, proc.stderr
     assert took < 15, f"took {took:.1f} s"
-    assert not list((tmp_path / "out").glob("cells/*"))
+    assert not (tmp_path / "out").exists()  # checked before the results dir is written

@@ -157,6 +157,7 @@ def sweep(
     preflight_cells(cells, tasks, priced=budget is not None)
     where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
     open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
+    spec.precheck(given)  # e.g. a scheduler that does not answer: before the results dir is written
     prepare_results_dir(out, exp, tasks, cells)
     t0 = time.perf_counter()
     result = SweepResult(exp.name, out, executor, max_cost=cap)

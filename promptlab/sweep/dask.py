@@ -65,14 +65,11 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
     cluster: Any = None
     if plan.scheduler:
-        timeout = connect_timeout()
+        timeout = reach_scheduler(plan.scheduler)
         try:
-            check_scheduler(plan.scheduler, timeout)
             client = Client(plan.scheduler, timeout=timeout)
         except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
-            raise ConfigError(f"scheduler: cannot reach the Dask scheduler at {plan.scheduler!r}: {str(e) or 'no Dask handshake'} "
-                              f"(waited {timeout}; is `dask scheduler` running there, on that port? the dask "
-                              "config distributed.comm.timeouts.connect sets how long to wait)") from e
+            raise unreachable(plan.scheduler, timeout, e) from e
     else:
         n = min(plan.workers, len(pending))
         process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
@@ -101,6 +98,34 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def check_options(scheduler: str | None = None, **_: Any) -> None:
+    """Before a dask sweep writes anything: a scheduler address must answer."""
+    if scheduler:
+        reach_scheduler(scheduler)
+
+
+def reach_scheduler(address: str) -> str:
+    """Check that a Dask scheduler answers at `address` (a ConfigError naming it if not) and return the
+    connect timeout used. The sweep calls it before it writes anything to the results dir."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as e:
+        raise MissingDependencyError("distributed", "'promptlab-loops[dask]'", "the dask executor") from e
+    timeout = connect_timeout()
+    try:
+        check_scheduler(address, timeout)
+    except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
+        raise unreachable(address, timeout, e) from e
+    return timeout
+
+
+def unreachable(address: str, timeout: str, e: BaseException) -> ConfigError:
+    """The error of a scheduler address that does not answer."""
+    return ConfigError(f"scheduler: cannot reach the Dask scheduler at {address!r}: {str(e) or 'no Dask handshake'} "
+                       f"(waited {timeout}; is `dask scheduler` running there, on that port? the dask "
+                       "config distributed.comm.timeouts.connect sets how long to wait)")
 
 
 def connect_timeout() -> str:

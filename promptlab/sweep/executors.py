@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ConfigError
 from ..experiments import Cell
@@ -29,12 +30,21 @@ class ExecutorSpec:
     options: frozenset[str] = frozenset()
     """The sweep options this executor takes, of those not every executor does (settings, template, scheduler)."""
     description: str = ""
+    check: str | None = None
+    """"module:function" called with the sweep's options before anything is written (e.g. that a scheduler
+    answers), or None."""
 
     def load(self) -> Run:
         """The executor's entry point (imports its module)."""
         module, _, name = self.target.partition(":")
         fn: Run = getattr(importlib.import_module(module), name)
         return fn
+
+    def precheck(self, options: dict[str, Any]) -> None:
+        """Run the executor's `check` (if any) on the sweep's options; it raises what is wrong."""
+        if self.check is not None:
+            module, _, name = self.check.partition(":")
+            getattr(importlib.import_module(module), name)(**options)
 
 
 EXECUTORS: dict[str, ExecutorSpec] = {}
@@ -61,4 +71,5 @@ register_executor(ExecutorSpec("papermill", "promptlab.sweep.papermill:run_paper
                                frozenset({"settings", "template"}),
                                "one run_cell notebook kernel per cell, the executed notebook kept"))
 register_executor(ExecutorSpec("dask", "promptlab.sweep.dask:run_dask", frozenset({"settings", "scheduler"}),
-                               "cells as tasks on a distributed cluster (a LocalCluster or a scheduler address)"))
+                               "cells as tasks on a distributed cluster (a LocalCluster or a scheduler address)",
+                               check="promptlab.sweep.dask:check_options"))
