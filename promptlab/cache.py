@@ -133,12 +133,7 @@ class Cache(CacheBackend):
                 log.warning("promptlab cache: entry %s lost its value file; treating as a miss", key[:12])
                 self.discard(key)
             return None
-        try:
-            return kind.model_validate_json(raw)
-        except Exception as e:
-            log.warning("promptlab cache: entry %s corrupted (%s); treating as a miss", key[:12], e)
-            self.discard(key)
-            return None
+        return self.decode(key, raw, kind)
 
     def _read(self, key: str) -> Any:
         return self._guard(lambda dc: dc.get(key, default=None))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -18,6 +19,8 @@ from pydantic import BaseModel
 
 from .completion import Completion
 from .errors import ConfigError
+
+log = logging.getLogger("promptlab.cache")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -103,6 +106,15 @@ class CacheBackend(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release connections (the records stay)."""
+
+    def decode(self, key: str, raw: str | bytes, kind: type[M]) -> M | None:
+        """A stored value read back as `kind`; one that does not validate is logged, dropped and missed."""
+        try:
+            return kind.model_validate_json(raw)
+        except Exception as e:
+            log.warning("promptlab cache: entry %s corrupted (%s); treating as a miss", key[:12], e)
+            self.discard(key)
+            return None
 
 
 Opener = Callable[[str, str], CacheBackend]

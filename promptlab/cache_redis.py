@@ -124,12 +124,7 @@ class RedisCache(CacheBackend):
             return None
         if raw is None:
             return None
-        try:
-            return kind.model_validate_json(raw)
-        except Exception as e:
-            log.warning("promptlab cache: entry %s corrupted (%s); treating as a miss", key[:12], e)
-            self.discard(key)
-            return None
+        return self.decode(key, raw, kind)
 
     def add(self, key: str, record: BaseModel) -> bool:
         """Store a record unless one is stored (SET NX); True if this one was stored. A write that fails
