@@ -65,7 +65,7 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
     cluster: Any = None
     if plan.scheduler:
-        timeout = reach_scheduler(plan.scheduler)
+        timeout = connect_timeout()  # sweep() checked that the scheduler answers (check_options)
         try:
             client = Client(plan.scheduler, timeout=timeout)
         except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
