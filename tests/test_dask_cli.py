@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
+from _executions import WALL_CLOCK, comparable, worker_owning
 from fault_server import FaultServer, Reply, free_port
 
 from promptlab.experiments import load_experiment
-from promptlab.record import Run
 from promptlab.results import cell_status, load, read_runs
 from promptlab.sweep import sweep
 
@@ -35,8 +35,6 @@ DASK, PROMPTLAB = BIN / "dask", BIN / "promptlab"
 REPO = Path(__file__).resolve().parents[1]
 KEY_ENV = "LOOPBACK_KEY"
 """The API key variable every machine of the test cluster has (the experiment's alias names it)."""
-WALL_CLOCK = {"wall_time_s", "spent_tokens", "spent_cost_usd", "cache_hits"}
-"""Runs-frame columns that differ between executions (wall clock, what this execution paid, cache hits)."""
 SUMMARY = re.compile(r"sweep (?P<name>\S+) \(dask\): (?P<cells>\d+) cells: (?P<done>\d+) done, (?P<failed>\d+) "
                      r"failed, (?P<skipped>\d+) skipped \(finished before\) in [\d.]+ s; (?P<calls>\d+) calls "
                      r"\((?P<hits>\d+) cached\), (?P<tokens>\d+) tokens, cost (?P<cost>\S+); results in (?P<out>.+)")
@@ -141,16 +139,6 @@ def assert_all_ok(path: Path, out: Path) -> int:
     return len(cells)
 
 
-def comparable(run: Run) -> dict[str, Any]:
-    """`Run.comparable()` without each call's latency (equal only on a cache replay; these are two executions)."""
-    data = run.comparable()
-    for part in (data["setup"], data["final"], *[it["steps"] for it in data["iterations"]]):
-        for step in part:
-            if step.get("call"):
-                step["call"].pop("latency_s", None)
-    return data
-
-
 def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cluster, tmp_path: Path) -> None:
     path = write_experiment(tmp_path, {"name": "dkcli", "loops": ["p3ro", "creator_critic"],
                                        "config": {"model": "fake/auto", "max_tokens": 64},
@@ -182,19 +170,6 @@ def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cl
     frames = [load(d).runs.sort_values("run_id", ignore_index=True) for d in (tmp_path / "inline", out)]
     keep = [c for c in frames[0].columns if c not in WALL_CLOCK]
     assert frames[0][keep].equals(frames[1][keep])
-
-
-def worker_owning(port: int) -> int | None:
-    """The pid of this test's descendant process (a dask worker) with a TCP connection from local port `port`."""
-    import psutil
-
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if any(c.laddr and c.laddr.port == port for c in proc.net_connections(kind="tcp")):
-                return proc.pid
-        except psutil.Error:
-            continue
-    return None
 
 
 def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice(cluster: Cluster,

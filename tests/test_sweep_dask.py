@@ -14,18 +14,15 @@ from typing import Any
 
 import pytest
 import yaml
+from _executions import WALL_CLOCK, comparable, worker_owning
 from fault_server import FaultServer, Reply, free_port
 
 from promptlab.errors import ConfigError
 from promptlab.experiments import Experiment
-from promptlab.record import Run
 from promptlab.results import cell_status, load, read_runs
 from promptlab.sweep import EXECUTORS, sweep
 
 pytest.importorskip("distributed")
-
-WALL_CLOCK = {"wall_time_s", "spent_tokens", "spent_cost_usd", "cache_hits"}
-"""Runs-frame columns that differ between executions (wall clock, what this execution paid, cache hits)."""
 
 
 def grid_experiment(tmp_path: Path) -> Experiment:
@@ -35,16 +32,6 @@ def grid_experiment(tmp_path: Path) -> Experiment:
     return Experiment.from_dict({"name": "dk", "loops": ["p3ro", "creator_critic"], "tasks": "tasks.jsonl",
                                  "config": {"model": "fake/auto", "max_tokens": 64},
                                  "grid": {"max_iterations": [1, 2]}}, tmp_path)
-
-
-def comparable(run: Run) -> dict[str, Any]:
-    """`Run.comparable()` without each call's latency (equal only on a cache replay; these are two executions)."""
-    data = run.comparable()
-    for part in (data["setup"], data["final"], *[it["steps"] for it in data["iterations"]]):
-        for step in part:
-            if step.get("call"):
-                step["call"].pop("latency_s", None)
-    return data
 
 
 def test_an_unknown_executor_lists_the_known_ones(tmp_path: Path) -> None:
@@ -91,19 +78,6 @@ def reply_for(body: dict[str, Any]) -> Reply:
     if "Grade 1-10" in text:
         return Reply(json.dumps({"score": int(digest, 16) % 5 + 1}), 20, 4, delay_s=0.15)
     return Reply(f"Improved prompt {digest[:12]}", 15, 6, delay_s=0.15)
-
-
-def worker_owning(port: int) -> int | None:
-    """The pid of this test's descendant process with a TCP connection from local port `port`."""
-    import psutil
-
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if any(c.laddr and c.laddr.port == port for c in proc.net_connections(kind="tcp")):
-                return proc.pid
-        except psutil.Error:
-            continue
-    return None
 
 
 def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path: Path,
