@@ -40,7 +40,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import promptlab as pl  # noqa: E402
-from promptlab.providers import litellm  # noqa: E402
+from promptlab.llm.providers import litellm  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".peers-venv"

@@ -42,11 +42,11 @@ def main() -> int:
     import papermill as pm
     from nbformat import v4
 
-    from promptlab.experiments import load_experiment
-    from promptlab.results import load
-    from promptlab.sweep import sweep
-    from promptlab.sweep.notebook import TEMPLATE
-    from promptlab.sweep.papermill import KERNEL_ARGS
+    from promptlab.results.store import load
+    from promptlab.sweeps.experiment import load_experiment
+    from promptlab.sweeps.notebook import TEMPLATE
+    from promptlab.sweeps.papermill import KERNEL_ARGS
+    from promptlab.sweeps.run import sweep
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="promptlab-bench-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -39,10 +39,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import promptlab as pl  # noqa: E402
-from promptlab import local  # noqa: E402
-from promptlab.providers import litellm  # noqa: E402
+from promptlab.eval.tasks import format_prompt  # noqa: E402
+from promptlab.llm import local  # noqa: E402
+from promptlab.llm.providers import litellm  # noqa: E402
 from promptlab.record import Example  # noqa: E402
-from promptlab.tasks import format_prompt  # noqa: E402
 
 REVIEWS = [
     ("The battery lasts all day and the screen is bright.", "positive"),

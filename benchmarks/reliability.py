@@ -1,11 +1,11 @@
 """Reliability table (issue 8): faults injected and survived, cells lost, paid calls repeated, sandbox escapes,
 secrets found on disk, malformed replies handled. Offline, loopback only, in one run:
 
-(a) sweeps of the toy loop against the loopback fault server (tests/reliability_scenarios.py): an outage then
+(a) sweeps of the toy loop against the loopback fault server (tests/support/reliability_scenarios.py): an outage then
     recovery; a 429/500/503/hang/dropped-connection schedule; kill -9 mid-sweep then resume; two sweep
     processes on one cache. Frames are compared with an uninterrupted sweep's, wall-clock columns aside.
-(b) the sandbox escape battery (tests/escape_battery.py) through the workspace tools as the loops build them.
-(c) the malformed-output corpus (tests/test_parsing.py) through the call path, a scripted model sending each
+(b) the sandbox escape battery (tests/support/escape_battery.py) through the workspace tools as the loops build them.
+(c) the malformed-output corpus (tests/llm/test_parsing.py) through the call path, a scripted model sending each
     reply: a valid reply gives its score; any other gives a ParseError carrying the raw reply, never a score.
 (d) fake secrets (OPENAI_API_KEY=sk-bench-<random>, ...) set in the environment for (a)-(c) and a one-cell
     papermill sweep; every file the run wrote (results, caches, workspaces, run records, notebooks; all under
@@ -33,18 +33,18 @@ from pathlib import Path
 import pandas as pd
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the scenarios live with the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))  # the scenarios live with the tests
 
 import escape_battery  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
 import test_parsing  # noqa: E402
 
 import promptlab as pl  # noqa: E402
-from promptlab.call import Settings  # noqa: E402
 from promptlab.errors import ParseError  # noqa: E402
-from promptlab.experiments import Experiment  # noqa: E402
-from promptlab.sandbox import sandbox_problem  # noqa: E402
-from promptlab.sweep import sweep  # noqa: E402
+from promptlab.llm.settings import Settings  # noqa: E402
+from promptlab.sweeps.experiment import Experiment  # noqa: E402
+from promptlab.sweeps.run import sweep  # noqa: E402
+from promptlab.tools.sandbox import sandbox_problem  # noqa: E402
 
 ROWS: list[tuple[str, str, str, bool]] = []
 """The summary: (measure, measured, target, passed)."""

@@ -54,7 +54,7 @@ EXPLORE = notebook(
     ("md", ("# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
            "iteration cap, and press **Run**. The event log fills as the loop works; afterwards the "
            "score trajectory and the final prompt beside the original appear below. The logic lives in "
-           "`promptlab.explore`.\n\n"
+           "`promptlab.ui.explorer`.\n\n"
            "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters.")),
     ("parameters", '''tasks_path = "data/prompt_tasks.jsonl"  # JSONL task file (relative to the repo root)
 loop = "p3ro"  # p3ro, creator_critic, pes, pcee
@@ -67,7 +67,7 @@ max_iterations = 3
 max_tokens = 256
 autorun = False  # run once without a click (papermill)'''),
     ("code", ROOT_CELL),
-    ("code", '''from promptlab.explore import load_explorer
+    ("code", '''from promptlab.ui.explorer import load_explorer
 
 explorer = load_explorer(here(tasks_path), loop=loop, task_id=task_id, model=model,
                          generator_model=generator_model, critic_model=critic_model,
@@ -96,10 +96,8 @@ out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set''')
     ("code", '''import pandas as pd
 from IPython.display import display
 
-from promptlab.experiments import load_experiment
-from promptlab.plots import plot_trajectories
-from promptlab.reporting import summary_table
-from promptlab.sweep import sweep
+from promptlab.reports import plot_trajectories, summary_table
+from promptlab.sweeps import load_experiment, sweep
 
 exp = load_experiment(here(experiment_path))
 if model:
@@ -130,7 +128,7 @@ COMPARE = notebook(
     ("code", '''import matplotlib.pyplot as plt
 from IPython.display import display
 
-from promptlab import plots, reporting
+from promptlab import reports
 from promptlab.results import load
 
 results = load(here(results_dir))
@@ -143,26 +141,26 @@ display(results.cells)'''),
 
 
 if varies(runs, "generator_model") or varies(runs, "critic_model"):
-    plots.plot_pairing_heatmap(runs)
+    reports.plot_pairing_heatmap(runs)
     plt.show()
 else:
     print("pairing heatmap skipped: one generator/critic pairing only")'''),
-    ("code", '''plots.plot_trajectories(traj)
+    ("code", '''reports.plot_trajectories(traj)
 plt.show()'''),
     ("code", '''cost = "cost_usd" if runs["cost_usd"].fillna(0).sum() > 0 else "tokens"
-plots.plot_score_vs_cost(runs, x=cost)
+reports.plot_score_vs_cost(runs, x=cost)
 plt.show()'''),
-    ("code", '''plots.plot_stop_reasons(runs)
+    ("code", '''reports.plot_stop_reasons(runs)
 plt.show()'''),
     ("code", '''if "finish_threshold" in runs.columns:
     hue = "max_iterations" if "max_iterations" in runs.columns else None
-    plots.plot_final_by(runs, x="finish_threshold", hue=hue)
+    reports.plot_final_by(runs, x="finish_threshold", hue=hue)
     plt.show()
 else:
     print("final-by-threshold chart skipped: the sweep has no finish_threshold column")'''),
-    ("code", '''display(reporting.summary_table(results))'''),
+    ("code", '''display(reports.summary_table(results))'''),
     ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),
-    ("code", '''from promptlab.browser import RunBrowser
+    ("code", '''from promptlab.ui.browser import RunBrowser
 
 RunBrowser(here(results_dir)).display()'''),
 )
@@ -174,7 +172,7 @@ RUNS = notebook(
            "every step.")),
     ("parameters", '''results_dir = "results/demo"'''),
     ("code", ROOT_CELL),
-    ("code", '''from promptlab.browser import RunBrowser
+    ("code", '''from promptlab.ui.browser import RunBrowser
 
 browser = RunBrowser(here(results_dir))
 browser.display()'''),
@@ -192,8 +190,8 @@ FINDINGS = notebook(
     ("code", '''import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from promptlab import analysis, findings_plots
-from promptlab.findings import findings, findings_markdown
+from promptlab import analysis, reports
+from promptlab.reports import findings, findings_markdown
 from promptlab.results import load
 
 results = load(here(results_dir))
@@ -205,7 +203,7 @@ display(Markdown("\\n".join(findings_markdown(found))))'''),
     print("no test-split deltas (no grounded data)")
 else:
     display(found.deltas)
-    findings_plots.plot_forest(found.deltas)
+    reports.plot_forest(found.deltas)
     plt.show()
     display(analysis.compare(results.runs))'''),
     ("md", "## Is the critic calibrated against the grounded score?"),
@@ -213,13 +211,13 @@ else:
     print("no calibration (no iteration has both a critic and a grounded score)")
 else:
     display(found.calibration)
-    findings_plots.plot_calibration(results.trajectories)
+    reports.plot_calibration(results.trajectories)
     plt.show()
-    findings_plots.plot_grounded_trajectories(results.trajectories)
+    reports.plot_grounded_trajectories(results.trajectories)
     plt.show()'''),
     ("md", "## Counterfactual stopping: threshold x cap"),
     ("code", '''for label, table in (found.counterfactual.groupby("config") if len(found.counterfactual) else []):
-    ax = findings_plots.plot_counterfactual_heatmap(table)
+    ax = reports.plot_counterfactual_heatmap(table)
     ax.set_title(f"{label}: {ax.get_title()}")
     plt.show()
 if found.counterfactual.empty:
@@ -229,7 +227,7 @@ if found.counterfactual.empty:
 
 def main() -> None:
     """Write the notebooks next to this script."""
-    from promptlab.sweep.notebook import TEMPLATE, run_cell_notebook
+    from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
 
     run_cell = stable_ids(run_cell_notebook())
     for path, nb in [*((HERE / f"{name}.ipynb", nb) for name, nb in (

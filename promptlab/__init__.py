@@ -1,8 +1,20 @@
 """promptlab: experiments on iterative prompt refinement loops, Jupyter-first.
 
-One cached, structured call path (`complete` / `acomplete`) over litellm, an embedded local model
-(`local/smollm2`), a scripted model for tests (`fake/...`), the four refinement loops, sweeps,
-tidy frames and plots.
+The package's map (each subpackage's `__init__` names its public API):
+
+- `llm/`: the one call path (`complete` / `acomplete`) over litellm: cache, structured output, retries,
+  limits, budget, model aliases, the embedded local model and the scripted model.
+- `eval/`: grounded evaluation: a prompt measured on labelled examples, scorers, task files, statistics.
+- `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE) on a shared runtime.
+- `tools/`: tools for the agent loops, the per-run workspace and its sandbox.
+- `sweep/`: experiment files, cells, and the executors that run them (inline, papermill, dask).
+- `results/`: sweep results on disk and as tidy pandas frames.
+- `analysis/`: calibration, counterfactual stopping, paired comparisons, reliability, provenance.
+- `reports/`: charts and the report (summary.md).
+- `ui/`: the notebooks' widgets (explorer, run browser).
+
+Beside them: `record` (the Run record), `events`, `errors`, `aio` (running a coroutine from sync code) and
+`cli`. The root imports only the call path; everything else loads on first use.
 """
 
 import os as _os
@@ -10,10 +22,9 @@ import os as _os
 # litellm fetches its price map at import unless told not to; offline that retries for seconds.
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from .cache import Cache, cache_key, open_cache  # noqa: E402
-from .cache_backend import CacheBackend  # noqa: E402
-from .call import Settings, acomplete, complete  # noqa: E402
-from .completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
+from importlib.metadata import PackageNotFoundError as _NotFound  # noqa: E402
+from importlib.metadata import version as _version  # noqa: E402
+
 from .errors import (  # noqa: E402
     BudgetExceeded,
     CacheUnavailableError,
@@ -27,35 +38,55 @@ from .errors import (  # noqa: E402
     UnknownModelError,
 )
 from .events import Event, EventList, PrintLog  # noqa: E402
-from .fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
+from .llm.cache.backend import CacheBackend  # noqa: E402
+from .llm.cache.disk import Cache  # noqa: E402
+from .llm.cache.keys import cache_key  # noqa: E402
+from .llm.cache.location import open_cache  # noqa: E402
+from .llm.call import acomplete, complete  # noqa: E402
+from .llm.completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
+from .llm.fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
+from .llm.settings import Settings  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
 
-__version__ = "0.1.0"
+try:
+    __version__ = _version("promptlab-loops")
+except _NotFound:  # a source tree that was never installed
+    __version__ = "0.0.0+unknown"
 
 # Heavier parts (loops, sweeps, pandas frames, plots) load on first use, so `import promptlab` stays fast.
+# Each name maps to the module that defines it.
 _LAZY = {
-    "run_loop": "promptlab.loops", "arun_loop": "promptlab.loops", "get_loop": "promptlab.loops",
-    "LoopConfig": "promptlab.loops",
-    "run_p3ro": "promptlab.loops.p3ro", "arun_p3ro": "promptlab.loops.p3ro", "P3ROConfig": "promptlab.loops.p3ro",
-    "run_creator_critic": "promptlab.loops.creator_critic", "arun_creator_critic": "promptlab.loops.creator_critic",
-    "CreatorCriticConfig": "promptlab.loops.creator_critic",
-    "run_pes": "promptlab.loops.pes", "arun_pes": "promptlab.loops.pes", "PESConfig": "promptlab.loops.pes",
-    "PESAgent": "promptlab.loops.pes", "Persona": "promptlab.loops.pes",
-    "run_pcee": "promptlab.loops.pcee", "arun_pcee": "promptlab.loops.pcee", "PCEEConfig": "promptlab.loops.pcee",
-    "load_experiment": "promptlab.experiments", "Experiment": "promptlab.experiments",
-    "load": "promptlab.results", "Results": "promptlab.results", "report": "promptlab.reporting",
-    "evaluate_prompt": "promptlab.evaluate", "aevaluate_prompt": "promptlab.evaluate",
-    "EvalResult": "promptlab.evaluate", "get_scorer": "promptlab.scorers", "SCORERS": "promptlab.scorers",
-    "Scorer": "promptlab.scorers", "format_prompt": "promptlab.tasks", "split_examples": "promptlab.tasks",
-    "check_task": "promptlab.tasks", "examples_of": "promptlab.tasks", "Example": "promptlab.record",
-    "Split": "promptlab.record", "GroundedScore": "promptlab.record",
-    "expected_scores": "promptlab.expected", "ExpectedScore": "promptlab.expected",
-    "calibration": "promptlab.analysis", "counterfactual_stopping": "promptlab.analysis",
-    "compare": "promptlab.analysis", "delta_table": "promptlab.analysis",
-    "Budget": "promptlab.budget",
-    "RedisCache": "promptlab.cache_redis",
-    "register_model": "promptlab.models", "unregister_model": "promptlab.models",
-    "registered_models": "promptlab.models", "ModelAlias": "promptlab.models",
+    "run_loop": "promptlab.loops.registry", "arun_loop": "promptlab.loops.registry",
+    "get_loop": "promptlab.loops.registry", "LoopConfig": "promptlab.loops.runtime.base",
+    "run_p3ro": "promptlab.loops.p3ro.loop", "arun_p3ro": "promptlab.loops.p3ro.loop",
+    "P3ROConfig": "promptlab.loops.p3ro.config",
+    "run_creator_critic": "promptlab.loops.creator_critic.loop",
+    "arun_creator_critic": "promptlab.loops.creator_critic.loop",
+    "CreatorCriticConfig": "promptlab.loops.creator_critic.config",
+    "run_pes": "promptlab.loops.pes.agent", "arun_pes": "promptlab.loops.pes.agent",
+    "PESConfig": "promptlab.loops.pes.config", "PESAgent": "promptlab.loops.pes.agent",
+    "Persona": "promptlab.loops.pes.config",
+    "run_pcee": "promptlab.loops.pcee.loop", "arun_pcee": "promptlab.loops.pcee.loop",
+    "PCEEConfig": "promptlab.loops.pcee.loop",
+    "sweep": "promptlab.sweeps.run",
+    "load_experiment": "promptlab.sweeps.experiment", "Experiment": "promptlab.sweeps.experiment",
+    "load": "promptlab.results.store", "Results": "promptlab.results.store", "report": "promptlab.reports.summary",
+    "evaluate_prompt": "promptlab.eval.evaluate", "aevaluate_prompt": "promptlab.eval.evaluate",
+    "EvalResult": "promptlab.eval.evaluate", "get_scorer": "promptlab.eval.scorers",
+    "SCORERS": "promptlab.eval.scorers", "Scorer": "promptlab.eval.scorers",
+    "format_prompt": "promptlab.eval.tasks", "split_examples": "promptlab.eval.tasks",
+    "check_task": "promptlab.eval.tasks", "examples_of": "promptlab.eval.tasks", "read_tasks": "promptlab.eval.tasks",
+    "Example": "promptlab.record", "Split": "promptlab.record", "GroundedScore": "promptlab.record",
+    "expected_scores": "promptlab.eval.expected", "ExpectedScore": "promptlab.eval.expected",
+    "calibration": "promptlab.analysis.critic", "counterfactual_stopping": "promptlab.analysis.stopping",
+    "compare": "promptlab.analysis.paired", "delta_table": "promptlab.analysis.compare",
+    "reliability": "promptlab.analysis.consistency",
+    "Budget": "promptlab.llm.budget",
+    "RedisCache": "promptlab.llm.cache.redis",
+    "register_model": "promptlab.llm.aliases", "unregister_model": "promptlab.llm.aliases",
+    "registered_models": "promptlab.llm.aliases", "ModelAlias": "promptlab.llm.aliases",
+    "Price": "promptlab.llm.aliases",
+    "Explorer": "promptlab.ui.explorer", "RunBrowser": "promptlab.ui.browser",
 }
 
 
@@ -69,10 +100,14 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'promptlab' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 __all__ = [*_LAZY,
-    "Cache", "CacheBackend", "CacheUnavailableError", "cache_key", "open_cache", "Settings", "complete", "acomplete", "Completion", "Usage",
-    "BudgetExceeded", "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError", "PromptlabError", "ProviderError",
-    "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog", "ScriptedModel", "ScriptedReply",
-    "scripted", "TokenLogprob", "TopLogprob",
+    "Cache", "CacheBackend", "CacheUnavailableError", "cache_key", "open_cache", "Settings", "complete", "acomplete",
+    "Completion", "Usage", "BudgetExceeded", "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError",
+    "PromptlabError", "ProviderError", "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog",
+    "ScriptedModel", "ScriptedReply", "scripted", "TokenLogprob", "TopLogprob",
     "Iteration", "Run", "Score", "Step", "StepError", "Task", "Totals", "__version__",
 ]

@@ -51,7 +51,7 @@ def _fail(message: str) -> int:
 
 
 def _describe(err: Any) -> str:
-    from .experiments import describe_error as describe
+    from .sweeps.experiment import describe_error as describe
 
     return describe(err)
 
@@ -116,7 +116,7 @@ def _settings(items: list[str]) -> Any:
     """Call settings with the `--max-concurrency MODEL=N` overrides, or None when none is given."""
     if not items:
         return None
-    from .settings import Settings
+    from .llm.settings import Settings
 
     limits: dict[str, int] = {}
     for item in items:
@@ -132,8 +132,8 @@ def _settings(items: list[str]) -> Any:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .experiments import load_experiment
-    from .sweep import sweep
+    from .sweeps.experiment import load_experiment
+    from .sweeps.run import sweep
 
     exp = load_experiment(args.experiment, check_models=not args.list)
     if args.list:
@@ -154,8 +154,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _print_summary(results_dir: Any) -> None:
-    from .reporting import summary_table
-    from .results import load
+    from .reports.summary import summary_table
+    from .results.store import load
 
     table = summary_table(load(results_dir))
     if len(table):
@@ -163,9 +163,9 @@ def _print_summary(results_dir: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .cache import open_cache
     from .events import PrintLog
-    from .loops import get_loop, run_loop
+    from .llm.cache.location import open_cache
+    from .loops.registry import get_loop, run_loop
     from .record import Task
 
     spec = get_loop(args.loop)
@@ -222,7 +222,7 @@ def _scalar(raw: str) -> Any:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .reporting import report
+    from .reports.summary import report
 
     if not Path(args.results_dir).is_dir():
         raise PromptlabError(f"results dir not found: {args.results_dir}")
@@ -236,7 +236,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _cache(args: argparse.Namespace) -> int:
-    from .cache import open_cache
+    from .llm.cache.location import open_cache
 
     cache = open_cache(args.dir, origin="--dir")  # a corrupt database is moved aside here, with a warning
     if args.action == "stats":

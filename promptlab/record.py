@@ -40,7 +40,7 @@ class Split(BaseModel):
 
 class Task(BaseModel):
     """One thing to work on: a prompt (or request) and the goal it should meet; a grounded task also
-    carries labelled examples, a scorer and a split (see `promptlab.tasks`)."""
+    carries labelled examples, a scorer and a split (see `promptlab.eval.tasks`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -57,7 +57,7 @@ class Task(BaseModel):
     examples_source: str | None = None
     """Where the examples came from (the file path as written in the task file), for provenance."""
     scorer: dict[str, Any] | None = None
-    """Scorer spec, e.g. {"kind": "choice", "labels": ["positive", "negative"]} (see promptlab.scorers)."""
+    """Scorer spec, e.g. {"kind": "choice", "labels": ["positive", "negative"]} (see promptlab.eval.scorers)."""
     split: Split | None = None
     """Dev/test split of the examples (None: `Split()` defaults when there are examples)."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from promptlab import models
+from promptlab.llm import aliases as models
 
 
 @pytest.fixture(autouse=True)

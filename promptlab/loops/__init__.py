@@ -1,8 +1,15 @@
-"""The refinement loops: each a plain async function with a sync twin, registered by name."""
+"""The refinement loops: each a plain async function with a sync twin, registered by name.
+
+`runtime/` is what every loop runs on (config base, registry, run context, grounded scoring, tool steps); each
+loop is a subpackage: `p3ro`, `creator_critic`, `pes`, `pcee`. `get_loop`, `arun_loop` and `run_loop` (in
+`registry`) load every built-in loop on first use, so importing one loop does not import the others.
+"""
+
+from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._base import (
+from .runtime.base import (
     LOOPS,
     LoopConfig,
     LoopSpec,
@@ -11,26 +18,25 @@ from ._base import (
     provenance_scope,
     register_loop,
     rescore_sample,
-    run_sync,
 )
-from ._context import RunContext
+from .runtime.context import RunContext
 
 if TYPE_CHECKING:
-    from ._registry import arun_loop, get_loop, run_loop
+    from .registry import arun_loop, get_loop, run_loop
 
 _BY_NAME = frozenset({"arun_loop", "get_loop", "run_loop"})
 
 
 def __getattr__(name: str) -> Any:
-    """`get_loop`, `arun_loop` and `run_loop` load `._registry` (every built-in loop) on first use."""
+    """`get_loop`, `arun_loop` and `run_loop` load `.registry` (every built-in loop) on first use."""
     if name in _BY_NAME:
-        from . import _registry
+        from . import registry
 
-        value = getattr(_registry, name)
+        value = getattr(registry, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'promptlab.loops' has no attribute {name!r}")
 
 
 __all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "as_config", "as_task", "get_loop",
-           "provenance_scope", "register_loop", "rescore_sample", "run_loop", "run_sync"]
+           "provenance_scope", "register_loop", "rescore_sample", "run_loop"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._base import Tool, ToolError
+from .registry import Tool, ToolError
 
 MAX_EXPRESSION = 500
 """Longest expression accepted (characters)."""

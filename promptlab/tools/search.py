@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._base import Tool, ToolError
+from .registry import Tool, ToolError
 
 DOC_SUFFIXES = (".md", ".txt", ".rst")
 """Files searched."""

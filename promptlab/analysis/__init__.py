@@ -1,0 +1,22 @@
+"""Findings over sweep results, pure functions over the frames of `promptlab.results` (except `reliability`,
+which re-asks the critics): `calibration`, counterfactual `stopping`, paired `compare`-isons, critic
+`reliability` and `provenance` checks. Every estimate comes with its n and a 95% CI."""
+
+from __future__ import annotations
+
+from .consistency import agreement, reliability
+from .critic import ALL, calibration
+from .paired import compare, delta_table, sign_flip_p
+from .provenance import PROVENANCE_CHECKS, provenance_warnings
+from .stopping import (
+    TRUNCATION_EXACT_LOOPS,
+    best_stopping_rule,
+    counterfactual_stopping,
+    default_final,
+    select,
+    truncate,
+)
+
+__all__ = ["ALL", "PROVENANCE_CHECKS", "TRUNCATION_EXACT_LOOPS", "agreement", "best_stopping_rule", "calibration",
+           "compare", "counterfactual_stopping", "default_final", "delta_table", "provenance_warnings",
+           "reliability", "select", "sign_flip_p", "truncate"]

@@ -1,0 +1,225 @@
+"""Measure a prompt on labelled examples: run it on each example's input, score each reply, report the mean.
+
+`aevaluate_prompt` (and its sync twin `evaluate_prompt`, which also works inside a running Jupyter kernel)
+formats the prompt for each example (`promptlab.eval.tasks.format_prompt`), sends it as ONE user message (plus a
+system message only when one is given) through the one cached call path, scores the reply with a scorer
+(`promptlab.eval.scorers`) and returns an `EvalResult`: the mean, n, a 95% CI (Wilson for 0/1 scores, bootstrap
+otherwise), the errors, and a record per example in example order. A failed model call or scorer leaves that
+example's score missing with the error recorded; it never stops the evaluation and never becomes a 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..aio import run_sync
+from ..errors import ConfigError
+from ..llm.cache.location import open_cache
+from ..llm.call import CacheArg, acomplete
+from ..llm.completion import Usage
+from ..llm.settings import DEFAULT_SETTINGS, Settings
+from ..record import Example, GroundedScore
+from .scorers import Scored, Scorer, get_scorer, score_safely
+from .stats import mean_ci
+from .tasks import format_prompt
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CallFn = Callable[[int, str, "str | None"], Awaitable[str]]
+"""`async (index, formatted prompt, system) -> reply text` for one example, raising on failure."""
+
+
+class ExampleRecord(BaseModel):
+    """What happened on one example."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    """Position of the example in the evaluated list."""
+    id: str | None = None
+    """The example's id, if it has one."""
+    input: str | dict[str, Any]
+    """The example's input."""
+    target: Any = None
+    """The example's target."""
+    output: str | None = None
+    """The model's reply (None when the call failed)."""
+    score: float | None = None
+    """The scorer's value in [0, 1] (None when the call or the scorer failed)."""
+    error: str | None = None
+    """What failed ("ProviderError: ...", "scorer: ..."), or None."""
+    detail: str | None = None
+    """The scorer's note (label found, number read, ...)."""
+
+
+class EvalResult(BaseModel):
+    """A prompt measured on labelled examples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str
+    """The prompt template that was measured."""
+    model: str
+    """The model that ran it."""
+    split: str = "all"
+    """Which examples: 'dev', 'test' or 'all' (a label; the caller chose the examples)."""
+    score: float | None
+    """Mean score over the examples that got one; None if none did."""
+    n: int
+    """Examples that got a score."""
+    ci_low: float | None = None
+    """Lower end of the 95% CI."""
+    ci_high: float | None = None
+    """Upper end of the 95% CI."""
+    errors: int = 0
+    """Examples whose call or scorer failed."""
+    records: list[ExampleRecord] = Field(default_factory=list)
+    """One record per example, in example order."""
+    usage: Usage = Field(default_factory=Usage)
+    """Model calls made by this evaluation, hits and failures included: the prompt's calls (unless a caller's
+    `call` function made them, which then accounts for them itself) and a judge scorer's calls."""
+
+    @property
+    def scores(self) -> list[float | None]:
+        """Per-example scores in example order (None where missing)."""
+        return [r.score for r in self.records]
+
+    @property
+    def prompt_hash(self) -> str:
+        """sha256 (16 hex) of the prompt text."""
+        return hashlib.sha256(self.prompt.encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def per_example(self) -> pd.DataFrame:
+        """A frame with one row per example: input, target, output, score, error, detail."""
+        import pandas as pd
+
+        cols = ["input", "target", "output", "score", "error", "detail"]
+        return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in self.records], columns=cols)
+
+    def grounded(self, split: str | None = None) -> GroundedScore:
+        """The result as the record a loop keeps (`split` defaults to this result's)."""
+        return GroundedScore(split=split or self.split, score=self.score, n=self.n, ci_low=self.ci_low,
+                             ci_high=self.ci_high, errors=self.errors, scores=self.scores,
+                             prompt_hash=self.prompt_hash)
+
+
+def _examples(examples: Sequence[Example | dict[str, Any]]) -> list[Example]:
+    out = []
+    for i, ex in enumerate(examples):
+        if isinstance(ex, Example):
+            out.append(ex)
+        elif isinstance(ex, dict):
+            try:
+                out.append(Example.model_validate(ex))
+            except ValueError as e:
+                raise ConfigError(f"examples[{i}]: {e}") from None
+        else:
+            raise ConfigError(f"examples[{i}]: an Example or a dict with 'input' and 'target', got {ex!r}")
+    return out
+
+
+async def aevaluate_prompt(
+    prompt: str,
+    examples: Sequence[Example | dict[str, Any]],
+    *,
+    model: str,
+    scorer: str | dict[str, Any] | Scorer,
+    system: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = 256,
+    sample: int = 0,
+    concurrency: int = 8,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    call: CallFn | None = None,
+    split: str = "all",
+    **params: Any,
+) -> EvalResult:
+    """Run `prompt` on every example with `model` and score the replies.
+
+    Args:
+        prompt: the prompt template; applied to each input by the placeholder rule (`promptlab.eval.tasks`).
+        examples: the labelled examples (Example records or dicts), scored in this order.
+        model: the model that runs the prompt (with `call`, only a label).
+        scorer: a scorer kind, a {"kind": ..., options} spec, or a Scorer.
+        system: a system message sent before the prompt (none when None).
+        temperature: sampling temperature.
+        max_tokens: cap on each reply.
+        sample: the cache's sample index (independent draws at temperature > 0).
+        concurrency: examples in flight at once (it also sets the model's call limit for these calls).
+        cache: as for `promptlab.complete`.
+        settings: retries, timeouts; its concurrency for `model` is replaced by `concurrency`.
+        call: `async (index, formatted prompt, system) -> text` making the model call instead of
+            `acomplete` (the loops pass one that records steps); it raises on failure.
+        split: a label kept on the result ('dev', 'test' or 'all').
+        **params: further litellm parameters for the prompt's calls, as `promptlab.acomplete` takes them
+            (generation parameters enter the cache key; `api_base` and `api_key` never do).
+
+    Returns:
+        An EvalResult with the mean, n, CI, errors, per-example records and usage.
+    """
+    items = _examples(examples)
+    judge = get_scorer(scorer)
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency: a whole number >= 1, got {concurrency!r}")
+    if call is not None and params:
+        raise ConfigError(f"{', '.join(params)}: model parameters have no effect when a `call` function makes "
+                          "the calls")
+    if cache is None or cache is True or isinstance(cache, (str, os.PathLike)):
+        cache = open_cache(None if isinstance(cache, bool) else cache)  # once, not once per example
+    base = settings or DEFAULT_SETTINGS
+    limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: concurrency})
+    usage = Usage()
+    gate = asyncio.Semaphore(concurrency)
+
+    async def run_model(i: int, text: str) -> str:
+        if call is not None:
+            return await call(i, text, system)
+        try:
+            c = await acomplete(model, text, system=system, temperature=temperature, max_tokens=max_tokens,
+                                sample=sample, cache=cache, settings=limited, **params)
+        except Exception:
+            usage.add_failure(model)
+            raise
+        usage.add(c)
+        return c.text
+
+    async def one(i: int, ex: Example) -> ExampleRecord:
+        record = ExampleRecord(index=i, id=ex.id, input=ex.input, target=ex.target)
+        async with gate:
+            try:
+                record.output = await run_model(i, format_prompt(prompt, ex.input))
+            except Exception as e:
+                record.error = f"{type(e).__name__}: {e}"
+                return record
+            scored: Scored = await score_safely(judge, record.output, ex, cache=cache, settings=base)
+        for c in scored.calls:
+            usage.add(c)
+        for failed in scored.failed_calls:
+            usage.add_failure(failed)
+        record.score, record.detail = scored.value, scored.detail
+        if scored.error is not None:
+            record.error = f"scorer: {scored.error}"
+        return record
+
+    records = list(await asyncio.gather(*(one(i, ex) for i, ex in enumerate(items))))
+    mean, n, low, high = mean_ci([r.score for r in records])
+    return EvalResult(prompt=prompt, model=model, split=split, score=mean, n=n, ci_low=low, ci_high=high,
+                      errors=sum(r.error is not None for r in records), records=records, usage=usage)
+
+
+def evaluate_prompt(prompt: str, examples: Sequence[Example | dict[str, Any]], **kwargs: Any) -> EvalResult:
+    """The sync twin of `aevaluate_prompt` (same arguments); works inside a running Jupyter kernel too."""
+    return run_sync(aevaluate_prompt(prompt, examples, **kwargs))
+
+
+__all__ = ["CallFn", "EvalResult", "ExampleRecord", "aevaluate_prompt", "evaluate_prompt"]

@@ -1,0 +1,397 @@
+"""Scorers: how a model's reply to one example is compared with the example's target.
+
+Every scorer gives a value in [0, 1] per example, plus an optional detail (why it gave that value). A scorer is
+named in a task by a spec: a kind name (``"exact"``) or a mapping ``{"kind": "choice", "labels": [...]}``
+whose other keys are the kind's options. `get_scorer(spec)` builds one; `SCORERS` maps each kind to its class.
+
+Kinds:
+
+- ``exact``: the reply equals the target after normalising case, whitespace and surrounding punctuation.
+- ``choice`` (``labels``): which of the allowed labels the reply gives; none or several gives 0 (recorded).
+- ``contains``: the normalised target occurs in the normalised reply.
+- ``regex`` (``pattern``, ``group``, ``flags``): a group of the first match compared with the target; without
+  a target, a match is a pass; without a pattern, the target is the pattern.
+- ``numeric`` (``tolerance``, ``relative``, ``pick``): the first (or last) number in the reply, read with
+  signs, decimals, thousands separators and trailing units, within a tolerance of the target.
+- ``json_field`` (``path``): a field (``"answer"``, ``"result.items[0]"``) of the JSON object in the reply.
+- ``python`` (``function``): ``module:function(output, target) -> float in [0, 1]`` (or ``(value, detail)``).
+- ``judge`` (``model``, ``rubric``): an LLM grades the reply 0-10 against a rubric through the one call path.
+
+`score_safely` is how callers use a scorer: an exception or a value outside [0, 1] becomes an error recorded
+on that example (its value is missing), never a crash of the run and never an invented number.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ConfigError
+from ..llm.call import CacheArg, acomplete
+from ..llm.completion import Completion
+from ..llm.settings import Settings
+from ..llm.structured import extract_json
+from ..record import Example
+from .matching import alternatives, as_number, normalise, numbers, same_value
+
+
+@dataclass
+class Scored:
+    """One example's score: a value in [0, 1], or None with the error that prevented it."""
+
+    value: float | None
+    detail: str | None = None
+    error: str | None = None
+    calls: list[Completion] = field(default_factory=list)
+    """Model calls the scorer made (a judge's), for the caller's usage totals."""
+    failed_calls: list[str] = field(default_factory=list)
+    """Models of calls the scorer made that failed for good (for the caller's usage totals)."""
+    out_of_range: bool = False
+    """True when the scorer returned something that is not a number in [0, 1] (a defect of the scorer)."""
+
+
+class Scorer(BaseModel):
+    """Base of every scorer kind: its fields are the kind's options (unknown options are refused)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: ClassVar[str] = ""
+    needs_target: ClassVar[bool] = True
+    """Whether every example must carry a non-null target."""
+    needs_model: ClassVar[bool] = False
+    """Whether scoring makes model calls (such scorers are not self-checked before a run)."""
+
+    def score(self, output: str, target: Any) -> float | tuple[float, str | None]:
+        """The value (or value and detail) of `output` against `target`; raise on a failure."""
+        raise NotImplementedError
+
+    def score_example(self, output: str, example: Example) -> Scored:
+        """Score one reply to one example without model calls (exceptions propagate)."""
+        result = self.score(output, example.target)
+        value, detail = result if isinstance(result, tuple) else (result, None)
+        return Scored(value, detail)
+
+    async def ascore(self, output: str, example: Example, *, cache: CacheArg = None,
+                     settings: Settings | None = None) -> Scored:
+        """Score one reply to one example (exceptions propagate; see `score_safely`)."""
+        return self.score_example(output, example)
+
+    def check_target(self, target: Any) -> None:
+        """Raise ValueError when `target` cannot be scored by this scorer (checked before any model call)."""
+
+    def models(self) -> list[str]:
+        """Model names the scorer calls (for a preflight check)."""
+        return []
+
+    def spec(self) -> dict[str, Any]:
+        """The spec that rebuilds this scorer."""
+        return {"kind": self.kind, **self.model_dump(mode="json")}
+
+
+def bounded(scorer: Scorer, scored: Scored) -> Scored:
+    """`scored` with its value checked: a value that is not a number in [0, 1] becomes an error."""
+    if scored.error is not None:
+        scored.value = None
+        return scored
+    value = float(scored.value) if isinstance(scored.value, bool) else scored.value
+    if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
+        return Scored(None, scored.detail, f"scorer {scorer.kind} returned {value!r}, not a number in [0, 1]",
+                      scored.calls, scored.failed_calls, out_of_range=True)
+    scored.value = float(value)
+    return scored
+
+
+async def score_safely(scorer: Scorer, output: str, example: Example, *, cache: CacheArg = None,
+                       settings: Settings | None = None) -> Scored:
+    """Score one example; a failure or an out-of-range value becomes a recorded error with no value."""
+    try:
+        scored = await scorer.ascore(output, example, cache=cache, settings=settings)
+    except Exception as e:
+        return Scored(None, error=f"{type(e).__name__}: {e}")
+    return bounded(scorer, scored)
+
+
+# kinds -----------------------------------------------------------------------------------------------------
+class Exact(Scorer):
+    """The reply equals the target (or one of a list of targets) after normalising."""
+
+    kind: ClassVar[str] = "exact"
+
+    def score(self, output: str, target: Any) -> float:
+        return float(normalise(output) in {normalise(t) for t in alternatives(target)})
+
+
+class Contains(Scorer):
+    """The normalised target (or any of a list) occurs in the normalised reply."""
+
+    kind: ClassVar[str] = "contains"
+
+    def score(self, output: str, target: Any) -> float:
+        reply = normalise(output)
+        return float(any(normalise(t) in reply for t in alternatives(target)))
+
+
+class Choice(Scorer):
+    """Which allowed label the reply gives, compared with the target label."""
+
+    kind: ClassVar[str] = "choice"
+    labels: list[str] = Field(min_length=2)
+    """The allowed labels; a label is found as a whole word (case-insensitive), the longest match first."""
+
+    def given(self, output: str) -> list[str]:
+        """The labels the reply gives, in the order of the `labels` option."""
+        text = unicodedata.normalize("NFKC", output).casefold()
+        spans: list[tuple[int, int, str]] = []
+        for label in sorted(self.labels, key=len, reverse=True):
+            pattern = r"(?<!\w)" + re.escape(normalise(label)) + r"(?!\w)"
+            for m in re.finditer(pattern, text):
+                if not any(a < m.end() and m.start() < b for a, b, _ in spans):
+                    spans.append((m.start(), m.end(), label))
+        found = {lab for _, _, lab in spans}
+        return [lab for lab in self.labels if lab in found]
+
+    def check_target(self, target: Any) -> None:
+        if normalise(target) not in {normalise(lab) for lab in self.labels}:
+            raise ValueError(f"target {target!r} is not one of the labels {self.labels}")
+
+    def score(self, output: str, target: Any) -> tuple[float, str | None]:
+        self.check_target(target)
+        given = self.given(output)
+        if not given:
+            return 0.0, "no label given"
+        if len(given) > 1:
+            return 0.0, f"several labels given: {', '.join(given)}"
+        return float(normalise(given[0]) == normalise(target)), f"label: {given[0]}"
+
+
+class Regex(Scorer):
+    """A regular expression: a group of the first match against the target, or a match as a pass."""
+
+    kind: ClassVar[str] = "regex"
+    needs_target: ClassVar[bool] = False
+    pattern: str | None = None
+    """The pattern searched in the reply (None: the example's target is the pattern, a match passes)."""
+    group: int | str | None = None
+    """The group compared with the target (None: group 1 if the pattern has groups, else the whole match)."""
+    flags: str = "i"
+    """re flags as letters: i (ignore case), m (multiline), s (dot matches newline), x (verbose)."""
+
+    def _compiled(self, pattern: str) -> re.Pattern[str]:
+        bits = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+        unknown = set(self.flags) - set(bits)
+        if unknown:
+            raise ValueError(f"unknown regex flags {sorted(unknown)}; known: {''.join(bits)}")
+        flags = 0
+        for ch in self.flags:
+            flags |= bits[ch]
+        try:
+            return re.compile(pattern, flags)
+        except re.error as e:
+            raise ValueError(f"bad regex {pattern!r}: {e}") from e
+
+    def model_post_init(self, context: Any) -> None:
+        if self.pattern is not None:
+            self._compiled(self.pattern)  # a bad pattern is a config error, not a per-example one
+
+    def check_target(self, target: Any) -> None:
+        if self.pattern is None:
+            if not isinstance(target, str):
+                raise ValueError(f"without a `pattern` option the target is the pattern; got {target!r}")
+            self._compiled(target)
+
+    def score(self, output: str, target: Any) -> tuple[float, str | None]:
+        if self.pattern is None:
+            m = self._compiled(str(target)).search(output)
+            return float(m is not None), None if m else "no match"
+        m = self._compiled(self.pattern).search(output)
+        if m is None:
+            return 0.0, "no match"
+        if target is None:
+            return 1.0, f"matched: {m.group(0)}"
+        group = self.group if self.group is not None else (1 if m.re.groups else 0)
+        found = m.group(group)
+        return float(found is not None and same_value(found, target)), f"matched: {found}"
+
+
+class Numeric(Scorer):
+    """The first (or last) number in the reply equals the target within a tolerance."""
+
+    kind: ClassVar[str] = "numeric"
+    tolerance: float = Field(0.0, ge=0)
+    """Absolute tolerance."""
+    relative: float = Field(0.0, ge=0)
+    """Relative tolerance (a fraction of the target's magnitude); the larger of the two applies."""
+    pick: Literal["first", "last"] = "first"
+    """Which number of the reply is its answer."""
+
+    def check_target(self, target: Any) -> None:
+        as_number(target)
+
+    def score(self, output: str, target: Any) -> tuple[float, str | None]:
+        want = as_number(target)
+        found = numbers(output)
+        if not found:
+            return 0.0, "no number in the reply"
+        got = found[0] if self.pick == "first" else found[-1]
+        ok = abs(got - want) <= max(self.tolerance, self.relative * abs(want)) or got == want
+        return float(ok), f"read {got:g}"
+
+
+class JsonField(Scorer):
+    """A field of the JSON object in the reply (bare, fenced or inside prose) compared with the target."""
+
+    kind: ClassVar[str] = "json_field"
+    path: str = Field(min_length=1)
+    """Dotted path with list indices: "answer", "result.items[0].name"."""
+
+    def score(self, output: str, target: Any) -> tuple[float, str | None]:
+        try:
+            value: Any = extract_json(output)
+        except ValueError:
+            return 0.0, "no JSON in the reply"
+        for part in re.findall(r"[^.\[\]]+|\[\d+\]", self.path):
+            if part.startswith("["):
+                i = int(part[1:-1])
+                if not isinstance(value, list) or i >= len(value):
+                    return 0.0, f"no {self.path} in the reply's JSON"
+                value = value[i]
+            elif isinstance(value, dict) and part in value:
+                value = value[part]
+            else:
+                return 0.0, f"no {self.path} in the reply's JSON"
+        return float(same_value(value, target)), f"{self.path} = {json.dumps(value, ensure_ascii=False)[:200]}"
+
+
+class Python(Scorer):
+    """A Python function `module:function(output, target)` returning a value in [0, 1] (or value, detail)."""
+
+    kind: ClassVar[str] = "python"
+    function: str = Field(pattern=r"^[\w.]+:[\w.]+$")
+    """"package.module:function", importable from the working directory or the installed packages."""
+
+    def model_post_init(self, context: Any) -> None:
+        self.load()  # an unknown module or function is a config error
+
+    def load(self) -> Callable[[str, Any], Any]:
+        """The function named by `function`."""
+        module, _, name = self.function.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+        except ImportError as e:
+            raise ValueError(f"cannot import module {module!r}: {e}") from e
+        for part in name.split("."):
+            if not hasattr(obj, part):
+                raise ValueError(f"module {module!r} has no {name!r}")
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise ValueError(f"{self.function} is not callable")
+        return obj  # type: ignore[no-any-return]
+
+    def score(self, output: str, target: Any) -> float | tuple[float, str | None]:
+        result = self.load()(output, target)
+        if isinstance(result, tuple) and len(result) == 2:
+            return result[0], None if result[1] is None else str(result[1])
+        return result  # type: ignore[no-any-return]
+
+
+class Verdict(BaseModel):
+    """A judge's structured reply."""
+
+    reason: str = Field(max_length=600)
+    """Why the reply earns the score (one or two sentences)."""
+    score: int = Field(ge=0, le=10)
+    """0 (fails the rubric) to 10 (fully meets it)."""
+
+
+class Judge(Scorer):
+    """An LLM grades the reply against a rubric (0-10, reported as score / 10), through the one call path."""
+
+    kind: ClassVar[str] = "judge"
+    needs_target: ClassVar[bool] = False
+    needs_model: ClassVar[bool] = True
+    model: str = Field(min_length=1)
+    """The judge's model (its own, independent of the model under test)."""
+    rubric: str = "The reply answers the input correctly; when a reference answer is given, it agrees with it."
+    """What a good reply does."""
+    prompt: str = ""
+    """Override of JUDGE_PROMPT (str.format fields: rubric, input, target, output)."""
+    temperature: float = Field(0.0, ge=0, le=2)
+    """The judge's sampling temperature."""
+    max_tokens: int = Field(300, ge=16)
+    """Cap on the judge's reply."""
+
+    def models(self) -> list[str]:
+        return [self.model]
+
+    async def ascore(self, output: str, example: Example, *, cache: CacheArg = None,
+                     settings: Settings | None = None) -> Scored:
+        text = (self.prompt or JUDGE_PROMPT).format(
+            rubric=self.rubric, output=output,
+            input=example.input if isinstance(example.input, str) else json.dumps(example.input, ensure_ascii=False),
+            target="(none given)" if example.target is None else json.dumps(example.target, ensure_ascii=False))
+        try:
+            c = await acomplete(self.model, text, schema=Verdict, temperature=self.temperature,
+                                max_tokens=self.max_tokens, cache=cache, settings=settings)
+        except Exception as e:
+            return Scored(None, error=f"{type(e).__name__}: {e}", failed_calls=[self.model])
+        verdict: Verdict = c.parsed
+        return Scored(verdict.score / 10, verdict.reason, calls=[c])
+
+
+SCORERS: dict[str, type[Scorer]] = {cls.kind: cls for cls in (Exact, Choice, Contains, Regex, Numeric, JsonField,
+                                                              Python, Judge)}
+"""Scorer kinds by name; register a new kind by adding its class here."""
+
+
+def get_scorer(spec: str | dict[str, Any] | Scorer) -> Scorer:
+    """Build a scorer from a kind name or a {"kind": ..., **options} mapping.
+
+    Raises:
+        ConfigError: an unknown kind (the message lists the known ones) or a bad option.
+    """
+    if isinstance(spec, Scorer):
+        return spec
+    if isinstance(spec, str):
+        spec = {"kind": spec}
+    if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+        raise ConfigError(f"scorer: a kind name or a mapping with a 'kind', got {spec!r}; "
+                          f"known kinds: {', '.join(SCORERS)}")
+    options = {k: v for k, v in spec.items() if k != "kind"}
+    cls = SCORERS.get(spec["kind"])
+    if cls is None:
+        raise ConfigError(f"scorer.kind: unknown scorer {spec['kind']!r}; known kinds: {', '.join(SCORERS)}")
+    try:
+        return cls(**options)
+    except ValidationError as e:
+        problems = [f"scorer{''.join('.' + str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise ConfigError(f"{'; '.join(problems)} (scorer kind {cls.kind}; its options: "
+                          f"{', '.join(cls.model_fields) or 'none'})") from None
+    except ValueError as e:
+        raise ConfigError(f"scorer ({cls.kind}): {e}") from None
+
+
+JUDGE_PROMPT = """You are grading one reply against a rubric.
+
+Rubric: {rubric}
+
+Input the reply was written for:
+{input}
+
+Reference answer: {target}
+
+Reply to grade:
+{output}
+
+Give a short reason, then a score from 0 (fails the rubric) to 10 (fully meets it)."""
+
+
+__all__ = ["JUDGE_PROMPT", "SCORERS", "Choice", "Contains", "Exact", "JsonField", "Judge", "Numeric", "Python",
+           "Regex", "Scored", "Scorer", "Verdict", "bounded", "get_scorer", "score_safely"]

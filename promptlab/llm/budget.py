@@ -1,0 +1,296 @@
+"""A spending cap for a sweep: a ledger of what paid requests cost, shared by every process of the sweep.
+
+    budget = Budget(results_dir / LEDGER_NAME, cap=5.0)
+    with budget.scope() as refused:        # every call made in this context is checked against the cap
+        ...                                # a request that would pass the cap raises BudgetExceeded
+    refused                                # the refusals made in this context (so a cell knows it was cut)
+
+The ledger (`budget.json` in the results dir, which every worker of a sweep shares) holds the cost actually
+paid by requests that reached a provider: cache hits and replies replayed from the cache cost nothing and
+are neither checked nor counted. It is updated under a file lock (`fcntl.lockf`, which also holds on NFS)
+and replaced atomically, so a check reads it without the lock. The cap applies to the total in the ledger
+across sweeps and resumes: re-running with the same cap spends nothing more, a higher cap lets cut cells go
+on (their earlier calls replay from the cache). Delete the ledger to start counting from zero.
+
+Before each provider request the call path asks the active budget (`gate`): the request is refused when
+what was spent plus an estimate of the request's cost would pass the cap. The estimate is the request's
+input tokens (counted by litellm's tokenizer, only when a cheap upper bound does not already fit under the
+cap) at the model's input price, plus `max_tokens` at its output price (nothing for the output when no
+`max_tokens` is set). Requests already in flight when the cap is reached are not stopped: the cap can be
+overshot by what those requests cost, plus the part of a reply's output that the estimate did not cover.
+
+A model whose price is unknown cannot be tracked: `check_prices` refuses it before any call (give the model
+a price, or drop the cap). In-process models (`local/...`, `fake/...`) cost nothing and are never refused.
+The sweep activates a budget in-process with `Budget.scope`; a papermill kernel or another worker process
+reads it from the environment (`Budget.from_env`, PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import BudgetExceeded, ConfigError
+from .providers import is_own, litellm
+
+LEDGER_NAME = "budget.json"
+"""The ledger's file name in a results dir."""
+ENV_MAX_COST = "PROMPTLAB_MAX_COST"
+"""Environment variable holding the cap in USD, for processes a sweep starts."""
+ENV_BUDGET_FILE = "PROMPTLAB_BUDGET_FILE"
+"""Environment variable holding the ledger's path, for processes a sweep starts."""
+
+
+class Ledger(BaseModel):
+    """What the paid requests of one results dir cost, as `budget.json` holds it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = 1
+    """Format version."""
+    spent_usd: float = 0.0
+    """USD paid by requests that reached a provider (cache hits and replays add nothing)."""
+    requests: int = 0
+    """Paid requests counted."""
+    by_model: dict[str, float] = Field(default_factory=dict)
+    """USD paid per model name."""
+
+
+@dataclass(frozen=True)
+class TokenPrice:
+    """A model's price in USD per token."""
+
+    input: float
+    output: float
+
+
+FREE = TokenPrice(0.0, 0.0)
+_prices: dict[tuple[str, int], TokenPrice | None] = {}
+
+
+def price_of(model: str) -> TokenPrice | None:
+    """The model's price per token: a model alias's own `price` (`promptlab.llm.aliases`), else litellm's price map
+    for the model (or the alias's target); FREE for in-process models; None if unknown.
+
+    A price registered with litellm later grows its map and so is found (the lookup is cached per map size)."""
+    from .aliases import get_alias
+
+    alias = get_alias(model)
+    if alias is not None:
+        if alias.price is not None:
+            return TokenPrice(alias.price.input_per_million / 1e6, alias.price.output_per_million / 1e6)
+        model = alias.model
+    if is_own(model):
+        return FREE
+    lm = litellm()
+    seen = (model, len(lm.model_cost))
+    if seen not in _prices:
+        try:
+            info = lm.get_model_info(model=model)
+            low, high = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+            _prices[seen] = None if low is None and high is None else TokenPrice(float(low or 0.0), float(high or 0.0))
+        except Exception:
+            _prices[seen] = None
+    return _prices[seen]
+
+
+def check_prices(models: Iterable[str]) -> None:
+    """Refuse, before any call, models whose cost a budget cannot track (their price is unknown).
+
+    Raises:
+        ConfigError: naming every such model and how to fix it.
+    """
+    unknown = [m for m in dict.fromkeys(models) if price_of(m) is None]
+    if unknown:
+        raise ConfigError(
+            f"max_cost: the price of {', '.join(repr(m) for m in unknown)} is unknown, so spending on it cannot be "
+            "capped; give it a price as a model alias (`models: {name: {model: ..., price: {input_per_million: ..., "
+            "output_per_million: ...}}}` in the experiment file, or pl.register_model(name, model=..., "
+            "price={...})) or run without max_cost")
+
+
+def _cap(value: Any, where: str) -> float:
+    try:
+        cap = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {value!r} is not a number of USD") from None
+    if not math.isfinite(cap) or cap <= 0:
+        raise ConfigError(f"{where}: {value!r} must be a positive number of USD")
+    return cap
+
+
+_ACTIVE: ContextVar[Budget | None] = ContextVar("promptlab_budget", default=None)
+_REFUSED: ContextVar[list[BudgetExceeded] | None] = ContextVar("promptlab_budget_refused", default=None)
+_thread_locks: dict[str, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+class Budget:
+    """A cap in USD on the ledger at `path`; `scope()` makes it the one the call path checks."""
+
+    def __init__(self, path: str | os.PathLike[str], cap: float) -> None:
+        self.path = Path(path).resolve()
+        self.cap = _cap(cap, "max_cost")
+        with _thread_locks_guard:  # fcntl locks are per process: threads of one process take this one too
+            self._thread_lock = _thread_locks.setdefault(str(self.path), threading.Lock())
+        self._known: tuple[tuple[int, int, int], float] | None = None
+        """(the ledger file's inode, size and mtime, its total) as last read."""
+        self._dir_made = False
+
+    def __repr__(self) -> str:
+        return f"Budget({str(self.path)!r}, cap={self.cap:g})"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Budget | None:
+        """The budget a sweep handed to this process (PROMPTLAB_MAX_COST, PROMPTLAB_BUDGET_FILE), or None."""
+        env = os.environ if environ is None else environ
+        raw, path = env.get(ENV_MAX_COST, "").strip(), env.get(ENV_BUDGET_FILE, "").strip()
+        if not raw and not path:
+            return None
+        if not raw or not path:
+            raise ConfigError(f"{ENV_MAX_COST} and {ENV_BUDGET_FILE} go together: set both or neither")
+        return cls(path, _cap(raw, ENV_MAX_COST))
+
+    def env(self) -> dict[str, str]:
+        """The environment variables that hand this budget to another process (`from_env`)."""
+        return {ENV_MAX_COST: repr(self.cap), ENV_BUDGET_FILE: str(self.path)}
+
+    # the ledger --------------------------------------------------------------------------------------
+    def ledger(self) -> Ledger:
+        """The ledger as it is now (empty when none was written yet)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return Ledger()
+        try:
+            return Ledger.model_validate_json(text)
+        except ValidationError as e:
+            raise ConfigError(f"budget ledger {self.path} is unreadable ({e.error_count()} error(s)); "
+                              "delete it to count spending from zero") from None
+
+    def spent(self) -> float:
+        """USD paid so far: the ledger's total, re-read only when the file changed (every write replaces it
+        with a new file, so its inode, size and mtime tell; a stat costs far less than a read)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return 0.0
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+        known = self._known  # one tuple, so a thread never pairs one file's identity with another's total
+        if known is not None and known[0] == seen:
+            return known[1]
+        try:
+            total = float(json.loads(self.path.read_text(encoding="utf-8"))["spent_usd"])
+        except FileNotFoundError:  # replaced between the stat and the read: read the new one
+            return self.spent()
+        except (ValueError, KeyError, TypeError):
+            total = self.ledger().spent_usd  # raises the clear error
+        self._known = (seen, total)
+        return total
+
+    def charge(self, model: str, cost_usd: float | None, input_tokens: int | None = None,
+               output_tokens: int | None = None) -> None:
+        """Add one paid request to the ledger (under the lock). An unknown cost is priced from its tokens."""
+        if cost_usd is None:
+            price = price_of(model) or FREE
+            cost_usd = (input_tokens or 0) * price.input + (output_tokens or 0) * price.output
+        if cost_usd <= 0 and price_of(model) == FREE:  # an in-process model (or an alias of one)
+            return
+        import fcntl
+
+        if not self._dir_made:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._dir_made = True
+        with self._thread_lock, open(self.path.with_name(f".{self.path.name}.lock"), "a") as lock:
+            fcntl.lockf(lock, fcntl.LOCK_EX)
+            try:
+                led = self.ledger()
+                led.spent_usd = round(led.spent_usd + cost_usd, 10)
+                led.requests += 1
+                led.by_model[model] = round(led.by_model.get(model, 0.0) + cost_usd, 10)
+                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+                tmp.write_text(led.model_dump_json(indent=1), encoding="utf-8")
+                os.replace(tmp, self.path)
+            finally:
+                fcntl.lockf(lock, fcntl.LOCK_UN)
+
+    # the check ---------------------------------------------------------------------------------------
+    def check(self, model: str, request: Mapping[str, Any]) -> None:
+        """Refuse a request (litellm keyword arguments) whose cost would pass the cap.
+
+        Raises:
+            BudgetExceeded: spent plus this request's estimated cost would pass the cap (recorded in the
+                refusals of the current `scope`).
+            ConfigError: the model's price is unknown.
+        """
+        price = price_of(model)
+        if price is None:
+            check_prices([model])
+        assert price is not None
+        if price == FREE:
+            return
+        spent = self.spent()
+        out = float(request.get("max_tokens") or 0) * price.output
+        if spent + out + _input_bound(request) * price.input <= self.cap:
+            return
+        estimate = out + _input_tokens(str(request.get("model") or model), request) * price.input
+        if spent < self.cap and spent + estimate <= self.cap:
+            return
+        refusal = BudgetExceeded(model, spent=spent, cap=self.cap, estimate=estimate)
+        refused = _REFUSED.get()
+        if refused is not None:
+            refused.append(refusal)
+        raise refusal
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[list[BudgetExceeded]]:
+        """Make this the budget of every call in this context (tasks started in it inherit it); yields the
+        list of refusals made in the context, so the caller knows whether its work was cut."""
+        refused: list[BudgetExceeded] = []
+        tokens = _ACTIVE.set(self), _REFUSED.set(refused)
+        try:
+            yield refused
+        finally:
+            _REFUSED.reset(tokens[1])
+            _ACTIVE.reset(tokens[0])
+
+
+def _input_bound(request: Mapping[str, Any]) -> int:
+    """An upper bound on the request's input tokens: the bytes of its JSON (a token is at least one byte)."""
+    parts = [request.get("messages"), request.get("response_format"), request.get("tools")]
+    return len(json.dumps(parts, default=str).encode("utf-8"))
+
+
+def _input_tokens(model: str, request: Mapping[str, Any]) -> int:
+    """The request's input tokens by litellm's tokenizer (the upper bound when it cannot count)."""
+    try:
+        return int(litellm().token_counter(model=model, messages=request.get("messages") or []))
+    except Exception:
+        return _input_bound(request)
+
+
+def gate(model: str, request: Mapping[str, Any]) -> Budget | None:
+    """Check a provider request against the active budget (None when no budget is active: no cost)."""
+    budget = _ACTIVE.get()
+    if budget is not None:
+        budget.check(model, request)
+    return budget
+
+
+def active() -> Budget | None:
+    """The budget active in this context, if any."""
+    return _ACTIVE.get()
+
+
+__all__ = ["ENV_BUDGET_FILE", "ENV_MAX_COST", "FREE", "LEDGER_NAME", "Budget", "Ledger", "TokenPrice", "active",
+           "check_prices", "gate", "price_of"]

@@ -1,0 +1,274 @@
+"""The one call path: `complete` and `acomplete`, over litellm, cached, structured, retried.
+
+A call's arguments become a `promptlab.llm.request.Request` (alias resolved, cache key computed); its steps are
+the one generator `promptlab.llm.protocol.protocol`, which yields provider calls and sleeps. Here it is driven
+twice over: `complete` with blocking calls and `time.sleep`, so it works inside a running Jupyter event loop,
+and `acomplete` with async calls and `asyncio.sleep`. The drivers read and write the cache, hold the limits
+and charge the spending cap; the protocol never sees them.
+
+Each request goes out through `promptlab.llm.transport`: litellm, or, for a plain chat request to an
+OpenAI-compatible endpoint (`openai/<name>` with an api_base), a direct HTTP post that skips litellm's
+per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.llm.direct`). The async path
+writes the cache from a worker thread, so SQLite's commit never holds up the event loop.
+
+A model alias (`promptlab.llm.aliases`) is resolved before any model call: its target model, api_base,
+extra params and (at call time, from its `api_key_env`) key; its limits (concurrency per endpoint, rpm,
+tpm: `promptlab.llm.limits`), its price and its `native_schema` choice. A call with an api_base adds the
+endpoint identity to its cache key; the Completion's `model` is the name the caller wrote.
+
+Under a spending cap (`promptlab.llm.budget`, e.g. a sweep's `max_cost`) each provider request is checked first
+and refused with BudgetExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, Union
+
+from pydantic import BaseModel
+
+from ..errors import CacheUnavailableError
+from . import structured
+from .budget import gate
+from .cache.backend import CacheBackend
+from .cache.location import open_cache
+from .completion import Completion
+from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
+from .limits import arate_wait, rate_wait, slot
+from .protocol import ProviderCall, Sleep, priced, protocol
+from .providers import check_model
+from .reply import Reply
+from .request import Prompt, Request, build_request
+from .settings import Settings
+from .transport import TokenHandler, afetch, fetch
+
+CacheArg = Union[CacheBackend, str, Path, bool, None]
+"""None or True: the default cache; False: no cache; a directory, a URL (redis://host:port/db) or a cache
+object: that one."""
+
+
+def _replayed(store: CacheBackend | None, op: ProviderCall, on_token: TokenHandler | None) -> Reply | None:
+    if store is None or op.reply_key is None:
+        return None
+    reply = store.get(op.reply_key, Reply)
+    if reply is not None:
+        reply.replayed = True
+        if on_token is not None:
+            on_token(reply.text)
+    return reply
+
+
+def _keep(store: CacheBackend | None, op: ProviderCall, reply: Reply) -> Reply:
+    if store is not None and op.reply_key is not None:
+        store.add(op.reply_key, reply)
+    return reply
+
+
+def _resolve_cache(cache: CacheArg) -> CacheBackend | None:
+    if cache is False:
+        return None
+    if cache is None or cache is True:
+        return open_cache()
+    if isinstance(cache, CacheBackend):
+        return cache
+    return open_cache(cache)
+
+
+def _from_cache(store: CacheBackend | None, req: Request) -> Completion | None:
+    if store is None:
+        return None
+    hit = store.get(req.key)
+    if hit is None:
+        return None
+    if req.schema is not None:
+        try:
+            hit.parsed = structured.parse(hit.text, req.schema)
+        except ValueError:
+            store.discard(req.key)  # the schema changed shape under the same JSON: a miss, never a crash
+            return None
+    hit.cache_hit = True
+    hit.model = req.model  # the name this caller wrote (an alias of the same endpoint shares the record)
+    return hit
+
+
+def complete(
+    model: str,
+    prompt: Prompt,
+    *,
+    schema: type[BaseModel] | None = None,
+    system: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    sample: int = 0,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    on_token: TokenHandler | None = None,
+    **params: Any,
+) -> Completion:
+    """Call a model once (or answer from the cache) and return a Completion.
+
+    Works in scripts and inside a running Jupyter kernel (it never starts an event loop).
+
+    Args:
+        model: a litellm model name ('gpt-4o-mini', 'anthropic/...', 'ollama/...'), 'local/smollm2',
+            'local/<path>.gguf', or 'fake/<id>' for a scripted model.
+        prompt: the user prompt, or a list of chat messages.
+        schema: a pydantic model; the reply is validated into it (`Completion.parsed`).
+        system: a system prompt put first.
+        temperature: sampling temperature.
+        max_tokens: a cap on the reply's tokens.
+        sample: the draw index; different samples are independent cached draws.
+        cache: None/True for the default cache ($PROMPTLAB_CACHE, else $PROMPTLAB_CACHE_DIR), False for
+            none, or a directory, a URL (redis://host:port/db) or a cache object.
+        settings: retries, re-asks, timeouts, concurrency.
+        on_token: called with each piece of text as the model streams it (a cache hit sends the whole
+            text once); streaming does not change the cache key.
+        **params: any further litellm generation parameter (they enter the cache key); `api_key` and
+            `api_base` are passed on but never enter the key or the disk.
+
+    Raises:
+        UnknownModelError, MissingKeyError, ProviderError, ParseError.
+    """
+    req = build_request(model, prompt, schema=schema, system=system, temperature=temperature,
+                        max_tokens=max_tokens, sample=sample, settings=settings, params=params)
+    store = _resolve_cache(cache)
+    hit = _from_cache(store, req)
+    if hit is not None:
+        if on_token is not None:
+            on_token(hit.text)
+        return hit
+    check_model(model, params)
+    with THREAD_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext():
+        hit = _from_cache(store, req)  # another thread may have made this very call while we waited
+        if hit is not None:
+            if on_token is not None:
+                on_token(hit.text)
+            return hit
+        return _drive(req, store, on_token)
+
+
+def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
+    """Run the protocol with blocking calls and store the Completion (write-once)."""
+    gen = protocol(req)
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = gen.throw(error) if error is not None else gen.send(value)
+        except StopIteration as stop:
+            done: Completion = stop.value
+            break
+        value, error = None, None
+        if isinstance(op, Sleep):
+            time.sleep(op.seconds)
+            continue
+        # the cache is read and written outside the provider's try: a cache outage is never a provider error
+        value = _replayed(store, op, on_token)
+        if value is None:
+            try:
+                rpm, tpm = req.rates()
+                if rpm or tpm:
+                    rate_wait(req.endpoint, rpm, tpm, op.kwargs)
+                budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
+                reply = fetch(op.kwargs, req.settings, on_token)
+            except Exception as e:
+                error = e
+                continue
+            if budget is not None:
+                budget.charge(req.model, priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens)
+            value = _keep(store, op, reply)
+    return _settle(store, req, done)
+
+
+def _settle(store: CacheBackend | None, req: Request, done: Completion) -> Completion:
+    """Store the Completion, write-once. When another process stored this request first, adopt its record
+    (every later replay then agrees with this call) and keep what this call spent as its billed figures."""
+    if store is None or store.add(req.key, done):
+        return done
+    try:
+        first = _from_cache(store, req)
+    except CacheUnavailableError:  # the server went away after refusing our write: keep this call's record
+        return done
+    if first is None:
+        return done
+    return first.model_copy(update={
+        "cache_hit": False, "spent_input_tokens": done.billed_input_tokens,
+        "spent_output_tokens": done.billed_output_tokens, "spent_cost_usd": done.billed_cost_usd})
+
+
+async def acomplete(
+    model: str,
+    prompt: Prompt,
+    *,
+    schema: type[BaseModel] | None = None,
+    system: str | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    sample: int = 0,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    on_token: TokenHandler | None = None,
+    **params: Any,
+) -> Completion:
+    """The async twin of `complete` (same arguments); at most `max_concurrency` calls per model at once."""
+    req = build_request(model, prompt, schema=schema, system=system, temperature=temperature,
+                        max_tokens=max_tokens, sample=sample, settings=settings, params=params)
+    store = _resolve_cache(cache)
+    hit = _from_cache(store, req)
+    if hit is not None:
+        if on_token is not None:
+            on_token(hit.text)
+        return hit
+    check_model(model, params)
+    async with ASYNC_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext(False) as waited:
+        # an identical call in flight finished while we waited: its result
+        hit = _from_cache(store, req) if waited else None
+        if hit is not None:
+            if on_token is not None:
+                on_token(hit.text)
+            return hit
+        return await _adrive(req, store, on_token)
+
+
+async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
+    """Run the protocol with async calls (within the model's concurrency limit) and store the Completion;
+    cache writes run in a worker thread (SQLite's commit off the event loop)."""
+    gen = protocol(req)
+    value: Any = None
+    error: BaseException | None = None
+    rpm, tpm = req.rates()
+    async with slot(req.endpoint, req.concurrency()):
+        while True:
+            try:
+                op = gen.throw(error) if error is not None else gen.send(value)
+            except StopIteration as stop:
+                done: Completion = stop.value
+                break
+            value, error = None, None
+            if isinstance(op, Sleep):
+                await asyncio.sleep(op.seconds)
+                continue
+            value = _replayed(store, op, on_token)  # outside the try: a cache outage is no provider error
+            if value is None:
+                try:
+                    if rpm or tpm:
+                        await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
+                    budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
+                    reply = await afetch(op.kwargs, req.settings, on_token)
+                except Exception as e:
+                    error = e
+                    continue
+                if budget is not None:  # a locked file update: off the event loop
+                    await asyncio.to_thread(budget.charge, req.model, priced(req, reply).cost_usd,
+                                            reply.input_tokens, reply.output_tokens)
+                keep = store is not None and op.reply_key is not None  # else there is nothing to write
+                value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
+    if store is None:
+        return done
+    return await asyncio.to_thread(_settle, store, req, done)
+
+
+__all__ = ["CacheArg", "acomplete", "complete"]

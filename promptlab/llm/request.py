@@ -1,0 +1,118 @@
+"""One model request before it is sent: `build_request` turns a call's arguments into a `Request`.
+
+It checks the arguments, makes the chat messages (`chat_messages`), resolves a model alias
+(`promptlab.llm.aliases`: its target model, api_base and extra params) and computes the cache key: sha256 of the
+target model, messages, generation parameters (never a secret: `promptlab.llm.cache.SECRET_FIELDS`), the
+schema's JSON and the sample index, plus the endpoint's identity when the call names an api_base (two
+servers with one model name never share replies). The Request also knows what its limits count against
+(`Request.endpoint`) and how many calls it allows in flight there (`Request.concurrency`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from pydantic import BaseModel
+
+from . import structured
+from .aliases import ModelAlias, endpoint_identity, get_alias
+from .cache.keys import SECRET_FIELDS, cache_key
+from .limits import shared_concurrency
+from .providers import is_own
+from .settings import DEFAULT_SETTINGS, Settings
+
+Prompt = Union[str, list[dict[str, Any]]]
+"""A user prompt as text, or a list of chat messages ({'role': ..., 'content': ...})."""
+
+
+@dataclass
+class Request:
+    """What one `complete`/`acomplete` call asks for, with its cache key and where its limits apply."""
+
+    model: str
+    """The model name the caller wrote (an alias or a litellm name)."""
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]
+    """Generation parameters (temperature, max_tokens, the alias's params, the caller's)."""
+    schema: type[BaseModel] | None
+    sample: int
+    settings: Settings
+    key: str
+    """The cache key of the final Completion."""
+    target: str = ""
+    """The litellm model the request goes to (an alias's `model`, else `model`)."""
+    alias: ModelAlias | None = None
+    """The alias `model` names, if it is one."""
+    endpoint: str = ""
+    """What the limits count against: '<target>@<provider>@<host>' with an api_base, else the target."""
+
+    def concurrency(self) -> int:
+        """Calls in flight allowed to this request's endpoint: the settings' override for the name written
+        (or the target), else the alias's max_concurrency, else the settings' max_concurrency; shared."""
+        s, overrides = self.settings, self.settings.per_model_concurrency
+        if self.model in overrides or self.target in overrides or self.alias is None:
+            limit = s.concurrency(self.model if self.model in overrides else self.target)
+        else:
+            limit = self.alias.max_concurrency or s.max_concurrency
+        return shared_concurrency(limit)
+
+    def rates(self) -> tuple[float | None, float | None]:
+        """The alias's (rpm, tpm); (None, None) for a plain model name."""
+        return (self.alias.rpm, self.alias.tpm) if self.alias is not None else (None, None)
+
+
+def chat_messages(prompt: Prompt, system: str | None) -> list[dict[str, Any]]:
+    """The chat messages of a prompt (copied), with the system prompt first when there is one."""
+    if isinstance(prompt, str):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    else:
+        messages = [dict(m) for m in prompt]
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    return messages
+
+
+def build_request(
+    model: str,
+    prompt: Prompt,
+    *,
+    schema: type[BaseModel] | None,
+    system: str | None,
+    temperature: float,
+    max_tokens: int | None,
+    sample: int,
+    settings: Settings | None,
+    params: dict[str, Any],
+) -> Request:
+    """The Request of a call's arguments (see `promptlab.llm.call.complete`); a bad model or sample is a ValueError."""
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"model must be a non-empty model name, got {model!r}")
+    if not isinstance(sample, int) or sample < 0:
+        raise ValueError(f"sample must be a whole number >= 0, got {sample!r}")
+    messages = chat_messages(prompt, system)
+    alias = get_alias(model)
+    target = model
+    if alias is not None:
+        target = alias.model
+        params = {**alias.params, **params}
+        if alias.api_base and "api_base" not in params and "base_url" not in params:
+            params["api_base"] = alias.api_base
+    gen = {"temperature": temperature, "max_tokens": max_tokens, **params}
+    payload = {
+        "model": target,
+        "messages": messages,
+        "params": {k: v for k, v in gen.items() if k not in SECRET_FIELDS},
+        "schema": structured.schema_json(schema) if schema is not None else None,
+        "sample": sample,
+    }
+    base = gen.get("api_base") or gen.get("base_url")
+    endpoint = target
+    if base and not is_own(target):  # two servers with one model name never share replies (host only)
+        payload["endpoint"] = endpoint_identity(target, str(base))
+        endpoint = f"{target}@{payload['endpoint']}"
+    return Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, cache_key(payload),
+                   target=target, alias=alias, endpoint=endpoint)
+
+
+__all__ = ["Prompt", "Request", "build_request", "chat_messages"]

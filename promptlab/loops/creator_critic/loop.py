@@ -1,0 +1,300 @@
+"""Creator / Critic: a creator rewrites the prompt, one or more critics score it, repeat.
+
+Each iteration the creator writes an improved prompt from the original prompt, the goal, the latest
+version and the latest critiques; every critic returns a `Critique` (score 1-10, strengths, weaknesses,
+suggestions). Each critic's score is kept as its own `Score` (criterion 'overall', judge 'critic[k]');
+the iteration's average is the configured aggregate (mean, median or min) of the PRESENT critic scores.
+A critic whose reply cannot be parsed gives a missing score with the error recorded (or, with
+`parse_failure_score`, the design document's fixed score, marked as such). The loop stops early once the
+decision score has reached `finish_threshold` for `patience` consecutive iterations, else at
+`max_iterations`. The result is the last prompt the creator wrote, as in the design document
+(`final="best"`: the best-scoring prompt, ties to the earliest). With labelled examples, candidates are also
+measured on data (see `promptlab.loops.runtime.grounding`). Calls stream with `token_type` = the role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from ...errors import ConfigError
+from ...eval.expected import expected_scores
+from ...events import EventHandler
+from ...llm.call import CacheArg
+from ...llm.settings import Settings
+from ...record import Iteration, Run, Score, Step, Task
+from ..runtime.base import (
+    LoopSpec,
+    as_config,
+    as_task,
+    best_iteration,
+    by_decision_score,
+    cut,
+    goal_of,
+    register_loop,
+    rescore_sample,
+    sync_twin,
+)
+from ..runtime.context import RunContext
+from ..runtime.grounding import check_prompt_loop, decision_score, measure, measure_test
+from .config import (
+    CreatorCriticConfig,
+    Critique,
+    aggregate,
+    decide_with_reason,
+    threshold_streak,
+)
+
+_FENCED = re.compile(r"```[\w-]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
+_LEAD = re.compile(r"^(?:here(?:'s| is)[^\n]*?:\s*\n"  # "Here is the improved prompt:" on its own line
+                   r"|\**(?:improved|revised|new|final)?\s*prompt\**\s*:\**\s*)",  # "**Improved prompt:**"
+                   re.IGNORECASE)
+_QUOTES = {'"': '"', "'": "'", "“": "”", "«": "»"}
+
+
+def clean_prompt_text(text: str) -> str:
+    """The prompt inside a creator's reply: a wrapping code fence, a lead-in such as 'Improved prompt:'
+    or 'Here is the improved prompt:', and surrounding quotes are removed."""
+    t = text.strip()
+    fenced = _FENCED.fullmatch(t)
+    if fenced:
+        t = fenced.group(1).strip()
+    t = _LEAD.sub("", t, count=1).strip()
+    if len(t) >= 2 and _QUOTES.get(t[0]) == t[-1] and t[0] not in t[1:-1]:
+        t = t[1:-1].strip()
+    return t
+
+
+def _critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
+    if not critiques:
+        return "(none yet: this is the first rewrite)"
+    blocks = []
+    for judge, c in critiques:
+        if c is None:
+            continue
+        parts = [f"{judge}: score {c.score:g}/10"]
+        parts += [f"  weakness: {cut(w, 160)}" for w in c.weaknesses if w]
+        parts += [f"  suggestion: {cut(s, 160)}" for s in c.suggestions if s]
+        blocks.append("\n".join(parts))
+    return "\n".join(blocks) or "(no usable critique: the critics' replies could not be read)"
+
+
+def _justification(c: Critique) -> str:
+    parts = [f"{label}: {'; '.join(items)}" for label, items in (("strengths", c.strengths),
+                                                                ("weaknesses", c.weaknesses)) if items]
+    return cut(" | ".join(parts), 300)
+
+
+# The loop -----------------------------------------------------------------------------------------
+async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, prompt: str, k: int, judge: str,
+                      model: str) -> tuple[Critique | None, Score, Step]:
+    """One critic's call and its Score (sampled or expected; missing or the fallback when unreadable)."""
+    expected = cfg.score_mode == "expected"
+    c, step = await ctx.completion("critic", "critique", prompt, schema=Critique, iteration=it, sample_offset=k,
+                                   model=model, judge=judge, token_type="critic", place=False, logprobs=expected)
+    crit = c.parsed if c is not None else None
+    if crit is None:
+        fallback = cfg.parse_failure_score
+        why = ("missing: the critic's reply was unusable" if fallback is None
+               else f"the critic's reply was unusable: parse_failure_score {fallback:g} used")
+        return None, Score(criterion="overall", score=fallback, judge=judge, justification=why,
+                           mode=None if fallback is None else "fallback"), step
+    value: float | None = float(crit.score)
+    note = _justification(crit)
+    if expected:
+        assert c is not None
+        found = expected_scores(c.text, c.logprobs, field="score")
+        value = found[0].expected if found else None
+        if value is None:
+            note = f"missing: no expected score ({found[0].reason if found else 'no score field'}); " + note
+    return crit, Score(criterion="overall", score=value, judge=judge, justification=note,
+                       mode="expected" if expected else "sampled"), step
+
+
+async def critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
+                       candidate: str) -> list[tuple[str, Critique | None, Score]]:
+    """Every critic on the candidate, concurrently; steps and errors are then put in critic order so a
+    replay records the same run whatever order the calls finished in."""
+    prompt = ctx.prompt("critic", CRITIC_PROMPT, goal=goal, prompt=cut(candidate, 3000))
+    critics = cfg.critics()
+    n_errors = len(ctx.run.errors)
+    replies = await asyncio.gather(*[_one_critic(ctx, cfg, it, prompt, k, judge, model)
+                                     for k, (judge, model) in enumerate(critics)])
+    for _, _, step in replies:
+        ctx.place(step, it)
+    order = {judge: k for k, (judge, _) in enumerate(critics)}
+    ctx.run.errors[n_errors:] = sorted(ctx.run.errors[n_errors:], key=lambda e: order.get(e.role, len(order)))
+    return [(judge, crit, score) for (judge, _), (crit, score, _) in zip(critics, replies, strict=True)]
+
+
+def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> str:
+    trail = " -> ".join(f"{i.decision_score:g}" if i.decision_score is not None else "missing"
+                        for i in run.iterations)
+    lines = [(f"Creator/Critic on task {run.task.id!r}: {len(run.iterations)} iteration(s), "
+              f"{len(cfg.critics())} critic(s), aggregate {cfg.aggregate}, decisions by {cfg.score_source}."),
+             f"Decision score by iteration: {trail}."]
+    lines.append(f"Output ({cfg.final}): the prompt of iteration {chosen.index}." if chosen
+                 else "No iteration gave a prompt to return.")
+    last = run.iterations[-1] if run.iterations else None
+    lines.append(f"Stopped: {run.stop_reason}" + (f" ({last.reason})." if last and last.reason else "."))
+    return "\n".join(lines)
+
+
+async def arun_creator_critic(
+    task: Task | str | dict[str, Any],
+    config: CreatorCriticConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Run:
+    """Run Creator/Critic on a task and return its record.
+
+    Args:
+        task: a Task, a dict of its fields, or a bare prompt (no goal: `DEFAULT_GOAL` is used).
+        config: a CreatorCriticConfig, a dict of its fields, or None for the defaults.
+        sample: replicate index (independent cached draws).
+        on_event: called with each Event as the run goes.
+        cache: the call cache (None: default, False: none, or a directory).
+        settings: retries, structured re-asks, timeouts.
+        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+
+    Returns:
+        The Run: `final_output` is the last prompt written (`final="best"`: the best-scoring one),
+        `info['final_iteration']` its iteration, `stop_reason` 'threshold' or 'max_iterations';
+        `info['critics']` names the critics and `info['per_critic']` holds each critic's score by iteration.
+        With examples: `Iteration.grounded` (dev), `Run.baseline_test`, `Run.final_test`, `Run.delta`.
+
+    Raises:
+        ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
+    """
+    task, cfg = as_task(task), as_config(CreatorCriticConfig, config)
+    critics = cfg.critics()
+    extra = check_prompt_loop(task, cfg, [m for _, m in critics])
+    ctx = RunContext("creator_critic", task, cfg, sample=sample, on_event=on_event, cache=cache,
+                     settings=settings, provenance=provenance, models=[*(m for _, m in critics), *extra],
+                     rank_by=by_decision_score)
+    ctx.run.models.update({judge: model for judge, model in critics})
+    ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
+    if task.grounded:
+        ctx.run.models["target"] = cfg.target()
+    ctx.emit("run_started", f"creator_critic on task {task.id}", task=task.id, models=ctx.run.models)
+    goal = goal_of(task)
+    ctx.run.info.update(goal=goal, aggregate=cfg.aggregate, final=cfg.final, score_source=cfg.score_source,
+                        score_mode=cfg.score_mode, parse_failure_score=cfg.parse_failure_score, critics=[
+                            {"judge": judge, "model": model, "sample_offset": k}
+                            for k, (judge, model) in enumerate(critics)])
+    per_critic: dict[str, list[float | None]] = {judge: [] for judge, _ in critics}
+    current, latest = task.prompt, list[tuple[str, Critique | None]]()
+    decisions: list[float | None] = []
+    while True:
+        it = ctx.new_iteration()
+        prompt = ctx.prompt("creator", CREATOR_PROMPT, goal=goal, original=cut(task.prompt, 1200),
+                            current=cut(current, cfg.history_chars), critique=_critique_text(latest))
+        # after an iteration without a candidate the same prompt recurs: ask for a fresh draw
+        retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
+        text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry,
+                                    token_type="creator")
+        candidate = clean_prompt_text(text) if text is not None else None
+        if text is not None and not candidate:
+            ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
+        if candidate:
+            it.candidate = current = candidate
+            results = await critique_all(ctx, cfg, it, goal, candidate)
+            scores = [sc for _, _, sc in results]
+            latest = [(judge, crit) for judge, crit, _ in results]
+            tips = [t for _, c, _ in results if c for t in c.suggestions if t]
+            it.reflection = cut("; ".join(tips), 600) if tips else None
+            if task.grounded:
+                it.grounded = await measure(ctx, cfg, candidate, "dev", it)
+        else:
+            scores = [Score(criterion="overall", score=None, judge=judge,
+                            justification="no candidate: the creator failed") for judge, _ in critics]
+        for sc in scores:
+            per_critic[sc.judge or ""].append(sc.score)
+        ctx.score(it, scores, aggregate([sc.score for sc in scores], cfg.aggregate))
+        it.metrics.update(critics_scored=sum(sc.score is not None for sc in scores),
+                          critics_missing=sum(sc.score is None for sc in scores))
+        it.decision_score = decision_score(it, cfg)
+        decisions.append(it.decision_score)
+        decision, reason = decide_with_reason(decisions, cfg)
+        ctx.decide(it, decision, reason)
+        if decision == "FINISH":
+            break
+    t = cfg.finish_threshold
+    early = t is not None and threshold_streak(decisions, t) >= cfg.patience
+    stop_reason = "threshold" if early else "max_iterations"
+    with_candidate = [i for i in ctx.run.iterations if i.candidate is not None]
+    if cfg.final == "last":
+        chosen = with_candidate[-1] if with_candidate else None
+    else:
+        chosen = best_iteration(with_candidate, key=by_decision_score)
+    ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
+    if task.grounded:
+        await measure_test(ctx, cfg, chosen.candidate if chosen else None)
+    run = ctx.finish(stop_reason, chosen.candidate if chosen else None)
+    run.summary = _summary(run, cfg, chosen)
+    return run
+
+
+async def rescore_creator_critic(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
+                                 settings: Settings | None = None) -> list[Score]:
+    """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, as
+    re-score number `sample` (1, 2, ...; cached).
+
+    The calls draw at `rescore_sample(run.sample, sample)` plus the critic's index, so no re-score is a
+    cache hit of a logged critic call (of this run, its replicates or another critic) or of another
+    re-score. Raises ConfigError for an iteration without a candidate or a re-score index below 1."""
+    cfg = CreatorCriticConfig.model_validate(run.config)
+    it = next((i for i in run.iterations if i.index == iteration), None)
+    if it is None or it.candidate is None:
+        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
+    ctx = RunContext("creator_critic", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
+                     settings=settings, models=[m for _, m in cfg.critics()])
+    scratch = ctx.new_iteration()
+    results = await critique_all(ctx, cfg, scratch, str(run.info.get("goal") or goal_of(run.task)), it.candidate)
+    return [sc for _, _, sc in results]
+
+
+run_creator_critic = sync_twin(arun_creator_critic)
+
+register_loop(LoopSpec("creator_critic", CreatorCriticConfig, arun_creator_critic,
+                       "Creator rewrites, one or more critics score 1-10; early stop with patience",
+                       rescore=rescore_creator_critic))
+
+
+
+
+# Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
+CREATOR_PROMPT = """You improve prompts that users give to AI assistants. Do not answer the prompt: \
+rewrite it.
+
+Original prompt: {original}
+Goal: {goal}
+Latest version:
+{current}
+Critique of the latest version:
+{critique}
+
+Write an improved version that keeps the original's purpose, meets the goal and fixes what the critique \
+names. Reply with the improved prompt only: no title, no quotes, no explanation."""
+
+CRITIC_PROMPT = """You are a demanding critic of prompts written for AI assistants.
+
+Goal the prompt should meet: {goal}
+Prompt to judge:
+<<<
+{prompt}
+>>>
+
+Judge how clear, specific and complete the prompt is for that goal. Score it from 1 (useless) to 10 \
+(nothing to improve); keep 9-10 for prompts with no real weakness. Give up to three short strengths, \
+weaknesses and concrete suggestions.
+Reply with JSON only: an object with "score" (an integer from 1 to 10) and "strengths", "weaknesses" and \
+"suggestions" (each a list of short sentences about this prompt)."""
+
+__all__ = ["CREATOR_PROMPT", "CRITIC_PROMPT", "arun_creator_critic", "clean_prompt_text", "critique_all",
+           "rescore_creator_critic", "run_creator_critic"]

@@ -1,0 +1,20 @@
+"""P³RO: Plan, Probe, Reflect & Orient, Polish (see `promptlab.loops.p3ro.loop`)."""
+
+from __future__ import annotations
+
+from .config import Decision, MissingCriteria, P3ROConfig, average_of, decide, decide_with_reason
+from .loop import (
+    DECOMPOSER_PROMPT,
+    EVALUATOR_PROMPT,
+    GENERATOR_PROMPT,
+    REFLECTOR_PROMPT,
+    STRATEGIST_PROMPT,
+    arun_p3ro,
+    rescore_p3ro,
+    run_p3ro,
+)
+from .text import journey_summary
+
+__all__ = ["DECOMPOSER_PROMPT", "Decision", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "MissingCriteria", "P3ROConfig",
+           "REFLECTOR_PROMPT", "STRATEGIST_PROMPT", "arun_p3ro", "average_of", "decide", "decide_with_reason",
+           "journey_summary", "rescore_p3ro", "run_p3ro"]

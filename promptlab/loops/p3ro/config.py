@@ -1,0 +1,103 @@
+"""P³RO's settings and its router: the config, `decide_with_reason` (the NextStepDecider, pure) and the
+iteration average under the `missing_criteria` policy."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ...record import Score
+from ..runtime.base import mean_present
+from ..runtime.grounding import PromptLoopConfig
+
+Decision = Literal["FINISH", "REVISE_STRATEGY", "CONTINUE_PROBING"]
+MissingCriteria = Literal["missing", "mean_present"]
+
+
+class P3ROConfig(PromptLoopConfig):
+    """P³RO settings; `critic_model` plays the evaluator, `generator_model` every other role."""
+
+    ROLES = ("decomposer", "strategist", "generator", "evaluator", "reflector")
+    CRITIC_ROLES = frozenset({"evaluator"})
+
+    finish_threshold: float = Field(8.5, ge=1, le=10)
+    """FINISH once an iteration's average criterion score reaches this (1-10)."""
+    max_iterations: int = Field(5, ge=1, le=100)
+    """Probe iterations at most (FINISH when reached)."""
+    min_criteria: int = Field(3, ge=1, le=6)
+    """Fewest criteria the decomposer must give."""
+    max_criteria: int = Field(5, ge=1, le=6)
+    """Most criteria the decomposer may give (at most 6: a local model's reply holds at most 6 items)."""
+    history_window: int | None = Field(None, ge=0, le=100)
+    """Past attempts shown to the strategist and the generator (None: all, as the design document)."""
+    history_chars: int | None = Field(None, ge=50, le=20000)
+    """Each past prompt text is cut to this many characters in role prompts (None: never cut)."""
+    missing_criteria: MissingCriteria = "missing"
+    """An iteration's average when a criterion is unscored: 'missing' (None: no FINISH on partial evidence)
+    or 'mean_present' (the mean of the scored criteria)."""
+
+    @model_validator(mode="after")
+    def _criteria_bounds(self) -> P3ROConfig:
+        if self.min_criteria > self.max_criteria:
+            raise ValueError(f"min_criteria ({self.min_criteria}) must not exceed max_criteria "
+                             f"({self.max_criteria})")
+        return self
+
+
+# The router (pure) ----------------------------------------------------------------------------------
+def decide_with_reason(averages: list[float | None], config: P3ROConfig) -> tuple[Decision, str]:
+    """The NextStepDecider: the next step after the last iteration, and why.
+
+    Rules, in order: FINISH when the last average >= `finish_threshold` or `len(averages)` >=
+    `max_iterations`; REVISE_STRATEGY when there are two or more iterations and the last average did not
+    increase; CONTINUE_PROBING otherwise.
+
+    A missing average (None: no candidate, or the evaluator failed) is never replaced by a number: it
+    never finishes by threshold, and as the last average it counts as "did not increase". When the
+    iteration just before has no average, the last one is compared with the most recent present average;
+    if there is none, there is nothing to compare with and probing continues.
+
+    Args:
+        averages: the average score of every iteration so far, in order (None where missing).
+        config: supplies `finish_threshold` and `max_iterations`.
+
+    Raises:
+        ValueError: `averages` is empty.
+    """
+    if not averages:
+        raise ValueError("decide needs the averages of at least one iteration")
+    n, last = len(averages), averages[-1]
+    if last is not None and last >= config.finish_threshold:
+        return "FINISH", f"average {last:g} >= threshold {config.finish_threshold:g}"
+    if n >= config.max_iterations:
+        return "FINISH", f"reached max_iterations {config.max_iterations}"
+    if n < 2:
+        if last is None:
+            return "CONTINUE_PROBING", "first iteration has no score; nothing to compare with"
+        return "CONTINUE_PROBING", f"first iteration (average {last:g}); nothing to compare with yet"
+    if last is None:
+        return "REVISE_STRATEGY", "average missing this iteration: counted as no improvement"
+    earlier = [(i, a) for i, a in enumerate(averages[:-1], start=1) if a is not None]
+    if not earlier:
+        return "CONTINUE_PROBING", f"average {last:g}; no earlier average to compare with"
+    idx, prev = earlier[-1]
+    where = f"iteration {idx}" + ("" if idx == n - 1 else f"; iteration {n - 1} had no score")
+    if last <= prev:
+        return "REVISE_STRATEGY", f"average {last:g} did not increase over {prev:g} ({where})"
+    return "CONTINUE_PROBING", f"average {last:g} increased over {prev:g} ({where})"
+
+
+def decide(averages: list[float | None], config: P3ROConfig) -> Decision:
+    """The next step only; see `decide_with_reason` for the rules."""
+    return decide_with_reason(averages, config)[0]
+
+
+def average_of(scores: list[Score], policy: MissingCriteria) -> float | None:
+    """The iteration's average: the unrounded mean, None when no score is present or (policy 'missing')
+    when any criterion is unscored."""
+    if policy == "missing" and any(s.score is None for s in scores):
+        return None
+    return mean_present(s.score for s in scores)
+
+

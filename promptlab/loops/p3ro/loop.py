@@ -1,0 +1,345 @@
+"""P³RO (Plan, Probe, Polish, Reflect and Orient): criteria-driven prompt refinement.
+
+PLAN: the decomposer turns the goal into 3-5 measurable criteria and the strategist writes an ordered
+improvement plan. PROBE: each iteration the generator writes a full new prompt and the evaluator scores
+it 1-10 on every criterion. REFLECT & ORIENT: the reflector distils the evaluation into one directive,
+and `decide` (pure Python) picks FINISH, REVISE_STRATEGY (the strategist plans again, seeing the
+history) or CONTINUE_PROBING. POLISH is pure Python, no model call: the highest-scoring prompt of the
+whole history is the result (ties go to the earliest) and `Run.summary` tells the journey.
+
+Missing scores are never invented: a criterion the evaluator did not score is `None`, an evaluator
+failure leaves every criterion `None` and the iteration's average `None` (see `decide_with_reason`).
+Calls stream with `token_type` = the role ("decomposer", "strategist", "generator", "evaluator",
+"reflector").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import ConfigError
+from ...eval.expected import expected_scores
+from ...events import EventHandler
+from ...llm.call import CacheArg
+from ...llm.settings import Settings
+from ...record import Iteration, Run, Score, Task
+from ..runtime.base import (
+    LoopSpec,
+    as_config,
+    as_task,
+    best_iteration,
+    by_decision_score,
+    goal_of,
+    register_loop,
+    rescore_sample,
+    sync_twin,
+)
+from ..runtime.context import RunContext
+from ..runtime.grounding import check_prompt_loop, decision_score, measure, measure_test
+from .config import Decision, P3ROConfig, average_of, decide_with_reason
+from .schemas import (
+    EvaluationResult,
+    GeneratedPrompt,
+    ImprovementPlan,
+    Reflection,
+    decomposed_schema,
+    evaluation_schema,
+    match_scores,
+)
+from .text import distinct, evaluation_text, history_text, journey_summary, missing_scores, numbered
+
+
+# The phases ---------------------------------------------------------------------------------------
+class _State:
+    """What the phases share within one run."""
+
+    def __init__(self, ctx: RunContext, cfg: P3ROConfig, task: Task) -> None:
+        self.ctx, self.cfg, self.task = ctx, cfg, task
+        self.goal = goal_of(task)
+        self.criteria: list[str] = []
+        self.plan: str | None = None
+        self.reflection: str | None = None
+        self.reasoning: dict[int, str] = {}
+
+    def fields(self) -> dict[str, str]:
+        return {"goal": self.goal, "criteria": numbered(self.criteria)}
+
+
+async def _formulate(s: _State, it: Iteration | None) -> str | None:
+    """StrategyFormulator: a plan from the prompt, the criteria and (when revising) the history."""
+    prompt = s.ctx.prompt(
+        "strategist", STRATEGIST_PROMPT, **s.fields(), initial_prompt=s.task.prompt,
+        previous_plan=s.plan if s.plan else "(none: this is the first plan)",
+        history=history_text([i for i in s.ctx.run.iterations if i is not it], s.cfg, s.reasoning),
+    )
+    out, _ = await s.ctx.call("strategist", "plan", prompt, schema=ImprovementPlan, iteration=it,
+                              token_type="strategist")
+    return out.plan if out is not None else None
+
+
+async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[str], candidate: str,
+                   it: Iteration) -> tuple[list[Score], EvaluationResult | None]:
+    """PromptEvaluator: one Score per criterion (sampled or expected), unmatched entries kept in
+    `Run.info['unmatched_scores']` and invalid ones (with their error) in `Run.info['invalid_scores']`; a
+    criterion whose entry was invalid is missing. An unusable reply gives missing scores (or
+    `parse_failure_score`)."""
+    judge = cfg.model_for("evaluator")
+    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria),
+                        prompt_text=candidate)
+    expected = cfg.score_mode == "expected"
+    c, step = await ctx.completion("evaluator", "evaluate", prompt, schema=evaluation_schema(tuple(criteria)),
+                                   iteration=it, token_type="evaluator", logprobs=expected)
+    ev = c.parsed if c is not None else None
+    if c is None or ev is None:
+        fallback = cfg.parse_failure_score
+        if fallback is None:
+            return missing_scores(criteria, "missing: the evaluator's reply was unusable", judge), None
+        why = f"the evaluator's reply was unusable: parse_failure_score {fallback:g} used"
+        return [Score(criterion=k, score=fallback, justification=why, judge=judge, mode="fallback")
+                for k in criteria], None
+    if expected:
+        found = expected_scores(c.text, c.logprobs, field="score")
+        written = len(ev.scores) + len(ev.rejected)  # one "score" field per entry written, invalid ones too
+        values = [found[k].expected if len(found) == written else None for k in ev.positions]
+        entries = [e.model_copy(update={"score": v}) for e, v in zip(ev.scores, values, strict=True)]
+        ev = ev.model_copy(update={"scores": entries})
+    scores, unmatched = match_scores(criteria, ev, judge, "expected" if expected else "sampled")
+    for key, entries in (("unmatched_scores", unmatched), ("invalid_scores", ev.rejected)):
+        if entries:
+            ctx.run.info.setdefault(key, []).extend({"iteration": it.index, **e} for e in entries)
+        it.metrics[key] = len(entries)
+    return scores, ev
+
+
+async def _probe(s: _State, it: Iteration) -> None:
+    """PromptGenerator -> PromptEvaluator -> ReflectionSynthesizer for one iteration (and the dev-split
+    measure of the candidate when the task has examples)."""
+    ctx, cfg = s.ctx, s.cfg
+    judge = cfg.model_for("evaluator")
+    earlier = [i for i in ctx.run.iterations if i is not it]
+    latest = next((i for i in reversed(earlier) if i.candidate is not None), None)
+    base_label = "the initial prompt" if latest is None else f"attempt {latest.index}, the latest"
+    base = s.task.prompt if latest is None else latest.candidate or ""
+    prompt = ctx.prompt(
+        "generator", GENERATOR_PROMPT, **s.fields(),
+        plan=s.plan if s.plan else "(no plan: the strategist failed; follow the criteria)",
+        reflection=s.reflection if s.reflection else "(none yet)",
+        history=history_text(earlier, cfg, s.reasoning), base_label=base_label, base_prompt=base,
+    )
+    retry = sum(i.candidate is None for i in earlier)  # the same prompt recurs after a failure: fresh draw
+    gen, _ = await ctx.call("generator", "generate", prompt, schema=GeneratedPrompt, iteration=it,
+                            sample_offset=retry, token_type="generator")
+    if gen is None:
+        ctx.score(it, missing_scores(s.criteria, "no candidate: the generator failed", judge))
+        return
+    it.candidate = gen.prompt_text
+    if gen.reasoning.strip():
+        s.reasoning[it.index] = gen.reasoning.strip()
+    scores, ev = await evaluate(ctx, cfg, s.goal, s.criteria, it.candidate, it)
+    ctx.score(it, scores, average_of(scores, cfg.missing_criteria))
+    scored = sum(x.score is not None for x in scores)
+    it.metrics.update(criteria_scored=scored, criteria_missing=len(scores) - scored)
+    if s.task.grounded:
+        it.grounded = await measure(ctx, cfg, it.candidate, "dev", it)
+    if ev is None:
+        return
+    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(), evaluation=evaluation_text(scores, ev))
+    refl, _ = await ctx.call("reflector", "reflect", prompt, schema=Reflection, iteration=it,
+                             token_type="reflector")
+    if refl is not None:
+        it.reflection = s.reflection = refl.summary
+
+
+async def arun_p3ro(
+    task: Task | str | dict[str, Any],
+    config: P3ROConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Run:
+    """Run P³RO on a task and return its record.
+
+    Args:
+        task: a Task, a dict of its fields, or a bare prompt (no goal: `DEFAULT_GOAL` is used).
+        config: a P3ROConfig, a dict of its fields, or None for the defaults.
+        sample: replicate index (independent cached draws).
+        on_event: called with each Event as the run goes.
+        cache: the call cache (None: default, False: none, or a directory).
+        settings: retries, structured re-asks, timeouts.
+        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+
+    Returns:
+        The Run: `final_output` is the highest-scoring prompt by decision score (ties: earliest),
+        `info['final_iteration']` its iteration, `info['criteria']` the criteria, `summary` the journey;
+        `stop_reason` is 'threshold', 'max_iterations' or 'error' (the goal could not be decomposed, so
+        there was nothing to score against). With examples: `Iteration.grounded` (dev),
+        `Run.baseline_test`, `Run.final_test`, `Run.delta`.
+
+    Raises:
+        ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
+    """
+    task, cfg = as_task(task), as_config(P3ROConfig, config)
+    extra = check_prompt_loop(task, cfg, [cfg.model_for("evaluator")])
+    ctx = RunContext("p3ro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
+                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    if task.grounded:
+        ctx.run.models["target"] = cfg.target()
+    ctx.emit("run_started", f"p3ro on task {task.id}", task=task.id, models=ctx.run.models)
+    s = _State(ctx, cfg, task)
+    ctx.run.info.update(goal=s.goal, final="best", score_source=cfg.score_source, score_mode=cfg.score_mode,
+                        parse_failure_score=cfg.parse_failure_score, missing_criteria=cfg.missing_criteria)
+    # PLAN
+    prompt = ctx.prompt("decomposer", DECOMPOSER_PROMPT, goal=s.goal, prompt=task.prompt,
+                        min_criteria=cfg.min_criteria, max_criteria=cfg.max_criteria)
+    decomposed, _ = await ctx.call("decomposer", "plan", prompt,
+                                   schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria),
+                                   token_type="decomposer")
+    if decomposed is None:
+        ctx.run.info["criteria"] = []
+        ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
+        return ctx.finish("error", None)
+    s.criteria = distinct(decomposed.criteria)
+    ctx.run.info["criteria"] = s.criteria
+    s.plan = await _formulate(s, None)
+    plans: list[dict[str, Any]] = [{"before_iteration": 1, "plan": s.plan}]
+    revisions: list[int] = []
+    decisions: list[float | None] = []
+    decision: Decision = "CONTINUE_PROBING"
+    # PROBE / REFLECT & ORIENT
+    while True:
+        it = ctx.new_iteration()
+        if decision == "REVISE_STRATEGY":
+            revisions.append(it.index)
+            new_plan = await _formulate(s, it)
+            if new_plan is not None:
+                s.plan = new_plan
+            plans.append({"before_iteration": it.index, "plan": new_plan})
+        it.metrics["plan_version"] = len(plans)
+        await _probe(s, it)
+        it.decision_score = decision_score(it, cfg)
+        decisions.append(it.decision_score)
+        decision, reason = decide_with_reason(decisions, cfg)
+        ctx.decide(it, decision, reason)
+        if decision == "FINISH":
+            break
+    # POLISH (pure Python)
+    last = decisions[-1]
+    stop_reason = "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
+    best = best_iteration(ctx.run.iterations, key=by_decision_score)
+    ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
+    ctx.run.info.update(plans=plans, strategy_revisions=len(revisions),
+                        reasoning={str(k): v for k, v in s.reasoning.items()},
+                        final_iteration=best.index if best else None)
+    if task.grounded:
+        await measure_test(ctx, cfg, best.candidate if best else None)
+    run = ctx.finish(stop_reason, best.candidate if best else None)
+    run.summary = journey_summary(run, s.criteria, best, revisions)
+    return run
+
+
+async def rescore_p3ro(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
+                       settings: Settings | None = None) -> list[Score]:
+    """Re-ask the run's evaluator about iteration `iteration`'s candidate with the loop's prompt, criteria and
+    schema, as re-score number `sample` (1, 2, ...; cached).
+
+    The call draws at `rescore_sample(run.sample, sample)`, so no re-score is a cache hit of a logged
+    evaluator call (of this run or its replicates) or of another re-score. Raises ConfigError for an
+    iteration without a candidate or a re-score index below 1."""
+    cfg = P3ROConfig.model_validate(run.config)
+    it = next((i for i in run.iterations if i.index == iteration), None)
+    if it is None or it.candidate is None:
+        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
+    ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
+                     settings=settings)
+    scratch = ctx.new_iteration()
+    scores, _ = await evaluate(ctx, cfg, str(run.info.get("goal") or goal_of(run.task)),
+                               list(run.info.get("criteria") or []), it.candidate, scratch)
+    return scores
+
+
+run_p3ro = sync_twin(arun_p3ro)
+
+register_loop(LoopSpec("p3ro", P3ROConfig, arun_p3ro,
+                       "P³RO: criteria and a strategy, then generate-evaluate-reflect until finished",
+                       rescore=rescore_p3ro))
+
+
+# Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
+DECOMPOSER_PROMPT = """You turn a vague goal for a prompt into concrete criteria a reviewer can check.
+
+Goal: {goal}
+The prompt to improve:
+{prompt}
+
+Write {min_criteria} to {max_criteria} short criteria. Each names one quality the improved prompt must have \
+(tone, audience, structure, constraints, output format, ...), worded so it can be checked: "Asks for exactly \
+three bullet points", not "Is better". The criteria must not overlap.
+Reply with JSON only: {{"criteria": ["...", "..."]}}"""
+
+STRATEGIST_PROMPT = """You plan how to improve a prompt.
+
+Goal: {goal}
+Initial prompt:
+{initial_prompt}
+Criteria the new prompt is scored on (1-10 each):
+{criteria}
+Previous plan: {previous_plan}
+Attempts so far, with scores and lessons:
+{history}
+
+Find the biggest gaps between the prompt and the criteria. If the attempts stopped improving, say why the \
+previous plan fell short and take a different approach. Write a short numbered plan of 2-4 steps, the most \
+important change first.
+Reply with JSON only: {{"plan": "1. ... 2. ..."}}"""
+
+GENERATOR_PROMPT = """You rewrite prompts: write one complete new version of the prompt below.
+
+Goal: {goal}
+Criteria it will be scored on (1-10 each):
+{criteria}
+Plan: {plan}
+Lesson from the last evaluation (focus on this): {reflection}
+Earlier attempts:
+{history}
+
+Prompt to improve ({base_label}):
+{base_prompt}
+
+Make the change that helps most, keep what already works, and write the whole prompt, not only the changed \
+part. The prompt is an instruction a user gives to an AI assistant.
+Reply with JSON only: {{"prompt_text": "<the full new prompt>", "reasoning": "<what you changed and why>"}}"""
+
+EVALUATOR_PROMPT = """You are a strict reviewer of prompts. Score the prompt below on each criterion from 1 \
+(fails) to 10 (fully meets it); 5 means partly met with clear gaps. Do not reward length.
+
+Goal: {goal}
+Criteria:
+{criteria}
+
+Prompt to score:
+<<<
+{prompt_text}
+>>>
+
+Give one entry per criterion (copy its text), each with a one-sentence justification that points at the \
+prompt, then short overall feedback naming the most important thing to fix.
+Reply with JSON only: {{"scores": [{{"criterion": "...", "score": 1, "justification": "..."}}], \
+"qualitative_feedback": "..."}}"""
+
+REFLECTOR_PROMPT = """You turn an evaluation into one lesson for the next rewrite of a prompt.
+
+Goal: {goal}
+Criteria:
+{criteria}
+Evaluation of the latest attempt:
+{evaluation}
+
+Look at the lowest scores and the feedback: what worked, what failed, and why? Write one sentence that says \
+what the next version must do differently.
+Reply with JSON only: {{"summary": "..."}}"""
+
+__all__ = ["DECOMPOSER_PROMPT", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "REFLECTOR_PROMPT", "STRATEGIST_PROMPT",
+           "arun_p3ro", "evaluate", "rescore_p3ro", "run_p3ro"]

@@ -1,0 +1,215 @@
+"""P³RO's structured outputs: the role reply schemas and mapping an evaluation onto the criteria."""
+
+from __future__ import annotations
+
+import re
+from functools import cache, lru_cache
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    create_model,
+    model_validator,
+)
+
+from ...record import Score
+
+# Role reply schemas -------------------------------------------------------------------------------------
+Criterion = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3),
+                      Field(json_schema_extra={"maxLength": 200})]
+
+
+class DecomposedGoal(BaseModel):
+    """The decomposer's reply: measurable criteria (the count is bounded by the config). Fewer than
+    `MIN_DISTINCT` distinct criteria (case, numbering and spacing ignored) fails validation, so the call path
+    asks again instead of the loop silently keeping fewer than `min_criteria`."""
+
+    model_config = ConfigDict(extra="forbid")
+    MIN_DISTINCT: ClassVar[int] = 1
+    criteria: list[Criterion] = Field(min_length=1, max_length=6)
+
+    @model_validator(mode="after")
+    def _enough_distinct(self) -> DecomposedGoal:
+        distinct = {norm_criterion(c) for c in self.criteria}
+        if len(distinct) < self.MIN_DISTINCT:
+            raise ValueError(f"{len(distinct)} distinct criteria (repeats removed); at least "
+                             f"{self.MIN_DISTINCT} are needed")
+        return self
+
+
+class ImprovementPlan(BaseModel):
+    """The strategist's reply: an ordered plan."""
+
+    model_config = ConfigDict(extra="forbid")
+    plan: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+                    Field(json_schema_extra={"maxLength": 2000})]
+
+
+class GeneratedPrompt(BaseModel):
+    """The generator's reply: the full new prompt and why it was changed so."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt_text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+                           Field(json_schema_extra={"maxLength": 4000})]
+    reasoning: str = Field("", json_schema_extra={"maxLength": 400})
+
+
+class CriterionScore(BaseModel):
+    """One criterion's score with a one-sentence reason (lengths are generation hints, not validation:
+    a longer valid reply from another model is accepted)."""
+
+    model_config = ConfigDict(extra="forbid")
+    criterion: str = Field(min_length=1, json_schema_extra={"maxLength": 200})
+    score: float = Field(ge=1, le=10)
+    justification: str = Field("", json_schema_extra={"maxLength": 150})
+
+
+class EvaluationResult(BaseModel):
+    """The evaluator's reply: a score per criterion and overall feedback (any number of entries; those that
+    match no criterion are recorded as unmatched).
+
+    Entries are validated one by one: an invalid entry (a score outside 1-10, a null justification, ...)
+    is left out of `scores` and kept in `rejected` with its error, so it cannot discard the valid ones.
+    A reply with no valid entry at all fails validation (the call path asks again)."""
+
+    model_config = ConfigDict(extra="forbid")
+    scores: list[CriterionScore] = Field(min_length=1, json_schema_extra={"maxItems": 6})
+    qualitative_feedback: str = Field(json_schema_extra={"maxLength": 300})
+    _rejected: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _positions: list[int] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _entry_by_entry(cls, data: Any, handler: ModelWrapValidatorHandler[EvaluationResult]) -> EvaluationResult:
+        entries = data.get("scores") if isinstance(data, dict) else None
+        if not isinstance(entries, list) or not entries:
+            return handler(data)
+        kept: list[int] = []
+        rejected: list[dict[str, Any]] = []
+        for k, entry in enumerate(entries):
+            try:  # through `handler`, so the entry is checked as strictly as the whole reply
+                handler({**data, "scores": [entry]})
+                kept.append(k)
+            except ValidationError as e:
+                if any(err["loc"][:2] != ("scores", 0) for err in e.errors()):
+                    raise  # a problem outside this entry (e.g. no feedback): the reply itself is invalid
+                rejected.append({"position": k, "entry": entry, "error": entry_problems(e)})
+        if not kept:
+            raise ValueError("no valid score entry: " + "; ".join(f"entry {r['position'] + 1}: {r['error']}"
+                                                                   for r in rejected))
+        result = handler({**data, "scores": [entries[k] for k in kept]})
+        result._rejected, result._positions = rejected, kept
+        return result
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        """The invalid entries as the evaluator wrote them: {"position", "entry", "error"} (0-based position)."""
+        return self._rejected
+
+    @property
+    def positions(self) -> list[int]:
+        """Where each entry of `scores` stood in the reply (0-based), invalid entries counted."""
+        return self._positions or list(range(len(self.scores)))
+
+
+def entry_problems(e: ValidationError) -> str:
+    """A validation error of one entry, as one line ('score: Input should be ...')."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc'][2:]) or 'entry'}: {err['msg']}" for err in e.errors())
+
+
+class Reflection(BaseModel):
+    """The reflector's reply: one actionable directive for the next attempt."""
+
+    model_config = ConfigDict(extra="forbid")
+    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
+                       Field(json_schema_extra={"maxLength": 400})]
+
+
+@cache
+def decomposed_schema(low: int, high: int) -> type[DecomposedGoal]:
+    """`DecomposedGoal` with the number of criteria bounded to [low, high]."""
+    model = create_model("DecomposedGoal", __base__=DecomposedGoal,
+                         criteria=(list[Criterion], Field(min_length=low, max_length=high)))
+    model.MIN_DISTINCT = low
+    return model
+
+
+@lru_cache(maxsize=64)
+def evaluation_schema(criteria: tuple[str, ...]) -> type[EvaluationResult]:
+    """`EvaluationResult` whose JSON schema asks for exactly one entry per criterion, in order (a tuple of
+    `prefixItems` naming each criterion, integer scores 1-10): constrained decoders and `fake/auto` follow it,
+    so every criterion gets a score. Parsing stays lenient: other names, more entries or fractional scores
+    are accepted, and entries that match no criterion are recorded as unmatched."""
+
+    def one_per_criterion(schema: dict[str, Any]) -> None:
+        schema.pop("items", None)
+        schema.pop("maxItems", None)
+        schema["minItems"] = len(criteria)
+        schema["prefixItems"] = [{
+            "type": "object", "additionalProperties": False,
+            "required": ["criterion", "score", "justification"],
+            "properties": {"criterion": {"const": c}, "score": {"type": "integer", "minimum": 1, "maximum": 10},
+                           "justification": {"type": "string", "maxLength": 150}},
+        } for c in criteria]
+        schema["maxItems"] = len(criteria)
+
+    return create_model("EvaluationResult", __base__=EvaluationResult, scores=(
+        list[CriterionScore], Field(min_length=1, json_schema_extra=one_per_criterion)))
+
+
+# Matching scores to criteria ---------------------------------------------------------------------
+def norm_criterion(text: str) -> str:
+    text = re.sub(r"^\s*(?:criterion\s*)?\d+\s*[.):-]?\s*", "", text.strip().lower())
+    return re.sub(r"\s+", " ", text).strip(" .;:\"'")
+
+
+def _which(criteria: list[str], said: str) -> int | None:
+    """Index of the criterion the evaluator meant: same text (numbering and case ignored), a bare number
+    ('2', 'criterion 2'), or a unique containment of one text in the other."""
+    number = re.fullmatch(r"\s*(?:criterion\s*)?#?(\d+)\s*[.):]?\s*", said.lower())
+    if number:
+        k = int(number.group(1))
+        return k - 1 if 1 <= k <= len(criteria) else None
+    key = norm_criterion(said)
+    normed = [norm_criterion(c) for c in criteria]
+    if key in normed:
+        return normed.index(key)
+    hits = [i for i, c in enumerate(normed) if len(key) >= 8 and (key in c or c in key)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def match_scores(
+    criteria: list[str], result: EvaluationResult, judge: str, mode: str | None = "sampled"
+) -> tuple[list[Score], list[dict[str, Any]]]:
+    """Map an evaluation onto the criteria.
+
+    Returns:
+        One Score per criterion, in order, and the valid entries that match no criterion or repeat one,
+        kept as the evaluator wrote them. A criterion's score is None where the evaluator gave none, or
+        where its only entry was invalid (`result.rejected`; the justification then gives the error).
+    """
+    found: dict[int, Score] = {}
+    unmatched: list[dict[str, Any]] = []
+    for s in result.scores:
+        i = _which(criteria, s.criterion)
+        if i is None or i in found:
+            unmatched.append(s.model_dump())
+            continue
+        found[i] = Score(criterion=criteria[i], score=None if s.score is None else float(s.score),
+                         justification=s.justification, judge=judge, mode=mode)
+    invalid: dict[int, str] = {}
+    for r in result.rejected:
+        said = r["entry"].get("criterion") if isinstance(r["entry"], dict) else None
+        i = _which(criteria, said) if isinstance(said, str) else None
+        if i is not None and i not in found:
+            invalid.setdefault(i, f"missing: the evaluator's entry was invalid ({r['error']})")
+    scores = [found.get(i) or Score(criterion=c, score=None, judge=judge,
+                                    justification=invalid.get(i, "not scored by the evaluator"))
+              for i, c in enumerate(criteria)]
+    return scores, unmatched

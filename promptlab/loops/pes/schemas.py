@@ -1,0 +1,111 @@
+"""PES's structured outputs: the planner's reply (narrowed to the available tools), synthesis and judge.
+
+Validation is as lenient as the design document, which caps neither the number of tool calls nor the
+length of a reply's fields: a longer valid reply from a capable model is accepted. The limits below are
+written into the JSON SCHEMA only (`maxItems` / `maxLength`), where a constrained decoder (the local
+model's grammar) uses them to keep a small model's reply short; they never reject a reply.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from ...tools.registry import ToolRegistry
+
+MAX_TOOL_CALLS = 3
+"""Most tool calls the generation schema offers in one planning reply (validation accepts any number)."""
+
+
+def schema_limit(**limits: int) -> Any:
+    """A field annotation whose limit (maxLength=..., maxItems=...) is in the JSON schema only, not validated."""
+    return Field(json_schema_extra=dict(limits))
+
+
+class ToolCallRequest(BaseModel):
+    """One tool call the planner asks for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    """Tool name."""
+    input: dict[str, Any] | str
+    """The tool's input object (or a bare string for tools that take one)."""
+
+
+class PlanningOutput(BaseModel):
+    """The planner's reply for one iteration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = schema_limit(maxLength=80)
+    """A short title for the conversation."""
+    intent: str = schema_limit(maxLength=200)
+    """What the user wants."""
+    plan: str = schema_limit(maxLength=400)
+    """The steps the agent will take."""
+    thoughts: str = schema_limit(maxLength=400)
+    """Reasoning about what is known and what is missing."""
+    tool_calls: list[ToolCallRequest] = schema_limit(maxItems=MAX_TOOL_CALLS)
+    """Tools to call now; empty when the answer can be written."""
+
+
+def planning_schema(tools: ToolRegistry) -> type[PlanningOutput]:
+    """PlanningOutput whose JSON schema only offers calls of `tools` with valid inputs.
+
+    Only the schema is narrowed (a constrained decoder or a schema-following provider keeps to it);
+    validation still accepts any call, and an unknown tool or a bad input comes back as a tool error.
+    """
+    return _planning_schema(json.dumps(tools.call_schemas("tool", "input")))
+
+
+@lru_cache(maxsize=64)
+def _planning_schema(branches_json: str) -> type[PlanningOutput]:
+    branches = json.loads(branches_json)
+
+    def known_calls(schema: dict[str, Any]) -> None:
+        schema.clear()
+        schema["anyOf"] = branches
+
+    class ToolCall(ToolCallRequest):
+        model_config = ConfigDict(extra="forbid", json_schema_extra=known_calls)
+
+    return create_model("PlanningOutput", __base__=PlanningOutput, tool_calls=(
+        list[ToolCall], Field(json_schema_extra={"maxItems": MAX_TOOL_CALLS},
+                              description="Tools to call now; empty to answer.")))
+
+
+class SynthesisMetadata(BaseModel):
+    """Extra information shown next to the answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sources: list[str] = schema_limit(maxItems=5)
+    """Documents or tools the answer relies on."""
+    suggestions: list[str] = schema_limit(maxItems=3)
+    """Follow-up questions or actions for the user."""
+
+
+class SynthesisOutput(BaseModel):
+    """The synthesizer's reply: the answer and its metadata."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = schema_limit(maxLength=2000)
+    """The answer to the user."""
+    metadata: SynthesisMetadata
+    """Sources and suggestions."""
+
+
+class JudgeGrade(BaseModel):
+    """The judge's grade of the final answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    justification: str = schema_limit(maxLength=600)
+    """Why the answer earns the score."""
+    score: int = Field(ge=1, le=10)
+    """1 (useless) to 10 (complete and correct)."""

@@ -1,0 +1,260 @@
+"""The run context: records one loop run as it goes (model calls through the core path, steps, errors,
+events, totals) and closes it into a `Run`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from types import EllipsisType
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel
+
+from ...errors import ConfigError, ParseError, ProviderError
+from ...events import Event, EventHandler
+from ...llm.call import CacheArg, acomplete
+from ...llm.completion import Completion, account, account_failure
+from ...llm.providers import preflight
+from ...llm.settings import Settings
+from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, run_id
+from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class RunContext:
+    """Records one run as it goes: model calls through the core path, steps, errors, events, totals."""
+
+    def __init__(
+        self,
+        loop: str,
+        task: Task,
+        config: LoopConfig,
+        *,
+        sample: int = 0,
+        on_event: EventHandler | None = None,
+        cache: CacheArg = None,
+        settings: Settings | None = None,
+        id_extra: dict[str, Any] | None = None,
+        provenance: dict[str, Any] | None = None,
+        models: Iterable[str] = (),
+        rank_by: Callable[[Iteration], float | None] = by_average,
+    ) -> None:
+        """Check every model the run will use (the roles' and `models`) before any call, then open the record.
+
+        `provenance` adds entries to `Run.provenance` (e.g. the sweep's `experiment_hash`); `rank_by` is how
+        `finish` picks `Run.best_iteration` (the loop's own rule: `by_decision_score` where the router uses
+        a score)."""
+        cfg = config.model_dump(mode="json")
+        roles = config.ROLES or ()
+        preflight([*(config.model_for(r) for r in roles), *models])
+        self.config = config
+        self.rank_by = rank_by
+        self.cache = cache
+        self.settings = settings
+        self.on_event = on_event
+        self.t0 = time.perf_counter()
+        self.run = Run(
+            run_id=run_id(loop, task, cfg, sample, id_extra), loop=loop, task=task, config=cfg, sample=sample,
+            models={r: config.model_for(r) for r in roles}, started_at=time.time(),
+        )
+        self.run.provenance = base_provenance(task) | scoped_provenance() | dict(provenance or {})
+
+    # events -----------------------------------------------------------------------------------
+    def emit(self, kind: Any, message: str = "", *, iteration: int | None = None, phase: str | None = None,
+             role: str | None = None, **data: Any) -> None:
+        """Send an event to the callback, if any (a failing callback never stops the run)."""
+        if self.on_event is None:
+            return
+        event = Event(kind=kind, run_id=self.run.run_id, loop=self.run.loop, iteration=iteration,
+                      phase=phase, role=role, message=message, data=data)
+        try:
+            self.on_event(event)
+        except Exception as e:  # the run is worth more than the display
+            import logging
+
+            logging.getLogger("promptlab").warning("on_event callback failed: %s", e)
+
+    # prompts ----------------------------------------------------------------------------------
+    def prompt(self, role: str, default: str, **fields: Any) -> str:
+        """The role's prompt (an override from the config, else `default`) with `fields` filled in."""
+        template = self.config.prompts.get(role, default)
+        self.run.provenance.setdefault("prompt_hashes", {})[role] = text_hash(template)
+        try:
+            return template.format(**fields)
+        except (KeyError, IndexError) as e:
+            raise ConfigError(f"prompts.{role}: the template uses a field {e} that this role does not "
+                              f"provide; available fields: {sorted(fields)}") from e
+
+    # model calls ------------------------------------------------------------------------------
+    @overload
+    async def call(self, role: str, phase: str, prompt: str, *, schema: type[M], iteration: Iteration | None = ...,
+                   system: str | None = ..., sample_offset: int = ..., model: str | None = ...,
+                   judge: str | None = ..., token_type: str | None = ..., keep_raw: bool = ...,
+                   ) -> tuple[M | None, Step]: ...
+
+    @overload
+    async def call(self, role: str, phase: str, prompt: str, *, schema: None = ...,
+                   iteration: Iteration | None = ..., system: str | None = ..., sample_offset: int = ...,
+                   model: str | None = ..., judge: str | None = ..., token_type: str | None = ...,
+                   keep_raw: bool = ...) -> tuple[str | None, Step]: ...
+
+    async def call(
+        self,
+        role: str,
+        phase: str,
+        prompt: str,
+        *,
+        schema: type[BaseModel] | None = None,
+        iteration: Iteration | None = None,
+        system: str | None = None,
+        sample_offset: int = 0,
+        model: str | None = None,
+        judge: str | None = None,
+        token_type: str | None = None,
+        keep_raw: bool = False,
+    ) -> tuple[Any, Step]:
+        """Make one role's model call and record it as a step of `iteration` (or of setup/final).
+
+        With `keep_raw`, the reply's raw text is kept on the step (`Step.raw`). With `token_type`, the reply
+        is streamed and each piece is emitted as a `token` event with data {"token_type": token_type,
+        "text": piece} (a cache hit sends its whole text as one piece).
+
+        Returns (parsed object or text, step): a parsed reply has the schema's type. On a ParseError or
+        ProviderError the first item is None, the step carries the error (with the raw output), and the
+        run's `errors` lists it.
+        """
+        c, step = await self.completion(role, phase, prompt, schema=schema, iteration=iteration, system=system,
+                                        sample_offset=sample_offset, model=model, judge=judge,
+                                        token_type=token_type, keep_raw=keep_raw)
+        if c is None:
+            return None, step
+        return (c.parsed if schema is not None else c.text), step
+
+    async def completion(
+        self,
+        role: str,
+        phase: str,
+        prompt: str,
+        *,
+        schema: type[BaseModel] | None = None,
+        iteration: Iteration | None = None,
+        system: str | None = None,
+        sample_offset: int = 0,
+        model: str | None = None,
+        judge: str | None = None,
+        token_type: str | None = None,
+        keep_raw: bool = False,
+        place: bool = True,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        logprobs: bool = False,
+    ) -> tuple[Completion | None, Step]:
+        """`call`, returning the whole Completion (None on failure). `place=False` leaves the step for
+        the caller to place (concurrent calls recorded in a fixed order); `temperature` and `max_tokens`
+        override the config's; `logprobs` asks for token log-probabilities (20 alternatives)."""
+        model = model or self.config.model_for(role)
+        it = iteration.index if iteration is not None else None
+        self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
+        step = Step(iteration=it, phase=phase, role=judge or role, model=model)
+        on_token = None
+        if token_type is not None and self.on_event is not None:
+            def on_token(piece: str) -> None:
+                self.emit("token", piece, iteration=it, phase=phase, role=role, token_type=token_type, text=piece)
+        extra: dict[str, Any] = {"logprobs": True, "top_logprobs": 20} if logprobs else {}
+        try:
+            c: Completion = await acomplete(
+                model, prompt, schema=schema, system=system,
+                temperature=self.config.temperature if temperature is None else temperature,
+                max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
+                sample=self.run.sample + sample_offset, cache=self.cache, settings=self.settings,
+                on_token=on_token, **extra,
+            )
+        except (ParseError, ProviderError) as e:
+            raw = e.raw if isinstance(e, ParseError) else None
+            attempts = len(e.attempts) if isinstance(e, ParseError) else e.attempts
+            step.call = ModelCall(model=model, attempts=attempts)
+            self.fail(step, e, raw=raw).infrastructure = isinstance(e, ProviderError)
+            if isinstance(e, ParseError):  # its replies were paid for although none parsed
+                account_failure(self.run.totals, e.input_tokens, e.output_tokens, e.cost_usd)
+            else:
+                account_failure(self.run.totals)
+            if place:
+                self.place(step, iteration)
+            return None, step
+        step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
+                              output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
+                              attempts=c.attempts)
+        account(self.run.totals, c)
+        self._reported(judge or role, model, c)
+        if keep_raw:
+            step.raw = c.text
+        if c.parsed is not None:
+            step.output = c.parsed.model_dump(mode="json")
+        else:
+            step.output = {"text": c.text}
+        self.emit("model_call", f"{model} {'(cached)' if c.cache_hit else ''}".strip(), iteration=it, phase=phase,
+                  role=role, cache_hit=c.cache_hit, input_tokens=c.input_tokens, output_tokens=c.output_tokens,
+                  cost_usd=c.cost_usd)
+        if place:
+            self.place(step, iteration)
+        return c, step
+
+    def _reported(self, role: str, model: str, c: Completion) -> None:
+        """Provenance: per role, the model requested, the id the provider reported and the endpoint."""
+        roles = self.run.provenance.setdefault("models", {})
+        if role not in roles:
+            roles[role] = {"requested": model, "reported": c.response_model, "endpoint": c.endpoint}
+
+    def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
+        """Record an error on a step and on the run, and emit it."""
+        err = StepError(iteration=step.iteration, phase=step.phase, role=step.role,
+                        kind=type(error).__name__, message=str(error), raw=raw)
+        step.error = err
+        self.run.errors.append(err)
+        self.emit("error", f"{err.kind}: {err.message}", iteration=step.iteration, phase=step.phase,
+                  role=step.role, raw=raw)
+        return err
+
+    def place(self, step: Step, iteration: Iteration | None) -> None:
+        """Append a step to `iteration` (or to the run's setup or final steps)."""
+        if iteration is not None:
+            iteration.steps.append(step)
+        elif self.run.iterations:
+            self.run.final.append(step)
+        else:
+            self.run.setup.append(step)
+
+    # iterations -------------------------------------------------------------------------------
+    def new_iteration(self) -> Iteration:
+        """Start the next iteration (appended to the run)."""
+        it = Iteration(index=len(self.run.iterations) + 1)
+        self.run.iterations.append(it)
+        self.emit("phase", f"iteration {it.index}", iteration=it.index, phase="iteration")
+        return it
+
+    def score(self, it: Iteration, scores: list[Score], average: float | None | EllipsisType = ...) -> None:
+        """Set an iteration's scores and average (the mean of present scores unless given, None included)
+        and emit them."""
+        it.scores = scores
+        it.average = mean_present(s.score for s in scores) if isinstance(average, EllipsisType) else average
+        self.emit("score", f"average {it.average}" if it.average is not None else "score missing",
+                  iteration=it.index, average=it.average, scores=[s.model_dump() for s in scores])
+
+    def decide(self, it: Iteration, decision: str, reason: str) -> None:
+        """Record and emit an iteration's decision."""
+        it.decision, it.reason = decision, reason
+        self.emit("decision", f"{decision}: {reason}", iteration=it.index, decision=decision)
+
+    def finish(self, stop_reason: str, final_output: str | None) -> Run:
+        """Close the run: stop reason, output, best iteration (by `rank_by`, the rule the loop chooses its
+        best prompt by) and its average, wall time; emits run_finished."""
+        r = self.run
+        r.stop_reason, r.final_output = stop_reason, final_output
+        best = best_iteration(r.iterations, key=self.rank_by)
+        if best is not None:
+            r.best_iteration, r.best_score = best.index, best.average
+        r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
+        self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
+        return r
+

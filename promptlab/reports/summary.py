@@ -1,0 +1,195 @@
+"""The summary table of a sweep and the report: PNG charts plus summary.csv / summary.md in one call."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..results.configs import MODEL_COLUMNS, By, by_columns, config_columns, config_groups, fmt_value
+from .charts import plot_calibration, plot_counterfactual_heatmap, plot_forest, plot_grounded_trajectories
+from .findings import Findings, findings, findings_markdown
+from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..results.store import Results
+
+
+def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFrame:
+    """One row per configuration: runs, final and best score, iterations, stop reasons, tokens, cost, errors.
+
+    Args:
+        results: A `Results` or a runs frame.
+        by: Columns of a configuration (default: loop + params, see `config_columns`).
+
+    Returns:
+        A frame with the `by` columns then: runs, final_score_n (runs with a final score),
+        final_score_mean, final_score_sd, best_score_mean, iterations_mean, stop_reasons ("reason: count"),
+        tokens_mean, tokens_total, cost_usd_total (<NA> when some run's cost is unknown), n_errors,
+        runs_with_errors.
+    """
+    import pandas as pd
+
+    runs = results if isinstance(results, pd.DataFrame) else results.runs
+    cols = by_columns(runs, by)
+    out_cols = [*cols, "runs", "final_score_n", "final_score_mean", "final_score_sd", "best_score_mean",
+                "iterations_mean", "stop_reasons", "tokens_mean", "tokens_total", "cost_usd_total", "n_errors",
+                "runs_with_errors"]
+    rows = []
+    for key, g in (runs.groupby(cols, dropna=False, sort=True) if cols and len(runs) else []):
+        key = key if isinstance(key, tuple) else (key,)
+        reasons = g["stop_reason"].fillna("").replace("", "(none)").value_counts()
+        rows.append([*key, len(g), int(g["final_score"].notna().sum()), g["final_score"].mean(),
+                     g["final_score"].std(), g["best_score"].mean(), g["iterations_used"].mean(),
+                     ", ".join(f"{r}: {n}" for r, n in reasons.items()), g["tokens"].mean(), g["tokens"].sum(),
+                     pd.NA if g["cost_usd"].isna().any() else g["cost_usd"].sum(), g["n_errors"].sum(),
+                     int((g["n_errors"] > 0).sum())])
+    table = pd.DataFrame(rows, columns=out_cols)
+    for c in ("final_score_mean", "final_score_sd", "best_score_mean", "iterations_mean", "tokens_mean",
+              "cost_usd_total"):
+        table[c] = table[c].astype("Float64")
+    for c in ("runs", "final_score_n", "tokens_total", "n_errors", "runs_with_errors"):
+        table[c] = table[c].astype("Int64")
+    return table
+
+
+class Report(dict[str, Path]):
+    """The files `report()` wrote, by file name; `.skipped` says which charts were not drawn and why."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped: dict[str, str] = {}
+
+
+def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.PathLike[str] | None = None) -> Report:
+    """Load a results directory and write its charts, summary.csv and summary.md.
+
+    Charts: trajectories.png, pairings.png, score_vs_cost.png, stop_reasons.png, final_by_threshold.png, and
+    the findings charts calibration.png, grounded_trajectories.png, counterfactual.png (one panel per
+    configuration) and deltas.png; one whose columns are absent or that has nothing to compare is skipped,
+    with the reason in `Report.skipped` and in summary.md. summary.md has a "Findings" section (see
+    `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data or experiment files.
+
+    Args:
+        results_dir: The sweep's results directory, or its loaded `Results`.
+        out_dir: Where to write (default `<results_dir>/report`).
+
+    Returns:
+        A `Report`: file name -> path of every file written.
+    """
+    from matplotlib.figure import Figure
+
+    from ..results.store import Results, load
+
+    res = results_dir if isinstance(results_dir, Results) else load(results_dir)
+    out = Path(out_dir) if out_dir is not None else res.path / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    runs, traj, written = res.runs, res.trajectories, Report()
+    table = summary_table(res)
+
+    def chart(name: str, why_not: str | None, draw: Any, size: tuple[float, float]) -> None:
+        if why_not:
+            written.skipped[name] = why_not
+            return
+        fig = Figure(figsize=size)
+        draw(fig)
+        fig.savefig(out / name, dpi=110, bbox_inches="tight")
+        written[name] = out / name
+
+    no_runs = "no runs in ok cells" if runs.empty else None
+    n_configs = len(config_groups(traj))
+    facets = [c for c in config_columns(traj) if traj[c].nunique(dropna=False) > 1] if n_configs > 8 else []
+
+    def trajectories(fig: Figure) -> None:
+        if len(facets) < 2:  # one line per configuration
+            plot_trajectories(traj, ax=fig.add_subplot())
+            return
+        for ax, col in zip(fig.subplots(len(facets), 1, squeeze=False, gridspec_kw={"hspace": 0.55})[:, 0], facets, strict=True):
+            plot_trajectories(traj, by=[col], ax=ax)  # too many configurations: one panel per parameter
+            ax.set_title(f"Score by iteration, by {col} (pooled over the other parameters)")
+
+    chart("trajectories.png", "no scored iterations" if traj.empty or traj["average"].isna().all() else None,
+          trajectories, (9, 5 if len(facets) < 2 else 3.2 * len(facets)))
+    pairs = runs[list(MODEL_COLUMNS)].drop_duplicates()
+    chart("pairings.png", no_runs or (f"a single generator/critic pairing ({fmt_value(pairs.iloc[0, 0])} x "
+                                      f"{fmt_value(pairs.iloc[0, 1])}): nothing to compare" if len(pairs) == 1 else None),
+          lambda fig: plot_pairing_heatmap(runs, ax=fig.add_subplot()), (2 * runs["critic_model"].nunique() + 4,
+                                                          runs["generator_model"].nunique() + 3))
+    cost_x = next((c for c in ("cost_usd", "tokens") if (runs[c].fillna(0) > 0).any()), None)
+    chart("score_vs_cost.png", no_runs or ("no run has a cost or token count" if cost_x is None else None)
+          or ("no final scores" if runs["final_score"].isna().all() else None),
+          lambda fig: plot_score_vs_cost(runs, x=cost_x or "tokens", ax=fig.add_subplot()), (9, 5))
+    chart("stop_reasons.png", no_runs, lambda fig: plot_stop_reasons(runs, ax=fig.add_subplot()),
+          (9, 0.5 * len(table) + 3))
+    hue = "max_iterations" if "max_iterations" in runs.columns and runs["max_iterations"].nunique() > 1 else None
+    threshold_why = ("the sweep has no finish_threshold column" if "finish_threshold" not in runs.columns else
+                     "one finish_threshold and one max_iterations value: nothing to compare"
+                     if runs["finish_threshold"].nunique() < 2 and hue is None else None)
+    chart("final_by_threshold.png", no_runs or threshold_why,
+          lambda fig: plot_final_by(runs, x="finish_threshold", hue=hue, ax=fig.add_subplot()), (9, 5))
+
+    found = findings(res)
+    _findings_charts(res, found, chart)
+    table.to_csv(out / "summary.csv", index=False)
+    written["summary.csv"] = out / "summary.csv"
+    (out / "summary.md").write_text(_summary_md(res, table, written, found))
+    written["summary.md"] = out / "summary.md"
+    return written
+
+
+def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
+    """Draw calibration.png, grounded_trajectories.png, counterfactual.png and deltas.png through `chart`."""
+    traj = res.trajectories
+    no_grounded = None if "grounded_score" in traj.columns and traj["grounded_score"].notna().any() \
+        else "no grounded data"
+    pooled = found.calibration[found.calibration["critic_model"] != "(all)"] if len(found.calibration) else None
+    chart("calibration.png", no_grounded or ("no iteration has both a critic and a grounded score"
+                                             if pooled is None or pooled.empty else None),
+          lambda fig: plot_calibration(traj, ax=fig.add_subplot()), (8, 5))
+    chart("grounded_trajectories.png", no_grounded,
+          lambda fig: plot_grounded_trajectories(traj, ax=fig.add_subplot()), (9, 5))
+    groups = list(found.counterfactual.groupby("config", sort=True)) if len(found.counterfactual) else []
+
+    def counterfactual(fig: Any) -> None:
+        axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"hspace": 0.6})[:, 0]
+        for ax, (label, g) in zip(axes, groups, strict=True):
+            plot_counterfactual_heatmap(g, ax=ax)
+            ax.set_title(f"{label}: {ax.get_title()}", fontsize="small")
+
+    size = (2 + 1.4 * (found.counterfactual["cap"].nunique() if groups else 1), 4.5 * max(len(groups), 1))
+    chart("counterfactual.png", no_grounded or (None if groups else "no counterfactual table"), counterfactual, size)
+    chart("deltas.png", (no_grounded or "no run has a test-split delta") if found.deltas.empty else None,
+          lambda fig: plot_forest(found.deltas, ax=fig.add_subplot()), (9, 0.5 * len(found.deltas) + 2))
+
+
+def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findings) -> str:
+    counts = res.cells["status"].value_counts().to_dict()
+    lines = [f"# Sweep report: {res.path}", "",
+             f"Cells: {len(res.cells)} ({', '.join(f'{n} {s}' for s, n in counts.items()) or 'none'}). "
+             f"Runs in ok cells: {len(res.runs)}.", "", "## Per configuration", "", _markdown(table), ""]
+    bad = res.cells[res.cells["status"] != "ok"]
+    if len(bad):
+        lines += ["## Cells not included", ""]
+        lines += [f"- `{r.cell_id}` ({r.status}): {fmt_value(r.error_kind)}: {fmt_value(r.error)}" for r in bad.itertuples()]
+        lines.append("")
+    lines += findings_markdown(found)
+    lines += ["## Charts", ""] + [f"- [{n}]({n})" for n in written if n.endswith(".png")]
+    lines += [f"- {n} not drawn: {why}" for n, why in written.skipped.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "(no runs)"
+
+    def cell(v: Any) -> str:
+        text = fmt_value(v) if not isinstance(v, float) or math.isnan(v) else f"{v:.4g}"
+        return text.replace("|", "\\|")
+
+    head = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *body])

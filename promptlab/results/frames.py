@@ -1,0 +1,240 @@
+"""Runs as tidy rows: the trajectories and runs frames of one cell, built without pandas where it counts.
+
+`tidy` gives a cell's frames; `frame_columns` gives the same rows as plain lists (what `write_cell` turns
+into parquet through `arrow_table`, so a sweep cell's kernel never imports pandas); `iteration_frame`
+dedupes the trajectories to one row per run x iteration. The columns are documented in
+`promptlab.results.columns`; the metric definitions are in `promptlab.results`' docstring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
+from ..errors import ConfigError
+from ..record import GroundedScore, Run, Step
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params as a dict, checked: non-empty string names that are not documented columns, JSON scalar values."""
+    reserved = (set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)) - CONFIG_COLUMNS
+    out: dict[str, Any] = {}
+    for name, value in params.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"params: names must be non-empty strings, got {name!r}")
+        if name in reserved:
+            raise ConfigError(f"params.{name}: the name is a documented frame column; rename the parameter")
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise ConfigError(f"params.{name}: must be a JSON scalar (str, int, float, bool, None), "
+                              f"got {type(value).__name__}")
+        out[name] = value
+    return out
+
+
+
+def tidy(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One cell's rows of the trajectories and runs frames.
+
+    Args:
+        runs: The cell's runs.
+        params: The cell's params (become columns, placed first).
+        cell_id: The cell's id.
+
+    Returns:
+        (trajectories, runs) frames with the documented columns and dtypes.
+    """
+    params = check_params(params)
+    traj, rows = frame_columns(runs, params, cell_id)
+    dtypes = {name: param_dtype([value]) for name, value in params.items()}
+    return (build_frame(traj, TRAJECTORY_COLUMNS, params, dtypes, len(traj["run_id"]), params_first=True),
+            build_frame(rows, RUN_COLUMNS, params, dtypes, len(rows["run_id"]), params_first=True))
+
+
+def frame_columns(runs: Sequence[Run], params: Mapping[str, Any],
+                  cell_id: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """The documented columns of one cell's trajectories and runs rows, as plain lists (no pandas)."""
+    traj: dict[str, list[Any]] = {name: [] for name in TRAJECTORY_COLUMNS}
+    rows: dict[str, list[Any]] = {name: [] for name in RUN_COLUMNS}
+    for run in runs:
+        if "loop" in params and params["loop"] != run.loop:
+            raise ConfigError(f"cell {cell_id}: params.loop is {params['loop']!r} but run {run.run_id} "
+                              f"is of loop {run.loop!r}")
+        base = {"cell_id": cell_id, "run_id": run.run_id, "loop": run.loop, "task_id": run.task.id,
+                "sample": run.sample}
+        for it in run.iterations:
+            tin, tout, cost, calls, hits = _usage(it.steps)
+            level = dict(base, iteration=it.index, average=it.average, decision=it.decision,
+                         stop_reason=run.stop_reason, input_tokens=tin, output_tokens=tout, cost_usd=cost,
+                         calls=calls, cache_hits=hits,
+                         n_errors=sum(1 for e in run.errors if e.iteration == it.index),
+                         decision_score=it.decision_score, score_source=run.config.get("score_source"),
+                         **_grounded("grounded", it.grounded))
+            scored: list[tuple[str | None, str | None, float | None]] = \
+                [(s.criterion, s.judge, s.score) for s in it.scores] or [(None, None, None)]
+            for criterion, judge, score in scored:
+                _append(traj, dict(level, criterion=criterion, judge=judge, score=score,
+                                   critic_model=_critic_model(run, judge)))
+        tin, tout, cost, _, _ = _usage([*run.setup, *(s for it in run.iterations for s in it.steps), *run.final])
+        finals = [s.score for s in run.final_scores if s.score is not None]
+        cfg, t, first = run.config, run.totals, run.errors[0] if run.errors else None
+        _append(rows, dict(
+            base, generator_model=cfg.get("generator_model") or cfg.get("model"),
+            critic_model=cfg.get("critic_model") or cfg.get("model"),
+            final_score=run.iterations[-1].average if run.iterations else None, best_score=run.best_score,
+            best_iteration=run.best_iteration, final_output_score=sum(finals) / len(finals) if finals else None,
+            iterations_used=len(run.iterations), stop_reason=run.stop_reason, calls=t.calls,
+            cache_hits=t.cache_hits, failed_calls=t.failed_calls, input_tokens=tin, output_tokens=tout,
+            tokens=tin + tout, cost_usd=cost, spent_tokens=t.input_tokens + t.output_tokens,
+            spent_cost_usd=t.cost_usd, wall_time_s=t.wall_time_s, n_errors=len(run.errors),
+            error=f"{first.kind}: {first.message}" if first else None, **_grounded_run(run)))
+    return traj, rows
+
+
+def _grounded(prefix: str, g: GroundedScore | None) -> dict[str, Any]:
+    """score, n and CI of a grounded measure as `<prefix>_score`, `<prefix>_n`, `<prefix>_ci_*` columns."""
+    return {f"{prefix}_score": g.score if g else None, f"{prefix}_n": g.n if g else None,
+            f"{prefix}_ci_low": g.ci_low if g else None, f"{prefix}_ci_high": g.ci_high if g else None}
+
+
+def _critic_model(run: Run, judge: str | None) -> str | None:
+    """The model behind a score's judge ('critic[k]' names a role in Run.models), else the judging role's."""
+    cfg = run.config
+    if judge is not None and judge in run.models:
+        return run.models[judge]
+    return run.models.get("evaluator") or cfg.get("critic_model") or cfg.get("model")
+
+
+def _grounded_run(run: Run) -> dict[str, Any]:
+    """The run-level grounded, decision and provenance columns."""
+    cfg, prov, d = run.config, run.provenance, run.delta
+    prompts = prov.get("prompt_hashes")
+    source = cfg.get("score_source")
+    return {
+        "score_source": source,
+        "target_model": (run.models.get("target") or cfg.get("target_model") or cfg.get("generator_model")
+                         or cfg.get("model")) if source is not None else None,
+        **_grounded("baseline_test", run.baseline_test), **_grounded("final_test", run.final_test),
+        "delta": d.value if d else None, "delta_n": d.n if d else None,
+        "delta_ci_low": d.ci_low if d else None, "delta_ci_high": d.ci_high if d else None,
+        "final_iteration": run.info.get("final_iteration"),
+        "promptlab_version": prov.get("promptlab_version"), "litellm_version": prov.get("litellm_version"),
+        "prompts_hash": hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest()[:16]
+        if prompts else None,
+        "prompt_hashes": json.dumps(prompts, sort_keys=True) if prompts else None,
+        "task_hash": prov.get("task_hash"), "experiment_hash": prov.get("experiment_hash"),
+        "reported_models": json.dumps(prov["models"], sort_keys=True) if prov.get("models") else None,
+    }
+
+
+_ARROW_TYPES = {"Float64": "float64", "Int64": "int64", "string": "string", "boolean": "bool_"}
+
+
+def arrow_table(columns: Mapping[str, list[Any]], spec: Columns, params: Mapping[str, Any]) -> Any:
+    """A pyarrow table of the params (first) and the documented columns, built without pandas.
+
+    It goes through pyarrow's JSON reader with an explicit schema because converting Python lists with
+    `pa.array` imports pandas (~0.2 s in every sweep cell's kernel); `load` restores the pandas dtypes.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    fields: list[Any] = []
+    constants: dict[str, Any] = {}
+    for name, value in params.items():
+        if name not in spec:
+            dtype = param_dtype([value])
+            constants[name] = None if value is None else (str(value) if dtype == "string" else value)
+            fields.append((name, getattr(pa, _ARROW_TYPES[dtype])()))
+    fields += [(name, getattr(pa, _ARROW_TYPES[dtype])()) for name, (dtype, _) in spec.items()]
+    schema = pa.schema(fields)
+    n = len(columns["run_id"])
+    if n == 0:
+        return schema.empty_table()
+
+    def clean(v: Any) -> Any:
+        return None if isinstance(v, float) and math.isnan(v) else v
+
+    lines = (json.dumps({**constants, **{name: clean(columns[name][i]) for name in spec}}) for i in range(n))
+    buf = io.BytesIO("\n".join(lines).encode())
+    return pj.read_json(buf, parse_options=pj.ParseOptions(explicit_schema=schema))
+
+
+def iteration_frame(traj: pd.DataFrame) -> pd.DataFrame:
+    """Trajectories deduplicated to one row per run x iteration (criterion, judge and score dropped).
+
+    The iteration-level columns (average, tokens, cost, calls, ...) are repeated on every criterion row
+    of the trajectories frame; sum them over this frame, not over the trajectories, to avoid overcounting.
+    """
+    keep = [c for c in traj.columns if c not in ("criterion", "judge", "score")]
+    out = traj.drop_duplicates(subset=["cell_id", "run_id", "iteration"], keep="first")[keep]
+    return out.reset_index(drop=True)
+
+
+def _usage(steps: Iterable[Step]) -> tuple[int, int, float | None, int, int]:
+    """(input tokens, output tokens, cost or None if unknown, calls, cache hits) of model steps."""
+    tin = tout = calls = hits = 0
+    cost: float | None = 0.0
+    for step in steps:
+        if step.call is None:
+            continue
+        calls += 1
+        if step.error is not None:
+            continue
+        hits += int(step.call.cache_hit)
+        tin += step.call.input_tokens or 0
+        tout += step.call.output_tokens or 0
+        if cost is not None:
+            cost = None if step.call.cost_usd is None else round(cost + step.call.cost_usd, 10)
+    return tin, tout, cost, calls, hits
+
+
+def _append(columns: dict[str, list[Any]], row: dict[str, Any]) -> None:
+    """Append one row's values to the column lists."""
+    for name, values in columns.items():
+        values.append(row[name])
+
+
+def param_dtype(values: Iterable[Any]) -> str:
+    """The nullable dtype that holds every value of a param."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "boolean"
+    if any(isinstance(v, bool) for v in present):
+        return "string"
+    if present and all(isinstance(v, int) for v in present):
+        return "Int64"
+    if present and all(isinstance(v, int | float) for v in present):
+        return "Float64"
+    return "string"
+
+
+def build_frame(columns: Mapping[str, list[Any]], spec: Columns, params: Mapping[str, Any],
+                param_dtypes: Mapping[str, str], n: int, *, params_first: bool) -> pd.DataFrame:
+    """A frame of the documented columns (given dtypes) plus one constant column per param."""
+    import pandas as pd
+
+    def _param(name: str) -> Any:
+        value = params.get(name)
+        dtype = param_dtypes[name]
+        cells = [None if value is None else (str(value) if dtype == "string" else value)] * n
+        return _array(cells, dtype)
+
+    extra = {name: _param(name) for name in param_dtypes if name not in spec}
+    documented = {name: _array(columns.get(name, [None] * n), dtype) for name, (dtype, _) in spec.items()}
+    return pd.DataFrame({**extra, **documented} if params_first else {**documented, **extra})
+
+
+def _array(values: Sequence[Any], dtype: str) -> Any:
+    """A pandas extension array of `values` with the nullable `dtype` (None and pd.NA become <NA>)."""
+    import pandas as pd
+
+    dtype_: Any = dtype
+    return pd.array(list(values), dtype=dtype_)

@@ -1,0 +1,338 @@
+"""Sweep results on disk and as tidy pandas frames.
+
+One directory per sweep cell, every file written atomically, `status.json` last:
+
+    <results_dir>/cells/<cell_id>/runs.jsonl            one Run JSON per line (the lossless record)
+    <results_dir>/cells/<cell_id>/trajectories.parquet  the cell's rows of the trajectories frame
+    <results_dir>/cells/<cell_id>/runs.parquet          the cell's rows of the runs frame
+    <results_dir>/cells/<cell_id>/status.json           a `CellStatus`; the cell is finished when it says "ok"
+
+`load(results_dir)` concatenates the ok cells into `Results.trajectories` and `Results.runs`, whose
+columns are documented in `TRAJECTORY_COLUMNS` and `RUN_COLUMNS` (name -> (dtype, description)); each
+cell's params become columns too (placed first). Dtypes are pandas' nullable ones and do not depend on
+the data: an empty result has the same columns and dtypes as a full one. The column specs live in
+`promptlab.results.columns` and the rows are built in `promptlab.results.frames` (both re-exported here).
+
+Metrics: a run's `final_score` is its LAST iteration's average, <NA> when that iteration has no score
+(the run's `best_score` is the average of the iteration the loop ranks best). The trajectories'
+iteration-level figures (average, tokens, cost, calls, cache hits, errors) are repeated on each criterion
+row of the iteration: sum them over `iteration_frame(traj)` (one row per run x iteration), not over the
+trajectories.
+
+Token and cost figures are those of the ORIGINAL model calls (`Step.call`), also for cache hits, so a
+cached replay of a sweep gives the same frames; what this execution actually paid is `spent_tokens` /
+`spent_cost_usd` in the runs frame. Failed calls add no tokens or cost. pandas and pyarrow are imported
+inside the functions so that `import promptlab` stays light.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
+from ..errors import ConfigError
+from .frames import arrow_table, build_frame, check_params, frame_columns, iteration_frame, param_dtype, tidy
+from ..record import Run
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+BUDGET_KIND = "budget"
+"""The error kind of a cell cut by the sweep's spending cap (its status is "cut")."""
+
+
+class CellError(BaseModel):
+    """Why a cell failed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    """SweepCellError (the cell's code raised: a bug or a bad config), "infrastructure" (a provider outage,
+    a missing key, a run left incomplete) or "budget" (the sweep's max_cost cut it: status "cut"): in every
+    case the cell is re-run by the next sweep."""
+    message: str
+    """What went wrong."""
+    notebook: str | None = None
+    """Executed notebook holding the traceback (papermill executor)."""
+    cell_index: int | None = None
+    """Index of the notebook cell that raised."""
+    ename: str | None = None
+    """Exception name reported by the kernel."""
+    evalue: str | None = None
+    """Exception value reported by the kernel."""
+
+
+class CellStatus(BaseModel):
+    """The status.json of a cell directory, written last."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = 1
+    """Format version."""
+    cell_id: str
+    """The cell's id (its directory name)."""
+    params: dict[str, str | int | float | bool | None]
+    """The cell's parameters (flat JSON scalars; always 'loop')."""
+    status: str
+    """'ok', 'failed' (a cell with an incomplete run is failed, never ok, so a re-run retries it) or 'cut' (the
+    sweep's max_cost refused a model call of the cell: a re-run with a higher cap resumes it)."""
+    error: CellError | None = None
+    """Why it failed (None when ok)."""
+    n_runs: int
+    """Runs recorded in runs.jsonl."""
+    wall_time_s: float
+    """Wall-clock seconds the cell took."""
+    finished_at: str
+    """UTC time of writing (ISO 8601)."""
+
+
+@dataclass(frozen=True)
+class Results:
+    """A loaded results directory: the frames of its ok cells and one row per cell directory."""
+
+    trajectories: pd.DataFrame
+    """One row per run x iteration x criterion (TRAJECTORY_COLUMNS + params)."""
+    runs: pd.DataFrame
+    """One row per run (RUN_COLUMNS + params)."""
+    cells: pd.DataFrame
+    """One row per cell directory (CELL_COLUMNS + params)."""
+    path: Path
+    """The results directory."""
+
+    def iterations(self) -> pd.DataFrame:
+        """The trajectories deduplicated to one row per run x iteration (see `iteration_frame`)."""
+        return iteration_frame(self.trajectories)
+
+    def __repr__(self) -> str:
+        counts = self.cells["status"].value_counts().to_dict() if len(self.cells) else {}
+        return (f"Results({str(self.path)!r}: {len(self.runs)} runs, {len(self.trajectories)} trajectory rows, "
+                f"cells {counts})")
+
+
+# writing ----------------------------------------------------------------------------------------
+def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mapping[str, Any], runs: Sequence[Run],
+               *, error: Mapping[str, Any] | None = None, wall_time_s: float = 0.0) -> Path:
+    """Write one cell's files atomically, status.json last.
+
+    Args:
+        results_dir: The sweep's results directory (created if missing).
+        cell_id: The cell's id, used as its directory name.
+        params: Flat dict of JSON scalars (always "loop"); the names become frame columns.
+        runs: The cell's runs (partial runs are fine for a failed cell).
+        error: Why the cell failed ({"kind", "message", "notebook", "cell_index", "ename", "evalue"});
+            the status is "failed" when given ("cut" for kind "budget"), else "ok" -- unless a run is incomplete (an infrastructure
+            failure touched it): then the cell is failed with kind "infrastructure" (see `incomplete_error`).
+        wall_time_s: Wall-clock seconds the cell took.
+
+    Returns:
+        The cell directory.
+    """
+    import pyarrow.parquet as pq
+
+    params = check_params(params)
+    error = error if error is not None else incomplete_error(runs)
+    cell_error = None
+    if error is not None:
+        try:
+            cell_error = CellError.model_validate(dict(error))
+        except ValidationError as e:
+            raise ConfigError(f"write_cell({cell_id!r}): bad error dict: {e}") from e
+    traj, run_rows = frame_columns(runs, params, cell_id)
+    cell_dir = _cell_dir(results_dir, cell_id)
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    # a re-run must not leave the old status pointing at half-replaced files
+    (cell_dir / "status.json").unlink(missing_ok=True)
+    _atomic_write(cell_dir / "runs.jsonl", "".join(r.model_dump_json() + "\n" for r in runs).encode())
+    for name, columns, spec in (("trajectories.parquet", traj, TRAJECTORY_COLUMNS),
+                                 ("runs.parquet", run_rows, RUN_COLUMNS)):
+        table = arrow_table(columns, spec, params)
+        _atomic_write(cell_dir / name, functools.partial(pq.write_table, table))
+    status = CellStatus(cell_id=cell_id, params=params, status=_status_of(cell_error),
+                        error=cell_error, n_runs=len(runs), wall_time_s=float(wall_time_s),
+                        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    _atomic_write(cell_dir / "status.json", status.model_dump_json(indent=1).encode())
+    return cell_dir
+
+
+def _status_of(error: CellError | None) -> str:
+    if error is None:
+        return "ok"
+    return "cut" if error.kind == BUDGET_KIND else "failed"
+
+
+def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
+    """The error of a cell whose runs include an incomplete one (`Run.incomplete`), else None.
+
+    An infrastructure failure (provider error after retries, missing key) is not research data: the cell
+    must not be "ok", so the next sweep runs it again (its successful calls replay from the cache)."""
+    broken = [r for r in runs if r.incomplete]
+    if not broken:
+        return None
+    first = next(e for e in broken[0].errors if e.infrastructure)
+    return {"kind": "infrastructure",
+            "message": f"{len(broken)} of {len(runs)} run(s) incomplete (infrastructure failure; re-run the sweep "
+                       f"to retry): task {broken[0].task.id}, role {first.role}: {first.kind}: {first.message}",
+            "ename": first.kind, "evalue": first.message}
+
+
+def cell_status(results_dir: str | os.PathLike[str], cell_id: str) -> dict[str, Any] | None:
+    """The parsed status.json of a cell, or None if it is missing or unreadable."""
+    status, _ = _read_status(_cell_dir(results_dir, cell_id))
+    return status.model_dump(mode="json") if status is not None else None
+
+
+def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
+    """The lossless Run records of a cell (its runs.jsonl)."""
+    path = _cell_dir(results_dir, cell_id) / "runs.jsonl"
+    return [Run.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_configs(results: Results) -> dict[str, dict[str, Any]]:
+    """run_id -> the run's logged config (`Run.config`, every field) for the runs of `results.runs`, read from
+    the cells' runs.jsonl (a cell whose file is missing or unreadable is left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
+        try:
+            records = read_runs(results.path, str(cell))
+        except (OSError, ValueError):
+            continue
+        out.update({r.run_id: dict(r.config) for r in records})
+    return out
+
+
+def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:
+    """Write bytes (or call `data(tmp_path)`) to a temp file beside `path`, fsync it, then os.replace."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        if isinstance(data, bytes):
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        else:
+            os.close(fd)
+            data(tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _cell_dir(results_dir: str | os.PathLike[str], cell_id: str) -> Path:
+    if not isinstance(cell_id, str) or not cell_id or cell_id.startswith(".") or len(cell_id) > 200 \
+            or any(c in cell_id for c in "/\\\0"):
+        raise ConfigError(f"cell_id {cell_id!r} cannot be a directory name (no '/', '\\', leading '.', "
+                          f"at most 200 characters)")
+    return Path(results_dir) / "cells" / cell_id
+
+
+# loading ----------------------------------------------------------------------------------------
+def load(results_dir: str | os.PathLike[str]) -> Results:
+    """Load a results directory: the frames of every ok cell, and a row per cell directory.
+
+    Cells without status "ok" are listed in `.cells` only. An ok cell whose parquet files cannot be read
+    is listed with status "corrupt" (and a warning); its rows are skipped. Each cell directory counts once.
+
+    Args:
+        results_dir: The sweep's results directory.
+
+    Returns:
+        A `Results` with `.trajectories`, `.runs` and `.cells`.
+    """
+    import pyarrow.parquet as pq
+
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results directory not found: {root}")
+    cells_dir = root / "cells"
+    dirs = sorted(p for p in cells_dir.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if cells_dir.is_dir() else []
+    cells: list[dict[str, Any]] = []
+    parts: list[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]] = []
+    for d in dirs:
+        status, problem = _read_status(d)
+        row: dict[str, Any] = {"cell_id": d.name, "status": "incomplete", "params": {}}
+        if problem is not None:
+            row.update(status="corrupt", error_kind="StatusError", error=problem)
+        if status is not None:
+            row.update(status=status.status, n_runs=status.n_runs, wall_time_s=status.wall_time_s,
+                       finished_at=status.finished_at, params=status.params)
+            if status.error is not None:
+                row.update(error_kind=status.error.kind, error=status.error.message)
+        if row["status"] == "ok":
+            try:
+                frames = [pq.read_table(str(d / name), use_threads=False).to_pandas(use_threads=False)
+                          for name in ("trajectories.parquet", "runs.parquet")]
+                for frame, spec, name in zip(frames, (TRAJECTORY_COLUMNS, RUN_COLUMNS), ("trajectories", "runs"),
+                                             strict=True):
+                    missing = [c for c in spec if c not in frame.columns]
+                    if missing:
+                        raise ValueError(f"{name}.parquet lacks columns {missing}")
+                parts.append((row["params"], frames[0], frames[1]))
+            except Exception as e:
+                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", RuntimeWarning,
+                              stacklevel=2)
+                row.update(status="corrupt", error_kind=type(e).__name__, error=str(e))
+        cells.append(row)
+
+    names: dict[str, list[Any]] = {}
+    for row in cells:
+        for name, value in row["params"].items():
+            names.setdefault(name, []).append(value)
+    dtypes = {name: param_dtype(values) for name, values in names.items()}
+    traj = _concat([_conform(t, TRAJECTORY_COLUMNS, p, dtypes) for p, t, _ in parts],
+                   build_frame({}, TRAJECTORY_COLUMNS, {}, dtypes, 0, params_first=True))
+    runs = _concat([_conform(r, RUN_COLUMNS, p, dtypes) for p, _, r in parts],
+                   build_frame({}, RUN_COLUMNS, {}, dtypes, 0, params_first=True))
+    cell_frames = [build_frame({k: [row.get(k)] for k in CELL_COLUMNS}, CELL_COLUMNS, row["params"], dtypes, 1,
+                          params_first=False) for row in cells]
+    cell_frame = _concat(cell_frames, build_frame({}, CELL_COLUMNS, {}, dtypes, 0, params_first=False))
+    return Results(trajectories=traj, runs=runs, cells=cell_frame, path=root)
+
+
+def _conform(frame: pd.DataFrame, spec: Columns, params: Mapping[str, Any],
+             dtypes: Mapping[str, str]) -> pd.DataFrame:
+    """A cell's frame with every param column of the directory (unified dtypes) and documented dtypes."""
+    return build_frame({name: list(frame[name]) for name in spec}, spec, params, dtypes, len(frame),
+                       params_first=True)
+
+
+def _concat(frames: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return empty
+    return pd.concat(frames, ignore_index=True)[list(empty.columns)]
+
+
+def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
+    """(status, None), (None, None) when status.json is missing, or (None, problem) when unreadable."""
+    path = cell_dir / "status.json"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"status.json unreadable: {e}"
+    try:
+        return CellStatus.model_validate_json(text), None
+    except ValidationError as e:
+        return None, f"status.json invalid: {e.error_count()} error(s): {e.errors()[0]['msg']}"
+
+
+__all__ = ["BUDGET_KIND", "CellError", "CellStatus", "Results", "cell_status", "incomplete_error", "load",
+           "read_runs", "run_configs", "write_cell"]

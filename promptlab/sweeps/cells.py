@@ -1,0 +1,90 @@
+"""The cells of a sweep: `Cell` (one loop config that runs every task x replicate), its stable id, the
+models it calls and the preflight that checks every cell before a sweep writes or calls anything.
+
+`promptlab.sweeps.experiment` expands an experiment into cells (`Experiment.cells`) and re-exports these names.
+
+A cell id is 12 hex digits of sha256 over canonical JSON (sorted keys) of: the cell's params, the loop's base
+config (validated values), a fingerprint of the selected tasks (`task_fingerprint`) and the replicate count,
+and, when the experiment has model aliases, what they stand for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..record import Task
+
+ID_LENGTH = 12
+"""Hex digits of a cell id."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration of a sweep: a loop with its config; it runs every task x replicate."""
+
+    cell_id: str
+    loop: str
+    params: dict[str, Any]
+    """Flat JSON scalars: "loop" plus the pairing and grid fields (become result columns)."""
+    config: dict[str, Any]
+    """The loop config fields: base config, per-loop fields, pairing and grid values."""
+
+
+def cell_models(cell: Cell) -> list[str]:
+    """Every model a cell's loop will call: the model of each role, then any other `*_model` field."""
+    from ..loops.registry import get_loop
+
+    config = get_loop(cell.loop).config_cls.model_validate(cell.config)
+    roles = config.ROLES or ("generator", "critic")
+    models = [config.model_for(role) for role in roles]
+    models += [v for k, v in config.model_dump().items()
+               if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)]
+    return list(dict.fromkeys(models))
+
+
+def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> None:
+    """Check every cell before anything is written or called: every model of every cell
+    (`promptlab.llm.providers.preflight`), then, given the tasks, each cell's loop config against every task
+    (`promptlab.sweeps.checks`) and the models those checks add (target, judge scorer). With `priced` (a
+    spending cap is set), every one of those models must have a known price (`promptlab.llm.budget.check_prices`).
+
+    Raises:
+        ConfigError: listing every problem at once; a config problem names the cell's params, the task and
+            the field.
+    """
+    from ..llm.providers import preflight
+    from .checks import check_configs
+
+    models = [m for cell in cells for m in cell_models(cell)]
+    preflight(models)
+    labelled = [(f"cell {json.dumps(c.params)} ({c.cell_id})", c.loop, c.config) for c in cells]
+    extra = check_configs(labelled, tasks or [])
+    preflight(extra)
+    if priced:
+        from ..llm.budget import check_prices
+
+        check_prices([*models, *extra])
+
+
+def task_fingerprint(tasks: list[Task]) -> str:
+    """sha256 of the tasks' canonical JSON (ids, prompts, goals, and a grounded task's examples, scorer and
+    split), in order."""
+    blob = json.dumps([t.model_dump(mode="json") for t in tasks], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: str, replicates: int,
+            models: dict[str, Any] | None = None) -> str:
+    """A cell's stable id: short sha256 of canonical JSON of params, base config, tasks and replicates (and,
+    when the experiment has model aliases, what they stand for; without aliases the ids are as before)."""
+    data: dict[str, Any] = {"params": params, "config": base_config, "tasks": fingerprint, "replicates": replicates}
+    if models:
+        data["models"] = models
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_LENGTH]
+
+
+__all__ = ["ID_LENGTH", "Cell", "cell_id", "cell_models", "preflight_cells", "task_fingerprint"]

@@ -1,0 +1,198 @@
+"""The Dask executor of a sweep: each cell is a task on a `distributed` cluster.
+
+    promptlab sweep experiments/demo.yaml --executor dask --workers 4           # a LocalCluster
+    promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
+
+Without a scheduler address a LocalCluster starts: `workers` processes with one thread each, every one
+with PROMPTLAB_LOCAL_THREADS (its share of the cores) and PROMPTLAB_LIMIT_SHARE (its share of each model's
+limits) unless the environment sets them. With an address the cells go to that scheduler's workers, on as
+many machines as it has (docs/many-machines.md).
+
+Each task runs one cell by `run_cell_task`, as the papermill notebook does: it loads the experiment from the
+results dir, runs the cell and writes the cell's results itself, every file atomically and status.json last.
+So the results dir must be one path that every worker, and this process, reach under the same absolute path
+(a shared file system), and the call cache must be shared too: the task gets the sweep's cache location
+(a directory all workers reach, or a URL such as redis://host:6379/0) and $PROMPTLAB_CACHE if it is set. The
+sweep's call settings (e.g. `--max-concurrency`) go with each task as JSON, as does its spending cap: a remote
+worker's environment is its own machine's. A LocalCluster's worker divides a concurrency limit by its
+PROMPTLAB_LIMIT_SHARE; a worker of a scheduler address only when its own environment sets one.
+
+Failures: a cell whose code raises is recorded by its task (kind SweepCellError) and the task returns. A task
+that raises (the results dir unreachable from a worker, a missing key on one machine) is retried `RETRIES`
+times; a task whose worker dies is rescheduled by the scheduler, up to its `distributed.scheduler.allowed-failures`
+(dask's config, default 3) times. Re-running a cell is safe: its earlier calls replay from the shared cache (no paid call is
+made twice) and its files are replaced atomically. A cell whose task still fails is recorded as failed with
+kind "infrastructure", never ok, so the next sweep runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, MissingDependencyError
+from .cells import Cell
+from .execute import cell_error, cell_outcome, run_cell_by_id
+from .plan import CellOutcome, SweepPlan, cell_process_env
+
+RETRIES = 2
+"""Retries of a task that raised (not of a cell that failed: that is recorded and the task returns)."""
+CONNECT_TIMEOUT = "10s"
+"""How long to wait for a scheduler address to answer when dask's config leaves
+distributed.comm.timeouts.connect at its shipped default (30 s): a mistyped address fails in seconds."""
+CACHE_URL_ENV, CACHE_DIR_ENV = "PROMPTLAB_CACHE", "PROMPTLAB_CACHE_DIR"
+
+
+def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
+    """Submit one task per cell to a LocalCluster (or `plan.scheduler`) and record each as it finishes.
+
+    On Ctrl-C the cells not yet finished are cancelled, the cluster (a LocalCluster) is closed and the
+    interrupt re-raised; a cell a worker was running is re-run by the next sweep."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as e:
+        raise MissingDependencyError("distributed", "'promptlab-loops[dask]'", "the dask executor") from e
+
+    env = worker_env(plan.cache_dir)
+    for cell in pending:  # a failed earlier attempt; ok cells never get here
+        (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
+    cluster: Any = None
+    if plan.scheduler:
+        timeout = connect_timeout()  # sweep() checked that the scheduler answers (check_options)
+        try:
+            client = Client(plan.scheduler, timeout=timeout)
+        except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
+            raise unreachable(plan.scheduler, timeout, e) from e
+    else:
+        n = min(plan.workers, len(pending))
+        process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
+        # one cell at a time per worker: a cell queued behind a running one gains nothing, and a worker that
+        # dies would take it down too (every task assigned to a lost worker counts one failure)
+        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   silence_logs=logging.ERROR, env=process_env)
+        client = Client(cluster)
+    futures: dict[Any, Cell] = {}
+    sweep_id = uuid.uuid4().hex[:8]  # two sweeps of one experiment on one scheduler must not share task keys
+    try:
+        started = time.perf_counter()
+        for cell in pending:
+            future = client.submit(run_cell_task, str(plan.out), cell.cell_id, json.dumps(cell.params),
+                                   plan.cache_dir, plan.cell_concurrency, env, key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
+                                   pure=False, retries=RETRIES, max_cost=plan.budget.cap if plan.budget else None,
+                                   settings_json=plan.settings.to_json() if plan.settings is not None else "")
+            futures[future] = cell
+        for future in as_completed(futures):
+            plan.record(_finished(future, futures[future], plan, time.perf_counter() - started))
+    except KeyboardInterrupt:
+        client.cancel(list(futures))
+        raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def check_options(scheduler: str | None = None, **_: Any) -> None:
+    """Before a dask sweep writes anything: a scheduler address must answer."""
+    if scheduler:
+        reach_scheduler(scheduler)
+
+
+def reach_scheduler(address: str) -> str:
+    """Check that a Dask scheduler answers at `address` (a ConfigError naming it if not) and return the
+    connect timeout used. The sweep calls it before it writes anything to the results dir."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as e:
+        raise MissingDependencyError("distributed", "'promptlab-loops[dask]'", "the dask executor") from e
+    timeout = connect_timeout()
+    try:
+        check_scheduler(address, timeout)
+    except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
+        raise unreachable(address, timeout, e) from e
+    return timeout
+
+
+def unreachable(address: str, timeout: str, e: BaseException) -> ConfigError:
+    """The error of a scheduler address that does not answer."""
+    return ConfigError(f"scheduler: cannot reach the Dask scheduler at {address!r}: {str(e) or 'no Dask handshake'} "
+                       f"(waited {timeout}; is `dask scheduler` running there, on that port? the dask "
+                       "config distributed.comm.timeouts.connect sets how long to wait)")
+
+
+def connect_timeout() -> str:
+    """The dask config's distributed.comm.timeouts.connect if it was set, else `CONNECT_TIMEOUT`."""
+    import dask
+    import distributed  # noqa: F401 -- registers its config defaults
+
+    key = "distributed.comm.timeouts.connect"
+    value = str(dask.config.get(key))
+    shipped = {str(dask.config.get(key, None, config=dict(d))) for d in dask.config.defaults}
+    return CONNECT_TIMEOUT if value in shipped else value
+
+
+def check_scheduler(address: str, timeout: str) -> None:
+    """Open and close one connection to `address`, raising OSError unless a Dask scheduler answers within
+    `timeout`: dask's Client waits forever for the handshake of a server that is not one (the dashboard's
+    port, say). Runs on an event loop of its own, so it works under a running loop (a notebook)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask.utils import parse_timedelta
+    from distributed.comm import connect
+
+    seconds = parse_timedelta(timeout, default="seconds")
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(connect(address, timeout=seconds), seconds)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, handshake()).result()
+
+
+def worker_env(cache: str) -> dict[str, str]:
+    """What a worker needs to reach the sweep's cache: the location by its kind, and $PROMPTLAB_CACHE."""
+    env = {CACHE_URL_ENV: os.environ[CACHE_URL_ENV]} if os.environ.get(CACHE_URL_ENV) else {}
+    env[CACHE_URL_ENV if "://" in cache else CACHE_DIR_ENV] = cache
+    return env
+
+
+def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, concurrency: int,
+                  env: dict[str, str], max_cost: float | None = None, settings_json: str = "") -> dict[str, Any]:
+    """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
+    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.budget`);
+    `settings_json` the sweep's call settings (`Settings.to_json`; "" for the defaults).
+
+    A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a
+    deterministic failure). Raises ConfigError when the results dir cannot be reached from this worker."""
+    os.environ.update(env)
+    if not (Path(results_dir) / "experiment.yaml").is_file():
+        raise ConfigError(f"results dir {results_dir} is not reachable from worker {socket.gethostname()} "
+                          f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
+                          "path that is the same on every machine")
+    _, status, _ = run_cell_by_id(results_dir, cell_id, params_json, cache_dir=cache, concurrency=concurrency,
+                                  max_cost=max_cost, settings_json=settings_json)
+    return status
+
+
+def _finished(future: Any, cell: Cell, plan: SweepPlan, wall: float) -> CellOutcome:
+    """A finished task's outcome; a task that failed (after its retries) fails its cell as infrastructure."""
+    from ..results.store import cell_status, write_cell
+
+    try:
+        future.result()
+    except Exception as e:  # noqa: BLE001 -- KilledWorker, a task that raised: recorded, the sweep goes on
+        status = cell_status(plan.out, cell.cell_id)
+        if status is None or status.get("status") != "ok":  # an ok status.json is written last: the cell is done
+            error = cell_error(cell, e, infrastructure=True)
+            write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=round(wall, 4))
+    return cell_outcome(plan, cell, wall)

@@ -1,0 +1,186 @@
+"""One sweep cell, shared by every executor: running its tasks x replicates, writing its results, the
+error of a failed cell, the outcome a sweep reports, and `run_cell_by_id`, the importable entry point that
+runs one cell in another process (the papermill notebook, a Dask task).
+
+A cell whose code raises is recorded as failed (kind SweepCellError); an infrastructure failure (a provider
+error after retries, a missing key, a lost worker) fails it with kind "infrastructure", so the next sweep
+runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.budget`) is "cut"
+(kind "budget"), however its loop handled the refusal: a sweep with a higher cap runs it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import BudgetExceeded, SweepCellError
+from ..events import EventHandler
+from ..llm.budget import LEDGER_NAME, Budget
+from ..record import Run, Task
+from .cells import Cell, preflight_cells
+from .experiment import load_experiment
+from .plan import CellOutcome, Spend, SweepPlan, experiment_provenance, prepare_results_dir
+
+if TYPE_CHECKING:
+    from ..llm.settings import Settings
+
+
+async def arun_cell(
+    cell: Cell,
+    tasks: list[Task],
+    replicates: int,
+    *,
+    cache: str | None = None,
+    on_event: EventHandler | None = None,
+    concurrency: int = 4,
+    settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> tuple[list[Run], BaseException | None]:
+    """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
+    sample order) and the first exception raised, if any. `provenance` (e.g. {"experiment_hash": ...})
+    is added to every run's `Run.provenance`."""
+    from ..loops.registry import get_loop
+    from ..loops.runtime.base import provenance_scope
+
+    spec = get_loop(cell.loop)
+    config = spec.config_cls.model_validate(cell.config)
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(task: Task, sample: int) -> Run:
+        async with sem:
+            if settings is None:
+                return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
+            return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
+
+    with provenance_scope(provenance or {}):
+        jobs = [one(t, s) for t in tasks for s in range(replicates)]
+        outcomes = await asyncio.gather(*jobs, return_exceptions=True)
+    runs = [o for o in outcomes if isinstance(o, Run)]
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    for e in errors:
+        if not isinstance(e, Exception):  # cancellation, Ctrl-C: not a cell failure
+            raise e
+    return runs, (errors[0] if errors else None)
+
+
+INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError", "CacheUnavailableError"})
+"""Exception names that mean an outage, not a bug (a kernel reports only the name)."""
+
+
+def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | None = None,
+               cell_index: int | None = None, ename: str | None = None, evalue: str | None = None,
+               infrastructure: bool = False) -> dict[str, Any]:
+    """The error dict of a failed cell, for status.json (`infrastructure`: an outage, e.g. a lost worker)."""
+    ename = ename or (type(exc).__name__ if exc is not None else None)
+    evalue = evalue if evalue is not None else (str(exc) if exc is not None else None)
+    err = SweepCellError(cell.cell_id, cell.params, f"{ename}: {evalue}", notebook=notebook,
+                         cell_index=cell_index, ename=ename, evalue=evalue)
+    infrastructure = infrastructure or bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
+    kind = "budget" if isinstance(exc, BudgetExceeded) or ename == BudgetExceeded.__name__ else \
+        "infrastructure" if infrastructure else "SweepCellError"
+    return {"kind": kind, "message": str(err), "notebook": notebook, "cell_index": cell_index, "ename": ename,
+            "evalue": evalue}
+
+
+async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
+                        on_event: EventHandler | None = None, concurrency: int = 4,
+                        notebook: str | None = None, settings: Settings | None = None,
+                        budget: Budget | None = None) -> tuple[dict[str, Any], BaseException | None]:
+    """Run a cell and write its results (failed, with the error, when a run raised; cut when `budget`, the
+    sweep's spending cap, refused one of its model calls, even where the loop recorded the refusal and went on)."""
+    from ..results.store import cell_status, write_cell
+
+    t0 = time.perf_counter()
+    scope: contextlib.AbstractContextManager[list[BudgetExceeded]] = \
+        budget.scope() if budget is not None else contextlib.nullcontext([])
+    with scope as refused:
+        try:
+            runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event,
+                                        concurrency=concurrency, settings=settings,
+                                        provenance=experiment_provenance(out))
+        except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
+            runs, exc = [], e
+    if refused and not isinstance(exc, BudgetExceeded):
+        exc = refused[0]
+    error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
+    wall = round(time.perf_counter() - t0, 4)
+    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall)
+    return (cell_status(out, cell.cell_id) or {"cell_id": cell.cell_id, "status": "failed"}), exc
+
+
+def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
+    """A ran cell's outcome, read from its status.json (failed when none was written) and its runs.jsonl."""
+    from ..results.store import cell_status, read_runs
+
+    status = cell_status(plan.out, cell.cell_id) or {}
+    ok = status.get("status") == "ok"
+    err = status.get("error") or {}
+    message = None if ok else str(err.get("message") or "no status.json was written")
+    try:
+        spend = Spend.of_runs(read_runs(plan.out, cell.cell_id)) if status else Spend()
+    except (OSError, ValueError):
+        spend = Spend()
+    outcome: Literal["ok", "failed", "cut"] = "ok" if ok else "cut" if status.get("status") == "cut" else "failed"
+    return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
+
+
+def cell_budget(results_dir: str | Path, max_cost: float | None = None,
+                default: float | None = None) -> Budget | None:
+    """The spending cap a cell process runs under, on the results dir's ledger: `max_cost` when given (a
+    Dask task gets it as an argument), else the one a sweep handed over in the environment (a papermill
+    kernel: `Budget.from_env`), else `default` (the experiment file's max_cost), else None."""
+    if max_cost is None:
+        handed = Budget.from_env()
+        if handed is not None or default is None:
+            return handed
+        max_cost = default
+    return Budget(Path(results_dir) / LEDGER_NAME, max_cost)
+
+
+def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
+                   cache_dir: str = "", notebook_path: str = "", concurrency: int = 4,
+                   max_cost: float | None = None,
+                   settings_json: str = "") -> tuple[Cell, dict[str, Any], BaseException | None]:
+    """Find a cell in the experiment, run it and write its results; returns (cell, status, exception).
+
+    The experiment is `experiment_path`, else `<results_dir>/experiment.yaml`; the results dir is prepared
+    (experiment.yaml, tasks.jsonl) if it is not yet. The cell runs under a spending cap (`cell_budget`):
+    `max_cost`, else the one the sweep handed over in the environment, else the experiment file's. Its calls
+    follow the settings in `settings_json` (a Dask task's argument), else those the sweep handed over in
+    PROMPTLAB_SETTINGS (a papermill kernel), else the defaults; a bad value raises ConfigError naming it."""
+    from ..aio import run_sync
+    from ..llm.settings import settings_from_env, settings_from_json
+
+    settings = settings_from_json(settings_json, "settings_json") if settings_json else settings_from_env()
+    out = Path(results_dir).resolve()
+    exp = load_experiment(experiment_path or out / "experiment.yaml")
+    tasks = exp.load_tasks()
+    cell = exp.find_cell(cell_id, json.loads(params_json) if params_json else None)
+    budget = cell_budget(out, max_cost, default=exp.max_cost)
+    preflight_cells([cell], tasks, priced=budget is not None)
+    if not (out / "experiment.yaml").is_file():
+        prepare_results_dir(out, exp, tasks, exp.cells(tasks))
+    status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
+                                         concurrency=concurrency, notebook=notebook_path or None, budget=budget,
+                                         settings=settings))
+    return cell, status, exc
+
+
+def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
+                      cache_dir: str = "", notebook_path: str = "", concurrency: int = 4) -> dict[str, Any]:
+    """Run one cell from the run_cell notebook (`run_cell_by_id`).
+
+    Returns the cell's status plus "litellm_imported" (whether this process imported litellm). Raises
+    SweepCellError after recording a failed cell, so papermill marks the notebook failed.
+    """
+    cell, status, exc = run_cell_by_id(results_dir, cell_id, params_json, experiment_path, cache_dir, notebook_path,
+                                       concurrency)
+    if exc is not None:
+        raise SweepCellError(cell.cell_id, cell.params, f"{type(exc).__name__}: {exc}",
+                             notebook=notebook_path or None, ename=type(exc).__name__, evalue=str(exc)) from exc
+    return {**status, "litellm_imported": "litellm" in sys.modules}

@@ -1,0 +1,56 @@
+"""The run_cell notebook: what papermill executes for each cell of a sweep (`promptlab.sweeps.papermill`).
+
+`TEMPLATE` is the copy shipped inside the package (package data); `notebooks/run_cell.ipynb` in the checkout
+is the same file, for the by-hand command in its first cell. `notebooks/_build.py` writes both from
+`run_cell_notebook()`, and a test checks that they match it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+TEMPLATE = Path(__file__).resolve().parent / "run_cell.ipynb"
+"""The run_cell notebook shipped with the package."""
+
+
+def run_cell_notebook() -> Any:
+    """The run_cell notebook papermill executes for each cell (notebooks/_build.py writes it)."""
+    from nbformat import v4
+
+    nb = v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    params = v4.new_code_cell(
+        'results_dir = "results/manual"  # where the results of the cell go\n'
+        'cell_id = ""  # the cell to run (promptlab sweep EXPERIMENT --list shows the ids)\n'
+        'params_json = ""  # or the params of the cell as JSON (optional when cell_id is given)\n'
+        'experiment_path = ""  # the experiment file (default: <results_dir>/experiment.yaml)\n'
+        'cache_dir = ""  # the call cache (default: $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)\n'
+        'notebook_path = ""  # where this executed notebook is kept (recorded with a failure)\n'
+        "concurrency = 4  # runs (tasks x replicates) at once"
+    )
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [
+        v4.new_markdown_cell(
+            "# One sweep cell\n\nThe sweep runner executes this notebook once per cell with papermill "
+            "(`promptlab sweep EXPERIMENT --executor papermill`). It runs the cell's tasks x replicates, "
+            "writes the cell's results (status.json last) and prints its status. By hand:\n\n"
+            "```\npapermill notebooks/run_cell.ipynb out.ipynb -p experiment_path experiments/demo.yaml \\\n"
+            "    -p cell_id <id> -p results_dir results/x\n```"
+        ),
+        params,
+        v4.new_code_cell(
+            "import json\n\nfrom promptlab.sweeps.execute import run_notebook_cell\n\n"
+            "status = run_notebook_cell(results_dir, cell_id=cell_id, params_json=params_json,\n"
+            "                           experiment_path=experiment_path, cache_dir=cache_dir,\n"
+            "                           notebook_path=notebook_path, concurrency=concurrency)"
+        ),
+        v4.new_code_cell(
+            'print(json.dumps({k: status.get(k) for k in ("cell_id", "status", "n_runs", "wall_time_s",\n'
+            '                                             "litellm_imported")}))'
+        ),
+    ]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"  # stable ids keep the notebook file reviewable
+    return nb

@@ -1,0 +1,104 @@
+"""The papermill executor of a sweep: each cell runs the run_cell notebook in its own kernel.
+
+`workers` threads each drive one papermill run at a time; the notebook writes the cell's results itself
+(status.json last) and the executed notebook is kept as cells/<cell_id>/run_cell.ipynb. A notebook that
+raises, or a kernel that dies, is recorded as a failed cell (cell index, ename, evalue) and the sweep
+goes on. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers share the cores, and
+PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. The
+sweep's call settings (e.g. `--max-concurrency`) reach each kernel as JSON in PROMPTLAB_SETTINGS
+(`promptlab.llm.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
+gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`promptlab.llm.budget`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .cells import Cell
+from .execute import cell_error, cell_outcome
+from .notebook import TEMPLATE
+from .plan import CellOutcome, SweepPlan, cell_process_env, env_defaults, env_set, settings_env
+
+KERNEL_ARGS = ["--log-level=CRITICAL"]
+"""Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""
+
+
+def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
+    """`plan.workers` daemon threads each run one papermill cell at a time. On Ctrl-C no further cell starts
+    and the interrupt is raised at once: a running kernel either finishes its cell (inside Jupyter) or
+    stops with this process (its kernel exits when its parent does); an unfinished cell is re-run later."""
+    import queue
+
+    nb = plan.template or TEMPLATE
+    todo: queue.SimpleQueue[Cell] = queue.SimpleQueue()
+    for cell in pending:
+        todo.put(cell)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                cell = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                plan.record(_papermill_cell(cell, plan, nb))
+            except BaseException as e:  # noqa: BLE001 -- a runner bug (not a cell failure): stop and re-raise
+                errors.append(e)
+                stop.set()
+
+    kernels = min(plan.workers, len(pending))
+    threads = [threading.Thread(target=worker, name=f"promptlab-cell-{i}", daemon=True) for i in range(kernels)]
+    handed = {**(plan.budget.env() if plan.budget else {}), **settings_env(plan.settings)}
+    with env_defaults(cell_process_env(plan.workers, kernels)), env_set(handed):
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        except KeyboardInterrupt:
+            stop.set()
+            raise
+    if errors:
+        raise errors[0]
+
+
+def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    from ..results.store import cell_status, write_cell
+
+    cell_dir = plan.out / "cells" / cell.cell_id
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    (cell_dir / "status.json").unlink(missing_ok=True)  # a failed earlier attempt; ok cells never get here
+    final, partial = cell_dir / "run_cell.ipynb", cell_dir / ".run_cell.partial.ipynb"
+    params = {"results_dir": str(plan.out), "cell_id": cell.cell_id, "params_json": json.dumps(cell.params),
+              "experiment_path": str(plan.out / "experiment.yaml"), "cache_dir": plan.cache_dir,
+              "notebook_path": str(final), "concurrency": plan.cell_concurrency}
+    t0 = time.perf_counter()
+    error: dict[str, Any] | None = None
+    try:
+        pm.execute_notebook(str(template), str(partial), parameters=params, progress_bar=False, log_output=False,
+                            cwd=os.getcwd(), extra_arguments=KERNEL_ARGS)
+    except PapermillExecutionError as e:
+        error = cell_error(cell, notebook=str(final), cell_index=e.cell_index, ename=e.ename, evalue=e.evalue)
+    except Exception as e:  # noqa: BLE001 -- a dead kernel, a kernel that did not start: the cell failed
+        error = cell_error(cell, e, notebook=str(final))
+    finally:
+        if partial.exists():
+            os.replace(partial, final)
+    wall = round(time.perf_counter() - t0, 4)
+    status = cell_status(plan.out, cell.cell_id)
+    if status is None:  # the notebook did not record the cell itself
+        error = error or cell_error(cell, notebook=str(final), ename="MissingStatus",
+                                    evalue="the notebook finished without writing status.json")
+        write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=wall)
+    return cell_outcome(plan, cell, wall)

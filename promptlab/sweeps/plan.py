@@ -1,0 +1,312 @@
+"""What every executor of a sweep shares: the plan (experiment, results dir, tasks, cache, options), the
+outcome of each cell, the sweep's result and its progress bar, the run order and the results dir's setup.
+
+The progress bar counts cells (done / failed / skipped) and, over the cells run in this sweep, the calls,
+the tokens and cost actually spent (`Run.totals`: cache hits add none) and the cache hits. Each finished
+cell adds the exact figures of its runs; the inline executor also adds each call as it happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError
+from ..events import Event, EventHandler
+from ..record import Run, Task
+from .cells import Cell
+from .experiment import Experiment
+
+if TYPE_CHECKING:
+    from ..llm.budget import Budget
+    from ..llm.settings import Settings
+    from ..results.store import Results
+
+
+@dataclass
+class Spend:
+    """Calls, tokens and cost actually spent (cache hits add no tokens or cost), and cache hits."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    tokens: int = 0
+    cost_usd: float | None = 0.0
+    """None when some paid call's price is unknown."""
+
+    def add(self, calls: int = 0, cache_hits: int = 0, tokens: int = 0, cost_usd: float | None = 0.0) -> None:
+        """Add figures (an unknown cost makes the total unknown)."""
+        self.calls += calls
+        self.cache_hits += cache_hits
+        self.tokens += tokens
+        self.cost_usd = None if self.cost_usd is None or cost_usd is None else self.cost_usd + cost_usd
+
+    def add_spend(self, other: Spend) -> None:
+        """Add another Spend."""
+        self.add(other.calls, other.cache_hits, other.tokens, other.cost_usd)
+
+    @classmethod
+    def of_runs(cls, runs: list[Run]) -> Spend:
+        """The summed `Run.totals` of runs."""
+        spend = cls()
+        for run in runs:
+            t = run.totals
+            spend.add(t.calls, t.cache_hits, t.input_tokens + t.output_tokens, t.cost_usd)
+        return spend
+
+    def postfix(self) -> dict[str, str]:
+        """The progress bar's figures."""
+        cost = "unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        return {"calls": str(self.calls), "tokens": str(self.tokens), "cost": cost, "hits": str(self.cache_hits)}
+
+
+@dataclass
+class CellOutcome:
+    """What happened to one cell in this sweep."""
+
+    cell_id: str
+    params: dict[str, Any]
+    status: Literal["ok", "failed", "cut", "skipped"]
+    """ok: ran and finished; failed: ran and failed; cut: stopped by the spending cap (max_cost); skipped:
+    already finished before."""
+    error: str | None = None
+    wall_time_s: float = 0.0
+    spend: Spend = field(default_factory=Spend)
+    """What the cell's runs spent in this sweep (zero for a skipped cell)."""
+
+
+@dataclass
+class SweepResult:
+    """The outcome of `sweep`: one CellOutcome per cell, counts, what was spent and wall time."""
+
+    experiment: str
+    out_dir: Path
+    executor: str
+    cells: list[CellOutcome] = field(default_factory=list)
+    wall_time_s: float = 0.0
+    max_cost: float | None = None
+    """The spending cap in USD (None: none)."""
+    budget_spent_usd: float | None = None
+    """Under a cap: USD paid in the results dir so far, over every sweep (its ledger), when the sweep ended."""
+
+    def count(self, status: str) -> int:
+        """Cells with this outcome."""
+        return sum(c.status == status for c in self.cells)
+
+    @property
+    def done(self) -> int:
+        """Cells run to an ok status in this sweep."""
+        return self.count("ok")
+
+    @property
+    def failed(self) -> int:
+        """Cells that failed in this sweep."""
+        return self.count("failed")
+
+    @property
+    def cut(self) -> int:
+        """Cells the spending cap stopped in this sweep (a sweep with a higher cap resumes them)."""
+        return self.count("cut")
+
+    @property
+    def skipped(self) -> int:
+        """Cells skipped because they had finished before (cached)."""
+        return self.count("skipped")
+
+    @property
+    def spend(self) -> Spend:
+        """Calls, spent tokens and cost, and cache hits of the cells run in this sweep (the bar's figures)."""
+        total = Spend()
+        for c in self.cells:
+            total.add_spend(c.spend)
+        return total
+
+    def load(self) -> Results:
+        """The results dir's frames (`promptlab.results.load`)."""
+        from ..results.store import load
+
+        return load(self.out_dir)
+
+    def __str__(self) -> str:
+        s = self.spend.postfix()
+        text = (f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
+                f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.1f} s; "
+                f"{s['calls']} calls ({s['hits']} cached), {s['tokens']} tokens, cost {s['cost']}; "
+                f"results in {self.out_dir}")
+        if self.max_cost is not None:
+            text += (f"\n{self.cut} cell(s) cut by max_cost={self.max_cost:g} USD; {self.budget_spent_usd or 0.0:.6g} "
+                     f"USD paid in this results dir so far" + (" (re-run with a higher max_cost to resume them)"
+                                                               if self.cut else ""))
+        for c in self.cells:
+            if c.status in ("failed", "cut"):
+                text += f"\n  {c.status} {c.cell_id} {json.dumps(c.params)}: {c.error}"
+        return text
+
+
+@dataclass
+class SweepPlan:
+    """What a sweep's executors share: the experiment, results dir, tasks, cache, options, progress and outcomes."""
+
+    exp: Experiment
+    out: Path
+    tasks: list[Task]
+    cache_dir: str
+    """The call cache every cell uses: an absolute directory or a URL (redis://host:port/db)."""
+    on_event: EventHandler | None
+    cell_concurrency: int
+    result: SweepResult
+    bar: Any
+    workers: int = 2
+    settings: Settings | None = None
+    """Call settings of every cell (None: the defaults); executors hand them to their cells' processes."""
+    template: Path | None = None
+    """The run_cell notebook (papermill executor only)."""
+    scheduler: str | None = None
+    """A Dask scheduler address (dask executor only; None: a LocalCluster)."""
+    budget: Budget | None = None
+    """The spending cap every cell runs under (None: none); executors hand it to their cells."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    live: dict[str, Spend] = field(default_factory=dict)
+    """Per running cell, the calls seen so far (inline executor); replaced by its runs' totals when it ends."""
+    _shown: float = 0.0
+
+    def record(self, outcome: CellOutcome) -> None:
+        """Add a cell's outcome to the result and advance the progress bar (thread-safe)."""
+        with self.lock:
+            self.result.cells.append(outcome)
+            self.live.pop(outcome.cell_id, None)
+            self.bar.update(1)
+            self.bar.set_postfix(self._postfix())
+
+    def watch(self, cell_id: str) -> EventHandler:
+        """An event handler for one cell: counts its model calls on the bar, then passes the event on."""
+        def handler(event: Event) -> None:
+            if event.kind == "model_call":
+                d = event.data
+                tokens = 0 if d.get("cache_hit") else int(d.get("input_tokens") or 0) + int(d.get("output_tokens") or 0)
+                cost = 0.0 if d.get("cache_hit") else d.get("cost_usd")
+                with self.lock:
+                    self.live.setdefault(cell_id, Spend()).add(1, int(bool(d.get("cache_hit"))), tokens, cost)
+                    now = time.monotonic()
+                    if now - self._shown > 0.5:
+                        self._shown = now
+                        self.bar.set_postfix(self._postfix())
+            if self.on_event is not None:
+                self.on_event(event)
+        return handler
+
+    def _postfix(self) -> dict[str, str]:
+        total = self.result.spend
+        for spend in self.live.values():
+            total.add_spend(spend)
+        cut = {"cut": str(self.result.cut)} if self.budget is not None else {}
+        return {"done": str(self.result.done), "failed": str(self.result.failed), **cut,
+                "skipped": str(self.result.skipped), **total.postfix()}
+
+
+def schedule(cells: list[Cell]) -> list[Cell]:
+    """Run order: the loops interleaved (round robin), each loop's cells in expansion order.
+
+    Cells of one loop that differ only in a stopping rule (threshold, cap) make the same first calls;
+    run one after another they answer them from the cache, while concurrent workers take other loops."""
+    by_loop: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_loop.setdefault(cell.loop, []).append(cell)
+    queues = list(by_loop.values())
+    order: list[Cell] = []
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order
+
+
+def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: list[Cell]) -> None:
+    """Refuse a dir holding other cells; write experiment.yaml and tasks.jsonl (self-contained)."""
+    known = {c.cell_id for c in cells}
+    cells_dir = out / "cells"
+    stale = sorted(p.name for p in cells_dir.iterdir() if p.is_dir() and p.name not in known) \
+        if cells_dir.is_dir() else []
+    if stale:
+        raise ConfigError(
+            f"out dir {out} already holds {len(stale)} cell(s) of a different experiment or config "
+            f"(e.g. {stale[0]}); their results would mix with these: choose another out dir or remove it"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    # the cap is how much to spend, not what to run: it stays out (the experiment's hash does not change with it)
+    snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None, "max_cost": None})
+    write_text_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
+    write_text_atomic(out / "experiment.yaml", f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n"
+                                           f"{snapshot.to_yaml()}")
+
+
+def experiment_provenance(out: Path) -> dict[str, Any]:
+    """{"experiment_hash": sha256 of the results dir's experiment.yaml}, or {} before it is written; every
+    executor reads that one file, so their runs carry the same hash."""
+    path = out / "experiment.yaml"
+    return {"experiment_hash": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}
+
+
+def keep_notebook(cell_dir: Path) -> None:
+    """Keep a cell's last executed notebook as run_cell.ipynb: a sweep killed while papermill wrote it
+    leaves only .run_cell.partial.ipynb (a re-run of the cell replaces both)."""
+    partial = cell_dir / ".run_cell.partial.ipynb"
+    if partial.exists():
+        os.replace(partial, cell_dir / "run_cell.ipynb")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temp file beside `path`, then os.replace it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def settings_env(settings: Settings | None) -> dict[str, str]:
+    """The environment that hands call settings to a papermill kernel (PROMPTLAB_SETTINGS); {} for None."""
+    from ..llm.settings import SETTINGS_ENV
+
+    return {SETTINGS_ENV: settings.to_json()} if settings is not None else {}
+
+
+def cell_process_env(workers: int, at_once: int) -> dict[str, str]:
+    """The environment of each process that runs cells (a papermill kernel, a local Dask worker): its share
+    of the cores (PROMPTLAB_LOCAL_THREADS) and of each model's limits (PROMPTLAB_LIMIT_SHARE)."""
+    return {"PROMPTLAB_LOCAL_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, workers))),
+            "PROMPTLAB_LIMIT_SHARE": str(max(1, at_once))}
+
+
+@contextlib.contextmanager
+def env_set(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables (child processes inherit them: a kernel's spending cap), whatever they were;
+    restore after."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def env_defaults(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables (child processes inherit them) that the user did not set; restore after."""
+    added = [name for name in values if name not in os.environ]
+    for name in added:
+        os.environ[name] = values[name]
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)

@@ -1,0 +1,191 @@
+"""The spending cap: a request that would pass it is never made, paid replies go to a ledger shared by
+processes, cache hits and replays cost nothing, a model without a price is refused before any call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fault_server import FaultServer, Reply
+
+import promptlab as pl
+from promptlab.errors import BudgetExceeded, ConfigError
+from promptlab.llm.budget import ENV_BUDGET_FILE, ENV_MAX_COST, Budget, check_prices, gate, price_of
+from promptlab.llm.settings import Settings
+from promptlab.sweeps.experiment import Experiment
+
+KEY = "sk-test-budget"
+FAST = Settings(backoff_s=0.001, backoff_max_s=0.002, timeout_s=10, deadline_s=30, max_concurrency=8)
+PAID = Reply("paid", prompt_tokens=10_000, completion_tokens=1_000)
+"""What gpt-4o-mini charges 0.0015 + 0.0006 = 0.0021 USD for."""
+EACH = 0.0021
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> FaultServer:
+    """A loopback server posing as gpt-4o-mini (a model litellm prices), reached through the environment."""
+    with FaultServer(default=PAID, model="gpt-4o-mini") as s:
+        monkeypatch.setenv("OPENAI_API_BASE", s.url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        yield s
+
+
+def ask(server: FaultServer, prompt: str, **kw: object) -> pl.Completion:
+    return pl.complete(server.model, prompt, max_tokens=2000, **{"settings": FAST, **kw})  # type: ignore[arg-type]
+
+
+def test_no_active_budget_checks_nothing(server: FaultServer, tmp_path: Path) -> None:
+    assert gate(server.model, {"messages": []}) is None
+    ask(server, "one")
+    assert server.requests == 1 and not list(tmp_path.glob("**/budget.json"))
+
+
+def test_a_request_that_would_pass_the_cap_is_never_made(server: FaultServer, tmp_path: Path) -> None:
+    budget = Budget(tmp_path / "budget.json", cap=0.005)
+    with budget.scope() as refused:
+        first, second = ask(server, "one"), ask(server, "two")
+        # spent 0.0042; the next request's max_tokens alone (2000 x 0.6 USD/M = 0.0012) would pass 0.005
+        with pytest.raises(BudgetExceeded) as info:
+            ask(server, "three")
+    assert server.requests == 2
+    assert first.cost_usd == pytest.approx(EACH) and second.cost_usd == pytest.approx(EACH)
+    err = info.value
+    assert (err.model, err.cap) == (server.model, 0.005) and err.spent == pytest.approx(2 * EACH)
+    assert "cut by max_cost=0.005" in str(err) and "higher max_cost" in str(err)
+    assert refused == [err]
+    led = budget.ledger()
+    assert led.spent_usd == pytest.approx(2 * EACH) and led.requests == 2
+    assert led.by_model == {server.model: pytest.approx(2 * EACH)}
+
+
+def test_cache_hits_replays_and_free_models_pass_a_spent_budget(server: FaultServer, tmp_path: Path) -> None:
+    budget = Budget(tmp_path / "budget.json", cap=0.003)
+    with budget.scope() as refused:
+        ask(server, "one")  # spent 0.0021: no further paid request fits
+        hit = ask(server, "one")
+        free = pl.complete("fake/auto", "anything", max_tokens=2000)
+        with pytest.raises(BudgetExceeded):
+            ask(server, "two")
+    assert hit.cache_hit and hit.billed_cost_usd == 0.0 and free.cost_usd == 0.0
+    assert server.requests == 1 and len(refused) == 1
+    assert budget.ledger().requests == 1  # neither the hit nor the free call was counted
+
+
+def test_the_cap_counts_what_earlier_runs_spent(server: FaultServer, tmp_path: Path) -> None:
+    with Budget(tmp_path / "budget.json", cap=0.005).scope():
+        ask(server, "one")
+        ask(server, "two")
+        with pytest.raises(BudgetExceeded):
+            ask(server, "three")
+    with Budget(tmp_path / "budget.json", cap=0.005).scope():  # the same cap again: nothing more is spent
+        with pytest.raises(BudgetExceeded):
+            ask(server, "three")
+    assert server.requests == 2
+    with Budget(tmp_path / "budget.json", cap=0.01).scope():  # a higher cap goes on
+        assert ask(server, "three").text == "paid"
+        assert ask(server, "one").cache_hit
+    assert server.requests == 3
+    assert Budget(tmp_path / "budget.json", cap=1).spent() == pytest.approx(3 * EACH)
+
+
+def test_a_refusal_is_not_retried_nor_read_as_a_provider_error(server: FaultServer, tmp_path: Path) -> None:
+    budget = Budget(tmp_path / "budget.json", cap=0.0001)  # below one request's max_tokens
+    with budget.scope(), pytest.raises(BudgetExceeded):
+        ask(server, "one", settings=Settings(retries=3, backoff_s=0.001))
+    assert server.requests == 0 and budget.spent() == 0.0
+
+
+def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServer, tmp_path: Path) -> None:
+    server.default = Reply("paid", prompt_tokens=10_000, completion_tokens=1_000, delay_s=0.05)
+    budget = Budget(tmp_path / "budget.json", cap=0.005)
+    in_flight = 4
+
+    async def main() -> list[object]:
+        settings = Settings(max_concurrency=in_flight, timeout_s=10, deadline_s=30)
+        return await asyncio.gather(*(pl.acomplete(server.model, f"p{i}", max_tokens=2000, settings=settings)
+                                      for i in range(12)), return_exceptions=True)
+
+    with budget.scope() as refused:
+        outcomes = asyncio.run(main())
+    made = sum(isinstance(o, pl.Completion) for o in outcomes)
+    cut = [o for o in outcomes if isinstance(o, BudgetExceeded)]
+    assert made + len(cut) == 12 and made == server.requests and len(refused) == len(cut)
+    assert 2 <= made <= 2 + in_flight  # at most the calls in flight when the cap was reached go over it
+    assert budget.spent() == pytest.approx(made * EACH) and budget.spent() <= 0.005 + in_flight * EACH
+
+
+def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
+    path = tmp_path / "budget.json"
+    code = ("import sys; from promptlab.llm.budget import Budget\n"
+            "b = Budget(sys.argv[1], cap=100)\n"
+            "for _ in range(50): b.charge('openai/gpt-4o-mini', 0.001)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
+    assert [p.wait(timeout=60) for p in procs] == [0] * 4
+    led = Budget(path, cap=100).ledger()
+    assert led.requests == 200 and led.spent_usd == pytest.approx(0.2)
+
+
+def test_unknown_price_is_refused_before_any_call(server: FaultServer, tmp_path: Path) -> None:
+    assert price_of("fake/auto") is not None and price_of("openai/gpt-4o-mini") is not None
+    with pytest.raises(ConfigError, match=r"'openai/no-such-priced-model'.*price.*without max_cost"):
+        check_prices(["fake/auto", "openai/no-such-priced-model"])
+    with Budget(tmp_path / "budget.json", cap=1).scope(), pytest.raises(ConfigError, match="price"):
+        pl.complete("openai/no-such-priced-model", "hi", settings=FAST)
+    assert server.requests == 0
+
+
+def test_budget_from_the_environment(tmp_path: Path) -> None:
+    assert Budget.from_env({}) is None
+    b = Budget(tmp_path / "budget.json", cap=2.5)
+    again = Budget.from_env(b.env())
+    assert again is not None and (again.path, again.cap) == (b.path, 2.5)
+    with pytest.raises(ConfigError, match=ENV_MAX_COST):
+        Budget.from_env({ENV_MAX_COST: "lots", ENV_BUDGET_FILE: str(b.path)})
+    with pytest.raises(ConfigError, match=ENV_BUDGET_FILE):
+        Budget.from_env({ENV_MAX_COST: "1"})
+    with pytest.raises(ConfigError, match="positive"):
+        Budget(b.path, cap=0)
+
+
+def test_an_unreadable_ledger_says_how_to_recover(tmp_path: Path) -> None:
+    (tmp_path / "budget.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="delete it"):
+        Budget(tmp_path / "budget.json", cap=1).spent()
+
+
+def test_max_cost_in_the_experiment_file(tmp_path: Path) -> None:
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "p", "goal": "g"}) + "\n")
+    base = {"name": "b", "loops": ["p3ro"], "tasks": "tasks.jsonl", "config": {"model": "fake/auto"}}
+    assert Experiment.from_dict({**base, "max_cost": 2}, tmp_path).max_cost == 2.0
+    for bad in (0, -1, "lots"):
+        with pytest.raises(ConfigError, match="max_cost"):
+            Experiment.from_dict({**base, "max_cost": bad}, tmp_path)
+
+
+def test_a_model_alias_price_is_what_the_cap_counts(server: FaultServer, tmp_path: Path) -> None:
+    """A served model litellm does not price can be capped through its alias's price; the ledger charges that
+    price (10,000 x 150 + 1,000 x 600 USD per million tokens = 2.1 USD a reply)."""
+    from promptlab.llm.aliases import register_model, unregister_model
+
+    register_model("budget-served", model="openai/served-model", api_base=server.url,
+                   price={"input_per_million": 150.0, "output_per_million": 600.0})
+    register_model("budget-unpriced", model="openai/served-model", api_base=server.url)
+    try:
+        check_prices(["budget-served"])
+        with pytest.raises(ConfigError, match="'budget-unpriced'.*register_model"):
+            check_prices(["budget-served", "budget-unpriced"])
+        budget = Budget(tmp_path / "budget.json", cap=5.0)
+        with budget.scope():
+            first = pl.complete("budget-served", "one", max_tokens=2000, settings=FAST)
+            pl.complete("budget-served", "two", max_tokens=2000, settings=FAST)
+            with pytest.raises(BudgetExceeded, match="budget-served"):  # 4.2 spent + 2000 x 600 / 1e6 > 5
+                pl.complete("budget-served", "three", max_tokens=2000, settings=FAST)
+    finally:
+        unregister_model("budget-served")
+        unregister_model("budget-unpriced")
+    assert first.cost_usd == pytest.approx(2.1) and server.requests == 2
+    assert budget.ledger().by_model == {"budget-served": pytest.approx(4.2)}

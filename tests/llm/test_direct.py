@@ -1,0 +1,336 @@
+"""The direct transport against loopback servers: for the same reply it gives the same Completion, usage,
+cost, cache record and errors as litellm; `Settings.transport` picks the path; anything it does not handle
+goes through litellm."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fault_server import FaultServer, Reply, fault_server_fixture, free_port  # noqa: F401
+from pydantic import BaseModel
+
+import promptlab as pl
+from promptlab.errors import ConfigError, ProviderError
+from promptlab.llm import direct
+from promptlab.llm.cache.location import open_cache
+from promptlab.llm.limits import Limiter
+from promptlab.llm.settings import Settings
+
+KEY = "sk-test-direct"
+FAST = Settings(backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, deadline_s=20)
+VOLATILE = {"latency_s"}
+
+
+class Verdict(BaseModel):
+    score: int
+
+
+class Canned:
+    """A loopback /v1/chat/completions that answers every request with one fixed JSON body and status."""
+
+    def __init__(self, body: dict[str, Any], status: int = 200) -> None:
+        self.body, self.status = body, status
+        self.received: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                server.received.append(json.loads(raw))
+                server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                data = json.dumps(server.body).encode()
+                self.send_response(server.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def reply_body(text: str, *, model: str = "gpt-4o-mini-2024-07-18", logprobs: bool = False) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "length",
+                              "message": {"role": "assistant", "content": text}}
+    if logprobs:
+        choice["logprobs"] = {"content": [
+            {"token": "7", "logprob": -0.25, "bytes": [55], "top_logprobs": [
+                {"token": "7", "logprob": -0.25, "bytes": [55]}, {"token": "8", "logprob": -1.5, "bytes": [56]}]}]}
+    return {"id": "chatcmpl-canned", "object": "chat.completion", "created": 1700000000, "model": model,
+            "choices": [choice], "usage": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}}
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records each request the direct transport makes ('post' or 'apost')."""
+    made: list[str] = []
+    post, apost = direct.post, direct.apost
+
+    def counted_post(r: direct.Route, kwargs: dict[str, Any]) -> Any:
+        made.append("post")
+        return post(r, kwargs)
+
+    async def counted_apost(r: direct.Route, kwargs: dict[str, Any]) -> Any:
+        made.append("apost")
+        return await apost(r, kwargs)
+
+    monkeypatch.setattr(direct, "post", counted_post)
+    monkeypatch.setattr(direct, "apost", counted_apost)
+    return made
+
+
+@pytest.fixture
+def canned() -> Iterator[Canned]:
+    server = Canned(reply_body("7"))
+    yield server
+    server.close()
+
+
+def both(server_url: str, model: str, tmp_path: Path, *, use_async: bool = False,
+         **kw: Any) -> tuple[pl.Completion, pl.Completion, Any, Any]:
+    """The same call through litellm and through the default transport, each on its own cache."""
+    out = []
+    for transport in ("litellm", "auto"):
+        cache = tmp_path / transport
+        settings = Settings(transport=transport, timeout_s=5)
+        if use_async:
+            c = asyncio.run(pl.acomplete(model, "Rate it.", api_base=server_url, api_key=KEY, cache=cache,
+                                         settings=settings, **kw))
+        else:
+            c = pl.complete(model, "Rate it.", api_base=server_url, api_key=KEY, cache=cache, settings=settings,
+                            **kw)
+        out.append((c, open_cache(cache).get(c.key)))
+    (slow, slow_stored), (fast, fast_stored) = out
+    return slow, fast, slow_stored, fast_stored
+
+
+def same(a: pl.Completion, b: pl.Completion) -> None:
+    assert a.model_dump(exclude=VOLATILE) == b.model_dump(exclude=VOLATILE)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_same_completion_usage_cost_and_record_as_litellm(canned: Canned, spy: list[str], tmp_path: Path,
+                                                          use_async: bool) -> None:
+    slow, fast, slow_stored, fast_stored = both(canned.url, "openai/gpt-4o-mini", tmp_path, use_async=use_async,
+                                                max_tokens=5, seed=3, stop=["x"], top_p=0.5)
+    assert spy == ["apost" if use_async else "post"]  # one request made directly, one through litellm
+    same(slow, fast)
+    same(slow_stored, fast_stored)
+    assert (fast.text, fast.input_tokens, fast.output_tokens, fast.finish_reason) == ("7", 1234, 56, "length")
+    assert fast.cost_usd is not None and fast.cost_usd > 0  # litellm's price for gpt-4o-mini
+    assert fast.response_model == "gpt-4o-mini-2024-07-18"
+    assert fast.endpoint == slow.endpoint == f"litellm:openai@{canned.url.split('/')[2]}"
+    assert canned.received[0] == canned.received[1]  # the very same JSON body
+    assert canned.headers[1]["authorization"] == f"Bearer {KEY}"
+    assert KEY not in json.dumps(fast_stored.stored())
+
+
+def test_unknown_price_is_none_on_both_paths(spy: list[str], tmp_path: Path) -> None:
+    server = Canned(reply_body("fine", model="my-llama"))
+    try:
+        slow, fast, _, _ = both(server.url, "openai/my-llama", tmp_path)
+    finally:
+        server.close()
+    assert spy == ["post"]
+    same(slow, fast)
+    assert fast.cost_usd is None and fast.input_tokens == 1234
+
+
+def test_logprobs_and_structured_replies_match(spy: list[str], tmp_path: Path) -> None:
+    server = Canned(reply_body('{"score": 7}', logprobs=True))
+    try:
+        slow, fast, _, _ = both(server.url, "openai/gpt-4o-mini", tmp_path, schema=Verdict, logprobs=True,
+                                top_logprobs=2)
+    finally:
+        server.close()
+    assert spy == ["post"]
+    same(slow, fast)
+    assert fast.parsed == Verdict(score=7)
+    assert fast.logprobs is not None and [t.token for t in fast.logprobs[0].top_logprobs] == ["7", "8"]
+    assert server.received[0] == server.received[1] and "response_format" in server.received[1]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("fault", ["429", "500", "503", "drop"])
+def test_errors_read_the_same(fault_server: FaultServer, spy: list[str], fault: str, use_async: bool) -> None:
+    texts = []
+    for transport in ("litellm", "auto"):
+        fault_server.script(fault, fault)
+        settings = Settings(retries=1, backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, transport=transport)
+        with pytest.raises(ProviderError) as info:
+            if use_async:  # the async direct path posts over aiohttp, litellm's over its own aiohttp transport
+                asyncio.run(pl.acomplete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY,
+                                         cache=False, settings=settings))
+            else:
+                pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
+                            settings=settings)
+        texts.append((str(info.value), info.value.retryable, info.value.attempts))
+    assert texts[0] == texts[1], texts
+    way = "apost" if use_async else "post"
+    assert spy == [way, way] and fault_server.requests == 4
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_refusals_read_the_same_and_are_not_retried(status: int, spy: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)  # a 401 with the key set: 'authentication failed', not 'missing'
+    server = Canned({"error": {"message": "no such thing", "type": "invalid_request_error", "code": status}},
+                    status=status)
+    seen = []
+    try:
+        for transport in ("litellm", "auto"):
+            with pytest.raises(pl.PromptlabError) as info:
+                pl.complete("openai/gpt-4o-mini", "hi", api_base=server.url, api_key=KEY, cache=False,
+                            settings=Settings(backoff_s=0.001, transport=transport))
+            seen.append((type(info.value).__name__, str(info.value)))
+    finally:
+        server.close()
+    assert seen[0] == seen[1], seen
+    assert len(server.received) == 2 and spy == ["post"]
+
+
+def test_refused_connection_reads_the_same(spy: list[str]) -> None:
+    base = f"http://127.0.0.1:{free_port()}/v1"
+    texts = []
+    for transport in ("litellm", "auto"):
+        with pytest.raises(ProviderError) as info:
+            asyncio.run(pl.acomplete("openai/nobody-home", "hi", api_base=base, api_key=KEY, cache=False,
+                                     settings=Settings(retries=1, backoff_s=0.001, transport=transport)))
+        texts.append(str(info.value))
+    assert texts[0] == texts[1] and "connection refused" in texts[1] and KEY not in texts[1]
+    assert spy == ["apost", "apost"]
+
+
+def test_a_hang_is_bounded_by_the_deadline_on_the_direct_path(fault_server: FaultServer, spy: list[str]) -> None:
+    fault_server.script(*["hang"] * 5)
+    with pytest.raises(ProviderError) as info:
+        pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
+                    settings=Settings(retries=5, timeout_s=30, deadline_s=1.0, backoff_s=0.001))
+    assert "timed out" in str(info.value) or "deadline" in str(info.value)
+    assert spy and set(spy) == {"post"}
+
+
+def test_base_and_key_from_the_environment(fault_server: FaultServer, spy: list[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_BASE", fault_server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    fault_server.script(Reply("env routed"), Reply("env routed"))
+    slow = pl.complete(fault_server.model, "hi", cache=False, settings=Settings(transport="litellm"))
+    fast = pl.complete(fault_server.model, "hi", cache=False)
+    assert spy == ["post"] and fast.text == "env routed"
+    same(slow, fast)  # litellm reports the provider's default endpoint for a base from the environment
+    assert fault_server.bodies[0] == fault_server.bodies[1]
+
+
+@pytest.mark.parametrize("case", ["litellm transport", "streamed", "logit_bias", "extra_headers", "o-series",
+                                  "no base", "content parts"])
+def test_what_the_direct_path_leaves_to_litellm(fault_server: FaultServer, spy: list[str],
+                                                monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    kw: dict[str, Any] = {"api_base": fault_server.url, "api_key": KEY, "cache": False, "settings": FAST}
+    model, prompt = fault_server.model, "hi"
+    if case == "litellm transport":
+        kw["settings"] = Settings(transport="litellm")
+    elif case == "streamed":
+        kw["on_token"] = lambda piece: None
+    elif case == "logit_bias":  # any parameter outside PLAIN_PARAMS (tools, provider options ...)
+        kw["logit_bias"] = {"50256": -100}
+    elif case == "extra_headers":
+        kw["extra_headers"] = {"X-Team": "a"}
+    elif case == "o-series":
+        model = "openai/o3-mini"
+        kw["temperature"] = 1.0  # the only one litellm lets through for an o-series model
+    elif case == "no base":
+        kw.pop("api_base")
+    elif case == "content parts":
+        prompt = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # type: ignore[assignment]
+    if case == "no base":  # a call would go to api.openai.com: only ask the router
+        assert direct.route({"model": model, "messages": [{"role": "user", "content": "hi"}], "api_key": KEY}) is None
+        return
+    pl.complete(model, prompt, **kw)
+    assert spy == [] and fault_server.requests == 1
+
+
+def test_unknown_transport_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="transport"):
+        Settings(transport="carrier-pigeon")
+
+
+def test_limits_follow_each_call_and_a_release_lets_one_in() -> None:
+    async def scenario() -> tuple[int, int, list[str]]:
+        limiter = Limiter()
+        active = {"n": 0, "peak_small": 0, "peak_all": 0}
+        order: list[str] = []
+
+        async def one(name: str, limit: int) -> None:
+            async with limiter.slot(limit):
+                active["n"] += 1
+                active["peak_all"] = max(active["peak_all"], active["n"])
+                if limit == 1:
+                    active["peak_small"] = max(active["peak_small"], active["n"])
+                order.append(name)
+                await asyncio.sleep(0.01)
+                active["n"] -= 1
+
+        wide = [one(f"w{i}", 3) for i in range(6)]
+        narrow = [one(f"n{i}", 1) for i in range(3)]
+        await asyncio.gather(*wide, *narrow)
+        assert limiter.active == 0
+        return active["peak_small"], active["peak_all"], order
+
+    peak_small, peak_all, order = asyncio.run(scenario())
+    assert peak_all == 3  # the wide calls' own limit, not the narrow calls' 1
+    assert peak_small == 1  # a narrow call only ever entered alone
+    assert sorted(order) == sorted([f"w{i}" for i in range(6)] + [f"n{i}" for i in range(3)])
+
+
+def test_a_cancelled_waiter_gives_its_place_back() -> None:
+    async def scenario() -> int:
+        limiter = Limiter()
+        gate = asyncio.Event()
+
+        async def hold() -> None:
+            async with limiter.slot(1):
+                await gate.wait()
+
+        first = asyncio.create_task(hold())
+        await asyncio.sleep(0)
+        waiting = asyncio.create_task(hold())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        gate.set()
+        await first
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        async with limiter.slot(1):  # would hang if the cancelled waiter kept a place
+            pass
+        return limiter.active
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 5)) == 0
+
+
+def test_the_default_cache_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(tmp_path / "one"))
+    first = open_cache()
+    assert open_cache() is first
+    monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(tmp_path / "two"))
+    assert open_cache().directory == (tmp_path / "two").resolve()

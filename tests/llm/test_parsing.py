@@ -1,0 +1,110 @@
+"""The malformed-output corpus: what a model really sends back, and what `structured.parse` makes of it.
+
+Each case is a reply and the score that must come out (or None: the reply must be refused, so the call
+path re-asks and, in the end, records a ParseError instead of inventing a value)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from pydantic import BaseModel, Field
+
+import promptlab as pl
+from promptlab.llm.settings import Settings
+from promptlab.llm.structured import MAX_JSON_CHARS, object_spans, parse
+
+
+class Verdict(BaseModel):
+    score: int = Field(ge=1, le=10)
+    reason: str
+
+
+class Rated(BaseModel):
+    score: float
+    tags: list[str] = []
+
+
+def v(score: object, reason: str = "ok") -> str:
+    return json.dumps({"score": score, "reason": reason})
+
+
+CORPUS: list[tuple[str, str, int | None]] = [
+    ("plain", v(7), 7),
+    ("fenced json", f"```json\n{v(6)}\n```", 6),
+    ("fenced without language", f"```\n{v(5)}\n```", 5),
+    ("leading prose", f"Sure! Here is my verdict: {v(8)}", 8),
+    ("trailing prose", f"{v(4)}\nLet me know if you need anything else.", 4),
+    ("example then answer", f"Example format: {v(2, 'example')} My actual answer: {v(7, 'real')}", 7),
+    ("several objects, last invalid", f"{v(3)} and then {{\"note\": \"no score here\"}}", 3),
+    ("answer then a stray unrelated object", f"{v(9)} (metadata: {{\"tokens\": 12}})", 9),
+    ("bool score", v(True), None),
+    ("bool false score", v(False), None),
+    ("string score", v("7"), None),
+    ("score out of range", v(11), None),
+    ("float score for an int", v(7.5), None),
+    ("null score", v(None), None),
+    ("missing field", json.dumps({"score": 7}), None),
+    ("nested: the object holds an example object", json.dumps({"score": 6, "reason": "see {\"score\": 1}"}), 6),
+    ("nested object in prose", "Result -> {\"score\": 5, \"reason\": \"fine\", \"extra\": {\"a\": {}}}", 5),
+    ("truncated", '{"score": 7, "reason": "the reply stops in the mid', None),
+    ("truncated second after a good first", f'{v(4)} {{"score": 9, "reason": "cut', 4),
+    ("unicode", v(8, "naïve café — ✓ 日本語"), 8),
+    ("escaped quotes and braces in strings", v(6, 'he said "{not json}" and left'), 6),
+    ("raw newline inside a string", '{"score": 3, "reason": "line one\nline two"}', 3),
+    ("single quotes (not JSON)", "{'score': 7, 'reason': 'python dict'}", None),
+    ("empty reply", "", None),
+    ("no JSON at all", "I would rate this a seven out of ten.", None),
+    ("unbalanced prose brace before the answer", f"Use {{curly braces like this: {v(7)}", 7),
+    ("stray quote in prose", f'He said "hello. Anyway: {v(5)}', 5),
+    ("array instead of object", f"[{v(7)}]", None),
+    ("deeply nested garbage then answer", "[" * 5000 + " " + v(6), 6),
+    ("huge: over the size cap", '{"score": 7, "reason": "' + "x" * (MAX_JSON_CHARS + 10) + '"}', None),
+    ("many objects, the last is the answer", " ".join(v(k % 10 + 1) for k in range(200)), 199 % 10 + 1),
+]
+
+
+@pytest.mark.parametrize("kind, text, expected", CORPUS, ids=[c[0] for c in CORPUS])
+def test_malformed_output_corpus(kind: str, text: str, expected: int | None) -> None:
+    if expected is None:
+        with pytest.raises(ValueError):
+            parse(text, Verdict)
+    else:
+        got = parse(text, Verdict)
+        assert isinstance(got, Verdict) and got.score == expected and type(got.score) is int
+
+
+def test_the_corpus_has_at_least_twenty_kinds() -> None:
+    assert len({kind for kind, _, _ in CORPUS}) >= 20
+
+
+def test_a_float_field_takes_an_int_but_never_a_bool() -> None:
+    assert parse('{"score": 7}', Rated).score == 7.0
+    with pytest.raises(ValueError, match="score"):
+        parse('{"score": true}', Rated)
+
+
+def test_the_oversize_error_says_so() -> None:
+    with pytest.raises(ValueError, match="over the cap"):
+        parse("x " + '{"score": 7, "reason": "' + "y" * (MAX_JSON_CHARS + 1) + '"}', Verdict)
+
+
+@pytest.mark.parametrize("text", ["{" * 16_000, "{" * 8_000 + "}" * 3, "{\"a\": " * 16_000, "}{" * 16_000])
+def test_extraction_is_linear(text: str) -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError):
+        parse(text, Verdict)
+    assert time.perf_counter() - t0 < 2  # was 19 s for 16,000 '{' (quadratic); ~0.01 s now
+
+
+def test_spans_are_outermost_and_in_order() -> None:
+    text = 'a {"x": {"y": 1}} b {"z": "}"} c {'
+    assert [text[a:b] for a, b in object_spans(text)] == ['{"x": {"y": 1}}', '{"z": "}"}']
+
+
+def test_call_path_reasks_on_a_bool_score_and_takes_the_real_one() -> None:
+    m = pl.scripted("strict-bool", [v(True), f"Example: {v(2)} Answer: {v(9)}"])
+    c = pl.complete(m.name, "rate", schema=Verdict, cache=False, settings=Settings(parse_attempts=2))
+    assert c.parsed.score == 9 and c.attempts == 2
+    assert "score" in m.requests[1]["messages"][-1]["content"]  # the re-ask names the bad field

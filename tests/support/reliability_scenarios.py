@@ -1,0 +1,266 @@
+"""Outage and kill scenarios of a sweep, run against the loopback fault server; each returns its measurements.
+
+tests/test_reliability.py asserts on them and benchmarks/reliability.py prints them as a table. Offline:
+every model call goes to `FaultServer` on 127.0.0.1 (`openai/test-model` through OPENAI_API_BASE), every
+run is the "toy" loop of tests/toyloop.py (a writer and a structured judge).
+
+"Paid calls repeated" counts request bodies the server answered with a reply more than once: a call whose
+reply promptlab received is cached, so it must never be sent again. A kill is timed right after a run
+finished an iteration's calls (the toy loop's `marks` file), so no answered request is lost in flight.
+Every scenario takes the api key to send (`key`), so a caller can plant a recognisable value and look for it
+on disk afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import toyloop  # noqa: F401 -- registers the "toy" loop
+import yaml
+from fault_server import FaultServer, Reply
+
+from promptlab.llm.settings import Settings
+from promptlab.results.store import Results, load
+from promptlab.sweeps.plan import SweepResult
+from promptlab.sweeps.run import sweep
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+REPLY = Reply('{"score": 7}')
+"""Every role's reply: the writer's text and a judge grade that validates."""
+VOLATILE = frozenset({"wall_time_s", "finished_at", "cache_hits", "spent_tokens", "spent_cost_usd"})
+"""Columns that differ between an uninterrupted sweep and a resumed one by design: wall-clock time, and
+what the replay from the cache saved (the recorded tokens and cost of each call stay equal)."""
+KEY = "sk-test-not-a-secret"
+"""The api key the scenarios send by default (the fault server accepts any)."""
+FAST = Settings(retries=2, backoff_s=0.01, backoff_max_s=0.05, timeout_s=1.0, deadline_s=20.0)
+"""Call settings of the fault scenarios: quick retries, a 1 s request timeout (a hung request fails fast)."""
+
+
+@dataclass
+class Measured:
+    """What one scenario measured."""
+
+    name: str
+    faults_injected: int = 0
+    faults_survived: int = 0
+    cells: int = 0
+    cells_lost: int = 0
+    paid_repeated: int = 0
+    sweeps: int = 0
+    frames_equal: bool | None = None
+    finished_before_kill: int | None = None
+    keys: set[str] = field(default_factory=set)
+    """The api keys the fault server received."""
+    notes: list[str] = field(default_factory=list)
+
+
+def write_experiment(d: Path, *, styles: tuple[str, ...] = ("a", "b", "c"), tasks: int = 4,
+                     max_iterations: int = 2, **config: Any) -> Path:
+    """A toy experiment on the fault server's model: one cell per writer style."""
+    (d / "tasks.jsonl").write_text("".join(
+        json.dumps({"id": f"t{i}", "prompt": f"Write about topic {i}.", "goal": "Be concrete."}) + "\n"
+        for i in range(tasks)), encoding="utf-8")
+    data = {"name": "reliability", "loops": ["toy"], "tasks": "tasks.jsonl",
+            "config": {"model": "openai/test-model", "max_iterations": max_iterations, **config},
+            "grid": {"style": list(styles)}, "replicates": 1}
+    path = d / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def routed(server: FaultServer, key: str = KEY) -> Iterator[dict[str, str]]:
+    """Point `openai/` models at the server (with api key `key`) for this process; yields the variables."""
+    env = {"OPENAI_API_BASE": server.url, "OPENAI_API_KEY": key}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def paid_repeated(server: FaultServer) -> int:
+    """Request bodies answered with a reply more than once."""
+    answered = Counter(json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served, strict=True) if s == "ok")
+    return sum(n - 1 for n in answered.values())
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """A frame without the volatile columns, in a stable row order."""
+    keep = [c for c in frame.columns if c not in VOLATILE]
+    keys = [c for c in ("cell_id", "run_id", "iteration", "criterion") if c in keep]
+    return frame[keep].sort_values(keys).reset_index(drop=True)
+
+
+def frames_equal(a: Results, b: Results) -> bool:
+    """Runs and trajectories equal, volatile columns aside."""
+    try:
+        pd.testing.assert_frame_equal(comparable(a.runs), comparable(b.runs))
+        pd.testing.assert_frame_equal(comparable(a.trajectories), comparable(b.trajectories))
+    except AssertionError:
+        return False
+    return True
+
+
+def reference(path: Path, d: Path, key: str = KEY) -> Results:
+    """The frames of an uninterrupted sweep of the same experiment on a healthy server (its own cache)."""
+    with FaultServer(default=REPLY) as server, routed(server, key):
+        sweep(path, d / "out", progress=False, cache=d / "cache", settings=FAST)
+    return load(d / "out")
+
+
+def sweep_until_complete(path: Path, out: Path, cache: Path, *, limit: int = 6) -> list[SweepResult]:
+    """Sweep again while cells fail (each pass retries only the failed cells)."""
+    passes: list[SweepResult] = []
+    while len(passes) < limit:
+        passes.append(sweep(path, out, progress=False, cache=cache, settings=FAST))
+        if passes[-1].failed == 0:
+            break
+    return passes
+
+
+def outage(d: Path, *, key: str = KEY) -> Measured:
+    """The provider answers a few calls, then fails every request: cells end failed ("infrastructure"),
+    nothing is reported; the provider comes back and one more sweep completes them."""
+    m = Measured("outage, then recovery")
+    d.mkdir(parents=True, exist_ok=True)
+    path = write_experiment(d)
+    with FaultServer([REPLY] * 3, default="503") as server, routed(server, key):
+        first = sweep(path, d / "out", progress=False, cache=d / "cache", settings=FAST)
+        statuses = [json.loads((d / "out" / "cells" / c.cell_id / "status.json").read_text()) for c in first.cells]
+        m.notes.append(f"first pass: {first.failed} of {len(first.cells)} cells failed "
+                       f"({sorted({s['error']['kind'] for s in statuses if s['error']})}), "
+                       f"{len(load(d / 'out').runs)} runs reported")
+        server.default = REPLY
+        passes = [first, *sweep_until_complete(path, d / "out", d / "cache")]
+        m.faults_injected = sum(s != "ok" for s in server.served)
+        m.paid_repeated, m.keys = paid_repeated(server), server.keys
+    m.sweeps, m.cells = len(passes), len(first.cells)
+    final = load(d / "out")
+    m.cells_lost = int((final.cells["status"] != "ok").sum())
+    m.faults_survived = m.faults_injected if m.cells_lost == 0 else 0
+    m.frames_equal = frames_equal(final, reference(path, d / "ref", key))
+    return m
+
+
+SCHEDULE = ("429", "500", "503", "hang", "drop")
+"""The fault kinds, injected in turn between replies."""
+
+
+def fault_schedule(d: Path, *, rounds: int = 3, key: str = KEY) -> Measured:
+    """429/500/503/hang/dropped connection on a schedule, some back to back (more than the retries):
+    the sweep is re-run until complete; no cell may be lost, no answered call repeated."""
+    m = Measured("429/500/503/hang/drop schedule")
+    d.mkdir(parents=True, exist_ok=True)
+    path = write_experiment(d)
+    schedule: list[Any] = []
+    for r in range(rounds):
+        for i, fault in enumerate(SCHEDULE):
+            schedule += [REPLY, fault]
+            if (r + i) % 2 == 0:  # every other fault comes three times in a row: the call fails for good
+                schedule += [fault, fault]
+    with FaultServer(schedule, default=REPLY) as server, routed(server, key):
+        passes = sweep_until_complete(path, d / "out", d / "cache")
+        m.faults_injected = sum(s != "ok" for s in server.served)
+        m.paid_repeated, m.keys = paid_repeated(server), server.keys
+    m.sweeps, m.cells = len(passes), len(passes[0].cells)
+    final = load(d / "out")
+    m.cells_lost = int((final.cells["status"] != "ok").sum())
+    m.faults_survived = m.faults_injected if m.cells_lost == 0 else 0
+    m.frames_equal = frames_equal(final, reference(path, d / "ref", key))
+    m.notes.append(f"cells failed per pass: {[p.failed for p in passes]}")
+    return m
+
+
+def sweep_process(path: Path, out: Path, cache: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`promptlab sweep` of `path` in a subprocess (one cell at a time), with `env` added to its environment."""
+    code = "import sys, toyloop; from promptlab.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["sweep", str(path), "--out", str(out), "--cache", str(cache), "--workers", "1", "--cell-concurrency", "1",
+            "--no-progress"]
+    child_env = {**os.environ, **env, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                 "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=child_env, cwd=str(path.parent),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def kill_and_resume(d: Path, *, after_marks: int = 11, key: str = KEY) -> Measured:
+    """`promptlab sweep` in a subprocess, killed with SIGKILL mid-sweep (after `after_marks` iterations),
+    then the same sweep again: frames equal to an uninterrupted sweep, no answered call repeated."""
+    m = Measured("kill -9 mid-sweep, resume")
+    d.mkdir(parents=True, exist_ok=True)
+    marks = d / "marks.txt"
+    path = write_experiment(d, delay_s=0.3, marks=str(marks))
+    out, cache = d / "out", d / "cache"
+    with FaultServer(default=REPLY) as server, routed(server, key) as env:
+        proc = sweep_process(path, out, cache, env)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if marks.exists() and len(marks.read_text().splitlines()) >= after_marks:
+                break
+            time.sleep(0.01)
+        killed = proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        _, err = proc.communicate()
+        done_before = m.finished_before_kill = len(list((out / "cells").glob("*/status.json")))
+        m.notes.append(f"killed: {killed} after {len(marks.read_text().splitlines()) if marks.exists() else 0} "
+                       f"iterations, {done_before} cells finished, {server.requests} requests made"
+                       + ("" if killed else f"; the sweep had ended: {err.decode()[-300:]}"))
+        passes = sweep_until_complete(path, out, cache)
+        m.paid_repeated, m.keys = paid_repeated(server), server.keys
+    m.sweeps, m.cells = 1 + len(passes), len(passes[0].cells)
+    final = load(out)
+    m.cells_lost = int((final.cells["status"] != "ok").sum())
+    m.faults_injected = m.faults_survived = 1 if killed and m.cells_lost == 0 else 0
+    m.frames_equal = frames_equal(final, reference(path, d / "ref", key))
+    return m
+
+
+def two_processes(d: Path, *, key: str = KEY) -> Measured:
+    """Two `promptlab sweep` processes on one cache at the same time (each its own results folder), then a
+    third sweep on that cache: all three give the frames of an uninterrupted sweep, the third sends no
+    request ("paid repeated" counts its requests), and together they were billed exactly what the server
+    sent (a request both processes raced to send is billed to each, once)."""
+    m = Measured("two processes on one cache")
+    d.mkdir(parents=True, exist_ok=True)
+    path = write_experiment(d)
+    cache, outs = d / "cache", [d / "out1", d / "out2", d / "out3"]
+    with FaultServer(default=Reply(REPLY.text, delay_s=0.05)) as server, routed(server, key) as env:
+        procs = [sweep_process(path, out, cache, env) for out in outs[:2]]
+        errors = [err.decode()[-300:] for p in procs for _, err in [p.communicate(timeout=600)] if p.returncode]
+        raced, before = paid_repeated(server), server.requests
+        sweep(path, outs[2], progress=False, cache=cache, settings=FAST)
+        m.paid_repeated = server.requests - before
+        served, m.keys = sum(server.tokens_served), server.keys
+    results = [load(out) for out in outs]
+    m.sweeps, m.cells = 3, sum(len(r.cells) for r in results)
+    m.cells_lost = sum(int((r.cells["status"] != "ok").sum()) for r in results) + len(errors)
+    ref = reference(path, d / "ref", key)
+    m.frames_equal = all(frames_equal(r, ref) for r in results)
+    billed = sum(int(r.runs["spent_tokens"].sum()) for r in results)
+    m.faults_injected = 1  # the second writer
+    m.faults_survived = int(m.cells_lost == 0 and billed == served)
+    m.notes.append(f"{raced} requests sent by both processes (a race); billed {billed} tokens in all, server sent "
+                   f"{served}" + (f"; a sweep process failed: {errors}" if errors else ""))
+    return m
+
+
+SCENARIOS = {"outage": outage, "faults": fault_schedule, "kill": kill_and_resume, "two": two_processes}
+"""The scenarios by name."""

@@ -1,0 +1,69 @@
+"""A loop small enough to read, for sweep tests: importable by a subprocess or a kernel (PYTHONPATH=tests).
+
+A writer rewrites the prompt, a judge grades it 1-10 (structured); `counter` appends a line per run,
+`marks` a line per iteration once its calls are done, `fail_on` makes the loop raise on that task, `exit_on`
+ends the whole process there (a dying worker), `env_log` appends the process's PROMPTLAB_LIMIT_SHARE per run,
+`delay_s` slows each iteration and `style` changes the writer's prompt (new calls per value).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from pydantic import BaseModel, Field
+
+from promptlab.loops.runtime.base import LoopConfig, LoopSpec, as_config, as_task, register_loop
+from promptlab.loops.runtime.context import RunContext
+from promptlab.record import Score
+
+
+class ToyConfig(LoopConfig):
+    ROLES = ("writer", "judge")
+    CRITIC_ROLES = frozenset({"judge"})
+    finish_threshold: float | None = Field(None, ge=1, le=10)
+    delay_s: float = Field(0.0, ge=0)
+    fail_on: str | None = None
+    exit_on: str | None = None
+    env_log: str | None = None
+    counter: str | None = None
+    marks: str | None = None
+    style: str = "plain"
+
+
+class Grade(BaseModel):
+    score: int = Field(ge=1, le=10)
+
+
+async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, settings=None):
+    task, config = as_task(task), as_config(ToyConfig, config)
+    ctx = RunContext("toy", task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
+    if config.counter:
+        with open(config.counter, "a") as f:
+            f.write(f"{task.id} {sample} {config.max_iterations}\n")
+    if config.env_log:
+        with open(config.env_log, "a") as f:
+            f.write(f"{os.getpid()} {os.environ.get('PROMPTLAB_LIMIT_SHARE')}\n")
+    if config.exit_on == task.id:
+        os._exit(3)
+    if config.fail_on == task.id:
+        raise RuntimeError(f"toy loop fails on task {task.id}")
+    text = task.prompt
+    for _ in range(config.max_iterations):
+        it = ctx.new_iteration()
+        text, _ = await ctx.call("writer", "generate", f"Improve this prompt ({config.style}): {text}", iteration=it)
+        it.candidate = text
+        grade, _ = await ctx.call("judge", "evaluate", f"Grade 1-10: {text}", schema=Grade, iteration=it)
+        ctx.score(it, [Score(criterion="overall", score=None if grade is None else float(grade.score))])
+        if config.marks:  # an iteration's calls are done: a kill now finds no request in flight
+            with open(config.marks, "a") as f:
+                f.write(f"{task.id} {sample} {it.index}\n")
+        await asyncio.sleep(config.delay_s)
+        if config.finish_threshold is not None and it.average is not None and it.average >= config.finish_threshold:
+            ctx.decide(it, "FINISH", "threshold reached")
+            return ctx.finish("threshold", text)
+        ctx.decide(it, "CONTINUE", "below threshold")
+    return ctx.finish("max_iterations", text)
+
+
+register_loop(LoopSpec("toy", ToyConfig, arun_toy, "a tiny loop for sweep tests"))

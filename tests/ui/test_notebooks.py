@@ -1,0 +1,144 @@
+"""The notebooks run top to bottom under papermill with the scripted model; they are committed clean."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import papermill as pm
+import pytest
+
+from promptlab.results.store import cell_status, load
+from promptlab.sweeps.experiment import load_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "run_cell")
+
+
+def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
+    """Run notebooks/<name>.ipynb with papermill from the repository root; return the executed notebook."""
+    pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters, cwd=str(ROOT),
+                        progress_bar=False, extra_arguments=["--log-level=CRITICAL"])
+    return nbformat.read(out, as_version=4)
+
+
+def outputs(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+
+
+def text(nb: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs(nb))
+
+
+def images(nb: nbformat.NotebookNode) -> int:
+    return sum("image/png" in o.get("data", {}) for o in outputs(nb))
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, nbformat.NotebookNode]]:
+    """02_sweep run on experiments/tiny.yaml with fake/auto (its own cache dir)."""
+    tmp = tmp_path_factory.mktemp("sweep-notebook")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROMPTLAB_CACHE_DIR", str(tmp / "cache"))
+        nb = execute("02_sweep", tmp / "02.ipynb", experiment_path="experiments/tiny.yaml", model="fake/auto",
+                     out_dir=str(tmp / "results"))
+        yield tmp / "results", nb
+
+
+def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.NotebookNode]) -> None:
+    results_dir, nb = swept
+    assert "4 cells: 4 done, 0 failed" in text(nb)
+    assert "final_score_mean" in text(nb) and images(nb) == 1
+    assert len(load(results_dir).runs) == 4
+
+
+def test_compare_notebook_draws_the_charts(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
+    results_dir, _ = swept
+    nb = execute("03_compare", tmp_path / "03.ipynb", results_dir=str(results_dir))
+    assert images(nb) == 3  # trajectories, score vs cost, stop reasons (one pairing, no threshold column)
+    assert "pairing heatmap skipped" in text(nb) and "4 cells, 4 runs" in text(nb)
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))  # browser
+
+
+def test_run_browser_notebook_runs(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
+    results_dir, _ = swept
+    nb = execute("05_runs", tmp_path / "05.ipynb", results_dir=str(results_dir))
+    assert sum("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb)) == 1
+
+
+def test_generated_notebooks_are_lint_clean() -> None:
+    import subprocess
+    import sys
+
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff is not installed in this environment (pip install -e '.[dev]')")
+    done = subprocess.run([str(ruff), "check", str(NOTEBOOKS)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def markdown(nb: nbformat.NotebookNode) -> str:
+    return "".join(o.get("data", {}).get("text/markdown", "") for o in outputs(nb))
+
+
+def test_findings_notebook_on_a_grounded_directory(tmp_path: Path) -> None:
+    from grounded import write_grounded_sweep
+
+    results_dir = write_grounded_sweep(tmp_path / "results")
+    nb = execute("04_findings", tmp_path / "04.ipynb", results_dir=str(results_dir))
+    assert "12 runs" in text(nb) and "## Findings" in markdown(nb)
+    assert "grounded data: yes" in text(nb) and "best threshold 8, cap 3" in markdown(nb)
+    assert images(nb) == 4  # forest, calibration, grounded trajectories, one counterfactual heatmap
+
+
+def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
+    results_dir, _ = swept
+    nb = execute("04_findings", tmp_path / "04.ipynb", results_dir=str(results_dir))
+    assert "4 runs; grounded data: no" in text(nb) and "No grounded data" in markdown(nb)
+
+
+def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
+    nb = execute("01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2,
+                 task_id="email")
+    assert "p3ro on email:" in text(nb) and "stop reason" in text(nb)
+    assert "[it1] model_call generator" in text(nb)  # the live log, as cell output under autorun
+    assert images(nb) == 1  # the trajectory plot
+    html = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
+    assert "<b>original</b>" in html and "<b>final</b>" in html  # final prompt beside the original
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))
+
+
+def test_run_cell_notebook_by_hand(tmp_path: Path) -> None:
+    experiment = ROOT / "experiments" / "tiny.yaml"
+    cell = load_experiment(experiment).cells()[0]
+    nb = execute("run_cell", tmp_path / "cell.ipynb", experiment_path=str(experiment), cell_id=cell.cell_id,
+                 results_dir=str(tmp_path / "results"))
+    printed = json.loads(outputs(nb)[-1]["text"])
+    assert printed["cell_id"] == cell.cell_id and printed["status"] == "ok"
+    assert cell_status(tmp_path / "results", cell.cell_id)["params"] == cell.params  # type: ignore[index]
+    assert (tmp_path / "results" / "experiment.yaml").is_file()
+
+
+def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
+    spec = importlib.util.spec_from_file_location("_build", NOTEBOOKS / "_build.py")
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
+
+    built = {"01_explore": build.EXPLORE, "02_sweep": build.SWEEP, "03_compare": build.COMPARE,
+             "04_findings": build.FINDINGS, "05_runs": build.RUNS, "run_cell": build.stable_ids(run_cell_notebook())}
+    for name in NAMES:
+        path = NOTEBOOKS / f"{name}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.outputs == [] and c.execution_count is None for c in code), name
+        assert sum("parameters" in c.metadata.get("tags", []) for c in code) == 1, name
+        assert path.read_text(encoding="utf-8") == nbformat.writes(built[name]) + "\n", f"rebuild {name}"
+    # the package's run_cell template (what the papermill executor runs) is the same file
+    assert TEMPLATE.read_text(encoding="utf-8") == (NOTEBOOKS / "run_cell.ipynb").read_text(encoding="utf-8")
