@@ -36,6 +36,11 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     Tokens and cost are those of the kept iterations (setup and final phases, which every rule pays alike,
     are left out).
 
+    A run that scored its starting prompt as candidate 0 (iteration 0, `include_start`) is truncated as the
+    loop runs: candidate 0 is always kept and may be returned, it ends the run when it reaches the threshold
+    (and counts in Creator/Critic's patience), and the cap counts rewrites only, so cap 0 returns the
+    starting prompt (the rule "do not refine"). `stop` and `iterations_mean` count rewrites.
+
     A run's `final` and `patience` (Creator/Critic's "stop after `patience` iterations in a row at or above
     the threshold"; loops without the setting use 1) come from, in order: its logged config (`configs`; read
     from the cells' runs.jsonl when `results` is a `Results`), a column of the runs frame (a grid parameter),
@@ -55,7 +60,7 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     Args:
         results: A `Results`, or a trajectories frame (then pass `runs` and/or `configs` for the settings).
         thresholds: Finish thresholds on the 1-10 decision scale.
-        caps: Iteration caps (>= 1).
+        caps: Iteration caps (>= 0: rewrites; 0 keeps only candidate 0, where runs scored one).
         by: Columns that group runs into the table's configurations (default the loop).
         runs: The runs frame when `results` is a frame.
         configs: run_id -> the run's logged config (`Run.config`; see `promptlab.results.run_configs`).
@@ -82,8 +87,8 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     if configs is None and not isinstance(results, pd.DataFrame):
         configs = run_configs(results)
     by_cols = [by] if isinstance(by, str) else list(by)
-    if any(c < 1 for c in caps):
-        raise ValueError(f"caps must be >= 1, got {list(caps)}")
+    if any(c < 0 for c in caps):
+        raise ValueError(f"caps must be >= 0, got {list(caps)}")
     its = iteration_frame(traj).sort_values(["cell_id", "run_id", "iteration"])
     if dedupe and len(its):
         longest = its.groupby(["cell_id", "run_id"], sort=False).agg(
@@ -99,19 +104,20 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
         key = {c: first[c] for c in by_cols}
         last, patience = settings[(cell, run_id)]
         scores = [None if pd.isna(v) else float(v) for v in g[decision]]
+        start = int(g["iteration"].iloc[0]) == 0  # candidate 0, the starting prompt, was scored
         grounded = g["grounded_score"].tolist() if "grounded_score" in g.columns else [None] * len(g)
         tokens = (g["input_tokens"].fillna(0) + g["output_tokens"].fillna(0)).tolist()
         costs = g["cost_usd"].tolist()
         for t in thresholds:
             for cap in caps:
-                stop, early, exact = truncate(scores, t, cap, patience or 1)
+                stop, early, exact = truncate(scores, t, cap, patience or 1, start=start)
                 if patience is None:  # unknown: exact only when no patience would change the outcome
-                    exact = exact and (stop, early, exact) == truncate(scores, float("inf"), cap)
+                    exact = exact and (stop, early, exact) == truncate(scores, float("inf"), cap, start=start)
                 pick = select(scores[:stop], last=last)
                 g_val = grounded[pick] if pick is not None else None
                 cost = costs[:stop]
                 rows.append({**key, "cell_id": cell, "run_id": run_id, "threshold": t, "cap": cap,
-                             "stop": stop, "returned_iteration": None if pick is None else pick + 1,
+                             "stop": stop - start, "returned_iteration": None if pick is None else pick + 1 - start,
                              "exact": exact and first["loop"] in TRUNCATION_EXACT_LOOPS,
                              "stopped_early": early, "grounded": None if pd.isna(g_val) else float(g_val),
                              "tokens": int(sum(tokens[:stop])),
@@ -170,19 +176,21 @@ def _field(loop: str, name: str) -> Any:
     return spec.config_cls.model_fields.get(name)
 
 
-def truncate(scores: Sequence[float | None], threshold: float, cap: int, patience: int = 1
-             ) -> tuple[int, bool, bool]:
-    """(number of iterations kept, stopped by the threshold before the cap, stop inside the logged run).
+def truncate(scores: Sequence[float | None], threshold: float, cap: int, patience: int = 1, *,
+             start: bool = False) -> tuple[int, bool, bool]:
+    """(number of logged scores kept, stopped by the threshold before the cap, stop inside the logged run).
 
-    The stop is the first iteration i <= cap that ends `patience` consecutive scores >= `threshold` (a
-    missing score breaks the streak, as in Creator/Critic's router), else the cap."""
-    limit = min(cap, len(scores))
+    With `start`, scores[0] is the starting prompt's (candidate 0): it can end the run and counts in the
+    streak, but the cap counts rewrites only (cap 0 keeps the start alone). The stop is the first score
+    within the cap that ends `patience` consecutive scores >= `threshold` (a missing score breaks the
+    streak, as in Creator/Critic's router), else the cap."""
+    limit = min(cap + start, len(scores))
     streak = 0
     for i, s in enumerate(scores[:limit], start=1):
         streak = streak + 1 if s is not None and s >= threshold else 0
         if streak >= patience:
-            return i, i < cap, True
-    return limit, False, cap <= len(scores)
+            return i, i - start < cap, True
+    return limit, False, cap + start <= len(scores)
 
 
 def select(scores: Sequence[float | None], *, last: bool = False) -> int | None:

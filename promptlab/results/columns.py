@@ -15,10 +15,15 @@ TRAJECTORY_COLUMNS: Columns = {
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),
-    "iteration": ("Int64", "1-based iteration number."),
+    "iteration": ("Int64", "Iteration number: 1, 2, ... for the loop's rewrites, 0 for the starting prompt "
+                           "scored as candidate 0 (grounded P³RO and Creator/Critic with include_start)."),
     "criterion": ("string", "What this row's score judged; <NA> for an iteration without scores (one row)."),
     "judge": ("string", "Who gave the score (a model name or 'critic[k]'), <NA> if not recorded."),
-    "score": ("Float64", "The score; <NA> when the judge's output was unusable (never a default number)."),
+    "score": ("Float64", "The judge's own score; <NA> when the judge's output was unusable (never a default "
+                         "number)."),
+    "mode": ("string", "How this row's score was produced (Score.mode): 'sampled' (the number the judge wrote), "
+                       "'expected' (G-Eval: probability-weighted over 1-10), 'simulated' (a sim/ critic), "
+                       "'fallback' (parse_failure_score); <NA> when missing or not recorded."),
     "average": ("Float64", "The iteration's comparable score (Iteration.average); repeated on its rows."),
     "decision": ("string", "What the loop decided after the iteration; repeated on its rows."),
     "stop_reason": ("string", "Why the RUN stopped (the same on all of a run's rows)."),
@@ -30,7 +35,11 @@ TRAJECTORY_COLUMNS: Columns = {
     "cache_hits": ("Int64", "Calls of the iteration answered from the cache; iteration-level."),
     "n_errors": ("Int64", "Errors recorded in the iteration; iteration-level."),
     "decision_score": ("Float64", "The 1-10 score the loop's router used (Iteration.decision_score: the critic "
-                       "average, or 1 + 9 x grounded_score with score_source 'grounded'); iteration-level."),
+                       "average, or 1 + 9 x grounded_score with score_source 'grounded'); iteration-level. NOT the "
+                       "critic's score: use critic_score to study the critic."),
+    "critic_score": ("Float64", "The critic's own score of the iteration's candidate (Iteration.average: the mean "
+                     "of its criterion scores, or the aggregate of the critics' scores), sampled or expected as "
+                     "score_mode says; never derived from the grounded score; iteration-level."),
     "grounded_score": ("Float64", "The iteration's candidate measured on the dev split: mean scorer value in "
                        "[0, 1]; <NA> for a task without examples; iteration-level."),
     "grounded_n": ("Int64", "Dev examples that got a score (errors excluded); iteration-level."),
@@ -59,7 +68,8 @@ RUN_COLUMNS: Columns = {
                        "p3ro and creator_critic, by average otherwise; ties go to the earliest)."),
     "final_output_score": ("Float64", "Mean of the present scores the loop gave its final output "
                                       "(Run.final_scores, e.g. a judge's grade); <NA> if none."),
-    "iterations_used": ("Int64", "Number of iterations the run made."),
+    "iterations_used": ("Int64", "Number of iterations the run made (iteration 0, the starting prompt scored as "
+                                 "candidate 0, is not one: it is no rewrite)."),
     "stop_reason": ("string", "Why the loop stopped."),
     "calls": ("Int64", "Model calls of the run (Run.totals: cache hits and failures included)."),
     "cache_hits": ("Int64", "Calls answered from the cache (Run.totals)."),

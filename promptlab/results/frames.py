@@ -15,9 +15,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 from ..errors import ConfigError
 from ..record import GroundedScore, Run, Step
+from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,12 +75,13 @@ def frame_columns(runs: Sequence[Run], params: Mapping[str, Any],
                          stop_reason=run.stop_reason, input_tokens=tin, output_tokens=tout, cost_usd=cost,
                          calls=calls, cache_hits=hits,
                          n_errors=sum(1 for e in run.errors if e.iteration == it.index),
-                         decision_score=it.decision_score, score_source=run.config.get("score_source"),
+                         decision_score=it.decision_score, critic_score=it.average,
+                         score_source=run.config.get("score_source"),
                          **_grounded("grounded", it.grounded))
-            scored: list[tuple[str | None, str | None, float | None]] = \
-                [(s.criterion, s.judge, s.score) for s in it.scores] or [(None, None, None)]
-            for criterion, judge, score in scored:
-                _append(traj, dict(level, criterion=criterion, judge=judge, score=score,
+            scored: list[tuple[str | None, str | None, float | None, str | None]] = \
+                [(s.criterion, s.judge, s.score, s.mode) for s in it.scores] or [(None, None, None, None)]
+            for criterion, judge, score, mode in scored:
+                _append(traj, dict(level, criterion=criterion, judge=judge, score=score, mode=mode,
                                    critic_model=_critic_model(run, judge)))
         tin, tout, cost, _, _ = _usage([*run.setup, *(s for it in run.iterations for s in it.steps), *run.final])
         finals = [s.score for s in run.final_scores if s.score is not None]
@@ -90,7 +91,7 @@ def frame_columns(runs: Sequence[Run], params: Mapping[str, Any],
             critic_model=cfg.get("critic_model") or cfg.get("model"),
             final_score=run.iterations[-1].average if run.iterations else None, best_score=run.best_score,
             best_iteration=run.best_iteration, final_output_score=sum(finals) / len(finals) if finals else None,
-            iterations_used=len(run.iterations), stop_reason=run.stop_reason, calls=t.calls,
+            iterations_used=sum(it.index > 0 for it in run.iterations), stop_reason=run.stop_reason, calls=t.calls,
             cache_hits=t.cache_hits, failed_calls=t.failed_calls, input_tokens=tin, output_tokens=tout,
             tokens=tin + tout, cost_usd=cost, spent_tokens=t.input_tokens + t.output_tokens,
             spent_cost_usd=t.cost_usd, wall_time_s=t.wall_time_s, n_errors=len(run.errors),
@@ -173,7 +174,7 @@ def iteration_frame(traj: pd.DataFrame) -> pd.DataFrame:
     The iteration-level columns (average, tokens, cost, calls, ...) are repeated on every criterion row
     of the trajectories frame; sum them over this frame, not over the trajectories, to avoid overcounting.
     """
-    keep = [c for c in traj.columns if c not in ("criterion", "judge", "score")]
+    keep = [c for c in traj.columns if c not in ("criterion", "judge", "score", "mode")]
     out = traj.drop_duplicates(subset=["cell_id", "run_id", "iteration"], keep="first")[keep]
     return out.reset_index(drop=True)
 

@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 from ..errors import ConfigError
-from .frames import arrow_table, build_frame, check_params, frame_columns, iteration_frame, param_dtype, tidy
 from ..record import Run
+from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
+from .frames import arrow_table, build_frame, check_params, frame_columns, iteration_frame, param_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -305,9 +305,11 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
 
 def _conform(frame: pd.DataFrame, spec: Columns, params: Mapping[str, Any],
              dtypes: Mapping[str, str]) -> pd.DataFrame:
-    """A cell's frame with every param column of the directory (unified dtypes) and documented dtypes."""
-    return build_frame({name: list(frame[name]) for name in spec}, spec, params, dtypes, len(frame),
-                       params_first=True)
+    """A cell's frame with every param column of the directory (unified dtypes) and documented dtypes; a
+    documented column that a cell written by an older promptlab lacks is <NA> (e.g. `critic_score`)."""
+    n = len(frame)
+    return build_frame({name: list(frame[name]) if name in frame.columns else [None] * n for name in spec}, spec,
+                       params, dtypes, n, params_first=True)
 
 
 def _concat(frames: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:

@@ -162,8 +162,49 @@ def test_calibration_per_critic_with_cis_and_no_grounded_data() -> None:
     assert cal.loc[("crit-a", analysis.ALL), "spearman"] == pytest.approx(1.0)
     r_b = cal.loc[("crit-b", analysis.ALL)]
     assert abs(r_b["spearman"]) < 0.6 and r_b["spearman_ci_low"] < r_b["spearman"] < r_b["spearman_ci_high"]
-    assert cal.loc[(analysis.ALL, analysis.ALL), "n"] == 40
+    assert (analysis.ALL, analysis.ALL) not in cal.index  # two instruments are never pooled into one r
     assert analysis.calibration(a.drop(columns=["grounded_score"])).empty
+
+
+def test_calibration_uses_the_critics_own_scores_never_the_decision_score() -> None:
+    """Under score_source=grounded the decision score is 1 + 9 x the grounded score: correlating it with the
+    grounded score measures the grounded score against itself. The critic here gave every candidate 1.0."""
+    dev = [0.0, 0.1, 0.45, 0.2, 0.35, 0.3]
+    frame = traj({"r": {"decision": [1 + 9 * g for g in dev], "grounded": dev, "score": [1.0] * 6},
+                  "s": {"decision": [1 + 9 * g for g in dev], "grounded": dev, "score": [1.0] * 6}},
+                 critic="local/smollm2")
+    (row_,) = analysis.calibration(frame).itertuples()
+    assert row_.criterion == analysis.ALL and row_.n == 12 and row_.critic_sd == 0
+    assert pd.isna(row_.spearman) and pd.isna(row_.kendall) and pd.isna(row_.spearman_ci_low)
+    assert row_.finding == ("the critic local/smollm2 gave every candidate 1 (n=12): it carries no information "
+                            "about accuracy")
+
+
+def test_calibration_says_why_there_is_no_r() -> None:
+    flat = traj({"r": {"decision": [5] * 5, "grounded": [0.1, 0.2, 0.3, 0.4, 0.5],
+                       "score": [1.0, 1.02, 1.0, 1.01, 1.0]}})
+    assert "barely vary (1 to 1.02" in analysis.calibration(flat)["finding"].iloc[0]
+    same = traj({"r": {"decision": [5] * 4, "grounded": [0.35] * 4, "score": [2.0, 5.0, 7.0, 3.0]}})
+    assert analysis.calibration(same)["finding"].iloc[0].startswith("every candidate had the same dev score (0.35")
+    two = traj({"r": {"decision": [5, 6], "grounded": [0.1, 0.3], "score": [2.0, 5.0]}})
+    assert analysis.calibration(two)["finding"].iloc[0].startswith("too few candidates")
+    fine = analysis.calibration(traj({"r": {"decision": [5] * 4, "grounded": [0.1, 0.2, 0.4, 0.3],
+                                            "score": [2.0, 5.0, 6.0, 7.0]}}))
+    assert pd.isna(fine["finding"].iloc[0]) and fine["spearman"].iloc[0] == pytest.approx(0.8)
+
+
+def test_vectorised_correlations_equal_scipys() -> None:
+    from scipy.stats import kendalltau, spearmanr
+
+    from promptlab.analysis.critic import kendall_along, spearman_along
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(1, 6, size=(5, 30)).astype(float)  # ties on both sides
+    y = x + rng.integers(0, 3, size=(5, 30))
+    for i in range(5):
+        assert spearman_along(x, y)[i] == pytest.approx(spearmanr(x[i], y[i]).statistic)
+        assert kendall_along(x, y)[i] == pytest.approx(kendalltau(x[i], y[i]).statistic)
+    assert np.isnan(spearman_along(np.ones(5), np.arange(5.0)))
 
 
 def paired_runs() -> pd.DataFrame:
@@ -384,3 +425,24 @@ def test_reliability_end_to_end_through_creator_critic_rescore(tmp_path: Any) ->
     assert r["alpha"] == pytest.approx(interval_alpha(np.array([[4, 5, 4], [6, 6, 7]], dtype=float)))
     again = reliability.reliability([run], k=2, cache=tmp_path)  # cached: no new critic call (queue is empty)
     assert again.equals(out)
+
+
+def test_truncate_with_candidate_0() -> None:
+    """The starting prompt (candidate 0) is kept by every rule, ends the run at the threshold, counts in the
+    patience streak, and is not counted by the cap (cap 0: the start alone)."""
+    scores = [9.0, 4.0, 9.5]
+    assert analysis.truncate(scores, 8.0, 2, start=True) == (1, True, True)  # the start reaches 8
+    assert analysis.truncate(scores, 9.2, 0, start=True) == (1, False, True)  # cap 0: no rewrite
+    assert analysis.truncate(scores, 9.2, 2, start=True) == (3, False, True)  # the second rewrite reaches 9.2
+    assert analysis.truncate(scores, 9.8, 3, start=True) == (3, False, False)  # a third rewrite was never logged
+    assert analysis.truncate([8.0, 9.0], 8.0, 2, 2, start=True) == (2, True, True)  # streak: start + rewrite 1
+    assert analysis.select([9.0, 4.0, 9.5][:1]) == 0
+
+
+def test_counterfactual_reads_candidate_0() -> None:
+    frame = traj({"r": {"decision": [6.0, 4.0, 7.0], "grounded": [0.5, 0.2, 0.6]}})
+    frame["iteration"] = frame["iteration"] - 1  # iterations 0, 1, 2: the first is the starting prompt
+    detail = analysis.counterfactual_stopping(frame, [10.0], [0, 1, 2], per_run=True, configs={"r": {"final": "best"}})
+    assert detail["returned_iteration"].tolist() == [0, 0, 2] and detail["grounded"].tolist() == [0.5, 0.5, 0.6]
+    assert detail["stop"].tolist() == [0, 1, 2] and detail["exact"].tolist() == [True, True, True]
+    assert detail["tokens"].tolist() == [10, 20, 30]  # candidate 0's calls are paid under every rule
