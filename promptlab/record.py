@@ -123,7 +123,7 @@ class Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     iteration: int | None = None
-    """Iteration (1-based), or None for setup and final phases."""
+    """Iteration number (0: the starting prompt as candidate 0), or None for setup and final phases."""
     phase: str
     """Phase name (plan, generate, evaluate, reflect, decide, tool, synthesize, polish, ...)."""
     role: str
@@ -202,7 +202,8 @@ class Iteration(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     index: int
-    """1-based iteration number."""
+    """Iteration number: 1, 2, ... for a loop's steps; 0 for the starting prompt scored as candidate 0 (P³RO and
+    Creator/Critic with `include_start`)."""
     candidate: str | None = None
     """The candidate this iteration produced (prompt text, plan, step output)."""
     scores: list[Score] = Field(default_factory=list)

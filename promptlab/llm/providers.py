@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
 from .aliases import base_host, get_alias, missing_key_vars, registered_models
+from .simulated import is_simulated, parse_sim
 
 OWN_PROVIDERS = ("fake", "local")
 _lm: ModuleType | None = None
@@ -160,6 +161,9 @@ def validate_model_name(model: str) -> None:
     """
     if not isinstance(model, str) or not model.strip():
         raise UnknownModelError(str(model), "a model name must be a non-empty string")
+    if is_simulated(model):  # a simulated critic (promptlab.llm.simulated): its kind and parameters
+        parse_sim(model)
+        return
     alias = get_alias(model)
     if alias is not None:
         try:
@@ -191,6 +195,9 @@ def validate_model_name(model: str) -> None:
 
 def check_model(model: str, params: dict[str, Any]) -> None:
     """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
+    if is_simulated(model):
+        raise ConfigError(f"{model!r} is a simulated critic (promptlab.llm.simulated): it makes no model call and "
+                          "can only play a critic role of a grounded P³RO or Creator/Critic run")
     alias = get_alias(model)
     if model in _checked or (alias is not None and _checked_aliases.get(model) is alias):
         return
@@ -223,7 +230,7 @@ def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None)
         except PromptlabError as e:  # e.g. the embedded model's packages are missing
             problems.append(f"- {model!r}: {e}")
             continue
-        if is_own(model) or "api_key" in given or "mock_response" in given:
+        if is_own(model) or is_simulated(model) or "api_key" in given or "mock_response" in given:
             continue
         missing = key_env_vars(model)
         if missing:
@@ -232,7 +239,7 @@ def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None)
         raise ConfigError(
             f"{len(problems)} model problem(s), found before any call:\n" + "\n".join(problems)
             + "\nModels are litellm names ('gpt-4o-mini', 'anthropic/...', 'ollama/...'), 'local/smollm2', "
-            "'local/<path>.gguf' or 'fake/<name>'."
+            "'local/<path>.gguf', 'fake/<name>', or a simulated critic 'sim/<kind>?<param>=<value>'."
         )
 
 

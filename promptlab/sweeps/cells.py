@@ -34,7 +34,9 @@ class Cell:
 
 
 def cell_models(cell: Cell) -> list[str]:
-    """Every model a cell's loop will call: the model of each role, then any other `*_model` field."""
+    """Every model a cell's loop will call: the model of each role, then any other `*_model` field (a
+    simulated critic, `sim/...`, makes no call and is not listed; its config field validated it)."""
+    from ..llm.simulated import is_simulated
     from ..loops.registry import get_loop
 
     config = get_loop(cell.loop).config_cls.model_validate(cell.config)
@@ -42,7 +44,7 @@ def cell_models(cell: Cell) -> list[str]:
     models = [config.model_for(role) for role in roles]
     models += [v for k, v in config.model_dump().items()
                if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)]
-    return list(dict.fromkeys(models))
+    return [m for m in dict.fromkeys(models) if not is_simulated(m)]
 
 
 def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> None:

@@ -56,7 +56,10 @@ def cc_models(name: str, creator: list[str], critic: list[str]) -> tuple[Any, An
 
 
 def cc_run(name: str, source: str, **kw: Any) -> tuple[Any, Any]:
+    """Creator/Critic on TASK: HALF v1, GOOD v2, GOOD v3, every critique 3; only rewrites are candidates
+    unless `include_start` is given (the design document's behaviour, which these tests pin down)."""
     creator, critic, target = cc_models(name, ["HALF v1", "GOOD v2", "GOOD v3"], [critique(3)])
+    kw.setdefault("include_start", False)
     cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name,
                               score_source=source, finish_threshold=8.5, max_iterations=3, **kw)
     return run_creator_critic(TASK, cfg, cache=kw.pop("cache", False)), target
@@ -208,7 +211,8 @@ def p3ro_script(name: str) -> Any:
 ])
 def test_p3ro_score_sources(source: str, decisions: list[str], stop: str) -> None:
     model = p3ro_script(f"g-p3-{source}")
-    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source=source, max_iterations=3), cache=False)
+    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source=source, max_iterations=3, include_start=False),
+                   cache=False)
     assert [it.decision for it in run.iterations] == decisions and run.stop_reason == stop
     assert [it.grounded.score for it in run.iterations if it.grounded] == [expected_dev("HALF v1"), 1.0, 1.0][
         : len(decisions)]
@@ -237,7 +241,8 @@ def test_p3ro_grounded_run_whose_critic_never_scores_still_finishes() -> None:
         return base.respond(messages)
 
     model = promptlab.scripted("g-p3-blind-wrap", respond=respond)
-    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source="grounded", max_iterations=3), cache=False)
+    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source="grounded", max_iterations=3,
+                                    include_start=False), cache=False)
     assert [it.average for it in run.iterations] == [None, None]
     assert run.stop_reason == "threshold" and run.final_output == "GOOD v2"
     assert "critic average missing, dev score 1 (n=4)" in run.summary
@@ -247,7 +252,7 @@ def test_best_iteration_is_the_one_the_loop_chose_by_its_decision_score() -> Non
     """Every critic average ties, the dev scores do not: Run.best_iteration follows the decision score, and
     best_score stays that iteration's critic average (comparable across score sources)."""
     p3 = run_p3ro(TASK, P3ROConfig(model=p3ro_script("g-best-p3").name, score_source="grounded",
-                                   max_iterations=3), cache=False)
+                                   max_iterations=3, include_start=False), cache=False)
     assert p3.best_iteration == p3.info["final_iteration"] == 2 and p3.best_score == 4.0
     cc, _ = cc_run("g-best-cc", "grounded", final="best")
     assert cc.best_iteration == cc.info["final_iteration"] == 2 and cc.best_score == 3.0

@@ -105,11 +105,14 @@ def threshold_streak(aggregates: list[float | None], threshold: float) -> int:
     return n
 
 
-def decide_with_reason(aggregates: list[float | None], config: CreatorCriticConfig) -> tuple[Decision, str]:
+def decide_with_reason(aggregates: list[float | None], config: CreatorCriticConfig, *,
+                       start: bool = False) -> tuple[Decision, str]:
     """Stop or go on after the last iteration, and why.
 
     FINISH when the aggregate has been >= `finish_threshold` for the last `patience` iterations (a
     missing aggregate breaks the run of iterations), or when `max_iterations` is reached; else CONTINUE.
+    With `start`, the first aggregate is the starting prompt's (candidate 0): it counts in the run of
+    iterations at or above the threshold but not towards `max_iterations`, which counts rewrites.
 
     Raises:
         ValueError: `aggregates` is empty.
@@ -119,7 +122,7 @@ def decide_with_reason(aggregates: list[float | None], config: CreatorCriticConf
     last, t = aggregates[-1], config.finish_threshold
     if t is not None and threshold_streak(aggregates, t) >= config.patience:
         return "FINISH", f"aggregate {last:g} >= threshold {t:g} for {config.patience} iteration(s) in a row"
-    if len(aggregates) >= config.max_iterations:
+    if len(aggregates) - start >= config.max_iterations:
         return "FINISH", f"reached max_iterations {config.max_iterations}"
     if last is None:
         return "CONTINUE", "no critic score this iteration"
@@ -131,6 +134,6 @@ def decide_with_reason(aggregates: list[float | None], config: CreatorCriticConf
     return "CONTINUE", f"aggregate {last:g} >= threshold {t:g} for {streak} of {config.patience} iterations"
 
 
-def decide(aggregates: list[float | None], config: CreatorCriticConfig) -> Decision:
+def decide(aggregates: list[float | None], config: CreatorCriticConfig, *, start: bool = False) -> Decision:
     """The decision only; see `decide_with_reason`."""
-    return decide_with_reason(aggregates, config)[0]
+    return decide_with_reason(aggregates, config, start=start)[0]

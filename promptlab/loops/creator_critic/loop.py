@@ -23,6 +23,7 @@ from ...eval.expected import expected_scores
 from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
+from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Step, Task
 from ..runtime.base import (
     LoopSpec,
@@ -37,7 +38,15 @@ from ..runtime.base import (
     sync_twin,
 )
 from ..runtime.context import RunContext
-from ..runtime.grounding import check_prompt_loop, decision_score, measure, measure_test
+from ..runtime.grounding import (
+    check_prompt_loop,
+    decision_score,
+    measure,
+    measure_test,
+    simulated_info,
+    simulated_score,
+    simulated_step,
+)
 from .config import (
     CreatorCriticConfig,
     Critique,
@@ -88,8 +97,13 @@ def _justification(c: Critique) -> str:
 
 # The loop -----------------------------------------------------------------------------------------
 async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, prompt: str, k: int, judge: str,
-                      model: str) -> tuple[Critique | None, Score, Step]:
-    """One critic's call and its Score (sampled or expected; missing or the fallback when unreadable)."""
+                      model: str, candidate: str) -> tuple[Critique | None, Score, Step]:
+    """One critic's call and its Score (sampled or expected; missing or the fallback when unreadable); a
+    simulated critic scores from the candidate's dev accuracy without a call and gives no words."""
+    if is_simulated(model):
+        score = simulated_score(model, it, candidate, sample=ctx.run.sample + k, criterion="overall", judge=judge)
+        crit = Critique(score=score.score) if score.score is not None else None
+        return crit, score, simulated_step(it, "critique", judge, model, [score])
     expected = cfg.score_mode == "expected"
     c, step = await ctx.completion("critic", "critique", prompt, schema=Critique, iteration=it, sample_offset=k,
                                    model=model, judge=judge, token_type="critic", place=False, logprobs=expected)
@@ -112,6 +126,38 @@ async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, 
                        mode="expected" if expected else "sampled"), step
 
 
+async def _assess(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
+                  candidate: str) -> list[tuple[str, Critique | None, Score]]:
+    """A candidate measured on dev (grounded tasks; first, since a simulated critic scores from it) and by
+    every critic; the critics' suggestions become the iteration's reflection."""
+    if ctx.run.task.grounded:
+        it.grounded = await measure(ctx, cfg, candidate, "dev", it)
+    results = await critique_all(ctx, cfg, it, goal, candidate)
+    tips = [t for _, c, _ in results if c for t in c.suggestions if t]
+    it.reflection = cut("; ".join(tips), 600) if tips else None
+    return results
+
+
+async def _rewrite(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str, current: str,
+                   latest: list[tuple[str, Critique | None]]) -> tuple[list[Score], list[tuple[str, Critique | None]]]:
+    """The creator's rewrite of `current` from the latest critiques, then its assessment: (scores, critiques)."""
+    task = ctx.run.task
+    prompt = ctx.prompt("creator", CREATOR_PROMPT, goal=goal, original=cut(task.prompt, 1200),
+                        current=cut(current, cfg.history_chars), critique=_critique_text(latest))
+    # after an iteration without a candidate the same prompt recurs: ask for a fresh draw
+    retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
+    text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry, token_type="creator")
+    candidate = clean_prompt_text(text) if text is not None else None
+    if text is not None and not candidate:
+        ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
+    if not candidate:
+        return [Score(criterion="overall", score=None, judge=judge, justification="no candidate: the creator failed")
+                for judge, _ in cfg.critics()], latest
+    it.candidate = candidate
+    results = await _assess(ctx, cfg, it, goal, candidate)
+    return [sc for _, _, sc in results], [(judge, crit) for judge, crit, _ in results]
+
+
 async def critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
                        candidate: str) -> list[tuple[str, Critique | None, Score]]:
     """Every critic on the candidate, concurrently; steps and errors are then put in critic order so a
@@ -119,7 +165,7 @@ async def critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration,
     prompt = ctx.prompt("critic", CRITIC_PROMPT, goal=goal, prompt=cut(candidate, 3000))
     critics = cfg.critics()
     n_errors = len(ctx.run.errors)
-    replies = await asyncio.gather(*[_one_critic(ctx, cfg, it, prompt, k, judge, model)
+    replies = await asyncio.gather(*[_one_critic(ctx, cfg, it, prompt, k, judge, model, candidate)
                                      for k, (judge, model) in enumerate(critics)])
     for _, _, step in replies:
         ctx.place(step, it)
@@ -134,7 +180,8 @@ def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> st
     lines = [(f"Creator/Critic on task {run.task.id!r}: {len(run.iterations)} iteration(s), "
               f"{len(cfg.critics())} critic(s), aggregate {cfg.aggregate}, decisions by {cfg.score_source}."),
              f"Decision score by iteration: {trail}."]
-    lines.append(f"Output ({cfg.final}): the prompt of iteration {chosen.index}." if chosen
+    start = " (the starting prompt, candidate 0)" if chosen is not None and chosen.index == 0 else ""
+    lines.append(f"Output ({cfg.final}): the prompt of iteration {chosen.index}{start}." if chosen
                  else "No iteration gave a prompt to return.")
     last = run.iterations[-1] if run.iterations else None
     lines.append(f"Stopped: {run.stop_reason}" + (f" ({last.reason})." if last and last.reason else "."))
@@ -190,29 +237,17 @@ async def arun_creator_critic(
     per_critic: dict[str, list[float | None]] = {judge: [] for judge, _ in critics}
     current, latest = task.prompt, list[tuple[str, Critique | None]]()
     decisions: list[float | None] = []
+    start = cfg.starts_with_start(task)
+    ctx.run.info.update(include_start=start, simulated_critics=simulated_info([m for _, m in critics]))
     while True:
-        it = ctx.new_iteration()
-        prompt = ctx.prompt("creator", CREATOR_PROMPT, goal=goal, original=cut(task.prompt, 1200),
-                            current=cut(current, cfg.history_chars), critique=_critique_text(latest))
-        # after an iteration without a candidate the same prompt recurs: ask for a fresh draw
-        retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
-        text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry,
-                                    token_type="creator")
-        candidate = clean_prompt_text(text) if text is not None else None
-        if text is not None and not candidate:
-            ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
-        if candidate:
-            it.candidate = current = candidate
-            results = await critique_all(ctx, cfg, it, goal, candidate)
-            scores = [sc for _, _, sc in results]
-            latest = [(judge, crit) for judge, crit, _ in results]
-            tips = [t for _, c, _ in results if c for t in c.suggestions if t]
-            it.reflection = cut("; ".join(tips), 600) if tips else None
-            if task.grounded:
-                it.grounded = await measure(ctx, cfg, candidate, "dev", it)
+        it = ctx.new_iteration(0 if start and not ctx.run.iterations else None)
+        if it.index == 0:  # candidate 0: the starting prompt, scored like a rewrite (generation is unchanged)
+            it.candidate = task.prompt
+            scores = [sc for _, _, sc in await _assess(ctx, cfg, it, goal, task.prompt)]
         else:
-            scores = [Score(criterion="overall", score=None, judge=judge,
-                            justification="no candidate: the creator failed") for judge, _ in critics]
+            scores, critiques = await _rewrite(ctx, cfg, it, goal, current, latest)
+            if it.candidate is not None:
+                current, latest = it.candidate, critiques
         for sc in scores:
             per_critic[sc.judge or ""].append(sc.score)
         ctx.score(it, scores, aggregate([sc.score for sc in scores], cfg.aggregate))
@@ -220,7 +255,7 @@ async def arun_creator_critic(
                           critics_missing=sum(sc.score is None for sc in scores))
         it.decision_score = decision_score(it, cfg)
         decisions.append(it.decision_score)
-        decision, reason = decide_with_reason(decisions, cfg)
+        decision, reason = decide_with_reason(decisions, cfg, start=start)
         ctx.decide(it, decision, reason)
         if decision == "FINISH":
             break
@@ -255,6 +290,7 @@ async def rescore_creator_critic(run: Run, iteration: int, *, sample: int, cache
     ctx = RunContext("creator_critic", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
                      settings=settings, models=[m for _, m in cfg.critics()])
     scratch = ctx.new_iteration()
+    scratch.grounded = it.grounded  # what a simulated critic scores from
     results = await critique_all(ctx, cfg, scratch, str(run.info.get("goal") or goal_of(run.task)), it.candidate)
     return [sc for _, _, sc in results]
 

@@ -22,6 +22,7 @@ from ...eval.expected import expected_scores
 from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
+from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Task
 from ..runtime.base import (
     LoopSpec,
@@ -35,7 +36,15 @@ from ..runtime.base import (
     sync_twin,
 )
 from ..runtime.context import RunContext
-from ..runtime.grounding import check_prompt_loop, decision_score, measure, measure_test
+from ..runtime.grounding import (
+    check_prompt_loop,
+    decision_score,
+    measure,
+    measure_test,
+    simulated_info,
+    simulated_score,
+    simulated_step,
+)
 from .config import Decision, P3ROConfig, average_of, decide_with_reason
 from .schemas import (
     EvaluationResult,
@@ -70,7 +79,7 @@ async def _formulate(s: _State, it: Iteration | None) -> str | None:
     prompt = s.ctx.prompt(
         "strategist", STRATEGIST_PROMPT, **s.fields(), initial_prompt=s.task.prompt,
         previous_plan=s.plan if s.plan else "(none: this is the first plan)",
-        history=history_text([i for i in s.ctx.run.iterations if i is not it], s.cfg, s.reasoning),
+        history=history_text(rewrites(s.ctx.run.iterations, it), s.cfg, s.reasoning),
     )
     out, _ = await s.ctx.call("strategist", "plan", prompt, schema=ImprovementPlan, iteration=it,
                               token_type="strategist")
@@ -84,6 +93,11 @@ async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[s
     criterion whose entry was invalid is missing. An unusable reply gives missing scores (or
     `parse_failure_score`)."""
     judge = cfg.model_for("evaluator")
+    if is_simulated(judge):  # scores from the candidate's dev accuracy, no call and no words
+        scores = [simulated_score(judge, it, candidate, sample=ctx.run.sample, criterion=k, judge=judge)
+                  for k in criteria]
+        ctx.place(simulated_step(it, "evaluate", "evaluator", judge, scores), it)
+        return scores, None
     prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria),
                         prompt_text=candidate)
     expected = cfg.score_mode == "expected"
@@ -111,12 +125,45 @@ async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[s
     return scores, ev
 
 
+def rewrites(iterations: list[Iteration], it: Iteration | None = None) -> list[Iteration]:
+    """The iterations before `it` that are the loop's own attempts (candidate 0, the starting prompt, is not:
+    the roles' prompts are the same with or without it)."""
+    return [i for i in iterations if i is not it and i.index > 0]
+
+
+async def _assess(s: _State, it: Iteration, candidate: str) -> EvaluationResult | None:
+    """A candidate measured on dev (grounded tasks; first, since a simulated evaluator scores from it) and
+    scored per criterion by the evaluator; returns the evaluation (None when unusable or simulated)."""
+    if s.task.grounded:
+        it.grounded = await measure(s.ctx, s.cfg, candidate, "dev", it)
+    scores, ev = await evaluate(s.ctx, s.cfg, s.goal, s.criteria, candidate, it)
+    s.ctx.score(it, scores, average_of(scores, s.cfg.missing_criteria))
+    scored = sum(x.score is not None for x in scores)
+    it.metrics.update(criteria_scored=scored, criteria_missing=len(scores) - scored)
+    return ev
+
+
+async def _start(s: _State) -> bool:
+    """Candidate 0: the starting prompt measured and scored as iteration 0; True when it already reaches the
+    finish threshold (then the loop stops there)."""
+    it = s.ctx.new_iteration(0)
+    it.candidate = s.task.prompt
+    await _assess(s, it, s.task.prompt)
+    it.decision_score = decision_score(it, s.cfg)
+    # the router's own threshold rule (a lone score is never compared, and the cap counts rewrites)
+    decision, reason = decide_with_reason([it.decision_score], s.cfg.model_copy(update={"max_iterations": 100}))
+    if decision != "FINISH":
+        decision, reason = "CONTINUE_PROBING", "the starting prompt (candidate 0) is below the threshold"
+    s.ctx.decide(it, decision, reason)
+    return decision == "FINISH"
+
+
 async def _probe(s: _State, it: Iteration) -> None:
     """PromptGenerator -> PromptEvaluator -> ReflectionSynthesizer for one iteration (and the dev-split
     measure of the candidate when the task has examples)."""
     ctx, cfg = s.ctx, s.cfg
     judge = cfg.model_for("evaluator")
-    earlier = [i for i in ctx.run.iterations if i is not it]
+    earlier = rewrites(ctx.run.iterations, it)
     latest = next((i for i in reversed(earlier) if i.candidate is not None), None)
     base_label = "the initial prompt" if latest is None else f"attempt {latest.index}, the latest"
     base = s.task.prompt if latest is None else latest.candidate or ""
@@ -135,15 +182,10 @@ async def _probe(s: _State, it: Iteration) -> None:
     it.candidate = gen.prompt_text
     if gen.reasoning.strip():
         s.reasoning[it.index] = gen.reasoning.strip()
-    scores, ev = await evaluate(ctx, cfg, s.goal, s.criteria, it.candidate, it)
-    ctx.score(it, scores, average_of(scores, cfg.missing_criteria))
-    scored = sum(x.score is not None for x in scores)
-    it.metrics.update(criteria_scored=scored, criteria_missing=len(scores) - scored)
-    if s.task.grounded:
-        it.grounded = await measure(ctx, cfg, it.candidate, "dev", it)
+    ev = await _assess(s, it, it.candidate)
     if ev is None:
         return
-    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(), evaluation=evaluation_text(scores, ev))
+    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(), evaluation=evaluation_text(it.scores, ev))
     refl, _ = await ctx.call("reflector", "reflect", prompt, schema=Reflection, iteration=it,
                              token_type="reflector")
     if refl is not None:
@@ -203,13 +245,17 @@ async def arun_p3ro(
         return ctx.finish("error", None)
     s.criteria = distinct(decomposed.criteria)
     ctx.run.info["criteria"] = s.criteria
-    s.plan = await _formulate(s, None)
-    plans: list[dict[str, Any]] = [{"before_iteration": 1, "plan": s.plan}]
+    start = cfg.starts_with_start(task)
+    ctx.run.info.update(include_start=start, simulated_critics=simulated_info([cfg.model_for("evaluator")]))
+    plans: list[dict[str, Any]] = []
     revisions: list[int] = []
     decisions: list[float | None] = []
-    decision: Decision = "CONTINUE_PROBING"
-    # PROBE / REFLECT & ORIENT
-    while True:
+    decision: Decision = "FINISH" if start and await _start(s) else "CONTINUE_PROBING"
+    if decision != "FINISH":
+        s.plan = await _formulate(s, None)
+        plans.append({"before_iteration": 1, "plan": s.plan})
+    # PROBE / REFLECT & ORIENT (the router sees the rewrites; candidate 0 only ends the loop at the threshold)
+    while decision != "FINISH":
         it = ctx.new_iteration()
         if decision == "REVISE_STRATEGY":
             revisions.append(it.index)
@@ -223,10 +269,8 @@ async def arun_p3ro(
         decisions.append(it.decision_score)
         decision, reason = decide_with_reason(decisions, cfg)
         ctx.decide(it, decision, reason)
-        if decision == "FINISH":
-            break
     # POLISH (pure Python)
-    last = decisions[-1]
+    last = ctx.run.iterations[-1].decision_score
     stop_reason = "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
     best = best_iteration(ctx.run.iterations, key=by_decision_score)
     ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
@@ -255,6 +299,7 @@ async def rescore_p3ro(run: Run, iteration: int, *, sample: int, cache: CacheArg
     ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
                      settings=settings)
     scratch = ctx.new_iteration()
+    scratch.grounded = it.grounded  # what a simulated evaluator scores from
     scores, _ = await evaluate(ctx, cfg, str(run.info.get("goal") or goal_of(run.task)),
                                list(run.info.get("criteria") or []), it.candidate, scratch)
     return scores

@@ -69,13 +69,16 @@ def journey_summary(run: Run, criteria: list[str], best: Iteration | None, revis
         average = "missing" if best.average is None else f"{best.average:g}"
         dev = f", dev score {best.grounded.score:.3g} (n={best.grounded.n})" \
             if best.grounded is not None and best.grounded.score is not None else ""
-        lines.append(f"Chosen prompt: attempt {best.index} of {len(run.iterations)}, critic average {average}{dev}.")
+        which = ("the starting prompt (candidate 0)" if best.index == 0
+                 else f"attempt {best.index} of {sum(i.index > 0 for i in run.iterations)}")
+        lines.append(f"Chosen prompt: {which}, critic average {average}{dev}.")
         lines += [f"  {k}. {s.criterion.rstrip('.')}: "
                   + (f"{s.score:g}/10 ({cut(s.justification, 120)})" if s.score is not None
                      else "not scored")
                   for k, s in enumerate(best.scores, start=1)]
     trail = " -> ".join(f"{i.average:g}" if i.average is not None else "missing" for i in run.iterations)
-    lines.append(f"Average by attempt: {trail or '(no attempts)'}.")
+    first = " (from candidate 0, the starting prompt)" if run.iterations and run.iterations[0].index == 0 else ""
+    lines.append(f"Average by attempt{first}: {trail or '(no attempts)'}.")
     if revisions:
         before = ", ".join(map(str, revisions))
         lines.append(f"Strategy revised {len(revisions)} time(s), before attempt(s) {before}.")

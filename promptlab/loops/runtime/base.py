@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ...aio import run_sync
 from ...errors import ConfigError
 from ...llm.providers import validate_model_name
+from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Task
 
 T = TypeVar("T")
@@ -118,6 +119,8 @@ class LoopConfig(BaseModel):
 
     CRITIC_ROLES: ClassVar[frozenset[str]] = frozenset()
     ROLES: ClassVar[tuple[str, ...]] = ()
+    SIMULATED_CRITICS: ClassVar[bool] = False
+    """Whether the loop's critic roles may be played by simulated critics (`sim/...`; P³RO, Creator/Critic)."""
 
     model: str = "local/smollm2"
     """Default model for every role."""
@@ -160,6 +163,22 @@ class LoopConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown role(s) {unknown}; this loop's roles are {list(cls.ROLES)}")
         return v
+
+    @model_validator(mode="after")
+    def _simulated_critics_only_judge(self) -> LoopConfig:
+        """A simulated critic (`sim/...`) makes no model call: it can only play a critic role of a loop that
+        measures its candidates (P³RO, Creator/Critic), never propose or run anything."""
+        roles = self.ROLES or ("generator", "critic")
+        for role in roles:
+            model = self.model_for(role)
+            if is_simulated(model) and not (self.SIMULATED_CRITICS and role in self.CRITIC_ROLES):
+                field = (f"role_models.{role}" if role in self.role_models
+                         else "critic_model" if role in self.CRITIC_ROLES and self.critic_model else
+                         "generator_model" if self.generator_model else "model")
+                where = "" if self.SIMULATED_CRITICS else " (this loop takes none)"
+                raise ValueError(f"{field}: {model!r} is a simulated critic, which can only play a critic role "
+                                 f"of P³RO or Creator/Critic{where}, not {role!r}")
+        return self
 
     def model_for(self, role: str) -> str:
         """The model that plays `role`."""

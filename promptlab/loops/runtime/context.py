@@ -226,9 +226,12 @@ class RunContext:
             self.run.setup.append(step)
 
     # iterations -------------------------------------------------------------------------------
-    def new_iteration(self) -> Iteration:
-        """Start the next iteration (appended to the run)."""
-        it = Iteration(index=len(self.run.iterations) + 1)
+    def new_iteration(self, index: int | None = None) -> Iteration:
+        """Start the next iteration (appended to the run): number `index`, by default one more than the last
+        (1 for the first; 0 is the starting prompt scored as candidate 0)."""
+        if index is None:
+            index = self.run.iterations[-1].index + 1 if self.run.iterations else 1
+        it = Iteration(index=index)
         self.run.iterations.append(it)
         self.emit("phase", f"iteration {it.index}", iteration=it.index, phase="iteration")
         return it

@@ -1,8 +1,22 @@
-"""Grounded scoring for the loops whose output is a prompt (P³RO, Creator/Critic).
+"""Grounded scoring for the loops whose output is a prompt (P³RO, Creator/Critic), and the API a new
+prompt-optimising loop builds on.
 
 When the task has labelled examples, every iteration's candidate is run on the dev split and scored
-(`Iteration.grounded`), and the original and final prompts on the test split (`Run.baseline_test`,
-`Run.final_test`, `Run.delta`), whatever `score_source` says. The test split is never seen inside the loop.
+(`measure(ctx, cfg, prompt, "dev", iteration)` -> `Iteration.grounded`), and the original and final prompts on
+the test split (`measure_test` -> `Run.baseline_test`, `Run.final_test`, `Run.delta`), whatever `score_source`
+says. The test split is never seen inside the loop.
+
+**The starting prompt is candidate 0** (`starts_with_start(task, cfg)`: `include_start`, by default true for a
+grounded task). The loop scores it like any candidate, as iteration 0 (`ctx.new_iteration(0)`; dev score and
+critic scores), before its first rewrite; stopping rules and the final selection treat it as a candidate, so
+with `score_source="grounded"` and a best-of selection the returned prompt never scores below the start on
+dev. It does not change what the loop generates: its rewrites are what they would be without it (the same
+prompts, the same cached calls), and the iteration cap counts rewrites only.
+
+**Simulated critics** (`sim/...`, `promptlab.llm.simulated`) play a critic role without a model call:
+`simulated_score` scores a candidate from its dev accuracy (so `measure` runs before the critics), and
+`simulated_step` records what was done as a step without a call. `check_prompt_loop` refuses them on a task
+without examples, and `simulated_info` is what the Run records about them (`Run.info['simulated_critics']`).
 
 `score_source` picks what the router decides on:
 
@@ -27,7 +41,8 @@ from ...eval.evaluate import aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
 from ...llm.providers import supports_logprobs, validate_model_name
-from ...record import Delta, GroundedScore, Iteration, Step, Task
+from ...llm.simulated import is_simulated, parse_sim
+from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
 from .base import LoopConfig
 from .context import RunContext
 
@@ -37,7 +52,9 @@ ScoreMode = Literal["sampled", "expected"]
 
 class PromptLoopConfig(LoopConfig):
     """Settings shared by the loops whose output is a prompt: who runs candidates, what decides, how critics
-    score, and what a critic reply that cannot be read counts as."""
+    score, whether the starting prompt is a candidate, and what a critic reply that cannot be read counts as."""
+
+    SIMULATED_CRITICS = True
 
     target_model: str | None = None
     """Model that executes candidate prompts on the examples (None: the generator model)."""
@@ -54,10 +71,18 @@ class PromptLoopConfig(LoopConfig):
     parse_failure_score: float | None = Field(None, ge=1, le=10)
     """Score given for a critic reply that cannot be read: None (missing, error recorded; promptlab's
     default) or a number (the design documents use 5)."""
+    include_start: bool | None = None
+    """Score the starting prompt as candidate 0 (iteration 0: on dev and by the critics) so that stopping and
+    the final selection may return it. None: yes for a grounded task, no otherwise; False: the design
+    documents' behaviour (only rewrites are candidates). Generation is the same either way."""
 
     def target(self) -> str:
         """The model that runs candidate prompts on examples."""
         return self.target_model or self.generator_model or self.model
+
+    def starts_with_start(self, task: Task) -> bool:
+        """Whether the starting prompt is candidate 0 of a run on `task` (`include_start`, resolved)."""
+        return task.grounded if self.include_start is None else self.include_start
 
 
 def check_prompt_loop(task: Task, cfg: PromptLoopConfig, critic_models: list[str]) -> list[str]:
@@ -68,8 +93,17 @@ def check_prompt_loop(task: Task, cfg: PromptLoopConfig, critic_models: list[str
     if cfg.score_source == "grounded" and not task.grounded:
         raise ConfigError(f"score_source: 'grounded' needs a task with examples; task {task.id!r} has none "
                           "(use 'critic', or give the task examples, a scorer and a split)")
+    simulated = [m for m in dict.fromkeys(critic_models) if is_simulated(m)]
+    if simulated and not task.grounded:
+        raise ConfigError(f"critic_model: {', '.join(simulated)} is a simulated critic, which scores a candidate "
+                          f"from its dev accuracy; task {task.id!r} has no examples to measure it on (use a model, "
+                          "or give the task examples, a scorer and a split)")
+    judge = (task.scorer or {}).get("model")
+    for field, model in (("target_model", cfg.target()), ("scorer.model", judge)):
+        if is_simulated(model):
+            raise ConfigError(f"{field}: {model!r} is a simulated critic; it can only play a critic role")
     if cfg.score_mode == "expected":
-        blind = [m for m in dict.fromkeys(critic_models) if not supports_logprobs(m)]
+        blind = [m for m in dict.fromkeys(critic_models) if not is_simulated(m) and not supports_logprobs(m)]
         if blind:
             raise ConfigError(f"score_mode: 'expected' needs token log-probabilities, which {', '.join(blind)} "
                               "does not return; use score_mode 'sampled'")
@@ -77,7 +111,6 @@ def check_prompt_loop(task: Task, cfg: PromptLoopConfig, critic_models: list[str
     if task.grounded:
         check_task(task, where=f"task {task.id!r}")
         extra.append(cfg.target())
-        judge = (task.scorer or {}).get("model")
         if isinstance(judge, str):
             extra.append(judge)
     return extra
@@ -132,6 +165,33 @@ async def measure(ctx: RunContext, cfg: PromptLoopConfig, prompt: str, split: st
     return result.grounded(split)
 
 
+def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, criterion: str,
+                    judge: str) -> Score:
+    """A simulated critic's Score of `candidate` from its dev accuracy (`it.grounded`, measured first): mode
+    "simulated", or missing when the candidate has no dev score."""
+    critic = parse_sim(model)
+    accuracy = it.grounded.score if it.grounded is not None else None
+    value = critic.score(accuracy, candidate, sample=sample, criterion=criterion)
+    if value is None:
+        return Score(criterion=criterion, score=None, judge=judge,
+                     justification=f"missing: the candidate has no dev score for the simulated critic {critic.name}")
+    return Score(criterion=criterion, score=value, judge=judge, mode="simulated",
+                 justification=f"simulated critic {critic.name}: {critic.formula} with a = {accuracy:.4g}")
+
+
+def simulated_step(it: Iteration, phase: str, role: str, model: str, scores: list[Score]) -> Step:
+    """The record of a simulated critic's turn: a step without a model call (`call` is None, so it adds no
+    call, token or cost), its output the scores it gave."""
+    return Step(iteration=it.index, phase=phase, role=role, model=model,
+                output={"simulated": parse_sim(model).formula,
+                        "scores": {s.criterion: s.score for s in scores}})
+
+
+def simulated_info(models: list[str]) -> dict[str, Any]:
+    """What a Run records about the simulated critics among `models` (name -> kind, parameters, formula)."""
+    return {m: parse_sim(m).record() for m in dict.fromkeys(models) if is_simulated(m)}
+
+
 def _account_judge(ctx: RunContext, usage: dict[str, Any]) -> None:
     """Add a judge scorer's calls (the evaluation's usage; the target's calls were counted as steps)."""
     t = ctx.run.totals
@@ -157,4 +217,5 @@ async def measure_test(ctx: RunContext, cfg: PromptLoopConfig, final_prompt: str
 
 
 __all__ = ["PromptLoopConfig", "ScoreMode", "ScoreSource", "check_prompt_loop", "decision_score",
-           "grounded_decision_score", "measure", "measure_test"]
+           "grounded_decision_score", "measure", "measure_test", "simulated_info", "simulated_score",
+           "simulated_step"]
