@@ -1,12 +1,17 @@
-"""Charts of the findings (see `promptlab.analysis`): each takes a tidy frame and returns a matplotlib Axes.
+"""Charts of the findings (see `promptlab.analysis`): each takes a tidy frame and draws on a matplotlib Axes.
 
-- `plot_calibration(trajectories)`: critic score against grounded score, one colour per critic, Spearman's r
-  with its CI and n in the legend.
-- `plot_grounded_trajectories(trajectories)`: mean dev-split grounded score per iteration with bootstrap bands.
-- `plot_counterfactual_heatmap(table)`: threshold x cap -> mean final grounded score, annotated with the cost.
-- `plot_forest(table)`: estimates with CIs (paired deltas from `analysis.compare` or `analysis.delta_table`).
+- `plot_calibration(trajectories)`: each critic's OWN score of a candidate against that candidate's dev
+  accuracy, one colour per critic, Spearman's r with its CI and n (or why there is none) in the legend.
+- `plot_grounded_trajectories(trajectories)`: mean dev accuracy per iteration with bootstrap bands.
+- `plot_counterfactual_heatmap(table)`: threshold x cap -> one number per cell (the mean dev accuracy of the
+  prompt each rule returns, or its cost), on a colour scale that can be shared between panels;
+  `plot_counterfactual_grid(table, fig)` draws accuracy and cost panels for every configuration, each kind on
+  one shared scale.
+- `plot_forest(table)`: estimates with CIs (paired deltas from `analysis.compare` or gains from
+  `analysis.delta_table`), an interval that spans the null drawn hollow.
 
-Nothing here calls a model; with `ax=None` a chart makes its figure with pyplot.
+A chart with nothing to draw says why inside its axes (`say_why`) instead of raising. Nothing here calls a
+model; with `ax=None` a chart makes its figure with pyplot.
 """
 
 from __future__ import annotations
@@ -19,116 +24,198 @@ from .plots import By, plot_trajectories
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+def say_why(ax: Axes, title: str, why: str) -> Axes:
+    """An empty chart that says, inside its axes, why it has nothing to show."""
+    import textwrap
+
+    ax.set_title(title)
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(f"Nothing to show: {why}", 60)), ha="center", va="center",
+            transform=ax.transAxes, fontsize="medium", color="#444",
+            bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#bbb"})
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return ax
 
 
 def plot_calibration(trajectories: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Scatter of each iteration's decision score (the critic's; `average` without a decision_score column)
-    against its grounded score, one colour per critic, with Spearman's r, its 95% CI and n in the legend.
-
-    Raises:
-        ValueError: no iteration has both scores.
-    """
+    """Each critic's own score of a candidate (x) against the candidate's dev accuracy (y), one point per
+    candidate, one colour per critic; the legend gives Spearman's r with its 95% CI and n, or the finding
+    that replaces it (a critic that gave every candidate the same score). Identical points are drawn once,
+    larger by how many candidates share them. The dashed line is what a perfect critic (`sim/oracle`, 1 + 9 x
+    accuracy) would draw. The decision score is never used: under score_source 'grounded' it is the dev
+    accuracy itself."""
     from ..analysis.critic import ALL, calibration
-    from ..results.frames import iteration_frame
 
+    ax = _axes(ax, (8, 5.5))
+    title = "Critic's own score vs dev accuracy of the same candidate"
     cal = calibration(trajectories)
-    cal = cal[(cal["criterion"] == ALL) & (cal["critic_model"] != ALL)].set_index("critic_model")
+    cal = cal[cal["criterion"] == ALL].set_index("critic_model") if len(cal) else cal
     if cal.empty:
-        raise ValueError("no iteration has both a critic score and a grounded score")
-    its = iteration_frame(trajectories)
-    x = "decision_score" if "decision_score" in its.columns else "average"
-    critic = "critic_model" if "critic_model" in its.columns and its["critic_model"].notna().any() else "judge"
-    its = its[its[x].notna() & its["grounded_score"].notna()]
-    ax = _axes(ax, (7, 5))
-    for critic_name, g in its.groupby(its[critic].fillna("(unknown)"), sort=True):
-        r = cal.loc[critic_name] if critic_name in cal.index else None
-        stat = "r undefined" if r is None or _na(r["spearman"]) else (
-            f"Spearman r={r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, {r['spearman_ci_high']:.2f}]")
-        ax.scatter(g[x].astype(float), g["grounded_score"].astype(float), alpha=0.6,
-                   label=f"{critic_name}: {stat}, n={len(g)}")
-    ax.set(xlabel=f"critic {x.replace('_', ' ')} (1-10)", ylabel="grounded score (dev split)",
-           title="Does the critic track accuracy? (95% bootstrap CI)")
-    ax.legend(loc="best", fontsize="small", frameon=False)
+        return say_why(ax, title, "no candidate has both a critic score and a grounded (dev) score")
+    traj = trajectories[trajectories["score"].notna() & trajectories["grounded_score"].notna()]
+    critic = "critic_model" if "critic_model" in traj.columns and traj["critic_model"].notna().any() else "judge"
+    keys = [c for c in ("cell_id", "run_id", "iteration") if c in traj.columns]
+    for k, (name, g) in enumerate(traj.groupby(traj[critic].astype("string").fillna("(unknown)"), sort=True)):
+        points = g.groupby(keys, sort=False).agg(x=("score", "mean"), y=("grounded_score", "first"))
+        counts = points.groupby(["x", "y"]).size().reset_index(name="count")
+        row: Any = cal.loc[str(name)]
+        ax.scatter(counts["x"].astype(float), counts["y"].astype(float), s=18 + 14 * counts["count"], alpha=0.55,
+                   marker="osD^vPX*"[k % 8], label=_calibration_label(str(name), row))
+    ax.plot([1, 10], [0, 1], linestyle="--", color="grey", linewidth=1, label="a perfect critic: 1 + 9 x accuracy")
+    ax.set(xlim=(0.5, 10.5), ylim=(-0.05, 1.05), xlabel="critic's own score of the candidate (1-10)",
+           ylabel="dev accuracy of the candidate", title=f"{title} (one point per candidate)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     ax.grid(alpha=0.3)
     return ax
 
 
+def _calibration_label(name: str, r: pd.Series) -> str:
+    """The legend entry of one critic: r, its CI and n, or the finding that replaces r."""
+    import textwrap
+
+    if not _na(r["finding"]):
+        text = f"{name}: no r: {str(r['finding']).replace(f'the critic {name} ', '')}"
+    else:
+        text = (f"{name}: Spearman r={r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, "
+                f"{r['spearman_ci_high']:.2f}], n={r['n']}")
+    if name.startswith("sim/"):
+        text += " (simulated from the dev accuracy)"
+    return "\n".join(textwrap.wrap(text, 48))
+
+
 def plot_grounded_trajectories(trajectories: pd.DataFrame, by: By = "config", ax: Axes | None = None,
                                **kwargs: Any) -> Axes:
-    """Mean grounded (dev-split) score per iteration for each configuration, with bootstrap bands over runs.
+    """Mean dev accuracy (grounded score) per iteration for each configuration, with bootstrap bands over runs.
 
-    Keyword arguments go to `promptlab.reports.plots.plot_trajectories` (ci, n_boot, carry_forward, ...).
+    Keyword arguments go to `promptlab.reports.plots.plot_trajectories` (ci, carry_forward, ...).
     """
-    from ..results.frames import iteration_frame
-
-    if "grounded_score" not in trajectories.columns:
-        raise KeyError("the trajectories have no grounded_score column")
-    its = iteration_frame(trajectories)
-    ax = plot_trajectories(its.assign(average=its["grounded_score"]), by=by, ax=ax, **kwargs)
-    ax.set(ylabel="mean grounded score (dev split)",
-           title=ax.get_title().replace("Score by iteration", "Grounded score by iteration"))
-    return ax
+    if "grounded_score" not in trajectories.columns or trajectories["grounded_score"].isna().all():
+        return say_why(_axes(ax, (8, 4.5)), "Mean dev accuracy by iteration", "no iteration has a grounded score")
+    return plot_trajectories(trajectories, by=by, ax=ax, value="grounded_score", **kwargs)
 
 
-def plot_counterfactual_heatmap(table: pd.DataFrame, value: str = "grounded_mean", ax: Axes | None = None) -> Axes:
-    """Heatmap of a `counterfactual_stopping` table: threshold (rows) x cap (columns) -> `value`, each cell
-    annotated with the value, the mean cost (cost_usd_mean when known, else tokens) and the fraction stopped
-    early; cells where some run's counterfactual is not exact are marked with an asterisk.
+def plot_counterfactual_heatmap(table: pd.DataFrame, value: str = "grounded_mean", ax: Axes | None = None, *,
+                                vmin: float | None = None, vmax: float | None = None, colorbar: bool = True,
+                                cmap: str = "viridis") -> Axes:
+    """Heatmap of one configuration's `counterfactual_stopping` table: threshold (rows) x cap (columns) ->
+    `value`, one number per cell. Cells where some run's counterfactual is not exact are hatched. Give
+    `vmin`/`vmax` to share one colour scale between panels (`plot_counterfactual_grid` does).
 
     Raises:
-        ValueError: the table holds several configurations (filter it to one first) or is empty.
+        ValueError: the table holds several configurations (filter it to one first).
     """
     import numpy as np
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Rectangle
 
-    if table.empty:
-        raise ValueError("the counterfactual table is empty")
+    ax = _axes(ax, (7, 5))
+    title = f"{_VALUE_NAMES.get(value, value)} by stopping rule"
+    if table.empty or table[value].isna().all():
+        return say_why(ax, title, f"no rule has a {value.replace('_', ' ')}")
     if table.duplicated(["threshold", "cap"]).any():
         raise ValueError("the table holds several configurations per threshold x cap: filter it to one first")
-    cost = "cost_usd_mean" if table["cost_usd_mean"].notna().all() and (table["cost_usd_mean"] > 0).any() \
-        else "tokens_mean"
     grid = table.pivot(index="threshold", columns="cap", values=value).astype(float)
-    ax = _axes(ax, (1.6 * grid.shape[1] + 3, 0.9 * grid.shape[0] + 2))
-    image = ax.imshow(grid.to_numpy(dtype=float, na_value=np.nan), cmap="viridis", aspect="auto")
-    ax.figure.colorbar(image, ax=ax, label=value.replace("_", " "))
+    values = grid.to_numpy(dtype=float, na_value=np.nan)
+    norm = Normalize(vmin=np.nanmin(values) if vmin is None else vmin, vmax=np.nanmax(values) if vmax is None else vmax)
+    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, aspect="auto")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label=_VALUE_NAMES.get(value, value))
     cells = table.set_index(["threshold", "cap"])
     for i, t in enumerate(grid.index):
         for j, c in enumerate(grid.columns):
             r = cells.loc[(t, c)]
-            mark = "" if r["n_exact"] == r["n_runs"] else "*"
-            cost_text = f"${r[cost]:.3g}" if cost == "cost_usd_mean" else f"{r[cost]:.0f} tok"
-            ax.text(j, i, f"{_num(r[value])}{mark}\n{cost_text}\nearly {_num(r['stopped_early'])}", ha="center",
-                    va="center", fontsize="small", color="white")
+            v = values[i, j]
+            if r["n_exact"] != r["n_runs"]:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#888", lw=0))
+            text = "NA" if math.isnan(v) else _fmt(value, v)
+            dark = not math.isnan(v) and _luminance(image.cmap(norm(v))) < 0.5
+            ax.text(j, i, text, ha="center", va="center", fontsize="small", color="white" if dark else "black")
     ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [f"{t:g}" for t in grid.index])
     n = int(table["n_runs"].max())
-    ax.set(xlabel="iteration cap", ylabel="finish threshold",
-           title=f"Counterfactual stopping: {value.replace('_', ' ')} (n={n} runs; * = not exact)")
+    hatched = "; hatched: not exact" if (table["n_exact"] != table["n_runs"]).any() else ""
+    ax.set(xlabel="iteration cap" + (" (0: return the starting prompt)" if 0 in set(grid.columns) else ""),
+           ylabel="finish threshold (1-10)", title=f"{title} (n={n} runs{hatched})")
     return ax
 
 
-def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0) -> Axes:
-    """Forest plot: one row per `label` with `estimate` and its [ci_low, ci_high], n (and p_holm when
-    present) in the tick label, and a reference line at `null`.
+_VALUE_NAMES = {"grounded_mean": "mean dev accuracy of the returned prompt", "tokens_mean": "mean tokens per run",
+                "cost_usd_mean": "mean cost per run (USD)", "stopped_early": "fraction stopped early"}
 
-    Raises:
-        ValueError: the table is empty.
-    """
-    if table.empty:
-        raise ValueError("nothing to plot: the table is empty")
+
+def _fmt(value: str, v: float) -> str:
+    if value == "tokens_mean":
+        return f"{v:,.0f}"
+    if value == "cost_usd_mean":
+        return f"${v:.3g}"
+    return f"{v:.2f}"
+
+
+def _luminance(rgba: Any) -> float:
+    r, g, b = rgba[:3]
+    return 0.299 * r + 0.587 * g + 0.114 * b
+
+
+def plot_counterfactual_grid(table: pd.DataFrame, fig: Figure | None = None) -> Figure:
+    """Every configuration of a `counterfactual_stopping` table (column `config`) as a row of two heatmaps:
+    the mean dev accuracy of the returned prompt and the mean cost per run (USD when every cost is known and
+    some is positive, else tokens). Each kind shares one colour scale across the rows, so equal values look
+    equal in every panel."""
+    import numpy as np
+
+    if fig is None:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure()
+    groups = list(table.groupby("config", sort=True)) if len(table) else []
+    if not groups:
+        say_why(fig.add_subplot(), "Counterfactual stopping", "no counterfactual table (no grounded scores)")
+        return fig
+    cost = "cost_usd_mean" if table["cost_usd_mean"].notna().all() and (table["cost_usd_mean"] > 0).any() \
+        else "tokens_mean"
+    axes = fig.subplots(len(groups), 2, squeeze=False, gridspec_kw={"hspace": 0.7, "wspace": 0.35})
+    for kind, col in ((("grounded_mean", "viridis"), 0), ((cost, "Greys"), 1)):
+        value, cmap = kind
+        vals = table[value].astype(float).to_numpy(dtype=float, na_value=np.nan)
+        lo, hi = (float(np.nanmin(vals)), float(np.nanmax(vals))) if np.any(~np.isnan(vals)) else (0.0, 1.0)
+        for row, (label, g) in enumerate(groups):
+            ax = axes[row, col]
+            plot_counterfactual_heatmap(g, value, ax=ax, vmin=lo, vmax=hi if hi > lo else lo + 1e-9,
+                                        colorbar=False, cmap=cmap)
+            ax.set_title(f"{label}\n{ax.get_title()}", fontsize="small")
+        images = [a.get_images()[0] for a in axes[:, col] if a.get_images()]
+        if images:
+            fig.colorbar(images[0], ax=list(axes[:, col]), label=_VALUE_NAMES.get(value, value), shrink=0.8)
+    return fig
+
+
+def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, *,
+                title: str = "Estimates with 95% CIs", xlabel: str = "estimate with its 95% CI") -> Axes:
+    """Forest plot: one row per `label` with `estimate` and its [ci_low, ci_high], n (and p_holm when
+    present) in the tick label, and a reference line at `null`. An estimate whose CI spans the null is drawn
+    hollow and marked "CI spans 0" (inconclusive). `title` should say what the estimates are."""
+    ax = _axes(ax, (8, 0.5 * max(len(table), 1) + 1.8))
+    if table.empty or table["estimate"].isna().all():
+        return say_why(ax, title, "no estimate to draw (no configuration has a value)")
     rows = table.reset_index(drop=True)
-    ax = _axes(ax, (8, 0.5 * len(rows) + 1.8))
     ys = list(range(len(rows)))[::-1]
     est = rows["estimate"].astype(float)
     lo = (est - rows["ci_low"].astype(float)).clip(lower=0).fillna(0)
     hi = (rows["ci_high"].astype(float) - est).clip(lower=0).fillna(0)
-    ax.errorbar(est, ys, xerr=[lo, hi], fmt="o", capsize=4, color="C0")
+    ax.errorbar(est, ys, xerr=[lo, hi], fmt="none", capsize=4, color="C0")
+    bounds: list[tuple[Any, Any]] = list(zip(rows["ci_low"], rows["ci_high"], strict=True))
+    spans = [not _na(low) and float(low) <= null <= float(high) for low, high in bounds]
+    ax.scatter(est, ys, s=40, zorder=3, color=["white" if s else "C0" for s in spans], edgecolors="C0")
     ax.axvline(null, color="grey", linestyle="--", linewidth=1)
     labels = []
-    for r in rows.itertuples():
+    for r, span in zip(rows.itertuples(), spans, strict=True):
         p = f", p(Holm)={r.p_holm:.3g}" if "p_holm" in rows.columns and not _na(r.p_holm) else ""
-        labels.append(f"{r.label} (n={r.n}{p})")
+        labels.append(f"{r.label} (n={r.n}{p}{'; CI spans 0' if span else ''})")
     ax.set_yticks(ys, labels)
-    ax.set(xlabel="estimate with 95% bootstrap CI", title="Paired differences")
+    ax.set(xlabel=xlabel, title=title)
     ax.grid(alpha=0.3, axis="x")
     return ax
 
@@ -137,10 +224,6 @@ def _na(v: Any) -> bool:
     import pandas as pd
 
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
-
-
-def _num(v: Any) -> str:
-    return "NA" if _na(v) else f"{float(v):.2f}"
 
 
 def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
@@ -152,4 +235,5 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     return new
 
 
-__all__ = ["plot_calibration", "plot_counterfactual_heatmap", "plot_forest", "plot_grounded_trajectories"]
+__all__ = ["plot_calibration", "plot_counterfactual_grid", "plot_counterfactual_heatmap", "plot_forest",
+           "plot_grounded_trajectories", "say_why"]

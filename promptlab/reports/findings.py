@@ -1,10 +1,15 @@
 """The findings of a results directory, as tables, charts and the "Findings" section of summary.md.
 
 `findings(results)` gathers, from the frames and the runs' logged configs (no model calls): the test-split
-delta per configuration (`analysis.delta_table`), the critic's calibration (`analysis.calibration`), the
+gain per configuration (`analysis.delta_table`) and the paired differences between configurations
+(`analysis.compare`), the calibration of each critic's OWN scores (`analysis.calibration`), and the
 counterfactual stopping table per configuration (`analysis.counterfactual_stopping`, whose grounded score is
-the returned prompt's DEV-split score) with its best rule per unit of cost, and the provenance warnings. Results without grounded data (tasks without examples) give empty tables and a
-"no grounded data" sentence instead of an error.
+the returned prompt's DEV-split score) with its best rule per unit of cost, and the provenance warnings.
+
+`findings_markdown` answers the three questions in one sentence each, with n and the 95% CI: did
+refinement help, when to stop, can the critic be trusted. An estimate whose CI spans 0 is answered
+"Inconclusive: the CI spans 0". Results without grounded data (tasks without examples) give empty tables and
+a "no grounded data" sentence instead of an error.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.critic import ALL, calibration
-from ..analysis.paired import delta_table
+from ..analysis.paired import compare, delta_table
 from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping
 from ..results.configs import config_columns, config_labels
@@ -29,6 +34,8 @@ STOPPING_PARAMS = ("finish_threshold", "max_iterations")
 """Params the counterfactual replaces: they are left out of its configurations."""
 THRESHOLDS = (5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 """Finish thresholds of the report's counterfactual grid (plus every threshold the sweep used)."""
+INCONCLUSIVE = "Inconclusive: the CI spans 0"
+"""The answer when a 95% CI includes 0."""
 
 
 @dataclass
@@ -38,13 +45,17 @@ class Findings:
     deltas: pd.DataFrame
     """`analysis.delta_table` of the runs (test-split gain per configuration); empty without grounded data."""
     calibration: pd.DataFrame
-    """`analysis.calibration` of the trajectories; empty without grounded scores."""
+    """`analysis.calibration` of the trajectories (each critic's own scores); empty without grounded scores."""
     counterfactual: pd.DataFrame
     """`analysis.counterfactual_stopping` per configuration (column `config`); empty without grounded scores."""
     best_rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Configuration label -> `analysis.best_stopping_rule` of its counterfactual rows."""
     warnings: list[str] = field(default_factory=list)
     """`analysis.provenance_warnings` of the runs."""
+    comparisons: Any = None
+    """`analysis.compare` of the gains between configurations (paired over task x sample); None with one."""
+    critic_modes: dict[str, str] = field(default_factory=dict)
+    """Critic model -> how its scores were produced (sampled, expected, simulated, ...)."""
 
     @property
     def grounded(self) -> bool:
@@ -58,6 +69,7 @@ def findings(results: Results) -> Findings:
 
     runs, traj = results.runs, results.trajectories
     deltas = delta_table(runs) if len(runs) else pd.DataFrame()
+    comparisons = compare(runs) if len(deltas) > 1 else None
     cal = calibration(traj)
     counterfactual = pd.DataFrame()
     has_grounded = "grounded_score" in traj.columns and traj["grounded_score"].notna().any()
@@ -66,16 +78,38 @@ def findings(results: Results) -> Findings:
         labelled = traj.assign(config=config_labels(traj, cols) if cols else "all runs")
         logged = sorted(float(t) for t in runs["finish_threshold"].dropna().unique()) \
             if "finish_threshold" in runs.columns else []
-        caps = range(1, int(traj["iteration"].max()) + 1)
+        caps = range(0 if (traj["iteration"] == 0).any() else 1, int(traj["iteration"].max()) + 1)
         counterfactual = counterfactual_stopping(labelled, sorted({*THRESHOLDS, *logged}), list(caps),
-                                                          by="config", runs=runs, configs=run_configs(results))
+                                                 by="config", runs=runs, configs=run_configs(results))
     best = {}
     for label, g in (counterfactual.groupby("config", sort=True) if len(counterfactual) else []):
-        rule = best_stopping_rule(g)
+        rule = best_stopping_rule(g[g["cap"] > 0])
         if rule is not None:
-            best[str(label)] = rule
+            zero = g[(g["cap"] == 0) & (g["threshold"] == g["threshold"].max())]
+            best[str(label)] = {**rule, "start": zero.iloc[0].to_dict() if len(zero) else None}
     return Findings(deltas=deltas, calibration=cal, counterfactual=counterfactual, best_rules=best,
-                    warnings=provenance_warnings(runs))
+                    warnings=provenance_warnings(runs), comparisons=comparisons, critic_modes=_modes(traj))
+
+
+def _modes(traj: pd.DataFrame) -> dict[str, str]:
+    """Critic model -> its scores' modes (most common first), from the trajectories' `mode` column."""
+    if "mode" not in traj.columns or "critic_model" not in traj.columns:
+        return {}
+    out = {}
+    for critic, g in traj[traj["mode"].notna()].groupby("critic_model", sort=True):
+        out[str(critic)] = ", ".join(str(m) for m in g["mode"].value_counts().index)
+    return out
+
+
+def verdict(low: Any, high: Any, *, up: str, down: str) -> str:
+    """`up` when the CI lies above 0, `down` when below, else INCONCLUSIVE (or "No CI" when it is missing)."""
+    if _na(low) or _na(high):
+        return "No CI (too few values)"
+    if float(low) > 0:
+        return up
+    if float(high) < 0:
+        return down
+    return INCONCLUSIVE
 
 
 def findings_markdown(f: Findings) -> list[str]:
@@ -87,31 +121,63 @@ def findings_markdown(f: Findings) -> list[str]:
     if not f.grounded:
         return [*lines, "No grounded data: the runs' tasks carry no examples, so there is no test-split delta, "
                         "calibration or counterfactual stopping to report.", ""]
-    lines += ["### Does refinement beat the original prompt? (test split, final minus baseline)", ""]
+    return [*lines, *_refinement(f), *_stopping(f), *_critics(f)]
+
+
+def _refinement(f: Findings) -> list[str]:
+    lines = ["### 1. Did refinement help? (test split: the final prompt's accuracy minus the starting prompt's)", ""]
     if f.deltas.empty:
-        lines += ["No grounded data on the test split (no run has a delta).", ""]
+        return [*lines, "No grounded data on the test split (no run has a delta).", ""]
     for r in f.deltas.itertuples():
-        lines.append(f"- {r.label}: delta {_ci(r.estimate, r.ci_low, r.ci_high)}, n={r.n} runs, "
-                     f"p (sign-flip, Holm)={_p(r.p_holm)}")
-    lines += ["", "### Does the critic's score track accuracy? (Spearman r, dev split)", ""]
-    pooled = f.calibration[f.calibration["criterion"] == ALL] if len(f.calibration) else f.calibration
-    if pooled.empty:
-        lines.append("No iteration has both a critic score and a grounded score.")
-    for r in pooled.itertuples():
-        lines.append(f"- {r.critic_model}: r={_ci(r.spearman, r.spearman_ci_low, r.spearman_ci_high)} "
-                     f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} iterations")
-    lines += ["", "### Which stopping rule? (counterfactual truncation of the logged runs, dev split)", "",
-              "The grounded score of a rule is the DEV-split score of the prompt it would have returned (the "
-              "split the loops saw while refining), not the test split of the first section.", ""]
+        answer = verdict(r.ci_low, r.ci_high, up="Yes, refinement helped", down="No, refinement hurt")
+        lines.append(f"- {r.label}: **{answer}**: mean gain {_ci(r.estimate, r.ci_low, r.ci_high)} over n={r.n} "
+                     f"runs (sign-flip p, Holm-corrected: {_p(r.p_holm)}).")
+    if f.comparisons is not None and len(f.comparisons):
+        lines += ["", "Between configurations (paired over the same task and sample; b minus a):", ""]
+        for r in f.comparisons.itertuples():
+            answer = verdict(r.ci_low, r.ci_high, up=f"{r.b} gained more", down=f"{r.a} gained more")
+            lines.append(f"- {r.label}: **{answer}**: {_ci(r.estimate, r.ci_low, r.ci_high)}, n={r.n} pairs "
+                         f"(Holm p {_p(r.p_holm)}).")
+    return [*lines, ""]
+
+
+def _stopping(f: Findings) -> list[str]:
+    lines = ["### 2. When to stop? (counterfactual truncation of the logged runs; dev split)", "",
+             "A rule's score is the DEV-split accuracy of the prompt it would have returned (the split the loops "
+             "saw while refining, so it flatters refinement), not the test split of question 1.", ""]
     if not f.best_rules:
         lines.append("No stopping rule could be evaluated exactly on the logged trajectories.")
     for label, rule in f.best_rules.items():
-        b, c, cost = rule["best"], rule["cheapest"], rule["cost"]
-        lines.append(f"- {label}: best threshold {b['threshold']:g}, cap {b['cap']}: grounded "
-                     f"{_ci(b['grounded_mean'], b['grounded_ci_low'], b['grounded_ci_high'], '')}, n={b['grounded_n']}, "
-                     f"{_cost(b, cost)}; cheapest as good (mean within the best's CI): threshold "
-                     f"{c['threshold']:g}, cap {c['cap']}: grounded {c['grounded_mean']:.3f}, {_cost(c, cost)}, "
-                     f"{_per_cost(c, cost)}")
+        b, c, cost, zero = rule["best"], rule["cheapest"], rule["cost"], rule.get("start")
+        stay = (f" Not refining at all (cap 0: the starting prompt) gives "
+                f"{_ci(zero['grounded_mean'], zero['grounded_ci_low'], zero['grounded_ci_high'], '')}."
+                if zero is not None else "")
+        lines.append(f"- {label}: **stop at threshold {c['threshold']:g}, cap {c['cap']}** (the cheapest rule whose "
+                     f"mean is within the best rule's CI): mean dev accuracy {c['grounded_mean']:.3f}, n={c['grounded_n']} "
+                     f"runs, {_cost(c, cost)}. The best rule, threshold {b['threshold']:g}, cap {b['cap']}, reaches "
+                     f"{_ci(b['grounded_mean'], b['grounded_ci_low'], b['grounded_ci_high'], '')}, "
+                     f"{_cost(b, cost)}.{stay}")
+    return [*lines, ""]
+
+
+def _critics(f: Findings) -> list[str]:
+    lines = ["### 3. Can the critic be trusted? (its own score against the dev accuracy of the same candidate)", ""]
+    own = f.calibration[f.calibration["criterion"] == ALL] if len(f.calibration) else f.calibration
+    if own.empty:
+        lines.append("No candidate has both a critic score and a grounded score.")
+    for r in own.itertuples():
+        mode = f.critic_modes.get(str(r.critic_model))
+        name = f"{r.critic_model}" + (f" ({mode} scores)" if mode else "")
+        sim = (" It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
+               "the analysis, not a model." if str(r.critic_model).startswith("sim/") else "")
+        if not _na(r.finding):
+            lines.append(f"- {name}: **No: {r.finding}.**{sim}")
+            continue
+        answer = verdict(r.spearman_ci_low, r.spearman_ci_high, up="Yes, it ranks candidates as accuracy does",
+                         down="No, it ranks candidates against accuracy")
+        lines.append(f"- {name}: **{answer}**: Spearman r={_ci(r.spearman, r.spearman_ci_low, r.spearman_ci_high)} "
+                     f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} candidates; "
+                     f"its scores range {r.critic_min:.3g}-{r.critic_max:.3g} (sd {r.critic_sd:.2g}).{sim}")
     return [*lines, ""]
 
 
@@ -127,15 +193,7 @@ def _p(p: Any) -> str:
 
 
 def _cost(row: dict[str, Any], cost: str) -> str:
-    return f"${row[cost]:.4g} per run" if cost == "cost_usd_mean" else f"{row[cost]:.0f} tokens per run"
-
-
-def _per_cost(row: dict[str, Any], cost: str) -> str:
-    value = row[cost]
-    if _na(value) or not value:
-        return "cost 0"
-    unit, scale = ("$", 1.0) if cost == "cost_usd_mean" else ("1k tokens", 1000.0)
-    return f"{row['grounded_mean'] / value * scale:.3g} grounded score per {unit}"
+    return f"${row[cost]:.4g} per run" if cost == "cost_usd_mean" else f"{row[cost]:,.0f} tokens per run"
 
 
 def _na(v: Any) -> bool:
@@ -144,4 +202,4 @@ def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-__all__ = ["STOPPING_PARAMS", "THRESHOLDS", "Findings", "findings", "findings_markdown"]
+__all__ = ["INCONCLUSIVE", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "findings", "findings_markdown", "verdict"]

@@ -16,25 +16,8 @@ from typing import TYPE_CHECKING, Any
 from ..results.configs import By, config_groups, fmt_value, need_columns
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
     from matplotlib.axes import Axes
-
-
-# statistics -------------------------------------------------------------------------------------
-def bootstrap_ci(values: Sequence[float] | np.ndarray, ci: float = 0.95, n_boot: int = 1000,
-                 rng: np.random.Generator | None = None) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean; (nan, nan) with fewer than two values."""
-    import numpy as np
-
-    arr = np.asarray(values, dtype=float)
-    arr = arr[~np.isnan(arr)]
-    if len(arr) < 2:
-        return math.nan, math.nan
-    rng = rng if rng is not None else np.random.default_rng(0)
-    means = arr[rng.integers(0, len(arr), size=(n_boot, len(arr)))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - ci) / 2, 1 - (1 - ci) / 2])
-    return float(lo), float(hi)
 
 
 def pareto_front(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -51,36 +34,48 @@ def pareto_front(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
 
 
 # charts -----------------------------------------------------------------------------------------
+VALUE_LABELS = {
+    "average": "critic score (the iteration's average, 1-10)",
+    "critic_score": "critic score (the critic's own, 1-10)",
+    "decision_score": "decision score (what the router used, 1-10)",
+    "grounded_score": "dev accuracy (grounded score, 0-1)",
+}
+"""How a trajectories column is named on an axis and in a title (other columns are named as they are)."""
+
+
 def plot_trajectories(traj: pd.DataFrame, by: By = "config", ax: Axes | None = None, ci: float | None = 0.95,
-                      n_boot: int = 1000, seed: int = 0, carry_forward: bool = False, max_bands: int = 6) -> Axes:
-    """Mean iteration score (`average`) per iteration for each configuration, with a bootstrap band.
+                      carry_forward: bool = False, max_bands: int = 6, value: str = "average") -> Axes:
+    """Mean `value` per iteration for each configuration, with a bootstrap band over runs.
+
+    Configurations that coincide stay visible: each has its own marker and line style and is drawn slightly
+    offset along the x axis (ticks stay on the whole iterations). Iteration 0, when present, is the starting
+    prompt scored as candidate 0.
 
     Args:
         traj: The trajectories frame (or its `iteration_frame`).
         by: "config" (loop + params), a column, or a list of columns.
         ax: Axes to draw on (a new figure when None).
-        ci: Confidence level of the band over runs (None: no band). A point with one run has no band.
-        n_boot: Bootstrap resamples.
-        seed: Seed of the resampling.
-        carry_forward: Count a run that stopped early with its last average at later iterations (without
+        ci: Confidence level of the band over runs (None: no band): `promptlab.eval.stats.bootstrap_ci`, the
+            interval the tables use. A point with one run has no band.
+        carry_forward: Count a run that stopped early with its last value at later iterations (without
             it, later iterations average only the runs still going).
         max_bands: Draw the bands only up to this many configurations (more would hide the lines).
+        value: The column drawn (default `average`, the critic's iteration score).
 
     Returns:
         The Axes.
     """
     import numpy as np
-    from matplotlib.ticker import MaxNLocator
 
     from ..results.frames import iteration_frame
 
-    need_columns(traj, ["cell_id", "run_id", "iteration", "average"])
+    need_columns(traj, ["cell_id", "run_id", "iteration", value])
     its = iteration_frame(traj) if "criterion" in traj.columns else traj
     ax = _axes(ax, (8, 4.5))
-    rng = np.random.default_rng(seed)
     groups = config_groups(its, by)
+    offsets = _offsets(len(groups))
     for k, (label, group) in enumerate(groups):
-        table = group.set_index(["cell_id", "run_id", "iteration"])["average"].astype(float).unstack("iteration")
+        table = group.set_index(["cell_id", "run_id", "iteration"])[value].astype(float).unstack("iteration")
         iters = np.asarray(table.columns, dtype=int)
         vals = table.to_numpy(dtype=float, na_value=np.nan, copy=True)
         if carry_forward:
@@ -88,15 +83,50 @@ def plot_trajectories(traj: pd.DataFrame, by: By = "config", ax: Axes | None = N
             for i, stop in enumerate(last):
                 vals[i, iters > stop] = vals[i, iters == stop][0]
         means = np.array([np.nanmean(c) if np.any(~np.isnan(c)) else np.nan for c in vals.T])
-        line, = ax.plot(iters, means, label=f"{label} (n={len(table)})", **_style(k, len(groups)))
+        line, = ax.plot(iters + offsets[k], means, label=f"{label} (n={len(table)})", **_style(k, len(groups)))
         if ci is not None and len(groups) <= max_bands:
-            bands = np.array([bootstrap_ci(c, ci, n_boot, rng) for c in vals.T]).reshape(-1, 2)
-            ax.fill_between(iters, bands[:, 0], bands[:, 1], color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    band = f", {ci:.0%} bootstrap CI over runs" if ci is not None and len(groups) <= max_bands else ""
-    ax.set(xlabel="iteration", ylabel="mean iteration score", title=f"Score by iteration (mean{band})")
+            bands = np.array([_band(c, ci) for c in vals.T]).reshape(-1, 2)
+            ax.fill_between(iters + offsets[k], bands[:, 0], bands[:, 1], color=line.get_color(), alpha=0.15,
+                            linewidth=0)
+    iterations = sorted(int(i) for i in its["iteration"].dropna().unique())
+    integer_ticks(ax, iterations)
+    band = f"; band: {ci:.0%} bootstrap CI over runs" if ci is not None and len(groups) <= max_bands else ""
+    what = VALUE_LABELS.get(value, value)
+    ax.set(xlabel="iteration" + (" (0 = the starting prompt)" if 0 in iterations else ""),
+           ylabel=f"mean {what}", title=f"Mean {what.split(' (')[0]} by iteration, per configuration{band}")
     _legend(ax, "configuration (runs)")
     return ax
+
+
+def integer_ticks(ax: Axes, values: Sequence[int]) -> None:
+    """Ticks on whole numbers only: each value when there are at most 20, else a whole-number locator."""
+    from matplotlib.ticker import MaxNLocator
+
+    if values and len(values) <= 20:
+        ax.set_xticks(list(values), [str(v) for v in values])
+        ax.set_xlim(min(values) - 0.5, max(values) + 0.5)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _offsets(n: int, width: float = 0.24) -> list[float]:
+    """Horizontal offsets of n series spread over `width` (0 for a single series) so coinciding ones stay visible."""
+    if n < 2:
+        return [0.0] * n
+    return [(k - (n - 1) / 2) * width / (n - 1) for k in range(n)]
+
+
+def _band(values: Any, ci: float) -> tuple[float, float]:
+    """The bootstrap interval of the mean of the present values (NaN, NaN with fewer than two)."""
+    import numpy as np
+
+    from ..eval.stats import bootstrap_ci
+
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if len(arr) < 2:
+        return math.nan, math.nan
+    return bootstrap_ci(arr.tolist(), ci)
 
 
 def plot_pairing_heatmap(runs: pd.DataFrame, row: str = "generator_model", col: str = "critic_model",
@@ -197,15 +227,14 @@ def plot_stop_reasons(runs: pd.DataFrame, by: By = "config", ax: Axes | None = N
 
 
 def plot_final_by(runs: pd.DataFrame, x: str = "finish_threshold", hue: str | None = "max_iterations",
-                  y: str = "final_score", ax: Axes | None = None, ci: float = 0.95, n_boot: int = 1000,
-                  seed: int = 0) -> Axes:
-    """Mean `y` at each value of `x`, one line per `hue` value, with bootstrap error bars over runs."""
+                  y: str = "final_score", ax: Axes | None = None, ci: float = 0.95) -> Axes:
+    """Mean `y` at each value of `x`, one line per `hue` value, with bootstrap error bars over runs
+    (`promptlab.eval.stats.bootstrap_ci`, the interval the tables use; a point with one run has none)."""
     import numpy as np
     import pandas as pd
 
     need_columns(runs, [x, y] + ([hue] if hue else []))
     ax = _axes(ax, (8, 4.5))
-    rng = np.random.default_rng(seed)
     numeric = pd.api.types.is_numeric_dtype(runs[x])
     xkey = runs[x].astype(float) if numeric else runs[x].map(fmt_value)
     levels: list[Any] = sorted(xkey.dropna().unique().tolist())
@@ -217,17 +246,18 @@ def plot_final_by(runs: pd.DataFrame, x: str = "finish_threshold", hue: str | No
         for xv, vals in group[y].groupby(xkey.loc[group.index], sort=True):
             v = vals.astype(float).dropna().to_numpy()
             if len(v):
-                stats.append((position[xv], float(v.mean()), *bootstrap_ci(v, ci, n_boot, rng)))
+                stats.append((position[xv], float(v.mean()), *_band(v, ci)))
         if not stats:
             continue
         a = np.array(stats)
         dodge = (k - (len(groups) - 1) / 2) * 0.015 * span
-        ax.errorbar(a[:, 0] + dodge, a[:, 1], yerr=np.vstack([a[:, 1] - a[:, 2], a[:, 3] - a[:, 1]]), marker="o",
-                    capsize=3, label=f"{hue}={fmt_value(level)}" if hue else "all runs")
+        yerr = np.nan_to_num(np.vstack([a[:, 1] - a[:, 2], a[:, 3] - a[:, 1]]))
+        ax.errorbar(a[:, 0] + dodge, a[:, 1], yerr=yerr, capsize=3,
+                    label=f"{hue}={fmt_value(level)}" if hue else "all runs", **_style(k, len(groups)))
     if not numeric or len(levels) <= 12:
         ax.set_xticks(list(position.values()), [fmt_value(v) for v in levels])
-    ax.set(xlabel=x, ylabel=f"mean {y}", title=f"{y} by {x}" + (f" and {hue}" if hue else "")
-           + f" ({ci:.0%} bootstrap CI)")
+    ax.set(xlabel=x, ylabel=f"mean {y}", title=f"Mean {y} by {x}" + (f", one line per {hue}" if hue else "")
+           + f" ({ci:.0%} bootstrap CI over runs)")
     _legend(ax, None)
     return ax
 
@@ -242,13 +272,13 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
 
 
 def _style(i: int, n: int) -> dict[str, Any]:
-    """Colour, marker and line style of the i-th of n series: distinct up to 20, then varied by style."""
+    """Colour, marker and line style of the i-th of n series: colours distinct up to 20, and markers and line
+    styles that differ between neighbours, so series drawn on top of each other can still be told apart."""
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    size = int(cmap.N)
-    turn = i // size
-    return {"color": cmap(i % size), "marker": "os^Dv"[turn % 5], "linestyle": ("-", "--", ":", "-.")[turn % 4]}
+    return {"color": cmap(i % int(cmap.N)), "marker": "osD^vPX*"[i % 8], "linestyle": ("-", "--", ":", "-.")[i % 4],
+            "markersize": 6}
 
 
 def _legend(ax: Axes, title: str | None) -> None:
@@ -258,5 +288,5 @@ def _legend(ax: Axes, title: str | None) -> None:
     ax.set_axisbelow(True)
 
 
-__all__ = ["bootstrap_ci", "pareto_front",
+__all__ = ["VALUE_LABELS", "integer_ticks", "pareto_front",
            "plot_final_by", "plot_pairing_heatmap", "plot_score_vs_cost", "plot_stop_reasons", "plot_trajectories"]

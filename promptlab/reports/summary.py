@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results.configs import MODEL_COLUMNS, By, by_columns, config_columns, config_groups, fmt_value
-from .charts import plot_calibration, plot_counterfactual_heatmap, plot_forest, plot_grounded_trajectories
+from .charts import plot_calibration, plot_counterfactual_grid, plot_forest, plot_grounded_trajectories
 from .findings import Findings, findings, findings_markdown
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
 
@@ -151,18 +151,18 @@ def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
           lambda fig: plot_calibration(traj, ax=fig.add_subplot()), (8, 5))
     chart("grounded_trajectories.png", no_grounded,
           lambda fig: plot_grounded_trajectories(traj, ax=fig.add_subplot()), (9, 5))
-    groups = list(found.counterfactual.groupby("config", sort=True)) if len(found.counterfactual) else []
-
-    def counterfactual(fig: Any) -> None:
-        axes = fig.subplots(len(groups), 1, squeeze=False, gridspec_kw={"hspace": 0.6})[:, 0]
-        for ax, (label, g) in zip(axes, groups, strict=True):
-            plot_counterfactual_heatmap(g, ax=ax)
-            ax.set_title(f"{label}: {ax.get_title()}", fontsize="small")
-
-    size = (2 + 1.4 * (found.counterfactual["cap"].nunique() if groups else 1), 4.5 * max(len(groups), 1))
-    chart("counterfactual.png", no_grounded or (None if groups else "no counterfactual table"), counterfactual, size)
+    groups = found.counterfactual["config"].nunique() if len(found.counterfactual) else 0
+    chart("counterfactual.png", no_grounded or (None if groups else "no counterfactual table"),
+          lambda fig: plot_counterfactual_grid(found.counterfactual, fig),
+          (4.5 + 1.6 * (found.counterfactual["cap"].nunique() if groups else 1), 3.6 * max(groups, 1) + 1))
     chart("deltas.png", (no_grounded or "no run has a test-split delta") if found.deltas.empty else None,
-          lambda fig: plot_forest(found.deltas, ax=fig.add_subplot()), (9, 0.5 * len(found.deltas) + 2))
+          lambda fig: plot_forest(found.deltas, ax=fig.add_subplot(), title=DELTAS_TITLE,
+                                  xlabel="test accuracy of the final prompt minus the starting prompt (95% CI)"),
+          (9, 0.5 * len(found.deltas) + 2))
+
+
+DELTAS_TITLE = "Did refinement help? Test-split gain of the final prompt over the starting prompt, per configuration"
+"""Title of deltas.png: what its estimates are (mean over runs of final minus starting test accuracy)."""
 
 
 def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findings) -> str:

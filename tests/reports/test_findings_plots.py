@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from promptlab import analysis
 from promptlab.reports.charts import (
     plot_calibration,
+    plot_counterfactual_grid,
     plot_counterfactual_heatmap,
     plot_forest,
     plot_grounded_trajectories,
@@ -41,11 +42,20 @@ def test_calibration_scatter_shows_r_with_ci_and_n(res: Results) -> None:
     ax = plot_calibration(res.trajectories, ax=axes())
     cal = analysis.calibration(res.trajectories)
     r = cal[(cal["critic_model"] == "fake/critic") & (cal["criterion"] == analysis.ALL)].iloc[0]
-    label = ax.get_legend().get_texts()[0].get_text()
+    label = ax.get_legend().get_texts()[0].get_text().replace("\n", " ")
     assert f"r={r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, {r['spearman_ci_high']:.2f}]" in label
-    assert f"n={r['n']}" in label and len(ax.collections[0].get_offsets()) == r["n"]
-    with pytest.raises(ValueError, match="both"):
-        plot_calibration(res.trajectories.assign(grounded_score=pd.NA), ax=axes())
+    # identical candidates (two samples of each task) are one point, larger by how many share it
+    counts = (ax.collections[0].get_sizes() - 18) / 14
+    assert f"n={r['n']}" in label and counts.sum() == r["n"] and len(counts) < r["n"]
+    empty = plot_calibration(res.trajectories.assign(grounded_score=pd.NA), ax=axes())
+    assert ("Nothing to show: no candidate has both a critic score and a grounded"
+            in empty.texts[0].get_text().replace("\n", " "))
+
+
+def test_calibration_scatter_puts_the_finding_in_place_of_r(res: Results) -> None:
+    flat = res.trajectories.assign(score=1.0)  # a critic that gave every candidate 1
+    label = plot_calibration(flat, ax=axes()).get_legend().get_texts()[0].get_text().replace("\n", " ")
+    assert "fake/critic: no r: gave every candidate 1 (n=34): it carries no information about accuracy" in label
 
 
 def test_grounded_trajectories_plot_the_dev_score(res: Results) -> None:
@@ -54,20 +64,41 @@ def test_grounded_trajectories_plot_the_dev_score(res: Results) -> None:
     assert list(line.get_xdata()) == [1, 2, 3]
     # iteration 1 of all 12 runs: mean of the tasks' first grounded scores
     assert line.get_ydata()[0] == pytest.approx((0.2 + 0.3 + 0.1) / 3)
-    assert "Grounded score by iteration" in ax.get_title() and len(ax.collections) == 1  # the band
+    assert ax.get_title().startswith("Mean dev accuracy by iteration") and len(ax.collections) == 1  # the band
+    assert "Nothing to show" in plot_grounded_trajectories(res.trajectories.assign(grounded_score=pd.NA),
+                                                           ax=axes()).texts[0].get_text()
 
 
-def test_counterfactual_heatmap_annotates_value_cost_and_exactness() -> None:
+def test_counterfactual_heatmap_has_one_number_per_cell_and_hatches_what_is_not_exact() -> None:
     table = pd.DataFrame({"threshold": [8.0, 8.0, 10.0, 10.0], "cap": [1, 2, 1, 2], "n_runs": [4] * 4,
                           "n_exact": [4, 4, 4, 3], "grounded_mean": [0.1, 0.2, 0.3, 0.4],
                           "cost_usd_mean": [0.01, 0.02, 0.01, 0.025], "tokens_mean": [10.0] * 4,
                           "stopped_early": [0.0, 0.5, 0.0, 0.0]})
     ax = plot_counterfactual_heatmap(table, ax=axes())
-    texts = [t.get_text() for t in ax.texts]
-    assert texts[3].startswith("0.40*") and "$0.025" in texts[3] and texts[1].startswith("0.20\n")
+    assert [t.get_text() for t in ax.texts] == ["0.10", "0.20", "0.30", "0.40"]
+    assert [p.get_hatch() for p in ax.patches] == ["//"] and "hatched: not exact" in ax.get_title()
     assert ax.get_images()[0].get_array()[1, 0] == pytest.approx(0.3)
+    cost = plot_counterfactual_heatmap(table, "cost_usd_mean", ax=axes())
+    assert [t.get_text() for t in cost.texts] == ["$0.01", "$0.02", "$0.01", "$0.025"]
+    shared = plot_counterfactual_heatmap(table, ax=axes(), vmin=0.0, vmax=1.0)
+    assert shared.get_images()[0].norm.vmax == 1.0
     with pytest.raises(ValueError, match="filter"):
         plot_counterfactual_heatmap(pd.concat([table, table]), ax=axes())
+
+
+def test_counterfactual_grid_shares_one_scale_per_kind() -> None:
+    rows = []
+    for config, base in (("a", 0.135), ("b", 0.5)):
+        for cap in (0, 1, 2):
+            rows.append({"config": config, "threshold": 10.0, "cap": cap, "n_runs": 3, "n_exact": 3,
+                         "grounded_mean": base + 0.01 * cap, "cost_usd_mean": None, "tokens_mean": 100.0 * cap,
+                         "stopped_early": 0.0})
+    fig = plot_counterfactual_grid(pd.DataFrame(rows), Figure())
+    panels = [ax for ax in fig.axes if ax.get_images()]
+    assert len(panels) == 4
+    accuracy = {(p.get_images()[0].norm.vmin, p.get_images()[0].norm.vmax) for p in panels[0::2]}
+    assert accuracy == {(0.135, 0.52)}  # one scale for both configurations, not 0.135-0.155 and 0.5-0.52
+    assert "mean tokens per run" in panels[1].get_title()
 
 
 def test_forest_plot_draws_each_estimate_with_its_interval() -> None:
@@ -75,11 +106,13 @@ def test_forest_plot_draws_each_estimate_with_its_interval() -> None:
                           "ci_high": [0.2, 0.1], "p_holm": [0.03, 0.5]})
     ax = plot_forest(table, ax=axes())
     labels = dict(zip(ax.get_yticks(), [t.get_text() for t in ax.get_yticklabels()], strict=True))
-    assert labels == {1: "a (n=6, p(Holm)=0.03)", 0: "b (n=5, p(Holm)=0.5)"}  # first row on top
-    xs = ax.get_lines()[0].get_xdata()
-    assert list(xs) == pytest.approx([0.1, -0.05])
+    assert labels == {1: "a (n=6, p(Holm)=0.03)", 0: "b (n=5, p(Holm)=0.5; CI spans 0)"}  # first row on top
+    points = ax.collections[-1]
+    assert [float(x) for x, _ in points.get_offsets()] == pytest.approx([0.1, -0.05])
+    assert [tuple(c) for c in points.get_facecolors()][1] == (1.0, 1.0, 1.0, 1.0)  # inconclusive: hollow
     segments = ax.collections[0].get_segments()  # the error bars, in row order
     assert [tuple(s[:, 0]) for s in segments] == [pytest.approx((0.02, 0.2)), pytest.approx((-0.2, 0.1))]
+    assert ax.get_title() == "Estimates with 95% CIs"
 
 
 def test_findings_of_a_grounded_directory(res: Results) -> None:
@@ -94,11 +127,16 @@ def test_findings_of_a_grounded_directory(res: Results) -> None:
     assert at_cap3["grounded_mean"] == pytest.approx((0.7 + 0.6 + 0.3) / 3)  # best by decision score
     assert f.best_rules["loop=p3ro"]["best"]["grounded_mean"] == pytest.approx(at_cap3["grounded_mean"])
     md = "\n".join(findings_markdown(f))
-    assert "delta +" in md and "n=6 runs" in md
-    # the sweep's critic ranks the 34 logged iterations exactly as their grounded scores do
-    assert "fake/critic: r=+1.000 [+1.000, +1.000]" in md and "n=34 iterations" in md
-    # threshold 8 and 10 at cap 3 both return 0.533; 8 stops t2 at iteration 2, so it is cheaper
-    assert "best threshold 8, cap 3: grounded 0.533 [0.400, 0.667], n=6" in md and "grounded score per $" in md
+    # every run gained (deltas 0.5 and 0.55 per task and sample): each answer is a sentence with its CI and n
+    assert "- finish_threshold=8: **Yes, refinement helped**: mean gain +" in md and "over n=6 runs" in md
+    assert "finish_threshold=8 gained more" not in md and "n=6 pairs" in md  # the paired comparison
+    # the sweep's critic ranks the 34 logged candidates exactly as their grounded scores do
+    assert ("- fake/critic: **Yes, it ranks candidates as accuracy does**: Spearman r=+1.000 [+1.000, +1.000]"
+            in md) and "n=34 candidates" in md
+    # threshold 8 and 10 at cap 3 both return 0.533 (8 stops t2 at iteration 2, so it is the cheaper best);
+    # threshold 7 at cap 2 returns 0.4, inside the best's CI, for less
+    assert "The best rule, threshold 8, cap 3, reaches 0.533 [0.350, 0.683]" in md
+    assert "**stop at threshold 7, cap 2**" in md and "mean dev accuracy 0.400, n=6 runs" in md
 
 
 def test_report_writes_the_findings(res: Results, tmp_path: Path) -> None:
@@ -106,9 +144,10 @@ def test_report_writes_the_findings(res: Results, tmp_path: Path) -> None:
     for name in ("calibration.png", "grounded_trajectories.png", "counterfactual.png", "deltas.png"):
         assert written[name].read_bytes().startswith(PNG), name
     md = (tmp_path / "out" / "summary.md").read_text()
-    assert "## Findings" in md and "Does refinement beat the original prompt?" in md and "mixes" not in md
-    stopping = md.split("### Which stopping rule?", 1)[1].split("##", 1)[0]
-    assert "DEV-split score" in stopping and "best threshold" in stopping  # not the test split of the deltas
+    assert "## Findings" in md and "### 1. Did refinement help?" in md and "mixes" not in md
+    stopping = md.split("### 2. When to stop?", 1)[1].split("##", 1)[0]
+    assert "DEV-split accuracy" in stopping and "stop at threshold" in stopping  # not the test split of the deltas
+    assert "### 3. Can the critic be trusted?" in md
     assert "## Per configuration" in md and "trajectories.png" in md  # the existing report is still there
 
 

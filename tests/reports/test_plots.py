@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import matplotlib
@@ -18,8 +17,8 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from promptlab.eval.stats import bootstrap_ci
 from promptlab.reports.plots import (
-    bootstrap_ci,
     pareto_front,
     plot_final_by,
     plot_pairing_heatmap,
@@ -70,17 +69,20 @@ def test_pareto_front_keeps_the_non_dominated_points() -> None:
         pareto_front(df, "tokens", "score")
 
 
-def test_bootstrap_ci() -> None:
-    assert all(math.isnan(v) for v in bootstrap_ci([4.0]))
-    assert all(math.isnan(v) for v in bootstrap_ci([4.0, float("nan")]))
+def test_chart_bands_are_the_tables_intervals() -> None:
+    """One bootstrap for the whole package: a trajectory band is `eval.stats.bootstrap_ci` of the same values."""
+    its = pd.DataFrame({"cell_id": "c", "run_id": [f"r{i}" for i in range(6)] * 2, "loop": "p3ro",
+                        "iteration": [1] * 6 + [2] * 6,
+                        "average": [1.0, 4.0, 6.0, 9.0, 10.0, 5.0, 2.0, 2.0, 3.0, 8.0, 7.0, float("nan")]})
+    ax = plot_trajectories(its, ax=new_ax())
+    band = ax.collections[0].get_paths()[0].vertices
+    lows = sorted({round(float(y), 9) for y in band[:, 1]})
+    expect = [bootstrap_ci([1.0, 4.0, 6.0, 9.0, 10.0, 5.0]), bootstrap_ci([2.0, 2.0, 3.0, 8.0, 7.0])]
+    for lo, hi in expect:
+        assert round(lo, 9) in lows and round(hi, 9) in lows
     assert bootstrap_ci([6.0, 6.0, 6.0]) == (6.0, 6.0)
-    values = [1.0, 4.0, 6.0, 9.0, 10.0]
-    lo, hi = bootstrap_ci(values, 0.95, 2000, np.random.default_rng(1))
-    assert lo < np.mean(values) < hi and 1.0 <= lo and hi <= 10.0
-    assert bootstrap_ci(values, rng=np.random.default_rng(1)) == bootstrap_ci(values, rng=np.random.default_rng(1))
-    narrow = bootstrap_ci(values, 0.5, 2000, np.random.default_rng(1))
-    assert lo < narrow[0] and narrow[1] < hi
-
+    with pytest.raises(ValueError, match="present"):
+        bootstrap_ci([4.0, float("nan")])
 
 def test_config_columns(res: Results) -> None:
     # critic_model is the same everywhere, so it does not name a configuration
@@ -95,7 +97,12 @@ def test_plot_trajectories(res: Results, tmp_path: Path) -> None:
     assert len(lines) == 2 and len(ax.collections) == 2  # a line and a band per configuration
     a = lines[0]
     assert "finish_threshold=8" in str(a.get_label()) and "(n=4)" in str(a.get_label())
-    assert floats(a.get_xdata()) == [1, 2, 3]
+    # two configurations, drawn apart by a small offset so that equal values never hide each other
+    assert floats(a.get_xdata()) == pytest.approx([0.88, 1.88, 2.88])
+    assert floats(lines[1].get_xdata()) == pytest.approx([1.12, 2.12, 3.12])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3"]  # whole iterations only
+    assert a.get_marker() != lines[1].get_marker() and a.get_linestyle() != lines[1].get_linestyle()
+    assert ax.get_title().startswith("Mean critic score by iteration")
     # iteration 1: averages 6.5, 5, 4, 7; iteration 2: 8.5, 6, 5 and a missing one;
     # iteration 3: 7, 6 and a missing one (the threshold run stopped at 2)
     assert np.allclose(np.asarray(a.get_ydata(), dtype=float), [5.625, (8.5 + 6 + 5) / 3, 6.5])
@@ -115,6 +122,16 @@ def test_plot_trajectories_carry_forward_and_no_band(res: Results) -> None:
     assert len(ax.collections) == 0
     # the run that stopped at iteration 2 (8.5) now counts at iteration 3; a missing average stays missing
     assert np.asarray(ax.get_lines()[0].get_ydata(), dtype=float)[2] == pytest.approx((7 + 6 + 8.5) / 3)
+
+
+def test_coinciding_configurations_stay_visible_and_one_iteration_has_one_tick() -> None:
+    its = pd.DataFrame({"cell_id": ["a", "b", "c", "d"], "run_id": ["r1", "r2", "r3", "r4"], "loop": "p3ro",
+                        "variant": ["w", "x", "y", "z"], "iteration": [1] * 4, "average": [10.0] * 4})
+    ax = plot_trajectories(its, ax=new_ax())
+    xs = [floats(line.get_xdata())[0] for line in ax.get_lines()]
+    assert len(set(xs)) == 4 and all(abs(x - 1) < 0.2 for x in xs)  # four points at 10, none hidden
+    assert len({line.get_marker() for line in ax.get_lines()}) == 4
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1"]
 
 
 def test_plot_trajectories_with_one_run_per_point(tmp_path: Path) -> None:
