@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..aio import run_sync
 from ..errors import ConfigError
-from ..eval.stats import BOOTSTRAP_RESAMPLES, SEED, mean_ci
+from ..eval.stats import BOOTSTRAP_RESAMPLES, bootstrap_interval, mean_ci
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,12 +80,14 @@ def _stats(matrix: pd.DataFrame) -> list[Any]:
     n_items, n_raters = m.shape
     alpha = _alpha(m)
     lo = hi = None
-    if alpha is not None:
-        rng = np.random.default_rng(SEED)
-        boots = [a for idx in rng.integers(0, n_items, size=(BOOTSTRAP_RESAMPLES // 2, n_items))
-                 if (a := _alpha(m[idx])) is not None]
-        if boots:
-            lo, hi = (float(v) for v in np.percentile(boots, [2.5, 97.5]))
+    if alpha is not None:  # items resampled; a resample without variation has no alpha and is left out
+        def resampled(idx: Any) -> float:
+            a = _alpha(m[np.asarray(idx, dtype=int)])
+            return float("nan") if a is None else a
+
+        interval = bootstrap_interval((np.arange(n_items),), resampled, vectorized=False,
+                                      n_resamples=BOOTSTRAP_RESAMPLES // 2)
+        lo, hi = interval if interval is not None else (None, None)
     changes = [abs(m[i, j] - m[i, 0]) for i in range(n_items) for j in range(1, n_raters)
                if not np.isnan(m[i, j]) and not np.isnan(m[i, 0])]
     mac, n, mlo, mhi = mean_ci(changes)

@@ -85,7 +85,7 @@ def sign_flip_p(diffs: Sequence[float]) -> float | None:
     if not np.any(xs) or xs.size == 1:  # one pair: both sign patterns are as extreme, so p = 1 exactly
         return 1.0
     res = permutation_test((xs,), np.mean, permutation_type="samples", n_resamples=10_000,
-                           alternative="two-sided", random_state=np.random.default_rng(SEED))
+                           alternative="two-sided", rng=np.random.default_rng(SEED))
     return float(res.pvalue)
 
 
