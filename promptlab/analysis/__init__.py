@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .consistency import agreement, reliability
 from .critic import ALL, calibration
-from .paired import compare, delta_table, sign_flip_p
+from .paired import compare, delta_table, holm, sign_flip_p
 from .provenance import PROVENANCE_CHECKS, provenance_warnings
 from .stopping import (
     TRUNCATION_EXACT_LOOPS,
@@ -18,5 +18,5 @@ from .stopping import (
 )
 
 __all__ = ["ALL", "PROVENANCE_CHECKS", "TRUNCATION_EXACT_LOOPS", "agreement", "best_stopping_rule", "calibration",
-           "compare", "counterfactual_stopping", "default_final", "delta_table", "provenance_warnings",
+           "compare", "counterfactual_stopping", "default_final", "delta_table", "holm", "provenance_warnings",
            "reliability", "select", "sign_flip_p", "truncate"]

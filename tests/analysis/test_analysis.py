@@ -446,3 +446,10 @@ def test_counterfactual_reads_candidate_0() -> None:
     assert detail["returned_iteration"].tolist() == [0, 0, 2] and detail["grounded"].tolist() == [0.5, 0.5, 0.6]
     assert detail["stop"].tolist() == [0, 1, 2] and detail["exact"].tolist() == [True, True, True]
     assert detail["tokens"].tolist() == [10, 20, 30]  # candidate 0's calls are paid under every rule
+
+
+def test_holm_equals_statsmodels() -> None:
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 6, 15):
+        ps = list(rng.uniform(0, 0.2, m)) + [0.03, 0.03][: m // 6]  # ties too
+        assert analysis.holm(ps) == pytest.approx(list(multipletests(ps, method="holm")[1]))
