@@ -56,14 +56,17 @@ def steps_table(steps: list[Step]) -> str:
 
 
 def iteration_html(run: Run, index: int) -> str:
-    """One iteration of a run (1-based `index`) as HTML: candidate and diff, scores, reflection, decision,
-    grounded score, and the steps' tokens and cost."""
+    """One iteration of a run (its number `index`: 1, 2, ..., or 0 for the starting prompt scored as
+    candidate 0) as HTML: candidate and diff, scores, reflection, decision, grounded score, and the steps'
+    tokens and cost."""
     if not run.iterations:
         return f"<p>Run {html.escape(run.run_id)} has no iterations (stop reason {html.escape(run.stop_reason)}).</p>"
-    if not 1 <= index <= len(run.iterations):
-        raise ValueError(f"iteration {index} is not in 1..{len(run.iterations)}")
-    it: Iteration = run.iterations[index - 1]
-    prev = next((p.candidate for p in reversed(run.iterations[: index - 1]) if p.candidate is not None),
+    numbers = [i.index for i in run.iterations]
+    if index not in numbers:
+        raise ValueError(f"iteration {index} is not in {numbers[0]}..{numbers[-1]}")
+    position = numbers.index(index)
+    it: Iteration = run.iterations[position]
+    prev = next((p.candidate for p in reversed(run.iterations[:position]) if p.candidate is not None),
                 run.task.prompt)
     scores = "".join(
         f"<tr><td>{html.escape(s.criterion)}</td><td>{_fmt(s.score)}</td><td>{html.escape(s.judge or '')}</td>"
@@ -77,7 +80,7 @@ def iteration_html(run: Run, index: int) -> str:
     costs = [s.call.cost_usd for s in it.steps if s.call]
     cost = "unknown" if any(c is None for c in costs) else f"{sum(c or 0.0 for c in costs):.4g}"
     return f"""<div class='pl-iteration' style='text-align:left'>
-<h4>Iteration {it.index} of {len(run.iterations)} · {html.escape(run.loop)} on {html.escape(run.task.id)}</h4>
+<h4>{_title(run, it)} · {html.escape(run.loop)} on {html.escape(run.task.id)}</h4>
 <p><b>Decision:</b> <span class='pl-decision'>{html.escape(it.decision or '–')}</span> ·
 <b>reason:</b> {html.escape(it.reason or '–')}</p>
 <p><b>Average (critic):</b> {_fmt(it.average)} · <b>decision score:</b> {_fmt(it.decision_score)} ·
@@ -91,6 +94,13 @@ def iteration_html(run: Run, index: int) -> str:
 <p><b>Steps</b> ({tokens} tokens, cost {cost} USD)</p>
 {steps_table(it.steps)}
 </div>"""
+
+
+def _title(run: Run, it: Iteration) -> str:
+    """'Iteration 2 of 3', or 'Iteration 0: the starting prompt (candidate 0)'."""
+    if it.index == 0:
+        return "Iteration 0: the starting prompt (candidate 0)"
+    return f"Iteration {it.index} of {sum(i.index > 0 for i in run.iterations)}"
 
 
 class RunBrowser:
@@ -145,14 +155,17 @@ class RunBrowser:
         self.show(1)
 
     def show(self, index: int) -> None:
-        """Show iteration `index` of the selected run (clamped to its iterations)."""
+        """Show the `index`-th iteration (1-based position) of the selected run, clamped to its iterations;
+        the first is iteration 0 when the run scored its starting prompt as candidate 0."""
         run = self.run
         if run is None:
             self.view.value = "<p>(no run)</p>"
             return
         self.index = max(1, min(index, max(1, len(run.iterations))))
-        self.view.value = iteration_html(run, self.index)
-        self.position.value = f"iteration {self.index} of {len(run.iterations)}"
+        number = run.iterations[self.index - 1].index if run.iterations else 1
+        self.view.value = iteration_html(run, number)
+        rewrites = sum(i.index > 0 for i in run.iterations)
+        self.position.value = "iteration 0 (the starting prompt)" if number == 0 else f"iteration {number} of {rewrites}"
         self.prev_w.disabled = self.index <= 1
         self.next_w.disabled = self.index >= len(run.iterations)
 

@@ -75,6 +75,19 @@ def test_iteration_html_shows_what_the_loop_did() -> None:
         iteration_html(run, 3)
 
 
+def test_iteration_html_shows_candidate_0() -> None:
+    """A run that scored its starting prompt as candidate 0: iteration 0 is the start (no change against it),
+    the rewrites are numbered 1.. of theirs."""
+    run = make_run([[4.0], [6.0]])
+    run.iterations[0].index, run.iterations[1].index = 0, 1
+    run.iterations[0].candidate = run.task.prompt
+    zero = iteration_html(run, 0)
+    assert "Iteration 0: the starting prompt (candidate 0)" in zero and "pl-added" not in zero
+    assert "Iteration 1 of 1" in iteration_html(run, 1)
+    with pytest.raises(ValueError, match="iteration 2 is not in 0..1"):
+        iteration_html(run, 2)
+
+
 def test_the_run_browser_steps_through_iterations(tmp_path: Path) -> None:
     b = RunBrowser(write_sweep(tmp_path / "results"))
     assert [v for _, v in b.cell_w.options] == ["a", "b"]  # the failed cell is not offered
