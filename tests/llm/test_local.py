@@ -86,3 +86,45 @@ def test_real_logprobs_spell_the_reply_and_replay_identically(tmp_path: Path) ->
     plain = pl.complete("local/smollm2", "Count from one to five.", max_tokens=12, cache=tmp_path)
     assert plain.logprobs is None and plain.text == c.text  # greedy either way: the same reply
     assert local.load("smollm2")[0] is not local.load("smollm2", logprobs=True)[0]
+
+
+def test_instances_must_be_a_whole_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROMPTLAB_LOCAL_INSTANCES", "two")
+    with pytest.raises(pl.ConfigError, match="PROMPTLAB_LOCAL_INSTANCES must be a whole number >= 1, got 'two'"):
+        local.instances()
+    monkeypatch.delenv("PROMPTLAB_LOCAL_INSTANCES")
+    assert local.instances() == 1
+
+
+@pytest.mark.local_model
+def test_several_instances_generate_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PROMPTLAB_LOCAL_INSTANCES=2 two calls run on two instances at the same time, and no third is made.
+    (Their replies are not compared: llama.cpp reuses a matching prompt prefix of an instance's last call,
+    so a near-tie can go either way depending on an instance's history, as it can on one instance.)"""
+    import threading
+
+    monkeypatch.setenv("PROMPTLAB_LOCAL_INSTANCES", "2")
+    messages = [{"role": "user", "content": "Name a colour."}]
+    params = {"temperature": 0.0, "max_tokens": 8}
+    both = threading.Barrier(2)
+    held: list[object] = []
+
+    def hold() -> None:
+        with local.instance("smollm2") as llm:
+            held.append(llm)
+            both.wait(timeout=60)  # both instances are held at this point, so they are two
+    threads = [threading.Thread(target=hold) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(x) for x in held}) == 2
+    replies = []
+    workers = [threading.Thread(target=lambda: replies.append(local.generate("smollm2", messages, params).text))
+               for _ in range(2)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert len(replies) == 2 and all(r.strip() for r in replies)
+    assert local.loaded_instances("smollm2") == 2
