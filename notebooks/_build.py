@@ -114,7 +114,7 @@ print(result)'''),
 results = result.load()
 display(summary_table(results))
 ax = plot_trajectories(results.trajectories)
-ax.set_title(f"{exp.name}: mean score per iteration")
+ax.set_title(f"{exp.name}: {ax.get_title()}", fontsize="medium")
 plt.show()'''),
 )
 
@@ -180,11 +180,13 @@ browser.display()'''),
 
 
 FINDINGS = notebook(
-    ("md", ("# Findings\n\nWhat a grounded sweep says: does refinement beat the original prompt on the test "
-           "split, does the critic's score track accuracy on the dev split, and which finish threshold and "
-           "iteration cap would have been best per unit of cost (by truncating the logged runs, no model "
-           "calls). Every number comes with its n and a 95% CI; the functions are in `promptlab.analysis`. "
-           "A results directory without grounded data (tasks without examples) says so instead.")),
+    ("md", ("# Findings\n\nWhat a grounded sweep says, each answer in a sentence with its n and 95% CI "
+           "(\"Inconclusive: the CI spans 0\" when it does): did refinement help (the returned prompt against "
+           "the starting prompt on the test split), when to stop (which finish threshold and iteration cap, "
+           "by truncating the logged runs, no model calls; cap 0 is \"do not refine\"), and can the critic "
+           "be trusted (its own score against the dev accuracy of the same candidate). The functions are in "
+           "`promptlab.analysis`. A results directory without grounded data (tasks without examples) says so "
+           "instead.")),
     ("parameters", '''results_dir = "results/demo"'''),
     ("code", ROOT_CELL),
     ("code", '''import matplotlib.pyplot as plt
@@ -198,15 +200,16 @@ results = load(here(results_dir))
 found = findings(results)
 print(f"{len(results.runs)} runs; grounded data: {'yes' if found.grounded else 'no'}")
 display(Markdown("\\n".join(findings_markdown(found))))'''),
-    ("md", "## Test-split gain per configuration, and paired differences between configurations"),
+    ("md", "## 1. Did refinement help? Test-split gain per configuration, and paired differences"),
     ("code", '''if found.deltas.empty:
     print("no test-split deltas (no grounded data)")
 else:
     display(found.deltas)
-    reports.plot_forest(found.deltas)
+    reports.plot_forest(found.deltas, title="Test-split gain of the returned prompt over the starting prompt",
+                        xlabel="test accuracy, returned minus starting prompt (95% CI)")
     plt.show()
     display(analysis.compare(results.runs))'''),
-    ("md", "## Is the critic calibrated against the grounded score?"),
+    ("md", "## 3. Can the critic be trusted? Its own score against the dev accuracy of the same candidate"),
     ("code", '''if found.calibration.empty:
     print("no calibration (no iteration has both a critic and a grounded score)")
 else:
@@ -215,13 +218,13 @@ else:
     plt.show()
     reports.plot_grounded_trajectories(results.trajectories)
     plt.show()'''),
-    ("md", "## Counterfactual stopping: threshold x cap"),
-    ("code", '''for label, table in (found.counterfactual.groupby("config") if len(found.counterfactual) else []):
-    ax = reports.plot_counterfactual_heatmap(table)
-    ax.set_title(f"{label}: {ax.get_title()}")
-    plt.show()
-if found.counterfactual.empty:
-    print("no counterfactual table (no grounded data)")'''),
+    ("md", ("## 2. When to stop? Counterfactual stopping: threshold x cap\n\nPer configuration, the mean dev "
+            "accuracy of the prompt each rule returns and its mean cost, each on one colour scale shared by "
+            "every configuration; cap 0 returns the starting prompt.")),
+    ("code", '''configs = found.counterfactual["config"].nunique() if len(found.counterfactual) else 1
+fig = plt.figure(figsize=(11, 3.6 * configs + 1))
+reports.plot_counterfactual_grid(found.counterfactual, fig)
+plt.show()'''),
 )
 
 

@@ -3,7 +3,14 @@
 
 from __future__ import annotations
 
-from .charts import plot_calibration, plot_counterfactual_heatmap, plot_forest, plot_grounded_trajectories
+from .charts import (
+    plot_calibration,
+    plot_counterfactual_grid,
+    plot_counterfactual_heatmap,
+    plot_forest,
+    plot_grounded_trajectories,
+    say_why,
+)
 from .findings import Findings, findings, findings_markdown
 from .plots import (
     plot_final_by,
@@ -15,6 +22,6 @@ from .plots import (
 from .summary import report, summary_table
 
 __all__ = ["Findings", "findings", "findings_markdown", "plot_calibration",
-           "plot_counterfactual_heatmap", "plot_final_by", "plot_forest", "plot_grounded_trajectories",
+           "plot_counterfactual_grid", "plot_counterfactual_heatmap", "plot_final_by", "plot_forest", "plot_grounded_trajectories",
            "plot_pairing_heatmap", "plot_score_vs_cost", "plot_stop_reasons", "plot_trajectories", "report",
-           "summary_table"]
+           "say_why", "summary_table"]

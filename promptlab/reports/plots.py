@@ -161,21 +161,23 @@ def plot_pairing_heatmap(runs: pd.DataFrame, row: str = "generator_model", col: 
     runs_in = {key: 0 for key in cells}
     for r, c in zip(runs[row].map(fmt_value), runs[col].map(fmt_value), strict=True):
         runs_in[(r, c)] += 1
+    counts = {int(count[rows.index(r), cols.index(c)]) for (r, c) in runs_in}  # every pairing that ran
+    same_n = len(counts) == 1 and 0 not in counts
     for i in range(len(rows)):
         for j in range(len(cols)):
             ran = runs_in.get((rows[i], cols[j]), 0)
             if not ran:  # this pairing was never run: hatched, and said so
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#999"))
                 text = "not run"
-            elif count[i, j]:
-                text = f"{mean[i, j]:.2f}\nn={count[i, j]}"
+            elif count[i, j]:  # one number per cell when every pairing has the same n (then in the title)
+                text = f"{mean[i, j]:.2f}" if same_n else f"{mean[i, j]:.2f}\nn={count[i, j]}"
             else:  # runs, but none with a score
                 text = f"no score\n0 of {ran} runs"
             dark = not np.isnan(mean[i, j]) and mean[i, j] < mid
             ax.text(j, i, text, ha="center", va="center", fontsize=9, color="white" if dark else "black")
     ax.set_xticks(range(len(cols)), cols, rotation=20, ha="right")
     ax.set_yticks(range(len(rows)), rows)
-    ax.set(xlabel=col, ylabel=row, title=f"Mean {value} by pairing")
+    ax.set(xlabel=col, ylabel=row, title=f"Mean {value} by pairing" + (f" (n={counts.pop()} runs each)" if same_n else ""))
     ax.figure.colorbar(image, ax=ax, label=f"mean {value}")
     return ax
 

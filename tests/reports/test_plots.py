@@ -278,3 +278,10 @@ def test_report_facets_trajectories_when_there_are_many_configurations(tmp_path:
     many = report(tmp_path / "many")
     # nine configurations: one panel per varied parameter (two) instead of nine lines in one panel
     assert png_size(many["trajectories.png"])[1] > 1.2 * png_size(few["trajectories.png"])[1]
+
+
+def test_pairing_heatmap_with_equal_counts_has_one_number_per_cell() -> None:
+    runs = pd.DataFrame({"generator_model": ["g"] * 4, "critic_model": ["a", "a", "b", "b"],
+                         "final_score": [4.0, 6.0, 7.0, 9.0]})
+    ax = plot_pairing_heatmap(runs, ax=new_ax())
+    assert [t.get_text() for t in ax.texts] == ["5.00", "8.00"] and "(n=2 runs each)" in ax.get_title()
