@@ -258,3 +258,17 @@ def test_best_iteration_is_the_one_the_loop_chose_by_its_decision_score() -> Non
     assert cc.best_iteration == cc.info["final_iteration"] == 2 and cc.best_score == 3.0
     critic, _ = cc_run("g-best-cc-critic", "critic", final="best")
     assert critic.best_iteration == critic.info["final_iteration"] == 1  # ties go to the earliest
+
+
+def test_replicates_share_the_measurement_of_a_prompt(tmp_path: Path) -> None:
+    """An evaluation call is at temperature 0: replicate 1 measuring the same prompts as replicate 0 (here the
+    scripted creator writes the same rewrite) finds every reply in the cache instead of paying again."""
+    creator, critic, target = cc_models("g-cc-share", ["HALF v1"], [critique(3)])
+    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name,
+                              max_iterations=1)
+    first = run_creator_critic(TASK, cfg, sample=0, cache=tmp_path)
+    n = len(target.requests)
+    assert n == 2 * len(DEV) + 2 * len(TEST)  # start and rewrite, on dev and on test
+    second = run_creator_critic(TASK, cfg, sample=1, cache=tmp_path)
+    assert len(target.requests) == n and len(creator.requests) == 2  # the creator draws again; nothing else
+    assert second.delta == first.delta

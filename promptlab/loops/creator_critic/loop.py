@@ -7,9 +7,12 @@ the iteration's average is the configured aggregate (mean, median or min) of the
 A critic whose reply cannot be parsed gives a missing score with the error recorded (or, with
 `parse_failure_score`, the design document's fixed score, marked as such). The loop stops early once the
 decision score has reached `finish_threshold` for `patience` consecutive iterations, else at
-`max_iterations`. The result is the last prompt the creator wrote, as in the design document
+`max_iterations` (rewrites). The result is the last prompt the creator wrote, as in the design document
 (`final="best"`: the best-scoring prompt, ties to the earliest). With labelled examples, candidates are also
-measured on data (see `promptlab.loops.runtime.grounding`). Calls stream with `token_type` = the role.
+measured on data, and the starting prompt is candidate 0 (iteration 0, `include_start`): scored like a
+rewrite, it may stop the run or be returned, and changes no rewrite (see `promptlab.loops.runtime.grounding`).
+A simulated critic (`sim/...`) scores from the dev accuracy without a call. Calls stream with `token_type` =
+the role.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ and `decide` (pure Python) picks FINISH, REVISE_STRATEGY (the strategist plans a
 history) or CONTINUE_PROBING. POLISH is pure Python, no model call: the highest-scoring prompt of the
 whole history is the result (ties go to the earliest) and `Run.summary` tells the journey.
 
+On a grounded task the starting prompt is candidate 0 (`include_start`): after PLAN it is measured and
+evaluated as iteration 0; it ends the run if it reaches the threshold (before any strategy is written) and
+POLISH may return it, but the router, the history and the roles see only the rewrites.
+
 Missing scores are never invented: a criterion the evaluator did not score is `None`, an evaluator
 failure leaves every criterion `None` and the iteration's average `None` (see `decide_with_reason`).
 Calls stream with `token_type` = the role ("decomposer", "strategist", "generator", "evaluator",

@@ -149,10 +149,12 @@ class RunContext:
         temperature: float | None = None,
         max_tokens: int | None = None,
         logprobs: bool = False,
+        sample: int | None = None,
     ) -> tuple[Completion | None, Step]:
         """`call`, returning the whole Completion (None on failure). `place=False` leaves the step for
         the caller to place (concurrent calls recorded in a fixed order); `temperature` and `max_tokens`
-        override the config's; `logprobs` asks for token log-probabilities (20 alternatives)."""
+        override the config's; `logprobs` asks for token log-probabilities (20 alternatives); `sample` fixes
+        the call's sample index (default: the run's sample plus `sample_offset`)."""
         model = model or self.config.model_for(role)
         it = iteration.index if iteration is not None else None
         self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
@@ -167,7 +169,8 @@ class RunContext:
                 model, prompt, schema=schema, system=system,
                 temperature=self.config.temperature if temperature is None else temperature,
                 max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
-                sample=self.run.sample + sample_offset, cache=self.cache, settings=self.settings,
+                sample=self.run.sample + sample_offset if sample is None else sample, cache=self.cache,
+                settings=self.settings,
                 on_token=on_token, **extra,
             )
         except (ParseError, ProviderError) as e:

@@ -128,10 +128,17 @@ def decision_score(it: Iteration, cfg: PromptLoopConfig) -> float | None:
     return it.average
 
 
+EVAL_SAMPLE = 0
+"""The sample index of every evaluation call: at temperature 0 a prompt's reply to an example is one
+measurement, shared by every run, replicate and configuration that measures that prompt (replicates differ by
+what their loops write, not by measuring the same prompt again), and found in the cache after the first."""
+
+
 async def measure(ctx: RunContext, cfg: PromptLoopConfig, prompt: str, split: str,
                   iteration: Iteration | None = None) -> GroundedScore:
-    """Run `prompt` on the task's `split` examples with the target model at temperature 0 and score it;
-    each call is a Step in example order, a judge scorer's calls count in the run's totals."""
+    """Run `prompt` on the task's `split` examples with the target model at temperature 0 (sample
+    `EVAL_SAMPLE`, whatever the run's) and score it; each call is a Step in example order, a judge scorer's
+    calls count in the run's totals."""
     task = ctx.run.task
     examples = examples_of(task, split)
     phase = f"score_{split}"
@@ -141,7 +148,7 @@ async def measure(ctx: RunContext, cfg: PromptLoopConfig, prompt: str, split: st
     async def call(index: int, text: str, system: str | None) -> str:
         c, step = await ctx.completion("target", phase, text, iteration=iteration, system=system,
                                        model=cfg.target(), place=False, temperature=0.0,
-                                       max_tokens=cfg.eval_max_tokens)
+                                       max_tokens=cfg.eval_max_tokens, sample=EVAL_SAMPLE)
         step.output = {"text": c.text if c is not None else None, "example": index}
         steps[index] = step
         if c is None:
@@ -216,6 +223,6 @@ async def measure_test(ctx: RunContext, cfg: PromptLoopConfig, final_prompt: str
     run.delta = Delta(value=value, n=n, ci_low=low, ci_high=high)
 
 
-__all__ = ["PromptLoopConfig", "ScoreMode", "ScoreSource", "check_prompt_loop", "decision_score",
+__all__ = ["EVAL_SAMPLE", "PromptLoopConfig", "ScoreMode", "ScoreSource", "check_prompt_loop", "decision_score",
            "grounded_decision_score", "measure", "measure_test", "simulated_info", "simulated_score",
            "simulated_step"]
