@@ -150,7 +150,7 @@ def _fmt(value: str, v: float) -> str:
     if value == "tokens_mean":
         return f"{v:,.0f}"
     if value == "cost_usd_mean":
-        return f"${v:.3g}"
+        return f"${v:.2g}"
     return f"{v:.2f}"
 
 
