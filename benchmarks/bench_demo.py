@@ -1,6 +1,9 @@
-"""Time the demo sweep through papermill: a fresh run, a fully cached re-run, and one cell's fixed cost.
+"""Time the demo sweep as scripts/demo runs it: a fresh run, a fully cached re-run, and one cell's fixed cost.
 
-    .venv/bin/python benchmarks/bench_demo.py [--experiment experiments/demo.yaml] [--workers 2]
+    .venv/bin/python benchmarks/bench_demo.py [--experiment experiments/demo.yaml] [--executor inline] [--workers 3]
+
+The sweeps run with scripts/demo's settings (inline executor, PROMPTLAB_LOCAL_THREADS=1 and one local-model
+instance per core, unless the environment sets them) and print the process's CPU time beside the wall time.
 
 1. First run: the experiment with a fresh call cache into a fresh results dir (every call reaches the model).
 2. Second run: the same experiment into a NEW results dir with the same cache, so no cell is skipped as
@@ -28,12 +31,21 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+os.environ.setdefault("PROMPTLAB_LOCAL_THREADS", "1")  # as scripts/demo
+os.environ.setdefault("PROMPTLAB_LOCAL_INSTANCES", str(os.cpu_count() or 2))
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (papermill kernels)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--experiment", default=str(ROOT / "experiments" / "demo.yaml"))
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--executor", default="inline", help="inline (scripts/demo's), papermill or dask")
+    p.add_argument("--workers", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5, help="papermill runs per fixed-cost figure (median)")
     p.add_argument("--work", help="directory for the cache and results (kept)")
     args = p.parse_args()
@@ -58,11 +70,12 @@ def main() -> int:
     exp = load_experiment(args.experiment)
     n_cells, n_tasks = len(exp.cells()), len(exp.load_tasks())
     print(f"experiment {exp.name}: {n_cells} cells x {n_tasks} tasks x {exp.replicates} replicate(s); "
-          f"papermill, {args.workers} workers, {os.cpu_count()} cores; work dir {work}", flush=True)
+          f"{args.executor}, {args.workers} workers, {os.cpu_count()} cores; work dir {work}", flush=True)
 
     def timed_sweep(out: Path) -> tuple[float, Any]:
-        t0 = time.perf_counter()
-        result = sweep(exp, out, executor="papermill", workers=args.workers, cache=cache, progress=False)
+        t0, c0 = time.perf_counter(), _cpu()
+        result = sweep(exp, out, executor=args.executor, workers=args.workers, cache=cache, progress=False)
+        print(f"  CPU time of the sweep: {_cpu() - c0:.1f} s", flush=True)
         return time.perf_counter() - t0, result
 
     first_s, first = timed_sweep(work / "run1")

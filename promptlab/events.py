@@ -27,7 +27,7 @@ class Event(BaseModel):
     loop: str
     """The loop's name."""
     iteration: int | None = None
-    """Iteration (1-based), None outside iterations."""
+    """Iteration number (0: the starting prompt scored as candidate 0), None outside iterations."""
     phase: str | None = None
     """Phase name."""
     role: str | None = None

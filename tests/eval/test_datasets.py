@@ -137,12 +137,14 @@ def test_date_targets_parsed_back() -> None:
     assert any(re.search(r"\d(st|nd|rd|th) of", r["input"]) for r in rows)
 
 
-def test_demo_experiment_loads_the_grounded_tasks_into_four_cells() -> None:
+def test_demo_experiment_crosses_three_critics_with_the_grounded_tasks() -> None:
     from promptlab.sweeps.experiment import load_experiment
 
     exp = load_experiment(DATA.parent / "experiments" / "demo.yaml")
     assert [t.id for t in exp.load_tasks()] == TASK_IDS and all(t.grounded for t in exp.load_tasks())
     cells = exp.cells()
-    assert {c.params["loop"] for c in cells} == {"p3ro", "creator_critic"}
-    assert {c.params["score_source"] for c in cells} == {"critic", "grounded"}
-    assert len(cells) == 4  # 12 runs: the demo's time budget (10 minutes on 2 cores) is sized for this
+    assert {c.params["loop"] for c in cells} == {"creator_critic"}
+    assert [c.params["critic_model"] for c in cells] == ["local/smollm2", "sim/oracle", "sim/noisy?sd=2&seed=0"]
+    assert all(c.config["score_mode"] == "expected" and c.config["score_source"] == "critic" for c in cells)
+    # 18 runs per critic (3 tasks x 6 replicates): the power docs/data.md states, in the demo's time budget
+    assert exp.replicates == 6 and len(cells) == 3

@@ -191,7 +191,7 @@ def test_shipped_experiments_validate() -> None:
         n_grid = 1
         for values in exp.grid.values():
             n_grid *= len(values)
-        assert len(exp.cells()) == len(exp.loops) * n_grid
+        assert len(exp.cells()) == len(exp.loops) * n_grid * max(len(exp.pairings or []), 1)
 
 
 BLIND_CRITIC = "anthropic/claude-3-haiku-20240307"
