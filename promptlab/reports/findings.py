@@ -83,7 +83,7 @@ def findings(results: Results) -> Findings:
                                                  by="config", runs=runs, configs=run_configs(results))
     best = {}
     for label, g in (counterfactual.groupby("config", sort=True) if len(counterfactual) else []):
-        rule = best_stopping_rule(g[g["cap"] > 0])
+        rule = best_stopping_rule(g)
         if rule is not None:
             zero = g[(g["cap"] == 0) & (g["threshold"] == g["threshold"].max())]
             best[str(label)] = {**rule, "start": zero.iloc[0].to_dict() if len(zero) else None}
@@ -149,14 +149,17 @@ def _stopping(f: Findings) -> list[str]:
         lines.append("No stopping rule could be evaluated exactly on the logged trajectories.")
     for label, rule in f.best_rules.items():
         b, c, cost, zero = rule["best"], rule["cheapest"], rule["cost"], rule.get("start")
+        same = (b["threshold"], b["cap"]) == (c["threshold"], c["cap"])
+        why = "the best rule, and the cheapest" if same else "the cheapest rule whose mean is within the best rule's CI"
+        best = "" if same else (f" The best rule, {_rule(b)}, reaches "
+                                f"{_ci(b['grounded_mean'], b['grounded_ci_low'], b['grounded_ci_high'], '')}, "
+                                f"{_cost(b, cost)}.")
         stay = (f" Not refining at all (cap 0: the starting prompt) gives "
                 f"{_ci(zero['grounded_mean'], zero['grounded_ci_low'], zero['grounded_ci_high'], '')}."
-                if zero is not None else "")
-        lines.append(f"- {label}: **stop at threshold {c['threshold']:g}, cap {c['cap']}** (the cheapest rule whose "
-                     f"mean is within the best rule's CI): mean dev accuracy {c['grounded_mean']:.3f}, n={c['grounded_n']} "
-                     f"runs, {_cost(c, cost)}. The best rule, threshold {b['threshold']:g}, cap {b['cap']}, reaches "
-                     f"{_ci(b['grounded_mean'], b['grounded_ci_low'], b['grounded_ci_high'], '')}, "
-                     f"{_cost(b, cost)}.{stay}")
+                if zero is not None and c["cap"] != 0 else "")
+        lines.append(f"- {label}: **{_rule(c)}** ({why}): mean dev accuracy "
+                     f"{_ci(c['grounded_mean'], c['grounded_ci_low'], c['grounded_ci_high'], '')}, n={c['grounded_n']} "
+                     f"runs, {_cost(c, cost)}.{best}{stay}")
     return [*lines, ""]
 
 
@@ -179,6 +182,13 @@ def _critics(f: Findings) -> list[str]:
                      f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} candidates; "
                      f"its scores range {r.critic_min:.3g}-{r.critic_max:.3g} (sd {r.critic_sd:.2g}).{sim}")
     return [*lines, ""]
+
+
+def _rule(row: dict[str, Any]) -> str:
+    """A stopping rule in words: cap 0 returns the starting prompt whatever the threshold."""
+    if row["cap"] == 0:
+        return "do not refine (cap 0: return the starting prompt)"
+    return f"stop at threshold {row['threshold']:g}, cap {row['cap']}"
 
 
 def _ci(est: Any, lo: Any, hi: Any, sign: str = "+") -> str:
