@@ -88,11 +88,12 @@ AGGREGATES: dict[str, Callable[[list[float]], float]] = {"mean": statistics.fmea
 
 
 def aggregate(scores: list[float | None], how: Aggregate) -> float | None:
-    """Combine the present scores (None where all are missing)."""
+    """Combine the present scores, unrounded (the threshold test compares the true value); None where all are
+    missing."""
     present = [s for s in scores if s is not None]
     if not present:
         return None
-    return round(float(AGGREGATES[how](present)), 4)
+    return float(AGGREGATES[how](present))
 
 
 def threshold_streak(aggregates: list[float | None], threshold: float) -> int:
