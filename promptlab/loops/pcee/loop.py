@@ -45,7 +45,7 @@ from ...llm.settings import Settings
 from ...record import Iteration, Run, Score, Step, Task
 from ...tools.builtin import ToolEnv, build_tools, check_tool_names
 from ...tools.registry import ToolRegistry, ToolResult
-from ...tools.workspace import Workspace, fresh_workspace_name
+from ...tools.workspace import Workspace
 from ..runtime.base import LoopConfig, LoopSpec, as_config, as_task, cut, register_loop, sync_twin
 from ..runtime.context import RunContext
 from ..runtime.tool_steps import run_tool_step
@@ -268,9 +268,8 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     """
     task, cfg = as_task(task), as_config(PCEEConfig, config)
     ctx = RunContext("pcee", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
-    ws = Workspace.for_run(cfg.workspace_base, fresh_workspace_name(cfg.workspace_base, ctx.run.run_id),
-                           shell_timeout_s=cfg.shell_timeout_s, output_cap=cfg.output_cap,
-                           unsafe_shell=cfg.unsafe_shell)
+    ws = Workspace.claim(cfg.workspace_base, ctx.run.run_id, shell_timeout_s=cfg.shell_timeout_s,
+                         output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
     tools = build_tools(cfg.tools, ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, ws))
     ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0,
                         unsafe_shell=cfg.unsafe_shell, shell_sandbox=ws.shell_mode)

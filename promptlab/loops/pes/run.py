@@ -154,7 +154,8 @@ def execution_step(turn: Turn, it: Iteration, plan: PlanningOutput, results: lis
 def delegation_context(turn: Turn) -> str:
     if "delegate" not in turn.tools or turn.directory is None:
         return "(no delegation: no other agents)"
-    done = [f"- {t.task_id}: {t.agent or '?'} {t.status}" for t in turn.a2a]
+    # no task id here: it holds the run id, which no prompt may contain (the cache key would depend on it)
+    done = [f"- round {t.iteration}: {t.agent or '?'} {t.status}: {t.task}" for t in turn.a2a]
     return "Agents you can delegate to:\n" + turn.directory.summary(turn.agent) + (
         "\nDelegated so far:\n" + "\n".join(done) if done else "")
 

@@ -16,7 +16,7 @@ from ...llm.call import CacheArg, acomplete
 from ...llm.completion import Completion, account, account_failure
 from ...llm.providers import preflight
 from ...llm.settings import Settings
-from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, run_id
+from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
 
 M = TypeVar("M", bound=BaseModel)
@@ -35,7 +35,6 @@ class RunContext:
         on_event: EventHandler | None = None,
         cache: CacheArg = None,
         settings: Settings | None = None,
-        id_extra: dict[str, Any] | None = None,
         provenance: dict[str, Any] | None = None,
         models: Iterable[str] = (),
         rank_by: Callable[[Iteration], float | None] = by_average,
@@ -55,7 +54,7 @@ class RunContext:
         self.on_event = on_event
         self.t0 = time.perf_counter()
         self.run = Run(
-            run_id=run_id(loop, task, cfg, sample, id_extra), loop=loop, task=task, config=cfg, sample=sample,
+            run_id=new_run_id(), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
         )
         self.run.provenance = base_provenance(task) | scoped_provenance() | dict(provenance or {})
