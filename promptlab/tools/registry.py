@@ -50,10 +50,13 @@ class ToolResult(BaseModel):
         """True when the tool succeeded."""
         return self.status == "success"
 
-    def brief(self, limit: int = 1500) -> str:
-        """A one-paragraph account for a prompt: the text on success, the error otherwise."""
+    def brief(self, limit: int | None = 1500) -> str:
+        """A one-paragraph account for a prompt: the text on success, the error otherwise (cut to `limit`
+        characters with a note of how many more there were; None: never cut)."""
         body = self.text if self.ok else f"ERROR: {self.error}"
-        return body if len(body) <= limit else body[:limit] + f" ... [{len(body) - limit} more characters]"
+        if limit is None or len(body) <= limit:
+            return body
+        return body[:limit] + f" ... [{len(body) - limit} more characters]"
 
 
 def _default_render(output: Any) -> str:

@@ -48,6 +48,13 @@ def by_exit_code(messages: list[dict[str, Any]]) -> str:
     return verdict("exit code: 0," in text or "exit code:" not in text, "judged by the exit code")
 
 
+def judge_errors(messages: list[dict[str, Any]]) -> str:
+    """An evaluator that fails a step whose tool reported an error or a non-zero exit code."""
+    text = messages[-1]["content"]
+    return verdict("the tool failed" not in text and ("exit code: 0," in text or "exit code:" not in text),
+                   "judged by the tool's result")
+
+
 # controller ----------------------------------------------------------------------------------------
 def test_fill_placeholders_recurses_and_leaves_other_braces_alone() -> None:
     tool_input = {"path": "v_{step_1_output}.txt", "content": "x = {version}\n{step_2_output}",
@@ -167,12 +174,13 @@ def test_a_forward_reference_in_the_plan_is_refused_when_the_plan_is_made(tmp_pa
 
 
 def test_an_unknown_tool_in_the_plan_is_a_recorded_step_failure(tmp_path: Path) -> None:
-    p, e, c = models("unknown", [plan(step(1, "teleport", {"to": "mars"}))], succeed)
+    p, e, c = models("unknown", [plan(step(1, "teleport", {"to": "mars"}))], judge_errors)
     run = run_pcee("Go to Mars", config(tmp_path, p, e, c, retry_budget=0))
-    assert run.stop_reason == "failed_step" and not e.requests  # no evaluator call for a tool error
+    assert run.stop_reason == "failed_step" and len(e.requests) == 1  # the evaluator saw the tool error
+    assert "unknown tool 'teleport'" in e.prompts[0]
     score = run.iterations[0].scores[0]
-    assert (score.score, score.judge) == (0.0, "controller") and "unknown tool 'teleport'" in score.justification
-    assert "known tools: write_file, read_file, list_files, shell, search, calculator" in score.justification
+    assert (score.score, score.judge) == (0.0, e.name)
+    assert "known tools: write_file, read_file, list_files, shell, search, calculator" in e.prompts[0]
     assert run.errors[0].kind == "ToolError" and run.errors[0].role == "teleport"
     assert "unknown tool 'teleport'" in run.info["failed_step"]["reason"]
 
@@ -194,10 +202,10 @@ def test_a_placeholder_without_output_fails_in_the_controller(tmp_path: Path) ->
     ("read_file", "a/../../x"), ("write_file", {"path": "/tmp/abs.txt", "content": "x"}), ("list_files", ".."),
 ])
 def test_workspace_escapes_are_refused_through_the_loop(tmp_path: Path, tool: str, tool_input: Any) -> None:
-    p, e, c = models("escape", [plan(step(1, tool, tool_input))], succeed)
+    p, e, c = models("escape", [plan(step(1, tool, tool_input))], judge_errors)
     run = run_pcee("Escape", config(tmp_path, p, e, c, retry_budget=0))
     assert run.stop_reason == "failed_step" and "refused path" in run.info["failed_step"]["reason"]
-    assert not (tmp_path / "ws" / "escape.txt").exists() and not e.requests
+    assert not (tmp_path / "ws" / "escape.txt").exists() and "refused path" in e.prompts[0]
 
 
 def test_a_symlink_out_made_by_a_shell_step_is_refused(tmp_path: Path) -> None:
@@ -206,7 +214,8 @@ def test_a_symlink_out_made_by_a_shell_step_is_refused(tmp_path: Path) -> None:
     (outside / "secret.txt").write_text("secret")
     p, e, c = models("symlink", [plan(step(1, "shell", f"ln -s {outside} out", "make a link"),
                                       step(2, "read_file", "out/secret.txt", "read through it"),
-                                      step(3, "write_file", {"path": "out/new.txt", "content": "x"}))], succeed)
+                                      step(3, "write_file", {"path": "out/new.txt", "content": "x"}))],
+                           judge_errors)
     run = run_pcee("Sneak out", config(tmp_path, p, e, c, retry_budget=0))
     assert run.stop_reason == "failed_step" and run.info["failed_step"]["step_id"] == 2
     assert "leaves the workspace" in run.info["failed_step"]["reason"] and "secret" not in (run.final_output or "")
@@ -303,3 +312,50 @@ def test_one_cut_helper_writes_values_as_json_and_can_say_how_much_is_left_out()
     assert cut("x" * 10, 6) == "xxx..." and cut("  short  ", 6) == "short"
     assert cut("x" * 10, 6, count=True) == "xxxxxx... [4 more characters]"
     assert cut(["y" * 20], 5, count=True) == '["yyy... [19 more characters]'
+
+
+# Issue 18 ---------------------------------------------------------------------------------------------
+
+def test_a_long_success_reason_is_the_evaluators_verdict(tmp_path: Path) -> None:
+    """Bug: a 'success' verdict whose reason was over 300 characters failed validation three times and the
+    step failed."""
+    p, e, c = models("long-reason", [plan(step(1, "shell", "echo hi"))],
+                     lambda msgs: verdict(True, "The command printed hi as asked. " * 12))
+    run = run_pcee("Say hi", config(tmp_path, p, e, c, retry_budget=0))
+    assert len(e.requests) == 1 and run.stop_reason == "plan_complete" and run.final_output == "hi"
+    assert run.iterations[0].scores[0].score == 1.0 and len(run.iterations[0].scores[0].justification) > 300
+
+
+def test_the_evaluator_inspects_a_step_whose_tool_failed(tmp_path: Path) -> None:
+    """Bug: a tool error failed the step without asking the evaluator; the seed's supervisor inspects every
+    result and has the power to declare a step a success or a failure."""
+    p, e, c = models("tool-error", [plan(step(1, "read_file", "missing.txt", "read the notes"))], judge_errors)
+    run = run_pcee("Read the notes", config(tmp_path, p, e, c, retry_budget=0))
+    assert len(e.requests) == 1 and "cannot read 'missing.txt'" in e.prompts[0]
+    score = run.iterations[0].scores[0]
+    assert (score.score, score.judge, score.justification) == (0.0, e.name, "judged by the tool's result")
+    assert run.stop_reason == "failed_step" and run.errors[0].kind == "ToolError"  # the tool error stays recorded
+    lenient = pl.scripted("tool-error-ok", respond=succeed)  # the supervisor may accept it
+    run2 = run_pcee("Read the notes", config(tmp_path, p, lenient, c, retry_budget=0))
+    assert run2.stop_reason == "plan_complete" and run2.iterations[0].scores[0].score == 1.0
+
+
+def test_plans_longer_than_the_generation_schema_offers_are_run(tmp_path: Path) -> None:
+    """The seed has no limit on plan length, fix-plan length or instruction length: the limits are in the
+    generation schema only."""
+    long = "Print the number and make sure the output is exactly that number. " * 6
+    steps = [step(k, "calculator", f"{k}+0", long) for k in range(1, 14)]
+    fix = plan(*[step(k, "shell", "true", long) for k in range(1, 5)])
+    p, e, c = models("long-plans", [plan(*steps, step(14, "shell", "test -f fixed || exit 3"))], judge_errors,
+                     (fix,))
+    run = run_pcee("Count to thirteen", config(tmp_path, p, e, c, max_iterations=30, retry_budget=1),
+                   settings=pl.Settings(parse_attempts=1))
+    assert len(p.requests) == 1 and len(run.info["plan"]) == 14 and len(long) > 300
+    assert [it.metrics["kind"] for it in run.iterations][13:] == ["plan", "fix", "fix", "fix", "fix", "retry"]
+    assert len(run.info["corrections"][0]["fix_plan"]) == 4
+    from promptlab.loops.pcee.schemas import plan_schemas
+    from promptlab.tools.builtin import build_tools
+
+    plan_cls, fix_cls = plan_schemas(build_tools(["calculator"]))
+    assert plan_cls.model_json_schema()["properties"]["plan"]["maxItems"] == 12
+    assert fix_cls.model_json_schema()["properties"]["plan"]["maxItems"] == 3

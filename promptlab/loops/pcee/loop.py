@@ -6,7 +6,8 @@ from earlier steps' outputs; the executor runs the step's tool in the run's work
 model judges the step "success" or "failure" against its instruction.
 
 Routing on a failure, as the design document's self-correction sub-loop: while corrections remain in
-`retry_budget` (per run), the corrector writes a fix plan of 1-3 steps and its steps run (each executed
+`retry_budget` (per run), the corrector writes a fix plan (the generation schema asks for 1-3 steps) and its
+steps run (each executed
 and evaluated). Only when every fix step succeeded is the failed step retried; a correction that failed
 (an unreadable fix plan, or a fix step that failed, which skips the rest of that fix plan) is not
 followed by a retry but by the next correction, with a fresh draw from the corrector. With the budget
@@ -22,9 +23,10 @@ an earlier run's files.
 Each execution is an Iteration: candidate = "tool(input) -> output", scores = [Score("verdict", 1.0 on
 success / 0.0 on failure, reason)], average = that score, metrics {"step_id", "retries", "tool",
 "kind" (plan | retry | fix), "fix_for", "exit_code" for shell}, decision next_step | correct | stop.
-A step whose tool errs (unknown tool, bad input, path outside the workspace) or whose placeholder
-names a step without output fails with a 0.0 verdict from the controller (judge "controller"), without
-an evaluator call. When the evaluator's reply cannot be parsed the score is missing (None, the error
+A step whose tool errs (unknown tool, bad input, path outside the workspace) is judged by the evaluator
+like any other (the tool error is also recorded on the step and in the run's errors); a step whose
+placeholder names a step without output is not run and fails with a 0.0 verdict from the controller
+(judge "controller"), without an evaluator call. When the evaluator's reply cannot be parsed the score is missing (None, the error
 recorded) and the step is routed as a failure. `final_output` is the output (as text) of the last plan
 step that succeeded; `info` holds "workspace", "plan", "corrections", "retries_used", "unsafe_shell" and
 "shell_sandbox" (bubblewrap, unsafe or refused).
@@ -128,10 +130,8 @@ async def _execute(s: _State, step: PlanStep, *, kind: str, retries: int,
         it.metrics["exit_code"] = result.output["exit_code"]
     it.candidate = f"{step.tool_name}({cut(filled, 300, count=True)}) -> {result.brief(600)}"
     s.history.append(f"step {step.step_id} ({kind}) {it.candidate}")
-    if not result.ok:
-        reason = f"tool error: {result.error}"
-        ctx.score(it, [controller.model_copy(update={"justification": reason})])
-        return it, False, reason
+    # the evaluator inspects every result, a tool error too (the seed's supervisor may declare any step a
+    # success or a failure); the tool error itself stays recorded on the step and in the run's errors
     prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, request=s.task.prompt, instruction=step.instruction,
                         tool=step.tool_name, tool_input=cut(filled, 2000, count=True), result=_result_text(result))
     verdict, vstep = await ctx.call("evaluator", "evaluate", prompt, schema=Verdict, iteration=it)
@@ -143,12 +143,16 @@ async def _execute(s: _State, step: PlanStep, *, kind: str, retries: int,
         return it, False, f"the evaluator's verdict could not be read ({message})"
     ok = verdict.verdict == "success"
     ctx.score(it, [Score(criterion="verdict", score=1.0 if ok else 0.0, justification=verdict.reason, judge=judge)])
+    if not ok and not result.ok:  # the corrector gets the error message, as the seed's correction planner
+        return it, False, f"{verdict.reason} (tool error: {result.error})"
     if ok and kind != "fix":  # fix steps have their own numbering; only plan steps feed placeholders
-        s.outputs[step.step_id] = result.text
+        s.outputs[step.step_id] = result.text if result.ok else result.brief(None)
     return it, ok, verdict.reason
 
 
 def _result_text(result: ToolResult) -> str:
+    if not result.ok:
+        return f"the tool failed: {result.error}"
     if isinstance(result.output, dict) and "exit_code" in result.output:
         o = result.output
         return (f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{cut(o['stdout'], 2000, count=True)}\n"
