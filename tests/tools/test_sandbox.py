@@ -19,7 +19,8 @@ import escape_battery
 import pytest
 
 import promptlab as pl
-from promptlab.loops.pcee.loop import PCEEConfig, run_pcee
+from promptlab.loops.pcee.config import PCEEConfig
+from promptlab.loops.pcee.loop import run_pcee
 from promptlab.tools import sandbox
 from promptlab.tools.builtin import ToolEnv, build_tools
 from promptlab.tools.sandbox import SandboxLimits, SandboxUnavailable, process_cap_available, redact, sandbox_problem
