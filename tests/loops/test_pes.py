@@ -197,7 +197,7 @@ def test_delegation_returns_the_other_agents_answer(tmp_path: Path) -> None:
     assert persisted[0]["status"] == "completed" and persisted[0]["polls"] >= 1
     assert Path(run.info["a2a_tasks_file"]).parent == tmp_path
     assert "delegate" in run.info["tools"]
-    assert "delegate" not in helper.prompts[0]  # a delegated run cannot delegate further
+    assert "Agents: lead" in helper.prompts[0]  # a delegated agent may delegate again (no depth in the seed)
 
 
 def test_delegation_by_task_type_in_parallel_each_in_its_own_thread(tmp_path: Path) -> None:
@@ -440,3 +440,72 @@ def test_two_runs_never_share_a_workspace_even_when_they_claim_one_at_the_same_t
     first, second = Path(runs["first"].info["workspace"]), Path(runs["second"].info["workspace"])
     assert first != second
     assert (first / "note.txt").read_text() == "first" and (second / "note.txt").read_text() == "second"
+
+
+def test_the_planner_and_the_synthesizer_see_every_tool_result_uncut() -> None:
+    """The design document gives the planner the previous steps and the synthesizer the complete execution
+    history: no tool result is cut (`result_chars` bounds them)."""
+    from promptlab.tools.registry import Tool
+
+    long = "".join(f"line {k} of a long listing\n" for k in range(160))  # about 4,000 characters
+    big = Tool("listing", "A long listing.", lambda args: long, input_schema={"type": "object"})
+
+    def one_run(name: str, **kw: Any) -> Any:
+        m = pl.scripted(name, [plan(("listing", {})), plan(), answer("done")])
+        PESAgent("a", tools=[big], config=PESConfig(model=m.name, **kw)).process("List it")
+        return m
+
+    m = one_run("pes-uncut")
+    assert long.strip() in m.prompts[1] and long.strip() in m.prompts[2]  # planner round 2, synthesizer
+    bounded = one_run("pes-cut", result_chars=200)
+    assert long.strip() not in bounded.prompts[2] and "more characters]" in bounded.prompts[2]
+
+
+def test_a_delegated_agent_can_delegate_further(tmp_path: Path) -> None:
+    """The design document sets no delegation depth; `max_delegation_depth` bounds it."""
+    def agents(tag: str, **kw: Any) -> PESAgent:
+        directory = AgentDirectory()
+        top = pl.scripted(f"{tag}-top", [plan(("delegate", {"agent": "middle", "task": "Ask the expert"})), plan(),
+                                          answer("top: done")])
+        middle = pl.scripted(f"{tag}-middle", respond=lambda msgs: (
+            plan(("delegate", {"agent": "expert", "task": "The answer?"})) if is_planning(msgs)
+            and "Round 1:" not in msgs[-1]["content"] else plan() if is_planning(msgs) else
+            answer("middle relayed: " + ("expert says 42" if "expert answered: 42" in msgs[-1]["content"]
+                                         else "no expert"))))
+        expert = pl.scripted(f"{tag}-expert", [plan(), answer("42")])
+        lead = directory.register(PESAgent("top", config=PESConfig(model=top.name, a2a_dir=str(tmp_path), **kw)))
+        for name, m in (("middle", middle), ("expert", expert)):
+            directory.register(PESAgent(name, config=PESConfig(model=m.name, a2a_dir=str(tmp_path), **kw)))
+        return lead
+
+    run = agents("pes-deep").process("Find the answer")
+    assert run.info["a2a_tasks"][0]["result"] == "middle relayed: expert says 42"
+    capped = agents("pes-capped", max_delegation_depth=1).process("Find the answer")
+    assert capped.info["a2a_tasks"][0]["result"] == "middle relayed: no expert"
+
+
+def test_the_sync_process_returns_promptly_after_a_delegation_timeout(tmp_path: Path) -> None:
+    """Bug: `process()` returned only when the orphaned in-process model call of the timed-out delegate had
+    ended, because `asyncio.run` waits for its worker threads."""
+    import threading
+
+    release, finished = threading.Event(), threading.Event()
+
+    def slow(messages: list[dict[str, Any]]) -> str:  # an in-process call that outlives the delegation's wait
+        release.wait(60)
+        finished.set()
+        return plan()
+
+    pl.scripted("pes-orphan", respond=slow)
+    boss = pl.scripted("pes-orphan-boss", [plan(("delegate", {"agent": "slow", "task": "think"})), plan(),
+                                           answer("moved on")])
+    directory = AgentDirectory()
+    lead = directory.register(PESAgent("lead", config=PESConfig(model=boss.name, delegate_timeout_s=0.2,
+                                                                 a2a_dir=str(tmp_path))))
+    directory.register(PESAgent("slow", config=PESConfig(model="fake/pes-orphan")))
+    try:
+        run = lead.process("Ask the slow one", cache=False)
+        assert not finished.is_set()  # process() returned while the orphaned call was still running
+        assert run.final_output == "moved on" and run.info["a2a_tasks"][0]["status"] == "timeout"
+    finally:
+        release.set()

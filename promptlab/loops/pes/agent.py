@@ -182,7 +182,8 @@ class PESAgent:
         limit = state.history_limit if state.history_limit is not None else cfg.history_limit
         tools = self._tools(cfg, state, thread_id, depth)
         run = ctx.run
-        run.info.update(agent=self.name, thread_id=thread_id, turn=state.turns + 1, tools=tools.names(),
+        run.info.update(agent=self.name, thread_id=thread_id, turn=state.turns + 1, delegation_depth=depth,
+                        tools=tools.names(),
                         system_prompt_source=sources,
                         system_prompt_hashes={stage: text_hash(text) for stage, text in systems.items()})
         if state.workspace is not None:
@@ -205,7 +206,8 @@ class PESAgent:
                                               output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
         extra = [t for t in self.extra_tools if allowed is None or t.name in allowed]
         others = [n for n in self.directory.names() if n != self.name] if self.directory is not None else []
-        if others and depth == 0 and (allowed is None or "delegate" in allowed):
+        deeper = cfg.max_delegation_depth is None or depth < cfg.max_delegation_depth
+        if others and deeper and (allowed is None or "delegate" in allowed):
             assert self.directory is not None
             extra.append(delegate_tool(self.name, self.directory))
         env = ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, state.workspace)
