@@ -3,6 +3,7 @@ events, totals) and closes it into a `Run`."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
@@ -15,7 +16,7 @@ from ...events import Event, EventHandler
 from ...llm.call import CacheArg, acomplete
 from ...llm.completion import Completion, account, account_failure
 from ...llm.providers import preflight
-from ...llm.settings import Settings
+from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
 
@@ -148,10 +149,12 @@ class RunContext:
         temperature: float | None = None,
         max_tokens: int | None = None,
         logprobs: bool = False,
+        parse_attempts: int | None = None,
     ) -> tuple[Completion | None, Step]:
         """`call`, returning the whole Completion (None on failure). `place=False` leaves the step for
         the caller to place (concurrent calls recorded in a fixed order); `temperature` and `max_tokens`
-        override the config's; `logprobs` asks for token log-probabilities (20 alternatives)."""
+        override the config's; `logprobs` asks for token log-probabilities (20 alternatives);
+        `parse_attempts` overrides the settings' (1: one reply, never re-asked)."""
         model = model or self.config.model_for(role)
         it = iteration.index if iteration is not None else None
         self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
@@ -166,7 +169,9 @@ class RunContext:
                 model, prompt, schema=schema, system=system,
                 temperature=self.config.temperature if temperature is None else temperature,
                 max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
-                sample=self.run.sample + sample_offset, cache=self.cache, settings=self.settings,
+                sample=self.run.sample + sample_offset, cache=self.cache,
+                settings=self.settings if parse_attempts is None else dataclasses.replace(
+                    self.settings or DEFAULT_SETTINGS, parse_attempts=parse_attempts),
                 on_token=on_token, **extra,
             )
         except (ParseError, ProviderError) as e:
