@@ -303,7 +303,7 @@ def test_expected_score_mode_weighs_the_critics_log_probabilities() -> None:
     assert sampled.iterations[0].scores[0].score == 7.0 and sampled.iterations[0].scores[0].mode == "sampled"
 
 
-def test_a_critique_with_other_keys_is_accepted_and_they_are_ignored() -> None:
+def test_a_critique_in_a_code_fence_or_with_other_keys_is_read() -> None:
     reply = json.dumps({"score": 8, "strengths": ["clear"], "weaknesses": [], "suggestions": ["s"],
                         "confidence": "high", "notes": {"k": 1}})
     creator, critics = models("cc-extra-keys", ["V1"], [reply])
@@ -311,6 +311,11 @@ def test_a_critique_with_other_keys_is_accepted_and_they_are_ignored() -> None:
                              settings=Settings(parse_attempts=1))
     assert run.iterations[0].scores[0].score == 8.0 and run.errors == [] and run.final_output == "V1"
     assert Critique.model_json_schema()["additionalProperties"] is False  # the generation schema asks for none
+    fenced = f"Here is my critique:\n```json\n{critique(6)}\n```"  # the seed's json.loads would fall back to 5
+    creator, critics = models("cc-fenced", ["V1"], [fenced])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1, parse_failure_score=5),
+                             settings=Settings(parse_attempts=1))
+    assert run.iterations[0].scores[0].score == 6.0 and run.iterations[0].scores[0].mode == "sampled"
 
 
 # Issue 18 ---------------------------------------------------------------------------------------------
