@@ -411,7 +411,8 @@ def test_the_design_documents_example_plan_runs_with_its_tool_names_and_an_extra
     pasted = run_pcee(request, config(tmp_path, p, e, c, piping="paste", docs_dir=str(docs)))
     assert pasted.stop_reason == "plan_complete", pasted.errors
     script = (Path(pasted.info["workspace"]) / "install_and_verify.py").read_text()
-    assert script.startswith("version = '[scikit-learn.md] The latest version") and len(ctl.prompts) == 1  # pasted whole
+    assert script.startswith("version = '[scikit-learn.md] The latest version")  # the whole output, pasted
+    assert len(ctl.prompts) == 1  # no controller call
 
 
 def test_an_extraction_that_fails_fails_the_step_in_the_controller(tmp_path: Path) -> None:

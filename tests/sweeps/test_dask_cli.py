@@ -124,7 +124,7 @@ def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 def write_experiment(tmp_path: Path, spec: dict[str, Any], n_tasks: int = 2) -> Path:
     (tmp_path / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Write a short poem about {w}.", "goal": "A haiku."}) + "\n"
+        json.dumps({"id": f"t{i}", "prompt": f"Write a short poem about {w}.", "goal": f"A haiku about {w}."}) + "\n"
         for i, w in enumerate(["rain", "salt", "iron", "moss"][:n_tasks])), encoding="utf-8")
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({"tasks": "tasks.jsonl", **spec}), encoding="utf-8")

@@ -93,7 +93,7 @@ async def _probe(s: _State, it: Iteration) -> None:
     base = s.task.prompt if latest is None else latest.candidate or ""
     prompt = ctx.prompt(
         "generator", GENERATOR_PROMPT, **s.fields(),
-        plan=s.plan if s.plan else "(no plan: the strategist failed; follow the criteria)",
+        plan=s.plan if s.plan else "(no plan: the strategist failed)",
         reflection=s.reflection if s.reflection else "(none yet)",
         history=s.history(earlier), base_label=base_label, base_prompt=base,
     )

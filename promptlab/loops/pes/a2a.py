@@ -5,10 +5,11 @@ awaited by polling with a wait limit.
 A delegated task runs the other agent in a thread of its own (`a2a:<caller>:<task_id>`), so delegated tasks
 never see each other's history, one level deeper than its caller (it may delegate again, as the design
 document sets no depth; `PESConfig.max_delegation_depth` bounds it). When a wait times out, the tasks still
-running are cancelled, and a cancelled task cancels the delegations it is waiting for in turn. Each `A2ATask` moves through
-submitted -> working -> completed | failed | timeout; every change is written to the repository's JSON file
-(atomically) with wall-clock times and poll counts, while the copy kept on the Run (`A2ATask.record()`) holds
-only what a cached replay reproduces.
+running are cancelled, and a cancelled task cancels the delegations it is waiting for in turn. Each
+`A2ATask` moves through submitted -> working -> completed | failed | timeout; every change is written to the
+repository's JSON file (atomically) with wall-clock times and poll counts, while the copy kept on the Run
+(`A2ATask.record()`) holds only what a cached replay reproduces (task ids hold the run id, which
+`Run.comparable` masks).
 """
 
 from __future__ import annotations

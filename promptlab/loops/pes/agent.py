@@ -177,14 +177,13 @@ class PESAgent:
         systems, sources = {}, {}
         for stage in ("planning", "synthesis"):
             systems[stage], sources[stage] = self._system(stage, persona, state)
-        ctx = RunContext("pes", task, cfg, sample=sample, on_event=StreamTyper(on_event) if on_event is not None else None,
-                         cache=cache, settings=settings)
+        typed = StreamTyper(on_event) if on_event is not None else None
+        ctx = RunContext("pes", task, cfg, sample=sample, on_event=typed, cache=cache, settings=settings)
         limit = state.history_limit if state.history_limit is not None else cfg.history_limit
         tools = self._tools(cfg, state, thread_id, depth)
         run = ctx.run
         run.info.update(agent=self.name, thread_id=thread_id, turn=state.turns + 1, delegation_depth=depth,
-                        tools=tools.names(),
-                        system_prompt_source=sources,
+                        tools=tools.names(), system_prompt_source=sources,
                         system_prompt_hashes={stage: text_hash(text) for stage, text in systems.items()})
         if state.workspace is not None:
             run.info.update(workspace=str(state.workspace.root), unsafe_shell=cfg.unsafe_shell,
