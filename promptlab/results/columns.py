@@ -11,7 +11,7 @@ Columns = dict[str, tuple[str, str]]
 
 TRAJECTORY_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Deterministic run id (Run.run_id)."),
+    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),
@@ -45,7 +45,7 @@ Setup and final phases (planning, polish) are not in any iteration: their tokens
 
 RUN_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Deterministic run id (Run.run_id)."),
+    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),

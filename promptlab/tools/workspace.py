@@ -108,6 +108,24 @@ class Workspace:
             shutil.rmtree(root)
         return cls(root, **kwargs)
 
+    @classmethod
+    def claim(cls, base: str | Path | None, stem: str, **kwargs: Any) -> Workspace:
+        """A new, empty workspace `<base>/<stem>-<n>` for one run (n = 1, 2, ...: the first free name).
+
+        The folder is claimed by creating it (an atomic mkdir) and is never deleted or re-made afterwards, so
+        two runs that claim a workspace at the same time always get two folders and neither wipes the other's
+        files; an earlier run's workspace is kept.
+
+        Args:
+            base: parent directory (default `.promptlab/workspaces`).
+            stem: the name's start (a plain name, no separators).
+            **kwargs: the other arguments of `Workspace`.
+        """
+        if not stem or any(sep in stem for sep in ("/", "\\", "\0")) or stem in (".", ".."):
+            raise WorkspaceError(f"stem {stem!r} cannot name a workspace directory")
+        root = Path(base if base is not None else DEFAULT_BASE).expanduser()
+        return cls(root / fresh_workspace_name(root, stem), **kwargs)
+
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
 

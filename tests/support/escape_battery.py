@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import promptlab as pl
-from promptlab.loops.pcee.loop import PCEEConfig, run_pcee
+from promptlab.loops.pcee.config import PCEEConfig
+from promptlab.loops.pcee.loop import run_pcee
 from promptlab.tools.builtin import WORKSPACE_TOOLS, ToolEnv, build_tools
 from promptlab.tools.registry import ToolResult
 from promptlab.tools.sandbox import SandboxLimits, process_cap_available

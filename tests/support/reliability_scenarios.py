@@ -40,9 +40,10 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 REPLY = Reply('{"score": 7}')
 """Every role's reply: the writer's text and a judge grade that validates."""
-VOLATILE = frozenset({"wall_time_s", "finished_at", "cache_hits", "spent_tokens", "spent_cost_usd"})
-"""Columns that differ between an uninterrupted sweep and a resumed one by design: wall-clock time, and
-what the replay from the cache saved (the recorded tokens and cost of each call stay equal)."""
+VOLATILE = frozenset({"run_id", "wall_time_s", "finished_at", "cache_hits", "spent_tokens", "spent_cost_usd"})
+"""Columns that differ between an uninterrupted sweep and a resumed one by design: each run's own id,
+wall-clock time, and what the replay from the cache saved (the recorded tokens and cost of each call stay
+equal)."""
 KEY = "sk-test-not-a-secret"
 """The api key the scenarios send by default (the fault server accepts any)."""
 FAST = Settings(retries=2, backoff_s=0.01, backoff_max_s=0.05, timeout_s=1.0, deadline_s=20.0)
@@ -106,7 +107,7 @@ def paid_repeated(server: FaultServer) -> int:
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
     """A frame without the volatile columns, in a stable row order."""
     keep = [c for c in frame.columns if c not in VOLATILE]
-    keys = [c for c in ("cell_id", "run_id", "iteration", "criterion") if c in keep]
+    keys = [c for c in ("cell_id", "task_id", "sample", "iteration", "criterion", "judge") if c in keep]
     return frame[keep].sort_values(keys).reset_index(drop=True)
 
 

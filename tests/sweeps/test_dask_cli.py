@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from executions import WALL_CLOCK, comparable, worker_owning
+from executions import RUN_ORDER, WALL_CLOCK, comparable, worker_owning
 from fault_server import FaultServer, Reply, free_port
 
 from promptlab.results.store import cell_status, load, read_runs
@@ -124,7 +124,7 @@ def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 def write_experiment(tmp_path: Path, spec: dict[str, Any], n_tasks: int = 2) -> Path:
     (tmp_path / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Write a short poem about {w}.", "goal": "A haiku."}) + "\n"
+        json.dumps({"id": f"t{i}", "prompt": f"Write a short poem about {w}.", "goal": f"A haiku about {w}."}) + "\n"
         for i, w in enumerate(["rain", "salt", "iron", "moss"][:n_tasks])), encoding="utf-8")
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({"tasks": "tasks.jsonl", **spec}), encoding="utf-8")
@@ -164,10 +164,10 @@ def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cl
     inline = sweep(path, tmp_path / "inline", cache=tmp_path / "cache-inline", progress=False)
     assert (inline.done, inline.failed) == (4, 0), str(inline)
     for cell in inline.cells:
-        a = {r.run_id: comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
-        b = {r.run_id: comparable(r) for r in read_runs(out, cell.cell_id)}
+        a = {(r.task.id, r.sample): comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
+        b = {(r.task.id, r.sample): comparable(r) for r in read_runs(out, cell.cell_id)}
         assert a == b and len(a) == 2
-    frames = [load(d).runs.sort_values("run_id", ignore_index=True) for d in (tmp_path / "inline", out)]
+    frames = [load(d).runs.sort_values(RUN_ORDER, ignore_index=True) for d in (tmp_path / "inline", out)]
     keep = [c for c in frames[0].columns if c not in WALL_CLOCK]
     assert frames[0][keep].equals(frames[1][keep])
 

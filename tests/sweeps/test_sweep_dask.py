@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import toyloop  # the "toy" loop; its folder goes on the workers' PYTHONPATH
 import yaml
-from executions import WALL_CLOCK, comparable, worker_owning
+from executions import RUN_ORDER, WALL_CLOCK, comparable, worker_owning
 from fault_server import FaultServer, Reply, free_port
 
 from promptlab.errors import ConfigError
@@ -57,10 +57,10 @@ def test_a_local_cluster_gives_the_inline_results(tmp_path: Path) -> None:
     assert (dask.done, dask.failed, dask.executor) == (4, 0, "dask"), str(dask)
     assert [c.cell_id for c in dask.cells] == [c.cell_id for c in inline.cells]
     for cell in dask.cells:
-        a = {r.run_id: comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
-        b = {r.run_id: comparable(r) for r in read_runs(tmp_path / "dask", cell.cell_id)}
+        a = {(r.task.id, r.sample): comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
+        b = {(r.task.id, r.sample): comparable(r) for r in read_runs(tmp_path / "dask", cell.cell_id)}
         assert a == b and len(a) == 2
-    frames = [load(tmp_path / d).runs.sort_values("run_id", ignore_index=True) for d in ("inline", "dask")]
+    frames = [load(tmp_path / d).runs.sort_values(RUN_ORDER, ignore_index=True) for d in ("inline", "dask")]
     keep = [c for c in frames[0].columns if c not in WALL_CLOCK]
     assert frames[0][keep].equals(frames[1][keep])
     # the progress figures are the runs' totals

@@ -19,7 +19,8 @@ import escape_battery
 import pytest
 
 import promptlab as pl
-from promptlab.loops.pcee.loop import PCEEConfig, run_pcee
+from promptlab.loops.pcee.config import PCEEConfig
+from promptlab.loops.pcee.loop import run_pcee
 from promptlab.tools import sandbox
 from promptlab.tools.builtin import ToolEnv, build_tools
 from promptlab.tools.sandbox import SandboxLimits, SandboxUnavailable, process_cap_available, redact, sandbox_problem
@@ -294,7 +295,8 @@ def test_the_unsafe_opt_in_runs_unsandboxed_with_a_cleared_environment(
 def test_pcee_records_the_unsafe_opt_in(tmp_path: Path, no_bwrap: None) -> None:
     step = {"step_id": 1, "instruction": "say hi", "tool_name": "shell", "tool_input": "echo hi"}
     planner = pl.scripted("sbx-unsafe-planner", [json.dumps({"plan": [step]})] * 2)
-    judge = pl.scripted("sbx-unsafe-eval", respond=lambda m: json.dumps({"verdict": "success", "reason": "ok"}))
+    judge = pl.scripted("sbx-unsafe-eval", respond=lambda m: json.dumps(  # the evaluator sees a tool's error
+        {"verdict": "failure" if "the tool failed" in m[-1]["content"] else "success", "reason": "ok"}))
     base = dict(model=planner.name, role_models={"evaluator": judge.name}, workspace_base=str(tmp_path / "w"),
                 retry_budget=0)
     refused = run_pcee("Say hi", PCEEConfig(**base), cache=False)

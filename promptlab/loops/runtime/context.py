@@ -3,6 +3,7 @@ events, totals) and closes it into a `Run`."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
@@ -15,8 +16,8 @@ from ...events import Event, EventHandler
 from ...llm.call import CacheArg, acomplete
 from ...llm.completion import Completion, account, account_failure
 from ...llm.providers import preflight
-from ...llm.settings import Settings
-from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, run_id
+from ...llm.settings import DEFAULT_SETTINGS, Settings
+from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
 
 M = TypeVar("M", bound=BaseModel)
@@ -35,7 +36,6 @@ class RunContext:
         on_event: EventHandler | None = None,
         cache: CacheArg = None,
         settings: Settings | None = None,
-        id_extra: dict[str, Any] | None = None,
         provenance: dict[str, Any] | None = None,
         models: Iterable[str] = (),
         rank_by: Callable[[Iteration], float | None] = by_average,
@@ -55,7 +55,7 @@ class RunContext:
         self.on_event = on_event
         self.t0 = time.perf_counter()
         self.run = Run(
-            run_id=run_id(loop, task, cfg, sample, id_extra), loop=loop, task=task, config=cfg, sample=sample,
+            run_id=new_run_id(), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
         )
         self.run.provenance = base_provenance(task) | scoped_provenance() | dict(provenance or {})
@@ -149,10 +149,12 @@ class RunContext:
         temperature: float | None = None,
         max_tokens: int | None = None,
         logprobs: bool = False,
+        parse_attempts: int | None = None,
     ) -> tuple[Completion | None, Step]:
         """`call`, returning the whole Completion (None on failure). `place=False` leaves the step for
         the caller to place (concurrent calls recorded in a fixed order); `temperature` and `max_tokens`
-        override the config's; `logprobs` asks for token log-probabilities (20 alternatives)."""
+        override the config's; `logprobs` asks for token log-probabilities (20 alternatives);
+        `parse_attempts` overrides the settings' (1: one reply, never re-asked)."""
         model = model or self.config.model_for(role)
         it = iteration.index if iteration is not None else None
         self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
@@ -167,7 +169,9 @@ class RunContext:
                 model, prompt, schema=schema, system=system,
                 temperature=self.config.temperature if temperature is None else temperature,
                 max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
-                sample=self.run.sample + sample_offset, cache=self.cache, settings=self.settings,
+                sample=self.run.sample + sample_offset, cache=self.cache,
+                settings=self.settings if parse_attempts is None else dataclasses.replace(
+                    self.settings or DEFAULT_SETTINGS, parse_attempts=parse_attempts),
                 on_token=on_token, **extra,
             )
         except (ParseError, ProviderError) as e:
