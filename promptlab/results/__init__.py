@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .columns import CELL_COLUMNS, CONFIG_COLUMNS, Columns, RUN_COLUMNS, TRAJECTORY_COLUMNS
+from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 from .configs import config_columns, config_groups, config_labels
 from .frames import iteration_frame, tidy
 from .store import (

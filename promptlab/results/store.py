@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 from ..errors import ConfigError
-from .frames import arrow_table, build_frame, check_params, frame_columns, iteration_frame, param_dtype, tidy
 from ..record import Run
+from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
+from .frames import arrow_table, build_frame, check_params, frame_columns, iteration_frame, param_dtype
 
 if TYPE_CHECKING:
     import pandas as pd
