@@ -11,8 +11,8 @@
     promptlab cache verify [--fix]
     promptlab cache stats --dir redis://127.0.0.1:6379/0   # the Redis cache (or set PROMPTLAB_CACHE)
 
-Bad input (an experiment file, a config field, a model name, a missing API key) prints one line to
-stderr and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
+Bad input (an experiment file, a config field, a model name, a missing API key, a cache or a path that
+cannot be used) prints the whole error message to stderr, without a traceback, and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
 1 when a cell failed (run it again to retry those cells), and 3 when none failed but the spending cap
 (`--max-cost` or the experiment's `max_cost`) cut some (run again with a higher cap to resume them).
 """
@@ -38,15 +38,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ValidationError as e:
         return _fail("; ".join(_describe(err) for err in e.errors()))
-    except (PromptlabError, ValueError, FileNotFoundError) as e:
-        return _fail(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+    except (PromptlabError, ValueError, OSError) as e:
+        return _fail(str(e).strip() or type(e).__name__)
     except KeyboardInterrupt:
         print("promptlab: interrupted", file=sys.stderr)
         return 130
 
 
 def _fail(message: str) -> int:
-    print(f"promptlab: error: {message}", file=sys.stderr)
+    """Print the whole message (its later lines indented under the first) and return exit status 2."""
+    first, *rest = message.splitlines()
+    print("\n".join([f"promptlab: error: {first}", *(f"  {line}" for line in rest)]), file=sys.stderr)
     return 2
 
 
@@ -195,10 +197,7 @@ def _run(args: argparse.Namespace) -> int:
         scores = ", ".join(f"{s.criterion}={'missing' if s.score is None else s.score}" for s in it.scores)
         print(f"  iteration {it.index}: average {it.average}  decision {it.decision}  [{scores}]")
     print(f"best iteration {run.best_iteration} (score {run.best_score})")
-    t = run.totals
-    print(f"totals: {t.calls} calls ({t.cache_hits} cached, {t.failed_calls} failed), {t.input_tokens} input + "
-          f"{t.output_tokens} output tokens, cost {t.cost_usd if t.cost_usd is not None else 'unknown'} USD, "
-          f"{t.wall_time_s:.2f} s")
+    print(totals_text(run.totals))
     if run.errors:
         print(f"{len(run.errors)} error(s) recorded; first: {run.errors[0].kind}: {run.errors[0].message}")
     if run.incomplete:
@@ -207,6 +206,13 @@ def _run(args: argparse.Namespace) -> int:
               f"{cause.message}); its results are not a finished run", file=sys.stderr)
         return 1
     return 0
+
+
+def totals_text(t: Any) -> str:
+    """A run's totals (`promptlab.record.Totals`) in one line; an unknown price reads "cost unknown"."""
+    cost = "cost unknown" if t.cost_usd is None else f"cost {t.cost_usd:.6g} USD"
+    return (f"totals: {t.calls} calls ({t.cache_hits} cached, {t.failed_calls} failed), {t.input_tokens} input + "
+            f"{t.output_tokens} output tokens, {cost}, {t.wall_time_s:.2f} s")
 
 
 def _scalar(raw: str) -> Any:
@@ -226,6 +232,9 @@ def _report(args: argparse.Namespace) -> int:
 
     if not Path(args.results_dir).is_dir():
         raise PromptlabError(f"results dir not found: {args.results_dir}")
+    if not (Path(args.results_dir) / "cells").is_dir():
+        raise PromptlabError(f"{args.results_dir} is not a results dir: it has no cells/ folder (a sweep writes "
+                             "one; run `promptlab sweep EXPERIMENT --out DIR` first)")
     paths = report(args.results_dir, args.out)
     _print_summary(args.results_dir)
     for name, path in paths.items():

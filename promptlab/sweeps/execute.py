@@ -173,11 +173,15 @@ def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", e
 
 def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
                       cache_dir: str = "", notebook_path: str = "", concurrency: int = 4) -> dict[str, Any]:
-    """Run one cell from the run_cell notebook (`run_cell_by_id`).
+    """Run one cell from the run_cell notebook (`run_cell_by_id`); with neither `cell_id` nor `params_json`,
+    the experiment's first cell.
 
     Returns the cell's status plus "litellm_imported" (whether this process imported litellm). Raises
     SweepCellError after recording a failed cell, so papermill marks the notebook failed.
     """
+    if not cell_id and not params_json:
+        exp = load_experiment(experiment_path or Path(results_dir) / "experiment.yaml")
+        cell_id = exp.cells()[0].cell_id
     cell, status, exc = run_cell_by_id(results_dir, cell_id, params_json, experiment_path, cache_dir, notebook_path,
                                        concurrency)
     if exc is not None:

@@ -244,6 +244,7 @@ def test_streaming_sends_pieces_and_a_hit_sends_the_whole_text(cache_dir: Path) 
     assert pieces == ["one two three"]
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_cache_directory(tmp_path: Path) -> None:
     cache = tmp_path / "shared"
     script = textwrap.dedent(
@@ -263,6 +264,7 @@ def test_two_processes_share_one_cache_directory(tmp_path: Path) -> None:
         assert store.get(key) is not None
 
 
+@pytest.mark.slow
 def test_litellm_price_map_is_not_fetched() -> None:
     code = "import promptlab, os; promptlab.llm.providers.litellm(); print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
@@ -271,6 +273,7 @@ def test_litellm_price_map_is_not_fetched() -> None:
     assert "cost map fetch" not in out.stderr
 
 
+@pytest.mark.slow
 def test_import_promptlab_stays_light() -> None:
     code = "import sys, promptlab; print(json.dumps(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'llama_cpp') if m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, timeout=60)

@@ -224,6 +224,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_cache_keep_the_original_record(tmp_path: Path, fault_server: FaultServer) -> None:
     # a bad reply first, so each structured call writes a raw reply before its final record
     fault_server.script(Reply("oops", 10, 2, delay_s=0.4), Reply("oops", 10, 2, delay_s=0.4))

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import experiment_files
 import pandas as pd
 import toyloop  # noqa: F401 -- registers the "toy" loop
-import yaml
 from fault_server import FaultServer, Reply
 
 from promptlab.llm.settings import Settings
@@ -71,15 +71,10 @@ class Measured:
 def write_experiment(d: Path, *, styles: tuple[str, ...] = ("a", "b", "c"), tasks: int = 4,
                      max_iterations: int = 2, **config: Any) -> Path:
     """A toy experiment on the fault server's model: one cell per writer style."""
-    (d / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Write about topic {i}.", "goal": "Be concrete."}) + "\n"
-        for i in range(tasks)), encoding="utf-8")
-    data = {"name": "reliability", "loops": ["toy"], "tasks": "tasks.jsonl",
+    data = {"name": "reliability", "loops": ["toy"],
             "config": {"model": "openai/test-model", "max_iterations": max_iterations, **config},
             "grid": {"style": list(styles)}, "replicates": 1}
-    path = d / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return experiment_files.write_experiment(d, data, experiment_files.topics(tasks))
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from experiment_files import topics, write_experiment
 from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
@@ -34,25 +34,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FaultServer:
         yield s
 
 
-@pytest.fixture(scope="session")
-def toy_dir() -> Path:
-    import toyloop  # noqa: F401 -- registers the "toy" loop
-
-    return Path(toyloop.__file__).parent
-
-
 def experiment(tmp_path: Path, model: str = "openai/gpt-4o-mini", **over: Any) -> Path:
     """3 cells (styles) x 2 tasks x 1 iteration, a writer and a judge call per run: 7 requests, as every reply
     is the same text and so is every judge prompt (the first cell's first judge call answers all the others)."""
-    (tmp_path / "tasks.jsonl").write_text(
-        "".join(json.dumps({"id": f"t{i}", "prompt": f"Write about topic {i}.", "goal": "Be concrete."}) + "\n"
-                for i in range(2)), encoding="utf-8")
-    data: dict[str, Any] = {"name": "budgeted", "loops": ["toy"], "tasks": "tasks.jsonl",
-                            "config": {"model": model, "max_iterations": 1, "max_tokens": 2000},
-                            "grid": {"style": ["a", "b", "c"]}, **over}
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_experiment(tmp_path, {"name": "budgeted", "loops": ["toy"],
+                                       "config": {"model": model, "max_iterations": 1, "max_tokens": 2000},
+                                       "grid": {"style": ["a", "b", "c"]}, **over}, topics(2))
 
 
 def statuses(out: Path) -> list[str]:
@@ -153,6 +140,7 @@ def test_a_refusal_the_loop_swallows_still_cuts_the_cell(toy_dir: Path, server: 
     assert server.requests == 0 and result.cut == 3 and statuses(out) == ["cut", "cut", "cut"]
 
 
+@pytest.mark.slow
 def test_papermill_kernels_run_under_the_sweeps_cap(toy_dir: Path, server: FaultServer, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")]))
@@ -176,6 +164,7 @@ def test_papermill_kernels_run_under_the_sweeps_cap(toy_dir: Path, server: Fault
     assert more.cut == 0 and more.failed == 0 and server.requests == 7
 
 
+@pytest.mark.slow
 def test_a_dask_task_runs_under_the_sweeps_cap(toy_dir: Path, server: FaultServer, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The dask executor hands the cap to each task (a worker's environment may be another machine's); a

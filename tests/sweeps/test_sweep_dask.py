@@ -50,6 +50,7 @@ def test_an_unknown_executor_lists_the_known_ones(tmp_path: Path) -> None:
               scheduler=f"tcp://127.0.0.1:{free_port()}")
 
 
+@pytest.mark.slow
 def test_a_local_cluster_gives_the_inline_results(tmp_path: Path) -> None:
     exp = grid_experiment(tmp_path)
     inline = sweep(exp, tmp_path / "inline", cache=tmp_path / "cache1", progress=False)
@@ -82,6 +83,7 @@ def reply_for(body: dict[str, Any]) -> Reply:
     return Reply(f"Improved prompt {digest[:12]}", 15, 6, delay_s=0.15)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import dask
@@ -136,6 +138,7 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path:
     assert int(runs["calls"].sum()) == len(delivered)
 
 
+@pytest.mark.slow
 def test_failures_are_recorded_on_a_scheduler_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dask
     from distributed import LocalCluster
