@@ -1,0 +1,24 @@
+"""Sweep results on disk (`store`: one directory per cell, written atomically) and as tidy pandas frames
+(`frames`, with the documented columns of `columns`)."""
+
+from __future__ import annotations
+
+from .columns import CELL_COLUMNS, CONFIG_COLUMNS, Columns, RUN_COLUMNS, TRAJECTORY_COLUMNS
+from .configs import config_columns, config_groups, config_labels
+from .frames import iteration_frame, tidy
+from .store import (
+    BUDGET_KIND,
+    CellError,
+    CellStatus,
+    Results,
+    cell_status,
+    incomplete_error,
+    load,
+    read_runs,
+    run_configs,
+    write_cell,
+)
+
+__all__ = ["config_columns", "config_groups", "config_labels", "BUDGET_KIND", "CELL_COLUMNS", "CONFIG_COLUMNS", "CellError", "CellStatus", "Columns", "RUN_COLUMNS",
+           "Results", "TRAJECTORY_COLUMNS", "cell_status", "incomplete_error", "iteration_frame", "load",
+           "read_runs", "run_configs", "tidy", "write_cell"]

@@ -1,0 +1,83 @@
+"""Configurations in the results frames: which columns name one (loop, the sweep's params, the models and
+score source where they vary), a readable label per row, and the rows of each configuration.
+
+Used by the analysis (paired comparisons by configuration), the charts and the report alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+By = str | Sequence[str] | None
+MODEL_COLUMNS = ("generator_model", "critic_model")
+CONFIG_VARYING = ("generator_model", "critic_model", "target_model", "score_source")
+"""Documented columns copied from a run's config that name a configuration when they vary."""
+
+
+def config_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns naming a configuration: loop, the params, and the config columns (models, score source)
+    where they vary."""
+    from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
+
+    documented = set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)
+    cols = ["loop"] if "loop" in frame.columns else []
+    cols += [c for c in frame.columns if c not in documented and c != "loop"]
+    cols += [c for c in CONFIG_VARYING if c in frame.columns and c not in cols
+             and frame[c].nunique(dropna=False) > 1]
+    return cols
+
+
+def config_labels(frame: pd.DataFrame, by: By = "config") -> pd.Series:
+    """A readable label per row ("finish_threshold=8, max_iterations=3"), naming only the `by` columns
+    that vary in the frame (all of them when none varies)."""
+    import pandas as pd
+
+    cols = by_columns(frame, by)
+    if not cols:
+        return pd.Series(["all runs"] * len(frame), index=frame.index, dtype="string")
+    varying = [c for c in cols if frame[c].nunique(dropna=False) > 1] or cols
+    parts = [frame[c].map(lambda v, c=c: f"{c}={fmt_value(v)}") for c in varying]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + ", " + p
+    return out.astype("string")
+
+
+def config_groups(frame: pd.DataFrame, by: By = "config") -> list[tuple[str, pd.DataFrame]]:
+    """(label, rows) per configuration, ordered by the `by` columns' values (not by label text)."""
+    cols = by_columns(frame, by)
+    if frame.empty:
+        return []
+    if not cols:
+        return [("all runs", frame)]
+    labels = config_labels(frame, cols)
+    return [(str(labels.loc[g.index[0]]), g) for _, g in frame.groupby(cols, dropna=False, sort=True)]
+
+
+def by_columns(frame: pd.DataFrame, by: By) -> list[str]:
+    cols = config_columns(frame) if by in (None, "config") else [by] if isinstance(by, str) else list(by)
+    need_columns(frame, cols)
+    return cols
+
+
+def need_columns(frame: pd.DataFrame, cols: Sequence[str]) -> None:
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        raise KeyError(f"column(s) {missing} not in the frame; its columns are {list(frame.columns)}")
+
+
+def fmt_value(value: Any) -> str:
+    import pandas as pd
+
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "NA"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+__all__ = ["By", "CONFIG_VARYING", "MODEL_COLUMNS", "by_columns", "config_columns", "config_groups", "config_labels",
+           "fmt_value", "need_columns"]
