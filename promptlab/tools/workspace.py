@@ -29,18 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PromptlabError
-from .sandbox import (
-    SandboxLimits,
-    bwrap_argv,
-    bwrap_path,
-    identity_pipes,
-    in_cgroup,
-    pids_cgroup,
-    prlimit_path,
-    require_sandbox,
-    run_capped,
-    sandbox_available,
-)
+from .bwrap import prlimit_path
+from .limits import SandboxLimits
+from .running import run_capped
+from .sandbox import require_sandbox, run_sandboxed, sandbox_available
 
 DEFAULT_BASE = Path(".promptlab") / "workspaces"
 """Where run workspaces go by default (relative to the working directory)."""
@@ -336,11 +328,7 @@ class Workspace:
 
     def _shell_blocking(self, command: str, limit: float) -> dict[str, Any]:
         if sandbox_available():
-            with identity_pipes(self.root) as fds, pids_cgroup(self.limits.processes) as procs:
-                argv = bwrap_argv(str(bwrap_path()), self.root, ["/bin/sh", "-c", command], limits=self.limits,
-                                  data_fds=fds)
-                return run_capped(in_cgroup(procs, argv), command, cwd=self.root, limit=limit,
-                                  output_cap=self.output_cap, pass_fds=fds)
+            return run_sandboxed(self.root, command, limits=self.limits, limit=limit, output_cap=self.output_cap)
         prlimit = prlimit_path()  # unsafe_shell: no isolation, but a cleared environment and rlimits
         argv = [prlimit, *self.limits.prlimit_args(processes=False), "--"] if prlimit else []
         return run_capped([*argv, "/bin/sh", "-c", command], command, cwd=self.root, limit=limit,
