@@ -248,11 +248,14 @@ def _cache(args: argparse.Namespace) -> int:
         print(f"cleared {cache.clear()} entries from {cache.location}")
     else:
         report = cache.verify(fix=args.fix)
+        for aside in report.moved_aside:  # found corrupt on opening (or while verifying): what was there is lost
+            print(f"cache {cache.location}: the database was corrupt and was moved aside as {aside}; "
+                  "its entries are gone, the cache starts empty")
         print(f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
               f"database integrity: {report.database}")
         for key, problem in report.problems.items():
             print(f"  {key[:16]}: {problem}{' (removed)' if args.fix else ''}")
-        return 0 if not report.problems and report.database == "ok" else 1
+        return 0 if report.healthy else 1
     return 0
 
 

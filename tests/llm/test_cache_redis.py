@@ -122,7 +122,7 @@ def test_records_are_the_disk_caches_json_under_the_prefix(redis_url: str, redis
     disk.add("abc", record)
     red.add("abc", record)
     raw = redis_server.client.get("promptlab:v1:abc")
-    assert raw is not None and raw.decode() == disk._dc.get("abc") == encode_record(record)
+    assert raw is not None and raw.decode() == disk._dc.get("abc") == encode_record(record, "abc")
     assert red.get("abc") == disk.get("abc")
 
 
