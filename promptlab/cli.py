@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="run an experiment's cells (finished cells are skipped)")
     s.add_argument("experiment", help="experiment YAML file")
-    s.add_argument("--workers", type=int, default=2, help="cells at once (default 2)")
+    s.add_argument("--workers", type=_at_least_one, default=2, help="cells at once (default 2)")
     s.add_argument("--executor", default="inline",
                    help="inline (this process), papermill (a kernel per cell) or dask (tasks on a cluster)")
     s.add_argument("--scheduler", help="dask executor: the scheduler address (default: a LocalCluster of --workers)")
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cache", help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
                    "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
-    s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
+    s.add_argument("--cell-concurrency", type=_at_least_one, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--max-cost", type=float, metavar="USD",
                    help="stop new paid model calls once the results dir's spending would pass USD (overrides the "
@@ -104,6 +104,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
     return p
+
+
+def _at_least_one(raw: str) -> int:
+    """A flag's whole number >= 1 (argparse names the flag and exits 2 on anything else)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {raw!r}")
+    return value
 
 
 def _concurrency_flag(p: argparse.ArgumentParser) -> None:
@@ -167,6 +178,7 @@ def _run(args: argparse.Namespace) -> int:
     from .llm.cache.location import open_cache
     from .loops.registry import get_loop, run_loop
     from .record import Task
+    from .sweeps.cells import config_models
 
     spec = get_loop(args.loop)
     settings = _settings(args.max_concurrency)
@@ -183,6 +195,8 @@ def _run(args: argparse.Namespace) -> int:
                                  f"{', '.join(spec.config_cls.model_fields)}")
         fields[key.strip()] = _scalar(raw)
     config = spec.config_cls.model_validate(fields)
+    if settings is not None:  # a concurrency override for a model the run never calls is a typo, not a no-op
+        settings.check_models(config_models(config), "--max-concurrency")
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
     cache = open_cache(args.cache, origin="--cache")  # a bad or unreachable cache fails here, before any call
     run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache,
@@ -210,11 +224,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _scalar(raw: str) -> Any:
-    import yaml
+    from .reading import NotYamlError, load_yaml
 
     try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
+        value = load_yaml(raw, "--set")  # bounded: an alias bomb is refused, not expanded
+    except NotYamlError:
         return raw
     return raw if value is None and raw.strip() not in ("null", "~", "") else value
 
