@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ...errors import ConfigError
+from ...sanitize import is_secret_name
 from ..completion import Completion
 
 log = logging.getLogger("promptlab.llm.cache")
@@ -187,6 +188,22 @@ def masked(location: str) -> str:
         return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
     except ValueError:
         return location.split("://", 1)[0] + "://***"
+
+
+def holds_secret(location: str) -> bool:
+    """Whether a cache location carries a secret: a URL password, or a query parameter with a secret's name
+    (`?password=...`); such a location travels to other processes in the environment, never in a file."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    if "://" not in location:
+        return False
+    if masked(location) != location:
+        return True
+    try:
+        query = parse_qsl(urlsplit(location).query)
+    except ValueError:
+        return True
+    return any(is_secret_name(name) for name, _ in query)
 
 
 def opener_for(location: str, origin: str) -> Opener:
