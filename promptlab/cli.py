@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="run an experiment's cells (finished cells are skipped)")
     s.add_argument("experiment", help="experiment YAML file")
-    s.add_argument("--workers", type=int, default=2, help="cells at once (default 2)")
+    s.add_argument("--workers", type=_at_least_one, default=2, help="cells at once (default 2)")
     s.add_argument("--executor", default="inline",
                    help="inline (this process), papermill (a kernel per cell) or dask (tasks on a cluster)")
     s.add_argument("--scheduler", help="dask executor: the scheduler address (default: a LocalCluster of --workers)")
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cache", help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
                    "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
-    s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
+    s.add_argument("--cell-concurrency", type=_at_least_one, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--max-cost", type=float, metavar="USD",
                    help="stop new paid model calls once the results dir's spending would pass USD (overrides the "
@@ -106,6 +106,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
     return p
+
+
+def _at_least_one(raw: str) -> int:
+    """A flag's whole number >= 1 (argparse names the flag and exits 2 on anything else)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {raw!r}")
+    return value
 
 
 def _concurrency_flag(p: argparse.ArgumentParser) -> None:
@@ -169,6 +180,7 @@ def _run(args: argparse.Namespace) -> int:
     from .llm.cache.location import open_cache
     from .loops.registry import get_loop, run_loop
     from .record import Task
+    from .sweeps.cells import config_models
 
     spec = get_loop(args.loop)
     settings = _settings(args.max_concurrency)
@@ -185,6 +197,8 @@ def _run(args: argparse.Namespace) -> int:
                                  f"{', '.join(spec.config_cls.model_fields)}")
         fields[key.strip()] = _scalar(raw)
     config = spec.config_cls.model_validate(fields)
+    if settings is not None:  # a concurrency override for a model the run never calls is a typo, not a no-op
+        settings.check_models(config_models(config), "--max-concurrency")
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
     cache = open_cache(args.cache, origin="--cache")  # a bad or unreachable cache fails here, before any call
     run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache,
@@ -216,11 +230,11 @@ def totals_text(t: Any) -> str:
 
 
 def _scalar(raw: str) -> Any:
-    import yaml
+    from .reading import NotYamlError, load_yaml
 
     try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
+        value = load_yaml(raw, "--set")  # bounded: an alias bomb is refused, not expanded
+    except NotYamlError:
         return raw
     return raw if value is None and raw.strip() not in ("null", "~", "") else value
 
@@ -257,11 +271,14 @@ def _cache(args: argparse.Namespace) -> int:
         print(f"cleared {cache.clear()} entries from {cache.location}")
     else:
         report = cache.verify(fix=args.fix)
+        for aside in report.moved_aside:  # found corrupt on opening (or while verifying): what was there is lost
+            print(f"cache {cache.location}: the database was corrupt and was moved aside as {aside}; "
+                  "its entries are gone, the cache starts empty")
         print(f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
               f"database integrity: {report.database}")
         for key, problem in report.problems.items():
             print(f"  {key[:16]}: {problem}{' (removed)' if args.fix else ''}")
-        return 0 if not report.problems and report.database == "ok" else 1
+        return 0 if report.healthy else 1
     return 0
 
 

@@ -9,6 +9,8 @@ from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .sanitize import clean
+
 EventKind = Literal[
     "run_started", "phase", "model_call", "score", "decision", "tool_call", "tool_result",
     "observation", "error", "token", "run_finished",
@@ -44,7 +46,8 @@ EventHandler = Callable[[Event], None]
 
 
 class PrintLog:
-    """An `on_event` handler that prints a readable line per event (tokens are skipped)."""
+    """An `on_event` handler that prints a readable line per event (tokens are skipped); terminal control
+    sequences are stripped and secret values redacted from what it prints."""
 
     def __init__(self, stream: TextIO | None = None, *, tokens: bool = False) -> None:
         self.stream = stream
@@ -55,8 +58,8 @@ class PrintLog:
             return
         where = f"it{event.iteration}" if event.iteration is not None else "--"
         who = f" {event.role}" if event.role else ""
-        print(f"[{event.loop} {where}] {event.kind}{who}: {event.message}", file=self.stream or sys.stdout,
-              flush=True)
+        line = f"[{event.loop} {where}] {event.kind}{who}: {event.message}"
+        print(clean(line), file=self.stream or sys.stdout, flush=True)  # a terminal obeys no model-written escape
 
 
 class EventList(list[Event]):

@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from .aliases import get_alias, registered_models
 
 TRANSPORTS = ("auto", "litellm")
 """Known values of `Settings.transport`."""
@@ -52,6 +54,27 @@ class Settings:
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"Settings.transport: {self.transport!r} is not one of {', '.join(TRANSPORTS)}")
+        if self.max_concurrency < 1:
+            raise ConfigError(f"Settings.max_concurrency: {self.max_concurrency} must be at least 1")
+        for name, n in self.per_model_concurrency.items():
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ConfigError(f"Settings.per_model_concurrency[{name!r}]: {n!r} must be a whole number >= 1")
+
+    def check_models(self, models: Iterable[str], where: str = "Settings.per_model_concurrency") -> None:
+        """Refuse a per-model concurrency override that names no model the work will call (by the name it
+        is called by, or the model an alias it calls stands for) and no registered alias: a typo would
+        otherwise drop the limit silently.
+
+        Raises:
+            ConfigError: naming `where`, each unknown name and the models the work calls.
+        """
+        used = list(dict.fromkeys(models))
+        known = set(used) | set(registered_models())
+        known |= {alias.model for m in used if (alias := get_alias(m)) is not None}
+        unknown = [m for m in self.per_model_concurrency if m not in known]
+        if unknown:
+            raise ConfigError(f"{where}: {', '.join(repr(m) for m in unknown)}: no model of this work has that "
+                              f"name, nor does any model alias; the models it calls: {', '.join(used) or 'none'}")
 
     def concurrency(self, model: str) -> int:
         """Calls in flight at once allowed for `model` by these settings (at least 1)."""

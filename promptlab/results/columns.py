@@ -112,6 +112,10 @@ CELL_COLUMNS: Columns = {
     "n_runs": ("Int64", "Runs the cell recorded (from status.json)."),
     "wall_time_s": ("Float64", "Wall-clock seconds of the cell."),
     "finished_at": ("string", "UTC time status.json was written (ISO 8601)."),
+    "spent_tokens": ("Int64", "Tokens the cell's last execution sent to providers, whatever its status (under a "
+                              "spending cap: what the cap charged it, runs it stopped included)."),
+    "spent_cost_usd": ("Float64", "USD the cell's last execution paid, whatever its status (a cell cut by "
+                                  "max_cost shows what it paid); <NA> if unknown."),
 }
 """Cells: one row per cell directory, whatever its status, followed by the cell's params."""
 

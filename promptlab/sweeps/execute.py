@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BudgetExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.budget import LEDGER_NAME, Budget
+from ..llm.budget import LEDGER_NAME, Budget, charges
 from ..record import Run, Task
 from .cells import Cell, preflight_cells
 from .experiment import load_experiment
@@ -98,7 +98,7 @@ async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: in
     t0 = time.perf_counter()
     scope: contextlib.AbstractContextManager[list[BudgetExceeded]] = \
         budget.scope() if budget is not None else contextlib.nullcontext([])
-    with scope as refused:
+    with scope as refused, charges() as paid:  # what the cell paid, runs the cap stopped included
         try:
             runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event,
                                         concurrency=concurrency, settings=settings,
@@ -109,7 +109,9 @@ async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: in
         exc = refused[0]
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
     wall = round(time.perf_counter() - t0, 4)
-    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall)
+    spent = (paid.tokens, paid.cost_usd) if budget is not None else None  # else: its runs' own figures
+    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall,
+                            spent=spent)
     return (cell_status(out, cell.cell_id) or {"cell_id": cell.cell_id, "status": "failed"}), exc
 
 

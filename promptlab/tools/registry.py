@@ -2,8 +2,9 @@
 
 A tool never raises into the loop that runs it: bad input (checked against the tool's JSON schema),
 an unknown tool name, an exception inside the tool, or an output that is not JSON-safe all come back
-as a `ToolResult` with `status="error"` and a message. The values of secret environment variables are
-redacted from every result (input, output, text, error) before it can reach a record or a prompt.
+as a `ToolResult` with `status="error"` and a message. Every result (input, output, text, error) goes through
+`promptlab.sanitize.clean` before it can reach a record or a prompt: terminal control sequences are stripped and
+the values of secret environment variables redacted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError, PromptlabError
-from .sandbox import redact
+from ..sanitize import clean
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -144,11 +145,11 @@ class Tool:
                 json.dumps(value, allow_nan=False)
             except (TypeError, ValueError) as e:
                 raise ToolError(f"tool {self.name!r} returned an output that is not JSON-safe: {e}") from e
-            return ToolResult(tool=self.name, input=redact(_json_safe(raw)), status="success", output=redact(value),
-                              text=redact(self.render(value)))
+            return ToolResult(tool=self.name, input=clean(_json_safe(raw)), status="success", output=clean(value),
+                              text=clean(self.render(value)))
         except Exception as e:  # a tool failure is a result for the loop, never a crash
             message = str(e) if isinstance(e, ToolError) else f"{type(e).__name__}: {e}"
-            return ToolResult(tool=self.name, input=redact(_json_safe(raw)), status="error", error=redact(message))
+            return ToolResult(tool=self.name, input=clean(_json_safe(raw)), status="error", error=clean(message))
 
 
 def _json_safe(value: Any) -> Any:
@@ -234,7 +235,7 @@ class ToolRegistry:
         tools. The result names the tool as the caller spelled it."""
         target = self._aliases.get(name, name)
         if target not in self._tools:
-            return ToolResult(tool=name, input=redact(_json_safe(raw)), status="error", error=self._unknown(name))
+            return ToolResult(tool=name, input=clean(_json_safe(raw)), status="error", error=clean(self._unknown(name)))
         result = await self._tools[target].run(raw)
         return result if target == name else result.model_copy(update={"tool": name})
 

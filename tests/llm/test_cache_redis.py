@@ -40,16 +40,17 @@ def free_port() -> int:
 class Server:
     """A throwaway redis-server on 127.0.0.1 (no persistence)."""
 
-    def __init__(self) -> None:
+    def __init__(self, password: str | None = None) -> None:
         if REDIS_SERVER is None:
             pytest.skip("no redis-server binary (apt-get install redis-server; .ci/run installs it)")
         redis = pytest.importorskip("redis", reason="the redis client is not installed (pip install redis)")
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.url = f"redis://{f':{password}@' if password else ''}127.0.0.1:{self.port}/0"
+        auth = ["--requirepass", password] if password else []
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
+            [REDIS_SERVER, "--port", str(self.port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1", *auth],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(host="127.0.0.1", port=self.port, db=0)
+        self.client = redis.Redis(host="127.0.0.1", port=self.port, db=0, password=password)
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -124,7 +125,7 @@ def test_records_are_the_disk_caches_json_under_the_prefix(redis_url: str, redis
     disk.add("abc", record)
     red.add("abc", record)
     raw = redis_server.client.get("promptlab:v1:abc")
-    assert raw is not None and raw.decode() == disk._dc.get("abc") == encode_record(record)
+    assert raw is not None and raw.decode() == disk._dc.get("abc") == encode_record(record, "abc")
     assert red.get("abc") == disk.get("abc")
 
 
@@ -418,3 +419,31 @@ def test_a_sweep_with_an_unreachable_cache_fails_before_any_cell(tmp_path: Path)
     with pytest.raises(CacheUnavailableError):
         sweep(exp, tmp_path / "out", cache=dead_url(), progress=False)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_papermill_sweep_keeps_the_redis_password_out_of_every_notebook(tmp_path: Path) -> None:
+    """#21 item 20: the password reaches each kernel in its environment; no file of the results dir holds it."""
+    import base64
+
+    from promptlab.sweeps.experiment import Experiment
+    from promptlab.sweeps.run import sweep
+
+    password = "pw-" + "Xk29vQ7t" * 3
+    server = Server(password=password)
+    try:
+        (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."})
+                                              + "\n")
+        exp = Experiment.from_dict({"name": "pw", "loops": ["p3ro"], "tasks": "tasks.jsonl",
+                                    "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1}}, tmp_path)
+        result = sweep(exp, tmp_path / "out", executor="papermill", workers=1, cache=server.url, progress=False)
+        assert result.failed == 0 and result.done == 1, str(result)
+        assert len(list(server.client.scan_iter("promptlab:v1:*"))) > 0  # the kernel did use the Redis cache
+        notebooks = list((tmp_path / "out").rglob("*.ipynb"))
+        assert notebooks
+        needles = [password.encode(), base64.b64encode(password.encode())]
+        leaks = [str(p) for p in (tmp_path / "out").rglob("*") if p.is_file()
+                 and any(n in p.read_bytes() for n in needles)]
+        assert leaks == []
+    finally:
+        server.stop()

@@ -76,6 +76,21 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
     assert len(load(out).runs) == 6
 
 
+def test_cells_cut_by_the_cap_show_what_they_paid_in_the_cells_frame(toy_dir: Path, server: FaultServer,
+                                                                    tmp_path: Path) -> None:
+    """#21 item 19: the spend is in the frames, not only in budget.json; a cut cell's paid requests included."""
+    exp, out = experiment(tmp_path), tmp_path / "out"
+    sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=CAP)
+    cells = load(out).cells.set_index("status", append=True)
+    by_status = cells.groupby(level="status")["spent_cost_usd"].sum()
+    assert by_status["cut"] > 0  # the cut cells paid for requests before the cap stopped them
+    assert cells["spent_cost_usd"].sum() == pytest.approx(Budget(out / LEDGER_NAME, CAP).spent())  # = budget.json
+    assert cells["spent_tokens"].sum() == 4 * 11_000 and cells["spent_cost_usd"].notna().all()
+    ok = load(out)
+    assert ok.cells.loc[ok.cells["status"] == "ok", "spent_cost_usd"].sum() == pytest.approx(
+        ok.runs["spent_cost_usd"].sum())  # an ok cell's spend is its runs'
+
+
 def test_the_experiment_files_max_cost_and_the_cap_staying_out_of_the_snapshot(
         toy_dir: Path, server: FaultServer, tmp_path: Path) -> None:
     exp, out = experiment(tmp_path, max_cost=CAP), tmp_path / "out"

@@ -1,18 +1,34 @@
-"""The on-disk call cache (diskcache): JSON values written once, corruption healed."""
+"""The on-disk call cache (diskcache): JSON values written once, corruption healed, a full disk survived.
+
+Healing: a database that SQLite finds corrupt (not a database, malformed, its tables gone after a truncation)
+is moved aside as `cache.db.corrupt-<time>-<pid>` (with its -wal and -shm files) under a lock file shared by
+every process, and a fresh database takes its place. Every process notices the swap before its next read or
+write (the file's inode changed) and reconnects, so no write goes on into the moved-aside file and no reader
+meets a database without tables. What the old file held is lost (the calls are paid again when asked again);
+what is written after the heal stays.
+
+A full disk: a write that fails for lack of space is logged and the (paid) reply returned, uncached. A cache
+that cannot even be opened because its disk is full raises `CacheUnavailableError` naming the directory and
+the cause; `open_cache` then opens it read-only (`promptlab.llm.cache.readonly`), with a warning.
+"""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ...errors import CacheUnavailableError
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
 
@@ -20,79 +36,171 @@ log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
+CORRUPTION_SIGNS = ("malformed", "no such table", "not a database")
+"""Words of SQLite's errors for a database whose file is damaged (a locked or full database is not corrupt)."""
 
-def _is_corruption(e: BaseException) -> bool:
-    """SQLite's 'not a database' / 'malformed' errors (a locked database is not corruption)."""
-    return isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError) or (
-        isinstance(e, sqlite3.OperationalError) and "malformed" in str(e).lower()
-    )
+
+class CacheDiskFullError(CacheUnavailableError):
+    """A directory cache that cannot be opened because its disk is full (`open_cache` opens it read-only)."""
+
+
+def is_corruption(e: BaseException) -> bool:
+    """SQLite's 'not a database' / 'malformed' / 'no such table' errors."""
+    if type(e) is sqlite3.DatabaseError:  # SQLITE_CORRUPT, SQLITE_NOTADB
+        return True
+    return isinstance(e, sqlite3.OperationalError) and any(s in str(e).lower() for s in CORRUPTION_SIGNS)
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """SQLite's 'database or disk is full', or ENOSPC / EDQUOT from the file system."""
+    if isinstance(e, sqlite3.OperationalError):
+        return "database or disk is full" in str(e).lower()
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class Cache(CacheBackend):
     """A completion cache in one directory, safe to share between threads and processes.
 
     Records are written once (`add`): a stored record is never overwritten, so a racing call in another
-    process cannot replace the original call's figures. A corrupt database file is moved aside as
-    `cache.db.corrupt-<timestamp>` with one warning, and the cache goes on empty.
+    process cannot replace the original call's figures. A corrupt database file is moved aside with one
+    warning and the cache goes on empty (see the module docstring).
+
+    Raises:
+        CacheDiskFullError: the directory's disk is full and the database cannot be opened.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).expanduser().resolve()
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.location = str(self.directory)
-        self._heal_lock = threading.Lock()
+        self.moved_aside: list[str] = []
+        """Database files this object found corrupt and moved aside, each with the cause."""
+        self._db = self.directory / "cache.db"
+        self._heal_lock = threading.RLock()
+        self._held = threading.local()
         try:
-            self._dc = self._connect()
-        except sqlite3.DatabaseError as e:
-            if not _is_corruption(e):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._dc, self._ident = self._open_checked()
+        except (sqlite3.Error, OSError) as e:
+            if not is_disk_full(e):
                 raise
-            self._dc = self._recover(e, None)
+            raise CacheDiskFullError(self.location, f"its disk is full ({e}); free space there or use another "
+                                     "cache directory", origin="the cache directory") from e
 
-    def _connect(self) -> Any:
+    def _open_checked(self) -> tuple[Any, tuple[int, int] | None]:
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as e:
+            if not is_corruption(e):
+                raise
+            self._dc, self._ident = None, self._identity()
+            dc = self._recover(e, None)
+            return dc, self._ident
+
+    def _identity(self) -> tuple[int, int] | None:
+        """The database file's (device, inode), None when there is none: how a swap by another process shows."""
+        try:
+            st = os.stat(self._db)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _connect(self) -> tuple[Any, tuple[int, int] | None]:
         import diskcache  # lazy: keeps `import promptlab` light
 
-        # diskcache commits each set in one SQLite transaction: a reader never sees half an entry.
-        dc = diskcache.Cache(str(self.directory), size_limit=2**34, eviction_policy="none")
-        dc._sql("SELECT count(*) FROM Cache").fetchone()  # touch the table: a corrupt file fails here
-        return dc
+        with self._all_processes():  # no opener meets a database that another one is still creating
+            if self._db.exists():  # a plain read first: diskcache would wait 60 s for a lock on a truncated file
+                check = sqlite3.connect(self._db, timeout=10)
+                try:
+                    check.execute("SELECT count(*) FROM Cache").fetchone()  # a damaged file fails here
+                finally:
+                    check.close()
+            # diskcache commits each set in one SQLite transaction: a reader never sees half an entry. No mmap:
+            # a database file truncated under a mapping kills the process with SIGBUS instead of an error.
+            dc = diskcache.Cache(str(self.directory), size_limit=2**34, eviction_policy="none", sqlite_mmap_size=0)
+            dc._sql("SELECT count(*) FROM Cache").fetchone()
+            return dc, self._identity()
+
+    @contextmanager
+    def _all_processes(self) -> Iterator[None]:
+        """Hold the directory's heal lock (this process's threads, and every other process); re-entrant."""
+        if getattr(self._held, "depth", 0):
+            self._held.depth += 1
+            try:
+                yield
+            finally:
+                self._held.depth -= 1
+            return
+        with self._heal_lock:
+            try:
+                f = open(self.directory / "cache.db.heal-lock", "a")  # noqa: SIM115 -- closed below
+            except OSError:  # e.g. no room for the lock file on a full disk: this process's lock only
+                f = None
+            self._held.depth = 1
+            try:
+                if f is not None:
+                    fcntl.flock(f, fcntl.LOCK_EX)
+                yield
+            finally:
+                self._held.depth = 0
+                if f is not None:
+                    f.close()  # releases the lock
 
     def _recover(self, error: BaseException, broken: Any) -> Any:
-        """Move the corrupt database aside (once per process per file) and open a fresh one."""
-        with self._heal_lock:
-            if broken is not None and getattr(self, "_dc", None) is not broken:
+        """Move the corrupt database aside (unless another thread or process did already) and open a fresh one."""
+        with self._all_processes():
+            if broken is not None and self._dc is not broken:
                 return self._dc  # another thread healed it already
-            if broken is not None:
-                try:
-                    broken.close()
-                except Exception:
-                    pass
-            stamp = time.strftime("%Y%m%dT%H%M%S")
-            db = self.directory / "cache.db"
-            aside = self.directory / f"cache.db.corrupt-{stamp}-{os.getpid()}"
-            if db.exists():
-                os.replace(db, aside)
-            for suffix in ("-wal", "-shm"):
-                side = self.directory / f"cache.db{suffix}"
-                if side.exists():
-                    os.replace(side, self.directory / f"{aside.name}{suffix}")
-            log.warning("promptlab cache: %s is corrupt (%s); moved it aside as %s and started a fresh cache",
-                        db, error, aside.name)
-            self._dc = self._connect()
+            if self._identity() == self._ident:  # still the file we found corrupt: nobody else healed it
+                self._move_aside(error)
+            self._close(broken)
+            self._dc, self._ident = self._connect()
+            return self._dc
+
+    def _move_aside(self, error: BaseException) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        aside = self.directory / f"cache.db.corrupt-{stamp}-{os.getpid()}"
+        if self._db.exists():
+            os.replace(self._db, aside)
+        for suffix in ("-wal", "-shm"):
+            side = self.directory / f"cache.db{suffix}"
+            if side.exists():
+                os.replace(side, self.directory / f"{aside.name}{suffix}")
+        self.moved_aside.append(f"{aside.name} ({error})")
+        log.warning("promptlab cache: %s is corrupt (%s); moved it aside as %s and started a fresh cache",
+                    self._db, error, aside.name)
+
+    @staticmethod
+    def _close(dc: Any) -> None:
+        if dc is not None:
+            try:
+                dc.close()
+            except Exception:
+                pass
+
+    def _current(self) -> Any:
+        """The database connection, reopened first when another process moved the file aside."""
+        dc = self._dc
+        if self._identity() == self._ident:
+            return dc
+        with self._all_processes():
+            if self._dc is dc and self._identity() != self._ident:
+                self._close(dc)
+                self._dc, self._ident = self._connect()
             return self._dc
 
     def _guard(self, op: Callable[[Any], T]) -> T:
         """Run `op` on the database; on corruption, heal once and run it again."""
-        dc = self._dc
+        dc = self._current()
         try:
             return op(dc)
         except sqlite3.DatabaseError as e:
-            if not _is_corruption(e):
+            if not is_corruption(e):
                 raise
             return op(self._recover(e, dc))
 
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
         """The stored record for `key` (a Completion unless `kind` says otherwise), or None; a corrupted
-        entry or a missing value file is logged, dropped and missed."""
+        entry, one stored under another key or a missing value file is logged, dropped and missed."""
         try:
             raw = self._read(key)
         except Exception as e:  # an unreadable row or value file
@@ -111,19 +219,20 @@ class Cache(CacheBackend):
 
     def set(self, key: str, record: BaseModel) -> None:
         """Store a record, replacing any (errors are never stored). The call path uses `add`."""
-        blob = encode_record(record)
+        blob = encode_record(record, key)
         self._guard(lambda dc: dc.set(key, blob))
 
     def add(self, key: str, record: BaseModel) -> bool:
         """Store a record unless one is stored already (write-once, atomic across processes); True if
         this one was stored. The first record of a request is the original call's: it is never replaced.
         A write that fails (a lock held past diskcache's timeout, a full disk) is logged and gives True."""
-        blob = encode_record(record)
+        blob = encode_record(record, key)
         try:
             return bool(self._guard(lambda dc: dc.add(key, blob)))
         except (sqlite3.Error, OSError) as e:  # locked past diskcache's timeout, disk full: keep the paid record
+            why = "its disk is full" if is_disk_full(e) else str(e)
             log.warning("promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
-                        key[:12], self.directory, e)
+                        key[:12], self.directory, why)
             return True
 
     def discard(self, key: str) -> None:
@@ -137,15 +246,18 @@ class Cache(CacheBackend):
         """Entries, bytes on disk, the directory and any corrupt databases moved aside."""
         entries = self._guard(lambda dc: len(dc))
         volume = self._guard(lambda dc: dc.volume())
-        aside = sorted(p.name for p in self.directory.glob("cache.db.corrupt-*") if not p.name.endswith(("-wal", "-shm")))
-        return {"location": self.location, "directory": str(self.directory), "entries": entries, "bytes": volume, "corrupt_aside": aside}
+        aside = sorted(p.name for p in self.directory.glob("cache.db.corrupt-*")
+                       if not p.name.endswith(("-wal", "-shm")))
+        return {"location": self.location, "directory": str(self.directory), "entries": entries, "bytes": volume,
+                "corrupt_aside": aside}
 
     def clear(self) -> int:
         """Remove every entry; returns how many there were."""
         return int(self._guard(lambda dc: dc.clear()))
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
-        """Read back every entry: its row, its value file and its JSON record; with `fix`, remove bad ones."""
+        """Read back every entry: its row, its value file, its JSON record and the key it was stored under;
+        with `fix`, remove bad ones. Databases moved aside as corrupt (also when opening) are reported."""
         report = VerifyReport()
         rows = self._guard(lambda dc: dc._sql("PRAGMA integrity_check").fetchall())
         report.database = "ok" if rows and rows[0][0] == "ok" else str(rows[0][0] if rows else "no answer")
@@ -159,11 +271,12 @@ class Cache(CacheBackend):
             if raw is None:
                 report.problems[str(key)] = "value file missing"
                 continue
-            problem = record_problem(raw)
+            problem = record_problem(str(key), raw)
             if problem is not None:
                 report.problems[str(key)] = problem
                 continue
             report.ok += 1
+        report.moved_aside = list(self.moved_aside)
         if fix:
             for key in report.problems:
                 self.discard(key)
@@ -180,4 +293,4 @@ class Cache(CacheBackend):
         self._dc.close()
 
 
-__all__ = ["Cache"]
+__all__ = ["CORRUPTION_SIGNS", "Cache", "CacheDiskFullError", "is_corruption", "is_disk_full"]

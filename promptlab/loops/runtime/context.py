@@ -18,9 +18,13 @@ from ...llm.completion import Completion, account, account_failure
 from ...llm.providers import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
+from ...sanitize import clean, clean_model
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
 
 M = TypeVar("M", bound=BaseModel)
+
+USER_INPUT = frozenset({"task", "config"})
+"""Run fields recorded as the user gave them; everything else is cleaned by `finish` (`promptlab.sanitize`)."""
 
 
 class RunContext:
@@ -67,7 +71,7 @@ class RunContext:
         if self.on_event is None:
             return
         event = Event(kind=kind, run_id=self.run.run_id, loop=self.run.loop, iteration=iteration,
-                      phase=phase, role=role, message=message, data=data)
+                      phase=phase, role=role, message=clean(message), data=clean(data))
         try:
             self.on_event(event)
         except Exception as e:  # the run is worth more than the display
@@ -186,6 +190,7 @@ class RunContext:
             if place:
                 self.place(step, iteration)
             return None, step
+        c = _cleaned(c)  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
         step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
                               output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
                               attempts=c.attempts)
@@ -213,7 +218,7 @@ class RunContext:
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
         """Record an error on a step and on the run, and emit it."""
         err = StepError(iteration=step.iteration, phase=step.phase, role=step.role,
-                        kind=type(error).__name__, message=str(error), raw=raw)
+                        kind=type(error).__name__, message=clean(str(error)), raw=clean(raw))
         step.error = err
         self.run.errors.append(err)
         self.emit("error", f"{err.kind}: {err.message}", iteration=step.iteration, phase=step.phase,
@@ -259,6 +264,19 @@ class RunContext:
         if best is not None:
             r.best_iteration, r.best_score = best.index, best.average
         r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
+        clean_model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
         self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
         return r
 
+
+def _cleaned(c: Completion) -> Completion:
+    """The Completion with its text and parsed object cleaned (`promptlab.sanitize.clean`); the same object
+    when there was nothing to clean."""
+    text = clean(c.text)
+    parsed = c.parsed
+    if isinstance(parsed, BaseModel):
+        dumped = parsed.model_dump(mode="json")
+        fixed = clean(dumped)
+        if fixed != dumped:
+            parsed = type(parsed).model_validate(fixed)
+    return c if text == c.text and parsed is c.parsed else c.model_copy(update={"text": text, "parsed": parsed})
