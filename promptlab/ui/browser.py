@@ -179,7 +179,9 @@ class RunBrowser:
 
     def __init__(self, results_dir: str | os.PathLike[str]) -> None:
         import ipywidgets as w
+        import pandas as pd
 
+        from ..results.columns import CELL_COLUMNS
         from ..results.store import load, read_runs
 
         self.results_dir = results_dir
@@ -187,9 +189,9 @@ class RunBrowser:
         cells = load(results_dir).cells
         ok = cells[cells["status"] == "ok"]
         labels = []
+        params = [k for k in ok.columns if k == "loop" or k not in CELL_COLUMNS]  # what the cell varies
         for _, row in ok.iterrows():
-            extra = ", ".join(f"{k}={row[k]}" for k in ok.columns if k not in ("cell_id", "status", "error_kind",
-                              "error", "n_runs", "wall_time_s", "finished_at") and row[k] == row[k])
+            extra = ", ".join(f"{k}={row[k]}" for k in params if pd.notna(row[k]))
             labels.append((f"{row['cell_id']} ({extra})", str(row["cell_id"])))
         if not labels:
             raise ValueError(f"{results_dir}: no finished cell to browse")

@@ -129,3 +129,17 @@ def test_a_few_calls_of_one_role_are_not_folded() -> None:
     run = make_run([[6.0, 7.0]])
     html = iteration_html(run, 1)
     assert "pl-folded" not in html and "<details class='pl-per-example'>" not in html
+
+
+def test_cells_with_unknown_columns_are_offered_by_their_params(tmp_path: Path) -> None:
+    """A cell written without a spend (its spent_* columns <NA>) beside others is offered, labelled by what the
+    cells vary, never by the documented columns (a <NA> in a label's test used to raise)."""
+    from promptlab.results.store import write_cell
+
+    results = write_sweep(tmp_path / "results")
+    write_cell(results, "wide", {"loop": "p3ro", "finish_threshold": 8.0}, [make_wide_run()])
+    b = RunBrowser(results)
+    labels = dict((v, k) for k, v in b.cell_w.options)
+    assert set(labels) == {"a", "b", "wide"}
+    assert "finish_threshold=8.0" in labels["wide"] and "loop=p3ro" in labels["wide"]
+    assert "spent" not in " ".join(labels.values()) and "wall_time" not in " ".join(labels.values())
