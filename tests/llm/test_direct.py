@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_server import FaultServer, Reply, fault_server_fixture, free_port  # noqa: F401
+from fault_server import FaultServer, Raw, Reply, fault_server_fixture, free_port  # noqa: F401
 from pydantic import BaseModel
 
 import promptlab as pl
@@ -32,40 +30,9 @@ class Verdict(BaseModel):
     score: int
 
 
-class Canned:
-    """A loopback /v1/chat/completions that answers every request with one fixed JSON body and status."""
-
-    def __init__(self, body: dict[str, Any], status: int = 200) -> None:
-        self.body, self.status = body, status
-        self.received: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                server.received.append(json.loads(raw))
-                server.headers.append({k.lower(): v for k, v in self.headers.items()})
-                data = json.dumps(server.body).encode()
-                self.send_response(server.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def canned_server(body: dict[str, Any], status: int = 200) -> FaultServer:
+    """A started loopback server that answers every request with one fixed JSON body and status."""
+    return FaultServer(default=Raw(body, status)).start()
 
 
 def reply_body(text: str, *, model: str = "gpt-4o-mini-2024-07-18", logprobs: bool = False) -> dict[str, Any]:
@@ -99,10 +66,9 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-def canned() -> Iterator[Canned]:
-    server = Canned(reply_body("7"))
-    yield server
-    server.close()
+def canned() -> Iterator[FaultServer]:
+    with FaultServer(default=Raw(reply_body("7"))) as server:
+        yield server
 
 
 def both(server_url: str, model: str, tmp_path: Path, *, use_async: bool = False,
@@ -128,7 +94,7 @@ def same(a: pl.Completion, b: pl.Completion) -> None:
 
 
 @pytest.mark.parametrize("use_async", [False, True])
-def test_same_completion_usage_cost_and_record_as_litellm(canned: Canned, spy: list[str], tmp_path: Path,
+def test_same_completion_usage_cost_and_record_as_litellm(canned: FaultServer, spy: list[str], tmp_path: Path,
                                                           use_async: bool) -> None:
     slow, fast, slow_stored, fast_stored = both(canned.url, "openai/gpt-4o-mini", tmp_path, use_async=use_async,
                                                 max_tokens=5, seed=3, stop=["x"], top_p=0.5)
@@ -139,13 +105,13 @@ def test_same_completion_usage_cost_and_record_as_litellm(canned: Canned, spy: l
     assert fast.cost_usd is not None and fast.cost_usd > 0  # litellm's price for gpt-4o-mini
     assert fast.response_model == "gpt-4o-mini-2024-07-18"
     assert fast.endpoint == slow.endpoint == f"litellm:openai@{canned.url.split('/')[2]}"
-    assert canned.received[0] == canned.received[1]  # the very same JSON body
+    assert canned.bodies[0] == canned.bodies[1]  # the very same JSON body
     assert canned.headers[1]["authorization"] == f"Bearer {KEY}"
     assert KEY not in json.dumps(fast_stored.stored())
 
 
 def test_unknown_price_is_none_on_both_paths(spy: list[str], tmp_path: Path) -> None:
-    server = Canned(reply_body("fine", model="my-llama"))
+    server = canned_server(reply_body("fine", model="my-llama"))
     try:
         slow, fast, _, _ = both(server.url, "openai/my-llama", tmp_path)
     finally:
@@ -156,7 +122,7 @@ def test_unknown_price_is_none_on_both_paths(spy: list[str], tmp_path: Path) -> 
 
 
 def test_logprobs_and_structured_replies_match(spy: list[str], tmp_path: Path) -> None:
-    server = Canned(reply_body('{"score": 7}', logprobs=True))
+    server = canned_server(reply_body('{"score": 7}', logprobs=True))
     try:
         slow, fast, _, _ = both(server.url, "openai/gpt-4o-mini", tmp_path, schema=Verdict, logprobs=True,
                                 top_logprobs=2)
@@ -166,7 +132,7 @@ def test_logprobs_and_structured_replies_match(spy: list[str], tmp_path: Path) -
     same(slow, fast)
     assert fast.parsed == Verdict(score=7)
     assert fast.logprobs is not None and [t.token for t in fast.logprobs[0].top_logprobs] == ["7", "8"]
-    assert server.received[0] == server.received[1] and "response_format" in server.received[1]
+    assert server.bodies[0] == server.bodies[1] and "response_format" in server.bodies[1]
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -192,7 +158,7 @@ def test_errors_read_the_same(fault_server: FaultServer, spy: list[str], fault: 
 @pytest.mark.parametrize("status", [400, 401, 404])
 def test_refusals_read_the_same_and_are_not_retried(status: int, spy: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)  # a 401 with the key set: 'authentication failed', not 'missing'
-    server = Canned({"error": {"message": "no such thing", "type": "invalid_request_error", "code": status}},
+    server = canned_server({"error": {"message": "no such thing", "type": "invalid_request_error", "code": status}},
                     status=status)
     seen = []
     try:
@@ -204,7 +170,7 @@ def test_refusals_read_the_same_and_are_not_retried(status: int, spy: list[str],
     finally:
         server.close()
     assert seen[0] == seen[1], seen
-    assert len(server.received) == 2 and spy == ["post"]
+    assert len(server.bodies) == 2 and spy == ["post"]
 
 
 def test_refused_connection_reads_the_same(spy: list[str]) -> None:
