@@ -11,11 +11,11 @@ from __future__ import annotations
 from .aliases import ModelAlias, Price, register_model, registered_models, unregister_model
 from .budget import Budget
 from .call import CacheArg, acomplete, complete
-from .completion import Completion, TokenLogprob, TopLogprob, Usage
+from .completion import Completion, Tally, TokenLogprob, TopLogprob, Usage
 from .fake import ScriptedModel, ScriptedReply, scripted
 from .request import Prompt
 from .settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["Budget", "CacheArg", "Completion", "DEFAULT_SETTINGS", "ModelAlias", "Price", "Prompt", "ScriptedModel",
-           "ScriptedReply", "Settings", "TokenLogprob", "TopLogprob", "Usage", "acomplete", "complete",
+           "ScriptedReply", "Settings", "Tally", "TokenLogprob", "TopLogprob", "Usage", "acomplete", "complete",
            "register_model", "registered_models", "scripted", "unregister_model"]
