@@ -45,13 +45,19 @@ class Settings:
     per_model_concurrency: dict[str, int] = field(default_factory=dict)
     """Overrides of max_concurrency by model name or alias name (over an alias's own max_concurrency)."""
     transport: str = "auto"
-    """How requests reach the provider: 'auto' posts plain chat requests to an OpenAI-compatible endpoint
-    (an `openai/<name>` model with an api_base) directly over HTTP and sends everything else through
-    litellm; 'litellm' sends every request through litellm (see `promptlab.llm.direct`)."""
+    """How requests reach the provider: 'auto' posts chat requests to an OpenAI-compatible endpoint (an
+    `openai/<name>` model with an api_base) directly over HTTP, plain or streamed, and sends everything else
+    through litellm; 'litellm' sends every request through litellm (see `promptlab.llm.direct`)."""
+    max_reply_bytes: int = 8 * 2**20
+    """The largest reply accepted (8 MiB): a bigger one is refused as an infrastructure failure (not retried,
+    never cached). The direct transport stops reading there; through litellm the text's size is checked."""
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"Settings.transport: {self.transport!r} is not one of {', '.join(TRANSPORTS)}")
+        if not isinstance(self.max_reply_bytes, int) or self.max_reply_bytes < 1:
+            raise ConfigError(f"Settings.max_reply_bytes: {self.max_reply_bytes!r} is not a whole number of "
+                              "bytes >= 1")
 
     def concurrency(self, model: str) -> int:
         """Calls in flight at once allowed for `model` by these settings (at least 1)."""

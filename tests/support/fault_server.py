@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -130,6 +131,11 @@ class _Served(ThreadingHTTPServer):
     request_queue_size = 512  # many connections at once (the default backlog of 5 would drop some)
     daemon_threads = True
     fault: FaultServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about clients that went away (a refused reply, a cancelled request); loud about the rest."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class FaultServer:
@@ -380,7 +386,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, data[: len(data) // 2], kind)
 
     def fault_badutf8(self, body: dict[str, Any]) -> None:
-        data, kind = self.ok_body(body, Reply("BAD"))
+        data, kind = self.ok_body(body, Reply("BAD", pieces=1))
         self.send(200, data.replace(b"BAD", b"\xff\xfe\xfd"), kind)
 
     def fault_notchat(self, body: dict[str, Any]) -> None:
