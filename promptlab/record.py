@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .llm.completion import Tally
+
 
 class Example(BaseModel):
     """One labelled example of a grounded task: an input the prompt is run on and the target answer."""
@@ -226,23 +228,9 @@ class Iteration(BaseModel):
     """Every step taken in this iteration, in order."""
 
 
-class Totals(BaseModel):
-    """Totals over a run; cache hits count as calls but add no tokens or cost."""
+class Totals(Tally):
+    """Totals over a run (`Tally`: cache hits count as calls but add no tokens or cost), with its wall time."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    calls: int = 0
-    """Model calls (hits included, failures included)."""
-    cache_hits: int = 0
-    """Calls answered from the cache."""
-    failed_calls: int = 0
-    """Calls that ended in an error."""
-    input_tokens: int = 0
-    """Input tokens of calls that reached a provider."""
-    output_tokens: int = 0
-    """Output tokens of calls that reached a provider."""
-    cost_usd: float | None = 0.0
-    """Cost in USD; None when some paid call's price is unknown."""
     wall_time_s: float = 0.0
     """Wall-clock seconds of the run (differs between replays)."""
 

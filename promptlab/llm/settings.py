@@ -47,9 +47,12 @@ class Settings:
     per_model_concurrency: dict[str, int] = field(default_factory=dict)
     """Overrides of max_concurrency by model name or alias name (over an alias's own max_concurrency)."""
     transport: str = "auto"
-    """How requests reach the provider: 'auto' posts plain chat requests to an OpenAI-compatible endpoint
-    (an `openai/<name>` model with an api_base) directly over HTTP and sends everything else through
-    litellm; 'litellm' sends every request through litellm (see `promptlab.llm.direct`)."""
+    """How requests reach the provider: 'auto' posts chat requests to an OpenAI-compatible endpoint (an
+    `openai/<name>` model with an api_base) directly over HTTP, plain or streamed, and sends everything else
+    through litellm; 'litellm' sends every request through litellm (see `promptlab.llm.direct`)."""
+    max_reply_bytes: int = 8 * 2**20
+    """The largest reply accepted (8 MiB): a bigger one is refused as an infrastructure failure (not retried,
+    never cached). The direct transport stops reading there; through litellm the text's size is checked."""
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -59,6 +62,9 @@ class Settings:
         for name, n in self.per_model_concurrency.items():
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
                 raise ConfigError(f"Settings.per_model_concurrency[{name!r}]: {n!r} must be a whole number >= 1")
+        if not isinstance(self.max_reply_bytes, int) or self.max_reply_bytes < 1:
+            raise ConfigError(f"Settings.max_reply_bytes: {self.max_reply_bytes!r} is not a whole number of "
+                              "bytes >= 1")
 
     def check_models(self, models: Iterable[str], where: str = "Settings.per_model_concurrency") -> None:
         """Refuse a per-model concurrency override that names no model the work will call (by the name it

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import BudgetExceeded, SweepCellError
 from ..events import EventHandler
 from ..llm.budget import LEDGER_NAME, Budget, charges
+from ..llm.completion import Tally
 from ..record import Run, Task
 from .cells import Cell, preflight_cells
 from .experiment import load_experiment
-from .plan import CellOutcome, Spend, SweepPlan, experiment_provenance, prepare_results_dir
+from .plan import CellOutcome, SweepPlan, experiment_provenance, prepare_results_dir, spent_by
 
 if TYPE_CHECKING:
     from ..llm.settings import Settings
@@ -124,9 +125,9 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
     err = status.get("error") or {}
     message = None if ok else str(err.get("message") or "no status.json was written")
     try:
-        spend = Spend.of_runs(read_runs(plan.out, cell.cell_id)) if status else Spend()
+        spend = spent_by(read_runs(plan.out, cell.cell_id)) if status else Tally()
     except (OSError, ValueError):
-        spend = Spend()
+        spend = Tally()
     outcome: Literal["ok", "failed", "cut"] = "ok" if ok else "cut" if status.get("status") == "cut" else "failed"
     return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
 

@@ -113,7 +113,7 @@ def test_runs_to_max_iterations_and_keeps_history() -> None:
     creator, critics = models("cc-max", ["V1", "V2", "V3"],
                               [critique(5, weak="no date given", tip="add the launch date"), critique(7),
                                critique(6)])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_creator_critic(TASK, cfg_for(creator, critics), on_event=events)
     assert [it.candidate for it in run.iterations] == ["V1", "V2", "V3"]
     assert [it.average for it in run.iterations] == [5.0, 7.0, 6.0]

@@ -163,7 +163,7 @@ def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
                generator=[gen("P1"), gen("P2"), gen("P3")],
                evaluator=[ev(6, 6, 6), ev(7, 6, 5), ev(9, 9, 8)],
                reflector=[refl("lesson one"), refl("lesson two"), refl("lesson three")])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_p3ro(TASK, config(s), on_event=events)
 
     assert s.roles == ["decomposer", "strategist",

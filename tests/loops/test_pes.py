@@ -83,7 +83,7 @@ SEED_TOKEN_KINDS = {"AGENT_THOUGHT_LLM_THINKING", "AGENT_THOUGHT_LLM_RESPONSE", 
 
 def test_every_observation_type_of_the_design_is_recorded_and_emitted() -> None:
     m = pl.scripted("pes-obs", [plan(("calculator", "1/0")), plan(), answer("cannot divide by zero")])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_pes("1/0?", PESConfig(model=m.name), on_event=events)
     kinds = [o["type"] for o in run.info["observations"]]
     assert SEED_OBSERVATIONS <= set(kinds)
@@ -117,7 +117,7 @@ def test_every_observation_type_of_the_design_is_recorded_and_emitted() -> None:
 def test_thinking_tokens_are_told_apart_from_response_tokens() -> None:
     thinking = "<think>I need the calculator? No: 2+2 is 4.</think>"
     m = pl.scripted("pes-think", [thinking + plan(), "<think>say it</think>" + answer("4")])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_pes("2+2?", PESConfig(model=m.name), on_event=events)
     assert run.final_output == "4" and run.stop_reason == "no_tool_calls"
     by_kind: dict[str, str] = {}

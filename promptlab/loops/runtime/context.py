@@ -12,9 +12,9 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel
 
 from ...errors import ConfigError, ParseError, ProviderError
-from ...events import Event, EventHandler
+from ...events import Event, EventHandler, wants_tokens
 from ...llm.call import CacheArg, acomplete
-from ...llm.completion import Completion, account, account_failure
+from ...llm.completion import Completion
 from ...llm.providers import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
@@ -163,51 +163,64 @@ class RunContext:
         it = iteration.index if iteration is not None else None
         self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
         step = Step(iteration=it, phase=phase, role=judge or role, model=model)
-        on_token = None
-        if token_type is not None and self.on_event is not None:
-            def on_token(piece: str) -> None:
-                self.emit("token", piece, iteration=it, phase=phase, role=role, token_type=token_type, text=piece)
         extra: dict[str, Any] = {"logprobs": True, "top_logprobs": 20} if logprobs else {}
+        c: Completion | None = None
         try:
-            c: Completion = await acomplete(
+            c = await acomplete(
                 model, prompt, schema=schema, system=system,
                 temperature=self.config.temperature if temperature is None else temperature,
                 max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
                 sample=self.run.sample + sample_offset, cache=self.cache,
                 settings=self.settings if parse_attempts is None else dataclasses.replace(
                     self.settings or DEFAULT_SETTINGS, parse_attempts=parse_attempts),
-                on_token=on_token, **extra,
+                on_token=self._token_sink(token_type, it, phase, role), **extra,
             )
         except (ParseError, ProviderError) as e:
-            raw = e.raw if isinstance(e, ParseError) else None
-            attempts = len(e.attempts) if isinstance(e, ParseError) else e.attempts
-            step.call = ModelCall(model=model, attempts=attempts)
-            self.fail(step, e, raw=raw).infrastructure = isinstance(e, ProviderError)
-            if isinstance(e, ParseError):  # its replies were paid for although none parsed
-                account_failure(self.run.totals, e.input_tokens, e.output_tokens, e.cost_usd)
-            else:
-                account_failure(self.run.totals)
-            if place:
-                self.place(step, iteration)
-            return None, step
-        c = _cleaned(c)  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
-        step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
-                              output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
-                              attempts=c.attempts)
-        account(self.run.totals, c)
-        self._reported(judge or role, model, c)
-        if keep_raw:
-            step.raw = c.text
-        if c.parsed is not None:
-            step.output = c.parsed.model_dump(mode="json")
+            self._failed(step, model, e)
         else:
-            step.output = {"text": c.text}
-        self.emit("model_call", f"{model} {'(cached)' if c.cache_hit else ''}".strip(), iteration=it, phase=phase,
-                  role=role, cache_hit=c.cache_hit, input_tokens=c.input_tokens, output_tokens=c.output_tokens,
-                  cost_usd=c.cost_usd)
+            c = _cleaned(c)  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
+            self._answered(step, role, c, keep_raw=keep_raw)
         if place:
             self.place(step, iteration)
         return c, step
+
+    def _token_sink(self, token_type: str | None, it: int | None, phase: str,
+                    role: str) -> Callable[[str], None] | None:
+        """Where a streamed reply's pieces go as `token` events: only to a handler that asks for tokens (else
+        the reply is not streamed at all)."""
+        if token_type is None or not wants_tokens(self.on_event):
+            return None
+
+        def on_token(piece: str) -> None:
+            self.emit("token", piece, iteration=it, phase=phase, role=role, token_type=token_type, text=piece)
+        return on_token
+
+    def _failed(self, step: Step, model: str, e: ParseError | ProviderError) -> None:
+        """Record a call that failed for good on its step, the run's errors and totals (with the requests it
+        made and, for a ParseError, what its unusable replies cost)."""
+        step.call = ModelCall(model=model, attempts=e.requests if isinstance(e, ParseError) else e.attempts)
+        self.fail(step, e, raw=e.raw if isinstance(e, ParseError) else None).infrastructure = \
+            isinstance(e, ProviderError)
+        if isinstance(e, ParseError):  # its replies were paid for although none parsed
+            self.run.totals.add_failure(model, e.input_tokens, e.output_tokens, e.cost_usd)
+        else:
+            self.run.totals.add_failure(model)
+
+    def _answered(self, step: Step, role: str, c: Completion, *, keep_raw: bool) -> None:
+        """Record a completed call on its step (whose role is the judge's name, if any), the run's totals and
+        provenance, and emit it as `role`'s model call."""
+        model = step.model or c.model
+        step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
+                              output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
+                              attempts=c.attempts)
+        self.run.totals.add(c)
+        self._reported(step.role, model, c)
+        if keep_raw:
+            step.raw = c.text
+        step.output = c.parsed.model_dump(mode="json") if c.parsed is not None else {"text": c.text}
+        self.emit("model_call", f"{model} {'(cached)' if c.cache_hit else ''}".strip(), iteration=step.iteration,
+                  phase=step.phase, role=role, cache_hit=c.cache_hit,
+                  input_tokens=c.input_tokens, output_tokens=c.output_tokens, cost_usd=c.cost_usd)
 
     def _reported(self, role: str, model: str, c: Completion) -> None:
         """Provenance: per role, the model requested, the id the provider reported and the endpoint."""
