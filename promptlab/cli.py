@@ -261,18 +261,18 @@ def _report(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     from .llm.cache.location import open_cache
 
-    cache = open_cache(args.dir, origin="--dir")  # a corrupt database is moved aside here, with a warning
+    cache = open_cache(args.dir, origin="--dir")  # a corrupt database is copied aside here, with a warning
     if args.action == "stats":
         stats = cache.stats()
         print(f"cache {stats['location']}: {stats['entries']} entries, {stats['bytes']} bytes")
         for name in stats["corrupt_aside"]:
-            print(f"  corrupt database moved aside: {name}")
+            print(f"  corrupt database copied aside: {name}")
     elif args.action == "clear":
         print(f"cleared {cache.clear()} entries from {cache.location}")
     else:
         report = cache.verify(fix=args.fix)
         for aside in report.moved_aside:  # found corrupt on opening (or while verifying): what was there is lost
-            print(f"cache {cache.location}: the database was corrupt and was moved aside as {aside}; "
+            print(f"cache {cache.location}: the database was corrupt and was copied aside as {aside}; "
                   "its entries are gone, the cache starts empty")
         print(f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
               f"database integrity: {report.database}")

@@ -121,7 +121,6 @@ def test_a_database_truncated_mid_run_heals_for_every_thread_and_every_opener(
     one, two = Cache(tmp_path), Cache(tmp_path)  # two openers, as two processes of a sweep
     for i in range(300):
         one.add(f"old{i}", record(f"old{i}", "x" * 400))
-    one._dc._sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     db = tmp_path / "cache.db"
     os.truncate(db, 0 if size == "empty" else db.stat().st_size // 2)
     results: dict[str, object] = {}
@@ -149,11 +148,27 @@ def test_a_database_truncated_mid_run_heals_for_every_thread_and_every_opener(
     assert "no such table" not in caplog.text.replace("is corrupt (no such table", "")
 
 
+def test_a_connection_open_from_before_a_heal_cannot_take_the_fresh_database_with_it(tmp_path: Path) -> None:
+    """A connection another opener held on the damaged file from before the heal closes after it: with a write-ahead
+    log it would delete the fresh database's -wal (named by path) and every entry written since; with the
+    rollback journal the cache keeps, the entries stay."""
+    here, there = Cache(tmp_path), Cache(tmp_path)
+    here.add("before", record("before"))
+    assert there.get("before") is not None  # `there` has a connection open on the file about to go bad
+    stale = there._dc
+    os.truncate(tmp_path / "cache.db", 0)
+    assert here.get("x") is None  # heals: the empty file is copied aside and started afresh in place
+    for i in range(5):
+        here.add(f"after{i}", record(f"after{i}"))
+    stale.close()  # the last connection from before the heal goes
+    assert all(Cache(tmp_path).get(f"after{i}") is not None for i in range(5))
+    assert there.get("after0") is not None and here._dc._sql("PRAGMA journal_mode").fetchone()[0] == "truncate"
+
+
 def test_a_heal_in_another_process_is_followed_here(tmp_path: Path) -> None:
     """Another process moves the corrupt file aside: this one's writes go to the fresh file, not the old one."""
     here = Cache(tmp_path)
     here.add("before", record("before"))
-    here._dc._sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     os.truncate(tmp_path / "cache.db", 0)
     code = ("import sys; from promptlab.llm.cache.disk import Cache; import promptlab as pl\n"
             "c = Cache(sys.argv[1]); c.get('x'); c.add('theirs', pl.Completion(model='m', text='t', key='theirs'))\n")
@@ -167,7 +182,6 @@ def test_calls_after_a_heal_are_not_paid_again(tmp_path: Path) -> None:
     store = Cache(tmp_path)
     m = pl.scripted("after-heal", ["one", "two", "three"])
     pl.complete(m.name, "a", cache=store)
-    store._dc._sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     os.truncate(tmp_path / "cache.db", 0)
     b1 = pl.complete(m.name, "b", cache=store)
     b2 = pl.complete(m.name, "b", cache=store)
@@ -180,13 +194,12 @@ def test_verify_on_a_truncated_database_says_what_it_moved_and_fails(tmp_path: P
     store = Cache(tmp_path / "v")
     for i in range(50):
         store.add(f"k{i}", record(f"k{i}", "y" * 300))
-    store._dc._sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     store.close()
     db = tmp_path / "v" / "cache.db"
     db.write_bytes(b"garbage" * 100 + db.read_bytes()[700:])
     assert main(["cache", "verify", "--dir", str(tmp_path / "v")]) == 1
     out = capsys.readouterr().out
-    assert "the database was corrupt and was moved aside as cache.db.corrupt-" in out
+    assert "the database was corrupt and was copied aside as cache.db.corrupt-" in out
     assert "its entries are gone" in out and "integrity ok" not in out
 
 

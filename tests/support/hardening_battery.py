@@ -172,7 +172,6 @@ class Battery:
             one, two = Cache(d), Cache(d)
             for i in range(300):
                 one.add(f"old{i}", record(f"old{i}", "x" * 400))
-            one._dc._sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             db = d / "cache.db"
             os.truncate(db, 0 if size == "empty" else db.stat().st_size // 2)
             keys: list[str] = []
@@ -188,7 +187,7 @@ class Battery:
             heals += len(list(d.glob("cache.db.corrupt-*[0-9]")))
         return Row("cache truncated mid-run", tried, readable, tried - readable,
                    f"cache.db truncated to 0 and to half under two openers x 2 threads: {readable}/{tried} writes after "
-                   f"the truncation readable by a new process; {heals} file(s) moved aside (one per truncation)")
+                   f"the truncation readable by a new process; {heals} file(s) copied aside (one per truncation)")
 
     # 13 -------------------------------------------------------------------------------------------------
     def verify_corrupt(self) -> Row:
@@ -197,9 +196,9 @@ class Battery:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code = main(["cache", "verify", "--dir", str(d)])
-        said = "was corrupt and was moved aside as cache.db.corrupt-" in out.getvalue()
+        said = "was corrupt and was copied aside as cache.db.corrupt-" in out.getvalue()
         return Row("cache verify on a corrupt database", 1, int(code == 1 and said), 0,
-                   f"exit {code}; reports what it moved aside: {said}")
+                   f"exit {code}; reports what it copied aside: {said}")
 
     # 14 -------------------------------------------------------------------------------------------------
     def wrong_key(self) -> Row:

@@ -42,11 +42,11 @@ class VerifyReport:
     database: str = "ok"
     """The store's own health check ('ok' or its first complaint)."""
     moved_aside: list[str] = field(default_factory=list)
-    """Database files found corrupt and moved aside while the cache was open, each with what was wrong."""
+    """Database files found corrupt and copied aside while the cache was open, each with what was wrong."""
 
     @property
     def healthy(self) -> bool:
-        """True when every entry read back, the store's check passed and nothing was moved aside."""
+        """True when every entry read back, the store's check passed and nothing was copied aside."""
         return not self.problems and self.database == "ok" and not self.moved_aside
 
 
