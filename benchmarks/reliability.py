@@ -1,20 +1,31 @@
-"""Reliability table (issue 8): faults injected and survived, cells lost, paid calls repeated, sandbox escapes,
-secrets found on disk, malformed replies handled. Offline, loopback only, in one run:
+"""Reliability table (issues 8 and 21): faults injected and survived, cells lost, paid calls repeated, what a kill -9
+sends again, sandbox escapes, the hardening kinds (tried, held, lost), secrets found on disk, malformed replies
+handled. Offline, loopback only, in one run:
 
 (a) sweeps of the toy loop against the loopback fault server (tests/support/reliability_scenarios.py): an outage then
-    recovery; a 429/500/503/hang/dropped-connection schedule; kill -9 mid-sweep then resume; two sweep
-    processes on one cache. Frames are compared with an uninterrupted sweep's, wall-clock columns aside.
-(b) the sandbox escape battery (tests/support/escape_battery.py) through the workspace tools as the loops build them.
+    recovery; a 429/500/503/hang/dropped-connection schedule; kill -9 between calls then resume; kill -9 while
+    replies are on their way then resume; two sweep processes on one cache. Frames are compared with an
+    uninterrupted sweep's, wall-clock columns aside. "Paid calls repeated" counts replies promptlab received and
+    stored that were paid again (target 0). A kill -9 costs the calls in flight at that moment: no reply of
+    theirs was stored, so the resumed sweep sends them again and a provider bills them twice; that is counted
+    apart ("sent again after the kill", at most the calls the sweep had in flight), not hidden.
+(b) the sandbox escape battery (tests/support/escape_battery.py) through the workspace tools as the loops build them,
+    issue 21's kinds included (workspace fill, many files, /dev/shm, root-only files, terminal escapes, a secret
+    the model writes).
 (c) the malformed-output corpus (tests/llm/test_parsing.py) through the call path, a scripted model sending each
     reply: a valid reply gives its score; any other gives a ParseError carrying the raw reply, never a score.
-(d) fake secrets (OPENAI_API_KEY=sk-bench-<random>, ...) set in the environment for (a)-(c) and a one-cell
+(d) fake secrets (OPENAI_API_KEY=sk-bench-<random>, ...) set in the environment for (a)-(c), (e) and a one-cell
     papermill sweep; every file the run wrote (results, caches, workspaces, run records, notebooks; all under
     one temporary folder, also the working directory) is scanned for them, plain and base64 (parquet files
     also decoded).
+(e) issue 21's other kinds (tests/support/hardening_battery.py): a full cache disk (a 3 MiB tmpfs as root), a cache
+    truncated mid-run, `cache verify` on a corrupt database, a record under another key, files that are not
+    UTF-8, YAML alias bombs, bad flags, the spend of cut cells, a Redis password and the papermill notebooks:
+    tried, held, lost.
 
-Targets: every fault survived, cells lost 0, paid calls repeated 0, escapes 0, secrets on disk 0, every corpus
-case handled. Prints markdown tables; exits 1 on a FAIL.
-Takes under a minute. Run: .venv/bin/python benchmarks/reliability.py [--keep DIR]
+Targets: every fault survived, cells lost 0, paid calls repeated 0, sent again after a kill <= the calls in
+flight, escapes 0, every hardening kind held with 0 lost, secrets on disk 0, every corpus case handled. Prints
+markdown tables; exits 1 on a FAIL. Takes a few minutes. Run: .venv/bin/python benchmarks/reliability.py [--keep DIR]
 """
 
 from __future__ import annotations
@@ -33,9 +44,11 @@ from pathlib import Path
 import pandas as pd
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))  # the scenarios live with the tests
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path[:0] = [str(TESTS / "support"), str(TESTS / "llm")]  # the scenarios and the corpus live with the tests
 
 import escape_battery  # noqa: E402
+import hardening_battery  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
 import test_parsing  # noqa: E402
 
@@ -74,24 +87,30 @@ def bench_sweeps(root: Path, key: str) -> None:
     runs = [("outage", lambda d: rs.outage(d, key=key)),
             ("faults", lambda d: rs.fault_schedule(d, key=key)),
             ("kill", lambda d: rs.kill_and_resume(d, key=key)),
+            ("kill mid-call", lambda d: rs.kill_mid_call(d, key=key)),
             ("two", lambda d: rs.two_processes(d, key=key))]
     rows, measured = [], []
     for name, scenario in runs:
         t0 = time.perf_counter()
-        m = scenario(root / name)
+        m = scenario(root / name.replace(" ", "-"))
         measured.append(m)
         rows.append([m.name, m.faults_injected, m.faults_survived, m.cells, m.cells_lost, m.paid_repeated,
+                     f"{m.sent_again} (in flight: at most {m.calls_at_once})" if m.calls_at_once else "-",
                      m.frames_equal, m.sweeps, f"{time.perf_counter() - t0:.0f}", "; ".join(m.notes)])
     print("## (a) Sweeps against the loopback fault server\n")
     print(table(["scenario", "faults injected", "survived", "cells", "cells lost", "paid calls repeated",
-                 "frames equal", "sweeps", "s", "notes"], rows))
+                 "sent again after the kill", "frames equal", "sweeps", "s", "notes"], rows))
     print()
     injected, survived = sum(m.faults_injected for m in measured), sum(m.faults_survived for m in measured)
     check("faults injected / survived", f"{injected} / {survived}", "all survived",
           injected > 0 and survived == injected)
     check("cells lost", sum(m.cells_lost for m in measured), "0", all(m.cells_lost == 0 for m in measured))
-    check("paid calls repeated", sum(m.paid_repeated for m in measured), "0",
+    check("paid calls repeated (replies stored before)", sum(m.paid_repeated for m in measured), "0",
           all(m.paid_repeated == 0 for m in measured))
+    killed = [m for m in measured if m.calls_at_once]
+    check("sent again after kill -9 mid-call (no reply stored yet)",
+          ", ".join(f"{m.sent_again} of at most {m.calls_at_once} in flight" for m in killed),
+          "<= calls in flight", all(m.sent_again <= m.calls_at_once for m in killed))
     check("frames equal to an uninterrupted sweep", f"{sum(bool(m.frames_equal) for m in measured)} of "
           f"{len(measured)} scenarios", "all", all(m.frames_equal for m in measured))
     check("the planted OPENAI_API_KEY was the key sent", all(m.keys == {key} for m in measured), "True",
@@ -116,9 +135,26 @@ def bench_sandbox(root: Path, planted: dict[str, str]) -> list[escape_battery.Ou
     counted = [o for o in outcomes if o.counted]
     escapes = sum(o.escaped for o in counted)
     kinds = {o.kind for o in counted}
+    expected = {k for k in escape_battery.KINDS if os.geteuid() == 0 or k != "root-only file"}  # root plants them
     check("sandbox escapes", f"{escapes} of {len(counted)} attempts ({len(kinds)} kinds)", "0",
-          escapes == 0 and kinds == set(escape_battery.KINDS))
+          escapes == 0 and kinds == expected)
+    new = [o for o in counted if o.kind in escape_battery.NEW_KINDS]
+    check("sandbox escapes over issue 21's kinds", f"{sum(o.escaped for o in new)} of {len(new)} attempts "
+          f"({len({o.kind for o in new})} kinds)", "0", not any(o.escaped for o in new) and bool(new))
     return outcomes
+
+
+# (e) issue 21's other kinds ----------------------------------------------------------------------------------
+def bench_hardening(root: Path) -> None:
+    rows = hardening_battery.run_battery(root / "hardening")
+    print("## (e) Issue 21: cache, input, budget and notebook kinds\n")
+    print(table(["kind", "tried", "held", "lost", "what the host saw"],
+                [[r.kind, r.tried, r.held, r.lost, r.detail] for r in rows]))
+    print()
+    tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
+    check("issue 21 kinds held (cache, input, budget, notebooks)", f"{held} of {tried} attempts ({len(rows)} kinds)",
+          "all", held == tried and all(r.tried > 0 for r in rows))
+    check("issue 21 kinds: replies, results or spend lost", lost, "0", lost == 0)
 
 
 # (c) malformed replies --------------------------------------------------------------------------------------
@@ -195,6 +231,7 @@ def main() -> None:
         bench_sweeps(root / "sweeps", planted["OPENAI_API_KEY"])
         bench_sandbox(root, planted)
         bench_corpus()
+        bench_hardening(root)
         notebook_sweep(root / "notebook")
         scan(root, planted)
     finally:

@@ -18,12 +18,15 @@ HERE = Path(__file__).resolve().parent
 
 ROOT_CELL = '''from pathlib import Path
 
-# Paths are relative to the repository root, whether Jupyter started here or in notebooks/.
-ROOT = Path.cwd() if (Path.cwd() / "experiments").is_dir() else Path.cwd().parent
+from promptlab.ui.notebook import notebook_setup
+
+# Work from the project root, wherever Jupyter started (relative paths and the call cache .promptlab/cache are
+# the project's), and show promptlab's errors as their message, without a traceback (%tb prints it).
+ROOT = notebook_setup()
 
 
 def here(path):
-    """A path relative to the repository root (absolute paths are kept)."""
+    """A path relative to the project root (absolute paths are kept)."""
     return Path(path) if Path(path).is_absolute() else ROOT / path'''
 
 
@@ -65,13 +68,15 @@ critic_model = "local/smollm2"
 finish_threshold = 8.5
 max_iterations = 3
 max_tokens = 256
+min_criteria = 0  # P³RO: fewest criteria the decomposer must give (0: P³RO's default)
 autorun = False  # run once without a click (papermill)'''),
     ("code", ROOT_CELL),
     ("code", '''from promptlab.ui.explorer import load_explorer
 
 explorer = load_explorer(here(tasks_path), loop=loop, task_id=task_id, model=model,
                          generator_model=generator_model, critic_model=critic_model,
-                         finish_threshold=finish_threshold, max_iterations=max_iterations, max_tokens=max_tokens)
+                         finish_threshold=finish_threshold, max_iterations=max_iterations, max_tokens=max_tokens,
+                         min_criteria=min_criteria)
 explorer.display()'''),
     ("code", '''if autorun:
     from IPython.display import display

@@ -43,7 +43,7 @@ from .llm.cache.disk import Cache  # noqa: E402
 from .llm.cache.keys import cache_key  # noqa: E402
 from .llm.cache.location import open_cache  # noqa: E402
 from .llm.call import acomplete, complete  # noqa: E402
-from .llm.completion import Completion, TokenLogprob, TopLogprob, Usage  # noqa: E402
+from .llm.completion import Completion, Tally, TokenLogprob, TopLogprob, Usage  # noqa: E402
 from .llm.fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
 from .llm.settings import Settings  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
@@ -106,7 +106,7 @@ def __dir__() -> list[str]:
 
 __all__ = [*_LAZY,
     "Cache", "CacheBackend", "CacheUnavailableError", "cache_key", "open_cache", "Settings", "complete", "acomplete",
-    "Completion", "Usage", "BudgetExceeded", "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError",
+    "Completion", "Tally", "Usage", "BudgetExceeded", "ConfigError", "MissingDependencyError", "MissingKeyError", "ParseError",
     "PromptlabError", "ProviderError", "SweepCellError", "UnknownModelError", "Event", "EventList", "PrintLog",
     "ScriptedModel", "ScriptedReply", "scripted", "TokenLogprob", "TopLogprob",
     "Iteration", "Run", "Score", "Step", "StepError", "Task", "Totals", "__version__",

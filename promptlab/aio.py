@@ -16,14 +16,40 @@ T = TypeVar("T")
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, also where an event loop already runs
-    (a Jupyter kernel): then it runs on a fresh loop in a worker thread."""
+    (a Jupyter kernel): then it runs on a fresh loop in a worker thread.
+
+    It returns as soon as the coroutine is done: unlike `asyncio.run`, it does not wait for the loop's worker
+    threads, where a blocking call the coroutine gave up on (a model call of a delegation that timed out) may
+    still be running; that call ends on its own and its result is dropped."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run_on_new_loop(coro)
     ctx = contextvars.copy_context()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ctx.run, asyncio.run, coro).result()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(ctx.run, run_on_new_loop, coro).result()
+    finally:
+        pool.shutdown(wait=False)
 
 
-__all__ = ["run_sync"]
+def run_on_new_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run` without waiting for the default executor's threads at the end (see `run_sync`)."""
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()  # shuts the default executor down without joining its threads
+
+
+__all__ = ["run_on_new_loop", "run_sync"]

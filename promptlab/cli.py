@@ -11,8 +11,8 @@
     promptlab cache verify [--fix]
     promptlab cache stats --dir redis://127.0.0.1:6379/0   # the Redis cache (or set PROMPTLAB_CACHE)
 
-Bad input (an experiment file, a config field, a model name, a missing API key) prints one line to
-stderr and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
+Bad input (an experiment file, a config field, a model name, a missing API key, a cache or a path that
+cannot be used) prints the whole error message to stderr, without a traceback, and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
 1 when a cell failed (run it again to retry those cells), and 3 when none failed but the spending cap
 (`--max-cost` or the experiment's `max_cost`) cut some (run again with a higher cap to resume them).
 """
@@ -38,15 +38,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ValidationError as e:
         return _fail("; ".join(_describe(err) for err in e.errors()))
-    except (PromptlabError, ValueError, FileNotFoundError) as e:
-        return _fail(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+    except (PromptlabError, ValueError, OSError) as e:
+        return _fail(str(e).strip() or type(e).__name__)
     except KeyboardInterrupt:
         print("promptlab: interrupted", file=sys.stderr)
         return 130
 
 
 def _fail(message: str) -> int:
-    print(f"promptlab: error: {message}", file=sys.stderr)
+    """Print the whole message (its later lines indented under the first) and return exit status 2."""
+    first, *rest = message.splitlines()
+    print("\n".join([f"promptlab: error: {first}", *(f"  {line}" for line in rest)]), file=sys.stderr)
     return 2
 
 
@@ -62,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("sweep", help="run an experiment's cells (finished cells are skipped)")
     s.add_argument("experiment", help="experiment YAML file")
-    s.add_argument("--workers", type=int, default=2, help="cells at once (default 2)")
+    s.add_argument("--workers", type=_at_least_one, default=2, help="cells at once (default 2)")
     s.add_argument("--executor", default="inline",
                    help="inline (this process), papermill (a kernel per cell) or dask (tasks on a cluster)")
     s.add_argument("--scheduler", help="dask executor: the scheduler address (default: a LocalCluster of --workers)")
@@ -70,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cache", help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
                    "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
-    s.add_argument("--cell-concurrency", type=int, default=4, help="runs at once inside a cell (default 4)")
+    s.add_argument("--cell-concurrency", type=_at_least_one, default=4, help="runs at once inside a cell (default 4)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--max-cost", type=float, metavar="USD",
                    help="stop new paid model calls once the results dir's spending would pass USD (overrides the "
@@ -104,6 +106,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
     return p
+
+
+def _at_least_one(raw: str) -> int:
+    """A flag's whole number >= 1 (argparse names the flag and exits 2 on anything else)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {raw!r}")
+    return value
 
 
 def _concurrency_flag(p: argparse.ArgumentParser) -> None:
@@ -167,6 +180,7 @@ def _run(args: argparse.Namespace) -> int:
     from .llm.cache.location import open_cache
     from .loops.registry import get_loop, run_loop
     from .record import Task
+    from .sweeps.cells import config_models
 
     spec = get_loop(args.loop)
     settings = _settings(args.max_concurrency)
@@ -183,6 +197,8 @@ def _run(args: argparse.Namespace) -> int:
                                  f"{', '.join(spec.config_cls.model_fields)}")
         fields[key.strip()] = _scalar(raw)
     config = spec.config_cls.model_validate(fields)
+    if settings is not None:  # a concurrency override for a model the run never calls is a typo, not a no-op
+        settings.check_models(config_models(config), "--max-concurrency")
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
     cache = open_cache(args.cache, origin="--cache")  # a bad or unreachable cache fails here, before any call
     run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache,
@@ -195,10 +211,7 @@ def _run(args: argparse.Namespace) -> int:
         scores = ", ".join(f"{s.criterion}={'missing' if s.score is None else s.score}" for s in it.scores)
         print(f"  iteration {it.index}: average {it.average}  decision {it.decision}  [{scores}]")
     print(f"best iteration {run.best_iteration} (score {run.best_score})")
-    t = run.totals
-    print(f"totals: {t.calls} calls ({t.cache_hits} cached, {t.failed_calls} failed), {t.input_tokens} input + "
-          f"{t.output_tokens} output tokens, cost {t.cost_usd if t.cost_usd is not None else 'unknown'} USD, "
-          f"{t.wall_time_s:.2f} s")
+    print(totals_text(run.totals))
     if run.errors:
         print(f"{len(run.errors)} error(s) recorded; first: {run.errors[0].kind}: {run.errors[0].message}")
     if run.incomplete:
@@ -209,12 +222,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def totals_text(t: Any) -> str:
+    """A run's totals (`promptlab.record.Totals`) in one line; an unknown price reads "cost unknown"."""
+    cost = "cost unknown" if t.cost_usd is None else f"cost {t.cost_usd:.6g} USD"
+    return (f"totals: {t.calls} calls ({t.cache_hits} cached, {t.failed_calls} failed), {t.input_tokens} input + "
+            f"{t.output_tokens} output tokens, {cost}, {t.wall_time_s:.2f} s")
+
+
 def _scalar(raw: str) -> Any:
-    import yaml
+    from .reading import NotYamlError, load_yaml
 
     try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
+        value = load_yaml(raw, "--set")  # bounded: an alias bomb is refused, not expanded
+    except NotYamlError:
         return raw
     return raw if value is None and raw.strip() not in ("null", "~", "") else value
 
@@ -226,6 +246,9 @@ def _report(args: argparse.Namespace) -> int:
 
     if not Path(args.results_dir).is_dir():
         raise PromptlabError(f"results dir not found: {args.results_dir}")
+    if not (Path(args.results_dir) / "cells").is_dir():
+        raise PromptlabError(f"{args.results_dir} is not a results dir: it has no cells/ folder (a sweep writes "
+                             "one; run `promptlab sweep EXPERIMENT --out DIR` first)")
     paths = report(args.results_dir, args.out)
     _print_summary(args.results_dir)
     for name, path in paths.items():
@@ -238,21 +261,24 @@ def _report(args: argparse.Namespace) -> int:
 def _cache(args: argparse.Namespace) -> int:
     from .llm.cache.location import open_cache
 
-    cache = open_cache(args.dir, origin="--dir")  # a corrupt database is moved aside here, with a warning
+    cache = open_cache(args.dir, origin="--dir")  # a corrupt database is copied aside here, with a warning
     if args.action == "stats":
         stats = cache.stats()
         print(f"cache {stats['location']}: {stats['entries']} entries, {stats['bytes']} bytes")
         for name in stats["corrupt_aside"]:
-            print(f"  corrupt database moved aside: {name}")
+            print(f"  corrupt database copied aside: {name}")
     elif args.action == "clear":
         print(f"cleared {cache.clear()} entries from {cache.location}")
     else:
         report = cache.verify(fix=args.fix)
+        for aside in report.moved_aside:  # found corrupt on opening (or while verifying): what was there is lost
+            print(f"cache {cache.location}: the database was corrupt and was copied aside as {aside}; "
+                  "its entries are gone, the cache starts empty")
         print(f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
               f"database integrity: {report.database}")
         for key, problem in report.problems.items():
             print(f"  {key[:16]}: {problem}{' (removed)' if args.fix else ''}")
-        return 0 if not report.problems and report.database == "ok" else 1
+        return 0 if report.healthy else 1
     return 0
 
 

@@ -86,46 +86,6 @@ class BudgetExceeded(PromptlabError):
                          f"(about {estimate:.2g} USD) would pass the cap; re-run with a higher max_cost to resume")
 
 
-_CAUSES: tuple[tuple[str, str], ...] = (
-    ("connection refused", "connection refused"),
-    ("connectionrefused", "connection refused"),
-    ("name or service not known", "host name not resolved"),
-    ("nodename nor servname", "host name not resolved"),
-    ("temporary failure in name resolution", "host name not resolved"),
-    ("server disconnected", "connection dropped by the server before a reply"),
-    ("remoteprotocolerror", "connection dropped by the server before a reply"),
-    ("connection reset", "connection reset by the server"),
-    ("readtimeout", "timed out waiting for the reply"),
-    ("timed out", "timed out waiting for the reply"),
-    ("timeout", "timed out waiting for the reply"),
-)
-
-
-def describe_cause(e: BaseException, timeout: float | None = None) -> str:
-    """A short, human cause for a provider exception: the HTTP status and message, or what happened to the
-    connection (refused, dropped, timed out), found by walking the exception's chain."""
-    chain: list[BaseException] = []
-    cur: BaseException | None = e
-    while cur is not None and cur not in chain and len(chain) < 12:
-        chain.append(cur)
-        cur = cur.__cause__ or cur.__context__ or getattr(cur, "original_exception", None)
-    if any(isinstance(x, ConnectionRefusedError) for x in chain):
-        return "connection refused"
-    names = " ".join(type(x).__name__ for x in chain)
-    if "Connection" in names or "Timeout" in names:  # litellm gives these a status of 500: look deeper
-        blob = " ".join(f"{type(x).__name__} {x}" for x in chain).lower()
-        for needle, cause in _CAUSES:
-            if needle in blob:
-                if cause.startswith("timed out") and timeout is not None:
-                    return f"{cause} ({timeout:g}s)"
-                return cause
-    status = getattr(e, "status_code", None)
-    if isinstance(status, int) and status >= 400:
-        text = str(getattr(e, "message", "") or e).splitlines()[0][:300]
-        return f"HTTP {status} {type(e).__name__}: {text}"
-    return f"{type(e).__name__}: {str(e)[:300]}"
-
-
 class ParseError(PromptlabError):
     """The model's reply never validated against the schema; carries every raw reply and its error."""
 

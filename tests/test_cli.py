@@ -1,28 +1,24 @@
-"""The `promptlab` command: sweep, run, report, cache, and one-line errors with exit status 2."""
+"""The `promptlab` command: sweep, run, report, cache, and errors printed whole (no traceback) with exit status 2."""
 
 from __future__ import annotations
 
-import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from experiment_files import write_experiment
 
-from promptlab.cli import main
+from promptlab.cli import main, totals_text
+from promptlab.errors import ConfigError
 
 
-def tiny_experiment(tmp_path: Path, **over: object) -> Path:
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."})
-                                          + "\n", encoding="utf-8")
-    data: dict[str, object] = {"name": "clitest", "loops": ["p3ro"], "tasks": "tasks.jsonl",
-            "config": {"model": "fake/auto", "max_tokens": 64},
-            "grid": {"finish_threshold": [6.0, 9.5], "max_iterations": [1, 2]}}
-    data.update(over)
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+def tiny_experiment(tmp_path: Path, file: str = "exp.yaml", **over: object) -> Path:
+    data: dict[str, object] = {"name": "clitest", "loops": ["p3ro"], "config": {"model": "fake/auto", "max_tokens": 64},
+                               "grid": {"finish_threshold": [6.0, 9.5], "max_iterations": [1, 2]}}
+    return write_experiment(tmp_path, {**data, **over}, file=file)
 
 
 def test_sweep_list_prints_every_cell(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,6 +68,7 @@ def test_run_bad_input_exits_2_with_one_line(args: list[str], message: str,
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_bad_experiment_file_exits_2_naming_the_field(tmp_path: Path) -> None:
     path = tiny_experiment(tmp_path, grid={"finish_threshold": [7.0, 12]})
     proc = subprocess.run([sys.executable, "-m", "promptlab.cli", "sweep", str(path)], capture_output=True,
@@ -81,12 +78,84 @@ def test_bad_experiment_file_exits_2_naming_the_field(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
 
 
-def test_missing_paths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sweep", str(tmp_path / "nope.yaml")]) == 2
-    assert "experiment file not found" in capsys.readouterr().err
-    assert main(["sweep", str(tiny_experiment(tmp_path, tasks="gone.jsonl"))]) == 2
-    assert "no task file 'gone.jsonl'; tried" in capsys.readouterr().err
-    assert main(["report", str(tmp_path / "no-results")]) == 2
+@pytest.mark.slow
+def test_the_command_names_the_missing_key_of_a_sweep(tmp_path: Path) -> None:
+    """The issue's case, through the installed entry point: every line of the message, no traceback."""
+    path = tiny_experiment(tmp_path, config={"model": "gpt-4o-mini"})
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "promptlab"), "sweep", str(path)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"promptlab: error: {path}: 1 model problem(s), found before any call:"
+    assert lines[1] == "  - 'gpt-4o-mini': needs an API key: set OPENAI_API_KEY in the environment"
+
+
+def _redis_refused() -> str:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        return f"redis://127.0.0.1:{s.getsockname()[1]}/0"
+
+
+def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
+    """(argv, what the error must say) for each way each command refuses its input."""
+    bad_yaml = tmp / "bad.yaml"
+    bad_yaml.write_text("name: x\nloops: [p3ro\n", encoding="utf-8")
+    a_file = tmp / "a-file"
+    a_file.write_text("x", encoding="utf-8")
+    (tmp / "not-results").mkdir()
+    refused = _redis_refused()
+    ok = str(tiny_experiment(tmp))
+    run = ["run", "p3ro", "--prompt", "x", "--model", "fake/auto"]
+    return [
+        (["run", "nope", "--prompt", "x"], "unknown loop 'nope'; known loops: "),  # the list depends on the tests run
+        ([*run, "--set", "max_iterations=abc"], "max_iterations: 'abc': Input should be a valid integer"),
+        ([*run, "--set", "oops"], "--set 'oops': expected FIELD=VALUE"),
+        ([*run, "--cache", "ftp://x"], "--cache: cache location 'ftp://x' has an unknown scheme 'ftp'"),
+        ([*run, "--cache", refused], f"call cache {refused} (set by --cache) is unavailable"),
+        ([*run, "--max-concurrency", "fake/auto=0"], "--max-concurrency 'fake/auto=0': expected MODEL=N"),
+        (["run", "p3ro", "--prompt", "x", "--model", "gpt-4o-mini"],
+         "- 'gpt-4o-mini': needs an API key: set OPENAI_API_KEY in the environment"),
+        (["sweep", str(tmp / "nope.yaml")], "experiment file not found"),
+        (["sweep", str(bad_yaml)], "bad.yaml: not valid YAML"),
+        (["sweep", str(tiny_experiment(tmp, "gone.yaml", tasks="gone.jsonl"))], "no task file 'gone.jsonl'; tried"),
+        (["sweep", str(tiny_experiment(tmp, "key.yaml", config={"model": "gpt-4o-mini"}))],
+         "- 'gpt-4o-mini': needs an API key: set OPENAI_API_KEY in the environment"),
+        (["sweep", ok, "--executor", "ray", "--out", str(tmp / "r")], "executor: 'ray' is not a known executor"),
+        (["sweep", ok, "--out", str(a_file), "--no-progress"], str(a_file)),
+        (["report", str(tmp / "no-results")], "results dir not found"),
+        (["report", str(tmp / "not-results")], "not-results is not a results dir: it has no cells/ folder"),
+        (["cache", "stats", "--dir", "ftp://x"], "--dir: cache location 'ftp://x' has an unknown scheme"),
+        (["cache", "stats", "--dir", refused], f"call cache {refused} (set by --dir) is unavailable"),
+        (["cache", "clear", "--dir", str(a_file)], str(a_file)),
+    ]
+
+
+def test_every_command_prints_its_whole_error_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cases = _error_cases(tmp_path)
+    assert {argv[0] for argv, _ in cases} == {"run", "sweep", "report", "cache"}
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("promptlab: error: ") and message in err, (argv, err)
+        assert "Traceback" not in err, (argv, err)
+
+
+def test_a_multi_line_message_is_printed_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptlab.sweeps.experiment import load_experiment
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = tiny_experiment(tmp_path, config={"model": "gpt-4o-mini"})
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(path)
+    message = str(caught.value).splitlines()
+    assert len(message) >= 2  # the case the first-line-only printing lost
+    assert main(["sweep", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"promptlab: error: {message[0]}",
+                                                    *(f"  {line}" for line in message[1:])]
 
 
 def test_cache_stats_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,6 +172,9 @@ def test_cache_stats_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "0 entries" in capsys.readouterr().out
 
 
-def test_sweep_with_an_unknown_executor_names_the_known_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sweep", str(tiny_experiment(tmp_path)), "--executor", "ray", "--no-progress"]) == 2
-    assert "executor: 'ray' is not a known executor; known: dask, inline, papermill" in capsys.readouterr().err
+def test_an_unknown_cost_has_no_unit() -> None:
+    from promptlab.record import Totals
+
+    line = totals_text(Totals(calls=3, input_tokens=10, output_tokens=5, cost_usd=None, wall_time_s=1.0))
+    assert ", cost unknown, 1.00 s" in line and "USD" not in line
+    assert ", cost 0.0025 USD, " in totals_text(Totals(calls=1, cost_usd=0.0025))

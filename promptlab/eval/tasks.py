@@ -43,6 +43,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ConfigError
+from ..reading import read_text
 from ..record import Example, Split, Task
 from .scorers import Scorer, bounded, get_scorer
 
@@ -123,7 +124,7 @@ def examples_of(task: Task, split: str) -> list[Example]:
 def jsonl_objects(p: Path, where: Callable[[int], str]) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) for each non-blank line of a JSONL file; a line that is not JSON is a
     ConfigError prefixed with `where(line number)`."""
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_text(p, "JSONL file").splitlines(), start=1):
         if not line.strip():
             continue
         try:

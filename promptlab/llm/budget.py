@@ -129,8 +129,44 @@ def _cap(value: Any, where: str) -> float:
     return cap
 
 
+@dataclass
+class Charges:
+    """What the paid requests made in one context (a sweep cell, see `charges`) cost, as `Budget.charge`
+    counted them: runs that the cap stopped included, which no run record holds."""
+
+    cost_usd: float = 0.0
+    """USD charged."""
+    requests: int = 0
+    """Paid requests charged."""
+    tokens: int = 0
+    """Input plus output tokens of those requests."""
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def add(self, cost_usd: float, input_tokens: int | None, output_tokens: int | None) -> None:
+        """Count one paid request."""
+        with self._lock:
+            self.cost_usd = round(self.cost_usd + cost_usd, 10)
+            self.requests += 1
+            self.tokens += (input_tokens or 0) + (output_tokens or 0)
+
+
+@contextlib.contextmanager
+def charges() -> Iterator[Charges]:
+    """Count what every request charged to a budget in this context costs (tasks and threads started in it
+    included); yields the running `Charges`."""
+    counted = Charges()
+    token = _CHARGES.set(counted)
+    try:
+        yield counted
+    finally:
+        _CHARGES.reset(token)
+
+
 _ACTIVE: ContextVar[Budget | None] = ContextVar("promptlab_budget", default=None)
 _REFUSED: ContextVar[list[BudgetExceeded] | None] = ContextVar("promptlab_budget_refused", default=None)
+_CHARGES: ContextVar[Charges | None] = ContextVar("promptlab_budget_charges", default=None)
 _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
 
@@ -223,6 +259,9 @@ class Budget:
                 os.replace(tmp, self.path)
             finally:
                 fcntl.lockf(lock, fcntl.LOCK_UN)
+        counted = _CHARGES.get()
+        if counted is not None:
+            counted.add(cost_usd, input_tokens, output_tokens)
 
     # the check ---------------------------------------------------------------------------------------
     def check(self, model: str, request: Mapping[str, Any]) -> None:
@@ -292,5 +331,5 @@ def active() -> Budget | None:
     return _ACTIVE.get()
 
 
-__all__ = ["ENV_BUDGET_FILE", "ENV_MAX_COST", "FREE", "LEDGER_NAME", "Budget", "Ledger", "TokenPrice", "active",
-           "check_prices", "gate", "price_of"]
+__all__ = ["ENV_BUDGET_FILE", "ENV_MAX_COST", "FREE", "LEDGER_NAME", "Budget", "Charges", "Ledger", "TokenPrice",
+           "active", "charges", "check_prices", "gate", "price_of"]

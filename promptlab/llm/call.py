@@ -173,7 +173,7 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
                 if rpm or tpm:
                     rate_wait(req.endpoint, rpm, tpm, op.kwargs)
                 budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
-                reply = fetch(op.kwargs, req.settings, on_token)
+                reply = fetch(req, op.kwargs, on_token)
             except Exception as e:
                 error = e
                 continue
@@ -257,7 +257,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                     if rpm or tpm:
                         await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
                     budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
-                    reply = await afetch(op.kwargs, req.settings, on_token)
+                    reply = await afetch(req, op.kwargs, on_token)
                 except Exception as e:
                     error = e
                     continue

@@ -1,28 +1,32 @@
-"""The direct transport: plain chat requests to an OpenAI-compatible endpoint over one shared HTTP client.
+"""The direct transport: chat requests to an OpenAI-compatible endpoint over one shared aiohttp session.
 
 litellm spends about 2-3 ms of CPU on each request (building its request, the OpenAI client, logging,
 pricing the reply twice). Against a fast local server (vLLM, llama.cpp's server, Ollama's /v1, a proxy)
 that CPU, on the event loop thread, is what limits calls in flight. So, with `Settings.transport="auto"`
-(the default), a request that is a plain chat completion for an `openai/<name>` model with an api_base is
-posted here directly: `POST <api_base>/chat/completions` with the JSON body litellm would send, on one
-`httpx` client per event loop (and one for blocking calls) per endpoint.
+(the default), a chat request for an `openai/<name>` model with an api_base is posted here directly:
+`POST <api_base>/chat/completions` with the JSON body litellm would send, plain (`apost`) or, when someone
+watches the tokens, streamed as server-sent events (`astream`).
 
 Everything observable stays as with litellm: the reply is read into a litellm `ModelResponse`, so text,
 usage, cost (litellm's price map; None for an unknown price), the reported model, the endpoint identity and
 log-probabilities come out of the same code; an HTTP error or a connection failure becomes the exception
-litellm would raise (the same type, status and message, chained to the cause), so retries, the deadline and
-`ProviderError` read the same. The API key comes from the call or `OPENAI_API_KEY` and is only sent.
+litellm would raise (`promptlab.llm.failures`), so retries, the deadline and `ProviderError` read the same.
+A reply is accepted only when it is one: a plain reply must be UTF-8 JSON with `choices`; a stream must come
+as `text/event-stream` and end with a finish reason or `[DONE]`; neither may pass `Settings.max_reply_bytes`
+(reading stops there). Anything else raises `InvalidReply`. Usage the server does not send stays unknown. The
+API key comes from the call or `OPENAI_API_KEY` and is only sent.
 
 What goes to litellm instead (`route` returns None): any model other than `openai/<name>`, a model litellm
 gives its own request rules (o-series, gpt-5), no api_base in the call nor in `OPENAI_BASE_URL` /
-`OPENAI_API_BASE`, no API key, litellm's global `api_base`/`api_key`/`headers` set, a streamed call, a
-message that is not plain `role`/`content` text, and any parameter outside `PLAIN_PARAMS` (tools, extra
-headers, provider options...). `Settings(transport="litellm")` sends every request through litellm.
+`OPENAI_API_BASE`, no API key, litellm's global `api_base`/`api_key`/`headers` set, a message that is not
+plain `role`/`content` text, and any parameter outside `PLAIN_PARAMS` (tools, extra headers, provider
+options...). `Settings(transport="litellm")` sends every request through litellm.
 
-Blocking requests go over httpx, async ones over aiohttp (one session per event loop; httpx's async pool
-costs milliseconds of CPU per call with tens in flight, see `_session`). Connections are not capped here:
-the limit on calls in flight is each call's own (`Settings`, enforced by `promptlab.llm.limits`); the blocking
-pool keeps up to `KEEPALIVE` idle connections per endpoint.
+Requests go over aiohttp, one session per event loop (blocking calls run theirs on the call loop thread:
+`promptlab.llm.transport`). httpx's async pool scans every connection for each queued request, which costs
+milliseconds of CPU per call with tens in flight; aiohttp's pool hands a free connection over in constant
+time. Connections are not capped here: the limit on calls in flight is each call's own (`Settings`,
+enforced by `promptlab.llm.limits`).
 """
 
 from __future__ import annotations
@@ -31,18 +35,18 @@ import asyncio
 import contextlib
 import json
 import os
-import threading
+import time
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from .failures import NO_END, NOT_CHAT, NOT_JSON, NOT_UTF8, InvalidReply, status_error, too_big, transport_error
 from .providers import litellm
 
 if TYPE_CHECKING:
     import aiohttp
-    import httpx
 
 PLAIN_PARAMS = frozenset({
     "model", "messages", "temperature", "max_tokens", "top_p", "stop", "seed", "presence_penalty",
@@ -55,8 +59,7 @@ NOT_SENT = frozenset({"api_key", "api_base", "base_url", "timeout", "num_retries
 """Fields that shape the HTTP request rather than its JSON body."""
 MESSAGE_FIELDS = frozenset({"role", "content"})
 """The fields of a plain text message, which litellm passes through unchanged (any other: litellm)."""
-KEEPALIVE = 256
-"""Idle connections kept per endpoint."""
+EVENT_STREAM = "text/event-stream"
 
 
 @dataclass(frozen=True)
@@ -117,19 +120,12 @@ def route(kwargs: dict[str, Any]) -> Route | None:
                  given_base=str(given) if given else None)
 
 
-def _body(kwargs: dict[str, Any]) -> bytes:
+def _body(kwargs: dict[str, Any], stream: bool) -> bytes:
     body = {k: v for k, v in kwargs.items() if k not in NOT_SENT}
     body["model"] = body["model"][len("openai/"):]
+    if stream:
+        body.update(stream=True, stream_options={"include_usage": True})
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
-
-
-def _headers(r: Route) -> dict[str, str]:
-    return {"Authorization": f"Bearer {r.api_key}", "Content-Type": "application/json"}
-
-
-def _timeout(kwargs: dict[str, Any]) -> float:
-    t = kwargs.get("timeout")
-    return float(t) if t is not None else 600.0
 
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = weakref.WeakKeyDictionary()
@@ -138,18 +134,10 @@ _closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[No
     weakref.WeakKeyDictionary()
 )
 """A strong reference to each loop's `_closer` (the loop itself keeps only weak ones)."""
-_clients: dict[str, httpx.Client] = {}
-_clients_lock = threading.Lock()
 
 
 async def _session() -> aiohttp.ClientSession:
-    """The running loop's aiohttp session.
-
-    Async requests go through aiohttp, not httpx: httpcore's pool scans every connection for every queued
-    request, which costs milliseconds per call with 64 in flight (measured: 9.5 ms of CPU per call at 64,
-    0.2 s of every 0.1 s round trip); aiohttp's pool hands a free connection over in constant time. litellm
-    makes its own OpenAI requests over aiohttp too, and its error mapping is reused, so errors read the same.
-    """
+    """The running loop's aiohttp session."""
     loop = asyncio.get_running_loop()
     session = _sessions.get(loop)
     if session is None or session.closed:
@@ -173,72 +161,6 @@ async def _closer(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
         await session.close()
 
 
-def _client(r: Route) -> httpx.Client:
-    """The process's blocking client for this endpoint (httpx's pool is thread-safe)."""
-    with _clients_lock:
-        client = _clients.get(r.api_base)
-        if client is None:
-            import httpx
-
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE)
-            client = _clients[r.api_base] = httpx.Client(limits=limits)
-        return client
-
-
-def _response(r: Route, model: str, http: httpx.Response) -> Any:
-    """The litellm ModelResponse of a reply, or the exception litellm raises for an HTTP error."""
-    if http.status_code >= 400:
-        raise _status_error(model, http.status_code, http.content, http)
-    return _read(r, model, http.content)
-
-
-def _read(r: Route, model: str, content: bytes) -> Any:
-    """The litellm ModelResponse of a successful reply's body."""
-    response = litellm().ModelResponse(**json.loads(content))
-    response._hidden_params = {"custom_llm_provider": "openai", "api_base": r.given_base or _reported_base(model)}
-    return response
-
-
-def post(r: Route, kwargs: dict[str, Any]) -> Any:
-    """Make one request (blocking); returns a litellm ModelResponse."""
-    client = _client(r)
-    request = client.build_request("POST", r.url, content=_body(kwargs), headers=_headers(r),
-                                   timeout=_timeout(kwargs))
-    try:
-        http = client.send(request)
-    except Exception as e:
-        raise _transport_error(kwargs["model"], e, request)  # noqa: B904 (it carries its own chain)
-    return _response(r, kwargs["model"], http)
-
-
-async def apost(r: Route, kwargs: dict[str, Any]) -> Any:
-    """Make one request (async); returns a litellm ModelResponse."""
-    import aiohttp
-
-    session = await _session()
-    t = _timeout(kwargs)
-    try:
-        with _aiohttp_errors():
-            async with session.post(r.url, data=_body(kwargs), headers=_headers(r), allow_redirects=False,
-                                    timeout=aiohttp.ClientTimeout(connect=t, sock_connect=t, sock_read=t)) as http:
-                status, content = http.status, await http.read()
-                headers = list(http.headers.items()) if status >= 400 else []
-    except Exception as e:
-        raise _transport_error(kwargs["model"], e, _request(r))  # noqa: B904 (it carries its own chain)
-    if status >= 400:
-        import httpx
-
-        raise _status_error(kwargs["model"], status, content,
-                            httpx.Response(status, headers=headers, content=content, request=_request(r)))
-    return _read(r, kwargs["model"], content)
-
-
-def _request(r: Route) -> httpx.Request:
-    import httpx
-
-    return httpx.Request("POST", r.url)
-
-
 def _aiohttp_errors() -> contextlib.AbstractContextManager[None]:
     """aiohttp's exceptions as the httpx ones litellm's own aiohttp transport raises for them."""
     try:
@@ -248,54 +170,161 @@ def _aiohttp_errors() -> contextlib.AbstractContextManager[None]:
     return map_aiohttp_exceptions()  # type: ignore[no-any-return]
 
 
-def _status_error(model: str, status: int, content: bytes, http: httpx.Response) -> BaseException:
-    """litellm's exception for an HTTP error status, built as the OpenAI client and litellm build it."""
-    import openai
-
-    text = content.decode("utf-8", "replace").strip()
-    body: Any = text
-    try:
-        body = json.loads(text)
-        message = f"Error code: {status} - {body}"
-    except ValueError:
-        message = text or f"Error code: {status}"
-    data = body.get("error", body) if isinstance(body, dict) else body
-    kinds = {400: openai.BadRequestError, 401: openai.AuthenticationError, 403: openai.PermissionDeniedError,
-             404: openai.NotFoundError, 409: openai.ConflictError, 422: openai.UnprocessableEntityError,
-             429: openai.RateLimitError}
-    kind = kinds.get(status, openai.InternalServerError if status >= 500 else openai.APIStatusError)
-    return _mapped(model, kind(message, response=http, body=data))
+async def _read(http: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """The body, refused (InvalidReply) once it passes `max_bytes`: reading stops there."""
+    if http.content_length is not None and http.content_length > max_bytes:
+        raise too_big(max_bytes)
+    parts, size = [], 0
+    async for part in http.content.iter_chunked(1 << 16):
+        size += len(part)
+        if size > max_bytes:
+            raise too_big(max_bytes)
+        parts.append(part)
+    return b"".join(parts)
 
 
-def _transport_error(model: str, e: BaseException, request: httpx.Request) -> BaseException:
-    """litellm's exception for a request that got no reply (timeout, refused or dropped connection)."""
+@contextlib.asynccontextmanager
+async def _post(r: Route, kwargs: dict[str, Any], stream: bool, max_bytes: int) -> AsyncIterator[Any]:
+    """The response to one request; an error status raises litellm's exception for it, and a connection that
+    fails (before or while the body is read in the block) litellm's connection or timeout exception."""
+    import aiohttp
     import httpx
-    import openai
 
-    timed_out = isinstance(e, (httpx.TimeoutException, asyncio.TimeoutError))
-    sdk_error = openai.APITimeoutError(request=request) if timed_out else openai.APIConnectionError(request=request)
-    sdk_error.__cause__ = e
-    return _mapped(model, sdk_error)
-
-
-def _mapped(model: str, sdk_error: BaseException) -> BaseException:
-    """Wrap an OpenAI client error as litellm's OpenAI handler does, then map it as litellm maps it."""
-    from litellm.llms.openai.common_utils import OpenAIError
-
-    http = getattr(sdk_error, "response", None)
-    wrapped = OpenAIError(status_code=getattr(sdk_error, "status_code", 500),
-                          message=getattr(sdk_error, "message", str(sdk_error)),
-                          headers=getattr(sdk_error, "headers", None) or getattr(http, "headers", None),
-                          body=getattr(sdk_error, "body", None))
-    wrapped.__cause__ = sdk_error
-    mapped: BaseException
+    session = await _session()
+    t = kwargs.get("timeout")
+    timeout = aiohttp.ClientTimeout(connect=t, sock_connect=t, sock_read=t)
+    headers = {"Authorization": f"Bearer {r.api_key}", "Content-Type": "application/json"}
     try:
-        mapped = litellm().exception_type(model=model, custom_llm_provider="openai", original_exception=wrapped)
-    except Exception as e:  # litellm raises the mapped exception
-        mapped = e
-    if mapped is not wrapped:
-        mapped.__cause__ = wrapped  # the chain litellm leaves: mapped <- OpenAIError <- client error <- cause
-    return mapped
+        with _aiohttp_errors():
+            async with session.post(r.url, data=_body(kwargs, stream), headers=headers, allow_redirects=False,
+                                    timeout=timeout) as http:
+                if http.status >= 400:
+                    content = await _read(http, max_bytes)
+                    raise status_error(kwargs["model"], http.status, content, http.headers, r.url)
+                yield http
+    except (httpx.HTTPError, aiohttp.ClientError, OSError) as e:  # TimeoutError is an OSError
+        raise transport_error(kwargs["model"], e, r.url)  # noqa: B904 (it carries its own chain)
 
 
-__all__ = ["KEEPALIVE", "PLAIN_PARAMS", "Route", "apost", "post", "route"]
+def completion_of(content: bytes) -> dict[str, Any]:
+    """The chat completion in a reply's body (OpenAI's JSON), or InvalidReply naming what it is not."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidReply(NOT_UTF8) from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InvalidReply(NOT_JSON) from None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict) \
+            or not isinstance(choices[0].get("message"), dict):
+        raise InvalidReply(NOT_CHAT)
+    return data
+
+
+def _response(r: Route, model: str, data: dict[str, Any]) -> Any:
+    """The litellm ModelResponse of a chat completion, reporting the endpoint as litellm would."""
+    response = litellm().ModelResponse(**data)
+    response._hidden_params = {"custom_llm_provider": "openai", "api_base": r.given_base or _reported_base(model)}
+    return response
+
+
+async def apost(r: Route, kwargs: dict[str, Any], max_bytes: int) -> Any:
+    """Make one plain request; returns a litellm ModelResponse."""
+    async with _post(r, kwargs, False, max_bytes) as http:
+        content = await _read(http, max_bytes)
+    return _response(r, kwargs["model"], completion_of(content))
+
+
+async def astream(r: Route, kwargs: dict[str, Any], on_token: Callable[[str], None], max_bytes: int) -> Any:
+    """Make one streamed request, sending each piece of text to `on_token`; returns a litellm ModelResponse
+    of the whole reply (with the usage only when the server sent it)."""
+    async with _post(r, kwargs, True, max_bytes) as http:
+        kind = http.headers.get("Content-Type", "")
+        if EVENT_STREAM not in kind:
+            await _read(http, max_bytes)
+            if "json" in kind:  # the same request would get the same answer: not retried
+                raise InvalidReply(f"a stream was asked for and the server answered one {kind} reply (it ignores "
+                                   "`stream`; ask it for no tokens)", retryable=False)
+            raise InvalidReply(f"a stream was asked for and the server answered {kind or 'no content type'}")
+        reader = Events(kwargs["model"][len("openai/"):], on_token)
+        pending: list[bytes] = []  # the start of a line not yet ended
+        size = 0
+        async for part in http.content.iter_any():
+            size += len(part)
+            if size > max_bytes:
+                raise too_big(max_bytes)
+            if b"\n" not in part:
+                pending.append(part)
+                continue
+            *lines, rest = b"".join([*pending, part]).split(b"\n")
+            pending = [rest] if rest else []
+            if any(reader.line(line) for line in lines):
+                break
+    return _response(r, kwargs["model"], reader.completion())
+
+
+class Events:
+    """Reads a chat completion's server-sent events line by line, sending each piece of text on."""
+
+    def __init__(self, model: str, on_token: Callable[[str], None]) -> None:
+        self.on_token = on_token
+        self.data: list[str] = []
+        self.text: list[str] = []
+        self.model = model
+        self.finish: str | None = None
+        self.done = False
+        self.usage: dict[str, Any] | None = None
+
+    def line(self, raw: bytes) -> bool:
+        """Take one line; True once the stream said [DONE]."""
+        try:
+            line = raw.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError:
+            raise InvalidReply(NOT_UTF8) from None
+        if line.startswith("data:"):
+            self.data.append(line[5:].removeprefix(" "))
+        elif not line and self.data:
+            event, self.data = "\n".join(self.data), []
+            self.event(event)
+        return self.done
+
+    def event(self, data: str) -> None:
+        if data == "[DONE]":
+            self.done = True
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise InvalidReply(f"a stream event is {NOT_JSON}") from None
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices", []), list):
+            raise InvalidReply(f"a stream event is {NOT_CHAT}")
+        if "error" in chunk and not chunk.get("choices"):
+            raise InvalidReply(f"the stream carried an error: {str(chunk['error'])[:300]}")
+        self.model = chunk.get("model") or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            piece = (choice.get("delta") or {}).get("content")
+            if piece:
+                self.text.append(piece)
+                self.on_token(piece)
+            self.finish = choice.get("finish_reason") or self.finish
+
+    def completion(self) -> dict[str, Any]:
+        """The whole reply as a chat completion; InvalidReply when the stream did not end (an event cut off
+        before its blank line is dropped, as the event-stream standard says)."""
+        if self.finish is None and not self.done:
+            raise InvalidReply(NO_END)
+        data: dict[str, Any] = {"id": "chatcmpl-stream", "object": "chat.completion", "created": int(time.time()),
+                                "model": self.model, "choices": [{"index": 0, "finish_reason": self.finish,
+                                "message": {"role": "assistant", "content": "".join(self.text)}}]}
+        if self.usage is not None:
+            data["usage"] = self.usage
+        return data
+
+
+__all__ = ["EVENT_STREAM", "PLAIN_PARAMS", "Events", "Route", "apost", "astream", "completion_of", "route"]

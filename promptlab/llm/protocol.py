@@ -3,10 +3,17 @@
 
 `promptlab.llm.call` drives it twice over: `complete` with blocking requests and `time.sleep`, `acomplete` with
 async requests and `asyncio.sleep`; the driver sends each provider reply back in (or throws the request's
-exception in). So retries with backoff, the deadline, the per-request timeout, the schema (natively, in the
-prompt, or detected: native until the endpoint refuses it; a served endpoint that refuses OpenAI's json_schema
-form is given the json_object form before the prompt), re-asks after an unparseable reply and the
-figures of every reply are written once, here.
+exception in). The steps, each written once here:
+- `prepare`: the request's arguments, with the schema natively (`response_format`), in the prompt, or detected
+  (native until the endpoint refuses it);
+- `send`: one reply, the request retried on transient errors with backoff (`backoff`, or the server's
+  `Retry-After`) within the call's deadline, each request's timeout cut to what the deadline leaves;
+- `schema_fallback`: a served endpoint that refuses OpenAI's json_schema form is given the json_object form,
+  then the schema in the prompt (remembered per endpoint);
+- `protocol`: the parse re-asks after an unparseable reply, and the figures of every reply.
+
+The wait rule is our own (`backoff`, two lines) rather than tenacity's: tenacity's waits take its
+`RetryCallState` and its retry loops would drive the request themselves, where here the two drivers do.
 """
 
 from __future__ import annotations
@@ -14,18 +21,19 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BudgetExceeded, ConfigError, ParseError, ProviderError, describe_cause
+from ..errors import BudgetExceeded, ConfigError, ParseError, ProviderError
 from . import structured
 from .aliases import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_support, schema_form, schema_support
 from .cache.keys import cache_key
-from .completion import Completion
-from .failures import raise_if_auth, request_host, transient
-from .providers import is_own, native_schema
-from .reply import Figures, Reply
+from .completion import Completion, total
+from .failures import describe_cause, raise_if_auth, retry_after, transient
+from .providers import native_schema
+from .reply import Reply
 from .request import Request
+from .settings import Settings
 
 
 @dataclass
@@ -45,19 +53,144 @@ class Sleep:
     seconds: float
 
 
-def _served(req: Request) -> bool:
-    """Whether the request goes to an OpenAI-compatible server of an alias (an `openai/` model with an api_base)."""
-    return req.alias is not None and req.target.startswith("openai/") and bool(
-        req.params.get("api_base") or req.params.get("base_url"))
+@dataclass
+class Call:
+    """One call as it goes: what is sent, how the schema goes, and what was spent on requests so far."""
+
+    req: Request
+    kwargs: dict[str, Any]
+    """litellm's arguments besides the model, the messages and the timeout."""
+    messages: list[dict[str, Any]]
+    mode: str
+    """How the schema goes: 'none', 'native', 'prompt' or 'detect' (native until the endpoint refuses it)."""
+    form: str
+    """The native `response_format` form sent (an entry of SCHEMA_FORMS)."""
+    started: float = field(default_factory=time.monotonic)
+    attempts: int = 0
+    """Provider requests made."""
+    latency: float = 0.0
+    """Seconds spent waiting on them."""
+
+    def error(self, cause: str, *, retryable: bool) -> ProviderError:
+        """A ProviderError of this call: model, host, cause and the requests made."""
+        return ProviderError(self.req.model, cause, attempts=self.attempts, retryable=retryable, host=self.req.host)
+
+    def left(self) -> float | None:
+        """Seconds left before the deadline (None: no deadline)."""
+        deadline = self.req.settings.deadline_s
+        return None if deadline is None else deadline - (time.monotonic() - self.started)
+
+    def reply_key(self) -> str | None:
+        """Where a structured call caches the reply to the current messages."""
+        if self.req.schema is None:
+            return None
+        return cache_key({"reply_of": self.req.key, "messages": self.messages})
 
 
-def _schema_mode(req: Request) -> str:
+def schema_mode(req: Request) -> str:
     """How the schema goes out: 'native' (response_format), 'prompt', or 'detect' (native, the prompt once
     the endpoint refuses it: an alias without a `native_schema` choice, `openai/` model with an api_base)."""
-    if _served(req) and req.alias is not None and req.alias.native_schema is None:
+    if req.schema is None:
+        return "none"
+    if req.served and req.alias is not None and req.alias.native_schema is None:
         learnt = schema_support(req.endpoint)
         return "detect" if learnt is None else ("native" if learnt else "prompt")
     return "native" if native_schema(req.model) else "prompt"
+
+
+def prepare(req: Request) -> Call:
+    """The call's first request: its arguments, the key read now, the schema where it goes."""
+    kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
+    if req.own:
+        kwargs["seed"] = kwargs.get("seed", req.sample)
+    else:  # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
+        kwargs.update(num_retries=0, max_retries=0)
+    if req.alias is not None and "api_key" not in kwargs:
+        key = api_key(req.alias)  # read now, from the alias's variable; never stored
+        if key is not None:
+            kwargs["api_key"] = key
+    call = Call(req, kwargs, list(req.messages), schema_mode(req),
+                (schema_form(req.endpoint) if req.served else None) or SCHEMA_FORMS[0])
+    if req.schema is not None:
+        if call.mode != "prompt":
+            kwargs["response_format"] = structured.response_format(req.schema, call.form)
+        else:
+            call.messages.append({"role": "user", "content": structured.schema_instruction(req.schema)})
+    return call
+
+
+def backoff(s: Settings, retry: int) -> float:
+    """The wait before retry number `retry` + 1: exponential from `backoff_s`, at most `backoff_max_s`, with
+    jitter (x 0.5-1.5)."""
+    return min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
+
+
+def send(call: Call) -> Generator[ProviderCall | Sleep, Any, Reply]:
+    """One reply: the request, retried on transient errors within the deadline (and sent again at once when a
+    served endpoint refuses the schema's form)."""
+    s, retry = call.req.settings, 0
+    while True:
+        left = call.left()
+        if left is not None and left <= 0:
+            raise call.error(f"deadline of {s.deadline_s:g}s exceeded", retryable=True)
+        timeout = s.timeout_s if left is None else min(left, s.timeout_s or left)
+        timed = {**call.kwargs, "timeout": timeout} if timeout is not None else call.kwargs
+        call.attempts += 1
+        t0 = time.perf_counter()
+        try:
+            reply: Reply = yield ProviderCall({"model": call.req.target, "messages": call.messages, **timed},
+                                              call.reply_key())
+        except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
+            raise
+        except Exception as e:
+            call.latency += time.perf_counter() - t0
+            if schema_fallback(call, e, timeout):
+                continue
+            yield Sleep(retry_wait(call, e, retry, timeout))
+            retry += 1
+            continue
+        call.latency += time.perf_counter() - t0
+        return reply
+
+
+def retry_wait(call: Call, e: Exception, retry: int, timeout: float | None) -> float:
+    """How long to wait before retrying after `e`; raises the call's error when it is not retried (not
+    transient, retries spent, or a `Retry-After` that would pass the deadline)."""
+    s = call.req.settings
+    raise_if_auth(call.req.model, e, call.attempts)
+    cause = describe_cause(e, timeout)
+    if not transient(e):
+        raise call.error(cause, retryable=False) from e
+    if retry == s.retries:
+        raise call.error(cause, retryable=True) from e
+    delay, asked, left = backoff(s, retry), retry_after(e), call.left()
+    if asked is not None:
+        if left is not None and asked >= left:
+            raise call.error(f"{cause}; the server asked to wait {asked:g}s (Retry-After), past the deadline "
+                             f"of {s.deadline_s:g}s", retryable=True) from e
+        delay = max(delay, asked)
+    return delay if left is None else min(delay, max(0.0, left))
+
+
+def schema_fallback(call: Call, e: Exception, timeout: float | None) -> bool:
+    """When a served endpoint refused the schema's form: switch to the next form, or to the schema in the
+    prompt (remembered for the endpoint), and say the request should go again (True); raises when told
+    native and every form was refused."""
+    req, schema = call.req, call.req.schema
+    if schema is None or call.mode not in ("detect", "native") or not req.served or not refuses_schema(e):
+        return False
+    if call.form != SCHEMA_FORMS[-1]:  # the server refused this form: try the next one
+        call.form = SCHEMA_FORMS[SCHEMA_FORMS.index(call.form) + 1]
+        call.kwargs["response_format"] = structured.response_format(schema, call.form)
+        return True
+    if call.mode == "native":  # told native: no fallback to the prompt, and no retry
+        raise call.error("the server refused the schema in every response_format form "
+                         f"({', '.join(SCHEMA_FORMS)}): {describe_cause(e, timeout)}", retryable=False) from e
+    call.mode = "prompt"
+    remember_schema_support(req.endpoint, False)
+    call.kwargs.pop("response_format", None)
+    call.messages = call.messages + [{"role": "user", "content": structured.schema_instruction(schema)}]
+    return True
 
 
 def priced(req: Request, reply: Reply) -> Reply:
@@ -68,117 +201,54 @@ def priced(req: Request, reply: Reply) -> Reply:
     return reply.model_copy(update={"cost_usd": price.cost(reply.input_tokens, reply.output_tokens or 0)})
 
 
+def figures(replies: list[Reply]) -> tuple[int | None, int | None, float | None]:
+    """Input tokens, output tokens and cost summed over replies (`total`: an unknown figure makes its sum
+    unknown; no reported usage leaves both token sums unknown)."""
+    tokens = total((r.input_tokens for r in replies), 0)
+    out = None if tokens is None else total((r.output_tokens or 0 for r in replies), 0)
+    return tokens, out, total((r.cost_usd for r in replies), 0.0)
+
+
+def completion_of(call: Call, replies: list[Reply]) -> Completion:
+    """The Completion of the last reply, with the figures of every reply of the call: the original ones, and
+    what this call spent now where some replies were replayed from the cache."""
+    original, spent = figures(replies), figures([r for r in replies if not r.replayed])
+    last, req = replies[-1], call.req
+    done = Completion(model=req.model, text=last.text, input_tokens=original[0], output_tokens=original[1],
+                      cost_usd=original[2], latency_s=call.latency, attempts=call.attempts, sample=req.sample,
+                      key=req.key, finish_reason=last.finish_reason, logprobs=last.logprobs,
+                      response_model=last.response_model, endpoint=last.endpoint)
+    if spent != original:  # some replies were replayed from the cache: this call spent less than the original did
+        done.spent_input_tokens, done.spent_output_tokens, done.spent_cost_usd = spent[0] or 0, spent[1] or 0, spent[2]
+    return done
+
+
 def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
     """The call, step by step: yields provider calls and sleeps, returns the Completion."""
-    s = req.settings
-    messages = list(req.messages)
-    kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
-    own = is_own(req.target)
-    if not own:
-        # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
-        kwargs.update(num_retries=0, max_retries=0)
-    if req.alias is not None and "api_key" not in kwargs:
-        key = api_key(req.alias)  # read now, from the alias's variable; never stored
-        if key is not None:
-            kwargs["api_key"] = key
-    mode = _schema_mode(req) if req.schema is not None else "none"
-    served = _served(req)
-    form = (schema_form(req.endpoint) if served else None) or SCHEMA_FORMS[0]  # the native form sent
-    if req.schema is not None:
-        if mode != "prompt":
-            kwargs["response_format"] = structured.response_format(req.schema, form)
-        else:
-            messages.append({"role": "user", "content": structured.schema_instruction(req.schema)})
-    if own:
-        kwargs["seed"] = kwargs.get("seed", req.sample)
-
-    started = time.monotonic()
-    attempts, latency = 0, 0.0
-    original, spent = Figures(), Figures()  # recorded figures of every reply; what this call paid now
+    call = prepare(req)
+    replies: list[Reply] = []
     failures: list[dict[str, Any]] = []
-    for _ in range(max(1, s.parse_attempts if req.schema is not None else 1)):
-        reply_key = None
-        if req.schema is not None:
-            reply_key = cache_key({"reply_of": req.key, "messages": messages})
-        retry = 0
-        while True:
-            left = None if s.deadline_s is None else s.deadline_s - (time.monotonic() - started)
-            if left is not None and left <= 0:
-                raise ProviderError(req.model, f"deadline of {s.deadline_s:g}s exceeded", attempts=attempts,
-                                    retryable=True, host=request_host(req.target, req.params))
-            timeout = s.timeout_s if left is None else min(left, s.timeout_s or left)
-            call_kwargs = {**kwargs, "timeout": timeout} if timeout is not None else kwargs
-            attempts += 1
-            t0 = time.perf_counter()
-            try:
-                reply: Reply = yield ProviderCall({"model": req.target, "messages": messages, **call_kwargs},
-                                                  reply_key)
-            except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
-                raise
-            except Exception as e:
-                latency += time.perf_counter() - t0
-                if mode in ("detect", "native") and served and refuses_schema(e):
-                    assert req.schema is not None
-                    if form != SCHEMA_FORMS[-1]:  # the server refused this form: try the next one
-                        form = SCHEMA_FORMS[SCHEMA_FORMS.index(form) + 1]
-                        kwargs["response_format"] = structured.response_format(req.schema, form)
-                        continue
-                    if mode == "native":  # told native: no fallback to the prompt, and no retry
-                        raise ProviderError(req.model, "the server refused the schema in every response_format "
-                                            f"form ({', '.join(SCHEMA_FORMS)}): {describe_cause(e, timeout)}",
-                                            attempts=attempts, retryable=False,
-                                            host=request_host(req.target, req.params)) from e
-                    # the server refused response_format: remember it, put the schema in the prompt instead
-                    mode = "prompt"
-                    remember_schema_support(req.endpoint, False)
-                    kwargs.pop("response_format", None)
-                    messages = messages + [{"role": "user", "content": structured.schema_instruction(req.schema)}]
-                    reply_key = cache_key({"reply_of": req.key, "messages": messages})
-                    continue
-                raise_if_auth(req.model, e, attempts)
-                cause = describe_cause(e, timeout)
-                if not transient(e):
-                    raise ProviderError(req.model, cause, attempts=attempts, retryable=False,
-                                        host=request_host(req.target, req.params)) from e
-                if retry == s.retries:
-                    raise ProviderError(req.model, cause, attempts=attempts, retryable=True, host=request_host(req.target, req.params)) from e
-                delay = min(s.backoff_max_s, s.backoff_s * 2**retry) * (0.5 + random.random())
-                if s.deadline_s is not None:
-                    delay = min(delay, max(0.0, s.deadline_s - (time.monotonic() - started)))
-                retry += 1
-                yield Sleep(delay)
-                continue
-            latency += time.perf_counter() - t0
-            break
-        if mode in ("detect", "native") and served and not reply.replayed:
-            mode = "native"
-            remember_schema_support(req.endpoint, True, form)
-        reply = priced(req, reply)
-        original.add(reply)
-        if not reply.replayed:  # a replayed reply was paid for when it was first made
-            spent.add(reply)
-        text = reply.text
-        done = Completion(
-            model=req.model, text=text, input_tokens=original.input, output_tokens=original.output,
-            cost_usd=original.cost, latency_s=latency, attempts=attempts, sample=req.sample, key=req.key,
-            finish_reason=reply.finish_reason, logprobs=reply.logprobs, response_model=reply.response_model,
-            endpoint=reply.endpoint,
-        )
-        if (spent.input, spent.output, spent.cost) != (original.input, original.output, original.cost):
-            # some replies were replayed from the cache: this call spent less than the original did
-            done.spent_input_tokens, done.spent_output_tokens = spent.input or 0, spent.output or 0
-            done.spent_cost_usd = spent.cost
+    for _ in range(max(1, req.settings.parse_attempts if req.schema is not None else 1)):
+        reply = yield from send(call)
+        if call.mode in ("detect", "native") and req.served and not reply.replayed:
+            call.mode = "native"
+            remember_schema_support(req.endpoint, True, call.form)
+        replies.append(priced(req, reply))
+        done = completion_of(call, replies)
         if req.schema is None:
             return done
         try:
-            done.parsed = structured.parse(text, req.schema)
+            done.parsed = structured.parse(done.text, req.schema)
             return done
         except ValueError as e:
-            failures.append({"raw": text, "error": str(e), "finish_reason": done.finish_reason})
-            messages = messages + [{"role": "assistant", "content": text}, structured.repair_message(str(e))]
+            failures.append({"raw": done.text, "error": str(e), "finish_reason": done.finish_reason})
+            call.messages = call.messages + [{"role": "assistant", "content": done.text},
+                                             structured.repair_message(str(e))]
     assert req.schema is not None
-    raise ParseError(req.model, req.schema.__name__, failures, input_tokens=spent.input or 0,
-                     output_tokens=spent.output or 0, cost_usd=spent.cost, requests=attempts)
+    spent = figures([r for r in replies if not r.replayed])
+    raise ParseError(req.model, req.schema.__name__, failures, input_tokens=spent[0] or 0, output_tokens=spent[1] or 0,
+                     cost_usd=spent[2], requests=call.attempts)
 
 
-__all__ = ["ProviderCall", "Sleep", "priced", "protocol"]
+__all__ = ["Call", "ProviderCall", "Sleep", "backoff", "completion_of", "figures", "prepare", "priced", "protocol",
+           "retry_wait", "schema_fallback", "schema_mode", "send"]

@@ -106,8 +106,9 @@ def reported_model(model: str, response: Any) -> str | None:
         from .local import resolve_model_path
 
         return resolve_model_path(name).name
-    said = getattr(response, "model", None)
-    said = str(said) if said else None
+    hidden = getattr(response, "_hidden_params", None) or {}
+    said = hidden.get("provider_response_model") or getattr(response, "model", None)  # a stream litellm rebuilt
+    said = str(said) if said else None  # reports the requested model; the provider's is kept aside
     if provider == "fake" and said in (None, name):
         return model
     return said

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .completion import TokenLogprob, logprobs_of
-from .providers import endpoint, is_own, litellm, reported_model
+from .providers import endpoint, litellm, reported_model
 
 
 class Reply(BaseModel):
@@ -39,13 +39,14 @@ _unpriced: set[tuple[str, str | None, int]] = set()
 and catch the same error on every call. A price registered later grows the map and so misses this set."""
 
 
-def cost_of(model: str, response: Any) -> float | None:
-    """The reply's cost by litellm's price map: 0.0 for promptlab's in-process models, None when unknown.
+def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
+    """The reply's cost by litellm's price map: 0.0 for promptlab's in-process models (`own`), None when
+    unknown.
 
     litellm prices a response it made itself while logging it (`_hidden_params['response_cost']`): that
     figure is used rather than pricing the same response twice.
     """
-    if is_own(model):
+    if own:
         return 0.0  # in-process models cost nothing by construction
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:
@@ -62,37 +63,23 @@ def cost_of(model: str, response: Any) -> float | None:
         return None  # litellm does not know this model's price: unknown, not zero
 
 
-class Figures:
-    """Token and cost sums over replies; None once one reply's figure was unknown."""
-
-    def __init__(self) -> None:
-        self.input: int | None = 0
-        self.output: int | None = 0
-        self.cost: float | None = 0.0
-
-    def add(self, reply: Reply) -> None:
-        """Add one reply's figures."""
-        if reply.input_tokens is None or self.input is None or self.output is None:
-            self.input = self.output = None
-        else:
-            self.input += reply.input_tokens
-            self.output += reply.output_tokens or 0
-        self.cost = None if reply.cost_usd is None or self.cost is None else round(self.cost + reply.cost_usd, 10)
-
-
-def reply_of(model: str, response: Any) -> Reply:
-    """The Reply in a litellm ModelResponse for a call to `model`."""
-    usage: Any = getattr(response, "usage", None)
-    known = usage is not None and getattr(usage, "prompt_tokens", None) is not None
+def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True) -> Reply:
+    """The Reply in a litellm ModelResponse for a call to `model` (`own`: an in-process model). Usage the
+    provider did not send is unknown (None), and so is the cost: with `usage` False (a stream that carried
+    none), or zero tokens both ways (what litellm fills in for a plain reply without usage)."""
+    reported: Any = getattr(response, "usage", None) if usage else None
+    known = reported is not None and getattr(reported, "prompt_tokens", None) is not None
+    if known and not own and not reported.prompt_tokens and not reported.completion_tokens:
+        known = False  # litellm's zeros for a reply without usage: a chat request has at least one prompt token
     choice = response.choices[0]
     return Reply(
         text=choice.message.content or "",
-        input_tokens=int(usage.prompt_tokens or 0) if known else None,
-        output_tokens=int(usage.completion_tokens or 0) if known else None,
-        cost_usd=cost_of(model, response), finish_reason=getattr(choice, "finish_reason", None),
-        logprobs=logprobs_of(getattr(choice, "logprobs", None)), response_model=reported_model(model, response),
-        endpoint=endpoint(model, response),
+        input_tokens=int(reported.prompt_tokens or 0) if known else None,
+        output_tokens=int(reported.completion_tokens or 0) if known else None,
+        cost_usd=cost_of(model, response, own=own) if known or own else None,
+        finish_reason=getattr(choice, "finish_reason", None), logprobs=logprobs_of(getattr(choice, "logprobs", None)),
+        response_model=reported_model(model, response), endpoint=endpoint(model, response),
     )
 
 
-__all__ = ["Figures", "Reply", "cost_of", "reply_of"]
+__all__ = ["Reply", "cost_of", "reply_of"]

@@ -4,14 +4,19 @@ It checks the arguments, makes the chat messages (`chat_messages`), resolves a m
 (`promptlab.llm.aliases`: its target model, api_base and extra params) and computes the cache key: sha256 of the
 target model, messages, generation parameters (never a secret: `promptlab.llm.cache.SECRET_FIELDS`), the
 schema's JSON and the sample index, plus the endpoint's identity when the call names an api_base (two
-servers with one model name never share replies). The Request also knows what its limits count against
-(`Request.endpoint`) and how many calls it allows in flight there (`Request.concurrency`).
+servers with one model name never share replies). The Request is where the model's identity is worked out,
+once per call: the model it goes to (`target`, an alias resolved), whether that is an in-process model
+(`own`), whether it is an alias's OpenAI-compatible server (`served`), the host its requests go to (`host`,
+named in errors), what its limits count against (`endpoint`) and how many calls it allows in flight there
+(`concurrency`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Union
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -19,7 +24,7 @@ from . import structured
 from .aliases import ModelAlias, endpoint_identity, get_alias
 from .cache.keys import SECRET_FIELDS, cache_key
 from .limits import shared_concurrency
-from .providers import is_own
+from .providers import OWN_PROVIDERS, litellm
 from .settings import DEFAULT_SETTINGS, Settings
 
 Prompt = Union[str, list[dict[str, Any]]]
@@ -46,6 +51,35 @@ class Request:
     """The alias `model` names, if it is one."""
     endpoint: str = ""
     """What the limits count against: '<target>@<provider>@<host>' with an api_base, else the target."""
+    own: bool = False
+    """True for promptlab's in-process models (`local/...`, `fake/...`, or an alias of one): no network, no
+    price, no retries of the client's own."""
+
+    @property
+    def base(self) -> str | None:
+        """The api_base the request goes to, when the call (or its alias) names one."""
+        base = self.params.get("api_base") or self.params.get("base_url")
+        return str(base) if base else None
+
+    @property
+    def served(self) -> bool:
+        """Whether the request goes to an OpenAI-compatible server of an alias (an `openai/` model with an
+        api_base), whose structured-output support is detected."""
+        return self.alias is not None and self.target.startswith("openai/") and self.base is not None
+
+    @cached_property
+    def host(self) -> str:
+        """Where the requests go, as errors name it: the api_base's host, 'in-process', or the provider's
+        default endpoint ('<provider> default endpoint')."""
+        if self.base:
+            return urlsplit(self.base).netloc or self.base
+        if self.own:
+            return "in-process"
+        try:
+            provider = litellm().get_llm_provider(model=self.target)[1]
+        except Exception:
+            provider = self.target.partition("/")[0]
+        return f"{provider} default endpoint"
 
     def concurrency(self) -> int:
         """Calls in flight allowed to this request's endpoint: the settings' override for the name written
@@ -108,11 +142,12 @@ def build_request(
     }
     base = gen.get("api_base") or gen.get("base_url")
     endpoint = target
-    if base and not is_own(target):  # two servers with one model name never share replies (host only)
+    own = target.split("/", 1)[0] in OWN_PROVIDERS
+    if base and not own:  # two servers with one model name never share replies (host only)
         payload["endpoint"] = endpoint_identity(target, str(base))
         endpoint = f"{target}@{payload['endpoint']}"
     return Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, cache_key(payload),
-                   target=target, alias=alias, endpoint=endpoint)
+                   target=target, alias=alias, endpoint=endpoint, own=own)
 
 
 __all__ = ["Prompt", "Request", "build_request", "chat_messages"]

@@ -13,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
+from .aliases import get_alias, registered_models
 
 TRANSPORTS = ("auto", "litellm")
 """Known values of `Settings.transport`."""
@@ -45,13 +47,40 @@ class Settings:
     per_model_concurrency: dict[str, int] = field(default_factory=dict)
     """Overrides of max_concurrency by model name or alias name (over an alias's own max_concurrency)."""
     transport: str = "auto"
-    """How requests reach the provider: 'auto' posts plain chat requests to an OpenAI-compatible endpoint
-    (an `openai/<name>` model with an api_base) directly over HTTP and sends everything else through
-    litellm; 'litellm' sends every request through litellm (see `promptlab.llm.direct`)."""
+    """How requests reach the provider: 'auto' posts chat requests to an OpenAI-compatible endpoint (an
+    `openai/<name>` model with an api_base) directly over HTTP, plain or streamed, and sends everything else
+    through litellm; 'litellm' sends every request through litellm (see `promptlab.llm.direct`)."""
+    max_reply_bytes: int = 8 * 2**20
+    """The largest reply accepted (8 MiB): a bigger one is refused as an infrastructure failure (not retried,
+    never cached). The direct transport stops reading there; through litellm the text's size is checked."""
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"Settings.transport: {self.transport!r} is not one of {', '.join(TRANSPORTS)}")
+        if self.max_concurrency < 1:
+            raise ConfigError(f"Settings.max_concurrency: {self.max_concurrency} must be at least 1")
+        for name, n in self.per_model_concurrency.items():
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ConfigError(f"Settings.per_model_concurrency[{name!r}]: {n!r} must be a whole number >= 1")
+        if not isinstance(self.max_reply_bytes, int) or self.max_reply_bytes < 1:
+            raise ConfigError(f"Settings.max_reply_bytes: {self.max_reply_bytes!r} is not a whole number of "
+                              "bytes >= 1")
+
+    def check_models(self, models: Iterable[str], where: str = "Settings.per_model_concurrency") -> None:
+        """Refuse a per-model concurrency override that names no model the work will call (by the name it
+        is called by, or the model an alias it calls stands for) and no registered alias: a typo would
+        otherwise drop the limit silently.
+
+        Raises:
+            ConfigError: naming `where`, each unknown name and the models the work calls.
+        """
+        used = list(dict.fromkeys(models))
+        known = set(used) | set(registered_models())
+        known |= {alias.model for m in used if (alias := get_alias(m)) is not None}
+        unknown = [m for m in self.per_model_concurrency if m not in known]
+        if unknown:
+            raise ConfigError(f"{where}: {', '.join(repr(m) for m in unknown)}: no model of this work has that "
+                              f"name, nor does any model alias; the models it calls: {', '.join(used) or 'none'}")
 
     def concurrency(self, model: str) -> int:
         """Calls in flight at once allowed for `model` by these settings (at least 1)."""

@@ -151,7 +151,7 @@ def _stopping(f: Findings) -> list[str]:
         b, c, cost, zero = rule["best"], rule["cheapest"], rule["cost"], rule.get("start")
         same = (b["threshold"], b["cap"]) == (c["threshold"], c["cap"])
         why = "the best rule, and the cheapest" if same else "the cheapest rule whose mean is within the best rule's CI"
-        best = "" if same else (f" The best rule, {_rule(b)}, reaches "
+        best = "" if same else (f" The best rule ({_rule(b)}) reaches "
                                 f"{_ci(b['grounded_mean'], b['grounded_ci_low'], b['grounded_ci_high'], '')}, "
                                 f"{_cost(b, cost)}.")
         stay = (f" Not refining at all (cap 0: the starting prompt) gives "

@@ -11,7 +11,7 @@ Columns = dict[str, tuple[str, str]]
 
 TRAJECTORY_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Deterministic run id (Run.run_id)."),
+    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),
@@ -54,7 +54,7 @@ Setup and final phases (planning, polish) are not in any iteration: their tokens
 
 RUN_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Deterministic run id (Run.run_id)."),
+    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),
@@ -122,6 +122,10 @@ CELL_COLUMNS: Columns = {
     "n_runs": ("Int64", "Runs the cell recorded (from status.json)."),
     "wall_time_s": ("Float64", "Wall-clock seconds of the cell."),
     "finished_at": ("string", "UTC time status.json was written (ISO 8601)."),
+    "spent_tokens": ("Int64", "Tokens the cell's last execution sent to providers, whatever its status (under a "
+                              "spending cap: what the cap charged it, runs it stopped included)."),
+    "spent_cost_usd": ("Float64", "USD the cell's last execution paid, whatever its status (a cell cut by "
+                                  "max_cost shows what it paid); <NA> if unknown."),
 }
 """Cells: one row per cell directory, whatever its status, followed by the cell's params."""
 

@@ -94,6 +94,11 @@ class CellStatus(BaseModel):
     """Wall-clock seconds the cell took."""
     finished_at: str
     """UTC time of writing (ISO 8601)."""
+    spent_tokens: int | None = None
+    """Tokens the cell's execution sent to providers (None in files written before it was recorded)."""
+    spent_cost_usd: float | None = None
+    """USD the cell's execution paid; None where a price is unknown (or in older files). Under a spending
+    cap it is what the cap's ledger charged the cell, so a cell the cap cut shows what it paid."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,8 @@ class Results:
 
 # writing ----------------------------------------------------------------------------------------
 def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mapping[str, Any], runs: Sequence[Run],
-               *, error: Mapping[str, Any] | None = None, wall_time_s: float = 0.0) -> Path:
+               *, error: Mapping[str, Any] | None = None, wall_time_s: float = 0.0,
+               spent: tuple[int, float | None] | None = None) -> Path:
     """Write one cell's files atomically, status.json last.
 
     Args:
@@ -133,6 +139,8 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
             the status is "failed" when given ("cut" for kind "budget"), else "ok" -- unless a run is incomplete (an infrastructure
             failure touched it): then the cell is failed with kind "infrastructure" (see `incomplete_error`).
         wall_time_s: Wall-clock seconds the cell took.
+        spent: (tokens, USD) the cell's execution paid, when known beyond its runs (a spending cap's
+            charges, which include runs the cap stopped); default: the sum of its runs' spent figures.
 
     Returns:
         The cell directory.
@@ -157,11 +165,20 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
                                  ("runs.parquet", run_rows, RUN_COLUMNS)):
         table = arrow_table(columns, spec, params)
         _atomic_write(cell_dir / name, functools.partial(pq.write_table, table))
+    tokens, cost = spent if spent is not None else _runs_spent(runs)
     status = CellStatus(cell_id=cell_id, params=params, status=_status_of(cell_error),
                         error=cell_error, n_runs=len(runs), wall_time_s=float(wall_time_s),
-                        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+                        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                        spent_tokens=tokens, spent_cost_usd=cost)
     _atomic_write(cell_dir / "status.json", status.model_dump_json(indent=1).encode())
     return cell_dir
+
+
+def _runs_spent(runs: Sequence[Run]) -> tuple[int, float | None]:
+    """(tokens, USD) the runs spent (Run.totals); the USD is None once one run's is unknown."""
+    tokens = sum(r.totals.input_tokens + r.totals.output_tokens for r in runs)
+    costs = [r.totals.cost_usd for r in runs]
+    return tokens, None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 10)
 
 
 def _status_of(error: CellError | None) -> str:
@@ -269,7 +286,8 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
             row.update(status="corrupt", error_kind="StatusError", error=problem)
         if status is not None:
             row.update(status=status.status, n_runs=status.n_runs, wall_time_s=status.wall_time_s,
-                       finished_at=status.finished_at, params=status.params)
+                       finished_at=status.finished_at, params=status.params, spent_tokens=status.spent_tokens,
+                       spent_cost_usd=status.spent_cost_usd)
             if status.error is not None:
                 row.update(error_kind=status.error.kind, error=status.error.message)
         if row["status"] == "ok":

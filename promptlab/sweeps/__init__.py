@@ -8,9 +8,9 @@ from .cells import Cell, preflight_cells
 from .execute import INFRASTRUCTURE_ERRORS, run_cell_by_id
 from .executors import EXECUTORS, ExecutorSpec, get_executor, register_executor
 from .experiment import Experiment, Pairing, load_experiment
-from .plan import CellOutcome, Spend, SweepPlan, SweepResult
+from .plan import CellOutcome, SweepPlan, SweepResult
 from .run import Executor, sweep
 
 __all__ = ["Cell", "CellOutcome", "EXECUTORS", "Executor", "ExecutorSpec", "Experiment", "INFRASTRUCTURE_ERRORS",
-           "Pairing", "Spend", "SweepPlan", "SweepResult", "get_executor", "load_experiment", "preflight_cells",
+           "Pairing", "SweepPlan", "SweepResult", "get_executor", "load_experiment", "preflight_cells",
            "register_executor", "run_cell_by_id", "sweep"]

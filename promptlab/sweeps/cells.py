@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..llm.simulated import is_simulated
 from ..record import Task
 
 ID_LENGTH = 12
@@ -36,10 +37,13 @@ class Cell:
 def cell_models(cell: Cell) -> list[str]:
     """Every model a cell's loop will call: the model of each role, then any other `*_model` field (a
     simulated critic, `sim/...`, makes no call and is not listed; its config field validated it)."""
-    from ..llm.simulated import is_simulated
     from ..loops.registry import get_loop
 
-    config = get_loop(cell.loop).config_cls.model_validate(cell.config)
+    return config_models(get_loop(cell.loop).config_cls.model_validate(cell.config))
+
+
+def config_models(config: Any) -> list[str]:
+    """Every model a loop run with this (validated) config will call: each role's, then any other `*_model`."""
     roles = config.ROLES or ("generator", "critic")
     models = [config.model_for(role) for role in roles]
     models += [v for k, v in config.model_dump().items()
@@ -47,11 +51,14 @@ def cell_models(cell: Cell) -> list[str]:
     return [m for m in dict.fromkeys(models) if not is_simulated(m)]
 
 
-def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> None:
+def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> list[str]:
     """Check every cell before anything is written or called: every model of every cell
     (`promptlab.llm.providers.preflight`), then, given the tasks, each cell's loop config against every task
     (`promptlab.sweeps.checks`) and the models those checks add (target, judge scorer). With `priced` (a
     spending cap is set), every one of those models must have a known price (`promptlab.llm.budget.check_prices`).
+
+    Returns:
+        Every model the cells will call, each once.
 
     Raises:
         ConfigError: listing every problem at once; a config problem names the cell's params, the task and
@@ -69,6 +76,7 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, price
         from ..llm.budget import check_prices
 
         check_prices([*models, *extra])
+    return list(dict.fromkeys([*models, *extra]))
 
 
 def task_fingerprint(tasks: list[Task]) -> str:
@@ -89,4 +97,4 @@ def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: st
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-__all__ = ["ID_LENGTH", "Cell", "cell_id", "cell_models", "preflight_cells", "task_fingerprint"]
+__all__ = ["ID_LENGTH", "Cell", "cell_id", "cell_models", "config_models", "preflight_cells", "task_fingerprint"]

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BudgetExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.budget import LEDGER_NAME, Budget
+from ..llm.budget import LEDGER_NAME, Budget, charges
+from ..llm.completion import Tally
 from ..record import Run, Task
 from .cells import Cell, preflight_cells
 from .experiment import load_experiment
-from .plan import CellOutcome, Spend, SweepPlan, experiment_provenance, prepare_results_dir
+from .plan import CellOutcome, SweepPlan, experiment_provenance, prepare_results_dir, spent_by
 
 if TYPE_CHECKING:
     from ..llm.settings import Settings
@@ -98,7 +99,7 @@ async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: in
     t0 = time.perf_counter()
     scope: contextlib.AbstractContextManager[list[BudgetExceeded]] = \
         budget.scope() if budget is not None else contextlib.nullcontext([])
-    with scope as refused:
+    with scope as refused, charges() as paid:  # what the cell paid, runs the cap stopped included
         try:
             runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event,
                                         concurrency=concurrency, settings=settings,
@@ -109,7 +110,9 @@ async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: in
         exc = refused[0]
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
     wall = round(time.perf_counter() - t0, 4)
-    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall)
+    spent = (paid.tokens, paid.cost_usd) if budget is not None else None  # else: its runs' own figures
+    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall,
+                            spent=spent)
     return (cell_status(out, cell.cell_id) or {"cell_id": cell.cell_id, "status": "failed"}), exc
 
 
@@ -122,9 +125,9 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
     err = status.get("error") or {}
     message = None if ok else str(err.get("message") or "no status.json was written")
     try:
-        spend = Spend.of_runs(read_runs(plan.out, cell.cell_id)) if status else Spend()
+        spend = spent_by(read_runs(plan.out, cell.cell_id)) if status else Tally()
     except (OSError, ValueError):
-        spend = Spend()
+        spend = Tally()
     outcome: Literal["ok", "failed", "cut"] = "ok" if ok else "cut" if status.get("status") == "cut" else "failed"
     return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
 
@@ -173,11 +176,15 @@ def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", e
 
 def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
                       cache_dir: str = "", notebook_path: str = "", concurrency: int = 4) -> dict[str, Any]:
-    """Run one cell from the run_cell notebook (`run_cell_by_id`).
+    """Run one cell from the run_cell notebook (`run_cell_by_id`); with neither `cell_id` nor `params_json`,
+    the experiment's first cell.
 
     Returns the cell's status plus "litellm_imported" (whether this process imported litellm). Raises
     SweepCellError after recording a failed cell, so papermill marks the notebook failed.
     """
+    if not cell_id and not params_json:
+        exp = load_experiment(experiment_path or Path(results_dir) / "experiment.yaml")
+        cell_id = exp.cells()[0].cell_id
     cell, status, exc = run_cell_by_id(results_dir, cell_id, params_json, experiment_path, cache_dir, notebook_path,
                                        concurrency)
     if exc is not None:

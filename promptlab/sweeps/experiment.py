@@ -57,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from ..errors import ConfigError
 from ..eval.tasks import read_tasks
 from ..llm.aliases import ModelSpec, register_spec
+from ..reading import load_yaml, read_text
 from ..record import Task
 from .cells import Cell, cell_id, preflight_cells, task_fingerprint
 
@@ -306,15 +307,10 @@ def load_experiment(path: str | Path, *, check_models: bool = True) -> Experimen
     With `check_models` (the default) every cell is preflighted too (`preflight_cells`): a missing API key
     or local model file, or a loop config a task refuses (score_source 'grounded' on a task without examples,
     score_mode 'expected' with a critic without log-probabilities), raises ConfigError before anything runs."""
-    import yaml
-
     p = Path(path).expanduser()
     if not p.is_file():
         raise ConfigError(f"experiment file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    data = load_yaml(read_text(p, "experiment file"), str(p))  # UTF-8 and a bounded YAML, or an error naming p
     try:
         exp = Experiment.from_dict(data, p.resolve().parent, source=str(p))
         if check_models:

@@ -23,10 +23,10 @@ def run_cell_notebook() -> Any:
     nb.metadata["language_info"] = {"name": "python"}
     params = v4.new_code_cell(
         'results_dir = "results/manual"  # where the results of the cell go\n'
-        'cell_id = ""  # the cell to run (promptlab sweep EXPERIMENT --list shows the ids)\n'
+        'cell_id = ""  # the cell to run (promptlab sweep EXPERIMENT --list shows the ids; empty: the first)\n'
         'params_json = ""  # or the params of the cell as JSON (optional when cell_id is given)\n'
-        'experiment_path = ""  # the experiment file (default: <results_dir>/experiment.yaml)\n'
-        'cache_dir = ""  # the call cache (default: $PROMPTLAB_CACHE_DIR or ./.promptlab/cache)\n'
+        'experiment_path = "experiments/tiny.yaml"  # the experiment file (empty: <results_dir>/experiment.yaml)\n'
+        'cache_dir = ""  # the call cache (default: $PROMPTLAB_CACHE, $PROMPTLAB_CACHE_DIR or .promptlab/cache)\n'
         'notebook_path = ""  # where this executed notebook is kept (recorded with a failure)\n'
         "concurrency = 4  # runs (tasks x replicates) at once"
     )
@@ -35,11 +35,18 @@ def run_cell_notebook() -> Any:
         v4.new_markdown_cell(
             "# One sweep cell\n\nThe sweep runner executes this notebook once per cell with papermill "
             "(`promptlab sweep EXPERIMENT --executor papermill`). It runs the cell's tasks x replicates, "
-            "writes the cell's results (status.json last) and prints its status. By hand:\n\n"
-            "```\npapermill notebooks/run_cell.ipynb out.ipynb -p experiment_path experiments/demo.yaml \\\n"
-            "    -p cell_id <id> -p results_dir results/x\n```"
+            "writes the cell's results (status.json last) and prints its status. Relative paths are read from "
+            "the project root, as in the other notebooks, and the call cache is the project's. By hand (the "
+            "defaults run the first cell of `experiments/tiny.yaml` into `results/manual`):\n\n"
+            "```\npapermill notebooks/run_cell.ipynb out.ipynb -p experiment_path experiments/tiny.yaml \\\n"
+            "    -p cell_id <id> -p results_dir results/tiny\n```"
         ),
         params,
+        v4.new_code_cell(
+            "from promptlab.ui.notebook import notebook_setup\n\n"
+            "# work from the project root; full tracebacks kept, since a failed cell's notebook is its record\n"
+            "notebook_setup(tracebacks=True)"
+        ),
         v4.new_code_cell(
             "import json\n\nfrom promptlab.sweeps.execute import run_notebook_cell\n\n"
             "status = run_notebook_cell(results_dir, cell_id=cell_id, params_json=params_json,\n"

@@ -7,7 +7,9 @@ goes on. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers 
 PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. The
 sweep's call settings (e.g. `--max-concurrency`) reach each kernel as JSON in PROMPTLAB_SETTINGS
 (`promptlab.llm.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
-gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`promptlab.llm.budget`).
+gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`promptlab.llm.budget`). A cache location that holds a secret
+(a Redis URL with a password) reaches the kernels as PROMPTLAB_CACHE, never as a notebook parameter, so no
+executed notebook holds it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..llm.cache.backend import CACHE_URL_ENV, holds_secret
 from .cells import Cell
 from .execute import cell_error, cell_outcome
 from .notebook import TEMPLATE
@@ -56,6 +59,8 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
     kernels = min(plan.workers, len(pending))
     threads = [threading.Thread(target=worker, name=f"promptlab-cell-{i}", daemon=True) for i in range(kernels)]
     handed = {**(plan.budget.env() if plan.budget else {}), **settings_env(plan.settings)}
+    if holds_secret(plan.cache_dir):  # a password reaches the kernels in their environment, never the notebook
+        handed[CACHE_URL_ENV] = plan.cache_dir
     with env_defaults(cell_process_env(plan.workers, kernels)), env_set(handed):
         for t in threads:
             t.start()
@@ -81,7 +86,8 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
     (cell_dir / "status.json").unlink(missing_ok=True)  # a failed earlier attempt; ok cells never get here
     final, partial = cell_dir / "run_cell.ipynb", cell_dir / ".run_cell.partial.ipynb"
     params = {"results_dir": str(plan.out), "cell_id": cell.cell_id, "params_json": json.dumps(cell.params),
-              "experiment_path": str(plan.out / "experiment.yaml"), "cache_dir": plan.cache_dir,
+              "experiment_path": str(plan.out / "experiment.yaml"),
+              "cache_dir": "" if holds_secret(plan.cache_dir) else plan.cache_dir,  # "": PROMPTLAB_CACHE
               "notebook_path": str(final), "concurrency": plan.cell_concurrency}
     t0 = time.perf_counter()
     error: dict[str, Any] | None = None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError
 from ..events import Event, EventHandler
+from ..llm.completion import Tally
 from ..record import Run, Task
 from .cells import Cell
 from .experiment import Experiment
@@ -31,40 +32,18 @@ if TYPE_CHECKING:
     from ..results.store import Results
 
 
-@dataclass
-class Spend:
-    """Calls, tokens and cost actually spent (cache hits add no tokens or cost), and cache hits."""
+def spent_by(runs: list[Run]) -> Tally:
+    """The summed `Run.totals` of runs."""
+    total = Tally()
+    for run in runs:
+        total.merge(run.totals)
+    return total
 
-    calls: int = 0
-    cache_hits: int = 0
-    tokens: int = 0
-    cost_usd: float | None = 0.0
-    """None when some paid call's price is unknown."""
 
-    def add(self, calls: int = 0, cache_hits: int = 0, tokens: int = 0, cost_usd: float | None = 0.0) -> None:
-        """Add figures (an unknown cost makes the total unknown)."""
-        self.calls += calls
-        self.cache_hits += cache_hits
-        self.tokens += tokens
-        self.cost_usd = None if self.cost_usd is None or cost_usd is None else self.cost_usd + cost_usd
-
-    def add_spend(self, other: Spend) -> None:
-        """Add another Spend."""
-        self.add(other.calls, other.cache_hits, other.tokens, other.cost_usd)
-
-    @classmethod
-    def of_runs(cls, runs: list[Run]) -> Spend:
-        """The summed `Run.totals` of runs."""
-        spend = cls()
-        for run in runs:
-            t = run.totals
-            spend.add(t.calls, t.cache_hits, t.input_tokens + t.output_tokens, t.cost_usd)
-        return spend
-
-    def postfix(self) -> dict[str, str]:
-        """The progress bar's figures."""
-        cost = "unknown" if self.cost_usd is None else f"${self.cost_usd:.4f}"
-        return {"calls": str(self.calls), "tokens": str(self.tokens), "cost": cost, "hits": str(self.cache_hits)}
+def bar_figures(t: Tally) -> dict[str, str]:
+    """The progress bar's figures of a tally."""
+    cost = "unknown" if t.cost_usd is None else f"${t.cost_usd:.4f}"
+    return {"calls": str(t.calls), "tokens": str(t.tokens), "cost": cost, "hits": str(t.cache_hits)}
 
 
 @dataclass
@@ -78,7 +57,7 @@ class CellOutcome:
     already finished before."""
     error: str | None = None
     wall_time_s: float = 0.0
-    spend: Spend = field(default_factory=Spend)
+    spend: Tally = field(default_factory=Tally)
     """What the cell's runs spent in this sweep (zero for a skipped cell)."""
 
 
@@ -121,11 +100,11 @@ class SweepResult:
         return self.count("skipped")
 
     @property
-    def spend(self) -> Spend:
+    def spend(self) -> Tally:
         """Calls, spent tokens and cost, and cache hits of the cells run in this sweep (the bar's figures)."""
-        total = Spend()
+        total = Tally()
         for c in self.cells:
-            total.add_spend(c.spend)
+            total.merge(c.spend)
         return total
 
     def load(self) -> Results:
@@ -135,7 +114,7 @@ class SweepResult:
         return load(self.out_dir)
 
     def __str__(self) -> str:
-        s = self.spend.postfix()
+        s = bar_figures(self.spend)
         text = (f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
                 f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.1f} s; "
                 f"{s['calls']} calls ({s['hits']} cached), {s['tokens']} tokens, cost {s['cost']}; "
@@ -173,7 +152,7 @@ class SweepPlan:
     budget: Budget | None = None
     """The spending cap every cell runs under (None: none); executors hand it to their cells."""
     lock: threading.Lock = field(default_factory=threading.Lock)
-    live: dict[str, Spend] = field(default_factory=dict)
+    live: dict[str, Tally] = field(default_factory=dict)
     """Per running cell, the calls seen so far (inline executor); replaced by its runs' totals when it ends."""
     _shown: float = 0.0
 
@@ -190,10 +169,10 @@ class SweepPlan:
         def handler(event: Event) -> None:
             if event.kind == "model_call":
                 d = event.data
-                tokens = 0 if d.get("cache_hit") else int(d.get("input_tokens") or 0) + int(d.get("output_tokens") or 0)
-                cost = 0.0 if d.get("cache_hit") else d.get("cost_usd")
                 with self.lock:
-                    self.live.setdefault(cell_id, Spend()).add(1, int(bool(d.get("cache_hit"))), tokens, cost)
+                    self.live.setdefault(cell_id, Tally()).count(
+                        hit=bool(d.get("cache_hit")), input_tokens=int(d.get("input_tokens") or 0),
+                        output_tokens=int(d.get("output_tokens") or 0), cost_usd=d.get("cost_usd"))
                     now = time.monotonic()
                     if now - self._shown > 0.5:
                         self._shown = now
@@ -205,10 +184,10 @@ class SweepPlan:
     def _postfix(self) -> dict[str, str]:
         total = self.result.spend
         for spend in self.live.values():
-            total.add_spend(spend)
+            total.merge(spend)
         cut = {"cut": str(self.result.cut)} if self.budget is not None else {}
         return {"done": str(self.result.done), "failed": str(self.result.failed), **cut,
-                "skipped": str(self.result.skipped), **total.postfix()}
+                "skipped": str(self.result.skipped), **bar_figures(total)}
 
 
 def schedule(cells: list[Cell]) -> list[Cell]:

@@ -132,13 +132,17 @@ def sweep(
         raise ConfigError(f"on_event: only the inline executor sends loop events, not {executor!r}")
     if workers < 1:
         raise ConfigError(f"workers: {workers} must be at least 1")
+    if cell_concurrency < 1:
+        raise ConfigError(f"cell_concurrency: {cell_concurrency} must be at least 1")
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
     cap = max_cost if max_cost is not None else exp.max_cost
     budget = Budget(out / LEDGER_NAME, cap) if cap is not None else None
-    preflight_cells(cells, tasks, priced=budget is not None)
+    models = preflight_cells(cells, tasks, priced=budget is not None)
+    if settings is not None:  # a concurrency override for a model no cell calls is a typo, not a no-op
+        settings.check_models(models, "per_model_concurrency (--max-concurrency)")
     where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
     open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     spec.precheck(given)  # e.g. a scheduler that does not answer: before the results dir is written

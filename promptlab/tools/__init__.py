@@ -1,6 +1,6 @@
 """Tools for the agent loops (PES, PCEE): the `Tool` value and its registry (`registry`), the built-in tools by
 name (`builtin`: `calculator`, `search_docs`, and the workspace tools of `files`), the per-run `workspace` and the
-bubblewrap `sandbox` its shell runs in."""
+bubblewrap `sandbox` its shell runs in (its command line in `bwrap`, its `limits`, each step staged by `stager`)."""
 
 from __future__ import annotations
 

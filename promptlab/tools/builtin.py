@@ -3,7 +3,8 @@
 Built-in tools (`BUILTIN_TOOLS`): `calculator`, `search_docs` (and its alias `search`) over a local
 folder of documents, and the workspace tools `write_file`, `read_file`, `list_files`, `shell`, which
 need a `Workspace` (the shell runs each command in a bubblewrap sandbox, see `promptlab.tools.sandbox`).
-`build_tools(names, env)` makes a `ToolRegistry` of the named ones.
+`build_tools(names, env)` makes a `ToolRegistry` of the named ones, where the design documents' tool names
+(`SEED_TOOL_NAMES`: `tavily_search`, `workspace_shell`) call the local tools that stand in for them.
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ BUILTIN_TOOLS: dict[str, ToolFactory] = {
 """Tool factories by name; add your own with `register_tool`."""
 
 
+SEED_TOOL_NAMES: dict[str, tuple[str, ...]] = {
+    "tavily_search": ("search", "search_docs"),
+    "workspace_shell": ("shell",),
+}
+"""The design documents' tool names, each mapped to the local tools that stand in for it (the first one the run
+has): PCEE's example plan calls `tavily_search` (a web search; promptlab searches local documents, there is no
+web) and `workspace_shell`. `build_tools` makes each an alias, so a plan written with the seed's names runs."""
+
+
 def register_tool(name: str, factory: ToolFactory) -> None:
     """Register a tool factory under `name` (a later registration of the same name replaces it)."""
     BUILTIN_TOOLS[name] = factory
@@ -84,8 +94,12 @@ def build_tools(names: Iterable[str], env: ToolEnv | None = None, extra: Iterabl
     registry = ToolRegistry(BUILTIN_TOOLS[n](env) for n in check_tool_names(names))
     for tool in extra:
         registry.add(tool)
+    for seed_name, targets in SEED_TOOL_NAMES.items():
+        target = next((t for t in targets if t in registry.names()), None)
+        if target is not None and seed_name not in registry:
+            registry.alias(seed_name, target)
     return registry
 
 
-__all__ = ["ToolEnv", "ToolFactory", "BUILTIN_TOOLS", "WORKSPACE_TOOLS", "register_tool", "check_tool_names",
-           "needs_workspace", "build_tools"]
+__all__ = ["ToolEnv", "ToolFactory", "BUILTIN_TOOLS", "SEED_TOOL_NAMES", "WORKSPACE_TOOLS", "register_tool",
+           "check_tool_names", "needs_workspace", "build_tools"]

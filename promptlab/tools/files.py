@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .registry import Tool
 from .workspace import Workspace
@@ -15,8 +15,8 @@ class WriteFileInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(min_length=1)
-    """File path relative to the workspace."""
+    path: str = Field(min_length=1, validation_alias=AliasChoices("path", "file"))
+    """File path relative to the workspace (the design document's `file` is accepted for it)."""
     content: str
     """Text to write (the file is replaced)."""
 

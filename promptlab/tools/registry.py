@@ -2,8 +2,9 @@
 
 A tool never raises into the loop that runs it: bad input (checked against the tool's JSON schema),
 an unknown tool name, an exception inside the tool, or an output that is not JSON-safe all come back
-as a `ToolResult` with `status="error"` and a message. The values of secret environment variables are
-redacted from every result (input, output, text, error) before it can reach a record or a prompt.
+as a `ToolResult` with `status="error"` and a message. Every result (input, output, text, error) goes through
+`promptlab.sanitize.clean` before it can reach a record or a prompt: terminal control sequences are stripped and
+the values of secret environment variables redacted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError, PromptlabError
-from .sandbox import redact
+from ..sanitize import clean
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -50,10 +51,13 @@ class ToolResult(BaseModel):
         """True when the tool succeeded."""
         return self.status == "success"
 
-    def brief(self, limit: int = 1500) -> str:
-        """A one-paragraph account for a prompt: the text on success, the error otherwise."""
+    def brief(self, limit: int | None = 1500) -> str:
+        """A one-paragraph account for a prompt: the text on success, the error otherwise (cut to `limit`
+        characters with a note of how many more there were; None: never cut)."""
         body = self.text if self.ok else f"ERROR: {self.error}"
-        return body if len(body) <= limit else body[:limit] + f" ... [{len(body) - limit} more characters]"
+        if limit is None or len(body) <= limit:
+            return body
+        return body[:limit] + f" ... [{len(body) - limit} more characters]"
 
 
 def _default_render(output: Any) -> str:
@@ -141,11 +145,11 @@ class Tool:
                 json.dumps(value, allow_nan=False)
             except (TypeError, ValueError) as e:
                 raise ToolError(f"tool {self.name!r} returned an output that is not JSON-safe: {e}") from e
-            return ToolResult(tool=self.name, input=redact(_json_safe(raw)), status="success", output=redact(value),
-                              text=redact(self.render(value)))
+            return ToolResult(tool=self.name, input=clean(_json_safe(raw)), status="success", output=clean(value),
+                              text=clean(self.render(value)))
         except Exception as e:  # a tool failure is a result for the loop, never a crash
             message = str(e) if isinstance(e, ToolError) else f"{type(e).__name__}: {e}"
-            return ToolResult(tool=self.name, input=redact(_json_safe(raw)), status="error", error=redact(message))
+            return ToolResult(tool=self.name, input=clean(_json_safe(raw)), status="error", error=clean(message))
 
 
 def _json_safe(value: Any) -> Any:
@@ -161,6 +165,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._aliases: dict[str, str] = {}
         for tool in tools:
             self.add(tool)
 
@@ -170,16 +175,26 @@ class ToolRegistry:
             raise ConfigError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
 
+    def alias(self, name: str, target: str) -> None:
+        """Let `name` call the tool `target` (e.g. a design document's name for a tool that stands in for it);
+        an alias is not listed by `names`, `specs`, `call_schemas` or `describe`: models are shown each tool
+        once, by its own name."""
+        if name in self._tools or name in self._aliases:
+            raise ConfigError(f"a tool named {name!r} is already registered")
+        self.get(target)
+        self._aliases[name] = target
+
     def names(self) -> list[str]:
-        """Tool names, in the order they were added."""
+        """Tool names, in the order they were added (aliases not included)."""
         return list(self._tools)
 
     def get(self, name: str) -> Tool:
-        """The tool called `name`.
+        """The tool called `name` (or the tool an alias `name` stands for).
 
         Raises:
             ConfigError: no such tool; the message lists the known ones.
         """
+        name = self._aliases.get(name, name)
         if name not in self._tools:
             raise ConfigError(self._unknown(name))
         return self._tools[name]
@@ -216,13 +231,16 @@ class ToolRegistry:
         return "\n".join(lines) if lines else "(no tools)"
 
     async def run(self, name: str, raw: Any) -> ToolResult:
-        """Run tool `name` on `raw`; an unknown name is an error result listing the known tools."""
-        if name not in self._tools:
-            return ToolResult(tool=name, input=redact(_json_safe(raw)), status="error", error=self._unknown(name))
-        return await self._tools[name].run(raw)
+        """Run tool `name` (or an alias of one) on `raw`; an unknown name is an error result listing the known
+        tools. The result names the tool as the caller spelled it."""
+        target = self._aliases.get(name, name)
+        if target not in self._tools:
+            return ToolResult(tool=name, input=clean(_json_safe(raw)), status="error", error=clean(self._unknown(name)))
+        result = await self._tools[target].run(raw)
+        return result if target == name else result.model_copy(update={"tool": name})
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._tools or name in self._aliases
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())

@@ -7,9 +7,10 @@ folder before it). A file with more than one hard link is refused (it may be a f
 workspace), and sizes are capped per file and per workspace. A write goes to a temporary file that
 then replaces the target, so it never writes through an existing inode.
 
-The shell runs each command under bubblewrap (see `promptlab.tools.sandbox`): read-only system, the
-workspace the only writable host folder, no network, no secrets in its environment, rlimits, and a
-wall-clock limit past which the whole sandbox is killed; nothing it started outlives the step. Where
+The shell runs each command under bubblewrap (see `promptlab.tools.sandbox`): read-only system, a size- and
+file-capped copy of the workspace as the only writable folder besides /tmp (copied back after the step; one
+step at a time per workspace), no network, no secrets in its environment, rlimits, as root an unprivileged
+user, and a wall-clock limit past which the whole sandbox is killed; nothing it started outlives the step. Where
 bubblewrap is missing the shell is refused, unless the workspace was made with `unsafe_shell=True`,
 which runs commands unsandboxed (cleared environment and rlimits only).
 """
@@ -22,6 +23,7 @@ import os
 import posixpath
 import shutil
 import stat
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,18 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PromptlabError
-from .sandbox import (
-    SandboxLimits,
-    bwrap_argv,
-    bwrap_path,
-    identity_pipes,
-    in_cgroup,
-    pids_cgroup,
-    prlimit_path,
-    require_sandbox,
-    run_capped,
-    sandbox_available,
-)
+from .bwrap import prlimit_path
+from .limits import SandboxLimits
+from .running import run_capped
+from .sandbox import require_sandbox, run_sandboxed, sandbox_available
 
 DEFAULT_BASE = Path(".promptlab") / "workspaces"
 """Where run workspaces go by default (relative to the working directory)."""
@@ -89,6 +83,7 @@ class Workspace:
         self.max_file_bytes = max_file_bytes
         self.max_workspace_bytes = max_workspace_bytes
         self.unsafe_shell = unsafe_shell
+        self._shell_lock = threading.Lock()
 
     @classmethod
     def for_run(cls, base: str | Path | None, run_id: str, **kwargs: Any) -> Workspace:
@@ -107,6 +102,24 @@ class Workspace:
         elif root.exists():
             shutil.rmtree(root)
         return cls(root, **kwargs)
+
+    @classmethod
+    def claim(cls, base: str | Path | None, stem: str, **kwargs: Any) -> Workspace:
+        """A new, empty workspace `<base>/<stem>-<n>` for one run (n = 1, 2, ...: the first free name).
+
+        The folder is claimed by creating it (an atomic mkdir) and is never deleted or re-made afterwards, so
+        two runs that claim a workspace at the same time always get two folders and neither wipes the other's
+        files; an earlier run's workspace is kept.
+
+        Args:
+            base: parent directory (default `.promptlab/workspaces`).
+            stem: the name's start (a plain name, no separators).
+            **kwargs: the other arguments of `Workspace`.
+        """
+        if not stem or any(sep in stem for sep in ("/", "\\", "\0")) or stem in (".", ".."):
+            raise WorkspaceError(f"stem {stem!r} cannot name a workspace directory")
+        root = Path(base if base is not None else DEFAULT_BASE).expanduser()
+        return cls(root / fresh_workspace_name(root, stem), **kwargs)
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -336,11 +349,8 @@ class Workspace:
 
     def _shell_blocking(self, command: str, limit: float) -> dict[str, Any]:
         if sandbox_available():
-            with identity_pipes(self.root) as fds, pids_cgroup(self.limits.processes) as procs:
-                argv = bwrap_argv(str(bwrap_path()), self.root, ["/bin/sh", "-c", command], limits=self.limits,
-                                  data_fds=fds)
-                return run_capped(in_cgroup(procs, argv), command, cwd=self.root, limit=limit,
-                                  output_cap=self.output_cap, pass_fds=fds)
+            with self._shell_lock:  # one step at a time: each copies the workspace in and back
+                return run_sandboxed(self.root, command, limits=self.limits, limit=limit, output_cap=self.output_cap)
         prlimit = prlimit_path()  # unsafe_shell: no isolation, but a cleared environment and rlimits
         argv = [prlimit, *self.limits.prlimit_args(processes=False), "--"] if prlimit else []
         return run_capped([*argv, "/bin/sh", "-c", command], command, cwd=self.root, limit=limit,

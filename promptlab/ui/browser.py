@@ -40,67 +40,134 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return html.escape(str(value))
 
 
+WRAP = "white-space:normal;overflow-wrap:anywhere;word-break:break-word;vertical-align:top;text-align:left"
+"""Cell style: long text wraps inside the output's width instead of widening the table."""
+
+TABLE = "table-layout:fixed;width:100%;max-width:100%;border-collapse:collapse;text-align:left"
+"""Table style: as wide as the output, never wider; the columns share it by their <col> widths."""
+
+FOLD_AT = 4
+"""A (phase, role) with more steps than this in one iteration (a call per dev example) is folded into one row."""
+
+
+def _cell(text: str | None, limit: int | None = None) -> str:
+    """A wrapping table cell; past `limit` characters the text is cut, the whole of it in the hover title."""
+    text = text or ""
+    if limit is not None and len(text) > limit:
+        return (f"<td style='{WRAP}' title='{html.escape(text, quote=True)}'>"
+                f"{html.escape(text[:limit].rstrip())}…</td>")
+    return f"<td style='{WRAP}'>{html.escape(text)}</td>"
+
+
+def _table(css_class: str, columns: list[tuple[str, int]], rows: list[str]) -> str:
+    """An HTML table that fits the output's width: `columns` are (header, width in %)."""
+    cols = "".join(f"<col style='width:{width}%'>" for _, width in columns)
+    head = "".join(f"<th style='{WRAP}'>{html.escape(name)}</th>" for name, _ in columns)
+    return f"<table class='{css_class}' style='{TABLE}'><colgroup>{cols}</colgroup><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+STEP_COLUMNS = [("phase", 11), ("role", 11), ("model", 16), ("in tokens", 8), ("out tokens", 8), ("cost USD", 8),
+                ("cached", 7), ("error", 31)]
+
+
+def cost_text(costs: list[float | None]) -> str:
+    """Total cost: "cost unknown" when any price is unknown, else "cost X USD"."""
+    return "cost unknown" if any(c is None for c in costs) else f"cost {sum(c or 0.0 for c in costs):.4g} USD"
+
+
+def _num(text: str) -> str:
+    return f"<td style='{WRAP}'>{text}</td>"
+
+
+def _step_row(s: Step) -> str:
+    c = s.call
+    return "<tr>" + "".join([
+        _cell(s.phase), _cell(s.role), _cell(s.model or "tool"),
+        _num(_fmt(c.input_tokens if c else None)), _num(_fmt(c.output_tokens if c else None)),
+        _num(_fmt(c.cost_usd if c else None, 4)), _num("yes" if c and c.cache_hit else ""),
+        _cell(f"{s.error.kind}: {s.error.message}" if s.error else "", 160)]) + "</tr>"
+
+
+def _folded_row(group: list[Step]) -> str:
+    """One row for many steps of one (phase, role): how many, their tokens, cost, cache hits and errors."""
+    calls = [s.call for s in group if s.call]
+    tokens_in = sum(c.input_tokens or 0 for c in calls)
+    tokens_out = sum(c.output_tokens or 0 for c in calls)
+    costs = [c.cost_usd for c in calls]
+    cost = "–" if any(c is None for c in costs) else _fmt(sum(c or 0.0 for c in costs), 4)
+    errors = sum(1 for s in group if s.error)
+    hits = sum(1 for c in calls if c.cache_hit)
+    models = sorted({s.model or "tool" for s in group})
+    return "<tr class='pl-folded'>" + "".join([
+        _cell(group[0].phase), _cell(f"{group[0].role} × {len(group)}"), _cell(", ".join(models)),
+        _num(str(tokens_in)), _num(str(tokens_out)), _num(cost), _num(f"{hits}/{len(group)}"),
+        _cell(f"{errors} error(s)" if errors else "")]) + "</tr>"
+
+
 def steps_table(steps: list[Step]) -> str:
-    """Tokens, cost, cache hits and errors of each step, as an HTML table."""
-    rows = []
+    """Tokens, cost, cache hits and errors of each step, as an HTML table. A (phase, role) with more than
+    FOLD_AT steps (one per dev example) is one summary row, its steps in a folded table below."""
+    groups: dict[tuple[str, str], list[Step]] = {}
     for s in steps:
-        c = s.call
-        rows.append("<tr>" + "".join(f"<td>{v}</td>" for v in (
-            html.escape(s.phase), html.escape(s.role), html.escape(s.model or "tool"),
-            _fmt(c.input_tokens if c else None), _fmt(c.output_tokens if c else None),
-            _fmt(c.cost_usd if c else None, 4), "yes" if c and c.cache_hit else "",
-            html.escape(f"{s.error.kind}: {s.error.message}"[:160]) if s.error else "")) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("phase", "role", "model", "in tokens", "out tokens", "cost USD",
-                                            "cached", "error"))
-    return f"<table class='pl-steps' style='text-align:left'><tr>{head}</tr>{''.join(rows)}</table>"
+        groups.setdefault((s.phase, s.role), []).append(s)
+    folded = {key for key, group in groups.items() if len(group) > FOLD_AT}
+    rows: list[str] = []
+    for s in steps:
+        key = (s.phase, s.role)
+        if key not in folded:
+            rows.append(_step_row(s))
+        elif groups[key][0] is s:
+            rows.append(_folded_row(groups[key]))
+    details = "".join(
+        f"<details class='pl-per-example'><summary>{html.escape(phase)} · {html.escape(role)}: "
+        f"{len(groups[(phase, role)])} steps</summary>"
+        f"{_table('pl-steps', STEP_COLUMNS, [_step_row(s) for s in groups[(phase, role)]])}</details>"
+        for phase, role in groups if (phase, role) in folded)
+    return _table("pl-steps", STEP_COLUMNS, rows) + details
+
+
+def position_label(run: Run, index: int) -> str:
+    """"iteration k of n" for the `index`-th iteration (1-based position) by the iterations' own numbers, so a
+    run whose iteration 0 is its starting prompt reads "iteration 0 of n" first."""
+    it = run.iterations[index - 1]
+    start = " (the starting prompt)" if it.index == 0 else ""
+    return f"iteration {it.index} of {run.iterations[-1].index}{start}"
 
 
 def iteration_html(run: Run, index: int) -> str:
-    """One iteration of a run (its number `index`: 1, 2, ..., or 0 for the starting prompt scored as
-    candidate 0) as HTML: candidate and diff, scores, reflection, decision, grounded score, and the steps'
-    tokens and cost."""
+    """The run's `index`-th iteration (1-based position; a run whose iteration 0 is its starting prompt shows
+    that first) as HTML: the candidate with its diff and its scores first, then the grounded score, the
+    decision and its reason, the reflection, and the steps' tokens and cost (per-example steps folded)."""
     if not run.iterations:
         return f"<p>Run {html.escape(run.run_id)} has no iterations (stop reason {html.escape(run.stop_reason)}).</p>"
-    numbers = [i.index for i in run.iterations]
-    if index not in numbers:
-        raise ValueError(f"iteration {index} is not in {numbers[0]}..{numbers[-1]}")
-    position = numbers.index(index)
-    it: Iteration = run.iterations[position]
-    prev = next((p.candidate for p in reversed(run.iterations[:position]) if p.candidate is not None),
+    if not 1 <= index <= len(run.iterations):
+        raise ValueError(f"iteration {index} is not in 1..{len(run.iterations)}")
+    it: Iteration = run.iterations[index - 1]
+    prev = next((p.candidate for p in reversed(run.iterations[: index - 1]) if p.candidate is not None),
                 run.task.prompt)
-    scores = "".join(
-        f"<tr><td>{html.escape(s.criterion)}</td><td>{_fmt(s.score)}</td><td>{html.escape(s.judge or '')}</td>"
-        f"<td style='text-align:left'>{html.escape(s.justification)}</td></tr>" for s in it.scores)
+    scores = [f"<tr>{_cell(s.criterion)}{_num(_fmt(s.score))}{_cell(s.judge)}{_cell(s.justification)}</tr>"
+              for s in it.scores]
     grounded = "–"
     if it.grounded is not None:
         g = it.grounded
         grounded = (f"{_fmt(g.score)} on {g.split} (n={g.n}, 95% CI {_fmt(g.ci_low)}–{_fmt(g.ci_high)}, "
                     f"{g.errors} error(s))")
     tokens = sum((s.call.input_tokens or 0) + (s.call.output_tokens or 0) for s in it.steps if s.call)
-    costs = [s.call.cost_usd for s in it.steps if s.call]
-    cost = "unknown" if any(c is None for c in costs) else f"{sum(c or 0.0 for c in costs):.4g}"
-    return f"""<div class='pl-iteration' style='text-align:left'>
-<h4>{_title(run, it)} · {html.escape(run.loop)} on {html.escape(run.task.id)}</h4>
-<p><b>Decision:</b> <span class='pl-decision'>{html.escape(it.decision or '–')}</span> ·
-<b>reason:</b> {html.escape(it.reason or '–')}</p>
-<p><b>Average (critic):</b> {_fmt(it.average)} · <b>decision score:</b> {_fmt(it.decision_score)} ·
-<b>grounded:</b> <span class='pl-grounded'>{grounded}</span></p>
+    cost = cost_text([s.call.cost_usd for s in it.steps if s.call])
+    block = "style='white-space:pre-wrap;overflow-wrap:anywhere;border:1px solid #ddd;padding:4px'"
+    return f"""<div class='pl-iteration' style='text-align:left;max-width:100%;overflow-x:auto;line-height:1.4'>
+<h4>{position_label(run, index).capitalize()} · {html.escape(run.loop)} on {html.escape(run.task.id)}</h4>
 <p><b>Candidate</b> (changes against the previous candidate):</p>
-<div class='pl-diff' style='white-space:pre-wrap;border:1px solid #ddd;padding:4px'>{candidate_diff(prev, it.candidate)}</div>
-<details><summary>candidate text</summary><pre class='pl-candidate' style='white-space:pre-wrap'>{html.escape(it.candidate or '(none)')}</pre></details>
-<p><b>Scores</b></p>
-<table class='pl-scores' style='text-align:left'><tr><th>criterion</th><th>score</th><th>judge</th><th>justification</th></tr>{scores}</table>
+<div class='pl-diff' {block}>{candidate_diff(prev, it.candidate)}</div>
+<details><summary>candidate text</summary><pre class='pl-candidate' {block}>{html.escape(it.candidate or '(none)')}</pre></details>
+<p><b>Scores</b> · <b>average (critic):</b> {_fmt(it.average)} · <b>grounded:</b> <span class='pl-grounded'>{grounded}</span></p>
+{_table('pl-scores', [("criterion", 22), ("score", 8), ("judge", 14), ("justification", 56)], scores)}
+<p><b>Decision:</b> <span class='pl-decision'>{html.escape(it.decision or '–')}</span> ·
+<b>decision score:</b> {_fmt(it.decision_score)} · <b>reason:</b> {html.escape(it.reason or '–')}</p>
 <p><b>Reflection:</b> {html.escape(it.reflection or '–')}</p>
-<p><b>Steps</b> ({tokens} tokens, cost {cost} USD)</p>
+<p><b>Steps</b> ({tokens} tokens, {cost})</p>
 {steps_table(it.steps)}
 </div>"""
-
-
-def _title(run: Run, it: Iteration) -> str:
-    """'Iteration 2 of 3', or 'Iteration 0: the starting prompt (candidate 0)'."""
-    if it.index == 0:
-        return "Iteration 0: the starting prompt (candidate 0)"
-    return f"Iteration {it.index} of {sum(i.index > 0 for i in run.iterations)}"
 
 
 class RunBrowser:
@@ -112,7 +179,9 @@ class RunBrowser:
 
     def __init__(self, results_dir: str | os.PathLike[str]) -> None:
         import ipywidgets as w
+        import pandas as pd
 
+        from ..results.columns import CELL_COLUMNS
         from ..results.store import load, read_runs
 
         self.results_dir = results_dir
@@ -120,9 +189,9 @@ class RunBrowser:
         cells = load(results_dir).cells
         ok = cells[cells["status"] == "ok"]
         labels = []
+        params = [k for k in ok.columns if k == "loop" or k not in CELL_COLUMNS]  # what the cell varies
         for _, row in ok.iterrows():
-            extra = ", ".join(f"{k}={row[k]}" for k in ok.columns if k not in ("cell_id", "status", "error_kind",
-                              "error", "n_runs", "wall_time_s", "finished_at") and row[k] == row[k])
+            extra = ", ".join(f"{k}={row[k]}" for k in params if pd.notna(row[k]))
             labels.append((f"{row['cell_id']} ({extra})", str(row["cell_id"])))
         if not labels:
             raise ValueError(f"{results_dir}: no finished cell to browse")
@@ -131,7 +200,7 @@ class RunBrowser:
         self.prev_w = w.Button(description="previous", icon="arrow-left")
         self.next_w = w.Button(description="next", icon="arrow-right")
         self.position = w.Label("")
-        self.view = w.HTML("")
+        self.view = w.HTML("", layout={"width": "auto"})  # the output's width, margins included
         self.runs: list[Run] = []
         self.index = 1
         self.cell_w.observe(lambda _c: self.load_cell(), names="value")
@@ -155,17 +224,14 @@ class RunBrowser:
         self.show(1)
 
     def show(self, index: int) -> None:
-        """Show the `index`-th iteration (1-based position) of the selected run, clamped to its iterations;
-        the first is iteration 0 when the run scored its starting prompt as candidate 0."""
+        """Show iteration `index` of the selected run (clamped to its iterations)."""
         run = self.run
         if run is None:
             self.view.value = "<p>(no run)</p>"
             return
         self.index = max(1, min(index, max(1, len(run.iterations))))
-        number = run.iterations[self.index - 1].index if run.iterations else 1
-        self.view.value = iteration_html(run, number)
-        rewrites = sum(i.index > 0 for i in run.iterations)
-        self.position.value = "iteration 0 (the starting prompt)" if number == 0 else f"iteration {number} of {rewrites}"
+        self.view.value = iteration_html(run, self.index)
+        self.position.value = position_label(run, self.index) if run.iterations else "no iterations"
         self.prev_w.disabled = self.index <= 1
         self.next_w.disabled = self.index >= len(run.iterations)
 
@@ -176,4 +242,5 @@ class RunBrowser:
         display(self.widget)
 
 
-__all__ = ["RunBrowser", "candidate_diff", "iteration_html", "steps_table"]
+__all__ = ["FOLD_AT", "RunBrowser", "STEP_COLUMNS", "TABLE", "WRAP", "candidate_diff", "cost_text", "iteration_html",
+           "position_label", "steps_table"]

@@ -388,6 +388,7 @@ def test_reliability_rescores_are_new_draws_for_every_critic_and_replicate(tmp_p
     assert len(critic.requests) == 12  # a re-run replays the re-scores from the cache
 
 
+@pytest.mark.slow
 def test_default_final_registers_the_built_in_loops_in_a_fresh_interpreter() -> None:
     import subprocess
     import sys

@@ -27,6 +27,7 @@ def _examples(task_id: str) -> list[dict]:
     return _rows(DATA / "grounded" / f"{task_id}.jsonl")
 
 
+@pytest.mark.slow
 def test_generator_reproduces_the_committed_files_byte_for_byte(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(DATA / "make_datasets.py"), "--out", str(tmp_path)], check=True,
                    capture_output=True)

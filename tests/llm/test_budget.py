@@ -118,6 +118,7 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
     assert budget.spent() == pytest.approx(made * EACH) and budget.spent() <= 0.005 + in_flight * EACH
 
 
+@pytest.mark.slow
 def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "budget.json"
     code = ("import sys; from promptlab.llm.budget import Budget\n"

@@ -40,16 +40,17 @@ def free_port() -> int:
 class Server:
     """A throwaway redis-server on 127.0.0.1 (no persistence)."""
 
-    def __init__(self) -> None:
+    def __init__(self, password: str | None = None) -> None:
         if REDIS_SERVER is None:
             pytest.skip("no redis-server binary (apt-get install redis-server; .ci/run installs it)")
         redis = pytest.importorskip("redis", reason="the redis client is not installed (pip install redis)")
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.url = f"redis://{f':{password}@' if password else ''}127.0.0.1:{self.port}/0"
+        auth = ["--requirepass", password] if password else []
         self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"],
+            [REDIS_SERVER, "--port", str(self.port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1", *auth],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(host="127.0.0.1", port=self.port, db=0)
+        self.client = redis.Redis(host="127.0.0.1", port=self.port, db=0, password=password)
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -89,6 +90,7 @@ class Answer(BaseModel):
     value: int
 
 
+@pytest.mark.slow
 def test_write_once_the_first_of_two_writers_wins(redis_url: str) -> None:
     from promptlab.llm.cache.redis import RedisCache
 
@@ -112,6 +114,7 @@ def test_write_once_the_first_of_two_writers_wins(redis_url: str) -> None:
     assert winner is not None and all(r.get("race") == winner for r in racers)
 
 
+@pytest.mark.slow
 def test_records_are_the_disk_caches_json_under_the_prefix(redis_url: str, redis_server: Server,
                                                            tmp_path: Path) -> None:
     from promptlab.llm.cache.redis import RedisCache
@@ -122,10 +125,11 @@ def test_records_are_the_disk_caches_json_under_the_prefix(redis_url: str, redis
     disk.add("abc", record)
     red.add("abc", record)
     raw = redis_server.client.get("promptlab:v1:abc")
-    assert raw is not None and raw.decode() == disk._dc.get("abc") == encode_record(record)
+    assert raw is not None and raw.decode() == disk._dc.get("abc") == encode_record(record, "abc")
     assert red.get("abc") == disk.get("abc")
 
 
+@pytest.mark.slow
 def test_complete_hits_through_the_url_and_through_promptlab_cache(
         redis_url: str, redis_server: Server, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     m = pl.scripted("redis-hit", ["the reply", "a second reply"])
@@ -141,6 +145,7 @@ def test_complete_hits_through_the_url_and_through_promptlab_cache(
     assert pl.open_cache().location == redis_url
 
 
+@pytest.mark.slow
 def test_structured_calls_replay_their_replies_from_redis(redis_url: str) -> None:
     m = pl.scripted("redis-structured", ["not json", '{"value": 7}'])
     first = pl.complete(m.name, "a number", schema=Answer, cache=redis_url)
@@ -163,6 +168,7 @@ def _loop_frames(cache: str) -> tuple[object, object]:
     return traj.drop(columns=["run_id"]), runs.drop(columns=drop)
 
 
+@pytest.mark.slow
 def test_a_replayed_loop_gives_the_same_frames_from_redis_as_from_disk(redis_url: str, tmp_path: Path) -> None:
     import pandas as pd
 
@@ -173,6 +179,7 @@ def test_a_replayed_loop_gives_the_same_frames_from_redis_as_from_disk(redis_url
     pd.testing.assert_frame_equal(disk_runs, red_runs)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_disk_records_copied_to_redis_read_back_identically(redis_url: str, tmp_path: Path) -> None:
     from promptlab.llm.cache.redis import RedisCache
 
@@ -210,6 +217,7 @@ def _process(*args: str, env: dict[str, str] | None = None) -> dict[str, object]
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_a_second_process_replays_without_calling_the_model(redis_url: str, tmp_path: Path) -> None:
     first = _process("from the first process", redis_url)
     assert first == {"text": "from the first process", "hit": False, "calls": 1, "key": first["key"]}
@@ -218,6 +226,7 @@ def test_a_second_process_replays_without_calling_the_model(redis_url: str, tmp_
     assert second == {"text": "from the first process", "hit": True, "calls": 0, "key": first["key"]}
 
 
+@pytest.mark.slow
 def test_cli_stats_verify_and_clear_touch_only_promptlabs_keys(redis_url: str, redis_server: Server,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     m = pl.scripted("redis-cli", ["a", "b"])
@@ -301,6 +310,7 @@ def test_without_the_redis_package_the_error_says_pip_install_redis(monkeypatch:
         RedisCache("redis://127.0.0.1:6379/0", origin="PROMPTLAB_CACHE")
 
 
+@pytest.mark.slow
 def test_the_disk_cache_never_imports_redis(tmp_path: Path) -> None:
     code = ("import sys, promptlab as pl; m = pl.scripted('no-redis', ['x']); "
             f"pl.complete(m.name, 'hi', cache={str(tmp_path)!r}); print('redis' in sys.modules)")
@@ -309,6 +319,7 @@ def test_the_disk_cache_never_imports_redis(tmp_path: Path) -> None:
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_a_server_lost_after_the_reply_keeps_the_reply_then_stops_the_work(
         caplog: pytest.LogCaptureFixture) -> None:
     """Redis goes away mid-sweep: the paid reply is returned (with a warning that it is not cached); the next
@@ -332,6 +343,7 @@ def test_a_server_lost_after_the_reply_keeps_the_reply_then_stops_the_work(
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_server_lost_between_the_replies_of_a_structured_call_is_no_provider_error() -> None:
     """A reply read mid-call that fails is a cache outage (raised as such), never a provider error to retry."""
     server = Server()
@@ -359,6 +371,7 @@ def test_a_cache_outage_fails_a_sweep_cell_as_infrastructure() -> None:
     assert cell_error(cell, ename="CacheUnavailableError", evalue="...")["kind"] == "infrastructure"  # papermill
 
 
+@pytest.mark.slow
 def test_acomplete_hits_through_redis(redis_url: str) -> None:
     import asyncio
 
@@ -372,6 +385,7 @@ def test_acomplete_hits_through_redis(redis_url: str) -> None:
     assert (a.cache_hit, b.cache_hit, b.text, len(m.requests)) == (False, True, "async reply", 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["inline", "papermill", "dask"])
 def test_a_sweep_in_a_new_results_dir_replays_every_call_from_redis(
         executor: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -405,3 +419,31 @@ def test_a_sweep_with_an_unreachable_cache_fails_before_any_cell(tmp_path: Path)
     with pytest.raises(CacheUnavailableError):
         sweep(exp, tmp_path / "out", cache=dead_url(), progress=False)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_papermill_sweep_keeps_the_redis_password_out_of_every_notebook(tmp_path: Path) -> None:
+    """#21 item 20: the password reaches each kernel in its environment; no file of the results dir holds it."""
+    import base64
+
+    from promptlab.sweeps.experiment import Experiment
+    from promptlab.sweeps.run import sweep
+
+    password = "pw-" + "Xk29vQ7t" * 3
+    server = Server(password=password)
+    try:
+        (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."})
+                                              + "\n")
+        exp = Experiment.from_dict({"name": "pw", "loops": ["p3ro"], "tasks": "tasks.jsonl",
+                                    "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1}}, tmp_path)
+        result = sweep(exp, tmp_path / "out", executor="papermill", workers=1, cache=server.url, progress=False)
+        assert result.failed == 0 and result.done == 1, str(result)
+        assert len(list(server.client.scan_iter("promptlab:v1:*"))) > 0  # the kernel did use the Redis cache
+        notebooks = list((tmp_path / "out").rglob("*.ipynb"))
+        assert notebooks
+        needles = [password.encode(), base64.b64encode(password.encode())]
+        leaks = [str(p) for p in (tmp_path / "out").rglob("*") if p.is_file()
+                 and any(n in p.read_bytes() for n in needles)]
+        assert leaks == []
+    finally:
+        server.stop()

@@ -9,12 +9,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fault_server import FaultServer, Reply
 from pydantic import BaseModel, Field
 
 import promptlab as pl
@@ -244,6 +244,7 @@ def test_streaming_sends_pieces_and_a_hit_sends_the_whole_text(cache_dir: Path) 
     assert pieces == ["one two three"]
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_cache_directory(tmp_path: Path) -> None:
     cache = tmp_path / "shared"
     script = textwrap.dedent(
@@ -263,6 +264,7 @@ def test_two_processes_share_one_cache_directory(tmp_path: Path) -> None:
         assert store.get(key) is not None
 
 
+@pytest.mark.slow
 def test_litellm_price_map_is_not_fetched() -> None:
     code = "import promptlab, os; promptlab.llm.providers.litellm(); print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
@@ -271,6 +273,7 @@ def test_litellm_price_map_is_not_fetched() -> None:
     assert "cost map fetch" not in out.stderr
 
 
+@pytest.mark.slow
 def test_import_promptlab_stays_light() -> None:
     code = "import sys, promptlab; print(json.dumps(sorted(m for m in ('litellm', 'pandas', 'matplotlib', 'llama_cpp') if m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", "import json;" + code], capture_output=True, text=True, timeout=60)
@@ -408,53 +411,27 @@ def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
     assert providers.endpoint("fake/judge") == "fake:judge"
 
 
-class _OpenAIStyle(BaseHTTPRequestHandler):
-    """A loopback OpenAI-compatible chat endpoint that reports a dated model and token logprobs."""
-
-    bodies: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).bodies.append({"body": body, "auth": self.headers.get("Authorization")})
-        top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in (("8", -0.3), ("9", -1.5))]
-        data = {
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini-2024-07-18",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "8"},
-                         "logprobs": {"content": [{"token": "8", "logprob": -0.3, "bytes": None,
-                                                   "top_logprobs": top[: body.get("top_logprobs") or 0]}]}}],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-        }
-        out = json.dumps(data).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def dated_with_logprobs(body: dict[str, Any]) -> Reply:
+    """An OpenAI-style reply that reports a dated model and the token logprobs the request asked for."""
+    top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in (("8", -0.3), ("9", -1.5))]
+    return Reply("8", 5, 1, model="gpt-4o-mini-2024-07-18", logprobs=[
+        {"token": "8", "logprob": -0.3, "bytes": None, "top_logprobs": top[: body.get("top_logprobs") or 0]}])
 
 
 def test_hosted_provider_logprobs_model_and_endpoint_through_litellm(cache_dir: Path) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _OpenAIStyle)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
     secret = "sk-loopback-SECRET-77"
-    try:
-        kwargs = {"api_base": f"http://127.0.0.1:{port}/v1", "api_key": secret, "cache": cache_dir}
+    with FaultServer(responder=dated_with_logprobs) as server:
+        kwargs = {"api_base": server.url, "api_key": secret, "cache": cache_dir}
         c = pl.complete("openai/gpt-4o-mini", "score it", logprobs=True, top_logprobs=2, **kwargs)
         hit = pl.complete("openai/gpt-4o-mini", "score it", logprobs=True, top_logprobs=2, **kwargs)
-    finally:
-        server.shutdown()
-    sent = _OpenAIStyle.bodies[0]
-    assert sent["body"]["logprobs"] is True and sent["body"]["top_logprobs"] == 2 and secret in sent["auth"]
+    sent = server.bodies[0]
+    assert sent["logprobs"] is True and sent["top_logprobs"] == 2 and secret in server.headers[0]["authorization"]
     assert c.text == "8" and c.response_model == "gpt-4o-mini-2024-07-18"
-    assert c.endpoint == f"litellm:openai@127.0.0.1:{port}"
+    assert c.endpoint == f"litellm:openai@{server.host}"
     assert c.logprobs == [TokenLogprob(token="8", logprob=-0.3, top_logprobs=[
         TopLogprob(token="8", logprob=-0.3), TopLogprob(token="9", logprob=-1.5)])]
     assert hit.cache_hit and hit.model_dump(exclude={"cache_hit"}) == c.model_dump(exclude={"cache_hit"})
-    assert len(_OpenAIStyle.bodies) == 1
+    assert server.requests == 1
     for path in cache_dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes()

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_server import FaultServer, Reply, fault_server_fixture, free_port  # noqa: F401
+from fault_server import FaultServer, Raw, Reply, fault_server_fixture, free_port  # noqa: F401
 from pydantic import BaseModel
 
 import promptlab as pl
@@ -32,40 +30,9 @@ class Verdict(BaseModel):
     score: int
 
 
-class Canned:
-    """A loopback /v1/chat/completions that answers every request with one fixed JSON body and status."""
-
-    def __init__(self, body: dict[str, Any], status: int = 200) -> None:
-        self.body, self.status = body, status
-        self.received: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                server.received.append(json.loads(raw))
-                server.headers.append({k.lower(): v for k, v in self.headers.items()})
-                data = json.dumps(server.body).encode()
-                self.send_response(server.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def canned_server(body: dict[str, Any], status: int = 200) -> FaultServer:
+    """A started loopback server that answers every request with one fixed JSON body and status."""
+    return FaultServer(default=Raw(body, status)).start()
 
 
 def reply_body(text: str, *, model: str = "gpt-4o-mini-2024-07-18", logprobs: bool = False) -> dict[str, Any]:
@@ -81,28 +48,27 @@ def reply_body(text: str, *, model: str = "gpt-4o-mini-2024-07-18", logprobs: bo
 
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Records each request the direct transport makes ('post' or 'apost')."""
+    """Records each request the direct transport makes: 'apost' (plain) or 'astream' (streamed)."""
     made: list[str] = []
-    post, apost = direct.post, direct.apost
+    apost, astream = direct.apost, direct.astream
 
-    def counted_post(r: direct.Route, kwargs: dict[str, Any]) -> Any:
-        made.append("post")
-        return post(r, kwargs)
-
-    async def counted_apost(r: direct.Route, kwargs: dict[str, Any]) -> Any:
+    async def counted_apost(r: direct.Route, kwargs: dict[str, Any], max_bytes: int) -> Any:
         made.append("apost")
-        return await apost(r, kwargs)
+        return await apost(r, kwargs, max_bytes)
 
-    monkeypatch.setattr(direct, "post", counted_post)
+    async def counted_astream(r: direct.Route, kwargs: dict[str, Any], on_token: Any, max_bytes: int) -> Any:
+        made.append("astream")
+        return await astream(r, kwargs, on_token, max_bytes)
+
     monkeypatch.setattr(direct, "apost", counted_apost)
+    monkeypatch.setattr(direct, "astream", counted_astream)
     return made
 
 
 @pytest.fixture
-def canned() -> Iterator[Canned]:
-    server = Canned(reply_body("7"))
-    yield server
-    server.close()
+def canned() -> Iterator[FaultServer]:
+    with FaultServer(default=Raw(reply_body("7"))) as server:
+        yield server
 
 
 def both(server_url: str, model: str, tmp_path: Path, *, use_async: bool = False,
@@ -128,45 +94,45 @@ def same(a: pl.Completion, b: pl.Completion) -> None:
 
 
 @pytest.mark.parametrize("use_async", [False, True])
-def test_same_completion_usage_cost_and_record_as_litellm(canned: Canned, spy: list[str], tmp_path: Path,
+def test_same_completion_usage_cost_and_record_as_litellm(canned: FaultServer, spy: list[str], tmp_path: Path,
                                                           use_async: bool) -> None:
     slow, fast, slow_stored, fast_stored = both(canned.url, "openai/gpt-4o-mini", tmp_path, use_async=use_async,
                                                 max_tokens=5, seed=3, stop=["x"], top_p=0.5)
-    assert spy == ["apost" if use_async else "post"]  # one request made directly, one through litellm
+    assert spy == ["apost"]  # one request made directly (the blocking path too), one through litellm
     same(slow, fast)
     same(slow_stored, fast_stored)
     assert (fast.text, fast.input_tokens, fast.output_tokens, fast.finish_reason) == ("7", 1234, 56, "length")
     assert fast.cost_usd is not None and fast.cost_usd > 0  # litellm's price for gpt-4o-mini
     assert fast.response_model == "gpt-4o-mini-2024-07-18"
     assert fast.endpoint == slow.endpoint == f"litellm:openai@{canned.url.split('/')[2]}"
-    assert canned.received[0] == canned.received[1]  # the very same JSON body
+    assert canned.bodies[0] == canned.bodies[1]  # the very same JSON body
     assert canned.headers[1]["authorization"] == f"Bearer {KEY}"
     assert KEY not in json.dumps(fast_stored.stored())
 
 
 def test_unknown_price_is_none_on_both_paths(spy: list[str], tmp_path: Path) -> None:
-    server = Canned(reply_body("fine", model="my-llama"))
+    server = canned_server(reply_body("fine", model="my-llama"))
     try:
         slow, fast, _, _ = both(server.url, "openai/my-llama", tmp_path)
     finally:
         server.close()
-    assert spy == ["post"]
+    assert spy == ["apost"]
     same(slow, fast)
     assert fast.cost_usd is None and fast.input_tokens == 1234
 
 
 def test_logprobs_and_structured_replies_match(spy: list[str], tmp_path: Path) -> None:
-    server = Canned(reply_body('{"score": 7}', logprobs=True))
+    server = canned_server(reply_body('{"score": 7}', logprobs=True))
     try:
         slow, fast, _, _ = both(server.url, "openai/gpt-4o-mini", tmp_path, schema=Verdict, logprobs=True,
                                 top_logprobs=2)
     finally:
         server.close()
-    assert spy == ["post"]
+    assert spy == ["apost"]
     same(slow, fast)
     assert fast.parsed == Verdict(score=7)
     assert fast.logprobs is not None and [t.token for t in fast.logprobs[0].top_logprobs] == ["7", "8"]
-    assert server.received[0] == server.received[1] and "response_format" in server.received[1]
+    assert server.bodies[0] == server.bodies[1] and "response_format" in server.bodies[1]
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -185,14 +151,14 @@ def test_errors_read_the_same(fault_server: FaultServer, spy: list[str], fault: 
                             settings=settings)
         texts.append((str(info.value), info.value.retryable, info.value.attempts))
     assert texts[0] == texts[1], texts
-    way = "apost" if use_async else "post"
+    way = "apost"
     assert spy == [way, way] and fault_server.requests == 4
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])
 def test_refusals_read_the_same_and_are_not_retried(status: int, spy: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)  # a 401 with the key set: 'authentication failed', not 'missing'
-    server = Canned({"error": {"message": "no such thing", "type": "invalid_request_error", "code": status}},
+    server = canned_server({"error": {"message": "no such thing", "type": "invalid_request_error", "code": status}},
                     status=status)
     seen = []
     try:
@@ -204,7 +170,7 @@ def test_refusals_read_the_same_and_are_not_retried(status: int, spy: list[str],
     finally:
         server.close()
     assert seen[0] == seen[1], seen
-    assert len(server.received) == 2 and spy == ["post"]
+    assert len(server.bodies) == 2 and spy == ["apost"]
 
 
 def test_refused_connection_reads_the_same(spy: list[str]) -> None:
@@ -225,7 +191,7 @@ def test_a_hang_is_bounded_by_the_deadline_on_the_direct_path(fault_server: Faul
         pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
                     settings=Settings(retries=5, timeout_s=30, deadline_s=1.0, backoff_s=0.001))
     assert "timed out" in str(info.value) or "deadline" in str(info.value)
-    assert spy and set(spy) == {"post"}
+    assert spy and set(spy) == {"apost"}
 
 
 def test_base_and_key_from_the_environment(fault_server: FaultServer, spy: list[str],
@@ -235,12 +201,12 @@ def test_base_and_key_from_the_environment(fault_server: FaultServer, spy: list[
     fault_server.script(Reply("env routed"), Reply("env routed"))
     slow = pl.complete(fault_server.model, "hi", cache=False, settings=Settings(transport="litellm"))
     fast = pl.complete(fault_server.model, "hi", cache=False)
-    assert spy == ["post"] and fast.text == "env routed"
+    assert spy == ["apost"] and fast.text == "env routed"
     same(slow, fast)  # litellm reports the provider's default endpoint for a base from the environment
     assert fault_server.bodies[0] == fault_server.bodies[1]
 
 
-@pytest.mark.parametrize("case", ["litellm transport", "streamed", "logit_bias", "extra_headers", "o-series",
+@pytest.mark.parametrize("case", ["litellm transport", "logit_bias", "extra_headers", "o-series",
                                   "no base", "content parts"])
 def test_what_the_direct_path_leaves_to_litellm(fault_server: FaultServer, spy: list[str],
                                                 monkeypatch: pytest.MonkeyPatch, case: str) -> None:
@@ -250,8 +216,6 @@ def test_what_the_direct_path_leaves_to_litellm(fault_server: FaultServer, spy: 
     model, prompt = fault_server.model, "hi"
     if case == "litellm transport":
         kw["settings"] = Settings(transport="litellm")
-    elif case == "streamed":
-        kw["on_token"] = lambda piece: None
     elif case == "logit_bias":  # any parameter outside PLAIN_PARAMS (tools, provider options ...)
         kw["logit_bias"] = {"50256": -100}
     elif case == "extra_headers":
@@ -334,3 +298,40 @@ def test_the_default_cache_follows_the_environment(tmp_path: Path, monkeypatch: 
     assert open_cache() is first
     monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(tmp_path / "two"))
     assert open_cache().directory == (tmp_path / "two").resolve()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_streamed_call_goes_direct_and_matches_litellm(fault_server: FaultServer, spy: list[str],
+                                                         tmp_path: Path, use_async: bool) -> None:
+    """Someone watching tokens gets them over the direct transport (SSE over aiohttp), not through litellm."""
+    out = []
+    for transport in ("litellm", "auto"):
+        fault_server.script(Reply("a streamed answer", 9, 4, model="gpt-4o-mini-2024-07-18", pieces=3))
+        pieces: list[str] = []
+        kw: dict[str, Any] = {"api_base": fault_server.url, "api_key": KEY, "cache": tmp_path / transport,
+                              "settings": Settings(transport=transport, timeout_s=5), "on_token": pieces.append}
+        c = (asyncio.run(pl.acomplete("openai/gpt-4o-mini", "Rate it.", **kw)) if use_async
+             else pl.complete("openai/gpt-4o-mini", "Rate it.", **kw))
+        out.append((c, pieces))
+    (slow, slow_pieces), (fast, fast_pieces) = out
+    assert spy == ["astream"] and fault_server.streamed == 2
+    assert fast_pieces == slow_pieces == ["a stre", "amed a", "nswer"]
+    same(slow, fast)
+    assert (fast.text, fast.input_tokens, fast.output_tokens, fast.finish_reason) == ("a streamed answer", 9, 4, "stop")
+    assert fast.cost_usd is not None and fast.cost_usd > 0 and fast.response_model == "gpt-4o-mini-2024-07-18"
+    assert fault_server.bodies[0] == fault_server.bodies[1]  # the same JSON body, stream options included
+    assert fault_server.bodies[1]["stream"] is True and fault_server.bodies[1]["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+def test_an_ignored_stream_is_an_infrastructure_error_naming_the_server(fault_server: FaultServer,
+                                                                        transport: str) -> None:
+    """A server that answers a streamed request with one plain JSON reply: not an empty reply (the model's
+    failure, with made-up usage), but an infrastructure error naming the server; not retried."""
+    fault_server.script("plain", "plain")
+    with pytest.raises(ProviderError) as info:
+        pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
+                    settings=Settings(retries=3, backoff_s=0.001, transport=transport), on_token=lambda p: None)
+    e = info.value
+    assert e.infrastructure and not e.retryable and fault_server.requests == 1
+    assert f"at {fault_server.host}:" in str(e) and "ignores `stream`" in str(e)

@@ -145,6 +145,22 @@ def test_loop_totals_count_a_critic_that_never_parsed() -> None:
     assert run.totals.input_tokens > creator_tokens  # the critic's two paid replies are in the totals
 
 
+def test_a_failed_structured_calls_step_records_every_request(fault_server: FaultServer) -> None:
+    """The critic's step says how many requests the server got (4: three replies and a 429), not how many
+    replies failed to parse (3), nor 2."""
+    from promptlab.loops.creator_critic.loop import run_creator_critic
+
+    creator = pl.scripted("req-creator", respond=lambda m: "V1")
+    pl.register_model("never-parses", model=fault_server.model, api_base=fault_server.url)
+    fault_server.script(Reply("nope", 10, 3), "429", Reply("still nope", 20, 4), Reply("never", 30, 5))
+    run = run_creator_critic({"id": "t", "prompt": "Write.", "goal": "Good."},
+                             {"model": creator.name, "critic_model": "never-parses", "max_iterations": 1},
+                             settings=FAST)
+    [critic] = [s for s in run.iterations[0].steps if s.role.startswith("critic")]
+    assert critic.error is not None and critic.error.kind == "ParseError"
+    assert critic.call is not None and critic.call.attempts == fault_server.requests == 4
+
+
 def test_structured_replay_after_a_lost_final_write_keeps_original_figures(tmp_path: Path,
                                                                            fault_server: FaultServer) -> None:
     """A kill between the reply write and the final write: the replay must not record zeros."""
@@ -224,6 +240,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_cache_keep_the_original_record(tmp_path: Path, fault_server: FaultServer) -> None:
     # a bad reply first, so each structured call writes a raw reply before its final record
     fault_server.script(Reply("oops", 10, 2, delay_s=0.4), Reply("oops", 10, 2, delay_s=0.4))

@@ -29,7 +29,7 @@ import promptlab as pl
 from promptlab.errors import ParseError
 from promptlab.llm import aliases as models
 
-pytestmark = pytest.mark.local_model
+pytestmark = [pytest.mark.local_model, pytest.mark.slow]  # llama-cpp-python's server, as a process
 
 SERVED = "smollm2"
 """The model name the aliases send (the server serves one model and answers any name)."""

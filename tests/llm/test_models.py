@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fault_server import FaultServer, Reply, Status
 from pydantic import BaseModel
 
 import promptlab as pl
@@ -29,79 +28,30 @@ class Verdict(BaseModel):
     score: int
 
 
-class Served(ThreadingHTTPServer):
-    request_queue_size = 512  # many connections at once (the default backlog of 5 would drop some)
-    daemon_threads = True
+REFUSAL = "response_format json_schema is not supported"
+VALIDATION_500 = ("1 validation error: {'loc': ('body', 'response_format', 'type'), "
+                  "'msg': \"Input should be 'text' or 'json_object'\"}")
 
 
-class Server:
-    """A loopback /v1/chat/completions that counts calls in flight, and may refuse `response_format`."""
+def served(text: str = "ok", *, delay_s: float = 0.0, refuse_schema: bool = False,
+           takes: tuple[str, ...] = (), refuse_status: int = 400) -> FaultServer:
+    """A started loopback server for `openai/served-model` that answers `text` (1000 + 200 tokens) after
+    `delay_s`; with `refuse_schema`, a request whose `response_format` type is not in `takes` gets
+    `refuse_status` (a 500 reads as llama-cpp-python's validation error)."""
+    reply = Reply(text, 1000, 200, delay_s=delay_s)
 
-    def __init__(self, text: str = "ok", *, delay_s: float = 0.0, refuse_schema: bool = False,
-                 model: str = "served-model", takes: tuple[str, ...] = (), refuse_status: int = 400) -> None:
-        self.text, self.delay_s, self.refuse_schema, self.model = text, delay_s, refuse_schema, model
-        self.takes, self.refuse_status = takes, refuse_status  # response_format types taken when refusing
-        self.bodies: list[dict[str, Any]] = []
-        self.keys: list[str] = []
-        self.times: list[float] = []
-        self.in_flight = self.peak = 0
-        self.lock = threading.Lock()
-        server = self
+    def respond(body: dict[str, Any]) -> Reply | Status:
+        kind = (body.get("response_format") or {}).get("type")
+        if refuse_schema and kind is not None and kind not in takes:
+            return Status(refuse_status, REFUSAL if refuse_status != 500 else VALIDATION_500)
+        return reply
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-                with server.lock:
-                    server.bodies.append(body)
-                    server.keys.append(self.headers.get("Authorization", "").removeprefix("Bearer "))
-                    server.times.append(time.monotonic())
-                    server.in_flight += 1
-                    server.peak = max(server.peak, server.in_flight)
-                try:
-                    if server.delay_s:
-                        time.sleep(server.delay_s)
-                    kind = (body.get("response_format") or {}).get("type")
-                    if server.refuse_schema and kind is not None and kind not in server.takes:
-                        message = ("response_format json_schema is not supported" if server.refuse_status != 500
-                                   else "1 validation error: {'loc': ('body', 'response_format', 'type'), "
-                                        "'msg': \"Input should be 'text' or 'json_object'\"}")
-                        self._send(server.refuse_status, {"error": {"message": message, "type": "invalid_request_error",
-                                                                    "code": server.refuse_status}})
-                        return
-                    self._send(200, {
-                        "id": "x", "object": "chat.completion", "created": 1, "model": body.get("model"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": server.text}}],
-                        "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}})
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = Served(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return FaultServer(model="served-model", responder=respond).start()
 
 
 @pytest.fixture
-def server() -> Iterator[Server]:
-    s = Server()
+def server() -> Iterator[FaultServer]:
+    s = served()
     yield s
     s.close()
 
@@ -147,7 +97,7 @@ def test_unknown_names_list_the_aliases() -> None:
 
 
 # the call path -----------------------------------------------------------------------------------------
-def test_an_alias_call_goes_to_its_server_with_its_key(server: Server, tmp_path: Path,
+def test_an_alias_call_goes_to_its_server_with_its_key(server: FaultServer, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ALIAS_TEST_KEY", KEY)
     pl.register_model("judge", model="openai/served-model", api_base=server.url, api_key_env="ALIAS_TEST_KEY",
@@ -156,7 +106,7 @@ def test_an_alias_call_goes_to_its_server_with_its_key(server: Server, tmp_path:
     assert c.text == "ok" and c.model == "judge" and not c.cache_hit
     assert c.endpoint == f"litellm:openai@{server.url.split('/')[2]}"
     assert server.bodies[0]["model"] == "served-model" and server.bodies[0]["top_p"] == 0.5
-    assert server.keys == [KEY]
+    assert server.auth == [KEY]
     hit = pl.complete("judge", "hello", cache=tmp_path)
     assert hit.cache_hit and hit.model == "judge" and len(server.bodies) == 1
     for path in tmp_path.rglob("*"):
@@ -164,7 +114,7 @@ def test_an_alias_call_goes_to_its_server_with_its_key(server: Server, tmp_path:
             assert KEY.encode() not in path.read_bytes()
 
 
-def test_a_missing_key_variable_is_named(server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_key_variable_is_named(server: FaultServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ALIAS_UNSET_KEY", raising=False)
     pl.register_model("judge", model="openai/served-model", api_base=server.url, api_key_env="ALIAS_UNSET_KEY")
     with pytest.raises(MissingKeyError, match="ALIAS_UNSET_KEY"):
@@ -174,16 +124,16 @@ def test_a_missing_key_variable_is_named(server: Server, monkeypatch: pytest.Mon
     assert server.bodies == []
 
 
-def test_without_a_key_variable_a_placeholder_goes_never_the_openai_key(server: Server,
+def test_without_a_key_variable_a_placeholder_goes_never_the_openai_key(server: FaultServer,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key")
     pl.register_model("box", model="openai/served-model", api_base=server.url)
     pl.complete("box", "hello", cache=False)
-    assert server.keys == [models.PLACEHOLDER_KEY]
+    assert server.auth == [models.PLACEHOLDER_KEY]
 
 
 def test_cache_keys_follow_the_endpoint_not_the_key_or_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    one, two = Server("from one"), Server("from two")
+    one, two = served("from one"), served("from two")
     try:
         a = pl.complete("openai/served-model", "hi", api_base=one.url, api_key=KEY, cache=tmp_path)
         b = pl.complete("openai/served-model", "hi", api_base=two.url, api_key=KEY, cache=tmp_path)
@@ -208,7 +158,7 @@ def test_calls_without_an_api_base_keep_their_keys(tmp_path: Path) -> None:
     assert c.key == old
 
 
-def test_a_user_price_prices_a_served_model(server: Server) -> None:
+def test_a_user_price_prices_a_served_model(server: FaultServer) -> None:
     plain = pl.complete("openai/served-model", "hi", api_base=server.url, api_key=KEY, cache=False)
     assert plain.cost_usd is None  # litellm does not know this model's price
     pl.register_model("priced", model="openai/served-model", api_base=server.url,
@@ -224,27 +174,27 @@ async def _many(model: str, n: int, settings: Settings | None = None, **kw: Any)
 
 
 def test_limits_follow_each_calls_settings_not_the_first_call() -> None:
-    server = Server(delay_s=0.3)
+    server = served(delay_s=0.3)
     try:
         async def scenario() -> None:
             await pl.acomplete("openai/served-model", "first", api_base=server.url, api_key=KEY, cache=False)
             await _many("openai/served-model", 128, Settings(max_concurrency=64), api_base=server.url, api_key=KEY)
 
         asyncio.run(scenario())
-        assert server.peak == 64
+        assert server.peak[""] == 64
     finally:
         server.close()
 
 
 def test_an_aliases_limit_of_8_is_never_exceeded() -> None:
-    server = Server(delay_s=0.05)
+    server = served(delay_s=0.05)
     try:
         pl.register_model("narrow", model="openai/served-model", api_base=server.url, max_concurrency=8)
         asyncio.run(_many("narrow", 48, Settings(max_concurrency=64)))
-        assert server.peak == 8
-        server.peak = 0  # the settings' override for the alias's name wins over its max_concurrency
+        assert server.peak[""] == 8
+        server.peak.clear()  # the settings' override for the alias's name wins over its max_concurrency
         asyncio.run(_many("narrow", 24, Settings(per_model_concurrency={"narrow": 3})))
-        assert server.peak == 3
+        assert server.peak[""] == 3
     finally:
         server.close()
 
@@ -252,11 +202,11 @@ def test_an_aliases_limit_of_8_is_never_exceeded() -> None:
 def test_the_limit_share_divides_concurrency_and_rates(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(limits.SHARE_ENV, "4")
     assert (limits.shared_concurrency(16), limits.shared_concurrency(2), limits.shared_rate(600)) == (4, 1, 150.0)
-    server = Server(delay_s=0.05)
+    server = served(delay_s=0.05)
     try:
         pl.register_model("shared", model="openai/served-model", api_base=server.url, max_concurrency=16)
         asyncio.run(_many("shared", 24))
-        assert server.peak == 4
+        assert server.peak[""] == 4
     finally:
         server.close()
     monkeypatch.setenv(limits.SHARE_ENV, "two")
@@ -264,7 +214,7 @@ def test_the_limit_share_divides_concurrency_and_rates(monkeypatch: pytest.Monke
         limits.share()
 
 
-def test_rpm_is_enforced_async_and_sync(server: Server) -> None:
+def test_rpm_is_enforced_async_and_sync(server: FaultServer) -> None:
     pl.register_model("paced", model="openai/served-model", api_base=server.url, rpm=120)
     t0 = time.monotonic()
     asyncio.run(_many("paced", 6))
@@ -280,7 +230,7 @@ def test_rpm_is_enforced_async_and_sync(server: Server) -> None:
     assert 0.45 <= time.monotonic() - t0 < 3.0
 
 
-def test_tpm_is_enforced_on_estimated_tokens(server: Server) -> None:
+def test_tpm_is_enforced_on_estimated_tokens(server: FaultServer) -> None:
     pl.register_model("tokens", model="openai/served-model", api_base=server.url, tpm=12_000)  # 200 tokens/s
     prompt = "x" * 40  # 10 tokens by chars/4, + max_tokens 90: 100 per request
     assert limits.estimate_tokens({"messages": [{"role": "user", "content": prompt}], "max_tokens": 90}) == 100
@@ -296,7 +246,7 @@ def test_tpm_is_enforced_on_estimated_tokens(server: Server) -> None:
 
 # structured output ------------------------------------------------------------------------------------
 def test_native_schema_is_sent_to_a_server_that_takes_it() -> None:
-    server = Server('{"score": 7}')
+    server = served('{"score": 7}')
     try:
         pl.register_model("takes", model="openai/served-model", api_base=server.url)  # detect
         c = pl.complete("takes", "rate", schema=Verdict, cache=False)
@@ -312,7 +262,7 @@ def test_native_schema_is_sent_to_a_server_that_takes_it() -> None:
 
 @pytest.mark.parametrize("use_async", [False, True])
 def test_a_refused_schema_falls_back_to_the_prompt_once_per_endpoint(use_async: bool) -> None:
-    server = Server('{"score": 4}', refuse_schema=True)
+    server = served('{"score": 4}', refuse_schema=True)
     try:
         pl.register_model("refuses", model="openai/served-model", api_base=server.url)
 
@@ -339,7 +289,7 @@ def test_a_refused_schema_falls_back_to_the_prompt_once_per_endpoint(use_async: 
 def test_a_server_that_takes_only_json_object_gets_that_form() -> None:
     """llama-cpp-python's server answers a json_schema response_format with HTTP 500 (a validation error) and
     takes {type: json_object, schema}: detection finds that form, remembers it, and is never retried as a 5xx."""
-    server = Server('{"score": 6}', refuse_schema=True, takes=("json_object",), refuse_status=500)
+    server = served('{"score": 6}', refuse_schema=True, takes=("json_object",), refuse_status=500)
     endpoint = f"openai/served-model@openai@{server.url.split('/')[2]}"
     try:
         pl.register_model("llamacpp", model="openai/served-model", api_base=server.url)

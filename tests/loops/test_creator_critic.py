@@ -16,7 +16,8 @@ import promptlab
 from promptlab.events import EventList
 from promptlab.llm.settings import Settings
 from promptlab.loops.creator_critic.config import CreatorCriticConfig, Critique, aggregate, decide, decide_with_reason
-from promptlab.loops.creator_critic.loop import clean_prompt_text, run_creator_critic
+from promptlab.loops.creator_critic.creator import clean_prompt_text
+from promptlab.loops.creator_critic.loop import run_creator_critic
 from promptlab.loops.registry import get_loop, run_loop
 from promptlab.record import Run, Task
 
@@ -47,7 +48,7 @@ def cfg_for(creator: Any, critics: list[Any], **kw: Any) -> CreatorCriticConfig:
 
 # Pure parts -----------------------------------------------------------------------------------------
 def test_aggregate_of_present_scores() -> None:
-    assert aggregate([4.0, None, 6.0, 9.0], "mean") == 6.3333
+    assert aggregate([4.0, None, 6.0, 9.0], "mean") == pytest.approx(19 / 3)
     assert aggregate([4.0, None, 6.0, 9.0], "median") == 6.0
     assert aggregate([4.0, None, 6.0, 9.0], "min") == 4.0
     assert aggregate([None, None], "mean") is None
@@ -112,7 +113,7 @@ def test_runs_to_max_iterations_and_keeps_history() -> None:
     creator, critics = models("cc-max", ["V1", "V2", "V3"],
                               [critique(5, weak="no date given", tip="add the launch date"), critique(7),
                                critique(6)])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_creator_critic(TASK, cfg_for(creator, critics), on_event=events)
     assert [it.candidate for it in run.iterations] == ["V1", "V2", "V3"]
     assert [it.average for it in run.iterations] == [5.0, 7.0, 6.0]
@@ -130,7 +131,7 @@ def test_runs_to_max_iterations_and_keeps_history() -> None:
     assert Run.model_validate_json(run.model_dump_json()) == run
 
 
-@pytest.mark.parametrize("how, expected", [("mean", 6.3333), ("median", 6.0), ("min", 4.0)])
+@pytest.mark.parametrize("how, expected", [("mean", 19 / 3), ("median", 6.0), ("min", 4.0)])
 def test_several_critics_one_failing(how: str, expected: float) -> None:
     creator, critics = models(f"cc-multi-{how}", ["V1"], [critique(4)], ["not json at all"], [critique(6)],
                               [critique(9)])
@@ -302,7 +303,7 @@ def test_expected_score_mode_weighs_the_critics_log_probabilities() -> None:
     assert sampled.iterations[0].scores[0].score == 7.0 and sampled.iterations[0].scores[0].mode == "sampled"
 
 
-def test_a_critique_with_other_keys_is_accepted_and_they_are_ignored() -> None:
+def test_a_critique_in_a_code_fence_or_with_other_keys_is_read() -> None:
     reply = json.dumps({"score": 8, "strengths": ["clear"], "weaknesses": [], "suggestions": ["s"],
                         "confidence": "high", "notes": {"k": 1}})
     creator, critics = models("cc-extra-keys", ["V1"], [reply])
@@ -310,3 +311,72 @@ def test_a_critique_with_other_keys_is_accepted_and_they_are_ignored() -> None:
                              settings=Settings(parse_attempts=1))
     assert run.iterations[0].scores[0].score == 8.0 and run.errors == [] and run.final_output == "V1"
     assert Critique.model_json_schema()["additionalProperties"] is False  # the generation schema asks for none
+    fenced = f"Here is my critique:\n```json\n{critique(6)}\n```"  # the seed's json.loads would fall back to 5
+    creator, critics = models("cc-fenced", ["V1"], [fenced])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1, parse_failure_score=5),
+                             settings=Settings(parse_attempts=1))
+    assert run.iterations[0].scores[0].score == 6.0 and run.iterations[0].scores[0].mode == "sampled"
+
+
+# Issue 18 ---------------------------------------------------------------------------------------------
+def test_a_score_just_below_the_threshold_does_not_stop_the_run() -> None:
+    """Bug: the aggregate was rounded to 4 decimals before the threshold test, so 8.49996 stopped at 8.5."""
+    creator, critics = models("cc-unrounded", ["V1", "V2"],
+                              [json.dumps({"score": 8.49996, "strengths": [], "weaknesses": [], "suggestions": []})])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=2, finish_threshold=8.5))
+    assert run.iterations[0].average == 8.49996 and run.iterations[0].decision == "CONTINUE"
+    assert run.stop_reason == "max_iterations" and len(run.iterations) == 2
+
+
+def test_the_creator_sees_the_whole_critique_and_the_critic_the_whole_prompt() -> None:
+    """The seed passes the creator the critique (strengths too) and the critic the whole prompt, uncut."""
+    long = "Write the email. " + "Mention the launch date and the steps. " * 120  # about 4,700 characters
+    creator, critics = models("cc-whole", [long, "V2"], [critique(6)])
+    run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=2))
+    assert long.strip() in critics[0].prompts[0]
+    second = creator.prompts[1]
+    assert "strength: short" in second and "weakness: too vague" in second and long.strip() in second
+
+
+def test_role_inputs_seed_restores_the_seeds_creator_and_critic() -> None:
+    """Seed: the creator sees the original prompt and the previous critique (as the whole critique object), no
+    goal and no latest version; the critic sees the prompt only."""
+    creator, critics = models("cc-seed-inputs", ["V1", "V2"], [critique(6)])
+    run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=2, role_inputs="seed"))
+    first, second = creator.prompts
+    assert TASK.prompt in first and "None" in first.split("Previous critique:")[1]
+    assert json.dumps({"score": 6.0, "strengths": ["short"], "weaknesses": ["too vague"],
+                       "suggestions": ["name the date"]}) in second
+    assert TASK.goal not in second and "V1" not in second  # no goal, no latest version
+    assert TASK.goal not in critics[0].prompts[0] and "V1" in critics[0].prompts[0]
+    extended = models("cc-ext-inputs", ["V1", "V2"], [critique(6)])
+    run_creator_critic(TASK, cfg_for(extended[0], extended[1], max_iterations=2))
+    assert TASK.goal in extended[0].prompts[1] and "V1" in extended[0].prompts[1]
+    assert TASK.goal in extended[1][0].prompts[0]
+
+
+def test_clean_creator_reply_false_keeps_the_reply_as_the_seed() -> None:
+    reply = "Here is the improved prompt:\n\nWrite the email with the date."
+    creator, critics = models("cc-raw", [reply], [critique(6)])
+    cleaned = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1))
+    assert cleaned.final_output == "Write the email with the date."
+    raw = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1, clean_creator_reply=False))
+    assert raw.final_output == reply and raw.iterations[0].candidate == reply
+
+
+def test_the_fallback_score_is_one_critic_call_and_the_creator_sees_the_seeds_critique() -> None:
+    """With parse_failure_score: one critic call (the seed makes one), and the creator's next prompt holds the
+    seed's fallback critique (weakness 'Critic returned invalid JSON')."""
+    creator, critics = models("cc-fallback-once", ["V1", "V2"], ["not json"])
+    run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=2, parse_failure_score=5))
+    assert len(critics[0].requests) == 2  # one per iteration: never re-asked (default settings: 3 attempts)
+    assert [it.average for it in run.iterations] == [5.0, 5.0]
+    assert "weakness: Critic returned invalid JSON" in creator.prompts[1]
+    seed_creator, seed_critics = models("cc-fallback-seed", ["V1", "V2"], ["not json"])
+    run_creator_critic(TASK, cfg_for(seed_creator, seed_critics, max_iterations=2, parse_failure_score=5,
+                                     role_inputs="seed"))
+    assert json.dumps({"score": 5.0, "strengths": [], "weaknesses": ["Critic returned invalid JSON"],
+                       "suggestions": [], "raw_output": "not json"}) in seed_creator.prompts[1]
+    missing_creator, missing_critics = models("cc-fallback-none", ["V1", "V2"], ["not json"])
+    run_creator_critic(TASK, cfg_for(missing_creator, missing_critics, max_iterations=2))
+    assert len(missing_critics[0].requests) == 6 and "no usable critique" in missing_creator.prompts[1]

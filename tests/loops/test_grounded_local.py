@@ -63,7 +63,8 @@ def test_grounded_creator_critic_on_the_local_model_scores_what_llama_cpp_replie
         {"score": 6, "strengths": ["names the labels"], "weaknesses": ["terse"], "suggestions": ["none"]}))
     cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model="local/smollm2",
                               score_source="grounded", max_iterations=1, finish_threshold=8.5,
-                              eval_max_tokens=EVAL_MAX_TOKENS, eval_concurrency=2)
+                              eval_max_tokens=EVAL_MAX_TOKENS, eval_concurrency=2,
+                              include_start=False)  # one candidate: the scripted creator's (candidate 0 elsewhere)
     run = run_creator_critic(task, cfg, cache=False)
 
     [it] = run.iterations

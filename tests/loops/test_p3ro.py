@@ -145,15 +145,15 @@ def test_match_scores_by_text_number_and_containment() -> None:
         {"criterion": "Clarity of the task", "score": 9, "justification": "repeat"},
         {"criterion": "Uses rhyme", "score": 2, "justification": "unknown"},
     ]})
-    scores, unmatched = match_scores(CRITERIA, result, judge="fake/j")
+    scores, unmatched, by_position = match_scores(CRITERIA, result, judge="fake/j")
     assert [(s.criterion, s.score) for s in scores] == [
         (CRITERIA[0], 7.0), (CRITERIA[1], None), (CRITERIA[2], 4.0)]
     assert all(s.judge == "fake/j" for s in scores)
-    assert [u["criterion"] for u in unmatched] == ["Clarity of the task", "Uses rhyme"]
+    assert [u["criterion"] for u in unmatched] == ["Clarity of the task", "Uses rhyme"] and by_position == 0
 
     loose = EvaluationResult.model_validate({"qualitative_feedback": "", "scores": [
         {"criterion": "target audience", "score": 6, "justification": "contained in criterion 2"}]})
-    scores, unmatched = match_scores(CRITERIA, loose, judge="j")
+    scores, unmatched, _ = match_scores(CRITERIA, loose, judge="j")
     assert [s.score for s in scores] == [None, 6.0, None] and unmatched == []
 
 
@@ -163,7 +163,7 @@ def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
                generator=[gen("P1"), gen("P2"), gen("P3")],
                evaluator=[ev(6, 6, 6), ev(7, 6, 5), ev(9, 9, 8)],
                reflector=[refl("lesson one"), refl("lesson two"), refl("lesson three")])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_p3ro(TASK, config(s), on_event=events)
 
     assert s.roles == ["decomposer", "strategist",
@@ -183,10 +183,11 @@ def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
     assert run.info["criteria"] == CRITERIA and run.info["strategy_revisions"] == 1
     assert [p["plan"] for p in run.info["plans"]] == ["plan A", "plan B"]
 
-    # the revising strategist saw the history: attempts, their scores and the lessons, and the old plan
+    # the revising strategist saw the history: attempts, their full evaluations and the lessons
     revising = s.prompts_of("strategist")[1]
-    for part in ("Attempt 1 (average 6;", "Attempt 2 (average 6;", "P1", "P2", "Lesson: lesson one",
-                 "Lesson: lesson two", "Previous plan: plan A", "Names the target audience: 6"):
+    for part in ("Attempt 1 (average 6):\nP1", "Attempt 2 (average 6):\nP2", "Lesson: lesson one",
+                 "Lesson: lesson two", "- Names the target audience: 6/10. Names the target audience looks 6",
+                 "Overall feedback: fix the weakest criterion"):
         assert part in revising, part
     assert "no attempts yet" in s.prompts_of("strategist")[0]
     # the generator saw the initial prompt first, then the latest attempt and the current lesson
@@ -289,7 +290,7 @@ def test_decomposer_failure_stops_with_error() -> None:
 def test_decomposer_reasked_when_criteria_count_is_out_of_bounds() -> None:
     s = Script("p3-count", decomposer=[criteria("Only one", "And two"), criteria()],
                generator=[gen("P1")], evaluator=[ev(9, 9, 9)])
-    run = run_p3ro(TASK, config(s, max_iterations=1))
+    run = run_p3ro(TASK, config(s, max_iterations=1, strict_criteria=True))
     assert s.roles[:2] == ["decomposer", "decomposer"]
     assert "Your reply could not be used" in s.model.requests[1]["messages"][-1]["content"]
     assert run.info["criteria"] == CRITERIA and run.stop_reason == "threshold"
@@ -298,7 +299,7 @@ def test_decomposer_reasked_when_criteria_count_is_out_of_bounds() -> None:
 def test_duplicates_that_leave_too_few_criteria_are_asked_again() -> None:
     s = Script("p3-dupes", decomposer=[criteria(CRITERIA[0], CRITERIA[1], CRITERIA[0].upper()), criteria()],
                generator=[gen("P1")], evaluator=[ev(9, 9, 9)])
-    run = run_p3ro(TASK, config(s, max_iterations=1))
+    run = run_p3ro(TASK, config(s, max_iterations=1, strict_criteria=True))
     assert s.roles[:2] == ["decomposer", "decomposer"]  # 2 distinct of min_criteria 3: re-asked
     assert run.info["criteria"] == CRITERIA and len(run.info["criteria"]) >= 3
 
@@ -353,7 +354,7 @@ def test_replay_from_cache_makes_no_new_requests(tmp_path: Path) -> None:
     assert len(s.model.requests) == asked
     assert run2.totals.cache_hits == run2.totals.calls == run1.totals.calls
     assert run1.comparable() == run2.comparable()
-    assert run1.run_id == run2.run_id
+    assert run1.run_id != run2.run_id  # every run has its own id; the cache key never holds it
 
 
 def test_fake_auto_dry_run_scores_against_the_criteria() -> None:
@@ -516,3 +517,129 @@ def test_an_evaluator_reply_without_any_valid_entry_is_asked_again() -> None:
     run = run_p3ro(TASK, config(s, max_iterations=1))
     assert s.roles.count("evaluator") == 2 and [sc.score for sc in run.iterations[0].scores] == [7.0, 6.0, 5.0]
     assert "invalid_scores" not in run.info and run.final_output == "P1"
+
+
+# Issue 18: the design document's rules, round 2 ----------------------------------------------------------
+def test_any_non_empty_list_of_criteria_is_taken_as_the_seeds_list() -> None:
+    """The seed's `criteria: List[str]` takes any list: two criteria (or seven) are used, not asked again; the
+    3-5 asked for are a generation hint. Placeholders with no word are asked for again."""
+    s = Script("p3-two", decomposer=[criteria("Only one", "And two")], generator=[gen("P1")],
+               evaluator=[ev(9, 9, names=["Only one", "And two"])])
+    run = run_p3ro(TASK, config(s, max_iterations=1))
+    assert s.roles.count("decomposer") == 1 and run.info["criteria"] == ["Only one", "And two"]
+    assert run.stop_reason == "threshold" and run.iterations[0].average == 9.0
+    seven = [f"Criterion number {k}" for k in range(1, 8)]
+    many = Script("p3-seven", decomposer=[criteria(*seven)], generator=[gen("P1")], evaluator=[ev(7)])
+    assert run_p3ro(TASK, config(many, max_iterations=1)).info["criteria"] == seven
+    dots = Script("p3-dots", decomposer=[criteria("...", "...", "..."), criteria()], generator=[gen("P1")],
+                  evaluator=[ev(9, 9, 9)])
+    assert run_p3ro(TASK, config(dots, max_iterations=1)).info["criteria"] == CRITERIA
+    assert dots.roles[:2] == ["decomposer", "decomposer"]
+    from promptlab.loops.p3ro.schemas import decomposed_schema
+
+    items = decomposed_schema(3, 5).model_json_schema()["properties"]["criteria"]
+    assert (items["minItems"], items["maxItems"]) == (3, 5)  # what the grammar of a local model asks for
+
+
+def test_the_history_holds_each_attempts_full_evaluation_uncut() -> None:
+    """The seed's strategist and generator see the evaluations: justifications and the qualitative feedback,
+    with whole criterion names."""
+    long_name = "Names the intended audience of the poem explicitly, with their age and their reading level"
+    crit = [long_name, CRITERIA[1], CRITERIA[2]]
+    reply = json.dumps({"scores": [{"criterion": c, "score": 6, "justification": f"because {k} " + "j" * 300}
+                                   for k, c in enumerate(crit)], "qualitative_feedback": "F" * 700})
+    s = Script("p3-fullhist", decomposer=[criteria(*crit)], generator=[gen("P1"), gen("P2"), gen("P3")],
+               evaluator=[reply])
+    run = run_p3ro(TASK, config(s, max_iterations=3))
+    assert [it.decision for it in run.iterations][:2] == ["CONTINUE_PROBING", "REVISE_STRATEGY"]
+    for asked in (s.prompts_of("strategist")[1], s.prompts_of("generator")[1]):
+        assert f"- {long_name}: 6/10. because 0 " + "j" * 300 in asked
+        assert "Overall feedback: " + "F" * 700 in asked and "Reasoning: because P1" in asked
+    assert run.info["feedback"]["1"] == "F" * 700
+    cut_run = Script("p3-cuthist", decomposer=[criteria(*crit)], generator=[gen("P1"), gen("P2")],
+                     evaluator=[reply])
+    run_p3ro(TASK, config(cut_run, max_iterations=2, history_chars=100), cache=False)
+    assert "F" * 700 not in cut_run.prompts_of("generator")[1]
+
+
+def test_paraphrased_criterion_names_are_scored_and_averaged() -> None:
+    """The seed averages the scores it gets: three 9s under paraphrased names reach FINISH."""
+    said = ["Task is clear", "Audience is named", "Format is specified"]
+    s = Script("p3-paraphrase", generator=[gen("P1")], evaluator=[ev(9, 9, 9, names=said)])
+    run = run_p3ro(TASK, config(s))
+    it = run.iterations[0]
+    assert [sc.score for sc in it.scores] == [9.0, 9.0, 9.0] and it.metrics["matched_by_position"] == 3
+    assert run.stop_reason == "threshold" and it.average == 9.0 and "unmatched_scores" not in run.info
+
+
+def test_mean_reply_averages_every_score_of_the_reply_as_the_seed() -> None:
+    extra = ev(9, 9, 9, 3, names=[*CRITERIA, "Rhymes"])  # four entries for three criteria
+    short = ev(8, 6)  # two entries for three criteria
+    for reply, default, seed in ((extra, 9.0, 7.5), (short, None, 7.0)):
+        s = Script(f"p3-reply-{seed}", generator=[gen("P1")], evaluator=[reply])
+        assert run_p3ro(TASK, config(s, max_iterations=1)).iterations[0].average == default
+        both = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_reply"), cache=False)
+        assert both.iterations[0].average == seed
+
+
+def test_score_type_int_is_the_seeds_score_int() -> None:
+    """Default: any number 1-10 (8.5 is kept, 0 and 11 leave the criterion missing); score_type 'int' is the
+    seed's `score: int`: any integer (0 and 11 too), a fraction leaves the criterion missing."""
+    reply = json.dumps({"scores": [{"criterion": c, "score": v, "justification": "j"}
+                                   for c, v in zip(CRITERIA, [8.5, 0, 11], strict=True)],
+                        "qualitative_feedback": "f"})
+    s = Script("p3-scoretype", generator=[gen("P1")], evaluator=[reply])
+    default = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_present"))
+    assert [sc.score for sc in default.iterations[0].scores] == [8.5, None, None]
+    seed = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_present", score_type="int"),
+                    cache=False)
+    assert [sc.score for sc in seed.iterations[0].scores] == [None, 0.0, 11.0]
+    assert "Input should be a valid integer" in seed.info["invalid_scores"][0]["error"]
+
+
+def test_each_role_sees_the_seeds_inputs() -> None:
+    """Evaluator: prompt + criteria; reflector: the evaluation; generator: plan + history + reflection;
+    strategist: initial prompt + criteria + history; decomposer: the goal."""
+    task = Task(id="marked", prompt="Write a poem about the sea.", goal="GOAL-MARKER vivid and specific")
+    s = Script("p3-inputs", generator=[gen("P1"), gen("P2")], evaluator=[ev(5, 5, 5), ev(6, 6, 6)])
+    run_p3ro(task, config(s, max_iterations=2))
+    assert "GOAL-MARKER" in s.prompts_of("decomposer")[0] and task.prompt not in s.prompts_of("decomposer")[0]
+    for role in ("strategist", "generator", "evaluator", "reflector"):
+        assert all("GOAL-MARKER" not in p for p in s.prompts_of(role)), role
+    assert CRITERIA[1] in s.prompts_of("evaluator")[0] and "P1" in s.prompts_of("evaluator")[0]
+    reflect = s.prompts_of("reflector")[0]
+    assert "- Clarity of the task: 5/10" in reflect and "Criteria:" not in reflect
+    second = s.prompts_of("generator")[1]
+    assert "Plan: plan A" in second and "Lesson from the last evaluation (focus on this): lesson" in second
+    assert "Attempt 1 (average 5)" in second and "Criteria it will be scored on" not in second
+    strategist = s.prompts_of("strategist")[0]
+    assert task.prompt in strategist and CRITERIA[2] in strategist
+
+
+def test_the_fallback_score_is_one_evaluator_call_and_is_reflected_on() -> None:
+    """With parse_failure_score the seeds' fallback: one call (not re-asked), and the reflector reflects on
+    the fallback evaluation."""
+    s = Script("p3-fallback-once", generator=[gen("P1")], evaluator=["not json"])
+    run = run_p3ro(TASK, config(s, max_iterations=1, parse_failure_score=5))  # default settings: 3 attempts
+    assert s.roles == ["decomposer", "strategist", "generator", "evaluator", "reflector"]
+    assert "Overall feedback: Evaluator returned invalid JSON" in s.prompts_of("reflector")[0]
+    assert run.iterations[0].reflection == "lesson" and run.iterations[0].average == 5.0
+    missing = Script("p3-fallback-none", generator=[gen("P1")], evaluator=["not json"])
+    run_p3ro(TASK, config(missing, max_iterations=1))
+    assert missing.roles.count("evaluator") == 3 and "reflector" not in missing.roles
+
+
+@pytest.mark.local_model
+def test_the_explorers_default_p3ro_run_on_the_shipped_email_task_does_not_end_in_error(tmp_path: Path) -> None:
+    """Issue 18: on the local model the decomposer's reply was refused three times (too few distinct criteria)
+    and the explorer's default run ended in `error` after 3.6 s."""
+    from promptlab.eval.tasks import read_tasks
+    from promptlab.ui.explorer import Explorer
+
+    tasks = read_tasks(Path(__file__).parents[2] / "data" / "prompt_tasks.jsonl")
+    explorer = Explorer(tasks, task_id="email", max_iterations=1)  # the explorer's defaults, one iteration
+    run = run_p3ro(explorer.tasks["email"], explorer.config(), cache=tmp_path / "cache",
+                   settings=Settings(parse_attempts=2))
+    assert explorer.loop_w.value == "p3ro" and explorer.config()["generator_model"] == "local/smollm2"
+    assert run.stop_reason in ("threshold", "max_iterations"), run.errors
+    assert run.info["criteria"] and run.iterations[0].candidate

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import promptlab as pl
-from promptlab.loops.pcee.loop import PCEEConfig, run_pcee
+from promptlab.loops.pcee.config import PCEEConfig
+from promptlab.loops.pcee.loop import run_pcee
 from promptlab.loops.pcee.schemas import PlaceholderError, fill_placeholders
 from promptlab.loops.registry import get_loop, run_loop
 from promptlab.record import Run
@@ -34,9 +35,14 @@ def models(name: str, planner: list[Any], evaluator: Any, corrector: tuple[Any, 
             pl.scripted(f"{name}-fix", list(corrector)))
 
 
-def config(tmp_path: Path, p: Any, e: Any, c: Any, **kw: Any) -> PCEEConfig:
-    return PCEEConfig(model=p.name, role_models={"evaluator": e.name, "corrector": c.name},
-                      workspace_base=str(tmp_path / "ws"), **kw)
+def config(tmp_path: Path, p: Any, e: Any, c: Any, *, controller: Any = None, **kw: Any) -> PCEEConfig:
+    roles = {"evaluator": e.name, "corrector": c.name} | ({"controller": controller.name} if controller else {})
+    return PCEEConfig(model=p.name, role_models=roles, workspace_base=str(tmp_path / "ws"), **kw)
+
+
+def extracts(name: str, *values: str) -> Any:
+    """A scripted controller that extracts `values` in turn (the last repeats)."""
+    return pl.scripted(f"{name}-controller", [json.dumps({"value": v}) for v in values])
 
 
 def succeed(messages: list[dict[str, Any]]) -> str:
@@ -46,6 +52,13 @@ def succeed(messages: list[dict[str, Any]]) -> str:
 def by_exit_code(messages: list[dict[str, Any]]) -> str:
     text = messages[-1]["content"]
     return verdict("exit code: 0," in text or "exit code:" not in text, "judged by the exit code")
+
+
+def judge_errors(messages: list[dict[str, Any]]) -> str:
+    """An evaluator that fails a step whose tool reported an error or a non-zero exit code."""
+    text = messages[-1]["content"]
+    return verdict("the tool failed" not in text and ("exit code: 0," in text or "exit code:" not in text),
+                   "judged by the tool's result")
 
 
 # controller ----------------------------------------------------------------------------------------
@@ -70,7 +83,7 @@ def test_placeholders_pipe_step_outputs_into_later_steps(tmp_path: Path) -> None
                                    step(2, "write_file", {"path": "v.py", "content": "version = '{step_1_output}'\n"},
                                         "write a script holding the version"),
                                    step(3, "shell", "cat v.py", "show the script"))], succeed)
-    run = run_pcee("Write the version into a script", config(tmp_path, p, e, c))
+    run = run_pcee("Write the version into a script", config(tmp_path, p, e, c, piping="paste"))
     ws = Path(run.info["workspace"])
     assert (ws / "v.py").read_text() == "version = '1.5.1'\n"
     assert run.stop_reason == "plan_complete" and run.final_output == "version = '1.5.1'"
@@ -158,7 +171,7 @@ def test_a_forward_reference_in_the_plan_is_refused_when_the_plan_is_made(tmp_pa
     bad = plan(step(1, "shell", "echo {step_2_output}"), step(2, "shell", "echo hi"))
     good = plan(step(1, "shell", "echo hi"), step(2, "shell", "echo {step_1_output}"))
     p, e, c = models("forward", [bad, good], succeed)
-    run = run_pcee("Pipe", config(tmp_path, p, e, c))
+    run = run_pcee("Pipe", config(tmp_path, p, e, c, controller=extracts("forward", "hi")))
     assert run.stop_reason == "plan_complete" and run.final_output == "hi"
     assert "step 1 uses {step_2_output}" in p.requests[1]["messages"][-1]["content"]
     p2, e2, c2 = models("forward2", [bad], succeed)
@@ -167,12 +180,13 @@ def test_a_forward_reference_in_the_plan_is_refused_when_the_plan_is_made(tmp_pa
 
 
 def test_an_unknown_tool_in_the_plan_is_a_recorded_step_failure(tmp_path: Path) -> None:
-    p, e, c = models("unknown", [plan(step(1, "teleport", {"to": "mars"}))], succeed)
+    p, e, c = models("unknown", [plan(step(1, "teleport", {"to": "mars"}))], judge_errors)
     run = run_pcee("Go to Mars", config(tmp_path, p, e, c, retry_budget=0))
-    assert run.stop_reason == "failed_step" and not e.requests  # no evaluator call for a tool error
+    assert run.stop_reason == "failed_step" and len(e.requests) == 1  # the evaluator saw the tool error
+    assert "unknown tool 'teleport'" in e.prompts[0]
     score = run.iterations[0].scores[0]
-    assert (score.score, score.judge) == (0.0, "controller") and "unknown tool 'teleport'" in score.justification
-    assert "known tools: write_file, read_file, list_files, shell, search, calculator" in score.justification
+    assert (score.score, score.judge) == (0.0, e.name)
+    assert "known tools: write_file, read_file, list_files, shell, search, calculator" in e.prompts[0]
     assert run.errors[0].kind == "ToolError" and run.errors[0].role == "teleport"
     assert "unknown tool 'teleport'" in run.info["failed_step"]["reason"]
 
@@ -194,10 +208,10 @@ def test_a_placeholder_without_output_fails_in_the_controller(tmp_path: Path) ->
     ("read_file", "a/../../x"), ("write_file", {"path": "/tmp/abs.txt", "content": "x"}), ("list_files", ".."),
 ])
 def test_workspace_escapes_are_refused_through_the_loop(tmp_path: Path, tool: str, tool_input: Any) -> None:
-    p, e, c = models("escape", [plan(step(1, tool, tool_input))], succeed)
+    p, e, c = models("escape", [plan(step(1, tool, tool_input))], judge_errors)
     run = run_pcee("Escape", config(tmp_path, p, e, c, retry_budget=0))
     assert run.stop_reason == "failed_step" and "refused path" in run.info["failed_step"]["reason"]
-    assert not (tmp_path / "ws" / "escape.txt").exists() and not e.requests
+    assert not (tmp_path / "ws" / "escape.txt").exists() and "refused path" in e.prompts[0]
 
 
 def test_a_symlink_out_made_by_a_shell_step_is_refused(tmp_path: Path) -> None:
@@ -206,7 +220,8 @@ def test_a_symlink_out_made_by_a_shell_step_is_refused(tmp_path: Path) -> None:
     (outside / "secret.txt").write_text("secret")
     p, e, c = models("symlink", [plan(step(1, "shell", f"ln -s {outside} out", "make a link"),
                                       step(2, "read_file", "out/secret.txt", "read through it"),
-                                      step(3, "write_file", {"path": "out/new.txt", "content": "x"}))], succeed)
+                                      step(3, "write_file", {"path": "out/new.txt", "content": "x"}))],
+                           judge_errors)
     run = run_pcee("Sneak out", config(tmp_path, p, e, c, retry_budget=0))
     assert run.stop_reason == "failed_step" and run.info["failed_step"]["step_id"] == 2
     assert "leaves the workspace" in run.info["failed_step"]["reason"] and "secret" not in (run.final_output or "")
@@ -252,7 +267,8 @@ def test_registered_by_name_and_config_checks(tmp_path: Path) -> None:
     p, e, c = models("named", [plan(step(1, "calculator", "6*7"))], succeed)
     run = run_loop("pcee", "Multiply", {"model": p.name, "role_models": {"evaluator": e.name},
                                         "workspace_base": str(tmp_path)})
-    assert run.final_output == "42" and run.models == {"planner": p.name, "corrector": p.name, "evaluator": e.name}
+    assert run.final_output == "42" and run.models == {"planner": p.name, "controller": p.name, "corrector": p.name,
+                                                       "evaluator": e.name}
     with pytest.raises(ValueError, match="unknown tool"):
         PCEEConfig(tools=["shell", "ftp"])
 
@@ -303,3 +319,131 @@ def test_one_cut_helper_writes_values_as_json_and_can_say_how_much_is_left_out()
     assert cut("x" * 10, 6) == "xxx..." and cut("  short  ", 6) == "short"
     assert cut("x" * 10, 6, count=True) == "xxxxxx... [4 more characters]"
     assert cut(["y" * 20], 5, count=True) == '["yyy... [19 more characters]'
+
+
+# Issue 18 ---------------------------------------------------------------------------------------------
+
+def test_a_long_success_reason_is_the_evaluators_verdict(tmp_path: Path) -> None:
+    """Bug: a 'success' verdict whose reason was over 300 characters failed validation three times and the
+    step failed."""
+    p, e, c = models("long-reason", [plan(step(1, "shell", "echo hi"))],
+                     lambda msgs: verdict(True, "The command printed hi as asked. " * 12))
+    run = run_pcee("Say hi", config(tmp_path, p, e, c, retry_budget=0))
+    assert len(e.requests) == 1 and run.stop_reason == "plan_complete" and run.final_output == "hi"
+    assert run.iterations[0].scores[0].score == 1.0 and len(run.iterations[0].scores[0].justification) > 300
+
+
+def test_the_evaluator_inspects_a_step_whose_tool_failed(tmp_path: Path) -> None:
+    """Bug: a tool error failed the step without asking the evaluator; the seed's supervisor inspects every
+    result and has the power to declare a step a success or a failure."""
+    p, e, c = models("tool-error", [plan(step(1, "read_file", "missing.txt", "read the notes"))], judge_errors)
+    run = run_pcee("Read the notes", config(tmp_path, p, e, c, retry_budget=0))
+    assert len(e.requests) == 1 and "cannot read 'missing.txt'" in e.prompts[0]
+    score = run.iterations[0].scores[0]
+    assert (score.score, score.judge, score.justification) == (0.0, e.name, "judged by the tool's result")
+    assert run.stop_reason == "failed_step" and run.errors[0].kind == "ToolError"  # the tool error stays recorded
+    lenient = pl.scripted("tool-error-ok", respond=succeed)  # the supervisor may accept it
+    run2 = run_pcee("Read the notes", config(tmp_path, p, lenient, c, retry_budget=0))
+    assert run2.stop_reason == "plan_complete" and run2.iterations[0].scores[0].score == 1.0
+
+
+def test_plans_longer_than_the_generation_schema_offers_are_run(tmp_path: Path) -> None:
+    """The seed has no limit on plan length, fix-plan length or instruction length: the limits are in the
+    generation schema only."""
+    long = "Print the number and make sure the output is exactly that number. " * 6
+    steps = [step(k, "calculator", f"{k}+0", long) for k in range(1, 14)]
+    fix = plan(*[step(k, "shell", "true", long) for k in range(1, 5)])
+    p, e, c = models("long-plans", [plan(*steps, step(14, "shell", "test -f fixed || exit 3"))], judge_errors,
+                     (fix,))
+    run = run_pcee("Count to thirteen", config(tmp_path, p, e, c, max_iterations=30, retry_budget=1),
+                   settings=pl.Settings(parse_attempts=1))
+    assert len(p.requests) == 1 and len(run.info["plan"]) == 14 and len(long) > 300
+    assert [it.metrics["kind"] for it in run.iterations][13:] == ["plan", "fix", "fix", "fix", "fix", "retry"]
+    assert len(run.info["corrections"][0]["fix_plan"]) == 4
+    from promptlab.loops.pcee.schemas import plan_schemas
+    from promptlab.tools.builtin import build_tools
+
+    plan_cls, fix_cls = plan_schemas(build_tools(["calculator"]))
+    assert plan_cls.model_json_schema()["properties"]["plan"]["maxItems"] == 12
+    assert fix_cls.model_json_schema()["properties"]["plan"]["maxItems"] == 3
+
+
+SEED_PLAN = [  # the design document's example plan, as it gives it (step 3's script needs no network here)
+    step(1, "tavily_search", "scikit-learn latest version pypi",
+         "Search the web to find the latest version number for the 'scikit-learn' Python package."),
+    step(2, "write_file", {"file": "install_and_verify.py",
+                           "content": "version = '{step_1_output}'\nprint(f'Successfully installed scikit-learn "
+                                      "version {version}')"},
+         "Create a Python script named 'install_and_verify.py' that will install the version found in the "
+         "previous step and then print it."),
+    step(3, "workspace_shell", "python3 install_and_verify.py",
+         "Execute the 'install_and_verify.py' script to perform the installation and confirm the version."),
+]
+
+
+def test_the_design_documents_example_plan_runs_with_its_tool_names_and_an_extracting_controller(
+        tmp_path: Path) -> None:
+    import re
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "scikit-learn.md").write_text("# scikit-learn on PyPI\n\nThe latest version of scikit-learn on PyPI "
+                                          "is 1.5.1, released in July.\n")
+
+    def controller(messages: list[dict[str, Any]]) -> str:  # extracts from the earlier step's output it is shown
+        found = re.search(r"output:\n.*?(\d+\.\d+\.\d+)", messages[-1]["content"], re.DOTALL)
+        return json.dumps({"value": found.group(1) if found else "?"})
+
+    p, e, c = models("seedplan", [plan(*SEED_PLAN)], by_exit_code)
+    ctl = pl.scripted("seedplan-controller", respond=controller)
+    request = ("Please find the latest version of the 'scikit-learn' library and write a Python script that "
+               "installs it and prints the version.")
+    run = run_pcee(request, config(tmp_path, p, e, c, controller=ctl, docs_dir=str(docs)))
+    assert run.stop_reason == "plan_complete" and not run.errors
+    assert [it.metrics["tool"] for it in run.iterations] == ["tavily_search", "write_file", "workspace_shell"]
+    assert [it.steps[0].role for it in run.iterations][0] == "tavily_search"
+    script = (Path(run.info["workspace"]) / "install_and_verify.py").read_text()
+    assert script.startswith("version = '1.5.1'\n")  # the value, not the whole search result
+    assert run.final_output == "Successfully installed scikit-learn version 1.5.1"
+    assert json.loads(str(run.iterations[1].metrics["extracted"])) == {"step_1_output": "1.5.1"}
+    (asked,) = ctl.prompts
+    assert "{step_1_output}" in asked and "The latest version of scikit-learn on PyPI is 1.5.1" in asked
+    pasted = run_pcee(request, config(tmp_path, p, e, c, piping="paste", docs_dir=str(docs)))
+    assert pasted.stop_reason == "plan_complete", pasted.errors
+    script = (Path(pasted.info["workspace"]) / "install_and_verify.py").read_text()
+    assert script.startswith("version = '[scikit-learn.md] The latest version")  # the whole output, pasted
+    assert len(ctl.prompts) == 1  # no controller call
+
+
+def test_an_extraction_that_fails_fails_the_step_in_the_controller(tmp_path: Path) -> None:
+    p, e, c = models("badextract", [plan(step(1, "shell", "echo 7"), step(2, "shell", "echo {step_1_output}"))],
+                     succeed)
+    ctl = pl.scripted("badextract-controller", ["no json here"])
+    run = run_pcee("Echo", config(tmp_path, p, e, c, controller=ctl, retry_budget=0),
+                   settings=pl.Settings(parse_attempts=1))
+    assert run.stop_reason == "failed_step" and len(e.requests) == 1  # step 2 never ran, nor was evaluated
+    score = run.iterations[1].scores[0]
+    assert (score.score, score.judge) == (0.0, "controller") and "could not extract {step_1_output}" in \
+        score.justification
+    assert run.errors[0].role == "controller" and run.errors[0].kind == "ParseError"
+
+
+def test_the_corrector_sees_the_whole_execution_history_uncut(tmp_path: Path) -> None:
+    long = "x" * 3000
+    steps = [step(k, "shell", f"echo step{k}") for k in range(1, 10)]
+    steps += [step(10, "shell", f"echo {long}"), step(11, "shell", "exit 3", "fail")]
+    fix = plan(step(1, "shell", "true"))
+
+    def one_run(name: str, **kw: Any) -> str:
+        p, e, c = models(name, [plan(*steps)], by_exit_code, (fix,))
+        run_pcee("Many steps", config(tmp_path, p, e, c, max_iterations=20, retry_budget=1, **kw))
+        (asked,) = c.prompts
+        return str(asked)
+
+    seen = one_run("history-all")
+    assert all(f"step {k} (plan) shell(echo step{k})" in seen for k in range(1, 10))  # all 11 executions
+    assert "step 11 (plan) shell(exit 3) ->\nexit code: 3" in seen
+    assert long in seen.split("Executions so far:")[1]  # uncut
+    bounded = one_run("history-bounded", correction_history=2, result_chars=200).split("Executions so far:")[1]
+    assert "step 9 (plan)" not in bounded and "step 10 (plan)" in bounded and "step 11 (plan)" in bounded
+    assert long not in bounded and "xxx... [2800 more characters]" in bounded

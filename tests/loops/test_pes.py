@@ -83,7 +83,7 @@ SEED_TOKEN_KINDS = {"AGENT_THOUGHT_LLM_THINKING", "AGENT_THOUGHT_LLM_RESPONSE", 
 
 def test_every_observation_type_of_the_design_is_recorded_and_emitted() -> None:
     m = pl.scripted("pes-obs", [plan(("calculator", "1/0")), plan(), answer("cannot divide by zero")])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_pes("1/0?", PESConfig(model=m.name), on_event=events)
     kinds = [o["type"] for o in run.info["observations"]]
     assert SEED_OBSERVATIONS <= set(kinds)
@@ -117,7 +117,7 @@ def test_every_observation_type_of_the_design_is_recorded_and_emitted() -> None:
 def test_thinking_tokens_are_told_apart_from_response_tokens() -> None:
     thinking = "<think>I need the calculator? No: 2+2 is 4.</think>"
     m = pl.scripted("pes-think", [thinking + plan(), "<think>say it</think>" + answer("4")])
-    events = EventList()
+    events = EventList(tokens=True)
     run = run_pes("2+2?", PESConfig(model=m.name), on_event=events)
     assert run.final_output == "4" and run.stop_reason == "no_tool_calls"
     by_kind: dict[str, str] = {}
@@ -197,7 +197,7 @@ def test_delegation_returns_the_other_agents_answer(tmp_path: Path) -> None:
     assert persisted[0]["status"] == "completed" and persisted[0]["polls"] >= 1
     assert Path(run.info["a2a_tasks_file"]).parent == tmp_path
     assert "delegate" in run.info["tools"]
-    assert "delegate" not in helper.prompts[0]  # a delegated run cannot delegate further
+    assert "Agents: lead" in helper.prompts[0]  # a delegated agent may delegate again (no depth in the seed)
 
 
 def test_delegation_by_task_type_in_parallel_each_in_its_own_thread(tmp_path: Path) -> None:
@@ -320,9 +320,10 @@ def test_turns_of_a_thread_have_distinct_ids_and_share_the_threads_workspace(tmp
     other = PESAgent("b", Persona(planning="Be brief."), tools=["write_file"],
                      config=PESConfig(model=m.name, workspace_base=str(tmp_path)))
     assert other.thread("default").workspace is None
-    run_ids = {PESAgent("a", config=PESConfig(model="fake/auto")).process("q").run_id,
-               PESAgent("a", Persona(planning="Be brief."), config=PESConfig(model="fake/auto")).process("q").run_id}
-    assert len(run_ids) == 2  # the persona is part of the run id
+    plain = PESAgent("a", config=PESConfig(model="fake/auto")).process("q")
+    brief = PESAgent("a", Persona(planning="Be brief."), config=PESConfig(model="fake/auto")).process("q")
+    assert plain.run_id != brief.run_id  # the persona is recorded by its system prompts' hashes
+    assert plain.info["system_prompt_hashes"]["planning"] != brief.info["system_prompt_hashes"]["planning"]
 
 
 def test_thread_level_enabled_tools_and_provider_config() -> None:
@@ -383,3 +384,128 @@ def test_a_short_real_run_on_the_local_model(tmp_path: Path) -> None:
     assert Run.model_validate_json(run.model_dump_json()) == run
     print(f"PES local run: {elapsed:.1f} s, stop {run.stop_reason}, output {run.final_output!r}")
     assert elapsed < 120  # ~40 s on an idle 2-core machine; shared machines are slower
+
+
+# Issue 18 ---------------------------------------------------------------------------------------------
+def test_a_second_identical_run_keeps_the_first_runs_delegated_task_records(tmp_path: Path) -> None:
+    """Bug: run ids were a hash of the run's inputs, so an identical second run overwrote
+    `<a2a_dir>/<run_id>.json` and the first run's delegated tasks were gone."""
+    pl.scripted("pes-twice-helper", [plan(), answer("Paris")])
+    boss = pl.scripted("pes-twice-boss", [plan(("delegate", {"agent": "geo", "task": "Capital of France?"})),
+                                          plan(), answer("Paris.")])
+
+    def one_run() -> Run:
+        directory = AgentDirectory()
+        lead = directory.register(PESAgent("lead", config=PESConfig(model=boss.name, a2a_dir=str(tmp_path))))
+        directory.register(PESAgent("geo", config=PESConfig(model="fake/pes-twice-helper")))
+        return lead.process("Where is the French government seated?")
+
+    first, second = one_run(), one_run()
+    assert first.run_id != second.run_id
+    assert first.info["a2a_tasks_file"] != second.info["a2a_tasks_file"]
+    for run in (first, second):
+        (task,) = A2ATaskRepository.load(run.info["a2a_tasks_file"])
+        assert task["task_id"].startswith(run.run_id) and task["status"] == "completed"
+    assert second.totals.cache_hits == second.totals.calls  # the second run replayed every call
+
+
+def test_two_runs_never_share_a_workspace_even_when_they_claim_one_at_the_same_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bug: `fresh_workspace_name` claimed `<stem>-n`, then `Workspace.for_run` deleted and re-made it; a second
+    run claiming the same name in between shared the folder and one run's file was overwritten. The timing is
+    forced: the second run runs whole while the first is opening its workspace (every PES sweep run has the
+    stem `pes-default`)."""
+    import threading
+
+    from promptlab.tools.workspace import Workspace
+
+    def writer(text: str) -> Any:
+        return pl.scripted(f"pes-ws-{text}", [plan(("write_file", {"path": "note.txt", "content": text})), plan(),
+                                              answer(text)])
+
+    first_model, second_model = writer("first"), writer("second")
+    cfg = {"tools": ["write_file"], "workspace_base": str(tmp_path)}
+    runs: dict[str, Run] = {}
+    original = Workspace.__init__
+
+    def second_run_meanwhile(self: Workspace, *args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(Workspace, "__init__", original)  # only the first run's opening is interrupted
+        t = threading.Thread(target=lambda: runs.update(second=run_pes("note", {**cfg, "model": second_model.name})))
+        t.start()
+        t.join()
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Workspace, "__init__", second_run_meanwhile)
+    runs["first"] = run_pes("note", {**cfg, "model": first_model.name})
+    first, second = Path(runs["first"].info["workspace"]), Path(runs["second"].info["workspace"])
+    assert first != second
+    assert (first / "note.txt").read_text() == "first" and (second / "note.txt").read_text() == "second"
+
+
+def test_the_planner_and_the_synthesizer_see_every_tool_result_uncut() -> None:
+    """The design document gives the planner the previous steps and the synthesizer the complete execution
+    history: no tool result is cut (`result_chars` bounds them)."""
+    from promptlab.tools.registry import Tool
+
+    long = "".join(f"line {k} of a long listing\n" for k in range(160))  # about 4,000 characters
+    big = Tool("listing", "A long listing.", lambda args: long, input_schema={"type": "object"})
+
+    def one_run(name: str, **kw: Any) -> Any:
+        m = pl.scripted(name, [plan(("listing", {})), plan(), answer("done")])
+        PESAgent("a", tools=[big], config=PESConfig(model=m.name, **kw)).process("List it")
+        return m
+
+    m = one_run("pes-uncut")
+    assert long.strip() in m.prompts[1] and long.strip() in m.prompts[2]  # planner round 2, synthesizer
+    bounded = one_run("pes-cut", result_chars=200)
+    assert long.strip() not in bounded.prompts[2] and "more characters]" in bounded.prompts[2]
+
+
+def test_a_delegated_agent_can_delegate_further(tmp_path: Path) -> None:
+    """The design document sets no delegation depth; `max_delegation_depth` bounds it."""
+    def agents(tag: str, **kw: Any) -> PESAgent:
+        directory = AgentDirectory()
+        top = pl.scripted(f"{tag}-top", [plan(("delegate", {"agent": "middle", "task": "Ask the expert"})), plan(),
+                                          answer("top: done")])
+        middle = pl.scripted(f"{tag}-middle", respond=lambda msgs: (
+            plan(("delegate", {"agent": "expert", "task": "The answer?"})) if is_planning(msgs)
+            and "Round 1:" not in msgs[-1]["content"] else plan() if is_planning(msgs) else
+            answer("middle relayed: " + ("expert says 42" if "expert answered: 42" in msgs[-1]["content"]
+                                         else "no expert"))))
+        expert = pl.scripted(f"{tag}-expert", [plan(), answer("42")])
+        lead = directory.register(PESAgent("top", config=PESConfig(model=top.name, a2a_dir=str(tmp_path), **kw)))
+        for name, m in (("middle", middle), ("expert", expert)):
+            directory.register(PESAgent(name, config=PESConfig(model=m.name, a2a_dir=str(tmp_path), **kw)))
+        return lead
+
+    run = agents("pes-deep").process("Find the answer")
+    assert run.info["a2a_tasks"][0]["result"] == "middle relayed: expert says 42"
+    capped = agents("pes-capped", max_delegation_depth=1).process("Find the answer")
+    assert capped.info["a2a_tasks"][0]["result"] == "middle relayed: no expert"
+
+
+def test_the_sync_process_returns_promptly_after_a_delegation_timeout(tmp_path: Path) -> None:
+    """Bug: `process()` returned only when the orphaned in-process model call of the timed-out delegate had
+    ended, because `asyncio.run` waits for its worker threads."""
+    import threading
+
+    release, finished = threading.Event(), threading.Event()
+
+    def slow(messages: list[dict[str, Any]]) -> str:  # an in-process call that outlives the delegation's wait
+        release.wait(60)
+        finished.set()
+        return plan()
+
+    pl.scripted("pes-orphan", respond=slow)
+    boss = pl.scripted("pes-orphan-boss", [plan(("delegate", {"agent": "slow", "task": "think"})), plan(),
+                                           answer("moved on")])
+    directory = AgentDirectory()
+    lead = directory.register(PESAgent("lead", config=PESConfig(model=boss.name, delegate_timeout_s=0.2,
+                                                                 a2a_dir=str(tmp_path))))
+    directory.register(PESAgent("slow", config=PESConfig(model="fake/pes-orphan")))
+    try:
+        run = lead.process("Ask the slow one", cache=False)
+        assert not finished.is_set()  # process() returned while the orphaned call was still running
+        assert run.final_output == "moved on" and run.info["a2a_tasks"][0]["status"] == "timeout"
+    finally:
+        release.set()

@@ -135,8 +135,8 @@ def test_findings_of_a_grounded_directory(res: Results) -> None:
             in md) and "n=34 candidates" in md
     # threshold 8 and 10 at cap 3 both return 0.533 (8 stops t2 at iteration 2, so it is the cheaper best);
     # threshold 7 at cap 2 returns 0.4, inside the best's CI, for less
-    assert "The best rule, threshold 8, cap 3, reaches 0.533 [0.350, 0.683]" in md
-    assert "**stop at threshold 7, cap 2**" in md and "mean dev accuracy 0.400, n=6 runs" in md
+    assert "The best rule (stop at threshold 8, cap 3) reaches 0.533 [0.350, 0.683]" in md
+    assert "**stop at threshold 7, cap 2**" in md and "mean dev accuracy 0.400 [0.233, 0.567], n=6 runs" in md
 
 
 def test_report_writes_the_findings(res: Results, tmp_path: Path) -> None:

@@ -285,6 +285,7 @@ def test_bad_error_dict_is_rejected(tmp_path: Path) -> None:
         write_cell(tmp_path, "c", {"loop": "p3ro"}, [], error={"message": "no kind"})
 
 
+@pytest.mark.slow
 def test_import_promptlab_stays_light() -> None:
     code = ("import sys, promptlab, promptlab.results, promptlab.reports.plots; "
             "print(sorted(m for m in ('pandas', 'pyarrow', 'matplotlib') if m in sys.modules))")

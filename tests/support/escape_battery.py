@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import io
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -29,15 +31,20 @@ from pathlib import Path
 from typing import Any
 
 import promptlab as pl
-from promptlab.loops.pcee.loop import PCEEConfig, run_pcee
+from promptlab.events import PrintLog
+from promptlab.loops.pcee.config import PCEEConfig
+from promptlab.loops.pcee.loop import run_pcee
 from promptlab.tools.builtin import WORKSPACE_TOOLS, ToolEnv, build_tools
+from promptlab.tools.limits import SandboxLimits, process_cap_available
 from promptlab.tools.registry import ToolResult
-from promptlab.tools.sandbox import SandboxLimits, process_cap_available
 from promptlab.tools.workspace import Workspace, fresh_workspace_name
 
 KINDS = ("..", "absolute path", "symlink", "hard link", "/etc/passwd", "write outside", "network", "secret env",
-         "setsid survivor", "fork loop", "big write")
-"""The kinds of attempt, in the order the issue lists them."""
+         "setsid survivor", "fork loop", "big write", "workspace fill", "many files", "/dev/shm", "root-only file",
+         "terminal escapes", "model-written secret")
+"""The kinds of attempt, in the order the issues list them (issue 8, then issue 21's items 7-10)."""
+NEW_KINDS = KINDS[KINDS.index("workspace fill"):]
+"""The kinds issue 21 added."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,17 @@ def _decoded(text: str) -> str:
         except (binascii.Error, ValueError):
             pass
     return "\n".join(parts)
+
+
+def _controls(value: Any) -> bool:
+    """Whether a terminal control character is in any string of `value` (JSON-like)."""
+    if isinstance(value, str):
+        return any(ord(c) < 32 and c not in "\t\n\r" or 0x7f <= ord(c) <= 0x9f for c in value)
+    if isinstance(value, list):
+        return any(_controls(v) for v in value)
+    if isinstance(value, dict):
+        return any(_controls(k) or _controls(v) for k, v in value.items())
+    return False
 
 
 def _marker() -> str:
@@ -297,22 +315,114 @@ class Battery:
                          f"shell file kept {big} bytes (cap {lim.file_bytes}); /tmp holds {tmp_used} (cap "
                          f"{lim.tmp_bytes}); tool write refused: {not tool.ok}; workspace-cap writes {ok}")
         (self.ws.root / "big").unlink(missing_ok=True)
-        files = self.ws.max_workspace_bytes // (lim.file_bytes - 2**20) + 1
-        self.shell(f"for i in $(seq 1 {files}); do head -c {lim.file_bytes - 2**20} /dev/zero > many$i; done")
+        return [capped, self.workspace_fill()]
+
+    def workspace_fill(self) -> Outcome:
+        lim: SandboxLimits = self.ws.limits
+        chunk = lim.file_bytes - 2**20
+        files = lim.workspace_bytes // chunk + 2
+        out = self.shell(f"for i in $(seq 1 {files}); do head -c {chunk} /dev/zero > many$i; done; du -sb . | cut -f1")
         used = self.ws.usage_bytes()
         for p in self.ws.root.glob("many*"):
             p.unlink()
-        total = Outcome("big write", "the shell fills the workspace past max_workspace_bytes, file by file",
-                        used > self.ws.max_workspace_bytes,
-                        f"{used} bytes written (the workspace cap {self.ws.max_workspace_bytes} binds the file tools "
-                        "only; the shell has per-file and time limits)", counted=False)
-        return [capped, total]
+        seen = int(out["stdout"].split()[-1]) if out["stdout"].split() else 0
+        return Outcome("workspace fill", f"the shell writes {files} files of {chunk} bytes into the workspace "
+                       f"(cap {lim.workspace_bytes})", used > lim.workspace_bytes or seen > lim.workspace_bytes,
+                       f"{used} bytes came back to the host; the sandbox saw {seen}; 'No space left' "
+                       f"{'reported' if 'No space left' in out['stderr'] else 'not reported'}")
+
+    def many_files(self) -> Outcome:
+        cap, n = self.ws.limits.max_files, 3 * self.ws.limits.max_files
+        out = self.shell(f"i=0; while [ $i -lt {n} ]; do printf '' > f$i || break; i=$((i+1)); done; echo made=$i; "
+                         f"j=0; while [ $j -lt {n} ]; do printf '' > /tmp/f$j || break; j=$((j+1)); done; echo tmp=$j")
+        kept = sum(1 for p in self.ws.root.iterdir() if p.name.startswith("f"))
+        for p in self.ws.root.glob("f*"):
+            p.unlink()
+        made = {k: int(v) for k, v in (w.split("=") for w in out["stdout"].split() if "=" in w)}
+        return Outcome("many files", f"create {n} empty files in the workspace and in /tmp (cap {cap} each)",
+                       kept > cap or made.get("made", n) > cap or made.get("tmp", n) > cap,
+                       f"made {made}; {kept} came back to the host")
+
+    def dev_shm(self) -> Outcome:
+        lim: SandboxLimits = self.ws.limits
+        chunk, n = lim.file_bytes - 2**20, lim.tmp_bytes // (lim.file_bytes - 2**20) + 2
+        out = self.shell(f"ls /dev; touch /dev/planted; for i in $(seq 1 {n}); do head -c {chunk} /dev/zero > "
+                         "/dev/shm/f$i; done; cat /dev/shm/f* | wc -c")
+        words = out["stdout"].split()
+        held = int(words[-1]) if words and words[-1].isdigit() else 0
+        extra = set(words[:-1]) - {"core", "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin",
+                                   "stdout", "tty", "urandom", "zero"}
+        writable = "Read-only file system" not in out["stderr"]
+        return Outcome("/dev/shm", f"list /dev, create a file in /dev, write {n * chunk} bytes to /dev/shm "
+                       f"(cap {lim.tmp_bytes} with /tmp)", held > lim.tmp_bytes or writable or bool(extra),
+                       f"/dev/shm held {held} bytes; /dev writable: {writable}; unexpected /dev entries: {sorted(extra)}")
+
+    def root_only_file(self) -> Outcome:
+        if os.geteuid() != 0:
+            return Outcome("root-only file", "read mode-0600 root files in folders the sandbox shows", False,
+                           "not run: only root can plant them (commands run as this user)", counted=False)
+        folders = [Path("/etc/ssl") / f"battery-{uuid.uuid4().hex[:8]}",
+                   Path("/usr/local/share") / f"battery-{uuid.uuid4().hex[:8]}"]
+        try:
+            for folder in folders:
+                folder.mkdir(parents=True)
+                (folder / "secret.key").write_text(self.host_text)
+                (folder / "secret.key").chmod(0o600)
+            out = self.shell("id -u; " + "; ".join(f"cat {f}/secret.key; cp {f}/secret.key ./copy{i}"
+                                                     for i, f in enumerate(folders)))
+        finally:
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+        copied = any(self.host_text in p.read_text(errors="replace") for p in self.ws.root.glob("copy*"))
+        return Outcome("root-only file", "read and copy mode-0600 root files planted in /etc/ssl and "
+                       "/usr/local/share", self.leaked(out["stdout"]) or copied,
+                       f"the command ran as uid {out['stdout'].split()[0] if out['stdout'] else '?'}; "
+                       f"{out['stderr'].count('Permission denied')} permission refusals")
+
+    def terminal_escapes(self) -> Outcome:
+        """A PCEE run whose plan and command output carry terminal escapes: do any reach the record, the
+        evaluator's prompts or the printed log?"""
+        hostile = "\x1b[2J\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x9b2J"
+        run, seen, printed = self._pcee(f"run it {hostile}", r"printf 'a\033]52;c;ZXZpbA==\007\033[2Jb'")
+        texts = [json.loads(run.model_dump_json()), *(json.loads(t) for t in seen), printed]
+        bad = sum(_controls(t) for t in texts)
+        return Outcome("terminal escapes", "ANSI/OSC sequences (clear screen, title, OSC 52 clipboard) in a plan "
+                       "and in a command's output", bad > 0 or not seen or not printed,
+                       f"{bad} of {len(texts)} texts (record, evaluator prompts, printed log) held a control")
+
+    def model_written_secret(self) -> Outcome:
+        """A PCEE run whose planner writes a secret value into its plan: is it in the record or the prompts?"""
+        run, seen, printed = self._pcee(f"use the key {self.secrets[0]}", f"echo {self.secrets[-1]} > key.txt")
+        texts = [run.model_dump_json(), *seen, printed]
+        return Outcome("model-written secret", "the planner writes secret values into its plan and a command",
+                       any(s in t for s in self.secrets for t in texts),
+                       f"{len(self.secrets)} secrets; looked in the record, {len(seen)} evaluator prompts and "
+                       "the printed log")
+
+    def _pcee(self, instruction: str, command: str) -> tuple[Any, list[str], str]:
+        seen: list[str] = []
+
+        def judge(messages: list[dict[str, Any]]) -> str:
+            seen.append(json.dumps(messages))
+            return json.dumps({"verdict": "success", "reason": "ok"})
+
+        tag = uuid.uuid4().hex[:8]
+        steps = [{"step_id": 1, "instruction": instruction, "tool_name": "shell", "tool_input": command}]
+        planner = pl.scripted(f"battery-planner-{tag}", [json.dumps({"plan": steps})])
+        evaluator = pl.scripted(f"battery-eval-{tag}", respond=judge)
+        log = io.StringIO()
+        run = run_pcee("Run the command", PCEEConfig(
+            model=planner.name, role_models={"evaluator": evaluator.name}, workspace_base=str(self.base / "runs"),
+            retry_budget=0), cache=False, on_event=PrintLog(log))
+        (self.base / "runs" / f"run-{tag}.json").write_text(run.model_dump_json())  # for a caller's secret scan
+        return run, seen, log.getvalue()
 
     def attempts(self) -> list[Callable[[], Outcome | list[Outcome]]]:
         """Every attempt, in the order of `KINDS`."""
         return [self.parent_paths, self.absolute_paths, self.symlinks, self.hard_links, self.etc_passwd,
                 self.writes_outside, self.network, self.secret_env, self.setsid_survivor, self.fork_loop,
-                self.big_writes]
+                self.big_writes, self.many_files, self.dev_shm, self.root_only_file, self.terminal_escapes,
+                self.model_written_secret]
 
 
 def run_battery(base: Path, secrets: Sequence[str]) -> list[Outcome]:

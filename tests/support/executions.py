@@ -6,8 +6,11 @@ from typing import Any
 
 from promptlab.record import Run
 
-WALL_CLOCK = {"wall_time_s", "spent_tokens", "spent_cost_usd", "cache_hits"}
-"""Runs-frame columns that differ between executions (wall clock, what this execution paid, cache hits)."""
+WALL_CLOCK = {"run_id", "wall_time_s", "spent_tokens", "spent_cost_usd", "cache_hits"}
+"""Runs-frame columns that differ between executions (each run's own id, wall clock, what this execution paid,
+cache hits)."""
+RUN_ORDER = ["cell_id", "task_id", "sample"]
+"""A runs-frame order that is the same in every execution (run ids differ between executions)."""
 
 
 def comparable(run: Run) -> dict[str, Any]:

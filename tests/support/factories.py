@@ -139,3 +139,34 @@ def make_grounded_run(*, source: str = "grounded", task_id: str = "g1") -> Run:
                       "experiment_hash": "e" * 16, "prompt_hashes": {"creator": "a" * 16, "critic": "b" * 16},
                       "models": {"creator": {"requested": "fake/gen", "reported": "gen-2024", "endpoint": None}}}
     return run
+
+
+LONG_CRITERION = ("the reply names the customer's order number, apologises once, without grovelling, gives a "
+                  "concrete delivery date, offers a refund or a replacement, then signs off with the support "
+                  "agent's full name and team.")
+"""A criterion of 200 characters and more (what a decomposer can write), for the run browser's layout tests."""
+assert len(LONG_CRITERION) >= 200
+
+
+def make_wide_run(*, with_start: bool = False) -> Run:
+    """A run that strains the run browser: a 200-character criterion with a long justification, 20
+    per-example `score_dev` steps per iteration, an unpriced call (cost unknown), a long step error; with
+    `with_start`, an iteration 0 holding the starting prompt (what grounded runs record)."""
+    from promptlab.record import GroundedScore
+
+    run = make_run([[7.0, 6.0], [8.0, 9.0]], criteria=(LONG_CRITERION, "tone"), cost=None)
+    for it in run.iterations:
+        it.scores[0].justification = "Because " + "the reply is specific and polite; " * 12
+        it.grounded = GroundedScore(split="dev", score=0.6, n=20, ci_low=0.39, ci_high=0.78)
+        it.steps += [Step(iteration=it.index, phase="score_dev", role="target", model="fake/target",
+                          output={"text": f"answer {k}"},
+                          call=ModelCall(model="fake/target", input_tokens=7, output_tokens=2, cost_usd=None))
+                     for k in range(20)]
+        it.steps.append(Step(iteration=it.index, phase="evaluate", role="critic", model="fake/critic",
+                             error=StepError(iteration=it.index, phase="evaluate", role="critic", kind="ParseError",
+                                             message="no JSON object in the reply: " + "x" * 300)))
+    if with_start:
+        start = Iteration(index=0, candidate=run.task.prompt, decision="start",
+                          grounded=GroundedScore(split="dev", score=0.4, n=20, ci_low=0.22, ci_high=0.61))
+        run.iterations.insert(0, start)
+    return run

@@ -5,8 +5,11 @@ every model call goes to `FaultServer` on 127.0.0.1 (`openai/test-model` through
 run is the "toy" loop of tests/toyloop.py (a writer and a structured judge).
 
 "Paid calls repeated" counts request bodies the server answered with a reply more than once: a call whose
-reply promptlab received is cached, so it must never be sent again. A kill is timed right after a run
-finished an iteration's calls (the toy loop's `marks` file), so no answered request is lost in flight.
+reply promptlab received and stored is never sent again. What a kill -9 costs is measured apart: a request in
+flight at the kill has no stored reply, so the resumed sweep sends it again, and a provider bills it twice
+("sent again after the kill"). `kill_and_resume` times its kill right after a run finished an iteration's
+calls (the toy loop's `marks` file), so nothing is in flight; `kill_mid_call` kills while replies are on their
+way and counts what was sent again against what was in flight.
 Every scenario takes the api key to send (`key`), so a caller can plant a recognisable value and look for it
 on disk afterwards.
 """
@@ -26,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import experiment_files
 import pandas as pd
 import toyloop  # noqa: F401 -- registers the "toy" loop
-import yaml
 from fault_server import FaultServer, Reply
 
 from promptlab.llm.settings import Settings
@@ -40,9 +43,10 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 REPLY = Reply('{"score": 7}')
 """Every role's reply: the writer's text and a judge grade that validates."""
-VOLATILE = frozenset({"wall_time_s", "finished_at", "cache_hits", "spent_tokens", "spent_cost_usd"})
-"""Columns that differ between an uninterrupted sweep and a resumed one by design: wall-clock time, and
-what the replay from the cache saved (the recorded tokens and cost of each call stay equal)."""
+VOLATILE = frozenset({"run_id", "wall_time_s", "finished_at", "cache_hits", "spent_tokens", "spent_cost_usd"})
+"""Columns that differ between an uninterrupted sweep and a resumed one by design: each run's own id,
+wall-clock time, and what the replay from the cache saved (the recorded tokens and cost of each call stay
+equal)."""
 KEY = "sk-test-not-a-secret"
 """The api key the scenarios send by default (the fault server accepts any)."""
 FAST = Settings(retries=2, backoff_s=0.01, backoff_max_s=0.05, timeout_s=1.0, deadline_s=20.0)
@@ -62,6 +66,13 @@ class Measured:
     sweeps: int = 0
     frames_equal: bool | None = None
     finished_before_kill: int | None = None
+    in_flight_at_kill: int = 0
+    """Requests received and not yet answered by the server when the sweep was killed."""
+    sent_again: int = 0
+    """Requests of the resumed sweep whose body had been received before the kill (no reply was stored)."""
+    calls_at_once: int = 0
+    """The most calls the killed sweep could have had in flight (workers x cell concurrency; a toy run makes
+    one call at a time)."""
     keys: set[str] = field(default_factory=set)
     """The api keys the fault server received."""
     notes: list[str] = field(default_factory=list)
@@ -70,15 +81,10 @@ class Measured:
 def write_experiment(d: Path, *, styles: tuple[str, ...] = ("a", "b", "c"), tasks: int = 4,
                      max_iterations: int = 2, **config: Any) -> Path:
     """A toy experiment on the fault server's model: one cell per writer style."""
-    (d / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Write about topic {i}.", "goal": "Be concrete."}) + "\n"
-        for i in range(tasks)), encoding="utf-8")
-    data = {"name": "reliability", "loops": ["toy"], "tasks": "tasks.jsonl",
+    data = {"name": "reliability", "loops": ["toy"],
             "config": {"model": "openai/test-model", "max_iterations": max_iterations, **config},
             "grid": {"style": list(styles)}, "replicates": 1}
-    path = d / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return experiment_files.write_experiment(d, data, experiment_files.topics(tasks))
 
 
 @contextlib.contextmanager
@@ -106,7 +112,7 @@ def paid_repeated(server: FaultServer) -> int:
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
     """A frame without the volatile columns, in a stable row order."""
     keep = [c for c in frame.columns if c not in VOLATILE]
-    keys = [c for c in ("cell_id", "run_id", "iteration", "criterion") if c in keep]
+    keys = [c for c in ("cell_id", "task_id", "sample", "iteration", "criterion", "judge") if c in keep]
     return frame[keep].sort_values(keys).reset_index(drop=True)
 
 
@@ -190,11 +196,13 @@ def fault_schedule(d: Path, *, rounds: int = 3, key: str = KEY) -> Measured:
     return m
 
 
-def sweep_process(path: Path, out: Path, cache: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """`promptlab sweep` of `path` in a subprocess (one cell at a time), with `env` added to its environment."""
+def sweep_process(path: Path, out: Path, cache: Path, env: dict[str, str], *, workers: int = 1,
+                  cell_concurrency: int = 1) -> subprocess.Popen[bytes]:
+    """`promptlab sweep` of `path` in a subprocess (one cell at a time by default), with `env` added to its
+    environment."""
     code = "import sys, toyloop; from promptlab.cli import main; sys.exit(main(sys.argv[1:]))"
-    args = ["sweep", str(path), "--out", str(out), "--cache", str(cache), "--workers", "1", "--cell-concurrency", "1",
-            "--no-progress"]
+    args = ["sweep", str(path), "--out", str(out), "--cache", str(cache), "--workers", str(workers),
+            "--cell-concurrency", str(cell_concurrency), "--no-progress"]
     child_env = {**os.environ, **env, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                  "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen([sys.executable, "-c", code, *args], env=child_env, cwd=str(path.parent),
@@ -233,6 +241,52 @@ def kill_and_resume(d: Path, *, after_marks: int = 11, key: str = KEY) -> Measur
     return m
 
 
+def split_repeats(server: FaultServer, before: int) -> tuple[int, int]:
+    """(requests after index `before` whose body came before it: sent again after the kill; bodies answered
+    more than once apart from those)."""
+    early = Counter(json.dumps(b, sort_keys=True) for b in server.bodies[:before])
+    late = [json.dumps(b, sort_keys=True) for b in server.bodies[before:]]
+    again = sum(1 for b in late if b in early)
+    answered = Counter(json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served, strict=True)
+                       if s == "ok")
+    resent = Counter(b for b in late if b in early)
+    return again, sum(max(n - 1 - resent.get(b, 0), 0) for b, n in answered.items())
+
+
+def kill_mid_call(d: Path, *, after_requests: int = 9, key: str = KEY) -> Measured:
+    """`promptlab sweep` (2 cells at once, 2 runs per cell) killed with SIGKILL while replies are on their way
+    (each takes 0.4 s), then resumed: the calls in flight at the kill (sent, their reply not stored yet) are
+    sent again; nothing else is."""
+    m = Measured("kill -9 mid-call, resume")
+    d.mkdir(parents=True, exist_ok=True)
+    path = write_experiment(d)
+    out, cache = d / "out", d / "cache"
+    with FaultServer(default=Reply(REPLY.text, delay_s=0.4)) as server, routed(server, key) as env:
+        proc = sweep_process(path, out, cache, env, workers=2, cell_concurrency=2)
+        m.calls_at_once = 2 * 2
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if server.requests >= after_requests and sum(server.in_flight.values()) > 0:
+                break
+            time.sleep(0.005)
+        killed = proc.poll() is None
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        before, m.in_flight_at_kill = server.requests, sum(server.in_flight.values())  # replies not yet sent
+        server.default = REPLY
+        passes = sweep_until_complete(path, out, cache)
+        m.sent_again, m.paid_repeated = split_repeats(server, before)
+        m.keys = server.keys
+    m.sweeps, m.cells = 1 + len(passes), len(passes[0].cells)
+    final = load(out)
+    m.cells_lost = int((final.cells["status"] != "ok").sum())
+    m.faults_injected = m.faults_survived = 1 if killed and m.cells_lost == 0 else 0
+    m.frames_equal = frames_equal(final, reference(path, d / "ref", key))
+    m.notes.append(f"killed: {killed} after {before} requests, {m.in_flight_at_kill} unanswered; sent again after "
+                   f"the kill: {m.sent_again} (calls whose reply was not stored yet; at most {m.calls_at_once})")
+    return m
+
+
 def two_processes(d: Path, *, key: str = KEY) -> Measured:
     """Two `promptlab sweep` processes on one cache at the same time (each its own results folder), then a
     third sweep on that cache: all three give the frames of an uninterrupted sweep, the third sends no
@@ -262,5 +316,6 @@ def two_processes(d: Path, *, key: str = KEY) -> Measured:
     return m
 
 
-SCENARIOS = {"outage": outage, "faults": fault_schedule, "kill": kill_and_resume, "two": two_processes}
+SCENARIOS = {"outage": outage, "faults": fault_schedule, "kill": kill_and_resume, "kill mid-call": kill_mid_call,
+             "two": two_processes}
 """The scenarios by name."""

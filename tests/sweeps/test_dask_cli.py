@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from executions import WALL_CLOCK, comparable, worker_owning
+from executions import RUN_ORDER, WALL_CLOCK, comparable, worker_owning
+from experiment_files import write_experiment
 from fault_server import FaultServer, Reply, free_port
 
 from promptlab.results.store import cell_status, load, read_runs
@@ -39,8 +39,9 @@ SUMMARY = re.compile(r"sweep (?P<name>\S+) \(dask\): (?P<cells>\d+) cells: (?P<d
                      r"failed, (?P<skipped>\d+) skipped \(finished before\) in [\d.]+ s; (?P<calls>\d+) calls "
                      r"\((?P<hits>\d+) cached\), (?P<tokens>\d+) tokens, cost (?P<cost>\S+); results in (?P<out>.+)")
 
-pytestmark = pytest.mark.skipif(not DASK.exists() or not PROMPTLAB.exists(),
-                                reason=f"the `dask` and `promptlab` commands are not installed in {BIN}")
+pytestmark = [pytest.mark.slow,  # a scheduler, workers and the CLI as processes
+              pytest.mark.skipif(not DASK.exists() or not PROMPTLAB.exists(),
+                                 reason=f"the `dask` and `promptlab` commands are not installed in {BIN}")]
 
 
 def machine_env(**extra: str) -> dict[str, str]:
@@ -122,13 +123,11 @@ def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return match.groupdict()
 
 
-def write_experiment(tmp_path: Path, spec: dict[str, Any], n_tasks: int = 2) -> Path:
-    (tmp_path / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Write a short poem about {w}.", "goal": "A haiku."}) + "\n"
-        for i, w in enumerate(["rain", "salt", "iron", "moss"][:n_tasks])), encoding="utf-8")
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump({"tasks": "tasks.jsonl", **spec}), encoding="utf-8")
-    return path
+def poem_experiment(tmp_path: Path, spec: dict[str, Any], n_tasks: int = 2) -> Path:
+    # distinct goals: no two runs make the same request, so paid calls can be counted per run
+    return write_experiment(tmp_path, spec, [{"id": f"t{i}", "prompt": f"Write a short poem about {w}.",
+                                              "goal": f"A haiku about {w}."}
+                                             for i, w in enumerate(["rain", "salt", "iron", "moss"][:n_tasks])])
 
 
 def assert_all_ok(path: Path, out: Path) -> int:
@@ -140,7 +139,7 @@ def assert_all_ok(path: Path, out: Path) -> int:
 
 
 def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cluster, tmp_path: Path) -> None:
-    path = write_experiment(tmp_path, {"name": "dkcli", "loops": ["p3ro", "creator_critic"],
+    path = poem_experiment(tmp_path, {"name": "dkcli", "loops": ["p3ro", "creator_critic"],
                                        "config": {"model": "fake/auto", "max_tokens": 64},
                                        "grid": {"max_iterations": [1, 2]}})
     out, cache = tmp_path / "out", tmp_path / "cache"
@@ -164,10 +163,10 @@ def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cl
     inline = sweep(path, tmp_path / "inline", cache=tmp_path / "cache-inline", progress=False)
     assert (inline.done, inline.failed) == (4, 0), str(inline)
     for cell in inline.cells:
-        a = {r.run_id: comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
-        b = {r.run_id: comparable(r) for r in read_runs(out, cell.cell_id)}
+        a = {(r.task.id, r.sample): comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
+        b = {(r.task.id, r.sample): comparable(r) for r in read_runs(out, cell.cell_id)}
         assert a == b and len(a) == 2
-    frames = [load(d).runs.sort_values("run_id", ignore_index=True) for d in (tmp_path / "inline", out)]
+    frames = [load(d).runs.sort_values(RUN_ORDER, ignore_index=True) for d in (tmp_path / "inline", out)]
     keep = [c for c in frames[0].columns if c not in WALL_CLOCK]
     assert frames[0][keep].equals(frames[1][keep])
 
@@ -194,7 +193,7 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
                 killed.append(pid)
 
     with FaultServer(responder=answer, on_request=kill_at_the_sixth) as server:
-        path = write_experiment(tmp_path, {
+        path = poem_experiment(tmp_path, {
             "name": "dkkill", "loops": ["p3ro"],
             "models": {"loopback": {"model": server.model, "api_base": server.url, "api_key_env": KEY_ENV,
                                     "native_schema": True,
@@ -228,7 +227,7 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
 def test_an_unreachable_scheduler_fails_fast_naming_the_address(tmp_path: Path, listener: str) -> None:
     """Nothing listening on the port, or a server that is not a scheduler (an HTTP server, as on the
     dashboard's port): exit 2 in seconds, naming the address; dask's own client waits forever for the latter."""
-    path = write_experiment(tmp_path, {"name": "dknone", "loops": ["p3ro"],
+    path = poem_experiment(tmp_path, {"name": "dknone", "loops": ["p3ro"],
                                        "config": {"model": "fake/auto", "max_tokens": 64}})
     with FaultServer() as http:
         address = f"tcp://127.0.0.1:{http.port if listener == 'http' else free_port()}"

@@ -77,6 +77,7 @@ def test_a_fault_schedule_loses_no_cell(tmp_path: Path) -> None:
     assert m.frames_equal, m
 
 
+@pytest.mark.slow
 def test_kill_9_mid_sweep_then_resume_gives_the_same_frames(tmp_path: Path) -> None:
     m = rs.kill_and_resume(tmp_path)
     assert m.faults_injected == 1, m.notes  # the sweep was killed while running
@@ -87,6 +88,17 @@ def test_kill_9_mid_sweep_then_resume_gives_the_same_frames(tmp_path: Path) -> N
     assert len(statuses) == 3 and all(s["status"] == "ok" for s in statuses)
 
 
+@pytest.mark.slow
+def test_kill_9_mid_call_sends_again_only_what_was_in_flight(tmp_path: Path) -> None:
+    """What is true after kill -9 (#21 item 15): the calls in flight at the kill had no stored reply and are
+    sent again (a provider bills them twice); no other call is, and the frames are those of an uninterrupted sweep."""
+    m = rs.kill_mid_call(tmp_path)
+    assert m.faults_injected == 1 and m.in_flight_at_kill >= 1, m.notes
+    assert 1 <= m.sent_again <= m.calls_at_once, m.notes
+    assert m.cells_lost == 0 and m.paid_repeated == 0 and m.frames_equal, m
+
+
+@pytest.mark.slow
 def test_two_sweep_processes_on_one_cache_agree_and_bill_once(tmp_path: Path) -> None:
     m = rs.two_processes(tmp_path)
     assert m.cells == 9 and m.cells_lost == 0, m

@@ -13,7 +13,7 @@ from typing import Any
 
 import nbformat
 import pytest
-import yaml
+from experiment_files import topics, write_experiment
 from nbformat import v4
 
 from promptlab.errors import ConfigError
@@ -24,26 +24,12 @@ from promptlab.sweeps.plan import schedule
 from promptlab.sweeps.run import sweep
 
 
-@pytest.fixture(scope="session")
-def toy_dir() -> Path:
-    """The directory holding toyloop.py (the "toy" loop), imported here; subprocesses get it on PYTHONPATH."""
-    import toyloop  # noqa: F401
-
-    return Path(toyloop.__file__).parent
-
-
 def experiment(tmp_path: Path, **over: Any) -> Path:
     """Write a toy experiment (2 tasks) to tmp_path/exp.yaml and return its path."""
-    (tmp_path / "tasks.jsonl").write_text(
-        "".join(json.dumps({"id": f"t{i}", "prompt": f"Write about topic {i}.", "goal": "Be concrete."}) + "\n"
-                for i in range(2)), encoding="utf-8")
-    data: dict[str, Any] = {"name": "toyexp", "loops": ["toy"], "tasks": "tasks.jsonl",
+    data: dict[str, Any] = {"name": "toyexp", "loops": ["toy"],
                             "config": {"model": "fake/auto", "counter": str(tmp_path / "counter.txt")},
                             "grid": {"max_iterations": [1, 2], "finish_threshold": [5.0, 9.0]}, "replicates": 2}
-    data.update(over)
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_experiment(tmp_path, {**data, **over}, topics(2))
 
 
 def counter_lines(tmp_path: Path) -> list[str]:
@@ -131,6 +117,7 @@ def test_a_results_dir_of_another_experiment_is_refused(toy_dir: Path, tmp_path:
         sweep(changed, out, progress=False)
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_without_redoing_finished_cells(toy_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     path = experiment(tmp_path, config={"model": "fake/auto", "delay_s": 0.4, "counter": str(tmp_path / "c.txt")})
@@ -152,6 +139,7 @@ def test_a_killed_sweep_resumes_without_redoing_finished_cells(toy_dir: Path, tm
     assert len(runs) == 16 and runs["run_id"].is_unique
 
 
+@pytest.mark.slow
 def test_papermill_executor_runs_cells_and_a_cached_cell_skips_litellm(tmp_path: Path) -> None:
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n")
     exp = Experiment.from_dict({"name": "pm", "loops": ["p3ro"], "tasks": "tasks.jsonl",
@@ -187,6 +175,7 @@ def template(tmp_path: Path, code: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_papermill_failures_are_recorded_with_ename_and_evalue(toy_dir: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(toy_dir))
@@ -222,6 +211,7 @@ def test_cells_start_with_the_loops_interleaved(tmp_path: Path) -> None:
     assert [c.cell_id for c in schedule(cells)] == ["a0", "c0", "b0", "a1", "b1", "a2", "b2"]
 
 
+@pytest.mark.slow
 def test_a_dead_kernel_is_recorded_and_the_sweep_goes_on(toy_dir: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(toy_dir))

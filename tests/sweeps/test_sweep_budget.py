@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from experiment_files import topics, write_experiment
 from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
@@ -34,25 +34,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FaultServer:
         yield s
 
 
-@pytest.fixture(scope="session")
-def toy_dir() -> Path:
-    import toyloop  # noqa: F401 -- registers the "toy" loop
-
-    return Path(toyloop.__file__).parent
-
-
 def experiment(tmp_path: Path, model: str = "openai/gpt-4o-mini", **over: Any) -> Path:
     """3 cells (styles) x 2 tasks x 1 iteration, a writer and a judge call per run: 7 requests, as every reply
     is the same text and so is every judge prompt (the first cell's first judge call answers all the others)."""
-    (tmp_path / "tasks.jsonl").write_text(
-        "".join(json.dumps({"id": f"t{i}", "prompt": f"Write about topic {i}.", "goal": "Be concrete."}) + "\n"
-                for i in range(2)), encoding="utf-8")
-    data: dict[str, Any] = {"name": "budgeted", "loops": ["toy"], "tasks": "tasks.jsonl",
-                            "config": {"model": model, "max_iterations": 1, "max_tokens": 2000},
-                            "grid": {"style": ["a", "b", "c"]}, **over}
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_experiment(tmp_path, {"name": "budgeted", "loops": ["toy"],
+                                       "config": {"model": model, "max_iterations": 1, "max_tokens": 2000},
+                                       "grid": {"style": ["a", "b", "c"]}, **over}, topics(2))
 
 
 def statuses(out: Path) -> list[str]:
@@ -87,6 +74,21 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
     assert len(set(bodies)) == len(bodies)
     assert Budget(out / LEDGER_NAME, 1.0).spent() == pytest.approx(7 * EACH)
     assert len(load(out).runs) == 6
+
+
+def test_cells_cut_by_the_cap_show_what_they_paid_in_the_cells_frame(toy_dir: Path, server: FaultServer,
+                                                                    tmp_path: Path) -> None:
+    """#21 item 19: the spend is in the frames, not only in budget.json; a cut cell's paid requests included."""
+    exp, out = experiment(tmp_path), tmp_path / "out"
+    sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=CAP)
+    cells = load(out).cells.set_index("status", append=True)
+    by_status = cells.groupby(level="status")["spent_cost_usd"].sum()
+    assert by_status["cut"] > 0  # the cut cells paid for requests before the cap stopped them
+    assert cells["spent_cost_usd"].sum() == pytest.approx(Budget(out / LEDGER_NAME, CAP).spent())  # = budget.json
+    assert cells["spent_tokens"].sum() == 4 * 11_000 and cells["spent_cost_usd"].notna().all()
+    ok = load(out)
+    assert ok.cells.loc[ok.cells["status"] == "ok", "spent_cost_usd"].sum() == pytest.approx(
+        ok.runs["spent_cost_usd"].sum())  # an ok cell's spend is its runs'
 
 
 def test_the_experiment_files_max_cost_and_the_cap_staying_out_of_the_snapshot(
@@ -153,6 +155,7 @@ def test_a_refusal_the_loop_swallows_still_cuts_the_cell(toy_dir: Path, server: 
     assert server.requests == 0 and result.cut == 3 and statuses(out) == ["cut", "cut", "cut"]
 
 
+@pytest.mark.slow
 def test_papermill_kernels_run_under_the_sweeps_cap(toy_dir: Path, server: FaultServer, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")]))
@@ -176,6 +179,7 @@ def test_papermill_kernels_run_under_the_sweeps_cap(toy_dir: Path, server: Fault
     assert more.cut == 0 and more.failed == 0 and server.requests == 7
 
 
+@pytest.mark.slow
 def test_a_dask_task_runs_under_the_sweeps_cap(toy_dir: Path, server: FaultServer, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The dask executor hands the cap to each task (a worker's environment may be another machine's); a

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import toyloop  # the "toy" loop; its folder goes on the workers' PYTHONPATH
 import yaml
-from executions import WALL_CLOCK, comparable, worker_owning
+from executions import RUN_ORDER, WALL_CLOCK, comparable, worker_owning
 from fault_server import FaultServer, Reply, free_port
 
 from promptlab.errors import ConfigError
@@ -50,6 +50,7 @@ def test_an_unknown_executor_lists_the_known_ones(tmp_path: Path) -> None:
               scheduler=f"tcp://127.0.0.1:{free_port()}")
 
 
+@pytest.mark.slow
 def test_a_local_cluster_gives_the_inline_results(tmp_path: Path) -> None:
     exp = grid_experiment(tmp_path)
     inline = sweep(exp, tmp_path / "inline", cache=tmp_path / "cache1", progress=False)
@@ -57,10 +58,10 @@ def test_a_local_cluster_gives_the_inline_results(tmp_path: Path) -> None:
     assert (dask.done, dask.failed, dask.executor) == (4, 0, "dask"), str(dask)
     assert [c.cell_id for c in dask.cells] == [c.cell_id for c in inline.cells]
     for cell in dask.cells:
-        a = {r.run_id: comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
-        b = {r.run_id: comparable(r) for r in read_runs(tmp_path / "dask", cell.cell_id)}
+        a = {(r.task.id, r.sample): comparable(r) for r in read_runs(tmp_path / "inline", cell.cell_id)}
+        b = {(r.task.id, r.sample): comparable(r) for r in read_runs(tmp_path / "dask", cell.cell_id)}
         assert a == b and len(a) == 2
-    frames = [load(tmp_path / d).runs.sort_values("run_id", ignore_index=True) for d in ("inline", "dask")]
+    frames = [load(tmp_path / d).runs.sort_values(RUN_ORDER, ignore_index=True) for d in ("inline", "dask")]
     keep = [c for c in frames[0].columns if c not in WALL_CLOCK]
     assert frames[0][keep].equals(frames[1][keep])
     # the progress figures are the runs' totals
@@ -82,6 +83,7 @@ def reply_for(body: dict[str, Any]) -> Reply:
     return Reply(f"Improved prompt {digest[:12]}", 15, 6, delay_s=0.15)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import dask
@@ -136,6 +138,7 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path:
     assert int(runs["calls"].sum()) == len(delivered)
 
 
+@pytest.mark.slow
 def test_failures_are_recorded_on_a_scheduler_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dask
     from distributed import LocalCluster

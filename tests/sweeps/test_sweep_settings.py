@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from experiment_files import write_experiment
 from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
@@ -39,24 +40,13 @@ def server(monkeypatch: pytest.MonkeyPatch, toy_dir: Path) -> Iterator[FaultServ
         yield s
 
 
-@pytest.fixture(scope="session")
-def toy_dir() -> Path:
-    import toyloop  # noqa: F401 -- registers the "toy" loop
-
-    return Path(toyloop.__file__).parent
-
-
 def experiment(tmp_path: Path, url: str) -> Path:
     """2 cells (max_tokens 100 and 101, so each cell's requests are told apart), 1 task x RUNS replicates."""
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write about rain.", "goal": "Vivid."})
-                                          + "\n", encoding="utf-8")
     data: dict[str, Any] = {
-        "name": "limits", "loops": ["toy"], "tasks": "tasks.jsonl", "replicates": RUNS,
+        "name": "limits", "loops": ["toy"], "replicates": RUNS,
         "models": {"writer": {"model": "openai/test-model", "api_base": url, "api_key_env": KEY_ENV}},
         "config": {"model": "writer", "max_iterations": 1}, "grid": {"max_tokens": [100, 101]}}
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_experiment(tmp_path, data, [{"id": "a", "prompt": "Write about rain.", "goal": "Vivid."}])
 
 
 def run_cell_template(tmp_path: Path) -> Path:
@@ -75,6 +65,7 @@ def run_cell_template(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_max_concurrency_reaches_each_papermill_kernel_divided_by_the_kernels(server: FaultServer,
                                                                              tmp_path: Path) -> None:
     result = sweep(experiment(tmp_path, server.url), tmp_path / "out", executor="papermill", workers=WORKERS,
@@ -86,6 +77,7 @@ def test_max_concurrency_reaches_each_papermill_kernel_divided_by_the_kernels(se
     assert SETTINGS_ENV not in os.environ  # handed to the kernels only
 
 
+@pytest.mark.slow
 def test_max_concurrency_reaches_each_dask_worker_divided_by_the_workers(server: FaultServer, tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     import dask
@@ -98,6 +90,7 @@ def test_max_concurrency_reaches_each_dask_worker_divided_by_the_workers(server:
     assert server.peak == {"100": LIMIT // WORKERS, "101": LIMIT // WORKERS}
 
 
+@pytest.mark.slow
 def test_the_cli_hands_max_concurrency_to_papermill_kernels(server: FaultServer, tmp_path: Path, toy_dir: Path,
                                                            monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:

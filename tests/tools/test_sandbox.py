@@ -19,10 +19,13 @@ import escape_battery
 import pytest
 
 import promptlab as pl
-from promptlab.loops.pcee.loop import PCEEConfig, run_pcee
+from promptlab.loops.pcee.config import PCEEConfig
+from promptlab.loops.pcee.loop import run_pcee
+from promptlab.sanitize import is_secret_name, redact
 from promptlab.tools import sandbox
 from promptlab.tools.builtin import ToolEnv, build_tools
-from promptlab.tools.sandbox import SandboxLimits, SandboxUnavailable, process_cap_available, redact, sandbox_problem
+from promptlab.tools.limits import SandboxLimits, process_cap_available
+from promptlab.tools.sandbox import SandboxUnavailable, sandbox_problem
 from promptlab.tools.workspace import Workspace, WorkspaceError
 
 needs_bwrap = pytest.mark.skipif(sandbox_problem() is not None,
@@ -189,7 +192,7 @@ def test_secret_values_are_redacted_from_tool_results(tmp_path: Path, monkeypatc
     err = asyncio.run(tools.run("read_file", f"../{SECRET}"))
     assert err.status == "error" and SECRET not in (err.error or "") and SECRET not in json.dumps(err.input)
     assert redact({"a": [SECRET, 3]}, {"GITHUB_TOKEN": SECRET}) == {"a": ["[REDACTED:GITHUB_TOKEN]", 3]}
-    assert redact("x", {"PATH": "/usr/bin:/bin"}) == "x" and not sandbox.is_secret_name("PATH")
+    assert redact("x", {"PATH": "/usr/bin:/bin"}) == "x" and not is_secret_name("PATH")
 
 
 # processes ------------------------------------------------------------------------------------------
@@ -252,14 +255,14 @@ def test_the_escape_battery_finds_no_escape(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("OPENAI_API_KEY", secrets[0])
     monkeypatch.setenv("MY_SERVICE_TOKEN", secrets[1])
     outcomes = escape_battery.run_battery(tmp_path, secrets)
-    assert [o.kind for o in outcomes if o.counted] == list(escape_battery.KINDS)
+    counted = [o.kind for o in outcomes if o.counted]
+    expected = [k for k in escape_battery.KINDS if os.geteuid() == 0 or k != "root-only file"]  # root plants them
+    assert counted == expected
     escaped = [o for o in outcomes if o.counted and o.escaped]
     if not process_cap_available():  # root without a pids cgroup: the kernel does not bound the fork loop
         escaped = [o for o in escaped if o.kind != "fork loop"]
     assert escaped == []
-    uncounted = [o for o in outcomes if not o.counted]
-    assert [o.kind for o in uncounted] == ["big write"] and uncounted[0].escaped  # the shell is not held to the
-    # workspace cap (a known gap, reported by the benchmark): if that changes, count the probe
+    assert all(not o.escaped for o in outcomes)
 
 
 # no bubblewrap --------------------------------------------------------------------------------------
@@ -294,7 +297,8 @@ def test_the_unsafe_opt_in_runs_unsandboxed_with_a_cleared_environment(
 def test_pcee_records_the_unsafe_opt_in(tmp_path: Path, no_bwrap: None) -> None:
     step = {"step_id": 1, "instruction": "say hi", "tool_name": "shell", "tool_input": "echo hi"}
     planner = pl.scripted("sbx-unsafe-planner", [json.dumps({"plan": [step]})] * 2)
-    judge = pl.scripted("sbx-unsafe-eval", respond=lambda m: json.dumps({"verdict": "success", "reason": "ok"}))
+    judge = pl.scripted("sbx-unsafe-eval", respond=lambda m: json.dumps(  # the evaluator sees a tool's error
+        {"verdict": "failure" if "the tool failed" in m[-1]["content"] else "success", "reason": "ok"}))
     base = dict(model=planner.name, role_models={"evaluator": judge.name}, workspace_base=str(tmp_path / "w"),
                 retry_budget=0)
     refused = run_pcee("Say hi", PCEEConfig(**base), cache=False)

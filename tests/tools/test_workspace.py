@@ -163,6 +163,16 @@ def test_output_is_capped_with_a_note(ws: Workspace) -> None:
     assert len(out["stdout"]) < 1100 and out["stderr"] == "err\n"
 
 
+def test_claim_gives_each_run_a_new_folder_and_never_wipes_one(tmp_path: Path) -> None:
+    first = Workspace.claim(tmp_path / "base", "pes-default")
+    first.write_file("kept.txt", "mine")
+    second = Workspace.claim(tmp_path / "base", "pes-default", shell_timeout_s=2)
+    assert (first.root.name, second.root.name) == ("pes-default-1", "pes-default-2")
+    assert first.read_file("kept.txt")["content"] == "mine" and second.list_files()["entries"] == []
+    with pytest.raises(WorkspaceError, match="cannot name"):
+        Workspace.claim(tmp_path, "../evil")
+
+
 def test_for_run_gives_a_fresh_folder_under_the_base(tmp_path: Path) -> None:
     first = Workspace.for_run(tmp_path / "base", "run123")
     first.write_file("old.txt", "left over")

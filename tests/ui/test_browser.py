@@ -1,8 +1,10 @@
 """JupyterLab driven as a user would: a real server on 127.0.0.1, headless Chromium (Debian's, through the
-playwright package; no browser download), clicks on the notebooks' widgets.
+playwright package; no browser download), Run All and clicks on the notebooks' widgets.
 
-Skipped, with the reason, where Chromium or playwright is missing; `.ci/run` installs Chromium when apt can.
-Set PROMPTLAB_SCREENSHOTS=DIR to keep the screenshots.
+The server's root is a scratch project shaped like this repository (experiments/, data/, notebooks/,
+results/), so a kernel starts in notebooks/ as it does for a user, and relative paths and the call cache must
+follow the project root. Skipped, with the reason, where Chromium or playwright is missing; `.ci/run` installs
+Chromium when apt can. Set PROMPTLAB_SCREENSHOTS=DIR to keep the screenshots.
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from typing import Any
 
 import nbformat
 import pytest
-from factories import write_sweep
+from factories import LONG_CRITERION, make_wide_run, write_sweep
+from grounded import write_grounded_sweep
+
+from promptlab.results.store import write_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
     pytest.mark.skipif(not shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)),
                        reason="JupyterLab is not installed (pip install -e '.[notebook]')"),
@@ -36,39 +42,69 @@ pytestmark = [
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
+BROKEN = 'import promptlab as pl\n\npl.scripted("broken", ["not json"] * 200)  # a model whose replies never parse'
+"""Code a user adds to 01_explore to have a scripted model that makes P³RO end in error."""
+LONG_MODEL = "fake/" + "no-such-model-" * 20
+"""A model name of 285 characters: its error is long."""
 
 
-def with_parameters(name: str, dest: Path, **values: Any) -> None:
-    """notebooks/<name> copied to dest with parameters replaced (as papermill would, but in the source)."""
+def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> None:
+    """notebooks/<name> copied to dest with parameters replaced (as papermill would, but in the source) and
+    `prelude` added to the parameters cell."""
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     lines = cell.source.splitlines()
     for key, value in values.items():
+        assert any(ln.split("=")[0].strip() == key for ln in lines), f"{name} has no parameter {key}"
         lines = [f"{key} = {json.dumps(value)}" if ln.split("=")[0].strip() == key else ln for ln in lines]
-    cell.source = "\n".join(lines)
+    cell.source = "\n".join([*lines, *([prelude] if prelude else [])])
     nbformat.write(nb, dest)
+
+
+def scratch_project(root: Path) -> None:
+    """A project like this repository: the tiny experiment and its data, the notebooks (some copies with
+    parameters set), and results directories to browse (one with a run that strains the layout)."""
+    (root / "experiments").mkdir()
+    shutil.copy(ROOT / "experiments" / "tiny.yaml", root / "experiments")
+    (root / "data").mkdir()
+    for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl"):
+        shutil.copy(ROOT / "data" / name, root / "data")
+    nbs = root / "notebooks"
+    nbs.mkdir()
+    with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
+    with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
+    with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
+    with_parameters("02_sweep", nbs / "02_bad_model.ipynb", experiment_path="experiments/tiny.yaml",
+                    model="fake/nobody")
+    with_parameters("03_compare", nbs / "03_compare.ipynb", results_dir="results/browse")
+    with_parameters("04_findings", nbs / "04_findings.ipynb", results_dir="results/grounded")
+    with_parameters("05_runs", nbs / "05_runs.ipynb", results_dir="results/browse")
+    shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
+    browse = write_sweep(root / "results" / "browse")
+    write_cell(browse, "wide", {"loop": "p3ro", "finish_threshold": 8.0, "max_iterations": 2,
+                                "generator_model": "fake/gen-a", "critic_model": "fake/crit-a"},
+               [make_wide_run(with_start=True)])
+    write_grounded_sweep(root / "results" / "grounded")
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """JupyterLab on a free 127.0.0.1 port over a scratch root holding the notebooks under test."""
+    """JupyterLab on a free 127.0.0.1 port over a scratch project; no cache variable is set, so the
+    notebooks' call cache is the project's default one."""
     root = tmp_path_factory.mktemp("lab")
-    (root / "notebooks").mkdir()
-    results = write_sweep(root / "results")
-    with_parameters("01_explore", root / "notebooks" / "01_explore.ipynb",
-                    tasks_path=str(ROOT / "data" / "prompt_tasks.jsonl"), max_iterations=2)
-    with_parameters("05_runs", root / "notebooks" / "05_runs.ipynb", results_dir=str(results))
-    settings = root / "lab-settings" / "@jupyterlab" / "apputils-extension"
+    scratch_project(root)
+    settings = tmp_path_factory.mktemp("lab-settings") / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = secrets.token_hex(16)
-    env = dict(os.environ, PROMPTLAB_CACHE_DIR=str(root / "cache"), LITELLM_LOCAL_MODEL_COST_MAP="True",
-               JUPYTERLAB_SETTINGS_DIR=str(root / "lab-settings"),
+    env = {k: v for k, v in os.environ.items() if k not in ("PROMPTLAB_CACHE_DIR", "PROMPTLAB_CACHE")}
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", JUPYTERLAB_SETTINGS_DIR=str(settings.parents[1]),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    log = open(root / "server.log", "w")  # noqa: SIM115 (closed below)
+    log_path = settings.parents[2] / "server.log"
+    log = open(log_path, "w")  # noqa: SIM115 (closed below)
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
          f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}"],
@@ -82,7 +118,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("JupyterLab did not start: " + (root / "server.log").read_text()) from None
+                    raise RuntimeError("JupyterLab did not start: " + log_path.read_text()) from None
                 time.sleep(0.3)
         # a JupyterLab workspace of its own per notebook, reset: no tab of an earlier test is restored, so the
         # status bar's "Idle" and the Run menu belong to this notebook
@@ -96,7 +132,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
 @pytest.fixture
 def page(lab: tuple[str, Path]) -> Iterator[Any]:
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        # scroll bars shown, as a user sees them (playwright hides them in headless mode by default)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, ignore_default_args=["--hide-scrollbars"])
         yield browser.new_page(viewport={"width": 1400, "height": 1000})
         browser.close()
 
@@ -114,42 +151,180 @@ def open_and_run_all(page: Any, url: str) -> Any:
     return page.locator(".jp-NotebookPanel:visible")
 
 
+def wait_idle(page: Any) -> None:
+    """Wait until the kernel has run every queued cell (busy first, then idle again)."""
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=180_000)
+
+
 def keep(page: Any, element: Any, name: str) -> None:
     """Screenshot `element` to PROMPTLAB_SCREENSHOTS/<name>.png when that variable is set."""
     where = os.environ.get("PROMPTLAB_SCREENSHOTS")
     if where:
         Path(where).mkdir(parents=True, exist_ok=True)
-        element.scroll_into_view_if_needed()
-        element.screenshot(path=str(Path(where) / f"{name}.png"))
+        path = str(Path(where) / f"{name}.png")
+        if element.bounding_box()["height"] < page.viewport_size["height"] - 100:
+            element.scroll_into_view_if_needed()
+            element.screenshot(path=path)
+        else:  # taller than the window: its top part, as a reader first sees it
+            element.evaluate("e => e.scrollIntoView({block: 'start'})")
+            page.screenshot(path=path)
 
 
-def test_clicking_run_in_01_explore_shows_the_plot_and_the_final_prompt(page: Any, lab: tuple[str, Path]) -> None:
-    url, _ = lab
+OVERFLOW = """(table) => {
+    // How a table sits in its output: "fits" inside the output's box, "scrolls" inside a box with a horizontal
+    // scroll bar that itself fits, or "cut" (wider than the output and nothing to scroll it).
+    const output = table.closest('.jp-OutputArea-output');
+    const right = output.getBoundingClientRect().right + 1;
+    if (table.getBoundingClientRect().right <= right) return 'fits';
+    for (let el = table.parentElement; el && el !== output.parentElement; el = el.parentElement) {
+        const style = getComputedStyle(el);
+        if (['auto', 'scroll'].includes(style.overflowX) && el.scrollWidth > el.clientWidth
+            && el.getBoundingClientRect().right <= right) return 'scrolls';
+    }
+    return 'cut: table right ' + table.getBoundingClientRect().right + ' > output right ' + right;
+}"""
+
+
+def tables_fit_or_scroll(nb: Any, at_least: int) -> list[str]:
+    """Every table in the notebook's outputs fits its output or scrolls inside it; returns how each sits."""
+    tables = nb.locator(".jp-OutputArea-output table")
+    assert tables.count() >= at_least
+    placed = [tables.nth(k).evaluate(OVERFLOW) for k in range(tables.count())]
+    assert all(p in ("fits", "scrolls") for p in placed), placed
+    return placed
+
+
+def explorer_field(nb: Any, label: str, value: str) -> None:
+    field = nb.locator(f".widget-text:has(label:text-is('{label}')) input")
+    field.fill(value)
+    field.press("Enter")
+
+
+def log_text(nb: Any) -> str:
+    return nb.locator(".widget-output").first.inner_text()
+
+
+def test_01_explore_run_shows_the_plot_and_the_final_prompt(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
     nb = open_and_run_all(page, url.format(name="01_explore"))
     run = nb.locator(".widget-button", has_text="Run")
     run.wait_for(timeout=120_000)
     for label in ("generator", "critic"):
-        field = nb.locator(f".widget-text:has(label:text-is('{label}')) input")
-        field.fill("fake/auto")
-        field.press("Enter")
+        explorer_field(nb, label, "fake/auto")
     run.click()
     final = nb.locator("pre.promptlab-final")
     final.wait_for(timeout=120_000)
     expect = playwright_api.expect  # these assertions wait for the page to settle (an image renders late)
     expect(nb.locator(".widget-output img")).to_have_count(1)  # the trajectory plot
-    expect(nb.locator("pre.promptlab-original")).to_have_text("Write a poem about autumn.")
+    expect(nb.locator("pre.promptlab-original")).to_have_text("Write a poem about autumn.")  # the default task file
     expect(final).not_to_have_text("(none)")
     assert final.inner_text().strip()
     expect(nb.locator(".widget-output").first).to_contain_text("run_finished")
     expect(nb.locator(".widget-html", has_text="stop reason")).to_contain_text("done: stop reason")
     keep(page, nb.locator(".widget-vbox").first, "01_explore_after_click")
+    # a second run starts with an empty log: one run_finished line, not two
+    run.click()
+    expect(run).to_be_disabled()
+    expect(run).to_be_enabled(timeout=120_000)
+    expect(nb.locator(".widget-output").first).to_contain_text("run_finished")
+    assert log_text(nb).count("run_finished") == 1, log_text(nb)
+    # the call cache is the project's, not one under notebooks/
+    assert (root / ".promptlab" / "cache").is_dir() and not (root / "notebooks" / ".promptlab").exists()
 
 
-def test_the_run_browser_steps_through_iterations(page: Any, lab: tuple[str, Path]) -> None:
+def test_01_explore_shows_a_long_error_once_and_keeps_the_run_button(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="01_explore"))
+    run = nb.locator(".widget-button", has_text="Run")
+    run.wait_for(timeout=120_000)
+    natural = run.bounding_box()["width"]
+    explorer_field(nb, "generator", LONG_MODEL)
+    run.click()
+    error = nb.locator(".promptlab-error")
+    error.wait_for(timeout=120_000)
+    expect = playwright_api.expect
+    expect(nb.locator(".widget-html", has_text="failed")).to_contain_text("failed")
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_long_error")
+    assert nb.inner_text().count("Unknown model") == 1, nb.inner_text()  # the error is shown once
+    assert LONG_MODEL in error.inner_text()
+    box = run.bounding_box()
+    assert run.inner_text().strip() == "Run" and box["width"] >= natural - 1, (run.inner_text(), box, natural)
+    output = nb.locator(".jp-OutputArea-output:has(.promptlab-error)").bounding_box()
+    assert error.bounding_box()["x"] + error.bounding_box()["width"] <= output["x"] + output["width"] + 1
+
+
+def test_01_explore_marks_a_run_that_ends_in_error(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="01_scripted"))
+    run = nb.locator(".widget-button", has_text="Run")
+    run.wait_for(timeout=120_000)
+    expect = playwright_api.expect
+    slider = nb.locator(".widget-slider:has(label:text-is('min criteria'))")
+    expect(slider.locator("[disabled]")).to_have_count(0)
+    for label in ("generator", "critic"):
+        explorer_field(nb, label, "fake/broken")
+    run.click()
+    status = nb.locator(".promptlab-failed")
+    status.wait_for(timeout=120_000)
+    expect(status).to_contain_text("ended in error (stop reason error)")
+    assert "done:" not in status.inner_text()
+    expect(nb.locator(".promptlab-error")).to_contain_text("decomposer (plan): ParseError")
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_ended_in_error")
+    # the min criteria control belongs to P³RO: another loop greys it out
+    nb.locator(".widget-dropdown:has(label:text-is('loop')) select").select_option("pcee")
+    expect(slider.locator("[disabled]")).to_have_count(1)
+
+
+def test_02_sweep_tables_fit_or_scroll(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="02_sweep"))
+    nb.locator(".jp-OutputArea-output img").wait_for(timeout=180_000)  # the last cell's chart
+    wait_idle(page)
+    text = nb.inner_text()
+    assert "4 cells: 4 done, 0 failed" in text and "Traceback" not in text
+    tables_fit_or_scroll(nb, 2)  # the cells and the summary table (14 columns: it scrolls)
+    keep(page, nb.locator(".jp-OutputArea-output:has(table)").last, "02_sweep_summary")
+    assert (root / "results" / "tiny" / "cells").is_dir()  # results/NAME under the project root
+    keep(page, nb.locator(".jp-Notebook"), "02_sweep")
+
+
+def test_02_sweep_with_a_bad_model_says_so_in_one_line(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="02_bad_model"))
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    error.first.wait_for(timeout=120_000)
+    text = error.first.inner_text().strip()
+    assert text.startswith("ConfigError: config.model: 'fake/nobody'"), text
+    assert "\n" not in text and "Traceback" not in text and "File " not in text and "----" not in text, text
+    keep(page, error.first, "02_bad_model")
+
+
+def test_03_compare_tables_fit_or_scroll(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="03_compare"))
+    nb.locator(".pl-iteration").wait_for(timeout=180_000)  # the run browser, in the last cell
+    wait_idle(page)
+    assert "Traceback" not in nb.inner_text()
+    assert tables_fit_or_scroll(nb, 2)  # the cells, the summary table (and the run browser's)
+    keep(page, nb.locator(".jp-Notebook"), "03_compare")
+
+
+def test_04_findings_runs_top_to_bottom(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="04_findings"))
+    nb.locator(".jp-RenderedMarkdown:has-text('Findings')").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    assert "Traceback" not in nb.inner_text()
+    assert nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+    playwright_api.expect(nb.locator(".jp-OutputArea-output img").first).to_be_visible(timeout=60_000)
+    tables_fit_or_scroll(nb, 1)
+
+
+def test_05_runs_steps_through_iterations(page: Any, lab: tuple[str, Path]) -> None:
     url, _ = lab
     nb = open_and_run_all(page, url.format(name="05_runs"))
     expect = playwright_api.expect
-    position = nb.locator(".widget-label", has_text=re.compile(r"^iteration \d+ of \d+$"))
+    position = nb.locator(".widget-label", has_text=re.compile(r"^iteration \d+ of \d+"))
     position.wait_for(timeout=120_000)
     expect(position).to_have_text("iteration 1 of 2")
     expect(nb.locator(".pl-iteration")).to_contain_text("Iteration 1 of 2")
@@ -160,3 +335,50 @@ def test_the_run_browser_steps_through_iterations(page: Any, lab: tuple[str, Pat
     expect(view.locator("del.pl-removed")).to_have_count(1)  # "candidate 1" -> "candidate 2"
     expect(nb.locator(".widget-button", has_text="next")).to_be_disabled()
     keep(page, nb.locator(".widget-vbox").first, "05_runs_iteration_2")
+
+
+def test_05_runs_fits_long_cells_and_folds_per_example_rows(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="05_runs"))
+    expect = playwright_api.expect
+    position = nb.locator(".widget-label", has_text=re.compile(r"^iteration \d+ of \d+"))
+    position.wait_for(timeout=120_000)
+    cells = nb.locator(".widget-dropdown:has(label:text-is('cell')) select")
+    cells.select_option(label=cells.locator("option", has_text="wide (").inner_text())
+    expect(position).to_have_text("iteration 0 of 2 (the starting prompt)")  # the start comes first
+    nb.locator(".widget-button", has_text="next").click()
+    expect(position).to_have_text("iteration 1 of 2")
+    view = nb.locator(".pl-iteration")
+    output = nb.locator(".jp-OutputArea-output:has(.pl-iteration)").bounding_box()
+    right = output["x"] + output["width"] + 1
+    for table in ("table.pl-scores", "table.pl-steps >> nth=0"):
+        box = view.locator(table).bounding_box()
+        assert box["x"] + box["width"] <= right, (table, box, output)
+    expect(view.locator("table.pl-scores")).to_contain_text(LONG_CRITERION)  # wrapped, not cut
+    # what a reader looks for comes first: candidate, its scores, then decision and steps
+    text = view.inner_text()
+    order = [text.index(s) for s in ("Candidate", "Scores", "Decision:", "Reflection:", "Steps")]
+    assert order == sorted(order), order
+    # the 20 per-example score_dev calls are one folded row; their own rows stay hidden until expanded
+    expect(view.locator("tr.pl-folded")).to_contain_text("target × 20")
+    per_example = view.locator("details.pl-per-example")
+    expect(per_example.locator("tr", has_text="score_dev").first).to_be_hidden()
+    per_example.locator("summary").click()
+    expect(per_example.locator("tr", has_text="score_dev").first).to_be_visible()
+    assert "cost unknown" in text and "cost unknown USD" not in text
+    # a long step error is cut, its whole text on hover
+    cut = view.locator("td[title*='no JSON object in the reply']").first
+    assert cut.get_attribute("title").endswith("x" * 300) and len(cut.inner_text()) < 170
+    keep(page, view, "05_runs_wide")
+
+
+def test_run_cell_defaults_run_from_the_project_root(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="run_cell"))
+    printed = nb.locator(".jp-OutputArea-output", has_text='"status"')
+    printed.first.wait_for(timeout=180_000)
+    status = json.loads(printed.first.inner_text())
+    assert status["status"] == "ok"
+    assert (root / "results" / "manual" / "cells" / status["cell_id"] / "status.json").is_file()
+    assert (root / ".promptlab" / "cache").is_dir()
+    assert not (root / "notebooks" / "results").exists() and not (root / "notebooks" / ".promptlab").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, nbfo
         yield tmp / "results", nb
 
 
+@pytest.mark.slow
 def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.NotebookNode]) -> None:
     results_dir, nb = swept
     assert "4 cells: 4 done, 0 failed" in text(nb)
@@ -57,6 +59,7 @@ def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.Notebook
     assert len(load(results_dir).runs) == 4
 
 
+@pytest.mark.slow
 def test_compare_notebook_draws_the_charts(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
     results_dir, _ = swept
     nb = execute("03_compare", tmp_path / "03.ipynb", results_dir=str(results_dir))
@@ -65,6 +68,7 @@ def test_compare_notebook_draws_the_charts(swept: tuple[Path, nbformat.NotebookN
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))  # browser
 
 
+@pytest.mark.slow
 def test_run_browser_notebook_runs(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
     results_dir, _ = swept
     nb = execute("05_runs", tmp_path / "05.ipynb", results_dir=str(results_dir))
@@ -86,6 +90,7 @@ def markdown(nb: nbformat.NotebookNode) -> str:
     return "".join(o.get("data", {}).get("text/markdown", "") for o in outputs(nb))
 
 
+@pytest.mark.slow
 def test_findings_notebook_on_a_grounded_directory(tmp_path: Path) -> None:
     from grounded import write_grounded_sweep
 
@@ -96,12 +101,14 @@ def test_findings_notebook_on_a_grounded_directory(tmp_path: Path) -> None:
     assert images(nb) == 4  # forest, calibration, grounded trajectories, one counterfactual heatmap
 
 
+@pytest.mark.slow
 def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
     results_dir, _ = swept
     nb = execute("04_findings", tmp_path / "04.ipynb", results_dir=str(results_dir))
     assert "4 runs; grounded data: no" in text(nb) and "No grounded data" in markdown(nb)
 
 
+@pytest.mark.slow
 def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
     nb = execute("01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2,
                  task_id="email")
@@ -113,6 +120,7 @@ def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> No
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))
 
 
+@pytest.mark.slow
 def test_run_cell_notebook_by_hand(tmp_path: Path) -> None:
     experiment = ROOT / "experiments" / "tiny.yaml"
     cell = load_experiment(experiment).cells()[0]
@@ -122,6 +130,27 @@ def test_run_cell_notebook_by_hand(tmp_path: Path) -> None:
     assert printed["cell_id"] == cell.cell_id and printed["status"] == "ok"
     assert cell_status(tmp_path / "results", cell.cell_id)["params"] == cell.params  # type: ignore[index]
     assert (tmp_path / "results" / "experiment.yaml").is_file()
+
+
+@pytest.mark.slow
+def test_run_cell_from_the_notebooks_folder_reads_the_project_root(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """As JupyterLab runs it: the kernel starts in notebooks/, the defaults are relative to the project root,
+    and the call cache is the project's .promptlab/cache (no cache variable set)."""
+    project = tmp_path / "project"
+    for sub in ("experiments", "data", "notebooks"):
+        (project / sub).mkdir(parents=True)
+    shutil.copy(ROOT / "experiments" / "tiny.yaml", project / "experiments")
+    shutil.copy(ROOT / "data" / "demo_tasks.jsonl", project / "data")
+    monkeypatch.delenv("PROMPTLAB_CACHE_DIR")
+    pm.execute_notebook(str(NOTEBOOKS / "run_cell.ipynb"), str(tmp_path / "cell.ipynb"),
+                        cwd=str(project / "notebooks"), progress_bar=False, extra_arguments=["--log-level=CRITICAL"])
+    printed = json.loads(outputs(nbformat.read(tmp_path / "cell.ipynb", as_version=4))[-1]["text"])
+    first = load_experiment(ROOT / "experiments" / "tiny.yaml").cells()[0]
+    assert printed["cell_id"] == first.cell_id and printed["status"] == "ok"
+    assert cell_status(project / "results" / "manual", first.cell_id) is not None
+    assert (project / ".promptlab" / "cache").is_dir()
+    assert sorted(p.name for p in (project / "notebooks").iterdir()) == []  # nothing written under notebooks/
 
 
 def test_notebooks_are_committed_clean_and_match_the_builder() -> None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ...errors import ConfigError
+from ...sanitize import is_secret_name
 from ..completion import Completion
 
 log = logging.getLogger("promptlab.llm.cache")
@@ -40,24 +41,49 @@ class VerifyReport:
     """Key -> what is wrong with that entry (removed when `fix=True`)."""
     database: str = "ok"
     """The store's own health check ('ok' or its first complaint)."""
+    moved_aside: list[str] = field(default_factory=list)
+    """Database files found corrupt and copied aside while the cache was open, each with what was wrong."""
+
+    @property
+    def healthy(self) -> bool:
+        """True when every entry read back, the store's check passed and nothing was copied aside."""
+        return not self.problems and self.database == "ok" and not self.moved_aside
 
 
-def encode_record(record: BaseModel) -> str:
-    """The stored JSON of a record (sorted keys; a Completion without what one particular call spent)."""
-    data = record.stored() if isinstance(record, Completion) else record.model_dump(mode="json")
+RECORD_KEY = "cache_key"
+"""The field of a stored provider reply that holds the key it was stored under (a Completion has its own `key`)."""
+
+
+def encode_record(record: BaseModel, key: str) -> str:
+    """The stored JSON of a record under `key` (sorted keys; a Completion without what one particular call
+    spent). Every record carries its request's key (a Completion its own `key`, a provider reply `cache_key`),
+    so a record found under another key is never a hit."""
+    if isinstance(record, Completion):
+        data = record.stored()
+    else:
+        data = {**record.model_dump(mode="json"), RECORD_KEY: key}
     return json.dumps(data, sort_keys=True)
 
 
-def record_problem(raw: str | bytes) -> str | None:
-    """What is wrong with a stored value (None when it is a valid promptlab record)."""
+def stored_key(data: dict[str, Any]) -> str | None:
+    """The key a decoded record says it was stored under (None for a record written before records carried it)."""
+    value = data.get(RECORD_KEY, data.get("key"))
+    return value if isinstance(value, str) and value else None
+
+
+def record_problem(key: str, raw: str | bytes) -> str | None:
+    """What is wrong with the value stored under `key` (None when it is a valid promptlab record of that key)."""
     try:
         data = json.loads(raw)
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             raise ValueError("not a promptlab record (no 'text')")
-        if "key" in data:  # a Completion (provider replies have no key)
+        if "key" in data:  # a Completion (provider replies have no key of their own)
             Completion.model_validate(data)
     except Exception as e:
         return f"bad record: {str(e).splitlines()[0][:200]}"
+    found = stored_key(data)
+    if found is not None and found != key:
+        return f"stored under the wrong key: the record is for {found[:16]}..."
     return None
 
 
@@ -108,9 +134,19 @@ class CacheBackend(abc.ABC):
         """Release connections (the records stay)."""
 
     def decode(self, key: str, raw: str | bytes, kind: type[M]) -> M | None:
-        """A stored value read back as `kind`; one that does not validate is logged, dropped and missed."""
+        """A stored value read back as `kind`; one that does not validate, or that says it belongs to another
+        key, is logged, dropped and missed (never served as a hit)."""
         try:
-            return kind.model_validate_json(raw)
+            data = json.loads(raw)
+            found = stored_key(data) if isinstance(data, dict) else None
+            if found is not None and found != key:
+                log.warning("promptlab cache: entry %s holds the record of %s (stored under the wrong key); "
+                            "treating as a miss", key[:12], found[:12])
+                self.discard(key)
+                return None
+            if isinstance(data, dict):
+                data.pop(RECORD_KEY, None)
+            return kind.model_validate(data)
         except Exception as e:
             log.warning("promptlab cache: entry %s corrupted (%s); treating as a miss", key[:12], e)
             self.discard(key)
@@ -152,6 +188,22 @@ def masked(location: str) -> str:
         return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
     except ValueError:
         return location.split("://", 1)[0] + "://***"
+
+
+def holds_secret(location: str) -> bool:
+    """Whether a cache location carries a secret: a URL password, or a query parameter with a secret's name
+    (`?password=...`); such a location travels to other processes in the environment, never in a file."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    if "://" not in location:
+        return False
+    if masked(location) != location:
+        return True
+    try:
+        query = parse_qsl(urlsplit(location).query)
+    except ValueError:
+        return True
+    return any(is_secret_name(name) for name, _ in query)
 
 
 def opener_for(location: str, origin: str) -> Opener:

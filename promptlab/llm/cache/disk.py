@@ -1,18 +1,40 @@
-"""The on-disk call cache (diskcache): JSON values written once, corruption healed."""
+"""The on-disk call cache (diskcache): JSON values written once, corruption healed, a full disk survived.
+
+Healing: a database that SQLite finds corrupt (not a database, malformed, its tables gone after a truncation)
+is copied aside as `cache.db.corrupt-<time>-<pid>` and emptied in place, under a lock file shared by every
+process; the lock file also counts the heals, so a thread or process that meets the damage after another one
+healed it reconnects instead of healing twice. What the old file held is lost (the calls are paid again when
+asked again); what is written after the heal stays.
+
+The file is emptied in place, never replaced by a new file under the same name, and the database keeps a
+rollback journal (`journal_mode=truncate`), not diskcache's default write-ahead log: SQLite finds a database's
+-journal, -wal and -shm files by path and its locks by inode, so a connection still open on a replaced file
+(another thread's, another process's) would read and write the new database's journal or log while locking
+the old file, and delete them when it closes. Emptied in place, every connection keeps meeting one file.
+
+A full disk: a write that fails for lack of space is logged and the (paid) reply returned, uncached. A cache
+that cannot even be opened because its disk is full raises `CacheUnavailableError` naming the directory and
+the cause; `open_cache` then opens it read-only (`promptlab.llm.cache.readonly`), with a warning.
+"""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ...errors import CacheUnavailableError
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
 
@@ -20,79 +42,220 @@ log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 
+CORRUPTION_SIGNS = ("malformed", "no such table", "not a database")
+"""Words of SQLite's errors for a database whose file is damaged (a locked or full database is not corrupt)."""
 
-def _is_corruption(e: BaseException) -> bool:
-    """SQLite's 'not a database' / 'malformed' errors (a locked database is not corruption)."""
-    return isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError) or (
-        isinstance(e, sqlite3.OperationalError) and "malformed" in str(e).lower()
-    )
+
+OPEN_FOR_GOOD: list[int] = []
+"""Descriptors of healed database files, never closed (see `Cache._empty_in_place`)."""
+
+
+def empty_image() -> bytes:
+    """An empty SQLite database (one page) whose change counter and schema cookie are random. A connection that
+    still holds pages or a schema of the file this one replaces in place compares both on its next read, finds
+    them changed and drops what it held; counted up from 1, they could match the old file's by chance."""
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute("PRAGMA auto_vacuum = 1")  # diskcache's setting, which only an empty database can take
+        con.execute("PRAGMA user_version = 0")
+        image = bytearray(con.serialize())
+    finally:
+        con.close()
+    for offset in (24, 40, 92):  # change counter, schema cookie, version-valid-for (= the change counter)
+        image[offset:offset + 4] = (secrets.randbits(31) | 1).to_bytes(4, "big") if offset != 92 else image[24:28]
+    return bytes(image)
+
+
+class CacheDiskFullError(CacheUnavailableError):
+    """A directory cache that cannot be opened because its disk is full (`open_cache` opens it read-only)."""
+
+
+def is_corruption(e: BaseException) -> bool:
+    """SQLite's 'not a database' / 'malformed' / 'no such table' errors."""
+    if type(e) is sqlite3.DatabaseError:  # SQLITE_CORRUPT, SQLITE_NOTADB
+        return True
+    return isinstance(e, sqlite3.OperationalError) and any(s in str(e).lower() for s in CORRUPTION_SIGNS)
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """SQLite's 'database or disk is full', or ENOSPC / EDQUOT from the file system."""
+    if isinstance(e, sqlite3.OperationalError):
+        return "database or disk is full" in str(e).lower()
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class Cache(CacheBackend):
     """A completion cache in one directory, safe to share between threads and processes.
 
     Records are written once (`add`): a stored record is never overwritten, so a racing call in another
-    process cannot replace the original call's figures. A corrupt database file is moved aside as
-    `cache.db.corrupt-<timestamp>` with one warning, and the cache goes on empty.
+    process cannot replace the original call's figures. A corrupt database file is copied aside and emptied with one
+    warning and the cache goes on empty (see the module docstring).
+
+    Raises:
+        CacheDiskFullError: the directory's disk is full and the database cannot be opened.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).expanduser().resolve()
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.location = str(self.directory)
-        self._heal_lock = threading.Lock()
+        self.moved_aside: list[str] = []
+        """Database files this object found corrupt and copied aside, each with the cause."""
+        self._db = self.directory / "cache.db"
+        self._heal_lock = threading.RLock()
+        self._held = threading.local()
+        self._heals = self._heal_count()
         try:
-            self._dc = self._connect()
-        except sqlite3.DatabaseError as e:
-            if not _is_corruption(e):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._dc, self._ident = self._open_checked()
+        except (sqlite3.Error, OSError) as e:
+            if not is_disk_full(e):
                 raise
-            self._dc = self._recover(e, None)
+            raise CacheDiskFullError(self.location, f"its disk is full ({e}); free space there or use another "
+                                     "cache directory", origin="the cache directory") from e
 
-    def _connect(self) -> Any:
+    def _open_checked(self) -> tuple[Any, tuple[int, int] | None]:
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as e:
+            if not is_corruption(e):
+                raise
+            self._dc, self._ident = None, self._identity()
+            dc = self._recover(e, None)
+            return dc, self._ident
+
+    def _heal_count(self) -> int:
+        """How many heals the lock file records (0 when it is missing or unreadable)."""
+        try:
+            return int((self.directory / "cache.db.heal-lock").read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def _identity(self) -> tuple[int, int] | None:
+        """The database file's (device, inode), None when there is none: how a swap by another process shows."""
+        try:
+            st = os.stat(self._db)
+        except FileNotFoundError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _connect(self, *, emptied: bool = False) -> tuple[Any, tuple[int, int] | None]:
         import diskcache  # lazy: keeps `import promptlab` light
 
-        # diskcache commits each set in one SQLite transaction: a reader never sees half an entry.
-        dc = diskcache.Cache(str(self.directory), size_limit=2**34, eviction_policy="none")
-        dc._sql("SELECT count(*) FROM Cache").fetchone()  # touch the table: a corrupt file fails here
-        return dc
+        with self._all_processes():  # no opener meets a database that another one is still creating
+            if self._db.exists() and not emptied:  # a plain read first: diskcache would wait 60 s for a lock on a truncated file
+                check = sqlite3.connect(self._db, timeout=10)
+                try:
+                    check.execute("SELECT count(*) FROM Cache").fetchone()  # a damaged file fails here
+                finally:
+                    check.close()
+            # diskcache commits each set in one SQLite transaction: a reader never sees half an entry. No mmap:
+            # a database file truncated under a mapping kills the process with SIGBUS instead of an error.
+            # A rollback journal, not a write-ahead log: see the module docstring.
+            # No fsync (synchronous=0): a crash of the process loses nothing, one of the operating system may
+            # damage the file, which then heals; an fsync'd journal costs 0.4 ms of CPU per write, this 0.1 ms.
+            dc = diskcache.Cache(str(self.directory), size_limit=2**34, eviction_policy="none", sqlite_mmap_size=0,
+                                 sqlite_journal_mode="truncate", sqlite_synchronous=0)
+            dc._sql("SELECT count(*) FROM Cache").fetchone()
+            return dc, self._identity()
+
+    @contextmanager
+    def _all_processes(self) -> Iterator[None]:
+        """Hold the directory's heal lock (this process's threads, and every other process); re-entrant."""
+        if getattr(self._held, "depth", 0):
+            self._held.depth += 1
+            try:
+                yield
+            finally:
+                self._held.depth -= 1
+            return
+        with self._heal_lock:
+            try:
+                f = open(self.directory / "cache.db.heal-lock", "a")  # noqa: SIM115 -- closed below
+            except OSError:  # e.g. no room for the lock file on a full disk: this process's lock only
+                f = None
+            self._held.depth = 1
+            try:
+                if f is not None:
+                    fcntl.flock(f, fcntl.LOCK_EX)
+                yield
+            finally:
+                self._held.depth = 0
+                if f is not None:
+                    f.close()  # releases the lock
 
     def _recover(self, error: BaseException, broken: Any) -> Any:
-        """Move the corrupt database aside (once per process per file) and open a fresh one."""
-        with self._heal_lock:
-            if broken is not None and getattr(self, "_dc", None) is not broken:
-                return self._dc  # another thread healed it already
-            if broken is not None:
+        """Copy the corrupt database aside and empty it (unless another thread or process healed it since this
+        object last looked), then reconnect."""
+        with self._all_processes():
+            if broken is not None and self._dc is not broken:
+                return self._dc  # another thread of this object healed it already
+            heals = self._heal_count()
+            if heals == self._heals:  # nobody healed it since: this object does
+                self._empty_in_place(error)
+                heals += 1
                 try:
-                    broken.close()
-                except Exception:
-                    pass
-            stamp = time.strftime("%Y%m%dT%H%M%S")
-            db = self.directory / "cache.db"
-            aside = self.directory / f"cache.db.corrupt-{stamp}-{os.getpid()}"
-            if db.exists():
-                os.replace(db, aside)
-            for suffix in ("-wal", "-shm"):
+                    (self.directory / "cache.db.heal-lock").write_text(str(heals))
+                except OSError:
+                    pass  # no room to count: another process may heal once more, losing only what it re-empties
+            self._heals = heals
+            self._dc, self._ident = self._connect(emptied=True)
+            return self._dc
+
+    def _empty_in_place(self, error: BaseException) -> None:
+        """Copy the database (and any journal, log or index beside it) aside, then overwrite it with an empty
+        database (`empty_image`) while holding SQLite's exclusive lock where the file still lets SQLite take it."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        aside = self.directory / f"cache.db.corrupt-{stamp}-{os.getpid()}"
+        hold = sqlite3.connect(self._db, timeout=60, isolation_level=None)
+        try:
+            try:
+                hold.execute("BEGIN EXCLUSIVE")  # no other connection is mid-write while the file is emptied
+            except sqlite3.DatabaseError:
+                pass  # not a database at all: no connection can be writing to it
+            # Closing any descriptor of the file drops every SQLite lock this process holds on it (POSIX), so
+            # the one opened here stays open until the process ends.
+            fd = os.open(self._db, os.O_RDWR | os.O_CREAT)
+            OPEN_FOR_GOOD.append(fd)
+            with open(aside, "wb") as out:
+                while chunk := os.pread(fd, 1 << 20, out.tell()):
+                    out.write(chunk)
+            image = empty_image()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, image, 0)
+            os.fsync(fd)
+            for suffix in ("-journal", "-wal", "-shm"):
                 side = self.directory / f"cache.db{suffix}"
                 if side.exists():
                     os.replace(side, self.directory / f"{aside.name}{suffix}")
-            log.warning("promptlab cache: %s is corrupt (%s); moved it aside as %s and started a fresh cache",
-                        db, error, aside.name)
-            self._dc = self._connect()
+        finally:
+            hold.close()
+        self.moved_aside.append(f"{aside.name} ({error})")
+        log.warning("promptlab cache: %s is corrupt (%s); copied it aside as %s and started afresh in place",
+                    self._db, error, aside.name)
+
+    def _current(self) -> Any:
+        """The database connection, reopened first when another process moved the file aside."""
+        dc = self._dc
+        if self._identity() == self._ident:
+            return dc
+        with self._all_processes():
+            if self._dc is dc and self._identity() != self._ident:
+                self._dc, self._ident = self._connect()
             return self._dc
 
     def _guard(self, op: Callable[[Any], T]) -> T:
         """Run `op` on the database; on corruption, heal once and run it again."""
-        dc = self._dc
+        dc = self._current()
         try:
             return op(dc)
         except sqlite3.DatabaseError as e:
-            if not _is_corruption(e):
+            if not is_corruption(e):
                 raise
             return op(self._recover(e, dc))
 
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
         """The stored record for `key` (a Completion unless `kind` says otherwise), or None; a corrupted
-        entry or a missing value file is logged, dropped and missed."""
+        entry, one stored under another key or a missing value file is logged, dropped and missed."""
         try:
             raw = self._read(key)
         except Exception as e:  # an unreadable row or value file
@@ -111,19 +274,20 @@ class Cache(CacheBackend):
 
     def set(self, key: str, record: BaseModel) -> None:
         """Store a record, replacing any (errors are never stored). The call path uses `add`."""
-        blob = encode_record(record)
+        blob = encode_record(record, key)
         self._guard(lambda dc: dc.set(key, blob))
 
     def add(self, key: str, record: BaseModel) -> bool:
         """Store a record unless one is stored already (write-once, atomic across processes); True if
         this one was stored. The first record of a request is the original call's: it is never replaced.
         A write that fails (a lock held past diskcache's timeout, a full disk) is logged and gives True."""
-        blob = encode_record(record)
+        blob = encode_record(record, key)
         try:
             return bool(self._guard(lambda dc: dc.add(key, blob)))
         except (sqlite3.Error, OSError) as e:  # locked past diskcache's timeout, disk full: keep the paid record
+            why = "its disk is full" if is_disk_full(e) else str(e)
             log.warning("promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
-                        key[:12], self.directory, e)
+                        key[:12], self.directory, why)
             return True
 
     def discard(self, key: str) -> None:
@@ -134,18 +298,21 @@ class Cache(CacheBackend):
             pass
 
     def stats(self) -> dict[str, Any]:
-        """Entries, bytes on disk, the directory and any corrupt databases moved aside."""
+        """Entries, bytes on disk, the directory and any corrupt databases copied aside."""
         entries = self._guard(lambda dc: len(dc))
         volume = self._guard(lambda dc: dc.volume())
-        aside = sorted(p.name for p in self.directory.glob("cache.db.corrupt-*") if not p.name.endswith(("-wal", "-shm")))
-        return {"location": self.location, "directory": str(self.directory), "entries": entries, "bytes": volume, "corrupt_aside": aside}
+        aside = sorted(p.name for p in self.directory.glob("cache.db.corrupt-*")
+                       if not p.name.endswith(("-wal", "-shm")))
+        return {"location": self.location, "directory": str(self.directory), "entries": entries, "bytes": volume,
+                "corrupt_aside": aside}
 
     def clear(self) -> int:
         """Remove every entry; returns how many there were."""
         return int(self._guard(lambda dc: dc.clear()))
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
-        """Read back every entry: its row, its value file and its JSON record; with `fix`, remove bad ones."""
+        """Read back every entry: its row, its value file, its JSON record and the key it was stored under;
+        with `fix`, remove bad ones. Databases copied aside as corrupt (also when opening) are reported."""
         report = VerifyReport()
         rows = self._guard(lambda dc: dc._sql("PRAGMA integrity_check").fetchall())
         report.database = "ok" if rows and rows[0][0] == "ok" else str(rows[0][0] if rows else "no answer")
@@ -159,11 +326,12 @@ class Cache(CacheBackend):
             if raw is None:
                 report.problems[str(key)] = "value file missing"
                 continue
-            problem = record_problem(raw)
+            problem = record_problem(str(key), raw)
             if problem is not None:
                 report.problems[str(key)] = problem
                 continue
             report.ok += 1
+        report.moved_aside = list(self.moved_aside)
         if fix:
             for key in report.problems:
                 self.discard(key)
@@ -180,4 +348,4 @@ class Cache(CacheBackend):
         self._dc.close()
 
 
-__all__ = ["Cache"]
+__all__ = ["CORRUPTION_SIGNS", "Cache", "CacheDiskFullError", "is_corruption", "is_disk_full"]

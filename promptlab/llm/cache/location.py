@@ -9,14 +9,18 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from .backend import CACHE_URL_ENV, CacheBackend, opener_for, register_backend
-from .disk import Cache
+from .disk import Cache, CacheDiskFullError
+from .readonly import ReadOnlyCache
 
 CACHE_ENV = "PROMPTLAB_CACHE_DIR"
 DEFAULT_DIR = Path(".promptlab") / "cache"
 
 
 def _open_directory(location: str, origin: str) -> CacheBackend:
-    return Cache(location)
+    try:
+        return Cache(location)
+    except CacheDiskFullError as e:  # stored replies still replay; new ones are paid and returned, not stored
+        return ReadOnlyCache(location, f"{origin}: {e.cause}")
 
 
 def _open_redis(location: str, origin: str) -> CacheBackend:

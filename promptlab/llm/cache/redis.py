@@ -130,7 +130,7 @@ class RedisCache(CacheBackend):
         """Store a record unless one is stored (SET NX); True if this one was stored. A write that fails
         is logged and gives True: the caller keeps its (paid) record, it is just not replayable."""
         try:
-            return bool(self._r.set(self._k(key), encode_record(record), nx=True))
+            return bool(self._r.set(self._k(key), encode_record(record, key), nx=True))
         except self._errors.RedisError as e:
             log.warning("promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
                         key[:12], self.location, e)
@@ -139,7 +139,7 @@ class RedisCache(CacheBackend):
     def set(self, key: str, record: BaseModel) -> None:
         """Store a record, replacing any (the call path uses `add`)."""
         try:
-            self._r.set(self._k(key), encode_record(record))
+            self._r.set(self._k(key), encode_record(record, key))
         except self._errors.RedisError as e:
             raise self._unavailable(e) from e
 
@@ -202,7 +202,7 @@ class RedisCache(CacheBackend):
                         report.problems[name[len(self.prefix):]] = f"not a string value (a Redis {kind!r})"
                         continue
                     report.entries += 1
-                    problem = record_problem(raw)
+                    problem = record_problem(name[len(self.prefix):], raw)
                     if problem is None:
                         report.ok += 1
                     else:

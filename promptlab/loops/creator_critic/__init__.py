@@ -9,20 +9,22 @@ from .config import (
     Critique,
     Decision,
     Final,
+    RoleInputs,
     aggregate,
     decide,
     decide_with_reason,
 )
+from .creator import CREATOR_PROMPT, CREATOR_SEED_PROMPT, FALLBACK_WEAKNESS, clean_prompt_text
 from .loop import (
-    CREATOR_PROMPT,
     CRITIC_PROMPT,
+    CRITIC_SEED_PROMPT,
     arun_creator_critic,
-    clean_prompt_text,
     critique_all,
     rescore_creator_critic,
     run_creator_critic,
 )
 
-__all__ = ["AGGREGATES", "Aggregate", "CREATOR_PROMPT", "CRITIC_PROMPT", "CreatorCriticConfig", "Critique",
-           "Decision", "Final", "aggregate", "arun_creator_critic", "clean_prompt_text", "critique_all", "decide",
-           "decide_with_reason", "rescore_creator_critic", "run_creator_critic"]
+__all__ = ["AGGREGATES", "Aggregate", "CREATOR_PROMPT", "CREATOR_SEED_PROMPT", "CRITIC_PROMPT", "CRITIC_SEED_PROMPT",
+           "CreatorCriticConfig", "Critique", "Decision", "FALLBACK_WEAKNESS", "Final", "RoleInputs", "aggregate",
+           "arun_creator_critic", "clean_prompt_text", "critique_all", "decide", "decide_with_reason",
+           "rescore_creator_critic", "run_creator_critic"]

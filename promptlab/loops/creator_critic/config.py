@@ -16,6 +16,7 @@ from ..runtime.grounding import PromptLoopConfig
 Decision = Literal["FINISH", "CONTINUE"]
 Aggregate = Literal["mean", "median", "min"]
 Final = Literal["last", "best"]
+RoleInputs = Literal["extended", "seed"]
 
 
 class CreatorCriticConfig(PromptLoopConfig):
@@ -41,8 +42,16 @@ class CreatorCriticConfig(PromptLoopConfig):
     """Critics when `critic_models` is None; each is an independent draw (sample offset k-1)."""
     aggregate: Aggregate = "mean"
     """How the critics' present scores combine into the iteration's average."""
-    history_chars: int = Field(600, ge=50, le=20000)
-    """The latest version is cut to this many characters in the creator's prompt."""
+    role_inputs: RoleInputs = "extended"
+    """What the roles see: 'extended' (the creator: the original prompt, the goal, the latest version and
+    every critique; the critics: the goal and the prompt) or 'seed' (the design document's: the creator the
+    original prompt and the previous critique as a JSON object, the critic the prompt only)."""
+    clean_creator_reply: bool = True
+    """Take the prompt out of the creator's reply (a wrapping code fence, a lead-in such as 'Here is the
+    improved prompt:', surrounding quotes); False keeps the reply as it is, as the design document."""
+    history_chars: int | None = Field(None, ge=50, le=20000)
+    """The original prompt, the latest version and each critique's items are cut to this many characters in
+    the creator's prompt, and the candidate in the critics' (None: never cut, as the design document)."""
 
     @field_validator("critic_models")
     @classmethod
@@ -88,11 +97,12 @@ AGGREGATES: dict[str, Callable[[list[float]], float]] = {"mean": statistics.fmea
 
 
 def aggregate(scores: list[float | None], how: Aggregate) -> float | None:
-    """Combine the present scores (None where all are missing)."""
+    """Combine the present scores, unrounded (the threshold test compares the true value); None where all are
+    missing."""
     present = [s for s in scores if s is not None]
     if not present:
         return None
-    return round(float(AGGREGATES[how](present)), 4)
+    return float(AGGREGATES[how](present))
 
 
 def threshold_streak(aggregates: list[float | None], threshold: float) -> int:

@@ -1,13 +1,16 @@
 """Creator / Critic: a creator rewrites the prompt, one or more critics score it, repeat.
 
-Each iteration the creator writes an improved prompt from the original prompt, the goal, the latest
-version and the latest critiques; every critic returns a `Critique` (score 1-10, strengths, weaknesses,
-suggestions). Each critic's score is kept as its own `Score` (criterion 'overall', judge 'critic[k]');
-the iteration's average is the configured aggregate (mean, median or min) of the PRESENT critic scores.
-A critic whose reply cannot be parsed gives a missing score with the error recorded (or, with
-`parse_failure_score`, the design document's fixed score, marked as such). The loop stops early once the
-decision score has reached `finish_threshold` for `patience` consecutive iterations, else at
-`max_iterations` (rewrites). The result is the last prompt the creator wrote, as in the design document
+Each iteration the creator writes an improved prompt (`promptlab.loops.creator_critic.creator`): by default
+from the original prompt, the goal, the latest version and every critic's latest critique (score, strengths,
+weaknesses, suggestions); with `role_inputs="seed"` from the original prompt and the previous critique only,
+as the design document. Every critic returns a `Critique` (score 1-10, strengths, weaknesses, suggestions) on
+the whole prompt (and the goal, unless `role_inputs="seed"`). Each critic's score is kept as its own `Score`
+(criterion 'overall', judge 'critic[k]'); the iteration's average is the configured aggregate (mean, median
+or min) of the PRESENT critic scores, unrounded. A critic whose reply cannot be parsed gives a missing score
+with the error recorded (or, with `parse_failure_score`, the design document's fallback: that score after
+one call, and a critique whose weakness is "Critic returned invalid JSON", which the creator sees). The loop
+stops early once the decision score has reached `finish_threshold` for `patience` consecutive iterations,
+else at `max_iterations`. The result is the last prompt the creator wrote, as in the design document
 (`final="best"`: the best-scoring prompt, ties to the earliest). With labelled examples, candidates are also
 measured on data, and the starting prompt is candidate 0 (iteration 0, `include_start`): scored like a
 rewrite, it may stop the run or be returned, and changes no rewrite (see `promptlab.loops.runtime.grounding`).
@@ -18,7 +21,6 @@ the role.
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 from ...errors import ConfigError
@@ -57,39 +59,7 @@ from .config import (
     decide_with_reason,
     threshold_streak,
 )
-
-_FENCED = re.compile(r"```[\w-]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
-_LEAD = re.compile(r"^(?:here(?:'s| is)[^\n]*?:\s*\n"  # "Here is the improved prompt:" on its own line
-                   r"|\**(?:improved|revised|new|final)?\s*prompt\**\s*:\**\s*)",  # "**Improved prompt:**"
-                   re.IGNORECASE)
-_QUOTES = {'"': '"', "'": "'", "“": "”", "«": "»"}
-
-
-def clean_prompt_text(text: str) -> str:
-    """The prompt inside a creator's reply: a wrapping code fence, a lead-in such as 'Improved prompt:'
-    or 'Here is the improved prompt:', and surrounding quotes are removed."""
-    t = text.strip()
-    fenced = _FENCED.fullmatch(t)
-    if fenced:
-        t = fenced.group(1).strip()
-    t = _LEAD.sub("", t, count=1).strip()
-    if len(t) >= 2 and _QUOTES.get(t[0]) == t[-1] and t[0] not in t[1:-1]:
-        t = t[1:-1].strip()
-    return t
-
-
-def _critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
-    if not critiques:
-        return "(none yet: this is the first rewrite)"
-    blocks = []
-    for judge, c in critiques:
-        if c is None:
-            continue
-        parts = [f"{judge}: score {c.score:g}/10"]
-        parts += [f"  weakness: {cut(w, 160)}" for w in c.weaknesses if w]
-        parts += [f"  suggestion: {cut(s, 160)}" for s in c.suggestions if s]
-        blocks.append("\n".join(parts))
-    return "\n".join(blocks) or "(no usable critique: the critics' replies could not be read)"
+from .creator import clean_prompt_text, creator_prompt, fallback_critique
 
 
 def _justification(c: Critique) -> str:
@@ -108,15 +78,19 @@ async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, 
         crit = Critique(score=score.score) if score.score is not None else None
         return crit, score, simulated_step(it, "critique", judge, model, [score])
     expected = cfg.score_mode == "expected"
+    fallback = cfg.parse_failure_score
     c, step = await ctx.completion("critic", "critique", prompt, schema=Critique, iteration=it, sample_offset=k,
-                                   model=model, judge=judge, token_type="critic", place=False, logprobs=expected)
+                                   model=model, judge=judge, token_type="critic", place=False, logprobs=expected,
+                                   parse_attempts=None if fallback is None else 1)  # the seed makes one call
     crit = c.parsed if c is not None else None
-    if crit is None:
-        fallback = cfg.parse_failure_score
-        why = ("missing: the critic's reply was unusable" if fallback is None
-               else f"the critic's reply was unusable: parse_failure_score {fallback:g} used")
-        return None, Score(criterion="overall", score=fallback, judge=judge, justification=why,
-                           mode=None if fallback is None else "fallback"), step
+    if not isinstance(crit, Critique):
+        if fallback is None:
+            return None, Score(criterion="overall", score=None, judge=judge,
+                               justification="missing: the critic's reply was unusable"), step
+        why = f"the critic's reply was unusable: parse_failure_score {fallback:g} used"
+        raw = step.error.raw if step.error is not None else None
+        return fallback_critique(fallback, raw), Score(criterion="overall", score=fallback, judge=judge,
+                                                       justification=why, mode="fallback"), step
     value: float | None = float(crit.score)
     note = _justification(crit)
     if expected:
@@ -145,12 +119,11 @@ async def _rewrite(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goa
                    latest: list[tuple[str, Critique | None]]) -> tuple[list[Score], list[tuple[str, Critique | None]]]:
     """The creator's rewrite of `current` from the latest critiques, then its assessment: (scores, critiques)."""
     task = ctx.run.task
-    prompt = ctx.prompt("creator", CREATOR_PROMPT, goal=goal, original=cut(task.prompt, 1200),
-                        current=cut(current, cfg.history_chars), critique=_critique_text(latest))
+    prompt = creator_prompt(ctx, cfg, task, goal, current, latest)
     # after an iteration without a candidate the same prompt recurs: ask for a fresh draw
     retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
     text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry, token_type="creator")
-    candidate = clean_prompt_text(text) if text is not None else None
+    candidate = (clean_prompt_text(text) if cfg.clean_creator_reply else text) if text is not None else None
     if text is not None and not candidate:
         ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
     if not candidate:
@@ -165,7 +138,8 @@ async def critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration,
                        candidate: str) -> list[tuple[str, Critique | None, Score]]:
     """Every critic on the candidate, concurrently; steps and errors are then put in critic order so a
     replay records the same run whatever order the calls finished in."""
-    prompt = ctx.prompt("critic", CRITIC_PROMPT, goal=goal, prompt=cut(candidate, 3000))
+    template = CRITIC_SEED_PROMPT if cfg.role_inputs == "seed" else CRITIC_PROMPT
+    prompt = ctx.prompt("critic", template, goal=goal, prompt=cut(candidate, cfg.history_chars))
     critics = cfg.critics()
     n_errors = len(ctx.run.errors)
     replies = await asyncio.gather(*[_one_critic(ctx, cfg, it, prompt, k, judge, model, candidate)
@@ -308,19 +282,6 @@ register_loop(LoopSpec("creator_critic", CreatorCriticConfig, arun_creator_criti
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
-CREATOR_PROMPT = """You improve prompts that users give to AI assistants. Do not answer the prompt: \
-rewrite it.
-
-Original prompt: {original}
-Goal: {goal}
-Latest version:
-{current}
-Critique of the latest version:
-{critique}
-
-Write an improved version that keeps the original's purpose, meets the goal and fixes what the critique \
-names. Reply with the improved prompt only: no title, no quotes, no explanation."""
-
 CRITIC_PROMPT = """You are a demanding critic of prompts written for AI assistants.
 
 Goal the prompt should meet: {goal}
@@ -335,5 +296,15 @@ weaknesses and concrete suggestions.
 Reply with JSON only: an object with "score" (an integer from 1 to 10) and "strengths", "weaknesses" and \
 "suggestions" (each a list of short sentences about this prompt)."""
 
-__all__ = ["CREATOR_PROMPT", "CRITIC_PROMPT", "arun_creator_critic", "clean_prompt_text", "critique_all",
-           "rescore_creator_critic", "run_creator_critic"]
+CRITIC_SEED_PROMPT = """Evaluate the prompt below, written for an AI assistant.
+
+Prompt:
+<<<
+{prompt}
+>>>
+
+Reply with JSON only: an object with "score" (a number from 1 to 10), "strengths", "weaknesses" and \
+"suggestions" (each a list of strings)."""
+
+__all__ = ["CRITIC_PROMPT", "CRITIC_SEED_PROMPT", "arun_creator_critic", "critique_all", "rescore_creator_critic",
+           "run_creator_critic"]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .config import Decision, MissingCriteria, P3ROConfig, average_of, decide, decide_with_reason
+from .config import Decision, MissingCriteria, P3ROConfig, ScoreType, average_of, decide, decide_with_reason
+from .evaluate import EVALUATOR_PROMPT
 from .loop import (
     DECOMPOSER_PROMPT,
-    EVALUATOR_PROMPT,
     GENERATOR_PROMPT,
     REFLECTOR_PROMPT,
     STRATEGIST_PROMPT,
@@ -16,5 +16,5 @@ from .loop import (
 from .text import journey_summary
 
 __all__ = ["DECOMPOSER_PROMPT", "Decision", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "MissingCriteria", "P3ROConfig",
-           "REFLECTOR_PROMPT", "STRATEGIST_PROMPT", "arun_p3ro", "average_of", "decide", "decide_with_reason",
-           "journey_summary", "rescore_p3ro", "run_p3ro"]
+           "REFLECTOR_PROMPT", "STRATEGIST_PROMPT", "ScoreType", "arun_p3ro", "average_of", "decide",
+           "decide_with_reason", "journey_summary", "rescore_p3ro", "run_p3ro"]

@@ -12,7 +12,8 @@ from ..runtime.base import mean_present
 from ..runtime.grounding import PromptLoopConfig
 
 Decision = Literal["FINISH", "REVISE_STRATEGY", "CONTINUE_PROBING"]
-MissingCriteria = Literal["missing", "mean_present"]
+MissingCriteria = Literal["missing", "mean_present", "mean_reply"]
+ScoreType = Literal["1-10", "int"]
 
 
 class P3ROConfig(PromptLoopConfig):
@@ -26,16 +27,25 @@ class P3ROConfig(PromptLoopConfig):
     max_iterations: int = Field(5, ge=1, le=100)
     """Probe iterations at most (FINISH when reached)."""
     min_criteria: int = Field(3, ge=1, le=6)
-    """Fewest criteria the decomposer must give."""
+    """Fewest criteria the decomposer is asked for (the design document's 3-5)."""
     max_criteria: int = Field(5, ge=1, le=6)
-    """Most criteria the decomposer may give (at most 6: a local model's reply holds at most 6 items)."""
+    """Most criteria the decomposer is asked for (at most 6: a local model's reply holds at most 6 items)."""
+    strict_criteria: bool = False
+    """False: any non-empty list of criteria is taken, as the design document's `List[str]` (repeats
+    removed); True: a reply with fewer than `min_criteria` distinct criteria or more than `max_criteria` is
+    asked for again."""
     history_window: int | None = Field(None, ge=0, le=100)
     """Past attempts shown to the strategist and the generator (None: all, as the design document)."""
     history_chars: int | None = Field(None, ge=50, le=20000)
-    """Each past prompt text is cut to this many characters in role prompts (None: never cut)."""
+    """Each text of a past attempt (prompt, reasoning, justifications, feedback) is cut to this many
+    characters in role prompts (None: never cut, as the design document)."""
     missing_criteria: MissingCriteria = "missing"
-    """An iteration's average when a criterion is unscored: 'missing' (None: no FINISH on partial evidence)
-    or 'mean_present' (the mean of the scored criteria)."""
+    """An iteration's average: 'missing' (None when a criterion is unscored: no FINISH on partial
+    evidence), 'mean_present' (the mean of the scored criteria) or 'mean_reply' (the mean of every valid
+    score in the evaluator's reply, whatever criterion it names, extra entries too: the design document's)."""
+    score_type: ScoreType = "1-10"
+    """Which evaluator scores are valid: '1-10' (any number from 1 to 10; 0 or 11 leave the criterion
+    missing) or 'int' (the design document's `score: int`: any integer, a fraction leaves it missing)."""
 
     @model_validator(mode="after")
     def _criteria_bounds(self) -> P3ROConfig:
@@ -93,9 +103,12 @@ def decide(averages: list[float | None], config: P3ROConfig) -> Decision:
     return decide_with_reason(averages, config)[0]
 
 
-def average_of(scores: list[Score], policy: MissingCriteria) -> float | None:
+def average_of(scores: list[Score], policy: MissingCriteria, reply: list[float | None] | None = None) -> float | None:
     """The iteration's average: the unrounded mean, None when no score is present or (policy 'missing')
-    when any criterion is unscored."""
+    when any criterion is unscored; policy 'mean_reply' averages `reply` (every valid score the evaluator
+    wrote) when given."""
+    if policy == "mean_reply" and reply is not None:
+        return mean_present(reply)
     if policy == "missing" and any(s.score is None for s in scores):
         return None
     return mean_present(s.score for s in scores)

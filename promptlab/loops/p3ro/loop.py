@@ -1,11 +1,19 @@
 """P³RO (Plan, Probe, Polish, Reflect and Orient): criteria-driven prompt refinement.
 
-PLAN: the decomposer turns the goal into 3-5 measurable criteria and the strategist writes an ordered
-improvement plan. PROBE: each iteration the generator writes a full new prompt and the evaluator scores
-it 1-10 on every criterion. REFLECT & ORIENT: the reflector distils the evaluation into one directive,
-and `decide` (pure Python) picks FINISH, REVISE_STRATEGY (the strategist plans again, seeing the
-history) or CONTINUE_PROBING. POLISH is pure Python, no model call: the highest-scoring prompt of the
-whole history is the result (ties go to the earliest) and `Run.summary` tells the journey.
+PLAN: the decomposer turns the goal into measurable criteria (it is asked for 3-5; any non-empty list is
+taken, as the design document's `List[str]`, repeats removed) and the strategist writes an ordered improvement
+plan. PROBE: each iteration the generator writes a full new prompt and the evaluator scores it 1-10 on every
+criterion (`promptlab.loops.p3ro.evaluate`). REFLECT & ORIENT: the reflector distils the evaluation into one
+directive, and `decide` (pure Python) picks FINISH, REVISE_STRATEGY (the strategist plans again, seeing the
+history) or CONTINUE_PROBING. POLISH is pure Python, no model call: the highest-scoring prompt of the whole
+history is the result (ties go to the earliest) and `Run.summary` tells the journey.
+
+Each role sees the design document's inputs: the decomposer the goal; the strategist the initial prompt, the
+criteria and the history of attempts; the generator the plan, the history and the last lesson (and the prompt
+it improves on: the latest attempt, or the initial prompt); the evaluator the prompt and the criteria; the
+reflector the evaluation. The history holds each attempt's full evaluation (every score with its
+justification, the overall feedback), the generator's reasoning and the lesson, uncut. Every role's template
+may also use `{goal}` and `{criteria}` (prompt overrides).
 
 On a grounded task the starting prompt is candidate 0 (`include_start`): after PLAN it is measured and
 evaluated as iteration 0; it ends the run if it reaches the threshold (before any strategy is written) and
@@ -22,11 +30,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ConfigError
-from ...eval.expected import expected_scores
 from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
-from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Task
 from ..runtime.base import (
     LoopSpec,
@@ -46,19 +52,10 @@ from ..runtime.grounding import (
     measure,
     measure_test,
     simulated_info,
-    simulated_score,
-    simulated_step,
 )
 from .config import Decision, P3ROConfig, average_of, decide_with_reason
-from .schemas import (
-    EvaluationResult,
-    GeneratedPrompt,
-    ImprovementPlan,
-    Reflection,
-    decomposed_schema,
-    evaluation_schema,
-    match_scores,
-)
+from .evaluate import Evaluation, evaluate
+from .schemas import GeneratedPrompt, ImprovementPlan, Reflection, decomposed_schema
 from .text import distinct, evaluation_text, history_text, journey_summary, missing_scores, numbered
 
 
@@ -73,9 +70,14 @@ class _State:
         self.plan: str | None = None
         self.reflection: str | None = None
         self.reasoning: dict[int, str] = {}
+        self.feedback: dict[int, str] = {}
 
     def fields(self) -> dict[str, str]:
+        """Fields every role's template may use (the default templates use the design document's inputs)."""
         return {"goal": self.goal, "criteria": numbered(self.criteria)}
+
+    def history(self, iterations: list[Iteration]) -> str:
+        return history_text(iterations, self.cfg, self.reasoning, self.feedback)
 
 
 async def _formulate(s: _State, it: Iteration | None) -> str | None:
@@ -83,50 +85,11 @@ async def _formulate(s: _State, it: Iteration | None) -> str | None:
     prompt = s.ctx.prompt(
         "strategist", STRATEGIST_PROMPT, **s.fields(), initial_prompt=s.task.prompt,
         previous_plan=s.plan if s.plan else "(none: this is the first plan)",
-        history=history_text(rewrites(s.ctx.run.iterations, it), s.cfg, s.reasoning),
+        history=s.history(rewrites(s.ctx.run.iterations, it)),
     )
     out, _ = await s.ctx.call("strategist", "plan", prompt, schema=ImprovementPlan, iteration=it,
                               token_type="strategist")
     return out.plan if out is not None else None
-
-
-async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[str], candidate: str,
-                   it: Iteration) -> tuple[list[Score], EvaluationResult | None]:
-    """PromptEvaluator: one Score per criterion (sampled or expected), unmatched entries kept in
-    `Run.info['unmatched_scores']` and invalid ones (with their error) in `Run.info['invalid_scores']`; a
-    criterion whose entry was invalid is missing. An unusable reply gives missing scores (or
-    `parse_failure_score`)."""
-    judge = cfg.model_for("evaluator")
-    if is_simulated(judge):  # scores from the candidate's dev accuracy, no call and no words
-        scores = [simulated_score(judge, it, candidate, sample=ctx.run.sample, criterion=k, judge=judge)
-                  for k in criteria]
-        ctx.place(simulated_step(it, "evaluate", "evaluator", judge, scores), it)
-        return scores, None
-    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria),
-                        prompt_text=candidate)
-    expected = cfg.score_mode == "expected"
-    c, step = await ctx.completion("evaluator", "evaluate", prompt, schema=evaluation_schema(tuple(criteria)),
-                                   iteration=it, token_type="evaluator", logprobs=expected)
-    ev = c.parsed if c is not None else None
-    if c is None or ev is None:
-        fallback = cfg.parse_failure_score
-        if fallback is None:
-            return missing_scores(criteria, "missing: the evaluator's reply was unusable", judge), None
-        why = f"the evaluator's reply was unusable: parse_failure_score {fallback:g} used"
-        return [Score(criterion=k, score=fallback, justification=why, judge=judge, mode="fallback")
-                for k in criteria], None
-    if expected:
-        found = expected_scores(c.text, c.logprobs, field="score")
-        written = len(ev.scores) + len(ev.rejected)  # one "score" field per entry written, invalid ones too
-        values = [found[k].expected if len(found) == written else None for k in ev.positions]
-        entries = [e.model_copy(update={"score": v}) for e, v in zip(ev.scores, values, strict=True)]
-        ev = ev.model_copy(update={"scores": entries})
-    scores, unmatched = match_scores(criteria, ev, judge, "expected" if expected else "sampled")
-    for key, entries in (("unmatched_scores", unmatched), ("invalid_scores", ev.rejected)):
-        if entries:
-            ctx.run.info.setdefault(key, []).extend({"iteration": it.index, **e} for e in entries)
-        it.metrics[key] = len(entries)
-    return scores, ev
 
 
 def rewrites(iterations: list[Iteration], it: Iteration | None = None) -> list[Iteration]:
@@ -135,15 +98,15 @@ def rewrites(iterations: list[Iteration], it: Iteration | None = None) -> list[I
     return [i for i in iterations if i is not it and i.index > 0]
 
 
-async def _assess(s: _State, it: Iteration, candidate: str) -> EvaluationResult | None:
+async def _assess(s: _State, it: Iteration, candidate: str) -> Evaluation:
     """A candidate measured on dev (grounded tasks; first, since a simulated evaluator scores from it) and
-    scored per criterion by the evaluator; returns the evaluation (None when unusable or simulated)."""
+    scored per criterion by the evaluator."""
     if s.task.grounded:
         it.grounded = await measure(s.ctx, s.cfg, candidate, "dev", it)
-    scores, ev = await evaluate(s.ctx, s.cfg, s.goal, s.criteria, candidate, it)
-    s.ctx.score(it, scores, average_of(scores, s.cfg.missing_criteria))
-    scored = sum(x.score is not None for x in scores)
-    it.metrics.update(criteria_scored=scored, criteria_missing=len(scores) - scored)
+    ev = await evaluate(s.ctx, s.cfg, s.goal, s.criteria, candidate, it)
+    s.ctx.score(it, ev.scores, average_of(ev.scores, s.cfg.missing_criteria, ev.reply_scores))
+    scored = sum(x.score is not None for x in ev.scores)
+    it.metrics.update(criteria_scored=scored, criteria_missing=len(ev.scores) - scored)
     return ev
 
 
@@ -173,9 +136,9 @@ async def _probe(s: _State, it: Iteration) -> None:
     base = s.task.prompt if latest is None else latest.candidate or ""
     prompt = ctx.prompt(
         "generator", GENERATOR_PROMPT, **s.fields(),
-        plan=s.plan if s.plan else "(no plan: the strategist failed; follow the criteria)",
+        plan=s.plan if s.plan else "(no plan: the strategist failed)",
         reflection=s.reflection if s.reflection else "(none yet)",
-        history=history_text(earlier, cfg, s.reasoning), base_label=base_label, base_prompt=base,
+        history=s.history(earlier), base_label=base_label, base_prompt=base,
     )
     retry = sum(i.candidate is None for i in earlier)  # the same prompt recurs after a failure: fresh draw
     gen, _ = await ctx.call("generator", "generate", prompt, schema=GeneratedPrompt, iteration=it,
@@ -187,9 +150,11 @@ async def _probe(s: _State, it: Iteration) -> None:
     if gen.reasoning.strip():
         s.reasoning[it.index] = gen.reasoning.strip()
     ev = await _assess(s, it, it.candidate)
-    if ev is None:
+    if not ev.usable:  # nothing to reflect on (the fallback evaluation, with parse_failure_score, is reflected on)
         return
-    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(), evaluation=evaluation_text(it.scores, ev))
+    s.feedback[it.index] = ev.feedback or ""
+    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(),
+                        evaluation=evaluation_text(ev.scores, ev.feedback, cfg.history_chars))
     refl, _ = await ctx.call("reflector", "reflect", prompt, schema=Reflection, iteration=it,
                              token_type="reflector")
     if refl is not None:
@@ -240,9 +205,8 @@ async def arun_p3ro(
     # PLAN
     prompt = ctx.prompt("decomposer", DECOMPOSER_PROMPT, goal=s.goal, prompt=task.prompt,
                         min_criteria=cfg.min_criteria, max_criteria=cfg.max_criteria)
-    decomposed, _ = await ctx.call("decomposer", "plan", prompt,
-                                   schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria),
-                                   token_type="decomposer")
+    decomposed, _ = await ctx.call("decomposer", "plan", prompt, token_type="decomposer",
+                                   schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria, cfg.strict_criteria))
     if decomposed is None:
         ctx.run.info["criteria"] = []
         ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
@@ -280,6 +244,7 @@ async def arun_p3ro(
     ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
     ctx.run.info.update(plans=plans, strategy_revisions=len(revisions),
                         reasoning={str(k): v for k, v in s.reasoning.items()},
+                        feedback={str(k): v for k, v in s.feedback.items()},
                         final_iteration=best.index if best else None)
     if task.grounded:
         await measure_test(ctx, cfg, best.candidate if best else None)
@@ -304,9 +269,9 @@ async def rescore_p3ro(run: Run, iteration: int, *, sample: int, cache: CacheArg
                      settings=settings)
     scratch = ctx.new_iteration()
     scratch.grounded = it.grounded  # what a simulated evaluator scores from
-    scores, _ = await evaluate(ctx, cfg, str(run.info.get("goal") or goal_of(run.task)),
-                               list(run.info.get("criteria") or []), it.candidate, scratch)
-    return scores
+    ev = await evaluate(ctx, cfg, str(run.info.get("goal") or goal_of(run.task)),
+                        list(run.info.get("criteria") or []), it.candidate, scratch)
+    return ev.scores
 
 
 run_p3ro = sync_twin(arun_p3ro)
@@ -320,38 +285,33 @@ register_loop(LoopSpec("p3ro", P3ROConfig, arun_p3ro,
 DECOMPOSER_PROMPT = """You turn a vague goal for a prompt into concrete criteria a reviewer can check.
 
 Goal: {goal}
-The prompt to improve:
-{prompt}
 
 Write {min_criteria} to {max_criteria} short criteria. Each names one quality the improved prompt must have \
-(tone, audience, structure, constraints, output format, ...), worded so it can be checked: "Asks for exactly \
-three bullet points", not "Is better". The criteria must not overlap.
-Reply with JSON only: {{"criteria": ["...", "..."]}}"""
+(tone, audience, structure, constraints, output format, ...), worded so a reviewer can check it. The \
+criteria must not overlap. A reply for the goal "clearer and more useful" could be:
+{{"criteria": ["States the task in the first sentence", "Says who the answer is for", \
+"Says how long the answer should be", "Says what form the answer takes"]}}
+
+Reply with JSON only, in that form, with criteria for the goal above."""
 
 STRATEGIST_PROMPT = """You plan how to improve a prompt.
 
-Goal: {goal}
 Initial prompt:
 {initial_prompt}
 Criteria the new prompt is scored on (1-10 each):
 {criteria}
-Previous plan: {previous_plan}
-Attempts so far, with scores and lessons:
+Attempts so far, with their evaluations and lessons (the last one matters most):
 {history}
 
-Find the biggest gaps between the prompt and the criteria. If the attempts stopped improving, say why the \
-previous plan fell short and take a different approach. Write a short numbered plan of 2-4 steps, the most \
-important change first.
+Find the biggest gaps between the prompt and the criteria. If there were attempts, say why they fell short \
+and take a different approach. Write a short numbered plan of 2-4 steps, the most important change first.
 Reply with JSON only: {{"plan": "1. ... 2. ..."}}"""
 
 GENERATOR_PROMPT = """You rewrite prompts: write one complete new version of the prompt below.
 
-Goal: {goal}
-Criteria it will be scored on (1-10 each):
-{criteria}
 Plan: {plan}
 Lesson from the last evaluation (focus on this): {reflection}
-Earlier attempts:
+Earlier attempts and their evaluations:
 {history}
 
 Prompt to improve ({base_label}):
@@ -361,28 +321,8 @@ Make the change that helps most, keep what already works, and write the whole pr
 part. The prompt is an instruction a user gives to an AI assistant.
 Reply with JSON only: {{"prompt_text": "<the full new prompt>", "reasoning": "<what you changed and why>"}}"""
 
-EVALUATOR_PROMPT = """You are a strict reviewer of prompts. Score the prompt below on each criterion from 1 \
-(fails) to 10 (fully meets it); 5 means partly met with clear gaps. Do not reward length.
-
-Goal: {goal}
-Criteria:
-{criteria}
-
-Prompt to score:
-<<<
-{prompt_text}
->>>
-
-Give one entry per criterion (copy its text), each with a one-sentence justification that points at the \
-prompt, then short overall feedback naming the most important thing to fix.
-Reply with JSON only: {{"scores": [{{"criterion": "...", "score": 1, "justification": "..."}}], \
-"qualitative_feedback": "..."}}"""
-
 REFLECTOR_PROMPT = """You turn an evaluation into one lesson for the next rewrite of a prompt.
 
-Goal: {goal}
-Criteria:
-{criteria}
 Evaluation of the latest attempt:
 {evaluation}
 
@@ -390,5 +330,5 @@ Look at the lowest scores and the feedback: what worked, what failed, and why? W
 what the next version must do differently.
 Reply with JSON only: {{"summary": "..."}}"""
 
-__all__ = ["DECOMPOSER_PROMPT", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "REFLECTOR_PROMPT", "STRATEGIST_PROMPT",
-           "arun_p3ro", "evaluate", "rescore_p3ro", "run_p3ro"]
+__all__ = ["DECOMPOSER_PROMPT", "GENERATOR_PROMPT", "REFLECTOR_PROMPT", "STRATEGIST_PROMPT", "arun_p3ro",
+           "rescore_p3ro", "run_p3ro"]

@@ -7,6 +7,7 @@ from functools import cache, lru_cache
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -20,19 +21,30 @@ from pydantic import (
 
 from ...record import Score
 
+
 # Role reply schemas -------------------------------------------------------------------------------------
-Criterion = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3),
-                      Field(json_schema_extra={"maxLength": 200})]
+def _has_word(text: str) -> str:
+    if not re.search(r"\w", text):
+        raise ValueError(f"{text!r} is not a criterion: it holds no word")
+    return text
+
+
+Criterion = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_has_word),
+                      Field(json_schema_extra={"minLength": 12, "maxLength": 100})]
+"""A criterion holds a word (a reply of empty or '...' strings is asked for again); the lengths are generation
+hints, so a small model's grammar writes a real sentence, not a placeholder."""
 
 
 class DecomposedGoal(BaseModel):
-    """The decomposer's reply: measurable criteria (the count is bounded by the config). Fewer than
-    `MIN_DISTINCT` distinct criteria (case, numbering and spacing ignored) fails validation, so the call path
-    asks again instead of the loop silently keeping fewer than `min_criteria`."""
+    """The decomposer's reply: any non-empty list of criteria, as the design document's `List[str]` (the
+    number asked for, 3-5 by default, is a generation hint). With `strict_criteria` the config's bounds are
+    validated: fewer than `MIN_DISTINCT` distinct criteria (case, numbering and spacing ignored) or more than
+    `MAX_COUNT` fails validation, so the call path asks again."""
 
     model_config = ConfigDict(extra="forbid")
     MIN_DISTINCT: ClassVar[int] = 1
-    criteria: list[Criterion] = Field(min_length=1, max_length=6)
+    MAX_COUNT: ClassVar[int | None] = None
+    criteria: list[Criterion] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _enough_distinct(self) -> DecomposedGoal:
@@ -40,6 +52,8 @@ class DecomposedGoal(BaseModel):
         if len(distinct) < self.MIN_DISTINCT:
             raise ValueError(f"{len(distinct)} distinct criteria (repeats removed); at least "
                              f"{self.MIN_DISTINCT} are needed")
+        if self.MAX_COUNT is not None and len(self.criteria) > self.MAX_COUNT:
+            raise ValueError(f"{len(self.criteria)} criteria; at most {self.MAX_COUNT} are allowed")
         return self
 
 
@@ -62,12 +76,23 @@ class GeneratedPrompt(BaseModel):
 
 class CriterionScore(BaseModel):
     """One criterion's score with a one-sentence reason (lengths are generation hints, not validation:
-    a longer valid reply from another model is accepted)."""
+    a longer valid reply from another model is accepted). The score is a number from 1 to 10 (8.5 is
+    accepted; 0 or 11 make the entry invalid)."""
 
     model_config = ConfigDict(extra="forbid")
     criterion: str = Field(min_length=1, json_schema_extra={"maxLength": 200})
     score: float = Field(ge=1, le=10)
     justification: str = Field("", json_schema_extra={"maxLength": 150})
+
+
+class IntCriterionScore(CriterionScore):
+    """`CriterionScore` with the design document's `score: int`: any integer (0 and 11 too), no fraction."""
+
+    score: int  # type: ignore[assignment]
+
+
+SCORE_TYPES: dict[str, type[CriterionScore]] = {"1-10": CriterionScore, "int": IntCriterionScore}
+"""How an evaluator's score entry is validated, by the config's `score_type`."""
 
 
 class EvaluationResult(BaseModel):
@@ -132,20 +157,23 @@ class Reflection(BaseModel):
 
 
 @cache
-def decomposed_schema(low: int, high: int) -> type[DecomposedGoal]:
-    """`DecomposedGoal` with the number of criteria bounded to [low, high]."""
-    model = create_model("DecomposedGoal", __base__=DecomposedGoal,
-                         criteria=(list[Criterion], Field(min_length=low, max_length=high)))
-    model.MIN_DISTINCT = low
+def decomposed_schema(low: int, high: int, strict: bool = False) -> type[DecomposedGoal]:
+    """`DecomposedGoal` whose JSON schema asks for `low` to `high` criteria; with `strict` a reply outside
+    those bounds (repeats removed for the lower one) fails validation, else any non-empty list is taken."""
+    model = create_model("DecomposedGoal", __base__=DecomposedGoal, criteria=(list[Criterion], Field(
+        min_length=1, json_schema_extra={"minItems": low, "maxItems": high})))
+    if strict:
+        model.MIN_DISTINCT, model.MAX_COUNT = low, high
     return model
 
 
 @lru_cache(maxsize=64)
-def evaluation_schema(criteria: tuple[str, ...]) -> type[EvaluationResult]:
+def evaluation_schema(criteria: tuple[str, ...], score_type: str = "1-10") -> type[EvaluationResult]:
     """`EvaluationResult` whose JSON schema asks for exactly one entry per criterion, in order (a tuple of
     `prefixItems` naming each criterion, integer scores 1-10): constrained decoders and `fake/auto` follow it,
-    so every criterion gets a score. Parsing stays lenient: other names, more entries or fractional scores
-    are accepted, and entries that match no criterion are recorded as unmatched."""
+    so every criterion gets a score. Parsing stays lenient: other names and more entries are accepted, and
+    entries that match no criterion are recorded as unmatched; `score_type` ('1-10' or 'int', see
+    `SCORE_TYPES`) says which scores are valid."""
 
     def one_per_criterion(schema: dict[str, Any]) -> None:
         schema.pop("items", None)
@@ -159,8 +187,9 @@ def evaluation_schema(criteria: tuple[str, ...]) -> type[EvaluationResult]:
         } for c in criteria]
         schema["maxItems"] = len(criteria)
 
+    entry: Any = SCORE_TYPES[score_type]
     return create_model("EvaluationResult", __base__=EvaluationResult, scores=(
-        list[CriterionScore], Field(min_length=1, json_schema_extra=one_per_criterion)))
+        list[entry], Field(min_length=1, json_schema_extra=one_per_criterion)))
 
 
 # Matching scores to criteria ---------------------------------------------------------------------
@@ -184,32 +213,58 @@ def _which(criteria: list[str], said: str) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def _score(criterion: str, entry: CriterionScore, judge: str, mode: str | None) -> Score:
+    return Score(criterion=criterion, score=None if entry.score is None else float(entry.score),
+                 justification=entry.justification, judge=judge, mode=mode)
+
+
+def _by_position(criteria: list[str], said: Any, position: int, taken: set[int]) -> int | None:
+    """The criterion an entry stands for when its name matches none: the one at its position in the reply
+    (the evaluator was asked for one entry per criterion, in order), unless that one is already scored."""
+    if isinstance(said, str) and _which(criteria, said) is not None:
+        return None  # it names a criterion (already scored): a repeat, not a paraphrase
+    return position if position < len(criteria) and position not in taken else None
+
+
 def match_scores(
     criteria: list[str], result: EvaluationResult, judge: str, mode: str | None = "sampled"
-) -> tuple[list[Score], list[dict[str, Any]]]:
-    """Map an evaluation onto the criteria.
+) -> tuple[list[Score], list[dict[str, Any]], int]:
+    """Map an evaluation onto the criteria: by name (numbering, case and spacing ignored; a number; a unique
+    containment), then, when the reply has one entry per criterion as asked, an entry whose name matches no
+    criterion by its position (a paraphrased name stands for the criterion asked for at that place).
 
     Returns:
-        One Score per criterion, in order, and the valid entries that match no criterion or repeat one,
-        kept as the evaluator wrote them. A criterion's score is None where the evaluator gave none, or
-        where its only entry was invalid (`result.rejected`; the justification then gives the error).
+        One Score per criterion, in order; the valid entries that match no criterion or repeat one, kept as
+        the evaluator wrote them; and how many entries were matched by position. A criterion's score is None
+        where the evaluator gave none, or where its only entry was invalid (`result.rejected`; the
+        justification then gives the error).
     """
     found: dict[int, Score] = {}
     unmatched: list[dict[str, Any]] = []
-    for s in result.scores:
+    loose: list[tuple[int, CriterionScore]] = []
+    for pos, s in zip(result.positions, result.scores, strict=True):
         i = _which(criteria, s.criterion)
         if i is None or i in found:
+            loose.append((pos, s))
+            continue
+        found[i] = _score(criteria[i], s, judge, mode)
+    by_position = 0
+    shaped = len(result.scores) + len(result.rejected) == len(criteria)  # one entry per criterion, as asked
+    for pos, s in loose:
+        i = _by_position(criteria, s.criterion, pos, set(found)) if shaped else None
+        if i is None:
             unmatched.append(s.model_dump())
             continue
-        found[i] = Score(criterion=criteria[i], score=None if s.score is None else float(s.score),
-                         justification=s.justification, judge=judge, mode=mode)
+        by_position += 1
+        found[i] = _score(criteria[i], s, judge, mode)
     invalid: dict[int, str] = {}
     for r in result.rejected:
         said = r["entry"].get("criterion") if isinstance(r["entry"], dict) else None
         i = _which(criteria, said) if isinstance(said, str) else None
+        i = i if i is not None or not shaped else _by_position(criteria, said, r["position"], set(found))
         if i is not None and i not in found:
             invalid.setdefault(i, f"missing: the evaluator's entry was invalid ({r['error']})")
     scores = [found.get(i) or Score(criterion=c, score=None, judge=judge,
                                     justification=invalid.get(i, "not scored by the evaluator"))
               for i, c in enumerate(criteria)]
-    return scores, unmatched
+    return scores, unmatched, by_position

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...record import Iteration, Run, Score
 from ..runtime.base import cut
 from .config import P3ROConfig
-from .schemas import EvaluationResult, norm_criterion
+from .schemas import norm_criterion
 
 
 def numbered(criteria: list[str]) -> str:
@@ -25,33 +25,41 @@ def distinct(items: list[str]) -> list[str]:
     return out
 
 
-def _score_line(it: Iteration) -> str:
-    """An iteration's average and per-criterion scores on one line."""
-    parts = [f"{cut(s.criterion, 40)}: " + (f"{s.score:g}" if s.score is not None else "-")
-             for s in it.scores]
-    avg = f"average {it.average:g}" if it.average is not None else "no score"
-    return f"{avg}; " + "; ".join(parts) if parts else avg
+def _average(it: Iteration) -> str:
+    return f"average {it.average:g}" if it.average is not None else "no average"
 
 
-def history_text(iterations: list[Iteration], config: P3ROConfig, reasoning: dict[int, str]) -> str:
-    """The attempts with a candidate (the last `history_window`), each with its scores, reasoning and lesson."""
+def history_text(iterations: list[Iteration], config: P3ROConfig, reasoning: dict[int, str],
+                 feedback: dict[int, str]) -> str:
+    """The attempts with a candidate (the last `history_window`), each with its full evaluation (every
+    criterion's score and justification, the overall feedback), the generator's reasoning and the lesson;
+    texts are cut to `history_chars` only when it is set."""
     tried = [it for it in iterations if it.candidate is not None]
     if config.history_window is not None:
         tried = tried[len(tried) - config.history_window:] if config.history_window else []
     if not tried:
         return "(no attempts yet)"
-    blocks = [f"Attempt {it.index} ({_score_line(it)}):\n{cut(it.candidate or '', config.history_chars)}"
-              + (f"\nReasoning: {cut(reasoning[it.index], config.history_chars)}" if reasoning.get(it.index) else "")
-              + (f"\nLesson: {it.reflection}" if it.reflection else "") for it in tried]
+    limit = config.history_chars
+    blocks = []
+    for it in tried:
+        lines = [f"Attempt {it.index} ({_average(it)}):", cut(it.candidate or "", limit)]
+        if reasoning.get(it.index):
+            lines.append(f"Reasoning: {cut(reasoning[it.index], limit)}")
+        lines += ["Evaluation:", evaluation_text(it.scores, feedback.get(it.index), limit)]
+        if it.reflection:
+            lines.append(f"Lesson: {cut(it.reflection, limit)}")
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def evaluation_text(scores: list[Score], result: EvaluationResult) -> str:
-    """The evaluator's scores and overall feedback, as the reflector reads them."""
-    lines = [f"- {cut(s.criterion, 80)}: "
-             + (f"{s.score:g}/10. {cut(s.justification, 200)}" if s.score is not None else "not scored")
+def evaluation_text(scores: list[Score], feedback: str | None, limit: int | None = None) -> str:
+    """An evaluation as the reflector (and the history) reads it: every criterion, its score and
+    justification, then the overall feedback (cut to `limit` characters each only when given)."""
+    lines = [f"- {s.criterion}: " + (f"{s.score:g}/10. {cut(s.justification, limit)}" if s.score is not None
+                                      else f"not scored ({cut(s.justification, limit)})")
              for s in scores]
-    return "\n".join(lines) + f"\nOverall feedback: {cut(result.qualitative_feedback, 500) or '(none)'}"
+    overall = cut(feedback, limit) if feedback else "(none)"
+    return "\n".join(lines) + f"\nOverall feedback: {overall}"
 
 
 def missing_scores(criteria: list[str], why: str, judge: str) -> list[Score]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .loop import PCEEConfig, arun_pcee, run_pcee
+from .config import PCEEConfig, Piping
+from .loop import CORRECTOR_PROMPT, PLANNER_PROMPT, arun_pcee, run_pcee
 from .schemas import (
     FixPlan,
     PlaceholderError,
@@ -13,6 +14,8 @@ from .schemas import (
     placeholder_steps,
     plan_schemas,
 )
+from .steps import CONTROLLER_PROMPT, EVALUATOR_PROMPT
 
-__all__ = ["FixPlan", "PCEEConfig", "PlaceholderError", "Plan", "PlanStep", "Verdict", "arun_pcee",
+__all__ = ["CONTROLLER_PROMPT", "CORRECTOR_PROMPT", "EVALUATOR_PROMPT", "FixPlan", "PCEEConfig", "PLANNER_PROMPT",
+           "Piping", "PlaceholderError", "Plan", "PlanStep", "Verdict", "arun_pcee",
            "fill_placeholders", "placeholder_steps", "plan_schemas", "run_pcee"]

@@ -1,162 +1,59 @@
 """PCEE: Planner, Controller, Executor, Evaluator, with a self-correction sub-loop, in a workspace.
 
-The planner writes a JSON plan of steps {step_id, instruction, tool_name, tool_input}; a tool_input
-may hold `{step_N_output}` placeholders. The controller (plain Python, `fill_placeholders`) fills them
-from earlier steps' outputs; the executor runs the step's tool in the run's workspace; the evaluator
-model judges the step "success" or "failure" against its instruction.
+The planner writes a JSON plan of steps {step_id, instruction, tool_name, tool_input}; a tool_input may hold
+`{step_N_output}` placeholders. For each step (`promptlab.loops.pcee.steps`) the controller fills them from
+earlier steps' outputs (by default the controller model extracts the value the step needs, as the design
+document's controller puts "the actual version number" into the next step; `piping="paste"` pastes the whole
+output), the executor runs the step's tool in the run's workspace, and the evaluator model judges the step
+"success" or "failure" against its instruction, also when the tool reported an error. The design document's
+tool names work: `tavily_search` calls the local `search` tool (there is no web), `workspace_shell` calls
+`shell`, and `write_file` takes the seed's `{"file", "content"}` as well as `{"path", "content"}`.
 
 Routing on a failure, as the design document's self-correction sub-loop: while corrections remain in
-`retry_budget` (per run), the corrector writes a fix plan of 1-3 steps and its steps run (each executed
-and evaluated). Only when every fix step succeeded is the failed step retried; a correction that failed
-(an unreadable fix plan, or a fix step that failed, which skips the rest of that fix plan) is not
-followed by a retry but by the next correction, with a fresh draw from the corrector. With the budget
-spent the run stops with "failed_step" (`info["failed_step"]` says which). All steps succeeding gives
-"plan_complete"; `max_iterations` caps the tool executions of the run (plan steps, retries and fix steps
-together) and stops it with "max_iterations"; the corrector is not asked when fewer than two executions
-are left (a fix step and the retry), since nothing it proposes could then lead to the step passing. A
-plan whose placeholder names a step that does not come before it (a forward reference) is refused when
-it is made (the planner is re-asked, then the run stops with "error"). A planner call that fails gives
-"error". Each run gets its own workspace `<base>/<run_id>-<n>` (n = 1, 2, ...), so a re-run never wipes
-an earlier run's files.
+`retry_budget` (per run), the corrector (shown the failed step, its error and the whole execution history)
+writes a fix plan (the generation schema asks for 1-3 steps) and its steps run, each executed and evaluated.
+Only when every fix step succeeded is the failed step retried; a correction that failed (an unreadable fix
+plan, or a fix step that failed, which skips the rest of that fix plan) is not followed by a retry but by the
+next correction, with a fresh draw from the corrector. With the budget spent the run stops with
+"failed_step" (`info["failed_step"]` says which). All steps succeeding gives "plan_complete";
+`max_iterations` caps the tool executions of the run (plan steps, retries and fix steps together) and stops
+it with "max_iterations"; the corrector is not asked when fewer than two executions are left (a fix step and
+the retry), since nothing it proposes could then lead to the step passing. A plan whose placeholder names a
+step that does not come before it (a forward reference) is refused when it is made (the planner is re-asked,
+then the run stops with "error"). A planner call that fails gives "error". Each run gets its own workspace
+`<base>/<run_id>-<n>`, never shared with another run.
 
 Each execution is an Iteration: candidate = "tool(input) -> output", scores = [Score("verdict", 1.0 on
-success / 0.0 on failure, reason)], average = that score, metrics {"step_id", "retries", "tool",
-"kind" (plan | retry | fix), "fix_for", "exit_code" for shell}, decision next_step | correct | stop.
-A step whose tool errs (unknown tool, bad input, path outside the workspace) or whose placeholder
-names a step without output fails with a 0.0 verdict from the controller (judge "controller"), without
-an evaluator call. When the evaluator's reply cannot be parsed the score is missing (None, the error
-recorded) and the step is routed as a failure. `final_output` is the output (as text) of the last plan
-step that succeeded; `info` holds "workspace", "plan", "corrections", "retries_used", "unsafe_shell" and
-"shell_sandbox" (bubblewrap, unsafe or refused).
+success / 0.0 on failure, reason)], average = that score, metrics {"step_id", "retries", "tool", "kind"
+(plan | retry | fix), "fix_for", "exit_code" for shell, "extracted" (the values the controller extracted,
+as JSON)}, decision next_step | correct | stop. A step whose placeholder names a step without output, or
+whose value the controller could not extract, is not run and fails with a 0.0 verdict from the controller
+(judge "controller"), without an evaluator call. When the evaluator's reply cannot be parsed the score is
+missing (None, the error recorded) and the step is routed as a failure. `final_output` is the output (as
+text) of the last plan step that succeeded; `info` holds "workspace", "plan", "corrections",
+"retries_used", "unsafe_shell" and "shell_sandbox" (bubblewrap, unsafe or refused).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-from pydantic import Field, field_validator
+from typing import Any
 
 from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
-from ...record import Iteration, Run, Score, Step, Task
-from ...tools.builtin import ToolEnv, build_tools, check_tool_names
-from ...tools.registry import ToolRegistry, ToolResult
-from ...tools.workspace import Workspace, fresh_workspace_name
-from ..runtime.base import LoopConfig, LoopSpec, as_config, as_task, cut, register_loop, sync_twin
+from ...record import Iteration, Run, Task
+from ...tools.builtin import ToolEnv, build_tools
+from ...tools.workspace import Workspace
+from ..runtime.base import LoopSpec, as_config, as_task, register_loop, sync_twin
 from ..runtime.context import RunContext
-from ..runtime.tool_steps import run_tool_step
-from .schemas import (
-    PlaceholderError,
-    Plan,
-    PlanStep,
-    Verdict,
-    fill_placeholders,
-    plan_schemas,
-)
+from .config import PCEEConfig
+from .schemas import PlanStep, plan_schemas
+from .steps import PCEEState, execute, history_text
 
 
-class PCEEConfig(LoopConfig):
-    """Settings of a PCEE run."""
-
-    ROLES: ClassVar[tuple[str, ...]] = ("planner", "corrector", "evaluator")
-    CRITIC_ROLES: ClassVar[frozenset[str]] = frozenset({"evaluator"})
-
-    max_iterations: int = Field(8, ge=1, le=100)
-    """Most tool executions in the run: plan steps, retries and fix steps together."""
-    retry_budget: int = Field(2, ge=0, le=20)
-    """Corrections (fix plan + retry of the failed step) allowed per run."""
-    tools: list[str] = Field(
-        default_factory=lambda: ["write_file", "read_file", "list_files", "shell", "search", "calculator"])
-    """Tools the plan may use, by name."""
-    shell_timeout_s: float = Field(10.0, gt=0)
-    """Wall-clock limit of a shell command (the whole sandbox is killed past it)."""
-    output_cap: int = Field(8192, ge=256)
-    """Most bytes kept of a shell command's stdout and stderr (and characters of a file read)."""
-    unsafe_shell: bool = False
-    """Where bubblewrap is missing, run shell commands unsandboxed instead of refusing them (recorded in
-    `Run.info["unsafe_shell"]`)."""
-    workspace_base: str | None = None
-    """Parent folder of run workspaces (None: .promptlab/workspaces); the run's is <base>/<run_id>."""
-    docs_dir: str | None = None
-    """Folder the search tool searches (None: the repository's data/docs)."""
-
-    @field_validator("tools")
-    @classmethod
-    def _known_tools(cls, v: list[str]) -> list[str]:
-        return check_tool_names(v)
-
-
-@dataclass
-class _State:
-    """The controller's memory during a run."""
-
-    ctx: RunContext
-    cfg: PCEEConfig
-    tools: ToolRegistry
-    task: Task
-    plan: Plan
-    outputs: dict[int, str] = field(default_factory=dict)
-    history: list[str] = field(default_factory=list)
-    retries_used: int = 0
-    last_output: str | None = None
-
-
-async def _execute(s: _State, step: PlanStep, *, kind: str, retries: int,
-                   fix_for: int | None = None) -> tuple[Iteration, bool, str]:
-    """Controller + executor + evaluator for one step: (iteration, success, reason)."""
-    ctx = s.ctx
-    it = ctx.new_iteration()
-    it.metrics = {"step_id": step.step_id, "retries": retries, "tool": step.tool_name, "kind": kind}
-    if fix_for is not None:
-        it.metrics["fix_for"] = fix_for
-    controller = Score(criterion="verdict", score=0.0, judge="controller")
-    try:
-        filled = fill_placeholders(step.tool_input, s.outputs)
-    except PlaceholderError as e:
-        record = Step(iteration=it.index, phase="control", role="controller", output={"tool_input": step.tool_input})
-        ctx.fail(record, e)
-        it.steps.append(record)
-        it.candidate = f"{step.tool_name}({cut(step.tool_input, 300, count=True)}) -> not run: {e}"
-        ctx.score(it, [controller.model_copy(update={"justification": str(e)})])
-        return it, False, str(e)
-    result, _ = await run_tool_step(ctx, s.tools, it, step.tool_name, filled, phase="execute")
-    if isinstance(result.output, dict) and "exit_code" in result.output:
-        it.metrics["exit_code"] = result.output["exit_code"]
-    it.candidate = f"{step.tool_name}({cut(filled, 300, count=True)}) -> {result.brief(600)}"
-    s.history.append(f"step {step.step_id} ({kind}) {it.candidate}")
-    if not result.ok:
-        reason = f"tool error: {result.error}"
-        ctx.score(it, [controller.model_copy(update={"justification": reason})])
-        return it, False, reason
-    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, request=s.task.prompt, instruction=step.instruction,
-                        tool=step.tool_name, tool_input=cut(filled, 2000, count=True), result=_result_text(result))
-    verdict, vstep = await ctx.call("evaluator", "evaluate", prompt, schema=Verdict, iteration=it)
-    judge = s.cfg.model_for("evaluator")
-    if verdict is None:
-        message = vstep.error.message if vstep.error else "no evaluator output"
-        ctx.score(it, [Score(criterion="verdict", score=None, judge=judge,
-                             justification=f"evaluator output unusable: {message}")])
-        return it, False, f"the evaluator's verdict could not be read ({message})"
-    ok = verdict.verdict == "success"
-    ctx.score(it, [Score(criterion="verdict", score=1.0 if ok else 0.0, justification=verdict.reason, judge=judge)])
-    if ok and kind != "fix":  # fix steps have their own numbering; only plan steps feed placeholders
-        s.outputs[step.step_id] = result.text
-    return it, ok, verdict.reason
-
-
-def _result_text(result: ToolResult) -> str:
-    if isinstance(result.output, dict) and "exit_code" in result.output:
-        o = result.output
-        return (f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{cut(o['stdout'], 2000, count=True)}\n"
-                f"stderr:\n{cut(o['stderr'], 1000, count=True)}")
-    return cut(result.text, 3000, count=True)
-
-
-def _cap_reached(s: _State) -> bool:
+def _cap_reached(s: PCEEState) -> bool:
     """True (after re-deciding the last iteration as a stop) when max_iterations executions are done."""
     its = s.ctx.run.iterations
     if len(its) < s.cfg.max_iterations:
@@ -165,7 +62,7 @@ def _cap_reached(s: _State) -> bool:
     return True
 
 
-async def _correct(s: _State, step: PlanStep, failed: Iteration, reason: str) -> tuple[bool, Iteration, str]:
+async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str) -> tuple[bool, Iteration, str]:
     """Ask for a fix plan and run it: (every fix step succeeded, the last iteration, why not).
 
     The fix plan's steps run until one fails (the rest is skipped) or the execution cap is reached."""
@@ -175,7 +72,7 @@ async def _correct(s: _State, step: PlanStep, failed: Iteration, reason: str) ->
     prompt = ctx.prompt("corrector", CORRECTOR_PROMPT, request=s.task.prompt, tools=s.tools.describe(),
                         plan=json.dumps(s.plan.model_dump(mode="json")["plan"], indent=1),
                         step=json.dumps(step.model_dump(mode="json")), reason=reason,
-                        history="\n".join(s.history[-8:]) or "(nothing run yet)")
+                        history=history_text(s))
     # a later correction of the same failure would repeat this prompt: ask for a fresh draw
     fix, fstep = await ctx.call("corrector", "correct", prompt, schema=plan_schemas(s.tools)[1],
                                 iteration=failed, sample_offset=s.retries_used - 1)
@@ -188,7 +85,7 @@ async def _correct(s: _State, step: PlanStep, failed: Iteration, reason: str) ->
     for fix_step in fix.plan:
         if len(ctx.run.iterations) >= s.cfg.max_iterations:
             break
-        last, ok, why = await _execute(s, fix_step, kind="fix", retries=s.retries_used, fix_for=step.step_id)
+        last, ok, why = await execute(s, fix_step, kind="fix", retries=s.retries_used, fix_for=step.step_id)
         if not ok:
             entry["succeeded"] = False
             return False, last, f"fix step {fix_step.step_id} failed ({why}); the rest of the fix plan is skipped"
@@ -197,7 +94,7 @@ async def _correct(s: _State, step: PlanStep, failed: Iteration, reason: str) ->
     return entry["succeeded"], last, "" if entry["succeeded"] else "the fix plan could not finish within max_iterations"
 
 
-def _give_up(s: _State, step: PlanStep, it: Iteration, reason: str) -> str:
+def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> str:
     """Stop with failed_step (budget spent) and record which step failed."""
     s.ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}) and the retry budget "
                              f"({s.cfg.retry_budget}) is spent")
@@ -206,7 +103,7 @@ def _give_up(s: _State, step: PlanStep, it: Iteration, reason: str) -> str:
     return "failed_step"
 
 
-async def _recover(s: _State, step: PlanStep, it: Iteration, reason: str) -> str | None:
+async def _recover(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> str | None:
     """Corrections after a failed step until one succeeds (None: retry the step) or the run must stop."""
     ctx = s.ctx
     while True:
@@ -230,7 +127,7 @@ async def _recover(s: _State, step: PlanStep, it: Iteration, reason: str) -> str
         reason = f"{reason}; correction {s.retries_used} failed: {why}"
 
 
-async def _run_plan(s: _State) -> str:
+async def _run_plan(s: PCEEState) -> str:
     """Execute the plan with corrections; returns the stop reason."""
     ctx, steps = s.ctx, s.plan.plan
     for pos, step in enumerate(steps):
@@ -238,7 +135,7 @@ async def _run_plan(s: _State) -> str:
         while True:
             if _cap_reached(s):
                 return "max_iterations"
-            it, ok, reason = await _execute(s, step, kind="retry" if retries else "plan", retries=retries)
+            it, ok, reason = await execute(s, step, kind="retry" if retries else "plan", retries=retries)
             if ok:
                 s.last_output = s.outputs[step.step_id]
                 if pos == len(steps) - 1:
@@ -268,9 +165,8 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     """
     task, cfg = as_task(task), as_config(PCEEConfig, config)
     ctx = RunContext("pcee", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
-    ws = Workspace.for_run(cfg.workspace_base, fresh_workspace_name(cfg.workspace_base, ctx.run.run_id),
-                           shell_timeout_s=cfg.shell_timeout_s, output_cap=cfg.output_cap,
-                           unsafe_shell=cfg.unsafe_shell)
+    ws = Workspace.claim(cfg.workspace_base, ctx.run.run_id, shell_timeout_s=cfg.shell_timeout_s,
+                         output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
     tools = build_tools(cfg.tools, ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, ws))
     ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0,
                         unsafe_shell=cfg.unsafe_shell, shell_sandbox=ws.shell_mode)
@@ -281,7 +177,7 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     if plan is None:
         return ctx.finish("error", None)
     ctx.run.info["plan"] = plan.model_dump(mode="json")["plan"]
-    state = _State(ctx=ctx, cfg=cfg, tools=tools, task=task, plan=plan)
+    state = PCEEState(ctx=ctx, cfg=cfg, tools=tools, task=task, plan=plan)
     stop_reason = await _run_plan(state)
     ctx.run.info["retries_used"] = state.retries_used
     return ctx.finish(stop_reason, state.last_output)
@@ -312,18 +208,6 @@ A later step can use an earlier step's output by writing {{step_N_output}} (N = 
 inside its tool_input; it is replaced by that output's text before the step runs. Keep the plan as \
 short as the request allows. File paths are relative to the workspace."""
 
-EVALUATOR_PROMPT = """Check whether one step of a plan achieved what it was meant to.
-
-Overall request: {request}
-Step instruction: {instruction}
-Tool: {tool}
-Tool input: {tool_input}
-Tool result:
-{result}
-
-Judge only this step against its instruction (a non-zero exit code or an error message usually means \
-failure). Reply with a JSON object: "verdict" ("success" or "failure") and "reason" (one sentence)."""
-
 CORRECTOR_PROMPT = """A step of a plan failed. Write a short fix plan that repairs the cause, so the \
 failed step can then be run again unchanged.
 
@@ -338,7 +222,7 @@ The plan:
 Failed step: {step}
 Why it failed: {reason}
 
-Recent executions:
+Executions so far:
 {history}
 
 Reply with a JSON object {{"plan": [...]}} of 1 to 3 steps, each with "step_id", "instruction", \
@@ -346,4 +230,4 @@ Reply with a JSON object {{"plan": [...]}} of 1 to 3 steps, each with "step_id",
 {{step_N_output}} placeholders for outputs of the plan's steps that succeeded."""
 
 
-__all__ = ["PCEEConfig", "arun_pcee", "run_pcee"]
+__all__ = ["CORRECTOR_PROMPT", "PLANNER_PROMPT", "arun_pcee", "run_pcee"]

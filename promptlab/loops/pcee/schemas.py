@@ -1,4 +1,9 @@
-"""PCEE's reply schemas and the controller's placeholder rules (`{step_N_output}`), kept apart from the loop."""
+"""PCEE's reply schemas and the controller's placeholder rules (`{step_N_output}`), kept apart from the loop.
+
+Validation is as lenient as the design document, which limits neither a plan's steps nor an instruction's
+length: those limits are written into the JSON schema only (`maxItems` / `maxLength`), where a constrained
+decoder (the local model's grammar) keeps a small model's reply short. A plan needs one step or more, unique
+step ids, and placeholders that name earlier steps (a plan breaking these is asked for again)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,12 @@ from ...tools.registry import ToolRegistry
 
 PLACEHOLDER = re.compile(r"\{step_(\d+)_output\}")
 """A `{step_N_output}` placeholder; group 1 is N."""
+MAX_PLAN_STEPS = 12
+"""Most steps the generation schema offers a plan (validation accepts any number, as the seed)."""
+MAX_FIX_STEPS = 3
+"""Most steps the generation schema offers a fix plan (validation accepts any number)."""
+MAX_INSTRUCTION = 300
+"""Longest instruction the generation schema offers (validation accepts any length)."""
 
 
 class PlanStep(BaseModel):
@@ -23,7 +34,7 @@ class PlanStep(BaseModel):
 
     step_id: int = Field(ge=1)
     """The step's number (placeholders name it as {step_N_output})."""
-    instruction: str = Field(max_length=300)
+    instruction: str = Field(json_schema_extra={"maxLength": MAX_INSTRUCTION})
     """What the step must achieve (the evaluator judges against it)."""
     tool_name: str
     """The tool that carries it out."""
@@ -36,7 +47,7 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    plan: list[PlanStep] = Field(min_length=1, max_length=12)
+    plan: list[PlanStep] = Field(min_length=1, json_schema_extra={"maxItems": MAX_PLAN_STEPS})
     """Steps in execution order."""
 
     @model_validator(mode="after")
@@ -60,8 +71,8 @@ class FixPlan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    plan: list[PlanStep] = Field(min_length=1, max_length=3)
-    """One to three steps."""
+    plan: list[PlanStep] = Field(min_length=1, json_schema_extra={"maxItems": MAX_FIX_STEPS})
+    """The fix steps (the generation schema asks for 1 to 3)."""
 
 
 def plan_schemas(tools: ToolRegistry) -> tuple[type[Plan], type[FixPlan]]:
@@ -90,8 +101,10 @@ def _plan_schemas(branches_json: str) -> tuple[type[Plan], type[FixPlan]]:
     class Step(PlanStep):
         model_config = ConfigDict(extra="forbid", json_schema_extra=known_steps)
 
-    plan = create_model("Plan", __base__=Plan, plan=(list[Step], Field(min_length=1, max_length=12)))
-    fix = create_model("FixPlan", __base__=FixPlan, plan=(list[Step], Field(min_length=1, max_length=3)))
+    plan = create_model("Plan", __base__=Plan, plan=(list[Step], Field(
+        min_length=1, json_schema_extra={"maxItems": MAX_PLAN_STEPS})))
+    fix = create_model("FixPlan", __base__=FixPlan, plan=(list[Step], Field(
+        min_length=1, json_schema_extra={"maxItems": MAX_FIX_STEPS})))
     return plan, fix
 
 
@@ -102,8 +115,8 @@ class Verdict(BaseModel):
 
     verdict: Literal["success", "failure"]
     """Whether the step achieved its instruction."""
-    reason: str = Field(max_length=300)
-    """Why."""
+    reason: str = Field(json_schema_extra={"maxLength": 300})
+    """Why (the length is a generation hint: a longer reason is accepted)."""
 
 
 class PlaceholderError(PromptlabError, KeyError):
@@ -148,5 +161,5 @@ def fill_placeholders(tool_input: Any, outputs: dict[int, str]) -> Any:
     return tool_input
 
 
-__all__ = ["FixPlan", "PLACEHOLDER", "Plan", "PlaceholderError", "PlanStep", "Verdict", "fill_placeholders",
-           "placeholder_steps", "plan_schemas"]
+__all__ = ["FixPlan", "MAX_FIX_STEPS", "MAX_INSTRUCTION", "MAX_PLAN_STEPS", "PLACEHOLDER", "Plan", "PlaceholderError",
+           "PlanStep", "Verdict", "fill_placeholders", "placeholder_steps", "plan_schemas"]

@@ -3,10 +3,13 @@ task type, delegated tasks started together on asyncio, their records persisted,
 awaited by polling with a wait limit.
 
 A delegated task runs the other agent in a thread of its own (`a2a:<caller>:<task_id>`), so delegated tasks
-never see each other's history, and at depth 1 (it cannot delegate again). Each `A2ATask` moves through
-submitted -> working -> completed | failed | timeout; every change is written to the repository's JSON file
-(atomically) with wall-clock times and poll counts, while the copy kept on the Run (`A2ATask.record()`) holds
-only what a cached replay reproduces.
+never see each other's history, one level deeper than its caller (it may delegate again, as the design
+document sets no depth; `PESConfig.max_delegation_depth` bounds it). When a wait times out, the tasks still
+running are cancelled, and a cancelled task cancels the delegations it is waiting for in turn. Each
+`A2ATask` moves through submitted -> working -> completed | failed | timeout; every change is written to the
+repository's JSON file (atomically) with wall-clock times and poll counts, while the copy kept on the Run
+(`A2ATask.record()`) holds only what a cached replay reproduces (task ids hold the run id, which
+`Run.comparable` masks).
 """
 
 from __future__ import annotations
@@ -189,12 +192,14 @@ async def delegate_all(
     on_event: EventHandler | None = None,
     cache: CacheArg = None,
     settings: Settings | None = None,
+    depth: int = 1,
 ) -> list[A2ATask]:
     """Start every delegation of one planning round, then wait for them together.
 
     Each call is {"task", "agent"} or {"task", "task_type"}. The tasks run concurrently; their status is
     polled every `poll_s` seconds (a finished task is noticed at once) until all are done or `timeout_s` has
-    passed, when the rest are cancelled and marked "timeout". Returns the tasks in call order.
+    passed, when the rest are cancelled and marked "timeout". The delegated runs are at `depth` (the caller's
+    depth + 1). Returns the tasks in call order.
     """
     tasks: list[A2ATask] = []
     jobs: dict[asyncio.Future[Run], A2ATask] = {}
@@ -213,7 +218,7 @@ async def delegate_all(
         record.agent, record.thread_id, record.status = agent.name, f"a2a:{caller}:{task_id}", "working"
         jobs[asyncio.ensure_future(agent.arun_task(
             Task(id=record.thread_id, prompt=record.task), thread_id=record.thread_id, sample=sample,
-            on_event=on_event, cache=cache, settings=settings, depth=1))] = record
+            on_event=on_event, cache=cache, settings=settings, depth=depth))] = record
         repo.save(record)
     await _wait(jobs, repo, timeout_s, poll_s)
     return tasks
@@ -235,18 +240,21 @@ async def _wait(jobs: dict[asyncio.Future[Run], A2ATask], repo: A2ATaskRepositor
                 poll_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     pending, polls = set(jobs), 0
-    while pending:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        done, pending = await asyncio.wait(pending, timeout=min(poll_s, remaining),
-                                           return_when=asyncio.FIRST_COMPLETED)
-        polls += 1
-        for job in done:
-            _settle(jobs[job], job)
-            repo.save(jobs[job], polls=polls)
+    try:
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            done, pending = await asyncio.wait(pending, timeout=min(poll_s, remaining),
+                                               return_when=asyncio.FIRST_COMPLETED)
+            polls += 1
+            for job in done:
+                _settle(jobs[job], job)
+                repo.save(jobs[job], polls=polls)
+    finally:  # timed out, or this wait was cancelled (its own run timed out): nothing it started runs on
+        for job in pending:
+            job.cancel()
     for job in pending:
-        job.cancel()
         record = jobs[job]
         record.status, record.error = "timeout", f"agent {record.agent!r} did not finish within {timeout_s:g} s"
         repo.save(record, polls=polls)

@@ -23,14 +23,12 @@ synthesis stream as token events of the design's four kinds (`TOKEN_KINDS`).
 `PESAgent` is the agent form: a persona (planning and synthesis system prompts, resolved call -> thread
 -> instance -> default), threads with a trimmed history, a title, their own enabled tools, provider
 config and workspace (shared by the thread's turns, never wiped by a later run), and delegation to the
-other agents of an `AgentDirectory` by name or task type. Run ids include the agent, the thread, the turn
-and the persona. `arun_pes` is the loop-function form used by sweeps.
+other agents of an `AgentDirectory` by name or task type. Every run has its own id (a uuid), so a turn never
+overwrites another's delegated-task records. `arun_pes` is the loop-function form used by sweeps.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,8 +41,8 @@ from ...llm.settings import Settings
 from ...record import Run, Task
 from ...tools.builtin import ToolEnv, build_tools, check_tool_names, needs_workspace
 from ...tools.registry import Tool, ToolRegistry
-from ...tools.workspace import Workspace, fresh_workspace_name
-from ..runtime.base import LoopSpec, as_config, as_task, register_loop, sync_twin
+from ...tools.workspace import Workspace
+from ..runtime.base import LoopSpec, as_config, as_task, register_loop, sync_twin, text_hash
 from ..runtime.context import RunContext
 from .a2a import AgentDirectory, delegate_tool
 from .config import PROVIDER_FIELDS, Persona, PESConfig, ThreadState, with_provider
@@ -179,16 +177,14 @@ class PESAgent:
         systems, sources = {}, {}
         for stage in ("planning", "synthesis"):
             systems[stage], sources[stage] = self._system(stage, persona, state)
-        persona_key = hashlib.sha256(json.dumps(systems, sort_keys=True).encode()).hexdigest()[:12]
-        ctx = RunContext("pes", task, cfg, sample=sample, on_event=StreamTyper(on_event) if on_event is not None else None,
-                         cache=cache, settings=settings,
-                         id_extra={"agent": self.name, "thread": thread_id, "turn": state.turns + 1,
-                                   "persona": persona_key, "depth": depth})
+        typed = StreamTyper(on_event) if on_event is not None else None
+        ctx = RunContext("pes", task, cfg, sample=sample, on_event=typed, cache=cache, settings=settings)
         limit = state.history_limit if state.history_limit is not None else cfg.history_limit
         tools = self._tools(cfg, state, thread_id, depth)
         run = ctx.run
-        run.info.update(agent=self.name, thread_id=thread_id, turn=state.turns + 1, tools=tools.names(),
-                        system_prompt_source=sources)
+        run.info.update(agent=self.name, thread_id=thread_id, turn=state.turns + 1, delegation_depth=depth,
+                        tools=tools.names(), system_prompt_source=sources,
+                        system_prompt_hashes={stage: text_hash(text) for stage, text in systems.items()})
         if state.workspace is not None:
             run.info.update(workspace=str(state.workspace.root), unsafe_shell=cfg.unsafe_shell,
                             shell_sandbox=state.workspace.shell_mode)
@@ -205,12 +201,12 @@ class PESAgent:
         names = [n for n in self.tool_names if allowed is None or n in allowed]
         if needs_workspace(names) and state.workspace is None:
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.name}-{thread_id}")[:48]
-            state.workspace = Workspace.for_run(cfg.workspace_base, fresh_workspace_name(cfg.workspace_base, stem),
-                                                shell_timeout_s=cfg.shell_timeout_s, output_cap=cfg.output_cap,
-                                                unsafe_shell=cfg.unsafe_shell)
+            state.workspace = Workspace.claim(cfg.workspace_base, stem, shell_timeout_s=cfg.shell_timeout_s,
+                                              output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
         extra = [t for t in self.extra_tools if allowed is None or t.name in allowed]
         others = [n for n in self.directory.names() if n != self.name] if self.directory is not None else []
-        if others and depth == 0 and (allowed is None or "delegate" in allowed):
+        deeper = cfg.max_delegation_depth is None or depth < cfg.max_delegation_depth
+        if others and deeper and (allowed is None or "delegate" in allowed):
             assert self.directory is not None
             extra.append(delegate_tool(self.name, self.directory))
         env = ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, state.workspace)

@@ -31,6 +31,12 @@ class PESConfig(LoopConfig):
     """How long a round waits for its delegated tasks (the design's default: 30 s); the rest time out."""
     delegate_poll_s: float = Field(2.0, gt=0)
     """How often delegated tasks are polled while waiting (the design's default: 2 s)."""
+    max_delegation_depth: int | None = Field(None, ge=0)
+    """How deep delegations may nest: 0 none, 1 a delegated agent cannot delegate again, ... (None: no limit,
+    as the design document; a delegation that times out cancels the delegations it started)."""
+    result_chars: int | None = Field(None, ge=100)
+    """Each tool result is cut to this many characters in the planner's and synthesizer's prompts (None: never
+    cut, as the design document, which gives them the complete execution history)."""
     a2a_dir: str | None = None
     """Folder of the persisted delegated-task records, `<a2a_dir>/<run_id>.json` (None: .promptlab/a2a)."""
     judge: bool = False

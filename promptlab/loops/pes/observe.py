@@ -13,7 +13,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from ...events import Event, EventHandler
+from ...events import Event, EventHandler, wants_tokens
 
 
 class ObservationType(StrEnum):
@@ -66,6 +66,7 @@ class StreamTyper:
 
     def __init__(self, handler: EventHandler) -> None:
         self.handler = handler
+        self.wants_tokens = wants_tokens(handler)  # streams only for a handler that asks for tokens
         self.inside: dict[tuple[Any, ...], bool] = {}
         self.held: dict[tuple[Any, ...], str] = {}
 

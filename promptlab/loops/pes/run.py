@@ -67,7 +67,7 @@ async def plan_and_execute(turn: Turn) -> str:
         results, tasks = await execute_round(turn, it, plan)
         ok = sum(r.ok for r in results)
         it.metrics = {"tool_calls": len(results), "tool_successes": ok, "tool_errors": len(results) - ok}
-        turn.rounds.append(round_text(it.index, plan, results))
+        turn.rounds.append(round_text(it.index, plan, results, cfg.result_chars))
         turn.steps.append(execution_step(turn, it, plan, results, tasks))
         if not results:
             ctx.decide(it, "synthesize", "the plan calls no tool")
@@ -124,7 +124,7 @@ async def execute_round(turn: Turn, it: Iteration, plan: PlanningOutput) -> tupl
             [args for _, _, args in delegations],
             caller=turn.agent, directory=turn.directory, repo=repo, run_id=ctx.run.run_id, iteration=it.index,
             timeout_s=turn.cfg.delegate_timeout_s, poll_s=turn.cfg.delegate_poll_s, sample=ctx.run.sample,
-            on_event=ctx.on_event, cache=ctx.cache, settings=ctx.settings)
+            on_event=ctx.on_event, cache=ctx.cache, settings=ctx.settings, depth=turn.depth + 1)
         turn.a2a += tasks
         for (k, raw, _), task in zip(delegations, tasks, strict=True):
             results[k] = a2a_result(raw, task)
@@ -154,7 +154,8 @@ def execution_step(turn: Turn, it: Iteration, plan: PlanningOutput, results: lis
 def delegation_context(turn: Turn) -> str:
     if "delegate" not in turn.tools or turn.directory is None:
         return "(no delegation: no other agents)"
-    done = [f"- {t.task_id}: {t.agent or '?'} {t.status}" for t in turn.a2a]
+    # no task id here: it holds the run id, which no prompt may contain (the cache key would depend on it)
+    done = [f"- round {t.iteration}: {t.agent or '?'} {t.status}: {t.task}" for t in turn.a2a]
     return "Agents you can delegate to:\n" + turn.directory.summary(turn.agent) + (
         "\nDelegated so far:\n" + "\n".join(done) if done else "")
 
@@ -225,10 +226,12 @@ def history_text(history: list[dict[str, str]]) -> str:
     return "\n".join(f"{m['role']}: {m['content']}" for m in history) or "(no earlier messages)"
 
 
-def round_text(index: int, plan: PlanningOutput, results: list[ToolResult]) -> str:
+def round_text(index: int, plan: PlanningOutput, results: list[ToolResult], limit: int | None) -> str:
+    """One round as the planner and the synthesizer read it: its plan and each call's result (cut to `limit`
+    characters; None: whole)."""
     lines = [f"Round {index}: plan: {plan.plan}"]
     for r in results:
-        lines.append(f"  - {r.tool}({json.dumps(r.input, ensure_ascii=False, default=str)}) -> {r.brief()}")
+        lines.append(f"  - {r.tool}({json.dumps(r.input, ensure_ascii=False, default=str)}) -> {r.brief(limit)}")
     if not results:
         lines.append("  (no tool called)")
     return "\n".join(lines)

@@ -3,6 +3,7 @@ events, totals) and closes it into a `Run`."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
@@ -11,15 +12,19 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel
 
 from ...errors import ConfigError, ParseError, ProviderError
-from ...events import Event, EventHandler
+from ...events import Event, EventHandler, wants_tokens
 from ...llm.call import CacheArg, acomplete
-from ...llm.completion import Completion, account, account_failure
+from ...llm.completion import Completion
 from ...llm.providers import preflight
-from ...llm.settings import Settings
-from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, run_id
+from ...llm.settings import DEFAULT_SETTINGS, Settings
+from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
+from ...sanitize import clean, clean_model
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
 
 M = TypeVar("M", bound=BaseModel)
+
+USER_INPUT = frozenset({"task", "config"})
+"""Run fields recorded as the user gave them; everything else is cleaned by `finish` (`promptlab.sanitize`)."""
 
 
 class RunContext:
@@ -35,7 +40,6 @@ class RunContext:
         on_event: EventHandler | None = None,
         cache: CacheArg = None,
         settings: Settings | None = None,
-        id_extra: dict[str, Any] | None = None,
         provenance: dict[str, Any] | None = None,
         models: Iterable[str] = (),
         rank_by: Callable[[Iteration], float | None] = by_average,
@@ -55,7 +59,7 @@ class RunContext:
         self.on_event = on_event
         self.t0 = time.perf_counter()
         self.run = Run(
-            run_id=run_id(loop, task, cfg, sample, id_extra), loop=loop, task=task, config=cfg, sample=sample,
+            run_id=new_run_id(), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
         )
         self.run.provenance = base_provenance(task) | scoped_provenance() | dict(provenance or {})
@@ -67,7 +71,7 @@ class RunContext:
         if self.on_event is None:
             return
         event = Event(kind=kind, run_id=self.run.run_id, loop=self.run.loop, iteration=iteration,
-                      phase=phase, role=role, message=message, data=data)
+                      phase=phase, role=role, message=clean(message), data=clean(data))
         try:
             self.on_event(event)
         except Exception as e:  # the run is worth more than the display
@@ -150,58 +154,75 @@ class RunContext:
         max_tokens: int | None = None,
         logprobs: bool = False,
         sample: int | None = None,
+        parse_attempts: int | None = None,
     ) -> tuple[Completion | None, Step]:
         """`call`, returning the whole Completion (None on failure). `place=False` leaves the step for
         the caller to place (concurrent calls recorded in a fixed order); `temperature` and `max_tokens`
         override the config's; `logprobs` asks for token log-probabilities (20 alternatives); `sample` fixes
-        the call's sample index (default: the run's sample plus `sample_offset`)."""
+        the call's sample index (default: the run's sample plus `sample_offset`); `parse_attempts` overrides
+        the settings' (1: one reply, never re-asked)."""
         model = model or self.config.model_for(role)
         it = iteration.index if iteration is not None else None
         self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
         step = Step(iteration=it, phase=phase, role=judge or role, model=model)
-        on_token = None
-        if token_type is not None and self.on_event is not None:
-            def on_token(piece: str) -> None:
-                self.emit("token", piece, iteration=it, phase=phase, role=role, token_type=token_type, text=piece)
         extra: dict[str, Any] = {"logprobs": True, "top_logprobs": 20} if logprobs else {}
+        c: Completion | None = None
         try:
-            c: Completion = await acomplete(
+            c = await acomplete(
                 model, prompt, schema=schema, system=system,
                 temperature=self.config.temperature if temperature is None else temperature,
                 max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
                 sample=self.run.sample + sample_offset if sample is None else sample, cache=self.cache,
-                settings=self.settings,
-                on_token=on_token, **extra,
+                settings=self.settings if parse_attempts is None else dataclasses.replace(
+                    self.settings or DEFAULT_SETTINGS, parse_attempts=parse_attempts),
+                on_token=self._token_sink(token_type, it, phase, role), **extra,
             )
         except (ParseError, ProviderError) as e:
-            raw = e.raw if isinstance(e, ParseError) else None
-            attempts = len(e.attempts) if isinstance(e, ParseError) else e.attempts
-            step.call = ModelCall(model=model, attempts=attempts)
-            self.fail(step, e, raw=raw).infrastructure = isinstance(e, ProviderError)
-            if isinstance(e, ParseError):  # its replies were paid for although none parsed
-                account_failure(self.run.totals, e.input_tokens, e.output_tokens, e.cost_usd)
-            else:
-                account_failure(self.run.totals)
-            if place:
-                self.place(step, iteration)
-            return None, step
-        step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
-                              output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
-                              attempts=c.attempts)
-        account(self.run.totals, c)
-        self._reported(judge or role, model, c)
-        if keep_raw:
-            step.raw = c.text
-        if c.parsed is not None:
-            step.output = c.parsed.model_dump(mode="json")
+            self._failed(step, model, e)
         else:
-            step.output = {"text": c.text}
-        self.emit("model_call", f"{model} {'(cached)' if c.cache_hit else ''}".strip(), iteration=it, phase=phase,
-                  role=role, cache_hit=c.cache_hit, input_tokens=c.input_tokens, output_tokens=c.output_tokens,
-                  cost_usd=c.cost_usd)
+            c = _cleaned(c)  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
+            self._answered(step, role, c, keep_raw=keep_raw)
         if place:
             self.place(step, iteration)
         return c, step
+
+    def _token_sink(self, token_type: str | None, it: int | None, phase: str,
+                    role: str) -> Callable[[str], None] | None:
+        """Where a streamed reply's pieces go as `token` events: only to a handler that asks for tokens (else
+        the reply is not streamed at all)."""
+        if token_type is None or not wants_tokens(self.on_event):
+            return None
+
+        def on_token(piece: str) -> None:
+            self.emit("token", piece, iteration=it, phase=phase, role=role, token_type=token_type, text=piece)
+        return on_token
+
+    def _failed(self, step: Step, model: str, e: ParseError | ProviderError) -> None:
+        """Record a call that failed for good on its step, the run's errors and totals (with the requests it
+        made and, for a ParseError, what its unusable replies cost)."""
+        step.call = ModelCall(model=model, attempts=e.requests if isinstance(e, ParseError) else e.attempts)
+        self.fail(step, e, raw=e.raw if isinstance(e, ParseError) else None).infrastructure = \
+            isinstance(e, ProviderError)
+        if isinstance(e, ParseError):  # its replies were paid for although none parsed
+            self.run.totals.add_failure(model, e.input_tokens, e.output_tokens, e.cost_usd)
+        else:
+            self.run.totals.add_failure(model)
+
+    def _answered(self, step: Step, role: str, c: Completion, *, keep_raw: bool) -> None:
+        """Record a completed call on its step (whose role is the judge's name, if any), the run's totals and
+        provenance, and emit it as `role`'s model call."""
+        model = step.model or c.model
+        step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
+                              output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
+                              attempts=c.attempts)
+        self.run.totals.add(c)
+        self._reported(step.role, model, c)
+        if keep_raw:
+            step.raw = c.text
+        step.output = c.parsed.model_dump(mode="json") if c.parsed is not None else {"text": c.text}
+        self.emit("model_call", f"{model} {'(cached)' if c.cache_hit else ''}".strip(), iteration=step.iteration,
+                  phase=step.phase, role=role, cache_hit=c.cache_hit,
+                  input_tokens=c.input_tokens, output_tokens=c.output_tokens, cost_usd=c.cost_usd)
 
     def _reported(self, role: str, model: str, c: Completion) -> None:
         """Provenance: per role, the model requested, the id the provider reported and the endpoint."""
@@ -212,7 +233,7 @@ class RunContext:
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
         """Record an error on a step and on the run, and emit it."""
         err = StepError(iteration=step.iteration, phase=step.phase, role=step.role,
-                        kind=type(error).__name__, message=str(error), raw=raw)
+                        kind=type(error).__name__, message=clean(str(error)), raw=clean(raw))
         step.error = err
         self.run.errors.append(err)
         self.emit("error", f"{err.kind}: {err.message}", iteration=step.iteration, phase=step.phase,
@@ -261,6 +282,19 @@ class RunContext:
         if best is not None:
             r.best_iteration, r.best_score = best.index, best.average
         r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
+        clean_model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
         self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
         return r
 
+
+def _cleaned(c: Completion) -> Completion:
+    """The Completion with its text and parsed object cleaned (`promptlab.sanitize.clean`); the same object
+    when there was nothing to clean."""
+    text = clean(c.text)
+    parsed = c.parsed
+    if isinstance(parsed, BaseModel):
+        dumped = parsed.model_dump(mode="json")
+        fixed = clean(dumped)
+        if fixed != dumped:
+            parsed = type(parsed).model_validate(fixed)
+    return c if text == c.text and parsed is c.parsed else c.model_copy(update={"text": text, "parsed": parsed})

@@ -1,0 +1,120 @@
+"""Reading the files and values a user hands promptlab (experiment YAML, task and example JSONL, `--set`
+values): text that is not UTF-8 and YAML that would blow up are refused with an error naming the file.
+
+- `read_text(path)`: UTF-8 text (a byte-order mark is dropped); other bytes raise ConfigError naming the file,
+  the line and column of the first bad byte; a file over `MAX_FILE_BYTES` is refused before it is read.
+- `load_yaml(text, source)`: `yaml.safe_load` with a bound on what the document would hold once its
+  aliases are expanded. A YAML alias is a reference, so a "billion laughs" file of a few hundred bytes
+  composes to a small graph that explodes only when a program walks it (pydantic validating a field, an
+  error message printing the value, JSON hashing a config). The graph is measured while it is still nodes:
+  past `MAX_YAML_NODES` nodes (counting every alias as the nodes it stands for) the document is refused,
+  naming the field and line where it grows, before any Python object is built.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+MAX_FILE_BYTES = 64 * 2**20
+"""Largest experiment, task or examples file read (a bigger one is refused, not read)."""
+MAX_YAML_NODES = 200_000
+"""Most YAML nodes a document may stand for once its aliases are expanded (a real experiment file has hundreds)."""
+
+
+class NotYamlError(ConfigError):
+    """A text that is not valid YAML; the message names where it came from."""
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
+    """The UTF-8 text of a file.
+
+    Raises:
+        ConfigError: the file is over `MAX_FILE_BYTES`, or holds bytes that are not UTF-8 (naming the file,
+            line and column of the first one).
+    """
+    p = Path(path)
+    size = p.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(f"{p}: the {what} is {size} bytes, over the {MAX_FILE_BYTES}-byte limit")
+    data = p.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        start = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)  # utf-8-sig counts after the mark
+        line = data.count(b"\n", 0, start) + 1
+        column = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        raise ConfigError(f"{p}:{line}:{column}: the {what} is not UTF-8 text (byte 0x{data[start]:02x} at "
+                          f"line {line}, column {column}); save it as UTF-8") from None
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """`yaml.safe_load(text)`, refusing a document that stands for more than `MAX_YAML_NODES` nodes.
+
+    Raises:
+        ConfigError: the document is too big once its aliases are expanded (naming `source`, the field and
+            its line).
+        NotYamlError: the text is not valid YAML (naming `source`).
+    """
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node, source)
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        raise NotYamlError(f"{source}: not valid YAML: {e}") from None
+    finally:
+        loader.dispose()
+
+
+def _check_size(root: Any, source: str) -> None:
+    sizes: dict[int, int] = {}
+    if _size(root, sizes) <= MAX_YAML_NODES:
+        return
+    path, node = _where(root, sizes)
+    raise ConfigError(f"{source}:{node.start_mark.line + 1}: {path or 'the document'} stands for "
+                      f"{_size(node, sizes):,} YAML nodes once its aliases are expanded, over the limit of "
+                      f"{MAX_YAML_NODES:,} (a YAML alias bomb?); refused before it was built")
+
+
+def _size(node: Any, sizes: dict[int, int]) -> int:
+    """Nodes under `node`, every alias counted as what it stands for (memoised: linear in the graph's size)."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = 1  # a recursive alias counts once instead of looping
+    total = 1
+    if isinstance(node.value, list):
+        for item in node.value:
+            if isinstance(item, tuple):  # a mapping's (key, value)
+                total += _size(item[0], sizes) + _size(item[1], sizes)
+            else:
+                total += _size(item, sizes)
+    sizes[id(node)] = total
+    return total
+
+
+def _where(node: Any, sizes: dict[int, int]) -> tuple[str, Any]:
+    """The path ('models.judge.params') and node of the first entry that passes the limit on its own, going
+    down through the biggest child while it does."""
+    import yaml
+
+    path = ""
+    while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        children = [(f"{path}.{k.value}" if path else str(k.value), v) for k, v in node.value] \
+            if isinstance(node, yaml.MappingNode) else [(f"{path}[{i}]", v) for i, v in enumerate(node.value)]
+        big = [(p, v) for p, v in children if _size(v, sizes) > MAX_YAML_NODES]
+        if not big:
+            break
+        path, node = big[0]
+    return path, node
+
+
+__all__ = ["MAX_FILE_BYTES", "MAX_YAML_NODES", "NotYamlError", "load_yaml", "read_text"]

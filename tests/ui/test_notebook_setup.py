@@ -1,0 +1,53 @@
+"""What every notebook does first: work from the project root, and show promptlab's errors without frames."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from promptlab.errors import ConfigError
+from promptlab.ui.notebook import notebook_setup, project_root, short_errors
+
+
+def test_the_project_root_is_found_from_the_root_or_its_notebooks_folder(tmp_path: Path) -> None:
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    assert project_root(tmp_path) == tmp_path.resolve()
+    assert project_root(tmp_path / "notebooks") == tmp_path.resolve()  # where JupyterLab starts its kernel
+    elsewhere = tmp_path / "scratch"
+    elsewhere.mkdir()
+    assert project_root(elsewhere) == elsewhere.resolve()  # anywhere else: where it is, nothing moves
+    bare = tmp_path / "other" / "notebooks"  # a notebooks/ folder of a project without experiments/
+    bare.mkdir(parents=True)
+    assert project_root(bare) == (tmp_path / "other").resolve()
+
+
+def test_notebook_setup_moves_to_the_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    assert notebook_setup() == tmp_path.resolve() and Path(os.getcwd()) == tmp_path.resolve()
+
+
+def test_short_errors_show_a_promptlab_error_as_its_message_only(capsys: pytest.CaptureFixture[str]) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        short_errors(shell)
+        capsys.readouterr()
+        result = shell.run_cell("from promptlab.errors import ConfigError\n"
+                                "raise ConfigError('config.model: bad\\nsecond line')")
+        shown = capsys.readouterr()
+        assert isinstance(result.error_in_exec, ConfigError)  # the cell still fails
+        text = re.sub(r"\x1b\[[0-9;]*m", "", shown.out + shown.err)  # without IPython's colours
+        assert "ConfigError: config.model: bad\nsecond line" in text and "Traceback" not in text
+        result = shell.run_cell("raise ValueError('not ours')")  # other errors keep their traceback
+        shown = capsys.readouterr()
+        assert isinstance(result.error_in_exec, ValueError) and "Traceback" in shown.out + shown.err
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
