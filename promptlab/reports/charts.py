@@ -142,6 +142,10 @@ def plot_counterfactual_heatmap(table: pd.DataFrame, value: str = "grounded_mean
     return ax
 
 
+_VALUE_SHORT = {"grounded_mean": "dev accuracy", "tokens_mean": "tokens per run", "cost_usd_mean": "USD per run",
+                "stopped_early": "stopped early"}
+"""Panel-title names of the values (the colour bar carries the full name)."""
+
 _VALUE_NAMES = {"grounded_mean": "mean dev accuracy of the returned prompt", "tokens_mean": "mean tokens per run",
                 "cost_usd_mean": "mean cost per run (USD)", "stopped_early": "fraction stopped early"}
 
@@ -176,7 +180,8 @@ def plot_counterfactual_grid(table: pd.DataFrame, fig: Figure | None = None) -> 
         return fig
     cost = "cost_usd_mean" if table["cost_usd_mean"].notna().all() and (table["cost_usd_mean"] > 0).any() \
         else "tokens_mean"
-    axes = fig.subplots(len(groups), 2, squeeze=False, gridspec_kw={"hspace": 0.7, "wspace": 0.35})
+    fig.set_layout_engine("constrained")  # panels, titles and colour bars placed without overlap
+    axes = fig.subplots(len(groups), 2, squeeze=False)
     for kind, col in ((("grounded_mean", "viridis"), 0), ((cost, "Greys"), 1)):
         value, cmap = kind
         vals = table[value].astype(float).to_numpy(dtype=float, na_value=np.nan)
@@ -185,10 +190,15 @@ def plot_counterfactual_grid(table: pd.DataFrame, fig: Figure | None = None) -> 
             ax = axes[row, col]
             plot_counterfactual_heatmap(g, value, ax=ax, vmin=lo, vmax=hi if hi > lo else lo + 1e-9,
                                         colorbar=False, cmap=cmap)
-            ax.set_title(f"{label}\n{ax.get_title()}", fontsize="small")
+            # the panel says which configuration; the colour bar under the column says what is drawn
+            ax.set_title(f"{label}\n{_VALUE_SHORT[value]}, {ax.get_title().rsplit('(', 1)[-1].rstrip(')')}",
+                         fontsize="small")
+            if row < len(groups) - 1:
+                ax.set_xlabel("")
         images = [a.get_images()[0] for a in axes[:, col] if a.get_images()]
         if images:
-            fig.colorbar(images[0], ax=list(axes[:, col]), label=_VALUE_NAMES.get(value, value), shrink=0.8)
+            fig.colorbar(images[0], ax=list(axes[:, col]), label=_VALUE_NAMES.get(value, value), location="bottom",
+                         shrink=0.9, aspect=30)
     return fig
 
 

@@ -116,7 +116,10 @@ def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.Path
     pairs = runs[list(MODEL_COLUMNS)].drop_duplicates()
     chart("pairings.png", no_runs or (f"a single generator/critic pairing ({fmt_value(pairs.iloc[0, 0])} x "
                                       f"{fmt_value(pairs.iloc[0, 1])}): nothing to compare" if len(pairs) == 1 else None),
-          lambda fig: plot_pairing_heatmap(runs, ax=fig.add_subplot()), (2 * runs["critic_model"].nunique() + 4,
+          # grounded runs: the test-split gain (critics' own final scores are on scales that differ by critic)
+          lambda fig: plot_pairing_heatmap(runs, ax=fig.add_subplot(), value="delta" if "delta" in runs.columns
+                                           and runs["delta"].notna().any() else "final_score"),
+          (2 * runs["critic_model"].nunique() + 4,
                                                           runs["generator_model"].nunique() + 3))
     cost_x = next((c for c in ("cost_usd", "tokens") if (runs[c].fillna(0) > 0).any()), None)
     chart("score_vs_cost.png", no_runs or ("no run has a cost or token count" if cost_x is None else None)
@@ -154,7 +157,7 @@ def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
     groups = found.counterfactual["config"].nunique() if len(found.counterfactual) else 0
     chart("counterfactual.png", no_grounded or (None if groups else "no counterfactual table"),
           lambda fig: plot_counterfactual_grid(found.counterfactual, fig),
-          (4.5 + 1.6 * (found.counterfactual["cap"].nunique() if groups else 1), 3.6 * max(groups, 1) + 1))
+          (5 + 2 * (found.counterfactual["cap"].nunique() if groups else 1), 3.2 * max(groups, 1) + 1.6))
     chart("deltas.png", (no_grounded or "no run has a test-split delta") if found.deltas.empty else None,
           lambda fig: plot_forest(found.deltas, ax=fig.add_subplot(), title=DELTAS_TITLE,
                                   xlabel="test accuracy of the final prompt minus the starting prompt (95% CI)"),

@@ -98,7 +98,9 @@ def test_counterfactual_grid_shares_one_scale_per_kind() -> None:
     assert len(panels) == 4
     accuracy = {(p.get_images()[0].norm.vmin, p.get_images()[0].norm.vmax) for p in panels[0::2]}
     assert accuracy == {(0.135, 0.52)}  # one scale for both configurations, not 0.135-0.155 and 0.5-0.52
-    assert "mean tokens per run" in panels[1].get_title()
+    assert panels[1].get_title() == "a\ntokens per run, n=3 runs"  # the configuration, then what is drawn
+    bars = [ax.get_xlabel() for ax in fig.axes if not ax.get_images()]  # one colour bar under each column
+    assert bars == ["mean dev accuracy of the returned prompt", "mean tokens per run"]
 
 
 def test_forest_plot_draws_each_estimate_with_its_interval() -> None:
