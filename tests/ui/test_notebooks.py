@@ -97,7 +97,7 @@ def test_findings_notebook_on_a_grounded_directory(tmp_path: Path) -> None:
     results_dir = write_grounded_sweep(tmp_path / "results")
     nb = execute("04_findings", tmp_path / "04.ipynb", results_dir=str(results_dir))
     assert "12 runs" in text(nb) and "## Findings" in markdown(nb)
-    assert "grounded data: yes" in text(nb) and "best threshold 8, cap 3" in markdown(nb)
+    assert "grounded data: yes" in text(nb) and "The best rule (stop at threshold 8, cap 3)" in markdown(nb)
     assert images(nb) == 4  # forest, calibration, grounded trajectories, one counterfactual heatmap
 
 
