@@ -225,6 +225,10 @@ class Iteration(BaseModel):
     """The 1-10 score the router used (critic average, or 1 + 9 x grounded score; see score_source)."""
     metrics: dict[str, float | int | str | None] = Field(default_factory=dict)
     """Loop-specific per-iteration figures (tool_successes, tool_errors, retries, ...)."""
+    spent: Tally | None = None
+    """What the run had spent when this iteration was decided (setup included): every call the loop made,
+    cache hits counted with the original call's tokens and cost, test-split measurement left out. What a
+    budget (`budget_calls`, `budget_tokens`) counts, and what equal-budget analysis truncates by."""
     steps: list[Step] = Field(default_factory=list)
     """Every step taken in this iteration, in order."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -64,7 +65,8 @@ def raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
         missing = key_env_vars(model)
         if missing:
             raise MissingKeyError(model, missing) from e
-        raise ProviderError(model, f"authentication failed: {e}", attempts=attempts, retryable=False) from e
+        raise ProviderError(model, f"authentication failed: {message_of(e)}", attempts=attempts,
+                            retryable=False) from e
 
 
 def retry_after(e: BaseException) -> float | None:
@@ -172,8 +174,10 @@ def invalid_reply_of(e: BaseException) -> InvalidReply | None:
         return InvalidReply(NOT_UTF8)
     if any(isinstance(x, json.JSONDecodeError) for x in chain) or "Empty or invalid response" in text:
         return InvalidReply(NOT_JSON)
-    if "returned 'choices'" in text:
+    if "returned 'choices'" in text or "with no 'choices'" in text:  # litellm's wording changed in 1.8x
         return InvalidReply(NOT_CHAT)
+    if "Stream ended before a finish_reason" in text:
+        return InvalidReply(NO_END)
     return None
 
 
@@ -196,6 +200,15 @@ _CAUSES: tuple[tuple[str, str], ...] = (
 )
 
 
+_REPEATED_KIND = re.compile(r"\b(litellm\.)?(\w+Error): \2: ")
+
+
+def message_of(e: BaseException) -> str:
+    """An exception's message, with the error kind that some litellm versions write twice
+    ('litellm.AuthenticationError: AuthenticationError: ...') written once, so every transport reads alike."""
+    return _REPEATED_KIND.sub(r"\1\2: ", str(getattr(e, "message", "") or e))
+
+
 def describe_cause(e: BaseException, timeout: float | None = None) -> str:
     """A short, human cause for a provider exception: an invalid reply, the HTTP status and message, or what
     happened to the connection (refused, dropped, timed out), found by walking the exception's chain."""
@@ -215,10 +228,10 @@ def describe_cause(e: BaseException, timeout: float | None = None) -> str:
                 return cause
     status = getattr(e, "status_code", None)
     if isinstance(status, int) and status >= 400:
-        text = str(getattr(e, "message", "") or e).splitlines()[0][:300]
+        text = message_of(e).splitlines()[0][:300]
         return f"HTTP {status} {type(e).__name__}: {text}"
     return f"{type(e).__name__}: {str(e)[:300]}"
 
 
 __all__ = ["NOT_CHAT", "NOT_JSON", "NOT_UTF8", "NO_END", "InvalidReply", "describe_cause", "invalid_reply_of",
-           "raise_if_auth", "retry_after", "status_error", "timed_out", "too_big", "transient", "transport_error"]
+           "message_of", "raise_if_auth", "retry_after", "status_error", "timed_out", "too_big", "transient", "transport_error"]

@@ -138,6 +138,12 @@ class LoopConfig(BaseModel):
     """Iteration cap."""
     prompts: dict[str, str] = Field(default_factory=dict)
     """Role prompt overrides, by role name (`str.format` fields as in the module constants)."""
+    budget_calls: int | None = Field(None, ge=1)
+    """Stop the run (stop reason 'budget') when its next step would pass this many model calls (None: no cap).
+    Every call the loop makes counts, cache hits and a candidate's dev-split evaluation included; measuring
+    on the test split does not (`promptlab.loops.runtime.context.BUDGET_FREE_PHASES`)."""
+    budget_tokens: int | None = Field(None, ge=1)
+    """As `budget_calls`, in tokens (input + output, as the original call reported them, cache hits included)."""
 
     @field_validator("model", "generator_model", "critic_model")
     @classmethod

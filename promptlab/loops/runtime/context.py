@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from ...errors import ConfigError, ParseError, ProviderError
 from ...events import Event, EventHandler, wants_tokens
 from ...llm.call import CacheArg, acomplete
-from ...llm.completion import Completion
+from ...llm.completion import Completion, Tally
 from ...llm.providers import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
@@ -25,6 +25,9 @@ M = TypeVar("M", bound=BaseModel)
 
 USER_INPUT = frozenset({"task", "config"})
 """Run fields recorded as the user gave them; everything else is cleaned by `finish` (`promptlab.sanitize`)."""
+
+BUDGET_FREE_PHASES = frozenset({"score_test"})
+"""Phases whose calls measure a run rather than drive it (the test split): left out of its budget spend."""
 
 
 class RunContext:
@@ -58,6 +61,9 @@ class RunContext:
         self.settings = settings
         self.on_event = on_event
         self.t0 = time.perf_counter()
+        self.spent = Tally()
+        """What the run has spent towards its budget: every call outside `BUDGET_FREE_PHASES`, a cache hit with
+        its original call's tokens and cost (so a replay spends what the first run did)."""
         self.run = Run(
             run_id=new_run_id(), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
@@ -205,8 +211,10 @@ class RunContext:
             isinstance(e, ProviderError)
         if isinstance(e, ParseError):  # its replies were paid for although none parsed
             self.run.totals.add_failure(model, e.input_tokens, e.output_tokens, e.cost_usd)
+            self.spend(step.phase, e.input_tokens, e.output_tokens, e.cost_usd, failed=True)
         else:
             self.run.totals.add_failure(model)
+            self.spend(step.phase, failed=True)
 
     def _answered(self, step: Step, role: str, c: Completion, *, keep_raw: bool) -> None:
         """Record a completed call on its step (whose role is the judge's name, if any), the run's totals and
@@ -216,6 +224,7 @@ class RunContext:
                               output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
                               attempts=c.attempts)
         self.run.totals.add(c)
+        self.spend(step.phase, c.input_tokens or 0, c.output_tokens or 0, c.cost_usd)
         self._reported(step.role, model, c)
         if keep_raw:
             step.raw = c.text
@@ -229,6 +238,28 @@ class RunContext:
         roles = self.run.provenance.setdefault("models", {})
         if role not in roles:
             roles[role] = {"requested": model, "reported": c.response_model, "endpoint": c.endpoint}
+
+    # budget -------------------------------------------------------------------------------------
+    def spend(self, phase: str, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, *,
+              failed: bool = False) -> None:
+        """Count one call of `phase` towards the run's budget (`spent`), unless the phase is budget-free."""
+        if phase not in BUDGET_FREE_PHASES:
+            self.spent.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens,
+                             cost_usd=cost_usd)
+
+    def budget_stop(self, next_calls: int = 0, next_tokens: int = 0) -> str | None:
+        """Why the next step, expected to make `next_calls` calls of `next_tokens` tokens, must not start
+        (its spend would pass `budget_calls` or `budget_tokens`), or None when it may. A loop asks before each
+        step and stops with stop reason 'budget' on a reason; an estimate that falls short can pass a budget
+        by at most that one step."""
+        cfg, s = self.config, self.spent
+        if cfg.budget_calls is not None and s.calls + next_calls > cfg.budget_calls:
+            return (f"budget: {s.calls} calls spent, the next step needs about {next_calls} more "
+                    f"(budget_calls {cfg.budget_calls})")
+        if cfg.budget_tokens is not None and s.tokens + next_tokens > cfg.budget_tokens:
+            return (f"budget: {s.tokens} tokens spent, the next step needs about {next_tokens} more "
+                    f"(budget_tokens {cfg.budget_tokens})")
+        return None
 
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
         """Record an error on a step and on the run, and emit it."""
@@ -271,6 +302,7 @@ class RunContext:
     def decide(self, it: Iteration, decision: str, reason: str) -> None:
         """Record and emit an iteration's decision."""
         it.decision, it.reason = decision, reason
+        it.spent = self.spent.model_copy()
         self.emit("decision", f"{decision}: {reason}", iteration=it.index, decision=decision)
 
     def finish(self, stop_reason: str, final_output: str | None) -> Run:

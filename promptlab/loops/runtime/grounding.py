@@ -44,7 +44,7 @@ from ...llm.providers import supports_logprobs, validate_model_name
 from ...llm.simulated import is_simulated, parse_sim
 from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
 from .base import LoopConfig
-from .context import RunContext
+from .context import BUDGET_FREE_PHASES, RunContext
 
 ScoreSource = Literal["critic", "grounded", "both"]
 ScoreMode = Literal["sampled", "expected"]
@@ -168,7 +168,7 @@ async def measure(ctx: RunContext, cfg: PromptLoopConfig, prompt: str, split: st
         ctx.place(step, iteration)
     order = {id(s.error): i for i, s in steps.items() if s.error is not None}
     ctx.run.errors[n_errors:] = sorted(ctx.run.errors[n_errors:], key=lambda e: order.get(id(e), -1))
-    _account_judge(ctx, result.usage.model_dump())
+    _account_judge(ctx, result.usage.model_dump(), phase)
     return result.grounded(split)
 
 
@@ -199,8 +199,13 @@ def simulated_info(models: list[str]) -> dict[str, Any]:
     return {m: parse_sim(m).record() for m in dict.fromkeys(models) if is_simulated(m)}
 
 
-def _account_judge(ctx: RunContext, usage: dict[str, Any]) -> None:
-    """Add a judge scorer's calls (the evaluation's usage; the target's calls were counted as steps)."""
+def _account_judge(ctx: RunContext, usage: dict[str, Any], phase: str) -> None:
+    """Add a judge scorer's calls (the evaluation's usage; the target's calls were counted as steps) to the
+    run's totals and, outside the test split, to its budget spend."""
+    if usage.get("calls", 0) and phase not in BUDGET_FREE_PHASES:
+        ctx.spent.calls += usage.get("calls", 0)
+        ctx.spent.input_tokens += usage.get("input_tokens", 0)
+        ctx.spent.output_tokens += usage.get("output_tokens", 0)
     t = ctx.run.totals
     t.calls += usage.get("calls", 0)
     t.cache_hits += usage.get("cache_hits", 0)
