@@ -89,11 +89,23 @@ def retry_after(e: BaseException) -> float | None:
 
 
 # what the transports raise -------------------------------------------------------------------------------
+def sdk_http() -> Any:
+    """The HTTP library whose requests and responses the installed OpenAI client's errors carry: `httpx2` from
+    openai 3.5x on, `httpx` before."""
+    try:
+        import httpx2
+    except ImportError:
+        import httpx
+
+        return httpx
+    return httpx2
+
+
 def status_error(model: str, status: int, content: bytes, headers: Mapping[str, str], url: str) -> BaseException:
     """litellm's exception for an HTTP error status, built as the OpenAI client and litellm build it."""
-    import httpx
     import openai
 
+    httpx = sdk_http()
     text = content.decode("utf-8", "replace").strip()
     body: Any = text
     try:
@@ -113,11 +125,12 @@ def status_error(model: str, status: int, content: bytes, headers: Mapping[str, 
 
 def transport_error(model: str, e: BaseException, url: str) -> BaseException:
     """litellm's exception for a request that got no reply (timeout, refused or dropped connection)."""
-    import httpx
+    import httpx as plain_httpx
     import openai
 
-    request = httpx.Request("POST", url)
-    timed = isinstance(e, (httpx.TimeoutException, TimeoutError))
+    sdk = sdk_http()
+    request = sdk.Request("POST", url)
+    timed = isinstance(e, (plain_httpx.TimeoutException, sdk.TimeoutException, TimeoutError))
     sdk_error = openai.APITimeoutError(request=request) if timed else openai.APIConnectionError(request=request)
     sdk_error.__cause__ = e
     return _mapped(model, sdk_error)
