@@ -12,8 +12,17 @@
     evaluate_prompt with the default transport ('auto': the direct HTTP path for this endpoint), evaluate_prompt
     with `Settings(transport="litellm")`, and litellm's own acompletion with the same number in flight.
 
+(c) Two evaluations at once on the local model, as in a sweep (two candidate prompts, each on the same
+    examples, `concurrency` 4 each), with two one-thread instances (scripts/demo's setting), in a subprocess
+    with PROMPTLAB_LOCAL_THREADS=1 and PROMPTLAB_LOCAL_INSTANCES=2. Baselines in the same run, on two
+    one-thread llama-cpp instances of their own: "first come, first served" (two threads take the requests
+    in the order they arrive, A0 B0 A1 B1 ...: what an instance pool without prefix affinity does, so each
+    call reads its prompt in full) and "grouped" (one instance runs all of A, the other all of B: every call
+    after the first reuses its prompt's tokens; the best a scheduler can do). Targets: promptlab >= 0.9x of
+    grouped, and faster than first come, first served.
+
 Run: .venv/bin/python benchmarks/bench_evaluate.py [--local-examples 8] [--max-tokens 24] [--rounds 3]
-     [--examples 160] [--concurrency 16] [--latency 0.1]
+     [--examples 160] [--concurrency 16] [--latency 0.1] [--interleaved-examples 12]
 """
 
 from __future__ import annotations
@@ -108,6 +117,81 @@ def bench_local(n: int, max_tokens: int, rounds: int) -> None:
           f"{'PASS' if t / d >= 0.9 else 'FAIL'}; identical outputs: {same}")
     print(f"    OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; per-round seconds: direct {[round(x, 2) for x in times['direct']]}, "
           f"promptlab {[round(x, 2) for x in times['promptlab']]}")
+
+
+# (c) two evaluations at once ---------------------------------------------------------------------------------
+PROMPT_B = ("You will read a short customer review of something bought online. Decide whether the customer is, "
+            "on the whole, pleased with the purchase, weighing any complaint against the final verdict, and "
+            "answer with a single lowercase word, positive or negative, and nothing else.\n\n{input}")
+
+
+def bench_interleaved(n: int, max_tokens: int, rounds: int) -> None:
+    """Runs in a subprocess whose environment sets one thread per instance and two instances."""
+    from llama_cpp import Llama
+
+    examples = _examples(n)
+    prompts = {"A": PROMPT, "B": PROMPT_B}
+    path = str(local.resolve_model_path("smollm2"))
+    own = [Llama(model_path=path, n_ctx=local.N_CTX, n_threads=1, verbose=False) for _ in range(2)]
+
+    def ask(llm: Any, prompt: str, ex: Example) -> str:
+        reply = llm.create_chat_completion(messages=[{"role": "user", "content": format_prompt(prompt, ex.input)}],
+                                           temperature=0.0, max_tokens=max_tokens, seed=0)
+        return str(reply["choices"][0]["message"]["content"] or "")
+
+    def fifo() -> None:
+        queue = [(p, ex) for ex in examples for p in prompts.values()]  # A0 B0 A1 B1 ...: arrival order
+        lock = __import__("threading").Lock()
+
+        def worker(llm: Any) -> None:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    prompt, ex = queue.pop(0)
+                ask(llm, prompt, ex)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(worker, own))
+
+    def grouped() -> None:
+        def worker(pair: tuple[Any, str]) -> None:
+            for ex in examples:
+                ask(pair[0], pair[1], ex)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(worker, zip(own, prompts.values(), strict=True)))
+
+    def through() -> None:
+        async def both() -> None:
+            with tempfile.TemporaryDirectory(prefix="bench-eval-") as cache:
+                await asyncio.gather(*(pl.aevaluate_prompt(p, examples, model="local/smollm2", scorer=LABELS,
+                                                           max_tokens=max_tokens, concurrency=4, cache=cache)
+                                       for p in prompts.values()))
+        asyncio.run(both())
+
+    sides = {"first come, first served": fifo, "grouped": grouped, "promptlab": through}
+    for fn in sides.values():
+        fn()  # warm-up: model loads, graph allocation, imports
+    wall: dict[str, list[float]] = {k: [] for k in sides}
+    cpu: dict[str, list[float]] = {k: [] for k in sides}
+    names = list(sides)
+    load = os.getloadavg()[0]
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            sides[name]()
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    total = 2 * n
+    rate = {k: total / statistics.median(v) for k, v in wall.items()}
+    print(f"(c) two evaluations at once, local smollm2, 2 one-thread instances, {n} examples each, max_tokens="
+          f"{max_tokens}, {rounds} rounds (medians); load average at start {load:.2f} on {os.cpu_count()} cores")
+    for name in names:
+        print(f"    {name:26s} {rate[name]:.2f} examples/s  CPU {statistics.median(cpu[name]) / total:.3f} s/example  "
+              f"per-round s {[round(x, 2) for x in wall[name]]}")
+    vs_grouped = rate["promptlab"] / rate["grouped"]
+    vs_fifo = rate["promptlab"] / rate["first come, first served"]
+    print(f"    promptlab vs grouped {vs_grouped:.3f}x (target >= 0.9) -> {'PASS' if vs_grouped >= 0.9 else 'FAIL'}; "
+          f"vs first come, first served {vs_fifo:.2f}x (target > 1) -> {'PASS' if vs_fifo > 1 else 'FAIL'}")
 
 
 # (b) loopback server -----------------------------------------------------------------------------------------
@@ -227,13 +311,24 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--skip-loopback", action="store_true")
+    ap.add_argument("--interleaved-examples", type=int, default=12)
+    ap.add_argument("--skip-interleaved", action="store_true")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--interleaved", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.latency)
         return
+    if args.interleaved:
+        bench_interleaved(args.interleaved_examples, args.max_tokens, args.rounds)
+        return
     if not args.skip_local:
         bench_local(args.local_examples, args.max_tokens, args.rounds)
+    if not args.skip_interleaved:  # its own process: one thread and two instances per model, as scripts/demo
+        env = {**os.environ, "PROMPTLAB_LOCAL_THREADS": "1", "PROMPTLAB_LOCAL_INSTANCES": "2"}
+        subprocess.run([sys.executable, __file__, "--interleaved", "--interleaved-examples",
+                        str(args.interleaved_examples), "--max-tokens", str(args.max_tokens), "--rounds",
+                        str(args.rounds)], env=env, check=True)
     if not args.skip_loopback:
         bench_loopback(args.examples, args.concurrency, args.latency, args.rounds)
 

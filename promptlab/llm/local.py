@@ -25,6 +25,7 @@ import copy
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,33 @@ def resolve_model_path(name: str) -> Path:
                             [f"local/{k}" for k in BUILTIN])
 
 
-_models: dict[tuple[Path, bool], list[tuple[Any, threading.Lock]]] = {}
+@dataclass
+class _Slot:
+    """One loaded llama.cpp instance: its lock (held while it generates) and the prompt its context holds."""
+
+    llm: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last: str = ""
+    """The key (`prompt_key`) of the last prompt it ran: llama.cpp keeps that prompt's KV cache."""
+
+
+@dataclass
+class _Waiter:
+    """A request waiting for an instance; `slot` is set (its lock already held) when one is handed to it."""
+
+    key: str
+    slot: _Slot | None = None
+
+
+@dataclass
+class _Pool:
+    """The instances of one model file (and logits setting), and the requests waiting for one."""
+
+    slots: list[_Slot] = field(default_factory=list)
+    waiting: list[_Waiter] = field(default_factory=list)
+
+
+_models: dict[tuple[Path, bool], _Pool] = {}
 _models_lock = threading.Condition()
 
 
@@ -79,8 +106,8 @@ def _close_all() -> None:
     """Free the models before interpreter teardown (llama.cpp's own __del__ fails once modules are gone)."""
     with _models_lock:
         for pool in _models.values():
-            for llm, _ in pool:
-                llm.close()
+            for slot in pool.slots:
+                slot.llm.close()
         _models.clear()
 
 
@@ -96,7 +123,7 @@ def instances() -> int:
     return int(text)
 
 
-def _new_instance(path: Path, logprobs: bool) -> tuple[Any, threading.Lock]:
+def _new_slot(path: Path, logprobs: bool) -> _Slot:
     # OpenMP's default busy-wait makes llama.cpp calls many times slower when the cores are shared
     # (a loaded machine, a notebook's main thread); passive waiting costs nothing measurable when idle.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -105,8 +132,7 @@ def _new_instance(path: Path, logprobs: bool) -> tuple[Any, threading.Lock]:
     except ImportError as e:
         raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
     threads = int(os.environ.get("PROMPTLAB_LOCAL_THREADS") or os.cpu_count() or 2)
-    llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False)
-    return llm, threading.Lock()
+    return _Slot(Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False))
 
 
 def load(name: str, *, logprobs: bool = False) -> tuple[Any, threading.Lock]:
@@ -114,42 +140,88 @@ def load(name: str, *, logprobs: bool = False) -> tuple[Any, threading.Lock]:
     `logprobs`, the instance that keeps every position's logits, so it can report token log-probabilities."""
     path = resolve_model_path(name)
     with _models_lock:
-        pool = _models.setdefault((path, logprobs), [])
-        if not pool:
-            pool.append(_new_instance(path, logprobs))
-        return pool[0]
+        pool = _models.setdefault((path, logprobs), _Pool())
+        if not pool.slots:
+            pool.slots.append(_new_slot(path, logprobs))
+        return pool.slots[0].llm, pool.slots[0].lock
 
 
 def loaded_instances(name: str, *, logprobs: bool = False) -> int:
     """How many instances of `local/<name>` this process has loaded."""
     with _models_lock:
-        return len(_models.get((resolve_model_path(name), logprobs), []))
+        pool = _models.get((resolve_model_path(name), logprobs))
+        return len(pool.slots) if pool else 0
+
+
+def waiting_requests(name: str, *, logprobs: bool = False) -> int:
+    """How many requests are waiting for an instance of `local/<name>`."""
+    with _models_lock:
+        pool = _models.get((resolve_model_path(name), logprobs))
+        return len(pool.waiting) if pool else 0
+
+
+def prompt_key(messages: list[dict[str, Any]]) -> str:
+    """A text that starts the same for two requests exactly as far as their chat prompts do (role and content
+    of each message in order): what instance affinity compares."""
+    return "\x1e".join(f"{m.get('role', '')}\x1f{m.get('content', '')}" for m in messages)
+
+
+def _shared(a: str, b: str) -> int:
+    """Length of the common prefix of two texts."""
+    return len(os.path.commonprefix([a, b]))
 
 
 @contextlib.contextmanager
-def instance(name: str, *, logprobs: bool = False) -> Iterator[Any]:
-    """An instance of `local/<name>` held for one generation: a free one, else a new one while fewer than
-    `instances()` exist, else the first to be freed."""
+def instance(name: str, *, logprobs: bool = False, key: str = "") -> Iterator[Any]:
+    """An instance of `local/<name>` held for one generation of the prompt whose `prompt_key` is `key`.
+
+    Prefix affinity: llama.cpp reuses the KV cache of the prompt an instance ran last for the part a new
+    prompt shares with it, so a prompt's reading costs only its new tokens. A grounded evaluation sends one
+    candidate prompt with many examples; handing each request to the instance whose last prompt it shares
+    most with makes those requests reuse the candidate's tokens (about 4x less CPU per example measured on
+    SmolLM2-135M) even when several evaluations interleave. So: a free instance (the one sharing most), else
+    a new one while fewer than `instances()` exist, else wait; a freed instance goes to the waiting request
+    that shares most with its last prompt (the earliest of equals)."""
     path = resolve_model_path(name)
     limit = instances()
     with _models_lock:
-        pool = _models.setdefault((path, logprobs), [])
-        while True:
-            free = next((slot for slot in pool if slot[1].acquire(blocking=False)), None)
-            if free is not None:
-                break
-            if len(pool) < limit:
-                free = _new_instance(path, logprobs)
-                free[1].acquire()
-                pool.append(free)
-                break
-            _models_lock.wait()
+        pool = _models.setdefault((path, logprobs), _Pool())
+        slot = _take_free(pool, key)
+        if slot is None and len(pool.slots) < limit:
+            slot = _new_slot(path, logprobs)
+            slot.lock.acquire()
+            pool.slots.append(slot)
+        if slot is None:
+            waiter = _Waiter(key)
+            pool.waiting.append(waiter)
+            while waiter.slot is None:
+                # an instance freed outside this scheduler (a caller of `load` holding the lock itself) is
+                # found by looking again now and then
+                if not _models_lock.wait(timeout=0.2) and waiter.slot is None:
+                    taken = _take_free(pool, key)
+                    if taken is not None:
+                        pool.waiting.remove(waiter)
+                        waiter.slot = taken
+            slot = waiter.slot
     try:
-        yield free[0]
+        yield slot.llm
     finally:
         with _models_lock:
-            free[1].release()
-            _models_lock.notify()
+            slot.last = key
+            if pool.waiting:  # hand the instance, still locked, to the request that shares most with it
+                best = max(range(len(pool.waiting)), key=lambda i: (_shared(key, pool.waiting[i].key), -i))
+                pool.waiting.pop(best).slot = slot
+                _models_lock.notify_all()
+            else:
+                slot.lock.release()
+
+
+def _take_free(pool: _Pool, key: str) -> _Slot | None:
+    """The free instance whose last prompt shares most with `key` (its lock taken), or None."""
+    for slot in sorted(pool.slots, key=lambda s: -_shared(key, s.last)):
+        if slot.lock.acquire(blocking=False):
+            return slot
+    return None
 
 
 def bound_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +279,7 @@ def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) 
     name as the model, and token log-probabilities when `params` asks for them."""
     wants = bool(params.get("logprobs"))
     kwargs = _kwargs(params, logprobs=wants)
-    with instance(name, logprobs=wants) as llm:
+    with instance(name, logprobs=wants, key=prompt_key(messages)) as llm:
         out = llm.create_chat_completion(messages=messages, **kwargs)
     choice = out["choices"][0]
     usage = out.get("usage") or {}
@@ -225,7 +297,7 @@ def generate_stream(name: str, messages: list[dict[str, Any]], params: dict[str,
     {"text": "", "finish_reason", "usage": (input, output)} (tokens counted by the model's tokenizer).
     No log-probabilities: the call path asks for them without streaming."""
     kwargs = _kwargs(params)
-    with instance(name) as llm:
+    with instance(name, key=prompt_key(messages)) as llm:
         pieces: list[str] = []
         finish = "stop"
         for chunk in llm.create_chat_completion(messages=messages, stream=True, **kwargs):

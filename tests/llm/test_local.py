@@ -128,3 +128,51 @@ def test_several_instances_generate_at_once(monkeypatch: pytest.MonkeyPatch) -> 
         t.join()
     assert len(replies) == 2 and all(r.strip() for r in replies)
     assert local.loaded_instances("smollm2") == 2
+
+
+def test_a_freed_instance_goes_to_the_request_that_shares_its_prompt(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefix affinity: with one instance busy on candidate A, requests queue as B1, A1, B2, A2; the instance
+    serves A1 and A2 first (llama.cpp reuses A's prompt tokens), then B1 and B2 in arrival order. First come,
+    first served would run B1, A1, B2, A2 and read every prompt in full."""
+    import threading
+    import time
+
+    class Dummy:
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(local, "_new_slot", lambda path, logprobs: local._Slot(Dummy()))
+    monkeypatch.setenv("PROMPTLAB_LOCAL_INSTANCES", "1")
+    weights = tmp_path / "dummy.gguf"
+    weights.write_bytes(b"not a model")
+    name = str(weights)
+
+    def key(prompt: str, example: str) -> str:
+        return local.prompt_key([{"role": "user", "content": f"{prompt}\n\nReview: {example}"}])
+
+    a, b = "Label this review as positive or negative.", "Is the customer happy? Say yes or no."
+    served: list[str] = []
+
+    def request(label: str, k: str) -> None:
+        with local.instance(name, key=k):
+            served.append(label)
+
+    try:
+        with local.instance(name, key=key(a, "first")):
+            threads = []
+            for label, k in [("B1", key(b, "one")), ("A1", key(a, "one")), ("B2", key(b, "two")),
+                             ("A2", key(a, "two"))]:
+                t = threading.Thread(target=request, args=(label, k))
+                t.start()
+                threads.append(t)
+                deadline = time.monotonic() + 10
+                while local.waiting_requests(name) < len(threads) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+            assert local.waiting_requests(name) == 4
+        for t in threads:
+            t.join(timeout=10)
+        assert served == ["A1", "A2", "B1", "B2"]
+        assert local.loaded_instances(name) == 1 and local.waiting_requests(name) == 0
+    finally:
+        local._models.pop((local.resolve_model_path(name), False), None)
