@@ -116,7 +116,7 @@ class SweepResult:
     def __str__(self) -> str:
         s = bar_figures(self.spend)
         text = (f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
-                f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.1f} s; "
+                f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.2f} s; "
                 f"{s['calls']} calls ({s['hits']} cached), {s['tokens']} tokens, cost {s['cost']}; "
                 f"results in {self.out_dir}")
         if self.max_cost is not None:
