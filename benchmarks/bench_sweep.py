@@ -29,8 +29,9 @@ of 64; 32 in flight for the 32-run case), each a cache miss written to a fresh c
 Targets at 64 in flight: sweep efficiency >= 0.6 and client CPU <= 1.5 ms per call. Prints the load average with
 every round (2 shared cores: figures are noisy). Exits 1 if a target is missed.
 
-`--profile` instead runs the 256-run sweep once in this process under cProfile (the inline executor's event loop
-in this thread, so the profiler sees it) and prints where the CPU went, by own time and by cumulative time.
+`--profile [RUNS]` instead runs the sweep of RUNS runs (default 256) once in this process under cProfile, timed by
+the thread's CPU clock (so waiting on the network or for the GIL is left out), with the inline executor's event loop
+in this thread so the profiler sees it, and prints where the loop thread's CPU went, by own and cumulative time.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def profile_sweep(server: LoopbackServer, root: Path, runs: int, top: int, cell_
     from promptlab.sweeps.run import sweep
 
     get_alias(ALIAS)  # start-up (the alias registry's first look imports litellm) stays out of the profile
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.thread_time)  # CPU of the event loop's thread: waits (network, GIL) left out
 
     def in_this_thread(main: Any) -> None:
         profiler.enable()
@@ -207,7 +208,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cell-concurrency", type=int, help="pass --cell-concurrency N to the sweeps (default: none, "
                     "the runs in flight follow the alias's limit)")
-    ap.add_argument("--profile", action="store_true", help="profile the 256-run sweep in this process instead")
+    ap.add_argument("--profile", nargs="?", const=CASES[0], type=int, metavar="RUNS",
+                    help="profile the sweep of RUNS runs (default 256) in this process instead")
     ap.add_argument("--top", type=int, default=40, help="--profile: functions listed per ordering")
     args = ap.parse_args()
     rounds = 1 if args.quick else args.rounds
@@ -216,7 +218,7 @@ def main() -> int:
     if args.profile:
         try:
             with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
-                profile_sweep(server, Path(tmp), CASES[0], args.top, args.cell_concurrency)
+                profile_sweep(server, Path(tmp), args.profile, args.top, args.cell_concurrency)
         finally:
             server.close()
         return 0
