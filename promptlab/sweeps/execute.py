@@ -25,7 +25,7 @@ from ..llm.completion import Tally
 from ..record import Run, Task
 from .cells import Cell, preflight_cells
 from .experiment import load_experiment
-from .plan import CellOutcome, SweepPlan, experiment_provenance, prepare_results_dir, spent_by
+from .plan import CellOutcome, SweepPlan, experiment_provenance, frozen_heap, prepare_results_dir, spent_by
 
 if TYPE_CHECKING:
     from ..llm.settings import Settings
@@ -168,9 +168,10 @@ def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", e
     preflight_cells([cell], tasks, priced=budget is not None)
     if not (out / "experiment.yaml").is_file():
         prepare_results_dir(out, exp, tasks, exp.cells(tasks))
-    status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
-                                         concurrency=concurrency, notebook=notebook_path or None, budget=budget,
-                                         settings=settings))
+    with frozen_heap():  # as a sweep in this process does: full GC passes walk only what the cell makes
+        status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
+                                             concurrency=concurrency, notebook=notebook_path or None, budget=budget,
+                                             settings=settings))
     return cell, status, exc
 
 

@@ -61,7 +61,7 @@ from ..llm.budget import LEDGER_NAME, Budget
 from .cells import Cell, preflight_cells
 from .executors import EXECUTORS, get_executor
 from .experiment import Experiment, load_experiment
-from .plan import CellOutcome, SweepPlan, SweepResult, keep_notebook, prepare_results_dir, schedule
+from .plan import CellOutcome, SweepPlan, SweepResult, frozen_heap, keep_notebook, prepare_results_dir, schedule
 
 if TYPE_CHECKING:
     from ..llm.settings import Settings
@@ -167,7 +167,8 @@ def sweep(
         plan.record(outcome)
     try:
         if pending:
-            spec.load()(schedule(pending), plan)
+            with frozen_heap():  # full GC passes walk only what the sweep makes, not every imported module's objects
+                spec.load()(schedule(pending), plan)
     except KeyboardInterrupt:
         result.wall_time_s = round(time.perf_counter() - t0, 3)
         print(f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
