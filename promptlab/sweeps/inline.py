@@ -1,7 +1,7 @@
 """The inline executor of a sweep: cells run concurrently in this process, on an asyncio loop in a thread.
 
 At most `workers` cells at once; inside a cell its tasks x replicates run concurrently too (at most
-`cell_concurrency`). The loop runs in a worker thread, so this works inside Jupyter; Ctrl-C cancels it,
+`cell_concurrency`, by default what the cell's models allow: `promptlab.sweeps.cells.runs_in_flight`). The loop runs in a worker thread, so this works inside Jupyter; Ctrl-C cancels it,
 lets running writes finish and re-raises. Each model call updates the progress bar as it happens.
 """
 

@@ -140,7 +140,9 @@ class SweepPlan:
     cache_dir: str
     """The call cache every cell uses: an absolute directory or a URL (redis://host:port/db)."""
     on_event: EventHandler | None
-    cell_concurrency: int
+    cell_concurrency: int | None
+    """Runs at once inside a cell; None: as many as its models take calls at once, worked out by the process that
+    runs the cell (`promptlab.sweeps.cells.runs_in_flight`)."""
     result: SweepResult
     bar: Any
     workers: int = 2
