@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ..results.store import load_writer
 from .cells import Cell
 from .execute import aexecute_cell, cell_outcome
 from .plan import SweepPlan
@@ -22,6 +23,8 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
     """Run the cells in this process, `plan.workers` at once."""
     async def main() -> None:
         sem = asyncio.Semaphore(plan.workers)
+        # the results writer's pyarrow (~0.15 s to import) loads while the first calls wait on the network
+        writer = asyncio.create_task(asyncio.to_thread(load_writer))
 
         async def one(cell: Cell) -> None:
             async with sem:
@@ -32,6 +35,7 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
                 plan.record(cell_outcome(plan, cell, time.perf_counter() - t0))
 
         await asyncio.gather(*(one(c) for c in pending))
+        await writer
 
     run_interruptible(main)
 
