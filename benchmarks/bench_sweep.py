@@ -17,9 +17,10 @@ from the alias's limit (64; 32 runs put at most 32 in flight).
   until the last cell is written), so interpreter start-up and imports are not in it.
 - efficiency: ideal / sweep time, ideal = calls x 0.1 s / runs in flight (the server's peak).
 - client CPU per call: user + system CPU of the sweep process (`resource.getrusage(RUSAGE_CHILDREN)` around
-  it), minus that of the same command run again at once on the same results dir, where every cell is skipped as
-  finished (start-up, imports, loading and checking the experiment, opening the cache and printing the summary
-  table: everything but running the cell), divided by the calls.
+  it), minus that of the same command run again on the same results dir, where every cell is skipped as finished
+  (start-up, imports, loading and checking the experiment, opening the cache and printing the summary table:
+  everything but running the cell; the mean of two such runs), divided by the calls. Start-up is ~4 s of CPU
+  (litellm's import), known to about +-0.1 s under load: +-0.1 ms per call over 1,024 calls, +-1 ms over 128.
 - the server's peak in flight and the requests it served (and how many asked for a stream: none may).
 Baseline in the same run: `acomplete` alone in this process, the same number of calls (half plain, half
 structured into the loop's `Critique`, as the sweep's), started at once through the same alias (so the same limit
@@ -29,9 +30,11 @@ of 64; 32 in flight for the 32-run case), each a cache miss written to a fresh c
 Targets at 64 in flight: sweep efficiency >= 0.6 and client CPU <= 1.5 ms per call. Prints the load average with
 every round (2 shared cores: figures are noisy). Exits 1 if a target is missed.
 
-`--profile [RUNS]` instead runs the sweep of RUNS runs (default 256) once in this process under cProfile, timed by
-the thread's CPU clock (so waiting on the network or for the GIL is left out), with the inline executor's event loop
-in this thread so the profiler sees it, and prints where the loop thread's CPU went, by own and cumulative time.
+`--profile [RUNS]` instead runs the sweep of RUNS runs (default 256) once in this process under cProfile, with the
+inline executor's event loop in this thread so that the profiler sees it (the cache writes' worker threads it does
+not), and prints where the loop thread's time went, by own and cumulative time: waiting on the network is
+`select.epoll.poll`, and a wait for the GIL held by a worker thread shows as own time of whatever was running then
+(often a socket send or an SQLite read).
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ CRITIQUE = json.dumps({"score": 7, "strengths": ["clear, reply {n}"], "weaknesse
 """The server's reply to every request: a valid critique; `{n}` becomes the request's number."""
 TARGET_EFFICIENCY = 0.6
 TARGET_CPU_MS = 1.5
+IDLE_RUNS = 2
+"""Resume runs per sweep whose CPU (averaged) is taken off as start-up: ~4 s of CPU, known to about +-0.1 s."""
 CASES = (256, 32)
 """Runs per case (4 calls each); the targets apply to the case with 64 in flight."""
 WALL = re.compile(r"skipped \(finished before\) in ([0-9.]+) s")
@@ -115,8 +120,12 @@ def sweep_round(server: LoopbackServer, root: Path, runs: int, flags: list[str])
     server.stats()
     cpu, _, text = run_sweep(exp, work / "out", work / "cache", flags)
     seen = server.stats()
-    idle_cpu, _, again = run_sweep(exp, work / "out", work / "cache", flags)
-    assert "1 skipped" in again and server.stats()["served"] == 0, "the resume run made calls"
+    idle = []
+    for _ in range(IDLE_RUNS):
+        idle_cpu, _, again = run_sweep(exp, work / "out", work / "cache", flags)
+        assert "1 skipped" in again and server.stats()["served"] == 0, "the resume run made calls"
+        idle.append(idle_cpu)
+    idle_cpu = statistics.fmean(idle)
     found = WALL.search(text)
     if found is None:
         raise RuntimeError(f"no sweep time in the sweep's output:\n{text}")
@@ -125,7 +134,7 @@ def sweep_round(server: LoopbackServer, root: Path, runs: int, flags: list[str])
         raise RuntimeError(f"the server served {seen['served']} requests, expected {calls}")
     shutil.rmtree(work)
     return {"wall": float(found.group(1)), "cpu_ms": (cpu - idle_cpu) / calls * 1000, "peak": seen["peak_in_flight"],
-            "served": seen["served"], "streamed": seen["streamed"], "load": load, "startup_cpu": idle_cpu}
+            "served": seen["served"], "streamed": seen["streamed"], "load": load, "startup": idle_cpu}
 
 
 def acomplete_round(server: LoopbackServer, root: Path, runs: int, flags: list[str]) -> dict[str, Any]:
@@ -166,7 +175,7 @@ def profile_sweep(server: LoopbackServer, root: Path, runs: int, top: int, cell_
     from promptlab.sweeps.run import sweep
 
     get_alias(ALIAS)  # start-up (the alias registry's first look imports litellm) stays out of the profile
-    profiler = cProfile.Profile(time.thread_time)  # CPU of the event loop's thread: waits (network, GIL) left out
+    profiler = cProfile.Profile()
 
     def in_this_thread(main: Any) -> None:
         profiler.enable()
@@ -199,7 +208,8 @@ def warm_up(server: LoopbackServer, root: Path, flags: list[str]) -> None:
 def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return {"wall": statistics.median(r["wall"] for r in rounds), "cpu_ms": statistics.median(r["cpu_ms"] for r in rounds),
             "peak": max(r["peak"] for r in rounds), "streamed": sum(r["streamed"] for r in rounds),
-            "load": [round(r["load"], 2) for r in rounds]}
+            "load": [round(r["load"], 2) for r in rounds],
+            "startup": statistics.median(r.get("startup", 0.0) for r in rounds)}
 
 
 def main() -> int:
@@ -208,11 +218,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cell-concurrency", type=int, help="pass --cell-concurrency N to the sweeps (default: none, "
                     "the runs in flight follow the alias's limit)")
+    ap.add_argument("--cases", default=",".join(map(str, CASES)), help="runs per case, comma-separated (default "
+                    "256,32; the targets apply to 256)")
     ap.add_argument("--profile", nargs="?", const=CASES[0], type=int, metavar="RUNS",
                     help="profile the sweep of RUNS runs (default 256) in this process instead")
     ap.add_argument("--top", type=int, default=40, help="--profile: functions listed per ordering")
     args = ap.parse_args()
     rounds = 1 if args.quick else args.rounds
+    cases = [int(c) for c in args.cases.split(",")]
     flags = ["--cell-concurrency", str(args.cell_concurrency)] if args.cell_concurrency else []
     server = LoopbackServer(CRITIQUE)
     if args.profile:
@@ -229,7 +242,7 @@ def main() -> int:
             warm_up(server, root, flags)
             per: dict[tuple[str, int], list[dict[str, Any]]] = {}
             for r in range(rounds):
-                for runs in CASES:
+                for runs in cases:
                     sides = [("sweep", sweep_round), ("acomplete", acomplete_round)]
                     for name, fn in (sides if r % 2 == 0 else sides[::-1]):
                         per.setdefault((name, runs), []).append(fn(server, root, runs, flags))
@@ -239,22 +252,23 @@ def main() -> int:
     print(f"loopback server in its own process, {LATENCY * 1000:.0f} ms latency; alias max_concurrency {LIMIT}; "
           f"sweep flags {flags or 'none'}; {rounds} round(s), medians; {os.cpu_count()} cores; load average now "
           f"{os.getloadavg()[0]:.2f}")
-    print("| case | side | time | ideal | efficiency | client CPU per call | server peak in flight | streamed | load "
-          "(per round) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| case | side | time | ideal | efficiency | client CPU per call | start-up CPU taken off | server peak in "
+          "flight | streamed | load (per round) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     failed = False
-    for runs in CASES:
+    for runs in cases:
         calls = runs * 4
         for side in ("sweep", "acomplete"):
             v = results[(side, runs)]
             ideal = calls * LATENCY / max(1, min(runs, LIMIT))
             v["eff"] = ideal / v["wall"]
+            startup = f"{v['startup']:.2f} s" if side == "sweep" else "-"
             print(f"| {runs} runs, {calls} calls | {side} | {v['wall']:.2f} s | {ideal:.2f} s | {v['eff']:.2f} | "
-                  f"{v['cpu_ms']:.2f} ms | {v['peak']} | {v['streamed']} | {v['load']} |")
+                  f"{v['cpu_ms']:.2f} ms | {startup} | {v['peak']} | {v['streamed']} | {v['load']} |")
     print()
     print("| measure | value | target | ratio | verdict |")
     print("|---|---|---|---|---|")
-    for runs in CASES:
+    for runs in cases:
         s, a = results[("sweep", runs)], results[("acomplete", runs)]
         flight = min(runs, LIMIT)
         rows: list[tuple[str, str, str, str, bool | None]] = [
