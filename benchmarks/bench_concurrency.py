@@ -32,12 +32,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from loopback import LoopbackServer as Server  # noqa: E402 -- benchmarks/ is the script's own directory
 
 import promptlab as pl  # noqa: E402
 from promptlab.llm.providers import litellm  # noqa: E402
@@ -52,37 +53,6 @@ SLOW, FAST = "bench-lat100", "bench-lat0"
 LATENCY = 0.1
 KEY = "sk-bench"
 Row = tuple[str, str, str, str, str]
-
-
-class Server:
-    """The loopback server in its own process."""
-
-    def __init__(self) -> None:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "loopback.py"), str(self.port)])
-        self.base = f"http://127.0.0.1:{self.port}/v1"
-        deadline = time.time() + 30
-        while True:
-            try:
-                self.stats()
-                return
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.1)
-
-    def stats(self) -> dict[str, int]:
-        """The peak in flight and requests served since the last call."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=5) as r:
-            return json.loads(r.read())  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 # throughput ------------------------------------------------------------------------------------------------

@@ -72,7 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cache", help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
                    "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
-    s.add_argument("--cell-concurrency", type=_at_least_one, default=4, help="runs at once inside a cell (default 4)")
+    s.add_argument("--cell-concurrency", type=_at_least_one,
+                   help="runs at once inside a cell (default: as many as the most limited of the cell's models takes "
+                        "calls at once: its --max-concurrency or alias max_concurrency, else 4; a local model at most "
+                        "PROMPTLAB_LOCAL_INSTANCES)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.add_argument("--max-cost", type=float, metavar="USD",
                    help="stop new paid model calls once the results dir's spending would pass USD (overrides the "

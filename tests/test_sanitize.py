@@ -13,7 +13,7 @@ import pytest
 import promptlab as pl
 from promptlab.events import PrintLog
 from promptlab.loops.pcee.loop import PCEEConfig, run_pcee
-from promptlab.sanitize import clean, redact, strip_controls
+from promptlab.sanitize import Cleaner, clean, clean_model, redact, strip_controls
 from promptlab.tools.sandbox import sandbox_problem
 
 SECRET = "sk-test-" + "Zq8rW2mN" * 4
@@ -38,6 +38,19 @@ def test_clean_walks_json_like_values_and_keys(monkeypatch: pytest.MonkeyPatch) 
     got = clean({"k\x1b[1m": [HOSTILE, 3, None, ("\x07x",)]})
     assert got == {"k": ["before link key=[REDACTED:OPENAI_API_KEY] after", 3, None, ("x",)]}
     assert redact("plain text") == "plain text" and strip_controls("é 中 ü") == "é 中 ü"
+
+
+def test_a_cleaner_redacts_the_secrets_of_the_environment_it_was_made_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run makes one Cleaner as it starts (its records and events redact what the environment held then);
+    `clean` reads the environment on every call."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    before = Cleaner()
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    assert before(f"key={SECRET}\x1b[2J") == f"key={SECRET}"  # controls stripped; the secret came later
+    assert clean(f"key={SECRET}") == Cleaner()(f"key={SECRET}") == "key=[REDACTED:OPENAI_API_KEY]"
+    task = pl.Task(id="t", prompt=HOSTILE, goal=f"goal {SECRET}")
+    assert clean_model(task, skip=frozenset({"goal"})).prompt == "before link key=[REDACTED:OPENAI_API_KEY] after"
+    assert task.goal == f"goal {SECRET}"  # a skipped field is left as it was
 
 
 @pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")

@@ -8,7 +8,7 @@ servers with one model name never share replies). The Request is where the model
 once per call: the model it goes to (`target`, an alias resolved), whether that is an in-process model
 (`own`), whether it is an alias's OpenAI-compatible server (`served`), the host its requests go to (`host`,
 named in errors), what its limits count against (`endpoint`) and how many calls it allows in flight there
-(`concurrency`).
+(`concurrency`, by `concurrency_limit`, which a sweep also reads for its runs in flight).
 """
 
 from __future__ import annotations
@@ -82,18 +82,27 @@ class Request:
         return f"{provider} default endpoint"
 
     def concurrency(self) -> int:
-        """Calls in flight allowed to this request's endpoint: the settings' override for the name written
-        (or the target), else the alias's max_concurrency, else the settings' max_concurrency; shared."""
-        s, overrides = self.settings, self.settings.per_model_concurrency
-        if self.model in overrides or self.target in overrides or self.alias is None:
-            limit = s.concurrency(self.model if self.model in overrides else self.target)
-        else:
-            limit = self.alias.max_concurrency or s.max_concurrency
-        return shared_concurrency(limit)
+        """Calls in flight allowed to this request's endpoint (`concurrency_limit`)."""
+        return concurrency_limit(self.model, self.settings, self.alias)
 
     def rates(self) -> tuple[float | None, float | None]:
         """The alias's (rpm, tpm); (None, None) for a plain model name."""
         return (self.alias.rpm, self.alias.tpm) if self.alias is not None else (None, None)
+
+
+def concurrency_limit(model: str, settings: Settings | None = None, alias: ModelAlias | None = None) -> int:
+    """Calls in flight allowed to a model's endpoint in this process: the settings' override for the name written
+    (or the model an alias stands for), else the alias's max_concurrency, else the settings' max_concurrency;
+    this process's share of it (`shared_concurrency`). `alias` is the one `model` names, when already looked up."""
+    s = settings or DEFAULT_SETTINGS
+    alias = alias or get_alias(model)
+    target = alias.model if alias is not None else model
+    overrides = s.per_model_concurrency
+    if model in overrides or target in overrides or alias is None:
+        limit = s.concurrency(model if model in overrides else target)
+    else:
+        limit = alias.max_concurrency or s.max_concurrency
+    return shared_concurrency(limit)
 
 
 def chat_messages(prompt: Prompt, system: str | None) -> list[dict[str, Any]]:
@@ -150,4 +159,4 @@ def build_request(
                    target=target, alias=alias, endpoint=endpoint, own=own)
 
 
-__all__ = ["Prompt", "Request", "build_request", "chat_messages"]
+__all__ = ["Prompt", "Request", "build_request", "chat_messages", "concurrency_limit"]

@@ -125,6 +125,13 @@ class Results:
 
 
 # writing ----------------------------------------------------------------------------------------
+def load_writer() -> None:
+    """Import what `write_cell` needs (pyarrow), e.g. in a worker thread while a sweep's first calls wait on the
+    network, so that the first cell's write does not wait for it."""
+    import pyarrow.parquet  # noqa: F401
+
+
+
 def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mapping[str, Any], runs: Sequence[Run],
                *, error: Mapping[str, Any] | None = None, wall_time_s: float = 0.0,
                spent: tuple[int, float | None] | None = None) -> Path:

@@ -1,5 +1,6 @@
 """The cells of a sweep: `Cell` (one loop config that runs every task x replicate), its stable id, the
-models it calls and the preflight that checks every cell before a sweep writes or calls anything.
+models it calls, how many of its runs go at once by default (`runs_in_flight`) and the preflight that checks
+every cell before a sweep writes or calls anything.
 
 `promptlab.sweeps.experiment` expands an experiment into cells (`Experiment.cells`) and re-exports these names.
 
@@ -12,9 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..llm.aliases import get_alias
+from ..llm.local import instances
+from ..llm.request import concurrency_limit
+from ..llm.settings import DEFAULT_SETTINGS, Settings
 from ..llm.simulated import is_simulated
 from ..record import Task
 
@@ -49,6 +55,22 @@ def config_models(config: Any) -> list[str]:
     models += [v for k, v in config.model_dump().items()
                if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)]
     return [m for m in dict.fromkeys(models) if not is_simulated(m)]
+
+
+def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> int:
+    """How many of a cell's runs go at once when the sweep does not say (`cell_concurrency=None`): as many as
+    the most limited of its models takes calls at once (`promptlab.llm.request.concurrency_limit`: a
+    `--max-concurrency` override, else an alias's max_concurrency, else `Settings.max_concurrency`, 4; this
+    process's share of it), and no more runs than a local model has llama.cpp instances (PROMPTLAB_LOCAL_INSTANCES):
+    further runs would only wait for a call slot. With no model, the settings' max_concurrency."""
+    limits = []
+    for model in models:
+        alias = get_alias(model)
+        limit = concurrency_limit(model, settings, alias)
+        if (alias.model if alias is not None else model).startswith("local/"):
+            limit = min(limit, instances())
+        limits.append(limit)
+    return min(limits, default=(settings or DEFAULT_SETTINGS).max_concurrency)
 
 
 def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> list[str]:
@@ -97,4 +119,5 @@ def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: st
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-__all__ = ["ID_LENGTH", "Cell", "cell_id", "cell_models", "config_models", "preflight_cells", "task_fingerprint"]
+__all__ = ["ID_LENGTH", "Cell", "cell_id", "cell_models", "config_models", "preflight_cells", "runs_in_flight",
+           "task_fingerprint"]

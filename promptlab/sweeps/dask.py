@@ -166,7 +166,7 @@ def worker_env(cache: str) -> dict[str, str]:
     return env
 
 
-def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, concurrency: int,
+def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, concurrency: int | None,
                   env: dict[str, str], max_cost: float | None = None, settings_json: str = "") -> dict[str, Any]:
     """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
     sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.budget`);

@@ -23,9 +23,9 @@ from ..events import EventHandler
 from ..llm.budget import LEDGER_NAME, Budget, charges
 from ..llm.completion import Tally
 from ..record import Run, Task
-from .cells import Cell, preflight_cells
+from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment
-from .plan import CellOutcome, SweepPlan, experiment_provenance, prepare_results_dir, spent_by
+from .plan import CellOutcome, SweepPlan, experiment_provenance, frozen_heap, prepare_results_dir, spent_by
 
 if TYPE_CHECKING:
     from ..llm.settings import Settings
@@ -38,19 +38,20 @@ async def arun_cell(
     *,
     cache: str | None = None,
     on_event: EventHandler | None = None,
-    concurrency: int = 4,
+    concurrency: int | None = None,
     settings: Settings | None = None,
     provenance: dict[str, Any] | None = None,
 ) -> tuple[list[Run], BaseException | None]:
-    """Run a cell's tasks x replicates (concurrently, bounded); returns the finished runs (in task,
-    sample order) and the first exception raised, if any. `provenance` (e.g. {"experiment_hash": ...})
-    is added to every run's `Run.provenance`."""
+    """Run a cell's tasks x replicates, at most `concurrency` at once (None: as many as its models take calls at
+    once, `runs_in_flight`); returns the finished runs (in task, sample order) and the first exception raised, if
+    any. `provenance` (e.g. {"experiment_hash": ...}) is added to every run's `Run.provenance`."""
     from ..loops.registry import get_loop
     from ..loops.runtime.base import provenance_scope
 
     spec = get_loop(cell.loop)
     config = spec.config_cls.model_validate(cell.config)
-    sem = asyncio.Semaphore(max(1, concurrency))
+    at_once = concurrency if concurrency is not None else runs_in_flight(config_models(config), settings)
+    sem = asyncio.Semaphore(max(1, at_once))
 
     async def one(task: Task, sample: int) -> Run:
         async with sem:
@@ -89,7 +90,7 @@ def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | 
 
 
 async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
-                        on_event: EventHandler | None = None, concurrency: int = 4,
+                        on_event: EventHandler | None = None, concurrency: int | None = None,
                         notebook: str | None = None, settings: Settings | None = None,
                         budget: Budget | None = None) -> tuple[dict[str, Any], BaseException | None]:
     """Run a cell and write its results (failed, with the error, when a run raised; cut when `budget`, the
@@ -146,7 +147,7 @@ def cell_budget(results_dir: str | Path, max_cost: float | None = None,
 
 
 def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
-                   cache_dir: str = "", notebook_path: str = "", concurrency: int = 4,
+                   cache_dir: str = "", notebook_path: str = "", concurrency: int | None = None,
                    max_cost: float | None = None,
                    settings_json: str = "") -> tuple[Cell, dict[str, Any], BaseException | None]:
     """Find a cell in the experiment, run it and write its results; returns (cell, status, exception).
@@ -155,7 +156,8 @@ def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", e
     (experiment.yaml, tasks.jsonl) if it is not yet. The cell runs under a spending cap (`cell_budget`):
     `max_cost`, else the one the sweep handed over in the environment, else the experiment file's. Its calls
     follow the settings in `settings_json` (a Dask task's argument), else those the sweep handed over in
-    PROMPTLAB_SETTINGS (a papermill kernel), else the defaults; a bad value raises ConfigError naming it."""
+    PROMPTLAB_SETTINGS (a papermill kernel), else the defaults; a bad value raises ConfigError naming it. Its runs
+    go `concurrency` at once (None: as many as its models take calls at once in this process, `runs_in_flight`)."""
     from ..aio import run_sync
     from ..llm.settings import settings_from_env, settings_from_json
 
@@ -168,14 +170,15 @@ def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", e
     preflight_cells([cell], tasks, priced=budget is not None)
     if not (out / "experiment.yaml").is_file():
         prepare_results_dir(out, exp, tasks, exp.cells(tasks))
-    status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
-                                         concurrency=concurrency, notebook=notebook_path or None, budget=budget,
-                                         settings=settings))
+    with frozen_heap():  # as a sweep in this process does: full GC passes walk only what the cell makes
+        status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
+                                             concurrency=concurrency, notebook=notebook_path or None, budget=budget,
+                                             settings=settings))
     return cell, status, exc
 
 
 def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
-                      cache_dir: str = "", notebook_path: str = "", concurrency: int = 4) -> dict[str, Any]:
+                      cache_dir: str = "", notebook_path: str = "", concurrency: int | None = None) -> dict[str, Any]:
     """Run one cell from the run_cell notebook (`run_cell_by_id`); with neither `cell_id` nor `params_json`,
     the experiment's first cell.
 

@@ -1,7 +1,7 @@
 """The inline executor of a sweep: cells run concurrently in this process, on an asyncio loop in a thread.
 
 At most `workers` cells at once; inside a cell its tasks x replicates run concurrently too (at most
-`cell_concurrency`). The loop runs in a worker thread, so this works inside Jupyter; Ctrl-C cancels it,
+`cell_concurrency`, by default what the cell's models allow: `promptlab.sweeps.cells.runs_in_flight`). The loop runs in a worker thread, so this works inside Jupyter; Ctrl-C cancels it,
 lets running writes finish and re-raises. Each model call updates the progress bar as it happens.
 """
 
@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ..results.store import load_writer
 from .cells import Cell
 from .execute import aexecute_cell, cell_outcome
 from .plan import SweepPlan
@@ -22,6 +23,8 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
     """Run the cells in this process, `plan.workers` at once."""
     async def main() -> None:
         sem = asyncio.Semaphore(plan.workers)
+        # the results writer's pyarrow (~0.15 s to import) loads while the first calls wait on the network
+        writer = asyncio.create_task(asyncio.to_thread(load_writer))
 
         async def one(cell: Cell) -> None:
             async with sem:
@@ -32,6 +35,7 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
                 plan.record(cell_outcome(plan, cell, time.perf_counter() - t0))
 
         await asyncio.gather(*(one(c) for c in pending))
+        await writer
 
     run_interruptible(main)
 

@@ -28,7 +28,7 @@ def run_cell_notebook() -> Any:
         'experiment_path = "experiments/tiny.yaml"  # the experiment file (empty: <results_dir>/experiment.yaml)\n'
         'cache_dir = ""  # the call cache (default: $PROMPTLAB_CACHE, $PROMPTLAB_CACHE_DIR or .promptlab/cache)\n'
         'notebook_path = ""  # where this executed notebook is kept (recorded with a failure)\n'
-        "concurrency = 4  # runs (tasks x replicates) at once"
+        "concurrency = None  # runs (tasks x replicates) at once (None: as many as the cell's models take calls)"
     )
     params.metadata["tags"] = ["parameters"]
     nb.cells = [

@@ -12,6 +12,13 @@ Executors (`EXECUTORS`, by name; the package's modules: `plan` what executors sh
 `inline`, `papermill`, `dask` the executors, `notebook` the run_cell notebook):
 - "inline": cells run concurrently in this process (at most `workers` at once; inside a cell its
   tasks x replicates run concurrently too, at most `cell_concurrency`). Works inside a notebook.
+
+Runs in flight: a cell runs `cell_concurrency` of its tasks x replicates at once, by default (None) as many as the
+most limited of its models takes calls at once in the process that runs it (`promptlab.sweeps.cells.runs_in_flight`:
+`--max-concurrency MODEL=N`, else the alias's `max_concurrency`, else `Settings.max_concurrency`, 4; a papermill
+kernel's or local Dask worker's share of it; a local model at most its PROMPTLAB_LOCAL_INSTANCES). Raising a model's
+limit thus raises the runs in flight too; a `cell_concurrency` given wins. The calls in flight stay bounded by each
+model's limit in every case: cells run at once (`workers`) share it.
 - "papermill": each cell executes the run_cell notebook in its own kernel (`workers` at once); the
   notebook writes the cell's results itself, and the executed notebook is kept as
   cells/<cell_id>/run_cell.ipynb. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers,
@@ -61,7 +68,7 @@ from ..llm.budget import LEDGER_NAME, Budget
 from .cells import Cell, preflight_cells
 from .executors import EXECUTORS, get_executor
 from .experiment import Experiment, load_experiment
-from .plan import CellOutcome, SweepPlan, SweepResult, keep_notebook, prepare_results_dir, schedule
+from .plan import CellOutcome, SweepPlan, SweepResult, frozen_heap, keep_notebook, prepare_results_dir, schedule
 
 if TYPE_CHECKING:
     from ..llm.settings import Settings
@@ -79,7 +86,7 @@ def sweep(
     on_event: EventHandler | None = None,
     progress: bool = True,
     cache: str | Path | None = None,
-    cell_concurrency: int = 4,
+    cell_concurrency: int | None = None,
     template: str | Path | None = None,
     settings: Settings | None = None,
     scheduler: str | None = None,
@@ -98,7 +105,8 @@ def sweep(
             cache hits.
         cache: the call cache, a directory or a URL such as redis://host:6379/0 (default `$PROMPTLAB_CACHE`,
             else `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
-        cell_concurrency: runs (tasks x replicates) at once inside a cell.
+        cell_concurrency: runs (tasks x replicates) at once inside a cell; None: as many as the most limited of
+            the cell's models takes calls at once (see "Runs in flight" above).
         template: the run_cell notebook for the papermill executor.
         settings: how calls are made (retries, timeouts, deadline, concurrency per model), in every cell: a
             papermill kernel gets them in PROMPTLAB_SETTINGS, a Dask task as an argument; each process that
@@ -132,7 +140,7 @@ def sweep(
         raise ConfigError(f"on_event: only the inline executor sends loop events, not {executor!r}")
     if workers < 1:
         raise ConfigError(f"workers: {workers} must be at least 1")
-    if cell_concurrency < 1:
+    if cell_concurrency is not None and cell_concurrency < 1:
         raise ConfigError(f"cell_concurrency: {cell_concurrency} must be at least 1")
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
@@ -167,7 +175,8 @@ def sweep(
         plan.record(outcome)
     try:
         if pending:
-            spec.load()(schedule(pending), plan)
+            with frozen_heap():  # full GC passes walk only what the sweep makes, not every imported module's objects
+                spec.load()(schedule(pending), plan)
     except KeyboardInterrupt:
         result.wall_time_s = round(time.perf_counter() - t0, 3)
         print(f"\ninterrupted: {result.done} cells done, {result.failed} failed, "

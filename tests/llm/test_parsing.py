@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 import promptlab as pl
 from promptlab.llm.settings import Settings
-from promptlab.llm.structured import MAX_JSON_CHARS, object_spans, parse
+from promptlab.llm.structured import MAX_JSON_CHARS, object_spans, parse, schema_json
 
 
 class Verdict(BaseModel):
@@ -108,3 +108,13 @@ def test_call_path_reasks_on_a_bool_score_and_takes_the_real_one() -> None:
     c = pl.complete(m.name, "rate", schema=Verdict, cache=False, settings=Settings(parse_attempts=2))
     assert c.parsed.score == 9 and c.attempts == 2
     assert "score" in m.requests[1]["messages"][-1]["content"]  # the re-ask names the bad field
+
+
+def test_a_schemas_json_is_made_once_and_each_caller_gets_its_own_copy() -> None:
+    class Verdict(BaseModel):
+        score: int = Field(ge=1, le=10)
+
+    first = schema_json(Verdict)
+    assert first == Verdict.model_json_schema()
+    first["properties"]["score"]["maximum"] = 99  # a caller that changes its copy (e.g. to bound a local grammar)
+    assert schema_json(Verdict)["properties"]["score"]["maximum"] == 10

@@ -196,8 +196,9 @@ class LoopConfig(BaseModel):
 
 
 
+@functools.cache  # reading the metadata takes ~2 ms, and every run records two versions
 def package_version(distribution: str) -> str | None:
-    """The installed version of a distribution (None when it is not installed)."""
+    """The installed version of a distribution (None when it is not installed), read once per process."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

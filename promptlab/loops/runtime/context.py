@@ -18,7 +18,7 @@ from ...llm.completion import Completion, Tally
 from ...llm.providers import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
-from ...sanitize import clean, clean_model
+from ...sanitize import Cleaner
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
 
 M = TypeVar("M", bound=BaseModel)
@@ -60,6 +60,8 @@ class RunContext:
         self.cache = cache
         self.settings = settings
         self.on_event = on_event
+        self.clean = Cleaner()
+        """Cleans model and tool output for the run's records and events (the secrets of the environment it started in)."""
         self.t0 = time.perf_counter()
         self.spent = Tally()
         """What the run has spent towards its budget: every call outside `BUDGET_FREE_PHASES`, a cache hit with
@@ -77,7 +79,7 @@ class RunContext:
         if self.on_event is None:
             return
         event = Event(kind=kind, run_id=self.run.run_id, loop=self.run.loop, iteration=iteration,
-                      phase=phase, role=role, message=clean(message), data=clean(data))
+                      phase=phase, role=role, message=self.clean(message), data=self.clean(data))
         try:
             self.on_event(event)
         except Exception as e:  # the run is worth more than the display
@@ -186,7 +188,7 @@ class RunContext:
         except (ParseError, ProviderError) as e:
             self._failed(step, model, e)
         else:
-            c = _cleaned(c)  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
+            c = _cleaned(c, self.clean)  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
             self._answered(step, role, c, keep_raw=keep_raw)
         if place:
             self.place(step, iteration)
@@ -264,7 +266,7 @@ class RunContext:
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
         """Record an error on a step and on the run, and emit it."""
         err = StepError(iteration=step.iteration, phase=step.phase, role=step.role,
-                        kind=type(error).__name__, message=clean(str(error)), raw=clean(raw))
+                        kind=type(error).__name__, message=self.clean(str(error)), raw=self.clean(raw))
         step.error = err
         self.run.errors.append(err)
         self.emit("error", f"{err.kind}: {err.message}", iteration=step.iteration, phase=step.phase,
@@ -314,13 +316,13 @@ class RunContext:
         if best is not None:
             r.best_iteration, r.best_score = best.index, best.average
         r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
-        clean_model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
+        self.clean.model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
         self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
         return r
 
 
-def _cleaned(c: Completion) -> Completion:
-    """The Completion with its text and parsed object cleaned (`promptlab.sanitize.clean`); the same object
+def _cleaned(c: Completion, clean: Cleaner) -> Completion:
+    """The Completion with its text and parsed object cleaned (`promptlab.sanitize.Cleaner`); the same object
     when there was nothing to clean."""
     text = clean(c.text)
     parsed = c.parsed
