@@ -24,6 +24,7 @@ from ..errors import ConfigError
 from ..llm.cache.location import open_cache
 from ..llm.call import CacheArg, acomplete
 from ..llm.completion import Usage
+from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
 from ..record import Example, GroundedScore
 from .scorers import Scored, Scorer, get_scorer, score_safely
@@ -155,7 +156,8 @@ async def aevaluate_prompt(
         temperature: sampling temperature.
         max_tokens: cap on each reply.
         sample: the cache's sample index (independent draws at temperature > 0).
-        concurrency: examples in flight at once (it also sets the model's call limit for these calls).
+        concurrency: examples in flight at once (the model's call limit for these calls is raised to it when
+            lower).
         cache: as for `promptlab.complete`.
         settings: retries, timeouts; its concurrency for `model` is replaced by `concurrency`.
         call: `async (index, formatted prompt, system) -> text` making the model call instead of
@@ -177,7 +179,10 @@ async def aevaluate_prompt(
     if cache is None or cache is True or isinstance(cache, (str, os.PathLike)):
         cache = open_cache(None if isinstance(cache, bool) else cache)  # once, not once per example
     base = settings or DEFAULT_SETTINGS
-    limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: concurrency})
+    # this evaluation's own gate holds it to `concurrency` examples at once; the model's limit is raised to that
+    # when lower (so concurrency=16 gets 16 in flight), never lowered (other calls to the model keep theirs)
+    at_once = max(concurrency, concurrency_limit(model, base))
+    limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: at_once})
     usage = Usage()
     gate = asyncio.Semaphore(concurrency)
 

@@ -7,6 +7,9 @@ hosted or not, goes through `litellm.completion` / `litellm.acompletion`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import os
 import threading
 import time
@@ -286,6 +289,19 @@ def _stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) 
                "finish_reason": piece.get("finish_reason", ""), "usage": usage, "index": 0}
 
 
+MODEL_THREADS = 64
+"""Worker threads that run in-process models (`local/`, `fake/`) for async callers. A request waiting for a
+llama.cpp instance waits in one of them, where the instance scheduler sees it (`promptlab.llm.local.instance`
+hands a freed instance to the waiting request that shares most of its prompt); asyncio's default executor has
+only a few threads (cores + 4), which hid the other waiting requests from it."""
+
+
+@functools.cache
+def model_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """The executor of in-process model calls (made on first use; `MODEL_THREADS` threads)."""
+    return concurrent.futures.ThreadPoolExecutor(MODEL_THREADS, thread_name_prefix="promptlab-model")
+
+
 def _make_handler(lm: ModuleType) -> Any:
     """The litellm CustomLLM that serves `fake/...` and `local/...`."""
 
@@ -308,7 +324,8 @@ def _make_handler(lm: ModuleType) -> Any:
 
         async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
             call: Callable[[], Any] = lambda: self.completion(*args, **kwargs)  # noqa: E731
-            return await asyncio.to_thread(call)
+            return await asyncio.get_running_loop().run_in_executor(model_threads(), contextvars.copy_context().run,
+                                                                    call)
 
         def streaming(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
             yield from _stream(model_of(kwargs, args), kwargs["messages"], params_of(kwargs))
@@ -327,7 +344,7 @@ def _make_handler(lm: ModuleType) -> Any:
                     loop.call_soon_threadsafe(queue.put_nowait, e)
                 loop.call_soon_threadsafe(queue.put_nowait, done)
 
-            worker = loop.run_in_executor(None, produce)
+            worker = loop.run_in_executor(model_threads(), produce)
             while (item := await queue.get()) is not done:
                 if isinstance(item, BaseException):
                     raise item

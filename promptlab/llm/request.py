@@ -24,7 +24,7 @@ from . import structured
 from .aliases import ModelAlias, endpoint_identity, get_alias
 from .cache.keys import SECRET_FIELDS, cache_key
 from .limits import shared_concurrency
-from .providers import OWN_PROVIDERS, litellm
+from .providers import MODEL_THREADS, OWN_PROVIDERS, litellm
 from .settings import DEFAULT_SETTINGS, Settings
 
 Prompt = Union[str, list[dict[str, Any]]]
@@ -93,15 +93,25 @@ class Request:
 def concurrency_limit(model: str, settings: Settings | None = None, alias: ModelAlias | None = None) -> int:
     """Calls in flight allowed to a model's endpoint in this process: the settings' override for the name written
     (or the model an alias stands for), else the alias's max_concurrency, else the settings' max_concurrency;
-    this process's share of it (`shared_concurrency`). `alias` is the one `model` names, when already looked up."""
+    this process's share of it (`shared_concurrency`). `alias` is the one `model` names, when already looked up.
+
+    An in-process local model (`local/...`) without an override takes `MODEL_THREADS` calls at once: its llama.cpp
+    instances (PROMPTLAB_LOCAL_INSTANCES) are what limit it, and the calls beyond them wait in its instance queue,
+    which hands a freed instance to the call that shares most of its prompt (`promptlab.llm.local.instance`); a
+    limit of a few calls would keep the others from that queue, and interleaved evaluations would then read every
+    prompt anew."""
     s = settings or DEFAULT_SETTINGS
     alias = alias or get_alias(model)
     target = alias.model if alias is not None else model
     overrides = s.per_model_concurrency
-    if model in overrides or target in overrides or alias is None:
+    if model in overrides or target in overrides:
         limit = s.concurrency(model if model in overrides else target)
-    else:
+    elif alias is not None:
         limit = alias.max_concurrency or s.max_concurrency
+    elif target.startswith("local/"):
+        limit = MODEL_THREADS  # its llama.cpp instances limit it; the calls beyond them queue where affinity sees them
+    else:
+        limit = s.max_concurrency
     return shared_concurrency(limit)
 
 

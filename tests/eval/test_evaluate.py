@@ -210,6 +210,32 @@ def test_model_limit_follows_each_calls_settings() -> None:
     assert r.score == 1.0 and state["peak"] == 5
 
 
+def test_an_evaluation_never_lowers_the_models_limit() -> None:
+    """Two evaluations of 2 examples at once each, on a model allowed 8 calls: 4 in flight, not 2 (an evaluation's
+    concurrency raises the model's limit when lower and never cuts the calls other evaluations may make)."""
+    lock, state = threading.Lock(), {"now": 0, "peak": 0}
+
+    def slow(messages: list[dict[str, Any]]) -> str:
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        time.sleep(0.1)
+        with lock:
+            state["now"] -= 1
+        return "positive"
+
+    m = pl.scripted("eval-never-lower", respond=slow)
+    examples = [Example(input=f"review {i}", target="positive") for i in range(6)]
+    eight = Settings(max_concurrency=8)
+
+    async def both() -> list[pl.EvalResult]:
+        return list(await asyncio.gather(*(
+            pl.aevaluate_prompt(f"{{input}} ({k})", examples, model=m.name, scorer=LABELS, concurrency=2,
+                                cache=False, settings=eight) for k in range(2))))
+
+    assert [r.score for r in asyncio.run(both())] == [1.0, 1.0] and state["peak"] == 4
+
+
 def test_bad_arguments_are_config_errors() -> None:
     with pytest.raises(pl.ConfigError, match="unknown scorer 'nope'"):
         pl.evaluate_prompt("{input}", REVIEWS, model="fake/auto", scorer="nope")

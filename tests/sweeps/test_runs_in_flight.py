@@ -18,6 +18,8 @@ from fault_server import FaultServer, Reply
 import promptlab as pl
 from promptlab.cli import main
 from promptlab.llm.limits import SHARE_ENV
+from promptlab.llm.providers import MODEL_THREADS
+from promptlab.llm.request import concurrency_limit
 from promptlab.llm.settings import Settings
 from promptlab.sweeps.cells import runs_in_flight
 from promptlab.sweeps.run import sweep
@@ -110,8 +112,19 @@ def test_a_local_model_takes_no_more_runs_than_it_has_instances(monkeypatch: pyt
     pl.register_model("smol", model="local/smollm2", max_concurrency=16)
     assert runs_in_flight(["smol"]) == 2  # an alias of a local model too
     monkeypatch.setenv("PROMPTLAB_LOCAL_INSTANCES", "8")
-    assert runs_in_flight(["local/smollm2"]) == 4  # 8 instances, but 4 calls at once by default
+    assert runs_in_flight(["local/smollm2"]) == 8  # its instances are its limit
     assert runs_in_flight(["local/smollm2"], Settings(per_model_concurrency={"local/smollm2": 6})) == 6
+
+
+def test_a_local_model_lets_its_waiting_calls_queue_at_its_instances(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls beyond the instances wait in the instance queue (where prefix affinity picks among them), not at a
+    limit of a few calls in front of it; an override or an alias still sets the limit."""
+    monkeypatch.delenv(SHARE_ENV, raising=False)
+    assert concurrency_limit("local/smollm2") == MODEL_THREADS
+    assert concurrency_limit("local/smollm2", Settings(per_model_concurrency={"local/smollm2": 3})) == 3
+    pl.register_model("smol2", model="local/smollm2", max_concurrency=5)
+    assert concurrency_limit("smol2") == 5
+    assert concurrency_limit("fake/auto") == Settings().max_concurrency  # other in-process models keep the default
 
 
 def test_the_run_cell_notebook_leaves_the_runs_in_flight_to_the_models() -> None:
