@@ -229,6 +229,13 @@ class Iteration(BaseModel):
     """What the run had spent when this iteration was decided (setup included): every call the loop made,
     cache hits counted with the original call's tokens and cost, test-split measurement left out. What a
     budget (`budget_calls`, `budget_tokens`) counts, and what equal-budget analysis truncates by."""
+    incumbent: int | None = None
+    """The index of the iteration whose candidate the run would return if it stopped after this decision (the
+    loop's own selection rule: e.g. the best dev score so far); None where the loop returns no prompt (PES,
+    PCEE) or had none to return yet. What `analysis.equal_budget` reads off at each budget point."""
+    test: GroundedScore | None = None
+    """This iteration's candidate measured on the test split, after the loop and outside its budget: set for
+    every candidate that was ever the incumbent when the config's `test_incumbents` is on (None otherwise)."""
     steps: list[Step] = Field(default_factory=list)
     """Every step taken in this iteration, in order."""
 
@@ -292,6 +299,10 @@ class Run(BaseModel):
     """Loop-specific results (criteria, sources, workspace path, ...)."""
     totals: Totals = Field(default_factory=Totals)
     """Calls, tokens, cost, cache hits and wall time."""
+    spent: Tally | None = None
+    """What the run spent towards its budget (`budget_calls`, `budget_tokens`): every call but test-split
+    measurement, cache hits with the original call's tokens and cost, so a replay spends the same; None for
+    records made before budgets existed."""
     errors: list[StepError] = Field(default_factory=list)
     """Every error recorded during the run."""
     started_at: float = 0.0
