@@ -97,8 +97,9 @@ def status_html(run: Run) -> str:
 
 
 def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
-    """The run's score per iteration as a matplotlib Figure (whole-number iteration ticks), or None when no
-    iteration has a score."""
+    """The run's score per iteration as a matplotlib Figure (whole-number iteration ticks): the critic's score,
+    or, for a loop without a critic (the prompt-search baselines), the dev accuracy; None when no iteration has
+    either."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -109,10 +110,12 @@ def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
     from ..results.frames import tidy
 
     traj, _ = tidy([run], params, "explore")
-    if traj.empty or traj["score"].isna().all():
+    value = next((v for c, v in (("score", "average"), ("grounded_score", "grounded_score"))
+                  if len(traj) and traj[c].notna().any()), None)
+    if value is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    plot_trajectories(traj, by=["loop"], ax=ax)
+    plot_trajectories(traj, by=["loop"], ax=ax, value=value)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole iterations, even just one
     ax.set_title(f"{run.loop} on {run.task.id}: stopped ({run.stop_reason})")
     return fig
