@@ -14,7 +14,8 @@ What a step is, per loop:
   last one did (`last_step_cost`), which is exact for steps that are alike and unknown (0) for the first.
 - OPRO, APE, resample: one candidate, i.e. the call that writes it and its dev evaluation; ProTeGi: one call
   (a gradient, an edit or a paraphrase) or one bandit pull (a prompt on a few dev examples). Their calls are
-  known in advance; their tokens are estimated by `phase_tokens`.
+  known in advance; their tokens are estimated by `phase_tokens`: the run's mean per call of the same kind so
+  far, and, for the first call of a kind, its prompt's length alone (`rough_tokens`).
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ def phase_tokens(ctx: RunContext, phase: str, calls: int, fallback: int) -> int:
     return round(per_call * calls)
 
 
-def rough_tokens(text: str, max_tokens: int | None) -> int:
-    """A first guess at a call's tokens before the run has made one like it: characters / 4 for the prompt, plus
-    the reply cap (256 when there is none)."""
-    return len(text) // 4 + (max_tokens if max_tokens is not None else 256)
+def rough_tokens(text: str) -> int:
+    """A first guess at a call's tokens before the run has made one like it: its prompt's characters / 4, and
+    nothing for the reply, whose length is unknown (the reply cap would stop most runs before their first
+    step). Optimistic, so a run may pass a budget by that one step."""
+    return len(text) // 4
 
 
 __all__ = ["BUDGET", "last_step_cost", "phase_tokens", "rough_tokens"]

@@ -121,19 +121,19 @@ class Search:
     # budget -----------------------------------------------------------------------------------------
     def write_cost(self, phase: str, prompt: str, calls: int = 1) -> tuple[int, int]:
         """(calls, tokens) expected of `calls` writing calls of `phase` with this prompt."""
-        return calls, phase_tokens(self.ctx, phase, calls, rough_tokens(prompt, self.cfg.max_tokens))
+        return calls, phase_tokens(self.ctx, phase, calls, rough_tokens(prompt))
 
     def dev_cost(self, prompt: str, n: int | None = None) -> tuple[int, int]:
         """(calls, tokens) expected of running `prompt` on `n` dev examples (default all): per example, what
         the run's dev examples have cost so far, else one call (two with a judge scorer) of about the prompt
-        and an input's length plus the reply cap."""
+        and an input's length (`rough_tokens`)."""
         n = len(self.dev) if n is None else n
         tally = self.ctx.spent_by_phase.get("score_dev")
         if tally is not None and self.measured:
             return round(tally.calls * n / self.measured), round(tally.tokens * n / self.measured)
         judged = (self.task.scorer or {}).get("kind") == "judge"
         text = prompt + (input_text(self.dev[0].input) if self.dev else "")
-        return n * (1 + judged), n * (1 + judged) * rough_tokens(text, self.cfg.eval_max_tokens)
+        return n * (1 + judged), n * (1 + judged) * rough_tokens(text)
 
     def stop(self, *costs: tuple[int, int]) -> str | None:
         """Why the next step, whose parts cost `costs`, must not start (its spend would pass a budget), or None."""
