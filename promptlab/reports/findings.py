@@ -126,7 +126,12 @@ def findings_markdown(f: Findings) -> list[str]:
     if not f.grounded:
         return [*lines, "No grounded data: the runs' tasks carry no examples, so there is no test-split delta, "
                         "calibration or counterfactual stopping to report.", ""]
-    return [*lines, *_refinement(f), *_stopping(f), *_critics(f), *budget_markdown(f.budget, verdict, _ci, _p)]
+    return [*lines, *_refinement(f), *_stopping(f), *_critics(f), *budget_lines(f)]
+
+
+def budget_lines(f: Findings) -> list[str]:
+    """The lines of summary.md's equal-budget section alone (question 4)."""
+    return budget_markdown(f.budget, verdict, _ci, _p)
 
 
 def _refinement(f: Findings) -> list[str]:
@@ -217,4 +222,5 @@ def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-__all__ = ["INCONCLUSIVE", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "findings", "findings_markdown", "verdict"]
+__all__ = ["INCONCLUSIVE", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "budget_lines", "findings", "findings_markdown",
+           "verdict"]

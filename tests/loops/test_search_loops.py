@@ -26,33 +26,8 @@ TEST_ITEMS = [int(TASK.examples[i].input.split()[1]) for i in TEST]  # type: ign
 SEARCH = ("opro", "ape", "protegi", "resample")
 
 
-def ape_writer(proposals: list[str]) -> Any:
-    """APE's proposer replies with `proposals` in turn; its resampler adds a keyword (rewording the best climbs)."""
-    propose = wording.cycling("instruction", proposals)
-    return lambda m: propose(m) if '"instruction"' in m[-1]["content"] else wording.ape_resampler(m)
-
-
-WRITERS: dict[str, tuple[Any, dict[str, Any]]] = {  # (a writer factory: a fresh one per run, the config)
-    # OPRO climbs only if its meta-prompt shows the best instruction last (ascending order)
-    "opro": (lambda: wording.opro_optimizer, {"candidates_per_step": 2, "max_iterations": 5}),
-    # APE's proposals hold at most one keyword: only the iterative rounds (rewording the best) reach all three
-    "ape": (lambda: ape_writer(["Say yes.", "Be careful.", "Label it."]),
-            {"demo_sets": 2, "proposals_per_set": 2, "max_iterations": 2, "keep": 1, "variations": 1}),
-    # ProTeGi reaches them only through reasons drawn from the errors and edits that follow them
-    "protegi": (lambda: wording.protegi_writer, {"max_iterations": 3, "beam_size": 2, "samples_per_eval": 5,
-                                                 "n_gradients": 1, "mc_samples_per_step": 1}),
-    # resample finds the best wording only if it is among its draws (the 4th) and it keeps the best on dev
-    "resample": (lambda: wording.cycling("prompt", ["Reply to the item.", "Be careful.", "Label it.", BEST,
-                                                    "Say no."]), {"max_iterations": 6}),
-}
-
-
 def run_search(loop: str, name: str, budget: int = 400, cache: Any = False, **extra: Any) -> tuple[Any, Any, Any]:
-    writer, cfg = WRITERS[loop]
-    w, target = wording.models(name, writer())
-    run = run_loop(loop, TASK, {"model": w.name, "target_model": target.name, "budget_calls": budget, **cfg,
-                                **extra}, cache=cache)
-    return run, w, target
+    return wording.run_search(loop, name, cache=cache, budget_calls=budget, **extra)
 
 
 @pytest.mark.parametrize("loop", SEARCH)

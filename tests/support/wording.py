@@ -99,3 +99,48 @@ def models(name: str, writer: Callable[[list[dict[str, Any]]], str]) -> tuple[An
     """(writer, target) scripted models `fake/<name>-writer` and `fake/<name>-target`."""
     return (promptlab.scripted(f"{name}-writer", respond=writer),
             promptlab.scripted(f"{name}-target", respond=target_reply))
+
+
+def ape_writer(proposals: list[str]) -> Callable[[list[dict[str, Any]]], str]:
+    """APE's proposer replies with `proposals` in turn; its resampler adds a keyword (rewording the best climbs)."""
+    propose = cycling("instruction", proposals)
+    return lambda m: propose(m) if '"instruction"' in m[-1]["content"] else ape_resampler(m)
+
+
+WRITERS: dict[str, tuple[Callable[[], Callable[[list[dict[str, Any]]], str]], dict[str, Any]]] = {
+    # OPRO climbs only if its meta-prompt shows the best instruction last (ascending order)
+    "opro": (lambda: opro_optimizer, {"candidates_per_step": 2, "max_iterations": 5}),
+    # APE's proposals hold at most one keyword: only the iterative rounds (rewording the best) reach all three
+    "ape": (lambda: ape_writer(["Say yes.", "Be careful.", "Label it."]),
+            {"demo_sets": 2, "proposals_per_set": 2, "max_iterations": 2, "keep": 1, "variations": 1}),
+    # ProTeGi reaches them only through reasons drawn from the errors and edits that follow them
+    "protegi": (lambda: protegi_writer, {"max_iterations": 3, "beam_size": 2, "samples_per_eval": 5,
+                                         "n_gradients": 1, "mc_samples_per_step": 1}),
+    # resample finds the best wording only if it is among its draws (the 4th) and it keeps the best on dev
+    "resample": (lambda: cycling("prompt", ["Reply to the item.", "Be careful.", "Label it.", BEST, "Say no."]),
+                 {"max_iterations": 6}),
+}
+"""Per search loop: a factory of a fresh scripted writer (its state starts anew for each run) and the config
+under which the loop finds the best wording."""
+
+
+def run_search(loop: str, name: str, *, sample: int = 0, cache: Any = False, **extra: Any) -> tuple[Any, Any, Any]:
+    """(run, writer, target) of `loop` on TASK with its scripted writer (`WRITERS`) and the known target."""
+    from promptlab.loops.registry import run_loop
+
+    factory, cfg = WRITERS[loop]
+    writer, target = models(name, factory())
+    run = run_loop(loop, TASK, {"model": writer.name, "target_model": target.name, "budget_calls": 400, **cfg,
+                                **extra}, sample=sample, cache=cache)
+    return run, writer, target
+
+
+def write_baselines_sweep(results_dir: Any, budget_calls: int = 120) -> Any:
+    """A results directory of the four search loops on TASK (one cell each, 2 samples), budgeted in calls,
+    made by running them on the scripted models; returns its path."""
+    from promptlab.results.store import write_cell
+
+    for loop in WRITERS:
+        runs = [run_search(loop, f"sweep-{loop}", sample=s, budget_calls=budget_calls)[0] for s in range(2)]
+        write_cell(results_dir, loop, {"loop": loop}, runs)
+    return results_dir
