@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .loop import PARAPHRASE_PROMPT, ResampleConfig, arun_resample, run_resample
+from .loop import PARAPHRASER_PROMPT, ResampleConfig, arun_resample, run_resample
 
-__all__ = ["PARAPHRASE_PROMPT", "ResampleConfig", "arun_resample", "run_resample"]
+__all__ = ["PARAPHRASER_PROMPT", "ResampleConfig", "arun_resample", "run_resample"]

@@ -5,7 +5,7 @@ dev split, and returns the best on dev (the starting prompt, candidate 0, includ
 paraphrase is drawn from the same request (`PARAPHRASE_PROMPT` on the starting prompt), so nothing the loop
 learns changes what it asks: what it gains over the start is what search alone buys, the share of any
 optimizer's gain that needs no feedback. It paraphrases as APE's iterative round and ProTeGi's Monte Carlo step
-do (the same prompt), at APE's generation temperature (0.9).
+do (the same prompt, `PARAPHRASER_PROMPT`), at APE's generation temperature (0.9).
 
 Parameters (`ResampleConfig`): `max_iterations` paraphrases at most (100), `temperature` (0.9), and the
 search loops' shared settings (`promptlab.loops.runtime.search.SearchConfig`: `target_model`,
@@ -79,7 +79,7 @@ async def arun_resample(
     stop = "max_iterations"
     if await search.start() is None:
         stop = BUDGET
-    request = ctx.prompt("paraphraser", PARAPHRASE_PROMPT, prompt=task.prompt)
+    request = ctx.prompt("paraphraser", PARAPHRASER_PROMPT, prompt=task.prompt)
     for _ in range(cfg.max_iterations if stop != BUDGET else 0):
         if search.stop(search.write_cost("paraphrase", request), search.dev_cost(task.prompt)):
             stop = BUDGET
@@ -96,4 +96,9 @@ run_resample = sync_twin(arun_resample)
 register_loop(LoopSpec("resample", ResampleConfig, arun_resample,
                        "No-feedback control: paraphrases of the starting prompt, the best on dev"))
 
-__all__ = ["PARAPHRASE_PROMPT", "ResampleConfig", "arun_resample", "run_resample"]
+# Role prompt (override with config.prompts["paraphraser"]; field: prompt) ------------------------------------
+PARAPHRASER_PROMPT = PARAPHRASE_PROMPT
+"""The paraphraser's prompt: the paraphrase prompt the search loops share (APE's rounds, ProTeGi's Monte Carlo
+step), applied to the starting prompt."""
+
+__all__ = ["PARAPHRASER_PROMPT", "ResampleConfig", "arun_resample", "run_resample"]
