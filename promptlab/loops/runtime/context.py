@@ -213,7 +213,7 @@ class RunContext:
             isinstance(e, ProviderError)
         if isinstance(e, ParseError):  # its replies were paid for although none parsed
             self.run.totals.add_failure(model, e.input_tokens, e.output_tokens, e.cost_usd)
-            self.spend(step.phase, e.input_tokens, e.output_tokens, e.cost_usd, failed=True)
+            self.spend(step.phase, *e.original, failed=True)  # as first made: a replay spends the same
         else:
             self.run.totals.add_failure(model)
             self.spend(step.phase, failed=True)
