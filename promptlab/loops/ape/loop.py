@@ -166,7 +166,7 @@ produced for each input:
 {demos}
 
 What was the instruction? Write it as an instruction that could be given to someone else for new inputs of \
-the same kind. Reply with JSON only: {{"instruction": "<the instruction>"}}"""
+the same kind. Reply with JSON only: an object whose "instruction" field is the instruction."""
 
 RESAMPLER_PROMPT = PARAPHRASE_PROMPT
 """APE's iterative round rewords a kept candidate with the paraphrase prompt the search loops share."""

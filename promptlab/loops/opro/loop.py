@@ -162,6 +162,6 @@ that place, and its answer counts as right when it gives the output shown.
 {exemplars}
 
 Write one new instruction that is different from every instruction above and scores higher than all of them. \
-Reply with JSON only: {{"instruction": "<the new instruction>"}}"""
+Reply with JSON only: an object whose "instruction" field is the new instruction."""
 
 __all__ = ["OPROConfig", "OPTIMIZER_PROMPT", "arun_opro", "meta_prompt", "run_opro"]

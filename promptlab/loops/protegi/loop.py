@@ -232,7 +232,8 @@ With this prompt the model answered these examples wrongly:
 {errors}
 
 Give {n} reason(s) why the prompt may have led to these wrong answers: what in its wording is missing, unclear \
-or misleading. Reply with JSON only: {{"reasons": ["<reason>"]}}"""
+or misleading. Reply with JSON only: an object whose "reasons" field is a list of {n} reason(s), each one \
+sentence."""
 
 EDITOR_PROMPT = """An AI model follows the prompt below to do a task.
 
@@ -246,6 +247,6 @@ With this prompt the model answered these examples wrongly:
 A likely reason: {reason}
 
 Write {n} improved version(s) of the prompt that remove this reason, each a complete prompt for the same task. \
-Reply with JSON only: {{"prompts": ["<improved prompt>"]}}"""
+Reply with JSON only: an object whose "prompts" field is a list of the {n} improved prompt(s)."""
 
 __all__ = ["EDITOR_PROMPT", "GRADIENT_PROMPT", "arun_protegi", "error_text", "run_protegi"]

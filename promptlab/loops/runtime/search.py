@@ -234,7 +234,7 @@ for; change only the wording.
 Instruction:
 {prompt}
 
-Reply with JSON only: {{"prompt": "<the rewritten instruction>"}}"""
+Reply with JSON only: an object whose "prompt" field is the rewritten instruction."""
 
 __all__ = ["DRAWS_PER_RUN", "Instruction", "PARAPHRASE_PROMPT", "Rewrite", "Search", "SearchConfig",
            "check_search_loop", "dev_score"]
