@@ -35,7 +35,8 @@ class BudgetFindings:
     table: pd.DataFrame
     """`analysis.equal_budget` by configuration and point, with the configuration's label in column `config`."""
     leaders: list[dict[str, Any]] = field(default_factory=list)
-    """Per point: the leader by mean test score, its mean and CI, and its paired lead over the runner-up."""
+    """Per point: the leader by mean test score, its mean and CI, and its paired lead over the runner-up (or, when
+    several configurations share the top mean, `tied`: their labels, and no leader)."""
 
 
 def budget_findings(results: Results) -> BudgetFindings | None:
@@ -59,10 +60,11 @@ def budget_findings(results: Results) -> BudgetFindings | None:
         if scored.empty:
             continue
         top = scored.iloc[0].to_dict()
+        tied = [str(c) for c in scored[scored["test_mean"] == top["test_mean"]]["config"]]
         row: dict[str, Any] = {"point": point, "leader": top["config"], "mean": top["test_mean"],
                                "low": top["test_ci_low"], "high": top["test_ci_high"], "n": top["test_n"],
-                               "runner_up": None}
-        if len(scored) > 1:
+                               "runner_up": None, "tied": tied if len(tied) > 1 else []}
+        if len(scored) > 1 and len(tied) == 1:
             second = scored.iloc[1]["config"]
             pairs = compare(detail[detail["point"] == point], by=cols, metric="test")
             match = pairs[((pairs["a"] == second) & (pairs["b"] == top["config"]))
@@ -106,6 +108,10 @@ def budget_markdown(found: BudgetFindings | None, verdict: Any, ci: Any, p: Any)
               "| verdict |", "|---|---|---|---|"]
     for r in found.leaders:
         mean = f"{r['leader']}: {ci(r['mean'], r['low'], r['high'], '')}, n={r['n']}"
+        if r["tied"]:
+            lines.append(f"| {r['point']:,.0f} | tie at {ci(r['mean'], None, None, '')}: {', '.join(r['tied'])} | "
+                         f"(no lead: {len(r['tied'])} configurations share the top mean) | **No leader: a tie** |")
+            continue
         if r.get("runner_up") is None or r.get("lead") is None:
             lines.append(f"| {r['point']:,.0f} | {mean} | (no runner-up) | - |")
             continue

@@ -119,3 +119,14 @@ def test_the_frames_record_spend_and_incumbents_and_the_report_draws_the_budget_
     assert "Budget in calls" in section
     assert last.startswith("| 83 | arm=search: 0.750 [0.750, 0.750], n=2 | over arm=stay: +0.400 [+0.400, +0.400] "
                            "(2 pairs, p 0.5) | **arm=search leads** |"), last
+
+
+def test_configurations_that_share_the_top_mean_are_a_tie_not_a_lead(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    for arm in ("a", "b"):  # the same runs twice: no configuration leads
+        write_cell(out, arm, {"arm": arm}, [resample("tie", budget=60, sample=s, texts=["Say no."]) for s in range(2)])
+    found = pl.reports.findings(pl.load(out)).budget
+    assert found is not None and all(r["tied"] == ["arm=a", "arm=b"] for r in found.leaders)
+    text = "\n".join(pl.reports.findings_markdown(pl.reports.findings(pl.load(out))))
+    assert "| tie at 0.350: arm=a, arm=b | (no lead: 2 configurations share the top mean) | **No leader: a tie** |" \
+        in text
