@@ -244,7 +244,9 @@ def plot_budget_curve(table: pd.DataFrame, value: str = "test", by: str = "confi
     mean = f"{value}_mean"
     if table.empty or mean not in table.columns or table[mean].isna().all():
         return say_why(ax, title, f"no run has a {split} score at any budget point")
-    for k, (label, g) in enumerate(table.groupby(by, sort=True)):
+    groups = list(table.groupby(by, sort=True))
+    alpha = max(0.05, 0.3 / len(groups))  # overlapping bands stay see-through
+    for k, (label, g) in enumerate(groups):
         g = g.sort_values("point")
         xs = g["point"].astype(float).to_numpy()
         ys = g[mean].astype(float).to_numpy(na_value=math.nan)
@@ -253,7 +255,7 @@ def plot_budget_curve(table: pd.DataFrame, value: str = "test", by: str = "confi
         exact = (g["n_exact"] == g["n_runs"]).to_numpy(dtype=bool)
         n = int(g["n_runs"].max())
         line = ax.plot(xs, ys, marker="osD^vPX*"[k % 8], markersize=4, label=f"{label} (n={n} runs)")[0]
-        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=alpha, linewidth=0)
         ax.scatter(xs[~exact], ys[~exact], s=40, facecolors="white", edgecolors=line.get_color(), zorder=3)
     ax.set(xlabel=f"{budget} spent (the budget point)", ylabel=f"mean {split} accuracy (95% CI)", title=title,
            ylim=(-0.02, 1.02))
