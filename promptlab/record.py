@@ -257,7 +257,7 @@ class Run(BaseModel):
     run_id: str
     """Unique id of this run (a uuid4 as 32 hex digits; a replay from the cache gets a new one)."""
     loop: str
-    """Loop name (p3ro, creator_critic, pes, pcee)."""
+    """Loop name (p3ro, creator_critic, pes, pcee, opro, ape, protegi, resample)."""
     task: Task
     """The task worked on."""
     config: dict[str, Any]
@@ -284,7 +284,7 @@ class Run(BaseModel):
     """That iteration's average (the critic average, comparable across score sources; its dev score is
     `Iteration.grounded`). None when the iteration was chosen by a grounded score and the critic failed."""
     stop_reason: str = ""
-    """Why the loop stopped (threshold, max_iterations, no_tool_calls, plan_complete, error, ...)."""
+    """Why the loop stopped (threshold, max_iterations, no_tool_calls, plan_complete, budget, error, ...)."""
     summary: str | None = None
     """A readable account of the run (P³RO's journey summary, PES metadata, ...)."""
     baseline_test: GroundedScore | None = None
