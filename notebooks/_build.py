@@ -233,6 +233,50 @@ plt.show()'''),
 )
 
 
+BASELINES = notebook(
+    ("md", ("# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi), a no-feedback control "
+           "(resample) and the seed loops, compared at the same spend. Each logged run is truncated at each budget "
+           "point: it returns the prompt its own selection rule held once it had spent that much (no model "
+           "calls; `promptlab.analysis.equal_budget`). The curves give the mean dev and test accuracy of those "
+           "prompts with 95% CIs; the table says which loop leads at which budget, paired over the same task and "
+           "sample, with Holm-corrected p-values (\"Inconclusive: the CI spans 0\" when it does). "
+           "`experiments/baselines.yaml` makes such a directory; docs/baselines.md reports a measured run.")),
+    ("parameters", '''results_dir = "results/baselines"'''),
+    ("code", ROOT_CELL),
+    ("code", '''import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
+
+from promptlab import analysis, reports
+from promptlab.reports.budget import budget_columns
+from promptlab.reports.findings import budget_lines, findings
+from promptlab.results import load
+
+results = load(here(results_dir))
+found = findings(results)
+budget = found.budget
+print(f"{len(results.runs)} runs of {results.runs['loop'].nunique()} loop(s); "
+      f"budget in {budget.unit if budget else 'no unit: no run records its incumbents'}")
+display(Markdown("\\n".join(budget_lines(found))))'''),
+    ("md", "## Score against spend\n\nOne line per configuration, with the 95% CI as a band; a hollow marker is a "
+           "point past the spend of a run its budget stopped (not exact)."),
+    ("code", '''if budget is None:
+    print("no equal-budget table (no run records what it would return at each spend)")
+else:
+    fig, (dev, test) = plt.subplots(1, 2, figsize=(15, 5.5), layout="constrained")
+    reports.plot_budget_curve(budget.table, "dev", ax=dev, budget=budget.unit)
+    reports.plot_budget_curve(budget.table, "test", ax=test, budget=budget.unit)
+    plt.show()
+    display(budget.table)'''),
+    ("md", "## Paired differences at the largest budget\n\nEvery pair of configurations, paired over the same "
+           "task and sample: test accuracy of what each run would return there, b minus a, Holm-corrected."),
+    ("code", '''if budget is not None and len(budget.table):
+    point = float(budget.table["point"].max())
+    by = budget_columns(results.runs, results.trajectories)
+    print(f"at {point:,.0f} {budget.unit}")
+    display(analysis.compare_at_budget(results, point, budget.unit, by=by))'''),
+)
+
+
 def main() -> None:
     """Write the notebooks next to this script."""
     from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
@@ -240,7 +284,7 @@ def main() -> None:
     run_cell = stable_ids(run_cell_notebook())
     for path, nb in [*((HERE / f"{name}.ipynb", nb) for name, nb in (
             ("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE), ("04_findings", FINDINGS),
-            ("05_runs", RUNS), ("run_cell", run_cell))), (TEMPLATE, run_cell)]:  # the package's copy of run_cell
+            ("05_runs", RUNS), ("06_baselines", BASELINES), ("run_cell", run_cell))), (TEMPLATE, run_cell)]:  # the package's copy of run_cell
         nbformat.validate(nb)
         path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
         print(f"wrote {path}")

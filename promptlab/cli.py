@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_sweep)
 
     r = sub.add_parser("run", help="run one loop on one prompt, with a live event log")
-    r.add_argument("loop", help="loop name (p3ro, creator_critic, pes, pcee)")
+    r.add_argument("loop", help="loop name (p3ro, creator_critic, pes, pcee; opro, ape, protegi and resample need a "
+                                "task with examples: run them in a sweep)")
     r.add_argument("--prompt", required=True, help="the prompt (or request) to work on")
     r.add_argument("--goal", default="", help="what a better result achieves")
     r.add_argument("--model", help="model for every role")

@@ -99,6 +99,7 @@ class ParseError(PromptlabError):
         output_tokens: int = 0,
         cost_usd: float | None = 0.0,
         requests: int | None = None,
+        original: tuple[int, int, float | None] | None = None,
     ) -> None:
         self.model = model
         self.schema_name = schema_name
@@ -111,6 +112,9 @@ class ParseError(PromptlabError):
         """Output tokens the failed attempts spent now."""
         self.cost_usd = cost_usd
         """Cost the failed attempts spent now; None where the price is unknown."""
+        self.original = original if original is not None else (input_tokens, output_tokens, cost_usd)
+        """(input tokens, output tokens, cost) of every attempt as first made, replayed ones included: what a run's
+        budget counts, so that a replay from the cache spends what the first call did."""
         last = attempts[-1] if attempts else {"error": "no reply"}
         super().__init__(
             f"{model} gave no valid {schema_name} in {len(attempts)} attempt(s); last error: {last['error']}"

@@ -229,6 +229,13 @@ class Iteration(BaseModel):
     """What the run had spent when this iteration was decided (setup included): every call the loop made,
     cache hits counted with the original call's tokens and cost, test-split measurement left out. What a
     budget (`budget_calls`, `budget_tokens`) counts, and what equal-budget analysis truncates by."""
+    incumbent: int | None = None
+    """The index of the iteration whose candidate the run would return if it stopped after this decision (the
+    loop's own selection rule: e.g. the best dev score so far); None where the loop returns no prompt (PES,
+    PCEE) or had none to return yet. What `analysis.equal_budget` reads off at each budget point."""
+    test: GroundedScore | None = None
+    """This iteration's candidate measured on the test split, after the loop and outside its budget: set for
+    every candidate that was ever the incumbent when the config's `test_incumbents` is on (None otherwise)."""
     steps: list[Step] = Field(default_factory=list)
     """Every step taken in this iteration, in order."""
 
@@ -250,7 +257,7 @@ class Run(BaseModel):
     run_id: str
     """Unique id of this run (a uuid4 as 32 hex digits; a replay from the cache gets a new one)."""
     loop: str
-    """Loop name (p3ro, creator_critic, pes, pcee)."""
+    """Loop name (p3ro, creator_critic, pes, pcee, opro, ape, protegi, resample)."""
     task: Task
     """The task worked on."""
     config: dict[str, Any]
@@ -277,7 +284,7 @@ class Run(BaseModel):
     """That iteration's average (the critic average, comparable across score sources; its dev score is
     `Iteration.grounded`). None when the iteration was chosen by a grounded score and the critic failed."""
     stop_reason: str = ""
-    """Why the loop stopped (threshold, max_iterations, no_tool_calls, plan_complete, error, ...)."""
+    """Why the loop stopped (threshold, max_iterations, no_tool_calls, plan_complete, budget, error, ...)."""
     summary: str | None = None
     """A readable account of the run (P³RO's journey summary, PES metadata, ...)."""
     baseline_test: GroundedScore | None = None
@@ -292,6 +299,10 @@ class Run(BaseModel):
     """Loop-specific results (criteria, sources, workspace path, ...)."""
     totals: Totals = Field(default_factory=Totals)
     """Calls, tokens, cost, cache hits and wall time."""
+    spent: Tally | None = None
+    """What the run spent towards its budget (`budget_calls`, `budget_tokens`): every call but test-split
+    measurement, cache hits with the original call's tokens and cost, so a replay spends the same; None for
+    records made before budgets existed."""
     errors: list[StepError] = Field(default_factory=list)
     """Every error recorded during the run."""
     started_at: float = 0.0

@@ -1,9 +1,10 @@
 """Findings over sweep results, pure functions over the frames of `promptlab.results` (except `reliability`,
-which re-asks the critics): `calibration`, counterfactual `stopping`, paired `compare`-isons, critic
+which re-asks the critics): `calibration`, counterfactual `stopping`, `equal_budget` comparisons, paired `compare`-isons, critic
 `reliability` and `provenance` checks. Every estimate comes with its n and a 95% CI."""
 
 from __future__ import annotations
 
+from .budget import compare_at_budget, equal_budget
 from .consistency import agreement, reliability
 from .critic import ALL, calibration
 from .paired import compare, delta_table, holm, sign_flip_p
@@ -18,5 +19,5 @@ from .stopping import (
 )
 
 __all__ = ["ALL", "PROVENANCE_CHECKS", "TRUNCATION_EXACT_LOOPS", "agreement", "best_stopping_rule", "calibration",
-           "compare", "counterfactual_stopping", "default_final", "delta_table", "holm", "provenance_warnings",
+           "compare", "compare_at_budget", "counterfactual_stopping", "default_final", "delta_table", "equal_budget", "holm", "provenance_warnings",
            "reliability", "select", "sign_flip_p", "truncate"]

@@ -23,7 +23,7 @@ from ..aio import run_sync
 from ..errors import ConfigError
 from ..llm.cache.location import open_cache
 from ..llm.call import CacheArg, acomplete
-from ..llm.completion import Usage
+from ..llm.completion import Completion, Tally, Usage
 from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
 from ..record import Example, GroundedScore
@@ -87,6 +87,9 @@ class EvalResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     """Model calls made by this evaluation, hits and failures included: the prompt's calls (unless a caller's
     `call` function made them, which then accounts for them itself) and a judge scorer's calls."""
+    spent: Tally = Field(default_factory=Tally)
+    """The same calls as a loop's budget counts them: a cache hit with its original call's tokens and cost, so
+    an evaluation replayed from the cache spends what the first one did."""
 
     @property
     def scores(self) -> list[float | None]:
@@ -183,8 +186,12 @@ async def aevaluate_prompt(
     # when lower (so concurrency=16 gets 16 in flight), never lowered (other calls to the model keep theirs)
     at_once = max(concurrency, concurrency_limit(model, base))
     limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: at_once})
-    usage = Usage()
+    usage, spent = Usage(), Tally()
     gate = asyncio.Semaphore(concurrency)
+
+    def account(c: Completion) -> None:
+        usage.add(c)
+        spent.count(input_tokens=c.input_tokens or 0, output_tokens=c.output_tokens or 0, cost_usd=c.cost_usd)
 
     async def run_model(i: int, text: str) -> str:
         if call is not None:
@@ -194,8 +201,9 @@ async def aevaluate_prompt(
                                 sample=sample, cache=cache, settings=limited, **params)
         except Exception:
             usage.add_failure(model)
+            spent.count(failed=True)
             raise
-        usage.add(c)
+        account(c)
         return c.text
 
     async def one(i: int, ex: Example) -> ExampleRecord:
@@ -208,9 +216,10 @@ async def aevaluate_prompt(
                 return record
             scored: Scored = await score_safely(judge, record.output, ex, cache=cache, settings=base)
         for c in scored.calls:
-            usage.add(c)
+            account(c)
         for failed in scored.failed_calls:
             usage.add_failure(failed)
+            spent.count(failed=True)
         record.score, record.detail = scored.value, scored.detail
         if scored.error is not None:
             record.error = f"scorer: {scored.error}"
@@ -219,7 +228,8 @@ async def aevaluate_prompt(
     records = list(await asyncio.gather(*(one(i, ex) for i, ex in enumerate(items))))
     mean, n, low, high = mean_ci([r.score for r in records])
     return EvalResult(prompt=prompt, model=model, split=split, score=mean, n=n, ci_low=low, ci_high=high,
-                      errors=sum(r.error is not None for r in records), records=records, usage=usage)
+                      errors=sum(r.error is not None for r in records), records=records, usage=usage,
+                      spent=spent)
 
 
 def evaluate_prompt(prompt: str, examples: Sequence[Example | dict[str, Any]], **kwargs: Any) -> EvalResult:

@@ -245,9 +245,10 @@ def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
             call.messages = call.messages + [{"role": "assistant", "content": done.text},
                                              structured.repair_message(str(e))]
     assert req.schema is not None
-    spent = figures([r for r in replies if not r.replayed])
+    spent, original = figures([r for r in replies if not r.replayed]), figures(replies)
     raise ParseError(req.model, req.schema.__name__, failures, input_tokens=spent[0] or 0, output_tokens=spent[1] or 0,
-                     cost_usd=spent[2], requests=call.attempts)
+                     cost_usd=spent[2], requests=call.attempts,
+                     original=(original[0] or 0, original[1] or 0, original[2]))
 
 
 __all__ = ["Call", "ProviderCall", "Sleep", "backoff", "completion_of", "figures", "prepare", "priced", "protocol",

@@ -1,7 +1,8 @@
 """The refinement loops: each a plain async function with a sync twin, registered by name.
 
-`runtime/` is what every loop runs on (config base, registry, run context, grounded scoring, tool steps); each
-loop is a subpackage: `p3ro`, `creator_critic`, `pes`, `pcee`. `get_loop`, `arun_loop` and `run_loop` (in
+`runtime/` is what every loop runs on (config base, registry, run context, grounded scoring, budgets, the
+search loops' toolkit, tool steps); each loop is a subpackage: the design documents' `p3ro`, `creator_critic`,
+`pes`, `pcee`, and the field's baselines `opro`, `ape`, `protegi` and the no-feedback control `resample`. `get_loop`, `arun_loop` and `run_loop` (in
 `registry`) load every built-in loop on first use, so importing one loop does not import the others.
 """
 

@@ -11,13 +11,17 @@ from typing import Any
 from ..aio import run_sync
 from ..errors import ConfigError
 from ..record import Run, Task
+from .ape import loop as ape_loop
 from .creator_critic import loop as creator_critic_loop
+from .opro import loop as opro_loop
 from .p3ro import loop as p3ro_loop
 from .pcee import loop as pcee_loop
 from .pes import agent as pes_agent
+from .protegi import loop as protegi_loop
+from .resample import loop as resample_loop
 from .runtime.base import LOOPS, LoopSpec, as_config
 
-BUILTIN = (creator_critic_loop, p3ro_loop, pcee_loop, pes_agent)
+BUILTIN = (ape_loop, creator_critic_loop, opro_loop, p3ro_loop, pcee_loop, pes_agent, protegi_loop, resample_loop)
 """The built-in loops' modules: importing them registers each loop."""
 
 

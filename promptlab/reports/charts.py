@@ -7,6 +7,8 @@
   prompt each rule returns, or its cost), on a colour scale that can be shared between panels;
   `plot_counterfactual_grid(table, fig)` draws accuracy and cost panels for every configuration, each kind on
   one shared scale.
+- `plot_budget_curve(table)`: score against spend at equal budget (`analysis.equal_budget`), one line per
+  configuration with CI bands.
 - `plot_forest(table)`: estimates with CIs (paired deltas from `analysis.compare` or gains from
   `analysis.delta_table`), an interval that spans the null drawn hollow.
 
@@ -230,6 +232,38 @@ def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, 
     return ax
 
 
+def plot_budget_curve(table: pd.DataFrame, value: str = "test", by: str = "config", ax: Axes | None = None, *,
+                      budget: str = "tokens") -> Axes:
+    """Score against spend at equal budget: one line per configuration (`by`) through the mean `value` ("test"
+    or "dev") of the prompts the runs would return at each budget point, with its 95% CI as a band (the
+    intervals of `analysis.equal_budget`'s table, so band and table agree); hollow markers where some run's
+    point is not exact (past the spend of a run its budget stopped)."""
+    ax = _axes(ax, (8, 5))
+    split = "test" if value == "test" else "dev"
+    title = f"Equal budget: {split} accuracy of the prompt\neach run would return, by {budget} spent"
+    mean = f"{value}_mean"
+    if table.empty or mean not in table.columns or table[mean].isna().all():
+        return say_why(ax, title, f"no run has a {split} score at any budget point")
+    groups = list(table.groupby(by, sort=True))
+    alpha = max(0.05, 0.3 / len(groups))  # overlapping bands stay see-through
+    for k, (label, g) in enumerate(groups):
+        g = g.sort_values("point")
+        xs = g["point"].astype(float).to_numpy()
+        ys = g[mean].astype(float).to_numpy(na_value=math.nan)
+        lo = g[f"{value}_ci_low"].astype(float).to_numpy(na_value=math.nan)
+        hi = g[f"{value}_ci_high"].astype(float).to_numpy(na_value=math.nan)
+        exact = (g["n_exact"] == g["n_runs"]).to_numpy(dtype=bool)
+        n = int(g["n_runs"].max())
+        line = ax.plot(xs, ys, marker="osD^vPX*"[k % 8], markersize=4, label=f"{label} (n={n} runs)")[0]
+        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=alpha, linewidth=0)
+        ax.scatter(xs[~exact], ys[~exact], s=40, facecolors="white", edgecolors=line.get_color(), zorder=3)
+    ax.set(xlabel=f"{budget} spent (the budget point)", ylabel=f"mean {split} accuracy (95% CI)", title=title,
+           ylim=(-0.02, 1.02))
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    return ax
+
+
 def _na(v: Any) -> bool:
     import pandas as pd
 
@@ -245,5 +279,5 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     return new
 
 
-__all__ = ["plot_calibration", "plot_counterfactual_grid", "plot_counterfactual_heatmap", "plot_forest",
+__all__ = ["plot_budget_curve", "plot_calibration", "plot_counterfactual_grid", "plot_counterfactual_heatmap", "plot_forest",
            "plot_grounded_trajectories", "say_why"]

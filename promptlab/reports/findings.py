@@ -6,8 +6,9 @@ gain per configuration (`analysis.delta_table`) and the paired differences betwe
 counterfactual stopping table per configuration (`analysis.counterfactual_stopping`, whose grounded score is
 the returned prompt's DEV-split score) with its best rule per unit of cost, and the provenance warnings.
 
-`findings_markdown` answers the three questions in one sentence each, with n and the 95% CI: did
-refinement help, when to stop, can the critic be trusted. An estimate whose CI spans 0 is answered
+`findings_markdown` answers the questions in one sentence each, with n and the 95% CI: did refinement help,
+when to stop, can the critic be trusted, and (runs that record incumbents) which loop leads at which budget
+(`promptlab.reports.budget`). An estimate whose CI spans 0 is answered
 "Inconclusive: the CI spans 0". Results without grounded data (tasks without examples) give empty tables and
 a "no grounded data" sentence instead of an error.
 """
@@ -24,6 +25,7 @@ from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping
 from ..results.configs import config_columns, config_labels
 from ..results.store import run_configs
+from .budget import BudgetFindings, budget_findings, budget_markdown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,6 +58,8 @@ class Findings:
     """`analysis.compare` of the gains between configurations (paired over task x sample); None with one."""
     critic_modes: dict[str, str] = field(default_factory=dict)
     """Critic model -> how its scores were produced (sampled, expected, simulated, ...)."""
+    budget: BudgetFindings | None = None
+    """Which configuration leads at which budget (`promptlab.reports.budget`); None without incumbents."""
 
     @property
     def grounded(self) -> bool:
@@ -88,7 +92,8 @@ def findings(results: Results) -> Findings:
             zero = g[(g["cap"] == 0) & (g["threshold"] == g["threshold"].max())]
             best[str(label)] = {**rule, "start": zero.iloc[0].to_dict() if len(zero) else None}
     return Findings(deltas=deltas, calibration=cal, counterfactual=counterfactual, best_rules=best,
-                    warnings=provenance_warnings(runs), comparisons=comparisons, critic_modes=_modes(traj))
+                    warnings=provenance_warnings(runs), comparisons=comparisons, critic_modes=_modes(traj),
+                    budget=budget_findings(results) if has_grounded else None)
 
 
 def _modes(traj: pd.DataFrame) -> dict[str, str]:
@@ -121,7 +126,12 @@ def findings_markdown(f: Findings) -> list[str]:
     if not f.grounded:
         return [*lines, "No grounded data: the runs' tasks carry no examples, so there is no test-split delta, "
                         "calibration or counterfactual stopping to report.", ""]
-    return [*lines, *_refinement(f), *_stopping(f), *_critics(f)]
+    return [*lines, *_refinement(f), *_stopping(f), *_critics(f), *budget_lines(f)]
+
+
+def budget_lines(f: Findings) -> list[str]:
+    """The lines of summary.md's equal-budget section alone (question 4)."""
+    return budget_markdown(f.budget, verdict, _ci, _p)
 
 
 def _refinement(f: Findings) -> list[str]:
@@ -212,4 +222,5 @@ def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-__all__ = ["INCONCLUSIVE", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "findings", "findings_markdown", "verdict"]
+__all__ = ["INCONCLUSIVE", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "budget_lines", "findings", "findings_markdown",
+           "verdict"]

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results.configs import MODEL_COLUMNS, By, by_columns, config_columns, config_groups, fmt_value
-from .charts import plot_calibration, plot_counterfactual_grid, plot_forest, plot_grounded_trajectories
+from .charts import (
+    plot_budget_curve,
+    plot_calibration,
+    plot_counterfactual_grid,
+    plot_forest,
+    plot_grounded_trajectories,
+)
 from .findings import Findings, findings, findings_markdown
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
 
@@ -69,7 +75,7 @@ def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.Path
 
     Charts: trajectories.png, pairings.png, score_vs_cost.png, stop_reasons.png, final_by_threshold.png, and
     the findings charts calibration.png, grounded_trajectories.png, counterfactual.png (one panel per
-    configuration) and deltas.png; one whose columns are absent or that has nothing to compare is skipped,
+    configuration), budget_curve.png (dev and test accuracy against spend at equal budget) and deltas.png; one whose columns are absent or that has nothing to compare is skipped,
     with the reason in `Report.skipped` and in summary.md. summary.md has a "Findings" section (see
     `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data or experiment files.
 
@@ -158,10 +164,22 @@ def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
     chart("counterfactual.png", no_grounded or (None if groups else "no counterfactual table"),
           lambda fig: plot_counterfactual_grid(found.counterfactual, fig),
           (5 + 2 * (found.counterfactual["cap"].nunique() if groups else 1), 3.2 * max(groups, 1) + 1.6))
+    budget = found.budget
+    chart("budget_curve.png", no_grounded or ("no run records what it would return at each spend (incumbents)"
+                                              if budget is None else None),
+          lambda fig: _budget_panels(fig, budget), (15, 5.5))
     chart("deltas.png", (no_grounded or "no run has a test-split delta") if found.deltas.empty else None,
           lambda fig: plot_forest(found.deltas, ax=fig.add_subplot(), title=DELTAS_TITLE,
                                   xlabel="test accuracy of the final prompt minus the starting prompt (95% CI)"),
           (9, 0.5 * len(found.deltas) + 2))
+
+
+def _budget_panels(fig: Any, budget: Any) -> None:
+    """budget_curve.png: the dev and the test accuracy at equal budget side by side."""
+    fig.set_layout_engine("constrained")
+    dev, test = fig.subplots(1, 2)
+    plot_budget_curve(budget.table, "dev", ax=dev, budget=budget.unit)
+    plot_budget_curve(budget.table, "test", ax=test, budget=budget.unit)
 
 
 DELTAS_TITLE = "Did refinement help? Test-split gain of the final prompt over the starting prompt, per configuration"

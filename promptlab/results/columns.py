@@ -48,6 +48,21 @@ TRAJECTORY_COLUMNS: Columns = {
     "score_source": ("string", "What the router decided on: critic, grounded or both (config score_source); "
                      "<NA> for loops without one."),
     "critic_model": ("string", "Model of the judge that gave this row's score (the critic or evaluator)."),
+    "cum_calls": ("Int64", "Model calls the run had made towards its budget when the iteration was decided "
+                  "(Iteration.spent: setup included, cache hits included, test-split measurement left out); "
+                  "iteration-level; <NA> for records made before budgets."),
+    "cum_tokens": ("Int64", "Tokens (input + output, as the original calls reported them) the run had spent "
+                   "towards its budget when the iteration was decided (Iteration.spent); iteration-level."),
+    "cum_cost_usd": ("Float64", "Cost the run had spent towards its budget when the iteration was decided; <NA> if "
+                     "a call's price is unknown; iteration-level."),
+    "incumbent": ("Int64", "The iteration whose candidate the run would return if it stopped after this one "
+                  "(Iteration.incumbent: the loop's own selection rule); <NA> for loops that return no prompt; "
+                  "iteration-level."),
+    "test_score": ("Float64", "The iteration's candidate on the test split (Iteration.test: measured after the "
+                   "loop for every incumbent when test_incumbents is on); <NA> otherwise; iteration-level."),
+    "test_n": ("Int64", "Test examples that candidate got a score on."),
+    "test_ci_low": ("Float64", "Lower end of test_score's 95% CI."),
+    "test_ci_high": ("Float64", "Upper end of test_score's 95% CI."),
 }
 """Trajectories: one row per run x iteration x criterion (an unscored iteration still gives one row).
 Setup and final phases (planning, polish) are not in any iteration: their tokens are only in RUN_COLUMNS."""
@@ -83,6 +98,11 @@ RUN_COLUMNS: Columns = {
                               "cache replay)."),
     "spent_cost_usd": ("Float64", "Cost this execution actually paid (Run.totals); <NA> if unknown."),
     "wall_time_s": ("Float64", "Wall-clock seconds of the run."),
+    "cum_calls": ("Int64", "Model calls the run made towards its budget (Run.spent: every call but test-split "
+                  "measurement, cache hits included, so a replay counts the same); <NA> for records made "
+                  "before budgets."),
+    "cum_tokens": ("Int64", "Tokens the run spent towards its budget (Run.spent, original figures)."),
+    "cum_cost_usd": ("Float64", "Cost the run spent towards its budget; <NA> if a call's price is unknown."),
     "n_errors": ("Int64", "Errors recorded in the run."),
     "error": ("string", "The first error as 'Kind: message', <NA> if none."),
     "score_source": ("string", "What the router decided on: critic, grounded or both; <NA> for loops without one."),

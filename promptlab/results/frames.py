@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..llm.completion import Tally
 from ..record import GroundedScore, Run, Step
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 
@@ -76,8 +77,8 @@ def frame_columns(runs: Sequence[Run], params: Mapping[str, Any],
                          calls=calls, cache_hits=hits,
                          n_errors=sum(1 for e in run.errors if e.iteration == it.index),
                          decision_score=it.decision_score, critic_score=it.average,
-                         score_source=run.config.get("score_source"),
-                         **_grounded("grounded", it.grounded))
+                         score_source=run.config.get("score_source"), incumbent=it.incumbent,
+                         **_spend(it.spent), **_grounded("grounded", it.grounded), **_grounded("test", it.test))
             scored: list[tuple[str | None, str | None, float | None, str | None]] = \
                 [(s.criterion, s.judge, s.score, s.mode) for s in it.scores] or [(None, None, None, None)]
             for criterion, judge, score, mode in scored:
@@ -94,7 +95,7 @@ def frame_columns(runs: Sequence[Run], params: Mapping[str, Any],
             iterations_used=sum(it.index > 0 for it in run.iterations), stop_reason=run.stop_reason, calls=t.calls,
             cache_hits=t.cache_hits, failed_calls=t.failed_calls, input_tokens=tin, output_tokens=tout,
             tokens=tin + tout, cost_usd=cost, spent_tokens=t.input_tokens + t.output_tokens,
-            spent_cost_usd=t.cost_usd, wall_time_s=t.wall_time_s, n_errors=len(run.errors),
+            spent_cost_usd=t.cost_usd, wall_time_s=t.wall_time_s, **_spend(run.spent), n_errors=len(run.errors),
             error=f"{first.kind}: {first.message}" if first else None, **_grounded_run(run)))
     return traj, rows
 
@@ -103,6 +104,12 @@ def _grounded(prefix: str, g: GroundedScore | None) -> dict[str, Any]:
     """score, n and CI of a grounded measure as `<prefix>_score`, `<prefix>_n`, `<prefix>_ci_*` columns."""
     return {f"{prefix}_score": g.score if g else None, f"{prefix}_n": g.n if g else None,
             f"{prefix}_ci_low": g.ci_low if g else None, f"{prefix}_ci_high": g.ci_high if g else None}
+
+
+def _spend(spent: Tally | None) -> dict[str, Any]:
+    """A budget spend (`Iteration.spent`, `Run.spent`) as the cum_calls, cum_tokens and cum_cost_usd columns."""
+    return {"cum_calls": spent.calls if spent else None, "cum_tokens": spent.tokens if spent else None,
+            "cum_cost_usd": spent.cost_usd if spent else None}
 
 
 def _critic_model(run: Run, judge: str | None) -> str | None:
@@ -120,8 +127,8 @@ def _grounded_run(run: Run) -> dict[str, Any]:
     source = cfg.get("score_source")
     return {
         "score_source": source,
-        "target_model": (run.models.get("target") or cfg.get("target_model") or cfg.get("generator_model")
-                         or cfg.get("model")) if source is not None else None,
+        "target_model": run.models.get("target") or ((cfg.get("target_model") or cfg.get("generator_model")
+                                                       or cfg.get("model")) if source is not None else None),
         **_grounded("baseline_test", run.baseline_test), **_grounded("final_test", run.final_test),
         "delta": d.value if d else None, "delta_n": d.n if d else None,
         "delta_ci_low": d.ci_low if d else None, "delta_ci_high": d.ci_high if d else None,

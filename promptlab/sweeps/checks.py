@@ -1,8 +1,9 @@
 """A sweep's config checks: each cell's loop config against every selected task, before anything runs.
 
-A loop refuses some configs only in the light of a task: P³RO and Creator/Critic refuse `score_source:
-grounded` on a task without examples, and `score_mode: expected` with a critic whose model returns no token
-log-probabilities (`promptlab.loops.runtime.grounding.check_prompt_loop`). Left to the runs, every cell of a sweep
+A loop refuses some configs only in the light of a task: the prompt-search baselines (OPRO, APE, ProTeGi,
+resample) refuse a task without examples (`promptlab.loops.runtime.search.check_search_loop`); P³RO and
+Creator/Critic refuse `score_source: grounded` on one, and `score_mode: expected` with a critic whose model
+returns no token log-probabilities (`promptlab.loops.runtime.grounding.check_prompt_loop`). Left to the runs, every cell of a sweep
 would fail on its own; `promptlab.sweeps.cells.preflight_cells` runs `check_config` for every cell x task up
 front (`check_configs`) and raises one ConfigError listing every problem, naming the cell's params, the task and the field.
 
@@ -21,6 +22,7 @@ from ..loops.creator_critic.config import CreatorCriticConfig
 from ..loops.p3ro.config import P3ROConfig
 from ..loops.registry import get_loop
 from ..loops.runtime.grounding import check_prompt_loop
+from ..loops.runtime.search import SearchConfig, check_search_loop
 from ..record import Task
 
 ConfigCheck = Callable[[Task, Any], list[str]]
@@ -28,6 +30,8 @@ ConfigCheck = Callable[[Task, Any], list[str]]
 CONFIG_CHECKS: dict[str, ConfigCheck] = {}
 MAX_LISTED = 20
 """Problems listed in one error at most (the rest are counted)."""
+SEARCH_LOOPS = ("opro", "ape", "protegi", "resample")
+"""The prompt-search baselines, which need a grounded task (`promptlab.loops.runtime.search`)."""
 
 
 def register_config_check(loop: str, check: ConfigCheck) -> ConfigCheck:
@@ -46,8 +50,18 @@ def check_creator_critic(task: Task, cfg: CreatorCriticConfig) -> list[str]:
     return check_prompt_loop(task, cfg, [model for _, model in cfg.critics()])
 
 
+def check_search(loop: str) -> ConfigCheck:
+    """The check of a prompt-search baseline (opro, ape, protegi, resample): a grounded task, a target that
+    is a model."""
+    def check(task: Task, cfg: SearchConfig) -> list[str]:
+        return check_search_loop(task, cfg, loop)
+    return check
+
+
 register_config_check("p3ro", check_p3ro)
 register_config_check("creator_critic", check_creator_critic)
+for _loop in SEARCH_LOOPS:
+    register_config_check(_loop, check_search(_loop))
 
 
 def check_config(loop: str, config: dict[str, Any], task: Task) -> list[str]:
@@ -90,5 +104,5 @@ def check_configs(configs: list[tuple[str, str, dict[str, Any]]], tasks: list[Ta
     return list(dict.fromkeys(extra))
 
 
-__all__ = ["CONFIG_CHECKS", "MAX_LISTED", "ConfigCheck", "check_config", "check_configs", "check_creator_critic", "check_p3ro",
-           "register_config_check"]
+__all__ = ["CONFIG_CHECKS", "MAX_LISTED", "SEARCH_LOOPS", "ConfigCheck", "check_config", "check_configs",
+           "check_creator_critic", "check_p3ro", "check_search", "register_config_check"]

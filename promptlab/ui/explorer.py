@@ -97,8 +97,9 @@ def status_html(run: Run) -> str:
 
 
 def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
-    """The run's score per iteration as a matplotlib Figure (whole-number iteration ticks), or None when no
-    iteration has a score."""
+    """The run's score per iteration as a matplotlib Figure (whole-number iteration ticks): the critic's score,
+    or, for a loop without a critic (the prompt-search baselines), the dev accuracy; None when no iteration has
+    either."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -109,10 +110,12 @@ def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
     from ..results.frames import tidy
 
     traj, _ = tidy([run], params, "explore")
-    if traj.empty or traj["score"].isna().all():
+    value = next((v for c, v in (("score", "average"), ("grounded_score", "grounded_score"))
+                  if len(traj) and traj[c].notna().any()), None)
+    if value is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    plot_trajectories(traj, by=["loop"], ax=ax)
+    plot_trajectories(traj, by=["loop"], ax=ax, value=value)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole iterations, even just one
     ax.set_title(f"{run.loop} on {run.task.id}: stopped ({run.stop_reason})")
     return fig
@@ -150,13 +153,14 @@ class Explorer:
         loop, task_id, generator_model, critic_model, finish_threshold, max_iterations, max_tokens: initial
             values of the controls.
         min_criteria: P³RO's fewest criteria (0: P³RO's default); greyed out for the other loops.
+        budget_calls: the run's `budget_calls` (0: none), e.g. to bound a search loop (APE's 250 proposals).
         model: if set, it plays every role (e.g. "fake/auto" for a dry run).
     """
 
     def __init__(self, tasks: list[Task], *, loop: str = "p3ro", task_id: str = "", model: str = "",
                  generator_model: str = "local/smollm2", critic_model: str = "local/smollm2",
                  finish_threshold: float = 8.5, max_iterations: int = 3, max_tokens: int = 256,
-                 min_criteria: int = 0) -> None:
+                 min_criteria: int = 0, budget_calls: int = 0) -> None:
         import ipywidgets as w
 
         from ..loops.registry import get_loop
@@ -182,6 +186,9 @@ class Explorer:
         self.min_criteria_w = w.IntSlider(value=min_criteria or p3ro_min.default, min=1, max=6,
                                           description="min criteria", style=style,
                                           description_tooltip=p3ro_min.description or "")
+        self.budget_w = w.BoundedIntText(value=budget_calls, min=0, max=1_000_000, description="budget (calls)",
+                                         style=style, description_tooltip="budget_calls: stop before a step "
+                                         "that would pass this many model calls (0: no budget)")
         self.loop_fields = {"finish_threshold": self.threshold_w, "min_criteria": self.min_criteria_w}
         """Controls of config fields that only some loops have (greyed out for the others)."""
         # the button never shrinks; the status beside it takes the rest of the row and wraps
@@ -197,7 +204,7 @@ class Explorer:
         self.sync_threshold()
         self.run_w.on_click(self.clicked)
         self.widget = w.VBox([w.HBox([self.loop_w, self.task_w]), w.HBox([self.gen_w, self.critic_w]),
-                              w.HBox([self.threshold_w, self.cap_w]), self.min_criteria_w,
+                              w.HBox([self.threshold_w, self.cap_w]), w.HBox([self.min_criteria_w, self.budget_w]),
                               w.HBox([self.run_w, self.status], layout={"width": "100%", "align_items": "center"}),
                               self.error, self.log, self.result])
 
@@ -218,6 +225,8 @@ class Explorer:
                                   "max_iterations": self.cap_w.value, "max_tokens": self.max_tokens}
         if self.model:
             config["model"] = self.model
+        if self.budget_w.value:
+            config["budget_calls"] = self.budget_w.value
         fields = get_loop(self.loop_w.value).config_cls.model_fields
         config.update({name: widget.value for name, widget in self.loop_fields.items() if name in fields})
         if "max_criteria" in fields and "min_criteria" in config:  # asking for 6 criteria raises the cap with it

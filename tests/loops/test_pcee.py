@@ -244,6 +244,16 @@ def test_max_iterations_caps_the_executions(tmp_path: Path) -> None:
     assert run.iterations[-1].decision == "stop" and "max_iterations (2)" in (run.iterations[-1].reason or "")
 
 
+def test_a_budget_stops_the_plan_before_the_execution_that_would_pass_it(tmp_path: Path) -> None:
+    steps = [step(n, "write_file", {"path": f"f{n}.txt", "content": "x"}) for n in range(1, 7)]
+    p, e, c = models("budget", [plan(*steps)], succeed)
+    run = run_pcee("Write six files", config(tmp_path, p, e, c, budget_calls=5))
+    # the plan (1 call), then executions of one evaluator call each: the next one must not pass 5 calls
+    assert run.stop_reason == "budget" and run.spent.calls == 5 and len(run.iterations) == 4
+    assert run.iterations[-1].decision == "stop" and run.iterations[-1].reason.startswith("budget: 5 calls spent")
+    assert [it.spent.calls for it in run.iterations[:3]] == [2, 3, 4]
+
+
 def test_an_unparseable_verdict_is_a_missing_score_routed_as_failure(tmp_path: Path) -> None:
     p, e, c = models("garbled", [plan(step(1, "shell", "echo hi"))], lambda msgs: "looks good to me")
     run = run_pcee("Say hi", config(tmp_path, p, e, c, retry_budget=0))

@@ -1,6 +1,6 @@
-"""The README's tables of where each loop differs from its design document name, per row, the scripted test in
-tests/loops/ that runs the row's behaviour: each named test exists in that loop's file (or in the file of
-candidate 0, which both grounded prompt loops share)."""
+"""The README's tables of where each loop differs from its design document (a baseline: its paper) name, per row,
+the scripted test in tests/loops/ that runs the row's behaviour: each named test exists in that loop's file (or
+in the file of candidate 0, which both grounded prompt loops share; the baselines share one file)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = "test_start_candidate.py"  # candidate 0, run the same way in both grounded prompt loops
+SEARCH = ("test_search_loops.py",)  # the four baselines
 LOOP_FILES = {"P³RO": ("test_p3ro.py", SHARED), "Creator/Critic (PromptForge)": ("test_creator_critic.py", SHARED),
               "PES (Plan-Execute-Synthesize)": ("test_pes.py",), "PCEE (Planner-Controller-Executor-Evaluator)":
-              ("test_pcee.py",)}
+              ("test_pcee.py",), "OPRO (Yang et al. 2023)": SEARCH, "APE (Zhou et al. 2022)": SEARCH,
+              "ProTeGi (Pryzant et al. 2023)": SEARCH, "Resample (the no-feedback control)": SEARCH}
 
 
 def table_rows() -> dict[str, list[list[str]]]:
@@ -24,7 +26,7 @@ def table_rows() -> dict[str, list[list[str]]]:
         heading = re.fullmatch(r"\*\*(.+)\*\*", line.strip())
         if heading:
             loop = heading.group(1)
-        elif line.startswith("| ") and loop is not None and not line.startswith("| design document"):
+        elif line.startswith("| ") and loop is not None and not line.startswith(("| design document", "| paper |")):
             rows.setdefault(loop, []).append([c.strip() for c in line.strip().strip("|").split(" | ")])
     return rows
 

@@ -31,7 +31,7 @@ from promptlab.results.configs import config_columns
 from promptlab.results.store import Results, load, write_cell
 
 PNG = b"\x89PNG\r\n\x1a\n"
-FINDINGS_CHARTS = ("calibration.png", "grounded_trajectories.png", "counterfactual.png", "deltas.png")
+FINDINGS_CHARTS = ("calibration.png", "grounded_trajectories.png", "counterfactual.png", "budget_curve.png", "deltas.png")
 
 
 @pytest.fixture

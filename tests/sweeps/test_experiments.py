@@ -180,7 +180,7 @@ def test_find_cell_by_id_or_params(tmp_path: Path) -> None:
 def test_shipped_experiments_validate() -> None:
     from promptlab.loops.registry import get_loop
 
-    for name in ("demo", "tiny"):
+    for name in ("demo", "tiny", "baselines"):
         path = ROOT / "experiments" / f"{name}.yaml"
         try:
             for loop in ("p3ro", "creator_critic"):

@@ -27,6 +27,7 @@ import nbformat
 import pytest
 from factories import LONG_CRITERION, make_wide_run, write_sweep
 from grounded import write_grounded_sweep
+from wording import write_baselines_sweep
 
 from promptlab.results.store import write_cell
 
@@ -79,12 +80,14 @@ def scratch_project(root: Path) -> None:
     with_parameters("03_compare", nbs / "03_compare.ipynb", results_dir="results/browse")
     with_parameters("04_findings", nbs / "04_findings.ipynb", results_dir="results/grounded")
     with_parameters("05_runs", nbs / "05_runs.ipynb", results_dir="results/browse")
+    with_parameters("06_baselines", nbs / "06_baselines.ipynb", results_dir="results/baselines")
     shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
     browse = write_sweep(root / "results" / "browse")
     write_cell(browse, "wide", {"loop": "p3ro", "finish_threshold": 8.0, "max_iterations": 2,
                                 "generator_model": "fake/gen-a", "critic_model": "fake/crit-a"},
                [make_wide_run(with_start=True)])
     write_grounded_sweep(root / "results" / "grounded")
+    write_baselines_sweep(root / "results" / "baselines")
 
 
 @pytest.fixture(scope="module")
@@ -318,6 +321,18 @@ def test_04_findings_runs_top_to_bottom(page: Any, lab: tuple[str, Path]) -> Non
     assert nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
     playwright_api.expect(nb.locator(".jp-OutputArea-output img").first).to_be_visible(timeout=60_000)
     tables_fit_or_scroll(nb, 1)
+
+
+def test_06_baselines_runs_top_to_bottom(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="06_baselines"))
+    nb.locator(".jp-RenderedMarkdown:has-text('Which loop leads at equal budget')").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    assert "Traceback" not in nb.inner_text()
+    assert nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+    playwright_api.expect(nb.locator(".jp-OutputArea-output img").first).to_be_visible(timeout=60_000)
+    assert "loop=opro leads" in nb.inner_text()
+    tables_fit_or_scroll(nb, 2)  # the equal-budget table and the paired differences
 
 
 def test_05_runs_steps_through_iterations(page: Any, lab: tuple[str, Path]) -> None:

@@ -100,3 +100,23 @@ def test_min_criteria_is_a_p3ro_control() -> None:
 def test_side_by_side_escapes_and_left_aligns() -> None:
     html = side_by_side("<b>x</b>", None)
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "(none)" in html and html.count("text-align:left") >= 3
+
+
+@pytest.mark.parametrize("loop", ["opro", "ape", "protegi", "resample"])
+def test_a_search_loop_runs_on_a_grounded_task_and_plots_its_dev_accuracy(loop: str) -> None:
+    from wording import TASK
+
+    ex = Explorer([TASK], loop=loop, model="fake/auto", max_iterations=1, budget_calls=150)
+    assert ex.threshold_w.disabled and ex.min_criteria_w.disabled  # fields these loops do not have
+    run = asyncio.run(ex.run())
+    assert run is not None and run.loop == loop and run.iterations[0].grounded is not None
+    assert run.config["budget_calls"] == 150 and run.spent.calls <= 150
+    kinds = [next(iter(o.get("data", {"text": 1}))) for o in ex.result.outputs]
+    assert kinds == ["image/png", "text", "text/html"]  # the dev accuracy by iteration: there is no critic score
+    assert "done: stop reason" in ex.status.value and ex.error.value == ""
+
+
+def test_a_search_loop_on_a_task_without_examples_says_why_under_the_button() -> None:
+    ex = Explorer(TASKS, loop="opro", model="fake/auto", max_iterations=1)
+    assert asyncio.run(ex.run()) is None
+    assert "has no examples: opro scores every candidate on the dev split" in html.unescape(ex.error.value)

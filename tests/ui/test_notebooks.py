@@ -18,7 +18,7 @@ from promptlab.sweeps.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "run_cell")
+NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "06_baselines", "run_cell")
 
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
@@ -109,6 +109,30 @@ def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.Note
 
 
 @pytest.mark.slow
+def test_baselines_notebook_on_a_budgeted_directory(tmp_path: Path) -> None:
+    from wording import write_baselines_sweep
+
+    results_dir = write_baselines_sweep(tmp_path / "results")
+    nb = execute("06_baselines", tmp_path / "06.ipynb", results_dir=str(results_dir))
+    assert "8 runs of 4 loop(s); budget in calls" in text(nb)
+    table = markdown(nb)
+    assert "### 4. Which loop leads at equal budget?" in table
+    # OPRO's scripted optimizer climbs a keyword per candidate: at 94 calls it holds the best wording
+    assert "| 94 | loop=opro: 1.000 [1.000, 1.000], n=2 | over loop=ape: +0.500 [+0.500, +0.500]" in table
+    assert images(nb) == 1  # the dev and test curves in one figure
+    assert "loop=resample - loop=protegi" in "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
+
+
+@pytest.mark.slow
+def test_baselines_notebook_says_when_no_run_records_incumbents(
+        swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
+    results_dir, _ = swept
+    nb = execute("06_baselines", tmp_path / "06.ipynb", results_dir=str(results_dir))
+    assert "budget in no unit: no run records its incumbents" in text(nb)
+    assert "no equal-budget table" in text(nb) and images(nb) == 0
+
+
+@pytest.mark.slow
 def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
     nb = execute("01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2,
                  task_id="email")
@@ -161,7 +185,8 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
     from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
 
     built = {"01_explore": build.EXPLORE, "02_sweep": build.SWEEP, "03_compare": build.COMPARE,
-             "04_findings": build.FINDINGS, "05_runs": build.RUNS, "run_cell": build.stable_ids(run_cell_notebook())}
+             "04_findings": build.FINDINGS, "05_runs": build.RUNS, "06_baselines": build.BASELINES,
+             "run_cell": build.stable_ids(run_cell_notebook())}
     for name in NAMES:
         path = NOTEBOOKS / f"{name}.ipynb"
         nb = nbformat.read(path, as_version=4)

@@ -42,6 +42,7 @@ from ..runtime.base import (
     rescore_sample,
     sync_twin,
 )
+from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.context import RunContext
 from ..runtime.grounding import (
     check_prompt_loop,
@@ -151,6 +152,15 @@ async def critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration,
     return [(judge, crit, score) for (judge, _), (crit, score, _) in zip(critics, replies, strict=True)]
 
 
+def returned(iterations: list[Iteration], cfg: CreatorCriticConfig) -> Iteration | None:
+    """The iteration the run returns (would return if it stopped now): the last prompt written (`final="last"`)
+    or the best decision score, ties to the earliest (`final="best"`)."""
+    with_candidate = [i for i in iterations if i.candidate is not None]
+    if cfg.final == "last":
+        return with_candidate[-1] if with_candidate else None
+    return best_iteration(with_candidate, key=by_decision_score)
+
+
 def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> str:
     trail = " -> ".join(f"{i.decision_score:g}" if i.decision_score is not None else "missing"
                         for i in run.iterations)
@@ -216,7 +226,11 @@ async def arun_creator_critic(
     decisions: list[float | None] = []
     start = cfg.starts_with_start(task)
     ctx.run.info.update(include_start=start, simulated_critics=simulated_info([m for _, m in critics]))
+    budget: str | None = None
     while True:
+        budget = ctx.budget_stop(*last_step_cost(ctx))
+        if budget:
+            break
         it = ctx.new_iteration(0 if start and not ctx.run.iterations else None)
         if it.index == 0:  # candidate 0: the starting prompt, scored like a rewrite (generation is unchanged)
             it.candidate = task.prompt
@@ -233,18 +247,17 @@ async def arun_creator_critic(
         it.decision_score = decision_score(it, cfg)
         decisions.append(it.decision_score)
         decision, reason = decide_with_reason(decisions, cfg, start=start)
-        ctx.decide(it, decision, reason)
+        chosen = returned(ctx.run.iterations, cfg)
+        ctx.decide(it, decision, reason, incumbent=chosen.index if chosen else None)
         if decision == "FINISH":
             break
     t = cfg.finish_threshold
     early = t is not None and threshold_streak(decisions, t) >= cfg.patience
-    stop_reason = "threshold" if early else "max_iterations"
-    with_candidate = [i for i in ctx.run.iterations if i.candidate is not None]
-    if cfg.final == "last":
-        chosen = with_candidate[-1] if with_candidate else None
-    else:
-        chosen = best_iteration(with_candidate, key=by_decision_score)
+    stop_reason = BUDGET if budget else "threshold" if early else "max_iterations"
+    chosen = returned(ctx.run.iterations, cfg)
     ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
+    if budget:
+        ctx.run.info["budget_stop"] = budget
     if task.grounded:
         await measure_test(ctx, cfg, chosen.candidate if chosen else None)
     run = ctx.finish(stop_reason, chosen.candidate if chosen else None)

@@ -45,6 +45,7 @@ from ..runtime.base import (
     rescore_sample,
     sync_twin,
 )
+from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.context import RunContext
 from ..runtime.grounding import (
     check_prompt_loop,
@@ -121,8 +122,14 @@ async def _start(s: _State) -> bool:
     decision, reason = decide_with_reason([it.decision_score], s.cfg.model_copy(update={"max_iterations": 100}))
     if decision != "FINISH":
         decision, reason = "CONTINUE_PROBING", "the starting prompt (candidate 0) is below the threshold"
-    s.ctx.decide(it, decision, reason)
+    s.ctx.decide(it, decision, reason, incumbent=incumbent(s.ctx.run.iterations))
     return decision == "FINISH"
+
+
+def incumbent(iterations: list[Iteration]) -> int | None:
+    """The iteration POLISH would return now: the best decision score so far, ties to the earliest."""
+    best = best_iteration(iterations, key=by_decision_score)
+    return best.index if best is not None else None
 
 
 async def _probe(s: _State, it: Iteration) -> None:
@@ -218,12 +225,16 @@ async def arun_p3ro(
     plans: list[dict[str, Any]] = []
     revisions: list[int] = []
     decisions: list[float | None] = []
-    decision: Decision = "FINISH" if start and await _start(s) else "CONTINUE_PROBING"
+    budget = ctx.budget_stop(*last_step_cost(ctx)) if start else None
+    decision: Decision = "FINISH" if budget or (start and await _start(s)) else "CONTINUE_PROBING"
     if decision != "FINISH":
         s.plan = await _formulate(s, None)
         plans.append({"before_iteration": 1, "plan": s.plan})
     # PROBE / REFLECT & ORIENT (the router sees the rewrites; candidate 0 only ends the loop at the threshold)
     while decision != "FINISH":
+        budget = ctx.budget_stop(*last_step_cost(ctx))
+        if budget:
+            break
         it = ctx.new_iteration()
         if decision == "REVISE_STRATEGY":
             revisions.append(it.index)
@@ -236,10 +247,13 @@ async def arun_p3ro(
         it.decision_score = decision_score(it, cfg)
         decisions.append(it.decision_score)
         decision, reason = decide_with_reason(decisions, cfg)
-        ctx.decide(it, decision, reason)
+        ctx.decide(it, decision, reason, incumbent=incumbent(ctx.run.iterations))
     # POLISH (pure Python)
-    last = ctx.run.iterations[-1].decision_score
-    stop_reason = "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
+    last = ctx.run.iterations[-1].decision_score if ctx.run.iterations else None
+    stop_reason = BUDGET if budget else \
+        "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
+    if budget:
+        ctx.run.info["budget_stop"] = budget
     best = best_iteration(ctx.run.iterations, key=by_decision_score)
     ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
     ctx.run.info.update(plans=plans, strategy_revisions=len(revisions),

@@ -47,6 +47,7 @@ from ...record import Iteration, Run, Task
 from ...tools.builtin import ToolEnv, build_tools
 from ...tools.workspace import Workspace
 from ..runtime.base import LoopSpec, as_config, as_task, register_loop, sync_twin
+from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.context import RunContext
 from .config import PCEEConfig
 from .schemas import PlanStep, plan_schemas
@@ -60,6 +61,15 @@ def _cap_reached(s: PCEEState) -> bool:
         return False
     s.ctx.decide(its[-1], "stop", f"max_iterations ({s.cfg.max_iterations}) tool executions reached")
     return True
+
+
+def _over_budget(s: PCEEState) -> bool:
+    """True (after re-deciding the last iteration as a stop) when the next execution, expected to cost what the
+    last one did, would pass the run's budget."""
+    reason = s.ctx.budget_stop(*last_step_cost(s.ctx))
+    if reason and s.ctx.run.iterations:
+        s.ctx.decide(s.ctx.run.iterations[-1], "stop", reason)
+    return reason is not None
 
 
 async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str) -> tuple[bool, Iteration, str]:
@@ -83,7 +93,7 @@ async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str)
     entry["fix_plan"] = fix.model_dump(mode="json")["plan"]
     last = failed
     for fix_step in fix.plan:
-        if len(ctx.run.iterations) >= s.cfg.max_iterations:
+        if len(ctx.run.iterations) >= s.cfg.max_iterations or ctx.budget_stop(*last_step_cost(ctx)):
             break
         last, ok, why = await execute(s, fix_step, kind="fix", retries=s.retries_used, fix_for=step.step_id)
         if not ok:
@@ -107,6 +117,8 @@ async def _recover(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> 
     """Corrections after a failed step until one succeeds (None: retry the step) or the run must stop."""
     ctx = s.ctx
     while True:
+        if _over_budget(s):
+            return BUDGET
         if s.retries_used >= s.cfg.retry_budget:
             return _give_up(s, step, it, reason)
         left = s.cfg.max_iterations - len(ctx.run.iterations)
@@ -135,6 +147,8 @@ async def _run_plan(s: PCEEState) -> str:
         while True:
             if _cap_reached(s):
                 return "max_iterations"
+            if _over_budget(s):
+                return BUDGET
             it, ok, reason = await execute(s, step, kind="retry" if retries else "plan", retries=retries)
             if ok:
                 s.last_output = s.outputs[step.step_id]

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from ...record import Iteration, Score, Task
 from ...tools.registry import ToolError, ToolRegistry, ToolResult
+from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.context import RunContext
 from ..runtime.tool_steps import record_tool_result, run_tool_step
 from .a2a import DEFAULT_A2A_DIR, A2ATask, A2ATaskRepository, AgentDirectory, delegate_all
@@ -47,10 +48,13 @@ class Turn:
 
 
 async def plan_and_execute(turn: Turn) -> str:
-    """The ReAct-like loop; returns why it ended (no_tool_calls, max_iterations, error)."""
+    """The ReAct-like loop; returns why it ended (no_tool_calls, max_iterations, budget, error). A step of the
+    budget is one planning round with its tool calls, expected to cost what the last one did."""
     ctx, cfg, observe = turn.ctx, turn.cfg, turn.observe
     schema = planning_schema(turn.tools)
     for _ in range(cfg.max_iterations):
+        if ctx.budget_stop(*last_step_cost(ctx)):
+            return BUDGET  # the synthesis still answers from what was gathered
         it = ctx.new_iteration()
         prompt = ctx.prompt("planner", PLANNER_PROMPT, **turn.fields(), iteration=it.index,
                             delegation=delegation_context(turn),

@@ -1,5 +1,6 @@
 """What every loop runs on: the config base and loop registry (`base`), the run context that records calls,
-steps and events (`context`), grounded scoring of candidates (`grounding`) and tool steps (`tool_steps`)."""
+steps and events (`context`), grounded scoring of candidates (`grounding`), budgets (`budget`), the prompt-search
+baselines' shared toolkit (`search`) and tool steps (`tool_steps`)."""
 
 from __future__ import annotations
 

@@ -66,6 +66,8 @@ class RunContext:
         self.spent = Tally()
         """What the run has spent towards its budget: every call outside `BUDGET_FREE_PHASES`, a cache hit with
         its original call's tokens and cost (so a replay spends what the first run did)."""
+        self.spent_by_phase: dict[str, Tally] = {}
+        """`spent` by phase: what a loop estimates its next step's cost from (`promptlab.loops.runtime.budget`)."""
         self.run = Run(
             run_id=new_run_id(), loop=loop, task=task, config=cfg, sample=sample,
             models={r: config.model_for(r) for r in roles}, started_at=time.time(),
@@ -213,7 +215,7 @@ class RunContext:
             isinstance(e, ProviderError)
         if isinstance(e, ParseError):  # its replies were paid for although none parsed
             self.run.totals.add_failure(model, e.input_tokens, e.output_tokens, e.cost_usd)
-            self.spend(step.phase, e.input_tokens, e.output_tokens, e.cost_usd, failed=True)
+            self.spend(step.phase, *e.original, failed=True)  # as first made: a replay spends the same
         else:
             self.run.totals.add_failure(model)
             self.spend(step.phase, failed=True)
@@ -246,8 +248,16 @@ class RunContext:
               failed: bool = False) -> None:
         """Count one call of `phase` towards the run's budget (`spent`), unless the phase is budget-free."""
         if phase not in BUDGET_FREE_PHASES:
-            self.spent.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens,
-                             cost_usd=cost_usd)
+            for tally in (self.spent, self.spent_by_phase.setdefault(phase, Tally())):
+                tally.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens,
+                            cost_usd=cost_usd)
+
+    def spend_tally(self, phase: str, tally: Tally) -> None:
+        """Count calls made outside `completion` (a judge scorer's, as a budget counts them) towards the
+        budget, unless the phase is budget-free."""
+        if tally.calls and phase not in BUDGET_FREE_PHASES:
+            self.spent.merge(tally)
+            self.spent_by_phase.setdefault(phase, Tally()).merge(tally)
 
     def budget_stop(self, next_calls: int = 0, next_tokens: int = 0) -> str | None:
         """Why the next step, expected to make `next_calls` calls of `next_tokens` tokens, must not start
@@ -301,10 +311,12 @@ class RunContext:
         self.emit("score", f"average {it.average}" if it.average is not None else "score missing",
                   iteration=it.index, average=it.average, scores=[s.model_dump() for s in scores])
 
-    def decide(self, it: Iteration, decision: str, reason: str) -> None:
-        """Record and emit an iteration's decision."""
+    def decide(self, it: Iteration, decision: str, reason: str, *, incumbent: int | None = None) -> None:
+        """Record and emit an iteration's decision, the run's spend at that point and, for a loop that returns a
+        prompt, `incumbent`: the iteration whose candidate it would return if it stopped now."""
         it.decision, it.reason = decision, reason
         it.spent = self.spent.model_copy()
+        it.incumbent = incumbent
         self.emit("decision", f"{decision}: {reason}", iteration=it.index, decision=decision)
 
     def finish(self, stop_reason: str, final_output: str | None) -> Run:
@@ -316,6 +328,7 @@ class RunContext:
         if best is not None:
             r.best_iteration, r.best_score = best.index, best.average
         r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
+        r.spent = self.spent.model_copy()
         self.clean.model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
         self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
         return r

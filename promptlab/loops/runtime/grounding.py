@@ -32,6 +32,7 @@ Every evaluation call is a Step (phase `score_dev` / `score_test`, role `target`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -44,27 +45,44 @@ from ...llm.providers import supports_logprobs, validate_model_name
 from ...llm.simulated import is_simulated, parse_sim
 from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
 from .base import LoopConfig
-from .context import BUDGET_FREE_PHASES, RunContext
+from .context import RunContext
 
 ScoreSource = Literal["critic", "grounded", "both"]
 ScoreMode = Literal["sampled", "expected"]
 
 
-class PromptLoopConfig(LoopConfig):
-    """Settings shared by the loops whose output is a prompt: who runs candidates, what decides, how critics
-    score, whether the starting prompt is a candidate, and what a critic reply that cannot be read counts as."""
-
-    SIMULATED_CRITICS = True
+class GroundedConfig(LoopConfig):
+    """Settings of a loop that measures candidate prompts on a grounded task's examples: who runs them, how
+    long a reply may be, how many examples are in flight, and which candidates are measured on test."""
 
     target_model: str | None = None
     """Model that executes candidate prompts on the examples (None: the generator model)."""
-    score_source: ScoreSource = "critic"
-    """What the router decides on: 'critic' (critic average), 'grounded' (1 + 9 x dev score; needs examples)
-    or 'both' (critic decides, grounded recorded)."""
     eval_max_tokens: int | None = Field(256, ge=1)
     """Cap on each reply when a candidate runs on an example (evaluation runs at temperature 0)."""
     eval_concurrency: int = Field(4, ge=1, le=64)
     """Examples evaluated at once."""
+    test_incumbents: bool = False
+    """Also measure on the test split, after the loop and outside its budget, every candidate that was ever
+    the one the run would return (`Iteration.incumbent`; its score in `Iteration.test`), so that
+    `analysis.equal_budget` gives exact test scores at every budget. It costs one test-split evaluation (60
+    calls on the shipped tasks) per incumbent that is neither the starting nor the final prompt, cached at
+    sample 0 and so shared by every run that measures the same prompt."""
+
+    def target(self) -> str:
+        """The model that runs candidate prompts on examples."""
+        return self.target_model or self.generator_model or self.model
+
+
+class PromptLoopConfig(GroundedConfig):
+    """Settings shared by the critic-driven loops whose output is a prompt (P³RO, Creator/Critic): what decides,
+    how critics score, whether the starting prompt is a candidate, and what an unreadable critic reply counts
+    as."""
+
+    SIMULATED_CRITICS = True
+
+    score_source: ScoreSource = "critic"
+    """What the router decides on: 'critic' (critic average), 'grounded' (1 + 9 x dev score; needs examples)
+    or 'both' (critic decides, grounded recorded)."""
     score_mode: ScoreMode = "sampled"
     """'sampled': the integer the critic wrote; 'expected': the probability-weighted mean over 1-10 from the
     critic's token log-probabilities (G-Eval; refused for a critic model without them)."""
@@ -75,10 +93,6 @@ class PromptLoopConfig(LoopConfig):
     """Score the starting prompt as candidate 0 (iteration 0: on dev and by the critics) so that stopping and
     the final selection may return it. None: yes for a grounded task, no otherwise; False: the design
     documents' behaviour (only rewrites are candidates). Generation is the same either way."""
-
-    def target(self) -> str:
-        """The model that runs candidate prompts on examples."""
-        return self.target_model or self.generator_model or self.model
 
     def starts_with_start(self, task: Task) -> bool:
         """Whether the starting prompt is candidate 0 of a run on `task` (`include_start`, resolved)."""
@@ -134,13 +148,18 @@ measurement, shared by every run, replicate and configuration that measures that
 what their loops write, not by measuring the same prompt again), and found in the cache after the first."""
 
 
-async def measure(ctx: RunContext, cfg: PromptLoopConfig, prompt: str, split: str,
-                  iteration: Iteration | None = None) -> GroundedScore:
+async def measure(ctx: RunContext, cfg: GroundedConfig, prompt: str, split: str,
+                  iteration: Iteration | None = None, *, indices: Sequence[int] | None = None) -> GroundedScore:
     """Run `prompt` on the task's `split` examples with the target model at temperature 0 (sample
     `EVAL_SAMPLE`, whatever the run's) and score it; each call is a Step in example order, a judge scorer's
-    calls count in the run's totals."""
+    calls count in the run's totals (and, outside the test split, in its budget spend).
+
+    With `indices` (positions within the split), only those examples are run: the result's `scores` follow
+    `indices`, and each step's `example` is the split position."""
     task = ctx.run.task
-    examples = examples_of(task, split)
+    split_examples = examples_of(task, split)
+    positions = list(range(len(split_examples))) if indices is None else list(indices)
+    examples = [split_examples[i] for i in positions]
     phase = f"score_{split}"
     steps: dict[int, Step] = {}
     n_errors = len(ctx.run.errors)
@@ -149,7 +168,7 @@ async def measure(ctx: RunContext, cfg: PromptLoopConfig, prompt: str, split: st
         c, step = await ctx.completion("target", phase, text, iteration=iteration, system=system,
                                        model=cfg.target(), place=False, temperature=0.0,
                                        max_tokens=cfg.eval_max_tokens, sample=EVAL_SAMPLE)
-        step.output = {"text": c.text if c is not None else None, "example": index}
+        step.output = {"text": c.text if c is not None else None, "example": positions[index]}
         steps[index] = step
         if c is None:
             raise RuntimeError(step.error.message if step.error else "the model call failed")
@@ -169,6 +188,7 @@ async def measure(ctx: RunContext, cfg: PromptLoopConfig, prompt: str, split: st
     order = {id(s.error): i for i, s in steps.items() if s.error is not None}
     ctx.run.errors[n_errors:] = sorted(ctx.run.errors[n_errors:], key=lambda e: order.get(id(e), -1))
     _account_judge(ctx, result.usage.model_dump(), phase)
+    ctx.spend_tally(phase, result.spent)
     return result.grounded(split)
 
 
@@ -201,11 +221,7 @@ def simulated_info(models: list[str]) -> dict[str, Any]:
 
 def _account_judge(ctx: RunContext, usage: dict[str, Any], phase: str) -> None:
     """Add a judge scorer's calls (the evaluation's usage; the target's calls were counted as steps) to the
-    run's totals and, outside the test split, to its budget spend."""
-    if usage.get("calls", 0) and phase not in BUDGET_FREE_PHASES:
-        ctx.spent.calls += usage.get("calls", 0)
-        ctx.spent.input_tokens += usage.get("input_tokens", 0)
-        ctx.spent.output_tokens += usage.get("output_tokens", 0)
+    run's totals (its budget spend is `EvalResult.spent`, counted by `measure`)."""
     t = ctx.run.totals
     t.calls += usage.get("calls", 0)
     t.cache_hits += usage.get("cache_hits", 0)
@@ -217,17 +233,30 @@ def _account_judge(ctx: RunContext, usage: dict[str, Any], phase: str) -> None:
         t.cost_usd = None if cost is None else round(t.cost_usd + cost, 10)
 
 
-async def measure_test(ctx: RunContext, cfg: PromptLoopConfig, final_prompt: str | None) -> None:
-    """The original and the final prompt on the test split, and their paired difference."""
+async def measure_test(ctx: RunContext, cfg: GroundedConfig, final_prompt: str | None) -> None:
+    """The original and the final prompt on the test split, and their paired difference; with
+    `test_incumbents`, then every candidate that was ever the run's incumbent (`Iteration.test`), each prompt
+    measured once (the start's and the final prompt's measures are reused)."""
     run = ctx.run
     run.baseline_test = await measure(ctx, cfg, run.task.prompt, "test")
-    if final_prompt is None:
+    measured = {run.task.prompt: run.baseline_test}
+    if final_prompt is not None:
+        run.final_test = await measure(ctx, cfg, final_prompt, "test")
+        measured.setdefault(final_prompt, run.final_test)
+        value, n, low, high = paired_delta_ci(run.baseline_test.scores, run.final_test.scores)
+        run.delta = Delta(value=value, n=n, ci_low=low, ci_high=high)
+    if not cfg.test_incumbents:
         return
-    run.final_test = await measure(ctx, cfg, final_prompt, "test")
-    value, n, low, high = paired_delta_ci(run.baseline_test.scores, run.final_test.scores)
-    run.delta = Delta(value=value, n=n, ci_low=low, ci_high=high)
+    by_index = {it.index: it for it in run.iterations}
+    for index in dict.fromkeys(it.incumbent for it in run.iterations if it.incumbent is not None):
+        it = by_index.get(index)
+        if it is None or it.candidate is None:
+            continue
+        if it.candidate not in measured:
+            measured[it.candidate] = await measure(ctx, cfg, it.candidate, "test")
+        it.test = measured[it.candidate]
 
 
-__all__ = ["EVAL_SAMPLE", "PromptLoopConfig", "ScoreMode", "ScoreSource", "check_prompt_loop", "decision_score",
+__all__ = ["EVAL_SAMPLE", "GroundedConfig", "PromptLoopConfig", "ScoreMode", "ScoreSource", "check_prompt_loop", "decision_score",
            "grounded_decision_score", "measure", "measure_test", "simulated_info", "simulated_score",
            "simulated_step"]

@@ -1,0 +1,174 @@
+"""APE, after "Large Language Models Are Human-Level Prompt Engineers" (Zhou, Muresanu, Han, Paster, Pitis,
+Chan and Ba, 2022; arXiv:2211.01910).
+
+Forward generation: a proposer model is shown a few input/output demonstrations of the task and asked which
+instruction produced them. APE draws `demo_sets` sets of `demos` demonstrations and asks `proposals_per_set`
+times per set; each proposal is run on the dev split by the target model and scored, and the best on dev is
+kept (ties to the earliest; the starting prompt is candidate 0). The optional iterative Monte Carlo search then
+runs `max_iterations` rounds: each round asks, for each of the `keep` best candidates so far, for `variations`
+rewordings that keep its meaning (`RESAMPLER_PROMPT`), and scores them the same way.
+
+The paper samples every proposal before scoring any; as proposals do not depend on scores, they are asked for
+and scored one at a time here, taking the demonstration sets in turn (proposal j uses set j mod `demo_sets`),
+so that a run stopped by its budget has drawn from every set alike.
+
+Parameters (`APEConfig`; the defaults are the paper's code's `configs/default.yaml`): `demo_sets` (5),
+`demos` (5), `proposals_per_set` (50), `temperature` (0.9), `max_iterations` rounds of the iterative search
+(0: none, the paper's default APE, which found the rounds add little), `keep` (5) and `variations` (2) per
+round, which the paper leaves open (these are promptlab's). The paper scores each proposal on a random subset
+of the training data (50 examples); here every candidate is scored on the whole dev split. It reads the
+instruction as the continuation of "The instruction was to"; here the proposer replies with JSON
+(`{"instruction": ...}`).
+
+A step of the budget is one candidate: its proposal (or rewording) and its dev evaluation. Stop reasons:
+`max_iterations` (every proposal and round done), `budget`. Prompts: `PROPOSER_PROMPT` (field `demos`) and
+`RESAMPLER_PROMPT` (field `prompt`), overridable with `prompts={"proposer": ..., "resampler": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field
+
+from ...eval.tasks import input_text
+from ...events import EventHandler
+from ...llm.call import CacheArg
+from ...llm.settings import Settings
+from ...record import Iteration, Run, Task
+from ..runtime.base import LoopSpec, as_config, as_task, by_decision_score, register_loop, sync_twin
+from ..runtime.budget import BUDGET
+from ..runtime.context import RunContext
+from ..runtime.search import (
+    PARAPHRASE_PROMPT,
+    Instruction,
+    Rewrite,
+    Search,
+    SearchConfig,
+    check_search_loop,
+    dev_score,
+)
+
+
+class APEConfig(SearchConfig):
+    """APE settings: `generator_model` plays the proposer and the resampler, `target_model` runs the candidates."""
+
+    ROLES = ("proposer", "resampler")
+
+    temperature: float = Field(0.9, ge=0.0, le=2.0)
+    """Sampling temperature of proposals and rewordings (the paper's 0.9); candidates run at 0."""
+    max_iterations: int = Field(0, ge=0, le=100)
+    """Rounds of iterative Monte Carlo search after the proposals (0: none, the paper's default APE)."""
+    demo_sets: int = Field(5, ge=1, le=100)
+    """Demonstration sets the proposer is shown (the paper's `num_subsamples`, 5)."""
+    demos: int = Field(5, ge=1, le=50)
+    """Input/output demonstrations per set, drawn from the dev split (the paper's `num_demos`, 5)."""
+    proposals_per_set: int = Field(50, ge=1, le=999)
+    """Proposals asked for per demonstration set (the paper's `num_prompts_per_subsample`, 50)."""
+    keep: int = Field(5, ge=1, le=100)
+    """Iterative search: the best candidates so far that each round rewords (promptlab's choice)."""
+    variations: int = Field(2, ge=1, le=100)
+    """Iterative search: rewordings asked for per kept candidate and round (promptlab's choice)."""
+
+
+def demo_text(search: Search, cfg: APEConfig, k: int) -> str:
+    """Demonstration set `k`: `demos` dev examples drawn at random, as input/output pairs."""
+    dev = search.dev
+    picks = search.rng("demos", k).sample(range(len(dev)), min(cfg.demos, len(dev)))
+    return "\n\n".join(f"Input: {input_text(dev[i].input)}\nOutput: {_target(dev[i].target)}" for i in picks)
+
+
+def _target(target: Any) -> str:
+    return target if isinstance(target, str) else json.dumps(target, ensure_ascii=False)
+
+
+def best(search: Search, n: int) -> list[Iteration]:
+    """The `n` best distinct candidates so far by dev score (ties to the earliest)."""
+    scored = [it for it in search.by_text.values() if dev_score(it) is not None]
+    return sorted(scored, key=lambda it: (-(dev_score(it) or 0.0), it.index))[:n]
+
+
+async def arun_ape(
+    task: Task | str | dict[str, Any],
+    config: APEConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Run:
+    """Run APE on a grounded task and return its record.
+
+    Args:
+        task: a grounded Task (examples, scorer, split), or a dict of its fields.
+        config: an APEConfig, a dict of its fields, or None for the defaults.
+        sample: replicate index (independent draws).
+        on_event: called with each Event as the run goes.
+        cache: the call cache (None: default, False: none, or a directory).
+        settings: retries, structured re-asks, timeouts.
+        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+
+    Returns:
+        The Run: iteration 0 is the starting prompt, each later iteration a proposal (`metrics['set']`) or a
+        rewording (`metrics['round']`) with its dev score; `final_output` is the best on dev;
+        `Run.baseline_test`, `Run.final_test`, `Run.delta` and each incumbent's `Iteration.test`.
+
+    Raises:
+        ConfigError: a bad config, or a task without examples, before any call.
+    """
+    task, cfg = as_task(task), as_config(APEConfig, config)
+    extra = check_search_loop(task, cfg, "ape")
+    ctx = RunContext("ape", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
+                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx.run.models["target"] = cfg.target()
+    ctx.emit("run_started", f"ape on task {task.id}", task=task.id, models=ctx.run.models)
+    search = Search(ctx, cfg)
+    stop = "max_iterations" if await search.start() is not None else BUDGET
+    requests = [ctx.prompt("proposer", PROPOSER_PROMPT, demos=demo_text(search, cfg, k)) for k in range(cfg.demo_sets)]
+    schedule: list[tuple[str, str, str, dict[str, int]]] = [
+        ("proposer", "propose", requests[j % cfg.demo_sets], {"set": j % cfg.demo_sets + 1})
+        for j in range(cfg.demo_sets * cfg.proposals_per_set)]
+    rounds = 0
+    while stop != BUDGET:
+        for role, phase, request, where in schedule:
+            size = search.incumbent.candidate if search.incumbent else None
+            if search.stop(search.write_cost(phase, request), search.dev_cost(size or task.prompt)):
+                stop = BUDGET
+                break
+            it = ctx.new_iteration()
+            it.metrics.update(where)
+            out, call = await search.write(role, phase, request, Instruction if role == "proposer" else Rewrite, it)
+            text = (out.instruction if role == "proposer" else out.prompt) if out is not None else None
+            await search.take(it, text, call, "forward generation" if role == "proposer" else "rewording")
+        if stop == BUDGET or rounds >= cfg.max_iterations:
+            break
+        rounds += 1
+        schedule = [("resampler", "resample", ctx.prompt("resampler", RESAMPLER_PROMPT, prompt=parent.candidate),
+                     {"round": rounds, "parent": parent.index})
+                    for parent in best(search, cfg.keep) for _ in range(cfg.variations)]
+    ctx.run.info["rounds"] = rounds
+    return await search.finish(stop, f"APE on task {task.id!r}: {cfg.demo_sets} demonstration set(s), "
+                                     f"{rounds} round(s) of iterative search.")
+
+
+run_ape = sync_twin(arun_ape)
+
+register_loop(LoopSpec("ape", APEConfig, arun_ape,
+                       "APE: instructions proposed from input/output demonstrations, the best on dev kept"))
+
+
+# Role prompts (override with config.prompts[role]; fields: demos for the proposer, prompt for the resampler) ---
+PROPOSER_PROMPT = """Someone was given an instruction and applied it to several inputs. Here is what they \
+produced for each input:
+
+{demos}
+
+What was the instruction? Write it as an instruction that could be given to someone else for new inputs of \
+the same kind. Reply with JSON only: an object whose "instruction" field is the instruction."""
+
+RESAMPLER_PROMPT = PARAPHRASE_PROMPT
+"""APE's iterative round rewords a kept candidate with the paraphrase prompt the search loops share."""
+
+__all__ = ["APEConfig", "PROPOSER_PROMPT", "RESAMPLER_PROMPT", "arun_ape", "run_ape"]

@@ -1,0 +1,167 @@
+"""OPRO, after "Large Language Models as Optimizers" (Yang, Wang, Lu, Liu, Le, Zhou and Chen, 2023;
+arXiv:2309.03409).
+
+An optimizer model is shown a meta-prompt: the best instructions found so far with their scores, in ascending
+order of score (the best last, where the model looks most), and a few input/output examples of the task that
+show where the instruction goes. Each optimisation step it is asked `candidates_per_step` times, at a high
+temperature, for a new instruction that differs from the shown ones and scores higher; each new instruction is
+run on the dev split by the target model and scored, and the next step's meta-prompt shows the best
+`shown_instructions` of everything scored. The run returns the best instruction on dev (ties to the earliest;
+the starting prompt is candidate 0, OPRO's initial instruction).
+
+Parameters (`OPROConfig`; the paper's values are the defaults): `max_iterations` optimisation steps (200),
+`candidates_per_step` (8), `shown_instructions` (20), `score_threshold` (an instruction is shown only when its
+score is at least this; 0.0, the value of the paper's code for its PaLM scorer), `exemplars` (3 dev examples,
+drawn at random each step), `score_buckets` (scores shown as whole numbers 0-100) and `temperature` (1.0). The
+paper scores on 3.5% of GSM8K's training set and draws exemplars from it; here both come from the task's dev
+split. Where the paper reads the instruction from square brackets, the optimizer replies with JSON
+(`{"instruction": ...}`), which structured output and a local model's grammar keep readable.
+
+Each candidate is one iteration and one step of the budget (its optimizer call and its dev evaluation);
+candidates are asked for one after another, so a run stopped by its budget ends between two candidates of a
+step. Stop reasons: `max_iterations` (every step done), `budget`. The meta-prompt is `OPTIMIZER_PROMPT`
+(override with `prompts={"optimizer": ...}`; fields `history` and `exemplars`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field
+
+from ...eval.tasks import input_text
+from ...events import EventHandler
+from ...llm.call import CacheArg
+from ...llm.settings import Settings
+from ...record import Run, Task
+from ..runtime.base import LoopSpec, as_config, as_task, by_decision_score, register_loop, sync_twin
+from ..runtime.budget import BUDGET
+from ..runtime.context import RunContext
+from ..runtime.search import Instruction, Search, SearchConfig, check_search_loop, dev_score
+
+
+class OPROConfig(SearchConfig):
+    """OPRO settings: `generator_model` plays the optimizer, `target_model` (the scorer in the paper) runs the
+    candidates on the dev split."""
+
+    ROLES = ("optimizer",)
+
+    temperature: float = Field(1.0, ge=0.0, le=2.0)
+    """The optimizer's sampling temperature (the paper's 1.0); candidates run at 0."""
+    max_iterations: int = Field(200, ge=1, le=1000)
+    """Optimisation steps at most (the paper's 200); each asks for `candidates_per_step` instructions."""
+    candidates_per_step: int = Field(8, ge=1, le=100)
+    """Instructions asked for per step (the paper's 8), each from the same meta-prompt."""
+    shown_instructions: int = Field(20, ge=1, le=200)
+    """The best instructions so far that the meta-prompt shows (the paper's 20)."""
+    score_threshold: float = Field(0.0, ge=0.0, le=1.0)
+    """An instruction is shown only when its dev score is at least this (0.0, as the paper's code for its PaLM
+    scorer; 0.3 for its GPT scorers)."""
+    exemplars: int = Field(3, ge=0, le=50)
+    """Dev examples shown per step, drawn at random (the paper's 3)."""
+    score_buckets: int | None = Field(100, ge=1, le=1000)
+    """Scores are shown as whole numbers, `round(score x score_buckets)` (the paper's 100); None: as they are."""
+
+
+def _shown(score: float, buckets: int | None) -> str:
+    return str(round(score * buckets)) if buckets is not None else f"{score:.3f}"
+
+
+def meta_prompt(search: Search, cfg: OPROConfig, step: int) -> str:
+    """The optimizer's prompt for `step`: the best scored instructions (ascending), then the exemplars."""
+    scored = [(score, it.index, text) for text, it in search.by_text.items()
+              if (score := dev_score(it)) is not None and score >= cfg.score_threshold]
+    best = sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.shown_instructions]
+    history = "\n\n".join(f"text:\n{text}\nscore:\n{_shown(score, cfg.score_buckets)}"
+                          for score, _, text in sorted(best, key=lambda s: (s[0], -s[1])))
+    dev = search.dev
+    picks = search.rng("exemplars", step).sample(range(len(dev)), min(cfg.exemplars, len(dev)))
+    exemplars = "\n\n".join(f"input:\n<INS>\n\n{input_text(dev[i].input)}\noutput:\n{_target(dev[i].target)}"
+                            for i in picks)
+    scale = cfg.score_buckets if cfg.score_buckets is not None else 1
+    return search.ctx.prompt("optimizer", OPTIMIZER_PROMPT, history=history or "(none yet)",
+                             exemplars=exemplars or "(no examples shown)", scale=scale)
+
+
+def _target(target: Any) -> str:
+    return target if isinstance(target, str) else json.dumps(target, ensure_ascii=False)
+
+
+async def arun_opro(
+    task: Task | str | dict[str, Any],
+    config: OPROConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Run:
+    """Run OPRO on a grounded task and return its record.
+
+    Args:
+        task: a grounded Task (examples, scorer, split), or a dict of its fields.
+        config: an OPROConfig, a dict of its fields, or None for the defaults.
+        sample: replicate index (independent draws).
+        on_event: called with each Event as the run goes.
+        cache: the call cache (None: default, False: none, or a directory).
+        settings: retries, structured re-asks, timeouts.
+        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+
+    Returns:
+        The Run: iteration 0 is the starting prompt, each later iteration one optimizer proposal with its dev
+        score (`metrics['step']`); `final_output` is the best on dev; `Run.baseline_test`, `Run.final_test`,
+        `Run.delta` and each incumbent's `Iteration.test`.
+
+    Raises:
+        ConfigError: a bad config, or a task without examples, before any call.
+    """
+    task, cfg = as_task(task), as_config(OPROConfig, config)
+    extra = check_search_loop(task, cfg, "opro")
+    ctx = RunContext("opro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
+                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx.run.models["target"] = cfg.target()
+    ctx.emit("run_started", f"opro on task {task.id}", task=task.id, models=ctx.run.models)
+    search = Search(ctx, cfg)
+    stop = "max_iterations" if await search.start() is not None else BUDGET
+    steps = 0
+    while stop != BUDGET and steps < cfg.max_iterations:
+        steps += 1
+        prompt = meta_prompt(search, cfg, steps)
+        for k in range(cfg.candidates_per_step):
+            incumbent = search.incumbent.candidate if search.incumbent else task.prompt
+            if search.stop(search.write_cost("optimize", prompt), search.dev_cost(incumbent or task.prompt)):
+                stop = BUDGET
+                break
+            it = ctx.new_iteration()
+            it.metrics.update(step=steps, draw=k + 1)
+            out, call = await search.write("optimizer", "optimize", prompt, Instruction, it)
+            await search.take(it, out.instruction if out is not None else None, call, f"optimizer, step {steps}")
+    ctx.run.info["steps"] = steps
+    return await search.finish(stop, f"OPRO on task {task.id!r}: {steps} step(s) of up to "
+                                     f"{cfg.candidates_per_step} instruction(s) each.")
+
+
+run_opro = sync_twin(arun_opro)
+
+register_loop(LoopSpec("opro", OPROConfig, arun_opro,
+                       "OPRO: an optimizer model sees the best instructions with their dev scores and proposes more"))
+
+
+# Role prompt (override with config.prompts["optimizer"]; fields: history, exemplars, scale) ------------------
+OPTIMIZER_PROMPT = """Your job is to find the instruction that makes an AI model do a task best. Below are \
+instructions tried so far, each with its score: how many of the task's examples it got right, out of {scale}. \
+They are sorted from the lowest score to the highest.
+
+{history}
+
+This is how an instruction is used: <INS> stands for it, the model reads the input with the instruction in \
+that place, and its answer counts as right when it gives the output shown.
+
+{exemplars}
+
+Write one new instruction that is different from every instruction above and scores higher than all of them. \
+Reply with JSON only: an object whose "instruction" field is the new instruction."""
+
+__all__ = ["OPROConfig", "OPTIMIZER_PROMPT", "arun_opro", "meta_prompt", "run_opro"]

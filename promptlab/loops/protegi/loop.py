@@ -1,0 +1,252 @@
+"""ProTeGi, after "Automatic Prompt Optimization with 'Gradient Descent' and Beam Search" (Pryzant, Iter, Li, Lee,
+Zhu and Zeng, 2023; arXiv:2305.03495).
+
+A beam search over prompts. Each of `max_iterations` rounds expands every prompt of the beam, then selects the
+next beam:
+
+1. Errors: the round draws a minibatch of `minibatch_size` dev examples; each beam prompt is run on the ones it
+   has not run on yet, and its wrong answers (score below 1) are its errors.
+2. Gradients: `n_gradients` times, `errors_per_gradient` of the errors are shown to the model, which writes
+   `gradients_per_error` reasons why the prompt may have failed on them (the textual "gradient",
+   `GRADIENT_PROMPT`).
+3. Edits: for each reason the model writes `steps_per_gradient` improved prompts (`EDITOR_PROMPT`).
+4. Paraphrases: each edited prompt and the beam prompt itself are reworded `mc_samples_per_step` times
+   (`PARAPHRASE_PROMPT`, the Monte Carlo step). Of the distinct successors, at most `max_expansion_factor` per
+   beam prompt are kept, drawn at random, as in the paper.
+5. Selection: the beam and its successors are the arms of a bandit on the dev split (`selection`: UCB bandits or
+   successive rejects; `promptlab.loops.protegi.bandit`), and the `beam_size` best estimates are the next beam.
+
+The run returns the head of the last beam (its best estimate); that is the incumbent at every decision. A beam
+prompt with no error on the minibatch has nothing to learn from and is only paraphrased.
+
+Records: iteration 0 is the starting prompt (the first beam), measured on the whole dev split; each new
+successor is an iteration (`metrics`: round, parent, origin) whose dev score is its bandit estimate over the
+examples it ran on (`Iteration.grounded`: n and CI of those), decided IN_BEAM or OUT_OF_BEAM when its round's
+selection ends (UNFINISHED when the budget ended the round first). The calls that expand a beam prompt
+(gradients, edits, paraphrases, and its minibatch evaluation) are steps of that prompt's iteration.
+`Run.info['beams']` lists each round's beam.
+
+Parameters: `ProTeGiConfig` (the paper's code's defaults: 6 rounds, beam 4, minibatch 64, 4 gradients of 4
+errors, 1 reason each, 1 edit per reason, 2 paraphrases, 8 successors, UCB with 8 rounds of 8 arms on 32
+examples). The paper's minibatch and pulls come from a training set of hundreds of examples; here from the
+dev split, so a minibatch or a pull larger than it takes all of it. Where the paper wraps each reason and
+prompt in <START>/<END> tags, the model replies with JSON lists. It edits the task section of a sectioned
+prompt; here the whole prompt.
+
+A step of the budget is one call (a gradient, an edit, a paraphrase) or one pull (a prompt on a few dev
+examples). Stop reasons: `max_iterations` (every round done), `budget`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...eval.tasks import input_text
+from ...events import EventHandler
+from ...llm.call import CacheArg
+from ...llm.settings import Settings
+from ...record import Iteration, Run, Task
+from ..runtime.base import LoopSpec, as_config, as_task, by_decision_score, cut, register_loop, sync_twin
+from ..runtime.budget import BUDGET
+from ..runtime.context import RunContext
+from ..runtime.search import PARAPHRASE_PROMPT, Rewrite, Search, check_search_loop
+from .bandit import SELECTIONS, Arms
+from .config import Prompts, ProTeGiConfig, Reasons
+
+Successor = tuple[str, str, int]
+"""(prompt text, origin, parent iteration index)."""
+
+
+def error_text(search: Search, it: Iteration, positions: list[int]) -> str:
+    """The wrong answers of `it` on the dev examples at `positions`: input, expected output, the model's answer."""
+    replies = {st.output.get("example"): st.output.get("text") for st in it.steps if st.phase == "score_dev"}
+    blocks = []
+    for k, i in enumerate(positions, start=1):
+        ex = search.dev[i]
+        target = ex.target if isinstance(ex.target, str) else json.dumps(ex.target, ensure_ascii=False)
+        blocks.append(f"Example {k}\nInput: {input_text(ex.input)}\nExpected output: {target}\n"
+                      f"The model's answer: {cut(replies.get(i) or '', 300)}")
+    return "\n\n".join(blocks)
+
+
+class _Round:
+    """One round's expansion: the successors written for the beam prompts."""
+
+    def __init__(self, search: Search, cfg: ProTeGiConfig, arms: Arms, number: int) -> None:
+        self.search, self.cfg, self.arms, self.number = search, cfg, arms, number
+        n_dev = len(search.dev)
+        self.minibatch = sorted(search.rng("minibatch", number).sample(range(n_dev), min(cfg.minibatch_size, n_dev)))
+
+    async def write(self, role: str, phase: str, prompt: str, schema: Any, parent: Iteration) -> Any:
+        """One call of the expansion as a step of the budget (placed on the parent's iteration); raises
+        _Stopped when the budget refuses it."""
+        if self.search.stop(self.search.write_cost(phase, prompt)):
+            raise _Stopped
+        out, _ = await self.search.write(role, phase, prompt, schema, parent)
+        return out
+
+    async def expand(self, parent: Iteration) -> list[Successor]:
+        """The successors of one beam prompt (at most `max_expansion_factor`)."""
+        search, cfg, ctx = self.search, self.cfg, self.search.ctx
+        assert parent.candidate is not None
+        if not await self.arms.pull(parent, self.minibatch):
+            raise _Stopped
+        ledger = self.arms.ledger(parent)
+        errors = [i for i in self.minibatch if (s := ledger.get(i)) is not None and s < 1.0]
+        edited: list[tuple[str, str]] = []
+        for g in range(cfg.n_gradients if errors else 0):
+            shown = search.rng("errors", self.number, parent.index, g).sample(errors, min(cfg.errors_per_gradient,
+                                                                                          len(errors)))
+            wrong = error_text(search, parent, shown)
+            asked = ctx.prompt("gradient", GRADIENT_PROMPT, prompt=parent.candidate, errors=wrong,
+                               n=cfg.gradients_per_error)
+            reasons = await self.write("gradient", "gradient", asked, Reasons, parent)
+            for reason in (reasons.reasons[: cfg.gradients_per_error] if reasons is not None else []):
+                asked = ctx.prompt("editor", EDITOR_PROMPT, prompt=parent.candidate, errors=wrong, reason=reason,
+                                   n=cfg.steps_per_gradient)
+                edits = await self.write("editor", "edit", asked, Prompts, parent)
+                edited += [(p, f"edit of reason {g + 1}") for p in (edits.prompts[: cfg.steps_per_gradient]
+                                                                     if edits is not None else [])]
+        written = list(edited)
+        for text in [t for t, _ in edited] + [parent.candidate]:
+            asked = ctx.prompt("paraphraser", PARAPHRASE_PROMPT, prompt=text)
+            for _ in range(cfg.mc_samples_per_step):
+                out = await self.write("paraphraser", "paraphrase", asked, Rewrite, parent)
+                if out is not None:
+                    written.append((out.prompt, "paraphrase"))
+        distinct = list(dict.fromkeys(t.strip() for t, _ in written if t.strip() and t.strip() != parent.candidate))
+        origin = {t.strip(): o for t, o in reversed(written)}
+        kept = distinct
+        if len(distinct) > cfg.max_expansion_factor:
+            picks = search.rng("expand", self.number, parent.index).sample(range(len(distinct)),
+                                                                              cfg.max_expansion_factor)
+            kept = [distinct[i] for i in sorted(picks)]
+        parent.metrics.update({f"round_{self.number}_errors": len(errors),
+                               f"round_{self.number}_successors": len(distinct),
+                               f"round_{self.number}_kept": len(kept)})
+        return [(t, origin[t], parent.index) for t in kept]
+
+
+class _Stopped(Exception):
+    """The budget refused the next step of the round."""
+
+
+async def arun_protegi(
+    task: Task | str | dict[str, Any],
+    config: ProTeGiConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Run:
+    """Run ProTeGi on a grounded task and return its record.
+
+    Args:
+        task: a grounded Task (examples, scorer, split), or a dict of its fields.
+        config: a ProTeGiConfig, a dict of its fields, or None for the defaults.
+        sample: replicate index (independent draws).
+        on_event: called with each Event as the run goes.
+        cache: the call cache (None: default, False: none, or a directory).
+        settings: retries, structured re-asks, timeouts.
+        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+
+    Returns:
+        The Run: iteration 0 is the starting prompt, each later iteration a successor with its bandit estimate
+        on dev; `final_output` is the head of the last beam; `info['beams']` the beams by round;
+        `Run.baseline_test`, `Run.final_test`, `Run.delta` and each incumbent's `Iteration.test`.
+
+    Raises:
+        ConfigError: a bad config, or a task without examples, before any call.
+    """
+    task, cfg = as_task(task), as_config(ProTeGiConfig, config)
+    extra = check_search_loop(task, cfg, "protegi")
+    ctx = RunContext("protegi", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
+                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx.run.models["target"] = cfg.target()
+    ctx.emit("run_started", f"protegi on task {task.id}", task=task.id, models=ctx.run.models)
+    search = Search(ctx, cfg)
+    arms = Arms(search, search.rng("dev order").sample(range(len(search.dev)), len(search.dev)))
+    start = await search.start()
+    stop = "max_iterations" if start is not None else BUDGET
+    beam = [start] if start is not None else []
+    if start is not None and start.grounded is not None:
+        arms.ledgers[start.index] = dict(enumerate(start.grounded.scores))
+    beams: list[list[int]] = [[it.index for it in beam]]
+    rounds = 0
+    while stop != BUDGET and rounds < cfg.max_iterations:
+        rounds += 1
+        expansion = _Round(search, cfg, arms, rounds)
+        successors: list[Successor] = []
+        try:
+            for parent in beam:
+                successors += await expansion.expand(parent)
+        except _Stopped:
+            stop = BUDGET
+            break
+        pool, new = list(beam), []
+        for text, origin, parent_index in successors:
+            it = search.by_text.get(text)
+            if it is None:
+                it = ctx.new_iteration()
+                it.candidate = text
+                it.metrics.update(round=rounds, parent=parent_index, origin=origin)
+                search.by_text[text] = it
+                new.append(it)
+            if it not in pool:
+                pool.append(it)
+        ranked = await SELECTIONS[cfg.selection](arms, pool, cfg)
+        if ranked is None:
+            stop = BUDGET
+            for it in new:
+                search.decide(it, "UNFINISHED", "the budget ended the round before its selection did")
+            break
+        beam = ranked[: cfg.beam_size]
+        search.incumbent = beam[0]
+        beams.append([it.index for it in beam])
+        for it in new:
+            where = "in the next beam" if it in beam else "not in the next beam"
+            search.decide(it, "IN_BEAM" if it in beam else "OUT_OF_BEAM",
+                          f"{where} after round {rounds}'s {cfg.selection} selection{search.dev_note(it)}")
+    ctx.run.info.update(beams=beams, rounds=rounds)
+    return await search.finish(stop, f"ProTeGi on task {task.id!r}: {rounds} round(s), beam {cfg.beam_size}, "
+                                     f"{cfg.selection} selection on dev.")
+
+
+run_protegi = sync_twin(arun_protegi)
+
+register_loop(LoopSpec("protegi", ProTeGiConfig, arun_protegi,
+                       "ProTeGi: textual gradients from dev errors, edits and paraphrases, a beam chosen by a bandit"))
+
+
+# Role prompts (override with config.prompts[role]; fields: prompt, errors, n, and reason for the editor) -----
+GRADIENT_PROMPT = """An AI model follows the prompt below to do a task.
+
+The prompt:
+"{prompt}"
+
+With this prompt the model answered these examples wrongly:
+
+{errors}
+
+Give {n} reason(s) why the prompt may have led to these wrong answers: what in its wording is missing, unclear \
+or misleading. Reply with JSON only: an object whose "reasons" field is a list of {n} reason(s), each one \
+sentence."""
+
+EDITOR_PROMPT = """An AI model follows the prompt below to do a task.
+
+The prompt:
+"{prompt}"
+
+With this prompt the model answered these examples wrongly:
+
+{errors}
+
+A likely reason: {reason}
+
+Write {n} improved version(s) of the prompt that remove this reason, each a complete prompt for the same task. \
+Reply with JSON only: an object whose "prompts" field is a list of the {n} improved prompt(s)."""
+
+__all__ = ["EDITOR_PROMPT", "GRADIENT_PROMPT", "arun_protegi", "error_text", "run_protegi"]
