@@ -115,7 +115,8 @@ def budget_markdown(found: BudgetFindings | None, verdict: Any, ci: Any, p: Any)
         if r.get("runner_up") is None or r.get("lead") is None:
             lines.append(f"| {r['point']:,.0f} | {mean} | (no runner-up) | - |")
             continue
-        answer = verdict(r["lead_low"], r["lead_high"], up=f"{r['leader']} leads", down=f"{r['runner_up']} leads")
+        answer = verdict(r["lead_low"], r["lead_high"], up=f"{r['leader']} leads", down=f"{r['runner_up']} leads",
+                         p_holm=r["p_holm"])
         lines.append(f"| {r['point']:,.0f} | {mean} | over {r['runner_up']}: {ci(r['lead'], r['lead_low'], r['lead_high'])}"
                      f" ({r['pairs']} pairs, p {p(r['p_holm'])}) | **{answer}** |")
     return [*lines, ""]

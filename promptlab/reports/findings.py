@@ -9,7 +9,8 @@ the returned prompt's DEV-split score) with its best rule per unit of cost, and 
 `findings_markdown` answers the questions in one sentence each, with n and the 95% CI: did refinement help,
 when to stop, can the critic be trusted, and (runs that record incumbents) which loop leads at which budget
 (`promptlab.reports.budget`). An estimate whose CI spans 0 is answered
-"Inconclusive: the CI spans 0". Results without grounded data (tasks without examples) give empty tables and
+"Inconclusive: the CI spans 0", and one whose CI excludes 0 while its Holm-corrected p is 0.05 or more
+"Inconclusive after Holm's correction" (the CI is the estimate's own; Holm's p answers for the family). Results without grounded data (tasks without examples) give empty tables and
 a "no grounded data" sentence instead of an error.
 """
 
@@ -37,6 +38,10 @@ STOPPING_PARAMS = ("finish_threshold", "max_iterations")
 THRESHOLDS = (5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 """Finish thresholds of the report's counterfactual grid (plus every threshold the sweep used)."""
 INCONCLUSIVE = "Inconclusive: the CI spans 0"
+NOT_AFTER_HOLM = "Inconclusive after Holm's correction"
+"""The verdict when an estimate's own CI excludes 0 but its Holm-corrected p is 0.05 or more: one comparison of
+a family may not claim what the family does not support."""
+ALPHA = 0.05
 """The answer when a 95% CI includes 0."""
 
 
@@ -106,15 +111,16 @@ def _modes(traj: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def verdict(low: Any, high: Any, *, up: str, down: str) -> str:
-    """`up` when the CI lies above 0, `down` when below, else INCONCLUSIVE (or "No CI" when it is missing)."""
+def verdict(low: Any, high: Any, *, up: str, down: str, p_holm: Any = None) -> str:
+    """`up` when the CI lies above 0, `down` when below, else INCONCLUSIVE (or "No CI" when it is missing); a CI
+    that excludes 0 with a Holm-corrected p (`p_holm`, when given) of `ALPHA` or more is NOT_AFTER_HOLM."""
     if _na(low) or _na(high):
         return "No CI (too few values)"
-    if float(low) > 0:
-        return up
-    if float(high) < 0:
-        return down
-    return INCONCLUSIVE
+    if float(low) <= 0 <= float(high):
+        return INCONCLUSIVE
+    if not _na(p_holm) and float(p_holm) >= ALPHA:
+        return NOT_AFTER_HOLM
+    return up if float(low) > 0 else down
 
 
 def findings_markdown(f: Findings) -> list[str]:
@@ -139,13 +145,15 @@ def _refinement(f: Findings) -> list[str]:
     if f.deltas.empty:
         return [*lines, "No grounded data on the test split (no run has a delta).", ""]
     for r in f.deltas.itertuples():
-        answer = verdict(r.ci_low, r.ci_high, up="Yes, refinement helped", down="No, refinement hurt")
+        answer = verdict(r.ci_low, r.ci_high, up="Yes, refinement helped", down="No, refinement hurt",
+                         p_holm=r.p_holm)
         lines.append(f"- {r.label}: **{answer}**: mean gain {_ci(r.estimate, r.ci_low, r.ci_high)} over n={r.n} "
                      f"runs (sign-flip p, Holm-corrected: {_p(r.p_holm)}).")
     if f.comparisons is not None and len(f.comparisons):
         lines += ["", "Between configurations (paired over the same task and sample; b minus a):", ""]
         for r in f.comparisons.itertuples():
-            answer = verdict(r.ci_low, r.ci_high, up=f"{r.b} gained more", down=f"{r.a} gained more")
+            answer = verdict(r.ci_low, r.ci_high, up=f"{r.b} gained more", down=f"{r.a} gained more",
+                             p_holm=r.p_holm)
             lines.append(f"- {r.label}: **{answer}**: {_ci(r.estimate, r.ci_low, r.ci_high)}, n={r.n} pairs "
                          f"(Holm p {_p(r.p_holm)}).")
     return [*lines, ""]
@@ -222,5 +230,5 @@ def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-__all__ = ["INCONCLUSIVE", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "budget_lines", "findings", "findings_markdown",
-           "verdict"]
+__all__ = ["ALPHA", "INCONCLUSIVE", "NOT_AFTER_HOLM", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "budget_lines",
+           "findings", "findings_markdown", "verdict"]

@@ -118,7 +118,7 @@ def test_the_frames_record_spend_and_incumbents_and_the_report_draws_the_budget_
     last = [line for line in section.splitlines() if line.startswith("| 83 |")][0]
     assert "Budget in calls" in section
     assert last.startswith("| 83 | arm=search: 0.750 [0.750, 0.750], n=2 | over arm=stay: +0.400 [+0.400, +0.400] "
-                           "(2 pairs, p 0.5) | **arm=search leads** |"), last
+                           "(2 pairs, p 0.5) | **Inconclusive after Holm's correction** |"), last  # 2 pairs prove no lead
 
 
 def test_configurations_that_share_the_top_mean_are_a_tie_not_a_lead(tmp_path: Path) -> None:

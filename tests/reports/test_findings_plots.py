@@ -22,7 +22,7 @@ from promptlab.reports.charts import (
     plot_forest,
     plot_grounded_trajectories,
 )
-from promptlab.reports.findings import findings, findings_markdown
+from promptlab.reports.findings import INCONCLUSIVE, NOT_AFTER_HOLM, findings, findings_markdown, verdict
 from promptlab.reports.summary import report
 from promptlab.results.store import Results, load
 
@@ -129,8 +129,10 @@ def test_findings_of_a_grounded_directory(res: Results) -> None:
     assert at_cap3["grounded_mean"] == pytest.approx((0.7 + 0.6 + 0.3) / 3)  # best by decision score
     assert f.best_rules["loop=p3ro"]["best"]["grounded_mean"] == pytest.approx(at_cap3["grounded_mean"])
     md = "\n".join(findings_markdown(f))
-    # every run gained (deltas 0.5 and 0.55 per task and sample): each answer is a sentence with its CI and n
-    assert "- finish_threshold=8: **Yes, refinement helped**: mean gain +" in md and "over n=6 runs" in md
+    # every run gained (deltas 0.5 and 0.55 per task and sample): each answer is a sentence with its CI and n;
+    # 6 runs that all gain give a sign-flip p of 2/64, 0.0625 after Holm over the 2 configurations: no claim
+    assert ("- finish_threshold=8: **Inconclusive after Holm's correction**: mean gain +" in md
+            and "over n=6 runs (sign-flip p, Holm-corrected: 0.0625)" in md)
     assert "finish_threshold=8 gained more" not in md and "n=6 pairs" in md  # the paired comparison
     # the sweep's critic ranks the 34 logged candidates exactly as their grounded scores do
     assert ("- fake/critic: **Yes, it ranks candidates as accuracy does**: Spearman r=+1.000 [+1.000, +1.000]"
@@ -139,6 +141,20 @@ def test_findings_of_a_grounded_directory(res: Results) -> None:
     # threshold 7 at cap 2 returns 0.4, inside the best's CI, for less
     assert "The best rule (stop at threshold 8, cap 3) reaches 0.533 [0.350, 0.683]" in md
     assert "**stop at threshold 7, cap 2**" in md and "mean dev accuracy 0.400 [0.233, 0.567], n=6 runs" in md
+
+
+def test_a_claim_needs_its_ci_clear_of_0_and_its_holm_p_below_005() -> None:
+    """An interval that excludes 0 is not enough in a family of comparisons: the Holm-corrected p must agree
+    (the demo's equal-budget table once called a lead of +0.054 [+0.008, +0.115] with Holm p 0.125 a lead)."""
+    kw = {"up": "b gained more", "down": "a gained more"}
+    assert verdict(0.008, 0.115, **kw, p_holm=0.125) == NOT_AFTER_HOLM
+    assert verdict(-0.2, -0.01, **kw, p_holm=0.05) == NOT_AFTER_HOLM
+    assert verdict(0.008, 0.115, **kw, p_holm=0.049) == "b gained more"
+    assert verdict(-0.2, -0.01, **kw, p_holm=0.01) == "a gained more"
+    assert verdict(-0.01, 0.2, **kw, p_holm=0.001) == INCONCLUSIVE  # the CI first
+    assert verdict(0.0, 0.2, **kw) == INCONCLUSIVE  # touching 0 is spanning it
+    assert verdict(0.008, 0.115, **kw) == "b gained more"  # no p: the CI alone
+    assert verdict(None, 0.1, **kw).startswith("No CI")
 
 
 def test_report_writes_the_findings(res: Results, tmp_path: Path) -> None:
