@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING
 from ..eval.stats import SEED, bootstrap_ci
 from ..results.configs import config_groups
 
+ALPHA = 0.05
+"""The family-wise error rate a reported claim is held to: its Holm-corrected p must be below it."""
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -136,4 +139,4 @@ def _plain_ci(values: Sequence[float]) -> tuple[float | None, int, float | None,
     return sum(values) / len(values), len(values), lo, hi
 
 
-__all__ = ["compare", "delta_table", "holm", "sign_flip_p"]
+__all__ = ["ALPHA", "compare", "delta_table", "holm", "sign_flip_p"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..analysis.paired import ALPHA
 from .plots import By, plot_trajectories
 
 if TYPE_CHECKING:
@@ -208,7 +209,9 @@ def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, 
                 title: str = "Estimates with 95% CIs", xlabel: str = "estimate with its 95% CI") -> Axes:
     """Forest plot: one row per `label` with `estimate` and its [ci_low, ci_high], n (and p_holm when
     present) in the tick label, and a reference line at `null`. An estimate whose CI spans the null is drawn
-    hollow and marked "CI spans 0" (inconclusive). `title` should say what the estimates are."""
+    hollow and marked "CI spans 0" (inconclusive); one whose CI excludes it but whose Holm-corrected p is
+    `ALPHA` or more is drawn hollow and marked "not after Holm", as the findings say. `title` should say what
+    the estimates are."""
     ax = _axes(ax, (8, 0.5 * max(len(table), 1) + 1.8))
     if table.empty or table["estimate"].isna().all():
         return say_why(ax, title, "no estimate to draw (no configuration has a value)")
@@ -220,12 +223,16 @@ def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, 
     ax.errorbar(est, ys, xerr=[lo, hi], fmt="none", capsize=4, color="C0")
     bounds: list[tuple[Any, Any]] = list(zip(rows["ci_low"], rows["ci_high"], strict=True))
     spans = [not _na(low) and float(low) <= null <= float(high) for low, high in bounds]
-    ax.scatter(est, ys, s=40, zorder=3, color=["white" if s else "C0" for s in spans], edgecolors="C0")
+    holm = rows["p_holm"] if "p_holm" in rows.columns else [None] * len(rows)
+    unproven = [not span and not _na(p) and float(p) >= ALPHA for span, p in zip(spans, holm, strict=True)]
+    hollow = [a or b for a, b in zip(spans, unproven, strict=True)]
+    ax.scatter(est, ys, s=40, zorder=3, color=["white" if h else "C0" for h in hollow], edgecolors="C0")
     ax.axvline(null, color="grey", linestyle="--", linewidth=1)
     labels = []
-    for r, span in zip(rows.itertuples(), spans, strict=True):
+    for r, span, weak in zip(rows.itertuples(), spans, unproven, strict=True):
         p = f", p(Holm)={r.p_holm:.3g}" if "p_holm" in rows.columns and not _na(r.p_holm) else ""
-        labels.append(f"{r.label} (n={r.n}{p}{'; CI spans 0' if span else ''})")
+        mark = "; CI spans 0" if span else "; not after Holm" if weak else ""
+        labels.append(f"{r.label} (n={r.n}{p}{mark})")
     ax.set_yticks(ys, labels)
     ax.set(xlabel=xlabel, title=title)
     ax.grid(alpha=0.3, axis="x")

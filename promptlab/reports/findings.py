@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.critic import ALL, calibration
-from ..analysis.paired import compare, delta_table
+from ..analysis.paired import ALPHA, compare, delta_table
 from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping
 from ..results.configs import config_columns, config_labels
@@ -39,9 +39,8 @@ THRESHOLDS = (5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 """Finish thresholds of the report's counterfactual grid (plus every threshold the sweep used)."""
 INCONCLUSIVE = "Inconclusive: the CI spans 0"
 NOT_AFTER_HOLM = "Inconclusive after Holm's correction"
-"""The verdict when an estimate's own CI excludes 0 but its Holm-corrected p is 0.05 or more: one comparison of
-a family may not claim what the family does not support."""
-ALPHA = 0.05
+"""The verdict when an estimate's own CI excludes 0 but its Holm-corrected p is `ALPHA` or more: one comparison
+of a family may not claim what the family does not support."""
 """The answer when a 95% CI includes 0."""
 
 
@@ -230,5 +229,5 @@ def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-__all__ = ["ALPHA", "INCONCLUSIVE", "NOT_AFTER_HOLM", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "budget_lines",
+__all__ = ["INCONCLUSIVE", "NOT_AFTER_HOLM", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "budget_lines",
            "findings", "findings_markdown", "verdict"]

@@ -117,6 +117,16 @@ def test_forest_plot_draws_each_estimate_with_its_interval() -> None:
     assert ax.get_title() == "Estimates with 95% CIs"
 
 
+def test_forest_plot_draws_a_claim_holm_does_not_support_hollow() -> None:
+    table = pd.DataFrame({"label": ["a", "b"], "n": [6, 6], "estimate": [0.06, 0.1], "ci_low": [0.008, 0.03],
+                          "ci_high": [0.13, 0.17], "p_holm": [0.123, 0.02]})
+    ax = plot_forest(table, ax=axes())
+    assert sorted(t.get_text() for t in ax.get_yticklabels()) == ["a (n=6, p(Holm)=0.123; not after Holm)",
+                                                                  "b (n=6, p(Holm)=0.02)"]
+    faces = [tuple(c) for c in ax.collections[-1].get_facecolors()]  # in row order
+    assert faces[0] == (1.0, 1.0, 1.0, 1.0) and faces[1] != (1.0, 1.0, 1.0, 1.0)
+
+
 def test_findings_of_a_grounded_directory(res: Results) -> None:
     f = findings(res)
     assert f.grounded and not f.warnings
