@@ -34,18 +34,21 @@ def config_columns(frame: pd.DataFrame) -> list[str]:
 
 def config_labels(frame: pd.DataFrame, by: By = "config") -> pd.Series:
     """A readable label per row ("finish_threshold=8, max_iterations=3"), naming only the `by` columns
-    that vary in the frame (all of them when none varies)."""
+    that vary in the frame (all of them when none varies), and of those only the ones the row has a value
+    for ("loop=ape", not "loop=ape, score_source=NA")."""
     import pandas as pd
 
     cols = by_columns(frame, by)
     if not cols:
         return pd.Series(["all runs"] * len(frame), index=frame.index, dtype="string")
     varying = [c for c in cols if frame[c].nunique(dropna=False) > 1] or cols
-    parts = [frame[c].map(lambda v, c=c: f"{c}={fmt_value(v)}") for c in varying]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out + ", " + p
-    return out.astype("string")
+    # a field a row's loop does not have (NA: score_source on a search loop) is left out of its label, which
+    # stays unique: rows that differ only there differ in which fields they name
+    parts = [frame[c].map(lambda v, c=c: "" if fmt_value(v) == "NA" else f"{c}={fmt_value(v)}").tolist()
+             for c in varying]
+    everything_na = ", ".join(f"{c}=NA" for c in varying)
+    labels = [", ".join(p for p in row if p) or everything_na for row in zip(*parts, strict=True)]
+    return pd.Series(labels, index=frame.index, dtype="string")
 
 
 def config_groups(frame: pd.DataFrame, by: By = "config") -> list[tuple[str, pd.DataFrame]]:

@@ -336,3 +336,17 @@ def test_grounded_columns_survive_the_round_trip(tmp_path: Path) -> None:
     assert res.runs.delta.tolist() == [0.375] and str(res.runs.delta_n.dtype) == "Int64"
     assert res.trajectories.decision_score.tolist() == [4.0, 6.0]  # the critic decides in 'both'
     assert res.trajectories.score_source.tolist() == ["both", "both"]
+
+
+def test_a_label_names_only_the_fields_its_row_has() -> None:
+    """A search loop has no score_source: its label is "loop=ape", not "loop=ape, score_source=NA"; labels stay
+    one per configuration, and a row with no value at all says so."""
+    from promptlab.results.configs import config_groups, config_labels
+
+    frame = pd.DataFrame({"loop": ["ape", "p3ro", "p3ro", "ape"], "score_source": [pd.NA, "grounded", "critic", pd.NA],
+                          "budget_tokens": [100.0, 100.0, 100.0, 100.0]})
+    assert config_labels(frame, ["loop", "score_source", "budget_tokens"]).tolist() == [
+        "loop=ape", "loop=p3ro, score_source=grounded", "loop=p3ro, score_source=critic", "loop=ape"]
+    assert [label for label, _ in config_groups(frame, ["loop", "score_source"])] == [
+        "loop=ape", "loop=p3ro, score_source=critic", "loop=p3ro, score_source=grounded"]
+    assert config_labels(pd.DataFrame({"a": [pd.NA, 1]}), ["a"]).tolist() == ["a=NA", "a=1"]
