@@ -10,13 +10,15 @@ signed-rank test drops zeros and tests a different (rank) statistic. Holm's corr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..eval.stats import SEED, bootstrap_ci
 from ..results.configs import config_groups
 
 ALPHA = 0.05
 """The family-wise error rate a reported claim is held to: its Holm-corrected p must be below it."""
+
+Standing = Literal["no_ci", "spans", "not_after_holm", "up", "down"]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,6 +120,26 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return [float(v) for v in adjusted]
 
 
+def standing(low: Any, high: Any, p_holm: Any = None, null: float = 0.0) -> Standing:
+    """What an estimate's 95% CI [low, high] and Holm-corrected p let a report claim, the one rule the findings'
+    sentences and the forest plot follow: "no_ci" (a bound missing), "spans" (the CI holds `null`, touching
+    included), "not_after_holm" (the CI excludes it but `p_holm`, when known, is `ALPHA` or more), else "up" or
+    "down" (the side of `null` the CI lies on)."""
+    if _missing(low) or _missing(high):
+        return "no_ci"
+    if float(low) <= null <= float(high):
+        return "spans"
+    if not _missing(p_holm) and float(p_holm) >= ALPHA:
+        return "not_after_holm"
+    return "up" if float(low) > null else "down"
+
+
+def _missing(v: Any) -> bool:
+    import pandas as pd
+
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+
+
 def _holm(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with p_holm: Holm-corrected p_value (`holm`), <NA> where p_value is missing."""
     frame = frame.copy()
@@ -139,4 +161,4 @@ def _plain_ci(values: Sequence[float]) -> tuple[float | None, int, float | None,
     return sum(values) / len(values), len(values), lo, hi
 
 
-__all__ = ["ALPHA", "compare", "delta_table", "holm", "sign_flip_p"]
+__all__ = ["ALPHA", "Standing", "compare", "delta_table", "holm", "sign_flip_p", "standing"]

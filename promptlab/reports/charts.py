@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..analysis.paired import ALPHA
+from ..analysis.paired import standing
 from .plots import By, plot_trajectories
 
 if TYPE_CHECKING:
@@ -210,8 +210,8 @@ def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, 
     """Forest plot: one row per `label` with `estimate` and its [ci_low, ci_high], n (and p_holm when
     present) in the tick label, and a reference line at `null`. An estimate whose CI spans the null is drawn
     hollow and marked "CI spans 0" (inconclusive); one whose CI excludes it but whose Holm-corrected p is
-    `ALPHA` or more is drawn hollow and marked "not after Holm", as the findings say. `title` should say what
-    the estimates are."""
+    `analysis.paired.ALPHA` or more is drawn hollow and marked "not after Holm", as the findings say
+    (`analysis.paired.standing`). `title` should say what the estimates are."""
     ax = _axes(ax, (8, 0.5 * max(len(table), 1) + 1.8))
     if table.empty or table["estimate"].isna().all():
         return say_why(ax, title, "no estimate to draw (no configuration has a value)")
@@ -221,18 +221,15 @@ def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, 
     lo = (est - rows["ci_low"].astype(float)).clip(lower=0).fillna(0)
     hi = (rows["ci_high"].astype(float) - est).clip(lower=0).fillna(0)
     ax.errorbar(est, ys, xerr=[lo, hi], fmt="none", capsize=4, color="C0")
-    bounds: list[tuple[Any, Any]] = list(zip(rows["ci_low"], rows["ci_high"], strict=True))
-    spans = [not _na(low) and float(low) <= null <= float(high) for low, high in bounds]
     holm = rows["p_holm"] if "p_holm" in rows.columns else [None] * len(rows)
-    unproven = [not span and not _na(p) and float(p) >= ALPHA for span, p in zip(spans, holm, strict=True)]
-    hollow = [a or b for a, b in zip(spans, unproven, strict=True)]
-    ax.scatter(est, ys, s=40, zorder=3, color=["white" if h else "C0" for h in hollow], edgecolors="C0")
+    stands = [standing(low, high, p, null) for low, high, p in zip(rows["ci_low"], rows["ci_high"], holm, strict=True)]
+    marks = {"spans": "; CI spans 0", "not_after_holm": "; not after Holm"}
+    ax.scatter(est, ys, s=40, zorder=3, color=["white" if st in marks else "C0" for st in stands], edgecolors="C0")
     ax.axvline(null, color="grey", linestyle="--", linewidth=1)
     labels = []
-    for r, span, weak in zip(rows.itertuples(), spans, unproven, strict=True):
+    for r, st in zip(rows.itertuples(), stands, strict=True):
         p = f", p(Holm)={r.p_holm:.3g}" if "p_holm" in rows.columns and not _na(r.p_holm) else ""
-        mark = "; CI spans 0" if span else "; not after Holm" if weak else ""
-        labels.append(f"{r.label} (n={r.n}{p}{mark})")
+        labels.append(f"{r.label} (n={r.n}{p}{marks.get(st, '')})")
     ax.set_yticks(ys, labels)
     ax.set(xlabel=xlabel, title=title)
     ax.grid(alpha=0.3, axis="x")

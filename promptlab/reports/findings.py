@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.critic import ALL, calibration
-from ..analysis.paired import ALPHA, compare, delta_table
+from ..analysis.paired import compare, delta_table, standing
 from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping
 from ..results.configs import config_columns, config_labels
@@ -38,10 +38,10 @@ STOPPING_PARAMS = ("finish_threshold", "max_iterations")
 THRESHOLDS = (5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 """Finish thresholds of the report's counterfactual grid (plus every threshold the sweep used)."""
 INCONCLUSIVE = "Inconclusive: the CI spans 0"
-NOT_AFTER_HOLM = "Inconclusive after Holm's correction"
-"""The verdict when an estimate's own CI excludes 0 but its Holm-corrected p is `ALPHA` or more: one comparison
-of a family may not claim what the family does not support."""
 """The answer when a 95% CI includes 0."""
+NOT_AFTER_HOLM = "Inconclusive after Holm's correction"
+"""The answer when an estimate's own CI excludes 0 but its Holm-corrected p is `analysis.paired.ALPHA` or more:
+one comparison of a family may not claim what the family does not support."""
 
 
 @dataclass
@@ -112,14 +112,11 @@ def _modes(traj: pd.DataFrame) -> dict[str, str]:
 
 def verdict(low: Any, high: Any, *, up: str, down: str, p_holm: Any = None) -> str:
     """`up` when the CI lies above 0, `down` when below, else INCONCLUSIVE (or "No CI" when it is missing); a CI
-    that excludes 0 with a Holm-corrected p (`p_holm`, when given) of `ALPHA` or more is NOT_AFTER_HOLM."""
-    if _na(low) or _na(high):
-        return "No CI (too few values)"
-    if float(low) <= 0 <= float(high):
-        return INCONCLUSIVE
-    if not _na(p_holm) and float(p_holm) >= ALPHA:
-        return NOT_AFTER_HOLM
-    return up if float(low) > 0 else down
+    that excludes 0 with a Holm-corrected p (`p_holm`, when given) of `analysis.paired.ALPHA` or more is
+    NOT_AFTER_HOLM (the rule: `promptlab.analysis.paired.standing`)."""
+    words = {"no_ci": "No CI (too few values)", "spans": INCONCLUSIVE, "not_after_holm": NOT_AFTER_HOLM,
+             "up": up, "down": down}
+    return words[standing(low, high, p_holm)]
 
 
 def findings_markdown(f: Findings) -> list[str]:
