@@ -58,6 +58,11 @@ def is_own(model: str) -> bool:
     return (alias.model if alias else model).split("/", 1)[0] in OWN_PROVIDERS
 
 
+def is_local(model: str) -> bool:
+    """True for the embedded llama.cpp models (`local/...`), or an alias of one."""
+    return target_of(model).startswith("local/")
+
+
 def target_of(model: str) -> str:
     """The litellm model name behind `model`: an alias's `model`, else `model` itself."""
     alias = get_alias(model)

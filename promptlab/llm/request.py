@@ -24,7 +24,7 @@ from . import structured
 from .aliases import ModelAlias, endpoint_identity, get_alias
 from .cache.keys import SECRET_FIELDS, cache_key
 from .limits import shared_concurrency
-from .providers import MODEL_THREADS, OWN_PROVIDERS, litellm
+from .providers import MODEL_THREADS, OWN_PROVIDERS, is_local, litellm
 from .settings import DEFAULT_SETTINGS, Settings
 
 Prompt = Union[str, list[dict[str, Any]]]
@@ -108,7 +108,7 @@ def concurrency_limit(model: str, settings: Settings | None = None, alias: Model
         limit = s.concurrency(model if model in overrides else target)
     elif alias is not None:
         limit = alias.max_concurrency or s.max_concurrency
-    elif target.startswith("local/"):
+    elif is_local(target):
         limit = MODEL_THREADS  # its llama.cpp instances limit it; the calls beyond them queue where affinity sees them
     else:
         limit = s.max_concurrency

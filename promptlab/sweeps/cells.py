@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..llm.aliases import get_alias
 from ..llm.local import instances
+from ..llm.providers import is_local
 from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
 from ..llm.simulated import is_simulated
@@ -65,11 +65,8 @@ def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> i
     further runs would only wait for a call slot. With no model, the settings' max_concurrency."""
     limits = []
     for model in models:
-        alias = get_alias(model)
-        limit = concurrency_limit(model, settings, alias)
-        if (alias.model if alias is not None else model).startswith("local/"):
-            limit = min(limit, instances())
-        limits.append(limit)
+        limit = concurrency_limit(model, settings)
+        limits.append(min(limit, instances()) if is_local(model) else limit)
     return min(limits, default=(settings or DEFAULT_SETTINGS).max_concurrency)
 
 
