@@ -184,9 +184,9 @@ def test_concurrency_bounds_examples_in_flight() -> None:
     assert state["peak"] == 3
 
 
-def test_model_limit_follows_each_calls_settings() -> None:
-    """A first call with a limit of 1 must not pin the model's limit: evaluate_prompt(concurrency=5) then
-    has 5 calls in flight (the scripted model runs in worker threads)."""
+def counting_model(name: str) -> tuple[pl.ScriptedModel, dict[str, int]]:
+    """A scripted model that answers "positive" after 0.1 s (in worker threads), and its calls in flight: `now`
+    and the `peak`."""
     lock, state = threading.Lock(), {"now": 0, "peak": 0}
 
     def slow(messages: list[dict[str, Any]]) -> str:
@@ -198,7 +198,13 @@ def test_model_limit_follows_each_calls_settings() -> None:
             state["now"] -= 1
         return "positive"
 
-    m = pl.scripted("eval-limit", respond=slow)
+    return pl.scripted(name, respond=slow), state
+
+
+def test_model_limit_follows_each_calls_settings() -> None:
+    """A first call with a limit of 1 must not pin the model's limit: evaluate_prompt(concurrency=5) then
+    has 5 calls in flight (the scripted model runs in worker threads)."""
+    m, state = counting_model("eval-limit")
     examples = [Example(input=f"review {i}", target="positive") for i in range(10)]
 
     async def both() -> pl.EvalResult:
@@ -213,18 +219,7 @@ def test_model_limit_follows_each_calls_settings() -> None:
 def test_an_evaluation_never_lowers_the_models_limit() -> None:
     """Two evaluations of 2 examples at once each, on a model allowed 8 calls: 4 in flight, not 2 (an evaluation's
     concurrency raises the model's limit when lower and never cuts the calls other evaluations may make)."""
-    lock, state = threading.Lock(), {"now": 0, "peak": 0}
-
-    def slow(messages: list[dict[str, Any]]) -> str:
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.1)
-        with lock:
-            state["now"] -= 1
-        return "positive"
-
-    m = pl.scripted("eval-never-lower", respond=slow)
+    m, state = counting_model("eval-never-lower")
     examples = [Example(input=f"review {i}", target="positive") for i in range(6)]
     eight = Settings(max_concurrency=8)
 
