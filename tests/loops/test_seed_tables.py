@@ -1,4 +1,4 @@
-"""The README's tables of where each loop differs from its design document (a baseline: its paper) name, per row,
+"""docs/loops.md's tables of where each loop differs from its design document (a baseline: its paper) name, per row,
 the scripted test in tests/loops/ that runs the row's behaviour: each named test exists in that loop's file (or
 in the file of candidate 0, which both grounded prompt loops share; the baselines share one file)."""
 
@@ -17,9 +17,9 @@ LOOP_FILES = {"P³RO": ("test_p3ro.py", SHARED), "Creator/Critic (PromptForge)":
 
 
 def table_rows() -> dict[str, list[list[str]]]:
-    """Loop heading -> the rows (cells) of its table in the README's section."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Where each loop differs from its design document", 1)[1].split("\n## ", 1)[0]
+    """Loop heading -> the rows (cells) of its table in docs/loops.md's section."""
+    text = (ROOT / "docs" / "loops.md").read_text(encoding="utf-8")
+    section = text.split("## Where each loop differs from its design document", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, list[list[str]]] = {}
     loop = None
     for line in section.splitlines():
