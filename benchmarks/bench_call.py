@@ -36,11 +36,19 @@ def _per_call(fn, n: int) -> float:  # type: ignore[no-untyped-def]
 def bench_overhead(calls: int, rounds: int = 5) -> None:
     lm = litellm()
     cache_dir = tempfile.mkdtemp(prefix="bench-cache-")
-    direct = lambda i: lm.completion(model=MOCK_MODEL, messages=[{"role": "user", "content": f"q{i} " + MESSAGES[0]["content"]}],  # noqa: E731,E501
-                                     mock_response="A clearer prompt.", temperature=0.0)
+    direct = lambda i: lm.completion(
+        model=MOCK_MODEL,
+        messages=[{"role": "user", "content": f"q{i} " + MESSAGES[0]["content"]}],  # noqa: E731,E501
+        mock_response="A clearer prompt.",
+        temperature=0.0,
+    )
     counter = iter(range(10**9))
-    miss = lambda i: pl.complete(MOCK_MODEL, f"q{next(counter)} " + MESSAGES[0]["content"], cache=cache_dir,  # noqa: E731
-                                 mock_response="A clearer prompt.")
+    miss = lambda i: pl.complete(
+        MOCK_MODEL,
+        f"q{next(counter)} " + MESSAGES[0]["content"],
+        cache=cache_dir,  # noqa: E731
+        mock_response="A clearer prompt.",
+    )
     for _ in range(20):  # warm-up: imports, first connections, the cache's SQLite file
         direct(0)
         miss(0)
@@ -53,11 +61,15 @@ def bench_overhead(calls: int, rounds: int = 5) -> None:
         h.append(_per_call(hit, calls // rounds))
     direct_s, miss_s, hit_s = statistics.median(d), statistics.median(m), statistics.median(h)
     added_ms = (miss_s - direct_s) * 1000
-    print(f"(a) litellm mock_response direct: {direct_s*1e3:.3f} ms/call; promptlab miss: {miss_s*1e3:.3f} ms/call;"
-          f" added {added_ms:+.3f} ms/call (target <= 1 ms) -> {'PASS' if added_ms <= 1.0 else 'FAIL'}")
+    print(
+        f"(a) litellm mock_response direct: {direct_s * 1e3:.3f} ms/call; promptlab miss: {miss_s * 1e3:.3f} ms/call;"
+        f" added {added_ms:+.3f} ms/call (target <= 1 ms) -> {'PASS' if added_ms <= 1.0 else 'FAIL'}"
+    )
     speedup = direct_s / hit_s
-    print(f"(b) promptlab cache hit: {hit_s*1e6:.1f} us/call; {speedup:.1f}x faster than the mocked litellm call"
-          f" (target >= 10x) -> {'PASS' if speedup >= 10 else 'FAIL'}")
+    print(
+        f"(b) promptlab cache hit: {hit_s * 1e6:.1f} us/call; {speedup:.1f}x faster than the mocked litellm call"
+        f" (target >= 10x) -> {'PASS' if speedup >= 10 else 'FAIL'}"
+    )
 
 
 LOCAL_PROMPTS = [
@@ -76,8 +88,9 @@ def bench_local(n_prompts: int, max_tokens: int, rounds: int = 3) -> None:
 
     def direct(p: str) -> int:
         with lock:
-            out = llm.create_chat_completion(messages=[{"role": "user", "content": p}], temperature=0.0,
-                                             max_tokens=max_tokens, seed=0)
+            out = llm.create_chat_completion(
+                messages=[{"role": "user", "content": p}], temperature=0.0, max_tokens=max_tokens, seed=0
+            )
         return int(out["usage"]["completion_tokens"])
 
     def through(p: str) -> int:
@@ -87,15 +100,17 @@ def bench_local(n_prompts: int, max_tokens: int, rounds: int = 3) -> None:
     totals = {direct: [0, 0.0], through: [0, 0.0]}
     for r in range(rounds):  # paired per prompt, order alternating, so load drift hits both sides alike
         for p in prompts:
-            for fn in ((direct, through) if r % 2 == 0 else (through, direct)):
+            for fn in (direct, through) if r % 2 == 0 else (through, direct):
                 t0 = time.perf_counter()
                 totals[fn][0] += fn(p)
                 totals[fn][1] += time.perf_counter() - t0
     d = totals[direct][0] / totals[direct][1]
     t = totals[through][0] / totals[through][1]
-    print(f"(c) local smollm2, {len(prompts)} prompts x {rounds} rounds, max_tokens={max_tokens}: direct llama-cpp"
-          f" {d:.1f} tok/s; through promptlab {t:.1f} tok/s; ratio {t/d:.3f} (target >= 0.9) ->"
-          f" {'PASS' if t / d >= 0.9 else 'FAIL'}")
+    print(
+        f"(c) local smollm2, {len(prompts)} prompts x {rounds} rounds, max_tokens={max_tokens}: direct llama-cpp"
+        f" {d:.1f} tok/s; through promptlab {t:.1f} tok/s; ratio {t / d:.3f} (target >= 0.9) ->"
+        f" {'PASS' if t / d >= 0.9 else 'FAIL'}"
+    )
 
 
 def main() -> None:

@@ -72,8 +72,20 @@ def sides(base: str, cache_root: str) -> dict[str, Side]:
     async def promptlab_side(n: int, c: int, tag: str) -> None:
         settings = pl.Settings(max_concurrency=c)
         cache = tempfile.mkdtemp(dir=cache_root)
-        out = await asyncio.gather(*(pl.acomplete(f"openai/{SLOW}", _prompt(tag, i), cache=cache, settings=settings,
-                                                  api_base=base, api_key=KEY, max_tokens=16) for i in range(n)))
+        out = await asyncio.gather(
+            *(
+                pl.acomplete(
+                    f"openai/{SLOW}",
+                    _prompt(tag, i),
+                    cache=cache,
+                    settings=settings,
+                    api_base=base,
+                    api_key=KEY,
+                    max_tokens=16,
+                )
+                for i in range(n)
+            )
+        )
         assert all(not r.cache_hit and r.input_tokens == 20 and r.output_tokens == 4 for r in out)
 
     async def litellm_side(n: int, c: int, tag: str) -> None:
@@ -81,8 +93,14 @@ def sides(base: str, cache_root: str) -> dict[str, Side]:
 
         async def one(i: int) -> None:
             async with gate:
-                await lm.acompletion(model=f"openai/{SLOW}", api_base=base, api_key=KEY, max_tokens=16,
-                                     temperature=0.0, messages=[{"role": "user", "content": _prompt(tag, i)}])
+                await lm.acompletion(
+                    model=f"openai/{SLOW}",
+                    api_base=base,
+                    api_key=KEY,
+                    max_tokens=16,
+                    temperature=0.0,
+                    messages=[{"role": "user", "content": _prompt(tag, i)}],
+                )
 
         await asyncio.gather(*(one(i) for i in range(n)))
 
@@ -91,17 +109,21 @@ def sides(base: str, cache_root: str) -> dict[str, Side]:
 
         async def one(i: int) -> None:
             async with gate:
-                await sdk.chat.completions.create(model=SLOW, max_tokens=16, temperature=0.0,
-                                                  messages=[{"role": "user", "content": _prompt(tag, i)}])
+                await sdk.chat.completions.create(
+                    model=SLOW, max_tokens=16, temperature=0.0, messages=[{"role": "user", "content": _prompt(tag, i)}]
+                )
 
         await asyncio.gather(*(one(i) for i in range(n)))
 
-    return {"promptlab acomplete": promptlab_side, "litellm acompletion": litellm_side,
-            "openai AsyncOpenAI": sdk_side}
+    return {"promptlab acomplete": promptlab_side, "litellm acompletion": litellm_side, "openai AsyncOpenAI": sdk_side}
 
 
-async def throughput(server: Server, points: list[tuple[int, int]], rounds: int, cache_root: str,
-                     ) -> dict[tuple[str, int], dict[str, float]]:
+async def throughput(
+    server: Server,
+    points: list[tuple[int, int]],
+    rounds: int,
+    cache_root: str,
+) -> dict[tuple[str, int], dict[str, float]]:
     """Wall seconds (median), client CPU ms per call and the server's peak in flight, by (side, C)."""
     fns = sides(server.base, cache_root)
     names = list(fns)
@@ -110,7 +132,7 @@ async def throughput(server: Server, points: list[tuple[int, int]], rounds: int,
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for n, c in points:
         for r in range(rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 server.stats()
                 t0, cpu0 = time.perf_counter(), time.process_time()
                 await fns[name](n, c, f"{name} {c} {r}")
@@ -120,8 +142,10 @@ async def throughput(server: Server, points: list[tuple[int, int]], rounds: int,
                 got["wall"].append(wall)
                 got["cpu"].append(cpu / n * 1000)
                 got["peak"] = max(got["peak"], seen["peak_in_flight"])
-    return {k: {"wall": statistics.median(v["wall"]), "cpu_ms": statistics.median(v["cpu"]), "peak": v["peak"],
-                "n": v["n"]} for k, v in out.items()}
+    return {
+        k: {"wall": statistics.median(v["wall"]), "cpu_ms": statistics.median(v["cpu"]), "peak": v["peak"], "n": v["n"]}
+        for k, v in out.items()
+    }
 
 
 # miss and hit ----------------------------------------------------------------------------------------------
@@ -143,14 +167,21 @@ def miss_and_hit(base: str, calls: int, rounds: int, cache_root: str) -> dict[st
 
     lm = litellm()
     cache = tempfile.mkdtemp(dir=cache_root)
-    sdk, asdk = OpenAI(base_url=base, api_key=KEY, max_retries=0), AsyncOpenAI(base_url=base, api_key=KEY, max_retries=0)
+    sdk, asdk = (
+        OpenAI(base_url=base, api_key=KEY, max_retries=0),
+        AsyncOpenAI(base_url=base, api_key=KEY, max_retries=0),
+    )
     msg = lambda i: [{"role": "user", "content": _prompt("miss", i)}]  # noqa: E731
     sync = {
-        "openai sync": lambda i: sdk.chat.completions.create(model=FAST, messages=msg(i), max_tokens=16, temperature=0.0),
-        "promptlab complete": lambda i: pl.complete(f"openai/{FAST}", _prompt("miss", i), cache=cache, api_base=base,
-                                                    api_key=KEY, max_tokens=16),
-        "litellm completion": lambda i: lm.completion(model=f"openai/{FAST}", messages=msg(i), api_base=base,
-                                                      api_key=KEY, max_tokens=16, temperature=0.0),
+        "openai sync": lambda i: sdk.chat.completions.create(
+            model=FAST, messages=msg(i), max_tokens=16, temperature=0.0
+        ),
+        "promptlab complete": lambda i: pl.complete(
+            f"openai/{FAST}", _prompt("miss", i), cache=cache, api_base=base, api_key=KEY, max_tokens=16
+        ),
+        "litellm completion": lambda i: lm.completion(
+            model=f"openai/{FAST}", messages=msg(i), api_base=base, api_key=KEY, max_tokens=16, temperature=0.0
+        ),
     }
     for fn in sync.values():
         for i in range(10):
@@ -158,19 +189,30 @@ def miss_and_hit(base: str, calls: int, rounds: int, cache_root: str) -> dict[st
     out = {f"miss {k}": v for k, v in _rounds(sync, calls, rounds).items()}
 
     pl.complete(f"openai/{FAST}", "hit me", cache=cache, api_base=base, api_key=KEY, max_tokens=16)
-    out["hit complete"] = _rounds({"hit": lambda i: pl.complete(f"openai/{FAST}", "hit me", cache=cache, api_base=base,
-                                                                api_key=KEY, max_tokens=16)}, calls * 10, rounds)["hit"]
+    out["hit complete"] = _rounds(
+        {
+            "hit": lambda i: pl.complete(
+                f"openai/{FAST}", "hit me", cache=cache, api_base=base, api_key=KEY, max_tokens=16
+            )
+        },
+        calls * 10,
+        rounds,
+    )["hit"]
 
     async def amain() -> dict[str, float]:
         afns: dict[str, Callable[[int], Awaitable[Any]]] = {
-            "openai async": lambda i: asdk.chat.completions.create(model=FAST, messages=msg(i), max_tokens=16,
-                                                                   temperature=0.0),
-            "promptlab acomplete": lambda i: pl.acomplete(f"openai/{FAST}", _prompt("amiss", i), cache=cache,
-                                                          api_base=base, api_key=KEY, max_tokens=16),
-            "litellm acompletion": lambda i: lm.acompletion(model=f"openai/{FAST}", messages=msg(i), api_base=base,
-                                                            api_key=KEY, max_tokens=16, temperature=0.0),
-            "hit acomplete": lambda i: pl.acomplete(f"openai/{FAST}", "hit me", cache=cache, api_base=base,
-                                                    api_key=KEY, max_tokens=16),
+            "openai async": lambda i: asdk.chat.completions.create(
+                model=FAST, messages=msg(i), max_tokens=16, temperature=0.0
+            ),
+            "promptlab acomplete": lambda i: pl.acomplete(
+                f"openai/{FAST}", _prompt("amiss", i), cache=cache, api_base=base, api_key=KEY, max_tokens=16
+            ),
+            "litellm acompletion": lambda i: lm.acompletion(
+                model=f"openai/{FAST}", messages=msg(i), api_base=base, api_key=KEY, max_tokens=16, temperature=0.0
+            ),
+            "hit acomplete": lambda i: pl.acomplete(
+                f"openai/{FAST}", "hit me", cache=cache, api_base=base, api_key=KEY, max_tokens=16
+            ),
         }
         for fn in afns.values():
             for i in range(10):
@@ -200,8 +242,9 @@ def peers_python() -> tuple[str | None, str]:
     try:
         if not py.exists():
             subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True, capture_output=True)
-        done = subprocess.run([str(py), "-m", "pip", "install", "-q", *PEERS_PACKAGES], capture_output=True,
-                              text=True, timeout=1800)
+        done = subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", *PEERS_PACKAGES], capture_output=True, text=True, timeout=1800
+        )
         if done.returncode != 0:
             return None, f"pip install {' '.join(PEERS_PACKAGES)} failed: {done.stderr.strip().splitlines()[-1:]}"
         subprocess.run([str(py), "-m", "pip", "install", "-q", PEERS_OPENAI], capture_output=True, timeout=600)
@@ -219,14 +262,26 @@ def run_peers(server: Server, points: list[tuple[int, int]], rounds: int, calls:
         return {"skipped": why}
     merged: dict[str, Any] = {"throughput": {}, "miss": {}, "hit": {}}
     for tool in ("dspy", "inspect", "openai"):
-        args = {"base": server.base, "slow": SLOW, "fast": FAST, "key": KEY, "points": points, "rounds": rounds,
-                "calls": calls, "stats": f"http://127.0.0.1:{server.port}/stats", "tool": tool}
+        args = {
+            "base": server.base,
+            "slow": SLOW,
+            "fast": FAST,
+            "key": KEY,
+            "points": points,
+            "rounds": rounds,
+            "calls": calls,
+            "stats": f"http://127.0.0.1:{server.port}/stats",
+            "tool": tool,
+        }
         cmd = [py, "-W", "ignore", str(HERE / "peers_bench.py"), json.dumps(args)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             stdout, problem = done.stdout, (None if done.returncode == 0 else done.stderr.strip().splitlines()[-1:])
         except subprocess.TimeoutExpired as e:
-            stdout, problem = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timed out"
+            stdout, problem = (
+                (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""),
+                "timed out",
+            )
         lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
         if not lines:
             merged["miss"][tool] = f"skipped: {problem}"
@@ -247,39 +302,70 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def report(tp: dict[tuple[str, int], dict[str, float]], mh: dict[str, float], peers: dict[str, Any],
-           points: list[tuple[int, int]]) -> list[Row]:
+def report(
+    tp: dict[tuple[str, int], dict[str, float]],
+    mh: dict[str, float],
+    peers: dict[str, Any],
+    points: list[tuple[int, int]],
+) -> list[Row]:
     rows: list[Row] = []
     ideal = {c: n / c * LATENCY for n, c in points}
     eff = {k: ideal[k[1]] / v["wall"] for k, v in tp.items()}
     for (name, c), v in tp.items():
-        rows.append((f"{name}, {c} in flight ({v['n']} calls)", f"{v['wall']:.2f} s, eff {eff[(name, c)]:.2f}",
-                     f"peak {v['peak']}, CPU {v['cpu_ms']:.2f} ms/call", "", ""))
+        rows.append(
+            (
+                f"{name}, {c} in flight ({v['n']} calls)",
+                f"{v['wall']:.2f} s, eff {eff[(name, c)]:.2f}",
+                f"peak {v['peak']}, CPU {v['cpu_ms']:.2f} ms/call",
+                "",
+                "",
+            )
+        )
     for c, p in peers.get("throughput", {}).items():
         for name, v in p.items():
             if "error" in v:
                 rows.append((f"{name}, {c} in flight", "skipped: " + v["error"][:80], "", "", ""))
                 continue
             eff[(name, int(c))] = ideal[int(c)] / v["wall"]
-            rows.append((f"{name}, {c} in flight ({v['n']} calls)", f"{v['wall']:.2f} s, eff {eff[(name, int(c))]:.2f}",
-                         f"peak {v['peak']}", "", ""))
+            rows.append(
+                (
+                    f"{name}, {c} in flight ({v['n']} calls)",
+                    f"{v['wall']:.2f} s, eff {eff[(name, int(c))]:.2f}",
+                    f"peak {v['peak']}",
+                    "",
+                    "",
+                )
+            )
     if "skipped" in peers:
         rows.append(("DSPy / Inspect AI", "skipped: " + peers["skipped"], "", "", ""))
     pl16, pl64 = eff.get(("promptlab acomplete", 16)), eff.get(("promptlab acomplete", 64))
     if pl16 is not None:
-        rows.append(("TARGET efficiency at 16 in flight", f"{pl16:.2f}", ">= 0.80", f"{pl16 / 0.8:.2f}x",
-                     verdict(pl16 >= 0.8)))
+        rows.append(
+            ("TARGET efficiency at 16 in flight", f"{pl16:.2f}", ">= 0.80", f"{pl16 / 0.8:.2f}x", verdict(pl16 >= 0.8))
+        )
     if pl64 is not None:
         r = pl64 / eff[("litellm acompletion", 64)]
-        rows.append(("TARGET throughput vs litellm direct, 64", f"{r:.2f}x", ">= 0.90x", f"{r / 0.9:.2f}x",
-                     verdict(r >= 0.9)))
-    for way, base, ours in (("sync", "miss openai sync", "miss promptlab complete"),
-                            ("async", "miss openai async", "miss promptlab acomplete")):
+        rows.append(
+            ("TARGET throughput vs litellm direct, 64", f"{r:.2f}x", ">= 0.90x", f"{r / 0.9:.2f}x", verdict(r >= 0.9))
+        )
+    for way, base, ours in (
+        ("sync", "miss openai sync", "miss promptlab complete"),
+        ("async", "miss openai async", "miss promptlab acomplete"),
+    ):
         added = (mh[ours] - mh[base]) * 1000
-        rows.append((f"TARGET promptlab's share of a miss, {way}", f"{added:+.3f} ms", "< 0.5 ms",
-                     f"raw {mh[base] * 1000:.2f} ms/call", verdict(added < 0.5)))
-    for way, base, ours in (("sync", "miss openai sync", "miss litellm completion"),
-                            ("async", "miss openai async", "miss litellm acompletion")):
+        rows.append(
+            (
+                f"TARGET promptlab's share of a miss, {way}",
+                f"{added:+.3f} ms",
+                "< 0.5 ms",
+                f"raw {mh[base] * 1000:.2f} ms/call",
+                verdict(added < 0.5),
+            )
+        )
+    for way, base, ours in (
+        ("sync", "miss openai sync", "miss litellm completion"),
+        ("async", "miss openai async", "miss litellm acompletion"),
+    ):
         rows.append((f"litellm's share of a miss, {way}", f"{(mh[ours] - mh[base]) * 1000:+.3f} ms", "", "", ""))
     for way in ("complete", "acomplete"):
         h = mh[f"hit {way}"] * 1000
@@ -322,8 +408,10 @@ def main() -> None:
         peers = {"skipped": "--no-peers"} if args.no_peers else run_peers(server, points, rounds, calls)
     finally:
         server.close()
-    print(f"loopback server in its own process, {LATENCY * 1000:.0f} ms latency; {rounds} round(s); "
-          f"load average at start {load:.2f} on {os.cpu_count()} cores; peers: {peers.get('versions', '-')}")
+    print(
+        f"loopback server in its own process, {LATENCY * 1000:.0f} ms latency; {rounds} round(s); "
+        f"load average at start {load:.2f} on {os.cpu_count()} cores; peers: {peers.get('versions', '-')}"
+    )
     print_table(report(tp, mh, peers, points))
 
 

@@ -69,8 +69,11 @@ def main() -> int:
         shutil.rmtree(d)
     exp = load_experiment(args.experiment)
     n_cells, n_tasks = len(exp.cells()), len(exp.load_tasks())
-    print(f"experiment {exp.name}: {n_cells} cells x {n_tasks} tasks x {exp.replicates} replicate(s); "
-          f"{args.executor}, {args.workers} workers, {os.cpu_count()} cores; work dir {work}", flush=True)
+    print(
+        f"experiment {exp.name}: {n_cells} cells x {n_tasks} tasks x {exp.replicates} replicate(s); "
+        f"{args.executor}, {args.workers} workers, {os.cpu_count()} cores; work dir {work}",
+        flush=True,
+    )
 
     def timed_sweep(out: Path) -> tuple[float, Any]:
         t0, c0 = time.perf_counter(), _cpu()
@@ -90,8 +93,9 @@ def main() -> int:
     missed = runs[(answered != runs["calls"]) | (runs["spent_tokens"] > 0)]
     cells2 = load(work / "run2").cells
     missed_cells = cells2[cells2["cell_id"].isin(set(missed["cell_id"]))]
-    litellm_flags = [_printed(work / "run2" / "cells" / c.cell_id / "run_cell.ipynb").get("litellm_imported")
-                     for c in second.cells]
+    litellm_flags = [
+        _printed(work / "run2" / "cells" / c.cell_id / "run_cell.ipynb").get("litellm_imported") for c in second.cells
+    ]
 
     # fixed cost of one cell: the run_cell notebook on a cached cell vs a one-cell notebook
     empty = work / "empty.ipynb"
@@ -103,8 +107,12 @@ def main() -> int:
     # not the fixed cost)
     hit = runs.groupby("cell_id").apply(lambda g: bool((g["spent_tokens"] == 0).all()))
     cell = next((c for c in exp.cells() if bool(hit.get(c.cell_id, False))), exp.cells()[0])
-    kw: dict[str, Any] = {"progress_bar": False, "log_output": False, "cwd": os.getcwd(),
-                          "extra_arguments": KERNEL_ARGS}
+    kw: dict[str, Any] = {
+        "progress_bar": False,
+        "log_output": False,
+        "cwd": os.getcwd(),
+        "extra_arguments": KERNEL_ARGS,
+    }
     pm.execute_notebook(str(empty), str(work / "warmup.ipynb"), **kw)  # first kernel start warms disk caches
     empty_times, cell_times, cell_flags = [], [], []
     for i in range(args.repeats):
@@ -112,8 +120,12 @@ def main() -> int:
         pm.execute_notebook(str(empty), str(work / "empty_out.ipynb"), **kw)
         empty_times.append(time.perf_counter() - t0)
         out = work / f"run_cell_{i}"
-        params = {"results_dir": str(out), "cell_id": cell.cell_id, "experiment_path": str(Path(args.experiment)),
-                  "cache_dir": str(cache)}
+        params = {
+            "results_dir": str(out),
+            "cell_id": cell.cell_id,
+            "experiment_path": str(Path(args.experiment)),
+            "cache_dir": str(cache),
+        }
         t0 = time.perf_counter()
         pm.execute_notebook(str(TEMPLATE), str(work / "cell_out.ipynb"), parameters=params, **kw)
         cell_times.append(time.perf_counter() - t0)
@@ -123,21 +135,35 @@ def main() -> int:
     ratio_runs, ratio_cell = second_s / first_s, cell_s / empty_s
     print()
     print(f"first run (fresh cache)          {first_s:8.1f} s   cells ok {first.done}/{n_cells}")
-    print(f"second run (all cached, new dir) {second_s:8.1f} s   cells ok {second.done}/{n_cells}, "
-          f"no model call made (all from the cache): {all_hits}")
+    print(
+        f"second run (all cached, new dir) {second_s:8.1f} s   cells ok {second.done}/{n_cells}, "
+        f"no model call made (all from the cache): {all_hits}"
+    )
     if len(missed):
-        print(f"  {int(missed['spent_tokens'].sum())} token(s) spent in {len(missed_cells)} cell(s): calls that "
-              f"reached a model (e.g. a provider error, which is never cached); those cells took "
-              f"{missed_cells['wall_time_s'].sum():.1f} s of cell time")
-    print(f"  ratio second/first             {ratio_runs:8.3f}     target <= 0.10: "
-          f"{'PASS' if ratio_runs <= 0.10 else 'FAIL'}")
+        print(
+            f"  {int(missed['spent_tokens'].sum())} token(s) spent in {len(missed_cells)} cell(s): calls that "
+            f"reached a model (e.g. a provider error, which is never cached); those cells took "
+            f"{missed_cells['wall_time_s'].sum():.1f} s of cell time"
+        )
+    print(
+        f"  ratio second/first             {ratio_runs:8.3f}     target <= 0.10: "
+        f"{'PASS' if ratio_runs <= 0.10 else 'FAIL'}"
+    )
     print(f"cached cell, papermill (median)  {cell_s:8.2f} s   runs {[round(t, 2) for t in cell_times]}")
     print(f"empty notebook, papermill        {empty_s:8.2f} s   runs {[round(t, 2) for t in empty_times]}")
-    print(f"  ratio cell/empty               {ratio_cell:8.2f}     target <= 1.5:  "
-          f"{'PASS' if ratio_cell <= 1.5 else 'FAIL'}")
+    print(
+        f"  ratio cell/empty               {ratio_cell:8.2f}     target <= 1.5:  "
+        f"{'PASS' if ratio_cell <= 1.5 else 'FAIL'}"
+    )
     print(f"litellm imported in a cached cell: sweep cells {litellm_flags}, timed cells {cell_flags}")
-    ok = (first.failed == 0 and second.failed == 0 and all_hits and ratio_runs <= 0.10 and ratio_cell <= 1.5
-          and not any(litellm_flags + cell_flags))
+    ok = (
+        first.failed == 0
+        and second.failed == 0
+        and all_hits
+        and ratio_runs <= 0.10
+        and ratio_cell <= 1.5
+        and not any(litellm_flags + cell_flags)
+    )
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1

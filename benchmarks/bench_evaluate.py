@@ -70,8 +70,13 @@ LABELS = {"kind": "choice", "labels": ["positive", "negative"]}
 
 
 def _examples(n: int) -> list[Example]:
-    return [Example(input=REVIEWS[i % len(REVIEWS)][0] + ("" if i < len(REVIEWS) else f" (#{i})"),
-                    target=REVIEWS[i % len(REVIEWS)][1]) for i in range(n)]
+    return [
+        Example(
+            input=REVIEWS[i % len(REVIEWS)][0] + ("" if i < len(REVIEWS) else f" (#{i})"),
+            target=REVIEWS[i % len(REVIEWS)][1],
+        )
+        for i in range(n)
+    ]
 
 
 # (a) local model ---------------------------------------------------------------------------------------------
@@ -95,8 +100,9 @@ def bench_local(n: int, max_tokens: int, rounds: int) -> None:
 
     def through() -> list[str]:
         with tempfile.TemporaryDirectory(prefix="bench-eval-") as cache:
-            r = pl.evaluate_prompt(PROMPT, examples, model="local/smollm2", scorer=LABELS, max_tokens=max_tokens,
-                                   cache=cache)
+            r = pl.evaluate_prompt(
+                PROMPT, examples, model="local/smollm2", scorer=LABELS, max_tokens=max_tokens, cache=cache
+            )
         return [rec.output or "" for rec in r.records]
 
     direct()  # warm-up: model load, first graph allocation
@@ -112,17 +118,23 @@ def bench_local(n: int, max_tokens: int, rounds: int) -> None:
     d = n / statistics.median(times["direct"])
     t = n / statistics.median(times["promptlab"])
     same = outputs["direct"] == outputs["promptlab"]
-    print(f"(a) local smollm2, {n} examples x {rounds} rounds, max_tokens={max_tokens}: direct llama-cpp "
-          f"{d:.2f} examples/s; evaluate_prompt {t:.2f} examples/s; ratio {t / d:.3f} (target >= 0.9) -> "
-          f"{'PASS' if t / d >= 0.9 else 'FAIL'}; identical outputs: {same}")
-    print(f"    OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; per-round seconds: direct {[round(x, 2) for x in times['direct']]}, "
-          f"promptlab {[round(x, 2) for x in times['promptlab']]}")
+    print(
+        f"(a) local smollm2, {n} examples x {rounds} rounds, max_tokens={max_tokens}: direct llama-cpp "
+        f"{d:.2f} examples/s; evaluate_prompt {t:.2f} examples/s; ratio {t / d:.3f} (target >= 0.9) -> "
+        f"{'PASS' if t / d >= 0.9 else 'FAIL'}; identical outputs: {same}"
+    )
+    print(
+        f"    OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; per-round seconds: direct {[round(x, 2) for x in times['direct']]}, "
+        f"promptlab {[round(x, 2) for x in times['promptlab']]}"
+    )
 
 
 # (c) two evaluations at once ---------------------------------------------------------------------------------
-PROMPT_B = ("You will read a short customer review of something bought online. Decide whether the customer is, "
-            "on the whole, pleased with the purchase, weighing any complaint against the final verdict, and "
-            "answer with a single lowercase word, positive or negative, and nothing else.\n\n{input}")
+PROMPT_B = (
+    "You will read a short customer review of something bought online. Decide whether the customer is, "
+    "on the whole, pleased with the purchase, weighing any complaint against the final verdict, and "
+    "answer with a single lowercase word, positive or negative, and nothing else.\n\n{input}"
+)
 
 
 def bench_interleaved(n: int, max_tokens: int, rounds: int) -> None:
@@ -135,8 +147,12 @@ def bench_interleaved(n: int, max_tokens: int, rounds: int) -> None:
     own = [Llama(model_path=path, n_ctx=local.N_CTX, n_threads=1, verbose=False) for _ in range(2)]
 
     def ask(llm: Any, prompt: str, ex: Example) -> str:
-        reply = llm.create_chat_completion(messages=[{"role": "user", "content": format_prompt(prompt, ex.input)}],
-                                           temperature=0.0, max_tokens=max_tokens, seed=0)
+        reply = llm.create_chat_completion(
+            messages=[{"role": "user", "content": format_prompt(prompt, ex.input)}],
+            temperature=0.0,
+            max_tokens=max_tokens,
+            seed=0,
+        )
         return str(reply["choices"][0]["message"]["content"] or "")
 
     def fifo() -> None:
@@ -150,6 +166,7 @@ def bench_interleaved(n: int, max_tokens: int, rounds: int) -> None:
                         return
                     prompt, ex = queue.pop(0)
                 ask(llm, prompt, ex)
+
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(worker, own))
 
@@ -157,15 +174,28 @@ def bench_interleaved(n: int, max_tokens: int, rounds: int) -> None:
         def worker(pair: tuple[Any, str]) -> None:
             for ex in examples:
                 ask(pair[0], pair[1], ex)
+
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(worker, zip(own, prompts.values(), strict=True)))
 
     def through() -> None:
         async def both() -> None:
             with tempfile.TemporaryDirectory(prefix="bench-eval-") as cache:
-                await asyncio.gather(*(pl.aevaluate_prompt(p, examples, model="local/smollm2", scorer=LABELS,
-                                                           max_tokens=max_tokens, concurrency=4, cache=cache)
-                                       for p in prompts.values()))
+                await asyncio.gather(
+                    *(
+                        pl.aevaluate_prompt(
+                            p,
+                            examples,
+                            model="local/smollm2",
+                            scorer=LABELS,
+                            max_tokens=max_tokens,
+                            concurrency=4,
+                            cache=cache,
+                        )
+                        for p in prompts.values()
+                    )
+                )
+
         asyncio.run(both())
 
     sides = {"first come, first served": fifo, "grouped": grouped, "promptlab": through}
@@ -176,22 +206,28 @@ def bench_interleaved(n: int, max_tokens: int, rounds: int) -> None:
     names = list(sides)
     load = os.getloadavg()[0]
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             t0, c0 = time.perf_counter(), time.process_time()
             sides[name]()
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
     total = 2 * n
     rate = {k: total / statistics.median(v) for k, v in wall.items()}
-    print(f"(c) two evaluations at once, local smollm2, 2 one-thread instances, {n} examples each, max_tokens="
-          f"{max_tokens}, {rounds} rounds (medians); load average at start {load:.2f} on {os.cpu_count()} cores")
+    print(
+        f"(c) two evaluations at once, local smollm2, 2 one-thread instances, {n} examples each, max_tokens="
+        f"{max_tokens}, {rounds} rounds (medians); load average at start {load:.2f} on {os.cpu_count()} cores"
+    )
     for name in names:
-        print(f"    {name:26s} {rate[name]:.2f} examples/s  CPU {statistics.median(cpu[name]) / total:.3f} s/example  "
-              f"per-round s {[round(x, 2) for x in wall[name]]}")
+        print(
+            f"    {name:26s} {rate[name]:.2f} examples/s  CPU {statistics.median(cpu[name]) / total:.3f} s/example  "
+            f"per-round s {[round(x, 2) for x in wall[name]]}"
+        )
     vs_grouped = rate["promptlab"] / rate["grouped"]
     vs_fifo = rate["promptlab"] / rate["first come, first served"]
-    print(f"    promptlab vs grouped {vs_grouped:.3f}x (target >= 0.9) -> {'PASS' if vs_grouped >= 0.9 else 'FAIL'}; "
-          f"vs first come, first served {vs_fifo:.2f}x (target > 1) -> {'PASS' if vs_fifo > 1 else 'FAIL'}")
+    print(
+        f"    promptlab vs grouped {vs_grouped:.3f}x (target >= 0.9) -> {'PASS' if vs_grouped >= 0.9 else 'FAIL'}; "
+        f"vs first come, first served {vs_fifo:.2f}x (target > 1) -> {'PASS' if vs_fifo > 1 else 'FAIL'}"
+    )
 
 
 # (b) loopback server -----------------------------------------------------------------------------------------
@@ -203,11 +239,16 @@ def serve(port: int, latency: float) -> None:
         body = await request.json()
         await asyncio.sleep(latency)
         text = "positive" if "love" in json.dumps(body["messages"]) else "negative"
-        return web.json_response({
-            "id": "bench", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21},
-        })
+        return web.json_response(
+            {
+                "id": "bench",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21},
+            }
+        )
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
@@ -246,16 +287,31 @@ def bench_loopback(n: int, concurrency: int, latency: float, rounds: int) -> Non
 
             async def one(ex: Example) -> None:
                 async with gate:
-                    await lm.acompletion(model=model, api_base=base, api_key="dummy", temperature=0.0, max_tokens=8,
-                                         messages=[{"role": "user", "content": format_prompt(PROMPT, ex.input)}])
+                    await lm.acompletion(
+                        model=model,
+                        api_base=base,
+                        api_key="dummy",
+                        temperature=0.0,
+                        max_tokens=8,
+                        messages=[{"role": "user", "content": format_prompt(PROMPT, ex.input)}],
+                    )
 
             await asyncio.gather(*(one(ex) for ex in examples))
 
         async def through(transport: str) -> pl.EvalResult:
             with tempfile.TemporaryDirectory(prefix="bench-eval-") as cache:
-                return await pl.aevaluate_prompt(PROMPT, examples, model=model, scorer=LABELS, max_tokens=8,
-                                                 concurrency=concurrency, cache=cache, api_base=base,
-                                                 api_key="dummy", settings=pl.Settings(transport=transport))
+                return await pl.aevaluate_prompt(
+                    PROMPT,
+                    examples,
+                    model=model,
+                    scorer=LABELS,
+                    max_tokens=8,
+                    concurrency=concurrency,
+                    cache=cache,
+                    api_base=base,
+                    api_key="dummy",
+                    settings=pl.Settings(transport=transport),
+                )
 
         sides: dict[str, Any] = {
             "litellm acompletion directly": direct,
@@ -271,7 +327,7 @@ def bench_loopback(n: int, concurrency: int, latency: float, rounds: int) -> Non
                 await fn()
             names = list(sides)
             for r in range(rounds):
-                for name in names[r % len(names):] + names[:r % len(names)]:  # each side goes first in turn
+                for name in names[r % len(names) :] + names[: r % len(names)]:  # each side goes first in turn
                     t0, c0 = time.perf_counter(), time.process_time()
                     last[name] = await sides[name]()
                     wall[name].append(time.perf_counter() - t0)
@@ -280,22 +336,31 @@ def bench_loopback(n: int, concurrency: int, latency: float, rounds: int) -> Non
         load = os.getloadavg()[0]
         asyncio.run(run_all())
         ideal = math.ceil(n / concurrency) * latency
-        print(f"(b) loopback OpenAI-compatible server (a separate process), {latency * 1000:.0f} ms latency, {n} "
-              f"examples, {concurrency} in flight, {rounds} rounds (medians); ideal {ideal:.2f} s; load average "
-              f"at start {load:.2f} on {os.cpu_count()} cores")
+        print(
+            f"(b) loopback OpenAI-compatible server (a separate process), {latency * 1000:.0f} ms latency, {n} "
+            f"examples, {concurrency} in flight, {rounds} rounds (medians); ideal {ideal:.2f} s; load average "
+            f"at start {load:.2f} on {os.cpu_count()} cores"
+        )
         eff = {}
         for name in sides:
             t = statistics.median(wall[name])
             eff[name] = ideal / t
-            print(f"    {name:38s} {t:.2f} s  efficiency {eff[name]:.3f}  client CPU "
-                  f"{statistics.median(cpu[name]) / n * 1000:.2f} ms/example  per-round s "
-                  f"{[round(x, 2) for x in wall[name]]}")
-        auto, via, base_name = ("evaluate_prompt, transport='auto'", "evaluate_prompt, transport='litellm'",
-                                "litellm acompletion directly")
+            print(
+                f"    {name:38s} {t:.2f} s  efficiency {eff[name]:.3f}  client CPU "
+                f"{statistics.median(cpu[name]) / n * 1000:.2f} ms/example  per-round s "
+                f"{[round(x, 2) for x in wall[name]]}"
+            )
+        auto, via, base_name = (
+            "evaluate_prompt, transport='auto'",
+            "evaluate_prompt, transport='litellm'",
+            "litellm acompletion directly",
+        )
         for name in (auto, via):
-            print(f"    {name}: efficiency {eff[name]:.3f} (target >= 0.8) -> {'PASS' if eff[name] >= 0.8 else 'FAIL'}; "
-                  f"vs litellm directly {eff[name] / eff[base_name]:.3f}x; last run n={last[name].n}, "
-                  f"errors={last[name].errors}, calls={last[name].usage.calls}")
+            print(
+                f"    {name}: efficiency {eff[name]:.3f} (target >= 0.8) -> {'PASS' if eff[name] >= 0.8 else 'FAIL'}; "
+                f"vs litellm directly {eff[name] / eff[base_name]:.3f}x; last run n={last[name].n}, "
+                f"errors={last[name].errors}, calls={last[name].usage.calls}"
+            )
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -326,9 +391,21 @@ def main() -> None:
         bench_local(args.local_examples, args.max_tokens, args.rounds)
     if not args.skip_interleaved:  # its own process: one thread and two instances per model, as scripts/demo
         env = {**os.environ, "PROMPTLAB_LOCAL_THREADS": "1", "PROMPTLAB_LOCAL_INSTANCES": "2"}
-        subprocess.run([sys.executable, __file__, "--interleaved", "--interleaved-examples",
-                        str(args.interleaved_examples), "--max-tokens", str(args.max_tokens), "--rounds",
-                        str(args.rounds)], env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--interleaved",
+                "--interleaved-examples",
+                str(args.interleaved_examples),
+                "--max-tokens",
+                str(args.max_tokens),
+                "--rounds",
+                str(args.rounds),
+            ],
+            env=env,
+            check=True,
+        )
     if not args.skip_loopback:
         bench_loopback(args.examples, args.concurrency, args.latency, args.rounds)
 

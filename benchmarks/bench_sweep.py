@@ -63,8 +63,14 @@ LATENCY = 0.1
 ALIAS = "bench"
 LIMIT = 64
 REPLICATES = 4
-CRITIQUE = json.dumps({"score": 7, "strengths": ["clear, reply {n}"], "weaknesses": ["vague about the audience"],
-                       "suggestions": ["name the audience"]})
+CRITIQUE = json.dumps(
+    {
+        "score": 7,
+        "strengths": ["clear, reply {n}"],
+        "weaknesses": ["vague about the audience"],
+        "suggestions": ["name the audience"],
+    }
+)
 """The server's reply to every request: a valid critique; `{n}` becomes the request's number."""
 TARGET_EFFICIENCY = 0.6
 TARGET_CPU_MS = 1.5
@@ -77,14 +83,21 @@ WALL = re.compile(r"skipped \(finished before\) in ([0-9.]+) s")
 
 def write_experiment(root: Path, base: str, runs: int) -> Path:
     """The experiment file of a case: one Creator/Critic cell of `runs` runs, every role the `bench` alias."""
-    tasks = [{"id": f"t{i}", "prompt": f"Summarise report {i} for the board.", "goal": f"Short and exact ({i})."}
-             for i in range(runs // REPLICATES)]
+    tasks = [
+        {"id": f"t{i}", "prompt": f"Summarise report {i} for the board.", "goal": f"Short and exact ({i})."}
+        for i in range(runs // REPLICATES)
+    ]
     (root / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
-    exp = {"name": f"bench-sweep-{runs}", "loops": ["creator_critic"], "tasks": "tasks.jsonl",
-           "replicates": REPLICATES,
-           "models": {ALIAS: {"model": "openai/bench-lat100", "api_base": base, "max_concurrency": LIMIT,
-                              "native_schema": True}},
-           "config": {"model": ALIAS, "max_iterations": 2, "max_tokens": 64}}
+    exp = {
+        "name": f"bench-sweep-{runs}",
+        "loops": ["creator_critic"],
+        "tasks": "tasks.jsonl",
+        "replicates": REPLICATES,
+        "models": {
+            ALIAS: {"model": "openai/bench-lat100", "api_base": base, "max_concurrency": LIMIT, "native_schema": True}
+        },
+        "config": {"model": ALIAS, "max_iterations": 2, "max_tokens": 64},
+    }
     path = root / "experiment.yaml"
     path.write_text(yaml.safe_dump(exp), encoding="utf-8")
     return path
@@ -133,8 +146,15 @@ def sweep_round(server: LoopbackServer, root: Path, runs: int, flags: list[str])
     if seen["served"] != calls:
         raise RuntimeError(f"the server served {seen['served']} requests, expected {calls}")
     shutil.rmtree(work)
-    return {"wall": float(found.group(1)), "cpu_ms": (cpu - idle_cpu) / calls * 1000, "peak": seen["peak_in_flight"],
-            "served": seen["served"], "streamed": seen["streamed"], "load": load, "startup": idle_cpu}
+    return {
+        "wall": float(found.group(1)),
+        "cpu_ms": (cpu - idle_cpu) / calls * 1000,
+        "peak": seen["peak_in_flight"],
+        "served": seen["served"],
+        "streamed": seen["streamed"],
+        "load": load,
+        "startup": idle_cpu,
+    }
 
 
 def acomplete_round(server: LoopbackServer, root: Path, runs: int, flags: list[str]) -> dict[str, Any]:
@@ -142,17 +162,27 @@ def acomplete_round(server: LoopbackServer, root: Path, runs: int, flags: list[s
     import promptlab as pl
     from promptlab.loops.creator_critic import Critique
 
-    pl.register_model(ALIAS, model="openai/bench-lat100", api_base=server.base, max_concurrency=LIMIT,
-                      native_schema=True)
+    pl.register_model(
+        ALIAS, model="openai/bench-lat100", api_base=server.base, max_concurrency=LIMIT, native_schema=True
+    )
     calls, in_flight = runs * 4, min(runs, LIMIT)
     settings = pl.Settings(per_model_concurrency={ALIAS: in_flight})
     cache = tempfile.mkdtemp(dir=root)
 
     async def burst() -> None:
-        out = await asyncio.gather(*(
-            pl.acomplete(ALIAS, f"[{cache} #{i}] Rewrite this prompt: summarise report {i} for the board.",
-                         schema=Critique if i % 2 else None, max_tokens=64, cache=cache, settings=settings)
-            for i in range(calls)))
+        out = await asyncio.gather(
+            *(
+                pl.acomplete(
+                    ALIAS,
+                    f"[{cache} #{i}] Rewrite this prompt: summarise report {i} for the board.",
+                    schema=Critique if i % 2 else None,
+                    max_tokens=64,
+                    cache=cache,
+                    settings=settings,
+                )
+                for i in range(calls)
+            )
+        )
         assert all(not c.cache_hit for c in out)
 
     load = os.getloadavg()[0]
@@ -161,8 +191,14 @@ def acomplete_round(server: LoopbackServer, root: Path, runs: int, flags: list[s
     asyncio.run(burst())
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     seen = server.stats()
-    return {"wall": wall, "cpu_ms": cpu / calls * 1000, "peak": seen["peak_in_flight"], "served": seen["served"],
-            "streamed": seen["streamed"], "load": load}
+    return {
+        "wall": wall,
+        "cpu_ms": cpu / calls * 1000,
+        "peak": seen["peak_in_flight"],
+        "served": seen["served"],
+        "streamed": seen["streamed"],
+        "load": load,
+    }
 
 
 def profile_sweep(server: LoopbackServer, root: Path, runs: int, top: int, cell_concurrency: int | None) -> None:
@@ -192,8 +228,10 @@ def profile_sweep(server: LoopbackServer, root: Path, runs: int, top: int, cell_
     given = {"cell_concurrency": cell_concurrency} if cell_concurrency else {}
     result = sweep(exp, work / "out", cache=work / "cache", progress=True, **given)
     cpu = time.process_time() - cpu0
-    print(f"{result}\nload average at start {load:.2f}; CPU {cpu:.2f} s under the profiler = {cpu / (runs * 4) * 1000:.2f} "
-          f"ms per call; server {server.stats()}")
+    print(
+        f"{result}\nload average at start {load:.2f}; CPU {cpu:.2f} s under the profiler = {cpu / (runs * 4) * 1000:.2f} "
+        f"ms per call; server {server.stats()}"
+    )
     stats = pstats.Stats(profiler)
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats("promptlab", top)
@@ -206,22 +244,38 @@ def warm_up(server: LoopbackServer, root: Path, flags: list[str]) -> None:
 
 
 def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"wall": statistics.median(r["wall"] for r in rounds), "cpu_ms": statistics.median(r["cpu_ms"] for r in rounds),
-            "peak": max(r["peak"] for r in rounds), "streamed": sum(r["streamed"] for r in rounds),
-            "load": [round(r["load"], 2) for r in rounds],
-            "startup": statistics.median(r.get("startup", 0.0) for r in rounds)}
+    return {
+        "wall": statistics.median(r["wall"] for r in rounds),
+        "cpu_ms": statistics.median(r["cpu_ms"] for r in rounds),
+        "peak": max(r["peak"] for r in rounds),
+        "streamed": sum(r["streamed"] for r in rounds),
+        "load": [round(r["load"], 2) for r in rounds],
+        "startup": statistics.median(r.get("startup", 0.0) for r in rounds),
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one round of each case")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--cell-concurrency", type=int, help="pass --cell-concurrency N to the sweeps (default: none, "
-                    "the runs in flight follow the alias's limit)")
-    ap.add_argument("--cases", default=",".join(map(str, CASES)), help="runs per case, comma-separated (default "
-                    "256,32; the targets apply to 256)")
-    ap.add_argument("--profile", nargs="?", const=CASES[0], type=int, metavar="RUNS",
-                    help="profile the sweep of RUNS runs (default 256) in this process instead")
+    ap.add_argument(
+        "--cell-concurrency",
+        type=int,
+        help="pass --cell-concurrency N to the sweeps (default: none, the runs in flight follow the alias's limit)",
+    )
+    ap.add_argument(
+        "--cases",
+        default=",".join(map(str, CASES)),
+        help="runs per case, comma-separated (default 256,32; the targets apply to 256)",
+    )
+    ap.add_argument(
+        "--profile",
+        nargs="?",
+        const=CASES[0],
+        type=int,
+        metavar="RUNS",
+        help="profile the sweep of RUNS runs (default 256) in this process instead",
+    )
     ap.add_argument("--top", type=int, default=40, help="--profile: functions listed per ordering")
     args = ap.parse_args()
     rounds = 1 if args.quick else args.rounds
@@ -244,16 +298,20 @@ def main() -> int:
             for r in range(rounds):
                 for runs in cases:
                     sides = [("sweep", sweep_round), ("acomplete", acomplete_round)]
-                    for name, fn in (sides if r % 2 == 0 else sides[::-1]):
+                    for name, fn in sides if r % 2 == 0 else sides[::-1]:
                         per.setdefault((name, runs), []).append(fn(server, root, runs, flags))
             results = {k: median_of(v) for k, v in per.items()}
     finally:
         server.close()
-    print(f"loopback server in its own process, {LATENCY * 1000:.0f} ms latency; alias max_concurrency {LIMIT}; "
-          f"sweep flags {flags or 'none'}; {rounds} round(s), medians; {os.cpu_count()} cores; load average now "
-          f"{os.getloadavg()[0]:.2f}")
-    print("| case | side | time | ideal | efficiency | client CPU per call | start-up CPU taken off | server peak in "
-          "flight | streamed | load (per round) |")
+    print(
+        f"loopback server in its own process, {LATENCY * 1000:.0f} ms latency; alias max_concurrency {LIMIT}; "
+        f"sweep flags {flags or 'none'}; {rounds} round(s), medians; {os.cpu_count()} cores; load average now "
+        f"{os.getloadavg()[0]:.2f}"
+    )
+    print(
+        "| case | side | time | ideal | efficiency | client CPU per call | start-up CPU taken off | server peak in "
+        "flight | streamed | load (per round) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     failed = False
     for runs in cases:
@@ -263,8 +321,10 @@ def main() -> int:
             ideal = calls * LATENCY / max(1, min(runs, LIMIT))
             v["eff"] = ideal / v["wall"]
             startup = f"{v['startup']:.2f} s" if side == "sweep" else "-"
-            print(f"| {runs} runs, {calls} calls | {side} | {v['wall']:.2f} s | {ideal:.2f} s | {v['eff']:.2f} | "
-                  f"{v['cpu_ms']:.2f} ms | {startup} | {v['peak']} | {v['streamed']} | {v['load']} |")
+            print(
+                f"| {runs} runs, {calls} calls | {side} | {v['wall']:.2f} s | {ideal:.2f} s | {v['eff']:.2f} | "
+                f"{v['cpu_ms']:.2f} ms | {startup} | {v['peak']} | {v['streamed']} | {v['load']} |"
+            )
     print()
     print("| measure | value | target | ratio | verdict |")
     print("|---|---|---|---|---|")
@@ -272,17 +332,45 @@ def main() -> int:
         s, a = results[("sweep", runs)], results[("acomplete", runs)]
         flight = min(runs, LIMIT)
         rows: list[tuple[str, str, str, str, bool | None]] = [
-            (f"sweep CPU / acomplete CPU per call, {flight} in flight", f"{s['cpu_ms'] / a['cpu_ms']:.2f}x", "", "",
-             None),
-            (f"sweep efficiency / acomplete efficiency, {flight} in flight", f"{s['eff'] / a['eff']:.2f}x", "", "",
-             None)]
+            (
+                f"sweep CPU / acomplete CPU per call, {flight} in flight",
+                f"{s['cpu_ms'] / a['cpu_ms']:.2f}x",
+                "",
+                "",
+                None,
+            ),
+            (
+                f"sweep efficiency / acomplete efficiency, {flight} in flight",
+                f"{s['eff'] / a['eff']:.2f}x",
+                "",
+                "",
+                None,
+            ),
+        ]
         if flight == LIMIT:
-            rows += [(f"TARGET sweep efficiency, {flight} in flight", f"{s['eff']:.2f}", f">= {TARGET_EFFICIENCY}",
-                      f"{s['eff'] / TARGET_EFFICIENCY:.2f}x", s["eff"] >= TARGET_EFFICIENCY),
-                     (f"TARGET sweep client CPU per call, {flight} in flight", f"{s['cpu_ms']:.2f} ms",
-                      f"<= {TARGET_CPU_MS} ms", f"{s['cpu_ms'] / TARGET_CPU_MS:.2f}x", s["cpu_ms"] <= TARGET_CPU_MS),
-                     (f"TARGET server peak in flight, {runs} runs" + ("" if flags else " (no --cell-concurrency)"),
-                      f"{s['peak']}", f"= {LIMIT}", "", s["peak"] == LIMIT)]
+            rows += [
+                (
+                    f"TARGET sweep efficiency, {flight} in flight",
+                    f"{s['eff']:.2f}",
+                    f">= {TARGET_EFFICIENCY}",
+                    f"{s['eff'] / TARGET_EFFICIENCY:.2f}x",
+                    s["eff"] >= TARGET_EFFICIENCY,
+                ),
+                (
+                    f"TARGET sweep client CPU per call, {flight} in flight",
+                    f"{s['cpu_ms']:.2f} ms",
+                    f"<= {TARGET_CPU_MS} ms",
+                    f"{s['cpu_ms'] / TARGET_CPU_MS:.2f}x",
+                    s["cpu_ms"] <= TARGET_CPU_MS,
+                ),
+                (
+                    f"TARGET server peak in flight, {runs} runs" + ("" if flags else " (no --cell-concurrency)"),
+                    f"{s['peak']}",
+                    f"= {LIMIT}",
+                    "",
+                    s["peak"] == LIMIT,
+                ),
+            ]
         rows.append((f"TARGET streamed sweep requests, {runs} runs", f"{s['streamed']}", "= 0", "", s["streamed"] == 0))
         for name, value, target, ratio, ok in rows:
             verdict = "" if ok is None else "PASS" if ok else "FAIL"

@@ -53,17 +53,30 @@ class Stats:
 
 
 def _reply(model: str, n: int, text: str) -> bytes:
-    return json.dumps({
-        "id": f"chatcmpl-bench-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": text.replace("{n}", str(n))}}],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 4, "total_tokens": 24},
-    }).encode()
+    return json.dumps(
+        {
+            "id": f"chatcmpl-bench-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text.replace("{n}", str(n))},
+                }
+            ],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 4, "total_tokens": 24},
+        }
+    ).encode()
 
 
 def _response(status: str, body: bytes) -> bytes:
-    head = (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            "Connection: keep-alive\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: keep-alive\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -99,8 +112,8 @@ class Handler(asyncio.Protocol):
                 length = int(value.strip())
         if len(self.buf) < end + 4 + length:
             return
-        body = self.buf[end + 4:end + 4 + length]
-        self.buf = self.buf[end + 4 + length:]
+        body = self.buf[end + 4 : end + 4 + length]
+        self.buf = self.buf[end + 4 + length :]
         method, path = head.split(" ", 2)[:2]
         if method == "GET" and path.startswith("/stats"):
             self.transport.write(_response("200 OK", json.dumps(self.stats.window()).encode()))

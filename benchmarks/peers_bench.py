@@ -36,8 +36,15 @@ def makers(a: dict[str, Any]) -> dict[str, Callable[[str, int], Call]]:
     def dspy_call(model: str, c: int) -> Call:
         import dspy
 
-        lm = dspy.LM(f"openai/{model}", api_base=a["base"], api_key=a["key"], cache=False, max_tokens=16,
-                     temperature=0.0, num_retries=0)
+        lm = dspy.LM(
+            f"openai/{model}",
+            api_base=a["base"],
+            api_key=a["key"],
+            cache=False,
+            max_tokens=16,
+            temperature=0.0,
+            num_retries=0,
+        )
 
         async def call(p: str) -> Any:
             return await lm.acall(messages=[{"role": "user", "content": p}])
@@ -47,8 +54,14 @@ def makers(a: dict[str, Any]) -> dict[str, Callable[[str, int], Call]]:
     def inspect_call(model: str, c: int) -> Call:
         from inspect_ai.model import GenerateConfig, get_model
 
-        m = get_model(f"openai/{model}", base_url=a["base"], api_key=a["key"], memoize=False, responses_api=False,
-                      config=GenerateConfig(max_connections=c, max_tokens=16, temperature=0.0, max_retries=0))
+        m = get_model(
+            f"openai/{model}",
+            base_url=a["base"],
+            api_key=a["key"],
+            memoize=False,
+            responses_api=False,
+            config=GenerateConfig(max_connections=c, max_tokens=16, temperature=0.0, max_retries=0),
+        )
 
         async def call(p: str) -> Any:
             return await m.generate(p)
@@ -61,12 +74,17 @@ def makers(a: dict[str, Any]) -> dict[str, Callable[[str, int], Call]]:
         sdk = AsyncOpenAI(base_url=a["base"], api_key=a["key"], max_retries=0)
 
         async def call(p: str) -> Any:
-            return await sdk.chat.completions.create(model=model, max_tokens=16, temperature=0.0,
-                                                     messages=[{"role": "user", "content": p}])
+            return await sdk.chat.completions.create(
+                model=model, max_tokens=16, temperature=0.0, messages=[{"role": "user", "content": p}]
+            )
 
         return call
 
-    every = {"DSPy acall": dspy_call, "Inspect AI generate": inspect_call, "openai AsyncOpenAI (peers venv)": openai_call}
+    every = {
+        "DSPy acall": dspy_call,
+        "Inspect AI generate": inspect_call,
+        "openai AsyncOpenAI (peers venv)": openai_call,
+    }
     return {k: v for k, v in every.items() if k == RAW or k.startswith(TOOLS[a["tool"]])}
 
 
@@ -106,7 +124,7 @@ async def throughput(a: dict[str, Any]) -> dict[str, dict[str, Any]]:
         peaks: dict[str, int] = {k: 0 for k in calls}
         names = list(calls)
         for r in range(a["rounds"]):
-            for name in names[r % len(names):] + names[:r % len(names)] if names else []:
+            for name in names[r % len(names) :] + names[: r % len(names)] if names else []:
                 if name not in calls:
                     continue
                 _stats(a["stats"])
@@ -148,11 +166,19 @@ def sync_miss_and_hit(a: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     from openai import OpenAI
 
     sdk = OpenAI(base_url=a["base"], api_key=a["key"], max_retries=0)
-    cold = dspy.LM(f"openai/{a['fast']}", api_base=a["base"], api_key=a["key"], cache=False, max_tokens=16,
-                   temperature=0.0, num_retries=0)
+    cold = dspy.LM(
+        f"openai/{a['fast']}",
+        api_base=a["base"],
+        api_key=a["key"],
+        cache=False,
+        max_tokens=16,
+        temperature=0.0,
+        num_retries=0,
+    )
     fns: dict[str, Callable[[str], Any]] = {
-        "raw": lambda p: sdk.chat.completions.create(model=a["fast"], max_tokens=16, temperature=0.0,
-                                                     messages=[{"role": "user", "content": p}]),
+        "raw": lambda p: sdk.chat.completions.create(
+            model=a["fast"], max_tokens=16, temperature=0.0, messages=[{"role": "user", "content": p}]
+        ),
         "dspy": lambda p: cold(messages=[{"role": "user", "content": p}]),
     }
     per: dict[str, list[float]] = {k: [] for k in fns}
@@ -167,8 +193,15 @@ def sync_miss_and_hit(a: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
                 fn(_prompt("smiss", next(counter)))
             per[name].append((time.perf_counter() - t0) / a["calls"])
     miss = {"DSPy acall, sync (LM.__call__)": (statistics.median(per["dspy"]) - statistics.median(per["raw"])) * 1000}
-    warm = dspy.LM(f"openai/{a['fast']}", api_base=a["base"], api_key=a["key"], cache=True, max_tokens=16,
-                   temperature=0.0, num_retries=0)
+    warm = dspy.LM(
+        f"openai/{a['fast']}",
+        api_base=a["base"],
+        api_key=a["key"],
+        cache=True,
+        max_tokens=16,
+        temperature=0.0,
+        num_retries=0,
+    )
     msg = [{"role": "user", "content": "hit me"}]
     warm(messages=msg)
     hits = []

@@ -74,47 +74,95 @@ def table(header: list[str], rows: list[list[object]]) -> str:
 
 def plant_secrets() -> dict[str, str]:
     """Fake secrets, set in this process's environment (children inherit them)."""
-    planted = {"OPENAI_API_KEY": f"sk-bench-{secrets.token_hex(16)}",
-               "ANTHROPIC_API_KEY": f"sk-ant-bench-{secrets.token_hex(16)}",
-               "MY_SERVICE_TOKEN": f"tok-bench-{secrets.token_hex(12)}",
-               "DB_PASSWORD": f"pw-bench-{secrets.token_hex(8)}"}
+    planted = {
+        "OPENAI_API_KEY": f"sk-bench-{secrets.token_hex(16)}",
+        "ANTHROPIC_API_KEY": f"sk-ant-bench-{secrets.token_hex(16)}",
+        "MY_SERVICE_TOKEN": f"tok-bench-{secrets.token_hex(12)}",
+        "DB_PASSWORD": f"pw-bench-{secrets.token_hex(8)}",
+    }
     os.environ.update(planted)
     return planted
 
 
 # (a) sweeps -------------------------------------------------------------------------------------------------
 def bench_sweeps(root: Path, key: str) -> None:
-    runs = [("outage", lambda d: rs.outage(d, key=key)),
-            ("faults", lambda d: rs.fault_schedule(d, key=key)),
-            ("kill", lambda d: rs.kill_and_resume(d, key=key)),
-            ("kill mid-call", lambda d: rs.kill_mid_call(d, key=key)),
-            ("two", lambda d: rs.two_processes(d, key=key))]
+    runs = [
+        ("outage", lambda d: rs.outage(d, key=key)),
+        ("faults", lambda d: rs.fault_schedule(d, key=key)),
+        ("kill", lambda d: rs.kill_and_resume(d, key=key)),
+        ("kill mid-call", lambda d: rs.kill_mid_call(d, key=key)),
+        ("two", lambda d: rs.two_processes(d, key=key)),
+    ]
     rows, measured = [], []
     for name, scenario in runs:
         t0 = time.perf_counter()
         m = scenario(root / name.replace(" ", "-"))
         measured.append(m)
-        rows.append([m.name, m.faults_injected, m.faults_survived, m.cells, m.cells_lost, m.paid_repeated,
-                     f"{m.sent_again} (in flight: at most {m.calls_at_once})" if m.calls_at_once else "-",
-                     m.frames_equal, m.sweeps, f"{time.perf_counter() - t0:.0f}", "; ".join(m.notes)])
+        rows.append(
+            [
+                m.name,
+                m.faults_injected,
+                m.faults_survived,
+                m.cells,
+                m.cells_lost,
+                m.paid_repeated,
+                f"{m.sent_again} (in flight: at most {m.calls_at_once})" if m.calls_at_once else "-",
+                m.frames_equal,
+                m.sweeps,
+                f"{time.perf_counter() - t0:.0f}",
+                "; ".join(m.notes),
+            ]
+        )
     print("## (a) Sweeps against the loopback fault server\n")
-    print(table(["scenario", "faults injected", "survived", "cells", "cells lost", "paid calls repeated",
-                 "sent again after the kill", "frames equal", "sweeps", "s", "notes"], rows))
+    print(
+        table(
+            [
+                "scenario",
+                "faults injected",
+                "survived",
+                "cells",
+                "cells lost",
+                "paid calls repeated",
+                "sent again after the kill",
+                "frames equal",
+                "sweeps",
+                "s",
+                "notes",
+            ],
+            rows,
+        )
+    )
     print()
     injected, survived = sum(m.faults_injected for m in measured), sum(m.faults_survived for m in measured)
-    check("faults injected / survived", f"{injected} / {survived}", "all survived",
-          injected > 0 and survived == injected)
+    check(
+        "faults injected / survived", f"{injected} / {survived}", "all survived", injected > 0 and survived == injected
+    )
     check("cells lost", sum(m.cells_lost for m in measured), "0", all(m.cells_lost == 0 for m in measured))
-    check("paid calls repeated (replies stored before)", sum(m.paid_repeated for m in measured), "0",
-          all(m.paid_repeated == 0 for m in measured))
+    check(
+        "paid calls repeated (replies stored before)",
+        sum(m.paid_repeated for m in measured),
+        "0",
+        all(m.paid_repeated == 0 for m in measured),
+    )
     killed = [m for m in measured if m.calls_at_once]
-    check("sent again after kill -9 mid-call (no reply stored yet)",
-          ", ".join(f"{m.sent_again} of at most {m.calls_at_once} in flight" for m in killed),
-          "<= calls in flight", all(m.sent_again <= m.calls_at_once for m in killed))
-    check("frames equal to an uninterrupted sweep", f"{sum(bool(m.frames_equal) for m in measured)} of "
-          f"{len(measured)} scenarios", "all", all(m.frames_equal for m in measured))
-    check("the planted OPENAI_API_KEY was the key sent", all(m.keys == {key} for m in measured), "True",
-          all(m.keys == {key} for m in measured))
+    check(
+        "sent again after kill -9 mid-call (no reply stored yet)",
+        ", ".join(f"{m.sent_again} of at most {m.calls_at_once} in flight" for m in killed),
+        "<= calls in flight",
+        all(m.sent_again <= m.calls_at_once for m in killed),
+    )
+    check(
+        "frames equal to an uninterrupted sweep",
+        f"{sum(bool(m.frames_equal) for m in measured)} of {len(measured)} scenarios",
+        "all",
+        all(m.frames_equal for m in measured),
+    )
+    check(
+        "the planted OPENAI_API_KEY was the key sent",
+        all(m.keys == {key} for m in measured),
+        "True",
+        all(m.keys == {key} for m in measured),
+    )
 
 
 # (b) sandbox ------------------------------------------------------------------------------------------------
@@ -126,8 +174,12 @@ def bench_sandbox(root: Path, planted: dict[str, str]) -> list[escape_battery.Ou
         return []
     outcomes = escape_battery.run_battery(root / "sandbox", list(planted.values()))
     print("## (b) Sandbox escape battery (workspace tools as the loops build them)\n")
-    print(table(["kind", "attempt", "escaped", "counted", "what the host saw"],
-                [[o.kind, o.attempt, o.escaped, o.counted, o.detail] for o in outcomes]))
+    print(
+        table(
+            ["kind", "attempt", "escaped", "counted", "what the host saw"],
+            [[o.kind, o.attempt, o.escaped, o.counted, o.detail] for o in outcomes],
+        )
+    )
     for o in outcomes:
         if not o.counted and o.escaped:
             print(f"\nKnown gap, not counted as an escape: {o.attempt} ({o.detail}).")
@@ -136,11 +188,19 @@ def bench_sandbox(root: Path, planted: dict[str, str]) -> list[escape_battery.Ou
     escapes = sum(o.escaped for o in counted)
     kinds = {o.kind for o in counted}
     expected = {k for k in escape_battery.KINDS if os.geteuid() == 0 or k != "root-only file"}  # root plants them
-    check("sandbox escapes", f"{escapes} of {len(counted)} attempts ({len(kinds)} kinds)", "0",
-          escapes == 0 and kinds == expected)
+    check(
+        "sandbox escapes",
+        f"{escapes} of {len(counted)} attempts ({len(kinds)} kinds)",
+        "0",
+        escapes == 0 and kinds == expected,
+    )
     new = [o for o in counted if o.kind in escape_battery.NEW_KINDS]
-    check("sandbox escapes over issue 21's kinds", f"{sum(o.escaped for o in new)} of {len(new)} attempts "
-          f"({len({o.kind for o in new})} kinds)", "0", not any(o.escaped for o in new) and bool(new))
+    check(
+        "sandbox escapes over issue 21's kinds",
+        f"{sum(o.escaped for o in new)} of {len(new)} attempts ({len({o.kind for o in new})} kinds)",
+        "0",
+        not any(o.escaped for o in new) and bool(new),
+    )
     return outcomes
 
 
@@ -148,12 +208,20 @@ def bench_sandbox(root: Path, planted: dict[str, str]) -> list[escape_battery.Ou
 def bench_hardening(root: Path) -> None:
     rows = hardening_battery.run_battery(root / "hardening")
     print("## (e) Issue 21: cache, input, budget and notebook kinds\n")
-    print(table(["kind", "tried", "held", "lost", "what the host saw"],
-                [[r.kind, r.tried, r.held, r.lost, r.detail] for r in rows]))
+    print(
+        table(
+            ["kind", "tried", "held", "lost", "what the host saw"],
+            [[r.kind, r.tried, r.held, r.lost, r.detail] for r in rows],
+        )
+    )
     print()
     tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
-    check("issue 21 kinds held (cache, input, budget, notebooks)", f"{held} of {tried} attempts ({len(rows)} kinds)",
-          "all", held == tried and all(r.tried > 0 for r in rows))
+    check(
+        "issue 21 kinds held (cache, input, budget, notebooks)",
+        f"{held} of {tried} attempts ({len(rows)} kinds)",
+        "all",
+        held == tried and all(r.tried > 0 for r in rows),
+    )
     check("issue 21 kinds: replies, results or spend lost", lost, "0", lost == 0)
 
 
@@ -163,8 +231,9 @@ def bench_corpus() -> None:
     for i, (kind, text, expected) in enumerate(test_parsing.CORPUS):
         model = pl.scripted(f"bench-corpus-{i}", respond=lambda m, text=text: text)
         try:
-            c = pl.complete(model.name, "Rate this.", schema=test_parsing.Verdict, cache=False,
-                            settings=Settings(parse_attempts=2))
+            c = pl.complete(
+                model.name, "Rate this.", schema=test_parsing.Verdict, cache=False, settings=Settings(parse_attempts=2)
+            )
             got, ok = c.parsed.score, type(c.parsed.score) is int and c.parsed.score == expected
         except ParseError as e:
             got = "ParseError"
@@ -183,11 +252,22 @@ def notebook_sweep(root: Path) -> None:
     """A one-cell sweep through papermill (a kernel that inherits the planted secrets), so notebooks are on disk."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "tasks.jsonl").write_text('{"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}\n')
-    exp = Experiment.from_dict({"name": "nb", "loops": ["p3ro"], "tasks": "tasks.jsonl",
-                                "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1}}, root)
+    exp = Experiment.from_dict(
+        {
+            "name": "nb",
+            "loops": ["p3ro"],
+            "tasks": "tasks.jsonl",
+            "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1},
+        },
+        root,
+    )
     result = sweep(exp, root / "out", executor="papermill", workers=1, progress=False, cache=root / "cache")
-    check("papermill sweep (for the scan)", f"{result.done} of {len(result.cells)} cells", "all",
-          result.done == len(result.cells))
+    check(
+        "papermill sweep (for the scan)",
+        f"{result.done} of {len(result.cells)} cells",
+        "all",
+        result.done == len(result.cells),
+    )
 
 
 def _text_of(path: Path) -> bytes:
@@ -210,9 +290,12 @@ def scan(root: Path, planted: dict[str, str]) -> None:
             files, size = files + 1, size + path.stat().st_size
             kinds[path.suffix or "(none)"] += 1
             hits += [f"{path.relative_to(root)}: {name}" for name, ns in needles.items() if any(n in data for n in ns)]
-    print(f"## (d) Secrets on disk\n\n{len(planted)} planted ({', '.join(planted)}); {files} files, "
-          f"{size / 1e6:.1f} MB scanned under the run's folder ({', '.join(f'{n} {k}' for k, n in kinds.most_common())})"
-          + (":\n- " + "\n- ".join(hits) if hits else "") + "\n")
+    print(
+        f"## (d) Secrets on disk\n\n{len(planted)} planted ({', '.join(planted)}); {files} files, "
+        f"{size / 1e6:.1f} MB scanned under the run's folder ({', '.join(f'{n} {k}' for k, n in kinds.most_common())})"
+        + (":\n- " + "\n- ".join(hits) if hits else "")
+        + "\n"
+    )
     check("secrets found on disk", len(hits), "0", not hits and files > 0)
 
 
@@ -239,8 +322,11 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     print(f"## Summary ({time.perf_counter() - t0:.0f} s)\n")
-    print(table(["measure", "measured", "target", "result"],
-                [[m, v, t, "PASS" if ok else "FAIL"] for m, v, t, ok in ROWS]))
+    print(
+        table(
+            ["measure", "measured", "target", "result"], [[m, v, t, "PASS" if ok else "FAIL"] for m, v, t, ok in ROWS]
+        )
+    )
     sys.exit(0 if all(ok for *_, ok in ROWS) else 1)
 
 

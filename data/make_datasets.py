@@ -38,30 +38,99 @@ SPLIT = {"seed": 0, "dev": 20, "test": 60}
 """Dev/test sizes of every task (the remaining examples are unused spares)."""
 
 # sentiment -------------------------------------------------------------------------------------------------
-PRODUCTS = ["pair of headphones", "blender", "backpack", "phone case", "desk lamp", "coffee grinder", "pair of running shoes",
-            "keyboard", "water bottle", "tent", "vacuum", "charger", "kettle", "office chair", "umbrella",
-            "toaster", "yoga mat", "smart watch", "frying pan", "hair dryer"]
-GOOD = ["works exactly as described", "has held up through months of daily use", "is worth every penny",
-        "does the job better than the pricier one I had", "feels solid and well made",
-        "arrived early and has worked perfectly since", "is easy to clean and store", "made my mornings easier",
-        "still looks new after a year", "was a gift and my brother uses it every day",
-        "exceeded what I expected for the price", "is a pleasure to use every day"]
-BAD = ["stopped working after a week", "broke the second time I used it", "is flimsy and already cracked",
-       "was a waste of money", "never worked properly", "smells of cheap plastic",
-       "fell apart within a month", "is much smaller than the photos suggest", "gave up after two uses",
-       "already has a crack down one side", "feels cheaper than it looks", "arrived scratched and the seller ignored me"]
-GOOD_NEGATED = ["I can't fault it", "I have no complaints at all", "it never lets me down",
-                "it's not bad at all, honestly", "I wouldn't swap it for anything", "nothing has gone wrong yet"]
-BAD_NEGATED = ["it's not worth the price", "I wouldn't buy it again", "it doesn't do what the listing claims",
-               "it hardly ever works the way it should", "I can't recommend it", "it isn't fit for purpose"]
-MINOR_GOOD = ["The colour is nice", "Delivery was quick", "The box looked great", "Setup took two minutes",
-              "The price seemed fair"]
-MINOR_BAD = ["The box was dented", "Delivery took a while", "The manual is confusing", "It's a bit heavy",
-             "The cable is short"]
-OPENERS = ["", "", "Bought this for my flat. ", "Second one I've owned. ", "Update after a month: ",
-           "Ordered on a whim. ", "Used it for a weekend trip. "]
-CLOSERS = {"positive": ["", "", "Would buy again.", "Five stars from me.", "Ordering another for my mum."],
-           "negative": ["", "", "Sending it back.", "One star.", "Save your money."]}
+PRODUCTS = [
+    "pair of headphones",
+    "blender",
+    "backpack",
+    "phone case",
+    "desk lamp",
+    "coffee grinder",
+    "pair of running shoes",
+    "keyboard",
+    "water bottle",
+    "tent",
+    "vacuum",
+    "charger",
+    "kettle",
+    "office chair",
+    "umbrella",
+    "toaster",
+    "yoga mat",
+    "smart watch",
+    "frying pan",
+    "hair dryer",
+]
+GOOD = [
+    "works exactly as described",
+    "has held up through months of daily use",
+    "is worth every penny",
+    "does the job better than the pricier one I had",
+    "feels solid and well made",
+    "arrived early and has worked perfectly since",
+    "is easy to clean and store",
+    "made my mornings easier",
+    "still looks new after a year",
+    "was a gift and my brother uses it every day",
+    "exceeded what I expected for the price",
+    "is a pleasure to use every day",
+]
+BAD = [
+    "stopped working after a week",
+    "broke the second time I used it",
+    "is flimsy and already cracked",
+    "was a waste of money",
+    "never worked properly",
+    "smells of cheap plastic",
+    "fell apart within a month",
+    "is much smaller than the photos suggest",
+    "gave up after two uses",
+    "already has a crack down one side",
+    "feels cheaper than it looks",
+    "arrived scratched and the seller ignored me",
+]
+GOOD_NEGATED = [
+    "I can't fault it",
+    "I have no complaints at all",
+    "it never lets me down",
+    "it's not bad at all, honestly",
+    "I wouldn't swap it for anything",
+    "nothing has gone wrong yet",
+]
+BAD_NEGATED = [
+    "it's not worth the price",
+    "I wouldn't buy it again",
+    "it doesn't do what the listing claims",
+    "it hardly ever works the way it should",
+    "I can't recommend it",
+    "it isn't fit for purpose",
+]
+MINOR_GOOD = [
+    "The colour is nice",
+    "Delivery was quick",
+    "The box looked great",
+    "Setup took two minutes",
+    "The price seemed fair",
+]
+MINOR_BAD = [
+    "The box was dented",
+    "Delivery took a while",
+    "The manual is confusing",
+    "It's a bit heavy",
+    "The cable is short",
+]
+OPENERS = [
+    "",
+    "",
+    "Bought this for my flat. ",
+    "Second one I've owned. ",
+    "Update after a month: ",
+    "Ordered on a whim. ",
+    "Used it for a weekend trip. ",
+]
+CLOSERS = {
+    "positive": ["", "", "Would buy again.", "Five stars from me.", "Ordering another for my mum."],
+    "negative": ["", "", "Sending it back.", "One star.", "Save your money."],
+}
 
 
 def _review(rng: random.Random, label: str) -> str:
@@ -113,26 +182,40 @@ def _mul(rng: random.Random, name: str, things: str) -> tuple[str, int]:
 
 def _div(rng: random.Random, name: str, things: str) -> tuple[str, int]:
     each, k = rng.randint(2, 12), rng.randint(2, 8)
-    return (f"{name} shares {each * k} {things} equally among {k} children. How many {things} does each child "
-            f"get?", each)
+    return (
+        f"{name} shares {each * k} {things} equally among {k} children. How many {things} does each child get?",
+        each,
+    )
 
 
 def _two_step(rng: random.Random, name: str, things: str) -> tuple[str, int]:
     packs, per = rng.randint(2, 6), rng.randint(3, 10)
     lost = rng.randint(1, packs * per - 1)
-    return (f"{name} buys {packs} packs of {things} with {per} in each pack, then loses {lost} of them. How many "
-            f"{things} does {name} have left?", packs * per - lost)
+    return (
+        f"{name} buys {packs} packs of {things} with {per} in each pack, then loses {lost} of them. How many "
+        f"{things} does {name} have left?",
+        packs * per - lost,
+    )
 
 
 def _more_than(rng: random.Random, name: str, things: str) -> tuple[str, int]:
     other = rng.choice([n for n in NAMES if n != name])
     a, b = rng.randint(5, 30), rng.randint(2, 15)
-    return (f"{other} has {a} {things}. {name} has {b} more {things} than {other}. How many {things} do they have "
-            f"together?", a + (a + b))
+    return (
+        f"{other} has {a} {things}. {name} has {b} more {things} than {other}. How many {things} do they have "
+        f"together?",
+        a + (a + b),
+    )
 
 
 PROBLEMS: list[tuple[Callable[[random.Random, str, str], tuple[str, int]], int]] = [
-    (_add, 30), (_sub, 25), (_mul, 20), (_div, 15), (_two_step, 15), (_more_than, 15)]
+    (_add, 30),
+    (_sub, 25),
+    (_mul, 20),
+    (_div, 15),
+    (_two_step, 15),
+    (_more_than, 15),
+]
 """Problem makers and how many of each (sum = SIZE)."""
 
 
@@ -148,12 +231,18 @@ def arithmetic(rng: random.Random) -> list[dict[str, Any]]:
 
 
 # dates -----------------------------------------------------------------------------------------------------
-SENTENCES = ["The meeting was moved to {date}.", "{name} was born on {date}, in a small town by the sea.",
-             "We signed the lease on {date} after weeks of back and forth.",
-             "Please send the form back before {date}.", "The shop reopens on {date}, according to the sign.",
-             "On {date} the team shipped its first release.", "My flight leaves {date} early in the morning.",
-             "The invoice is dated {date}.", "{name} started the new job on {date}.",
-             "Tickets for the concert on {date} sold out in an hour."]
+SENTENCES = [
+    "The meeting was moved to {date}.",
+    "{name} was born on {date}, in a small town by the sea.",
+    "We signed the lease on {date} after weeks of back and forth.",
+    "Please send the form back before {date}.",
+    "The shop reopens on {date}, according to the sign.",
+    "On {date} the team shipped its first release.",
+    "My flight leaves {date} early in the morning.",
+    "The invoice is dated {date}.",
+    "{name} started the new job on {date}.",
+    "Tickets for the concert on {date} sold out in an hour.",
+]
 
 
 def _ordinal(n: int) -> str:
@@ -161,8 +250,20 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
@@ -199,21 +300,30 @@ def dates(rng: random.Random) -> list[dict[str, Any]]:
 
 # tasks -----------------------------------------------------------------------------------------------------
 TASKS: list[dict[str, Any]] = [
-    {"id": "sentiment", "make": sentiment,
-     "prompt": "What do you think of this review?\n\n{input}",
-     "goal": "A prompt that makes the model label a short product review as positive or negative, answering "
-             "with exactly one of the two words.",
-     "scorer": {"kind": "choice", "labels": ["positive", "negative"]}},
-    {"id": "arithmetic", "make": arithmetic,
-     "prompt": "{input}",
-     "goal": "A prompt that makes the model solve a short arithmetic word problem and give the answer as a "
-             "single whole number.",
-     "scorer": {"kind": "numeric", "pick": "last"}},
-    {"id": "dates", "make": dates,
-     "prompt": "Write the date from this sentence in YYYY-MM-DD format.\n\n{input}",
-     "goal": "A prompt that makes the model find the date in a sentence and write it as YYYY-MM-DD "
-             "(for example 2021-03-05), with nothing else.",
-     "scorer": {"kind": "regex", "pattern": r"\d{4}-\d{2}-\d{2}", "group": 0}},
+    {
+        "id": "sentiment",
+        "make": sentiment,
+        "prompt": "What do you think of this review?\n\n{input}",
+        "goal": "A prompt that makes the model label a short product review as positive or negative, answering "
+        "with exactly one of the two words.",
+        "scorer": {"kind": "choice", "labels": ["positive", "negative"]},
+    },
+    {
+        "id": "arithmetic",
+        "make": arithmetic,
+        "prompt": "{input}",
+        "goal": "A prompt that makes the model solve a short arithmetic word problem and give the answer as a "
+        "single whole number.",
+        "scorer": {"kind": "numeric", "pick": "last"},
+    },
+    {
+        "id": "dates",
+        "make": dates,
+        "prompt": "Write the date from this sentence in YYYY-MM-DD format.\n\n{input}",
+        "goal": "A prompt that makes the model find the date in a sentence and write it as YYYY-MM-DD "
+        "(for example 2021-03-05), with nothing else.",
+        "scorer": {"kind": "regex", "pattern": r"\d{4}-\d{2}-\d{2}", "group": 0},
+    },
 ]
 """The grounded tasks: id, example maker, starting prompt, goal and scorer spec."""
 
@@ -232,8 +342,16 @@ def write(out: Path) -> list[Path]:
         path = out / "grounded" / f"{spec['id']}.jsonl"
         path.write_text(_jsonl(examples), encoding="utf-8", newline="\n")
         written.append(path)
-        tasks.append({"id": spec["id"], "prompt": spec["prompt"], "goal": spec["goal"],
-                      "examples": f"grounded/{spec['id']}.jsonl", "scorer": spec["scorer"], "split": SPLIT})
+        tasks.append(
+            {
+                "id": spec["id"],
+                "prompt": spec["prompt"],
+                "goal": spec["goal"],
+                "examples": f"grounded/{spec['id']}.jsonl",
+                "scorer": spec["scorer"],
+                "split": SPLIT,
+            }
+        )
     path = out / "grounded_tasks.jsonl"
     path.write_text(_jsonl(tasks), encoding="utf-8", newline="\n")
     return [*written, path]

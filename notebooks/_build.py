@@ -54,12 +54,19 @@ def stable_ids(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 EXPLORE = notebook(
-    ("md", ("# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
-           "iteration cap, and press **Run**. The event log fills as the loop works; afterwards the "
-           "score trajectory and the final prompt beside the original appear below. The logic lives in "
-           "`promptlab.ui.explorer`.\n\n"
-           "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters.")),
-    ("parameters", '''tasks_path = "data/prompt_tasks.jsonl"  # JSONL task file (relative to the repo root)
+    (
+        "md",
+        (
+            "# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
+            "iteration cap, and press **Run**. The event log fills as the loop works; afterwards the "
+            "score trajectory and the final prompt beside the original appear below. The logic lives in "
+            "`promptlab.ui.explorer`.\n\n"
+            "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters."
+        ),
+    ),
+    (
+        "parameters",
+        """tasks_path = "data/prompt_tasks.jsonl"  # JSONL task file (relative to the repo root)
 loop = "p3ro"  # p3ro, creator_critic, pes, pcee
 task_id = ""  # empty: the first task
 model = ""  # if set, it plays every role (fake/auto for a dry run)
@@ -69,36 +76,53 @@ finish_threshold = 8.5
 max_iterations = 3
 max_tokens = 256
 min_criteria = 0  # P³RO: fewest criteria the decomposer must give (0: P³RO's default)
-autorun = False  # run once without a click (papermill)'''),
+autorun = False  # run once without a click (papermill)""",
+    ),
     ("code", ROOT_CELL),
-    ("code", '''from promptlab.ui.explorer import load_explorer
+    (
+        "code",
+        """from promptlab.ui.explorer import load_explorer
 
 explorer = load_explorer(here(tasks_path), loop=loop, task_id=task_id, model=model,
                          generator_model=generator_model, critic_model=critic_model,
                          finish_threshold=finish_threshold, max_iterations=max_iterations, max_tokens=max_tokens,
                          min_criteria=min_criteria)
-explorer.display()'''),
-    ("code", '''if autorun:
+explorer.display()""",
+    ),
+    (
+        "code",
+        """if autorun:
     from IPython.display import display
 
     last_run = await explorer.run(echo=lambda line: print(line, end=""))
     for output in explorer.result.outputs:  # also as cell output, which a saved notebook keeps
         display(output.get("data", {"text/plain": output.get("text", "")}), raw=True)
-    print("final output:", last_run.final_output if last_run else None)'''),
+    print("final output:", last_run.final_output if last_run else None)""",
+    ),
 )
 
 SWEEP = notebook(
-    ("md", ("# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), runs every unfinished "
-           "cell with a progress bar and shows the summary table. Finished cells are skipped, so running "
-           "this again resumes an interrupted sweep. `model` overrides every role's model (e.g. "
-           "`fake/auto` for a dry run); the results then go to their own directory.")),
-    ("parameters", '''experiment_path = "experiments/demo.yaml"
+    (
+        "md",
+        (
+            "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), runs every unfinished "
+            "cell with a progress bar and shows the summary table. Finished cells are skipped, so running "
+            "this again resumes an interrupted sweep. `model` overrides every role's model (e.g. "
+            "`fake/auto` for a dry run); the results then go to their own directory."
+        ),
+    ),
+    (
+        "parameters",
+        """experiment_path = "experiments/demo.yaml"
 model = ""  # empty: the models of the experiment; fake/auto for a dry run
 executor = "inline"  # or "papermill": one notebook kernel per cell
 workers = 2
-out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set'''),
+out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
+    ),
     ("code", ROOT_CELL),
-    ("code", '''import pandas as pd
+    (
+        "code",
+        """import pandas as pd
 from IPython.display import display
 
 from promptlab.reports import plot_trajectories, summary_table
@@ -109,28 +133,42 @@ if model:
     exp = exp.with_config(model=model)
 cells = exp.cells()
 print(f"{exp.name}: {len(cells)} cells x {len(exp.load_tasks())} tasks x {exp.replicates} replicate(s)")
-display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))'''),
-    ("code", '''suffix = f"-{model.replace('/', '_')}" if model else ""
+display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
+    ),
+    (
+        "code",
+        """suffix = f"-{model.replace('/', '_')}" if model else ""
 out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 result = sweep(exp, out, executor=executor, workers=workers)
-print(result)'''),
-    ("code", '''import matplotlib.pyplot as plt
+print(result)""",
+    ),
+    (
+        "code",
+        """import matplotlib.pyplot as plt
 
 results = result.load()
 display(summary_table(results))
 ax = plot_trajectories(results.trajectories)
 ax.set_title(f"{exp.name}: {ax.get_title()}", fontsize="medium")
-plt.show()'''),
+plt.show()""",
+    ),
 )
 
 COMPARE = notebook(
-    ("md", ("# Compare configurations\n\nCharts over a results directory written by a sweep: model "
-           "pairings, score trajectories, score against cost, stop reasons, the final score by finish "
-           "threshold and iteration cap, and the summary table. Charts whose columns the sweep did not "
-           "vary are skipped with a note.")),
+    (
+        "md",
+        (
+            "# Compare configurations\n\nCharts over a results directory written by a sweep: model "
+            "pairings, score trajectories, score against cost, stop reasons, the final score by finish "
+            "threshold and iteration cap, and the summary table. Charts whose columns the sweep did not "
+            "vary are skipped with a note."
+        ),
+    ),
     ("parameters", '''results_dir = "results/demo"'''),
     ("code", ROOT_CELL),
-    ("code", '''import matplotlib.pyplot as plt
+    (
+        "code",
+        """import matplotlib.pyplot as plt
 from IPython.display import display
 
 from promptlab import reports
@@ -139,8 +177,11 @@ from promptlab.results import load
 results = load(here(results_dir))
 runs, traj = results.runs, results.trajectories
 print(f"{len(results.cells)} cells, {len(runs)} runs, {len(traj)} trajectory rows")
-display(results.cells)'''),
-    ("code", '''def varies(frame, *columns):
+display(results.cells)""",
+    ),
+    (
+        "code",
+        '''def varies(frame, *columns):
     """Whether every column exists and takes more than one value."""
     return all(c in frame.columns and frame[c].nunique(dropna=True) > 1 for c in columns)
 
@@ -149,52 +190,83 @@ if varies(runs, "generator_model") or varies(runs, "critic_model"):
     reports.plot_pairing_heatmap(runs)
     plt.show()
 else:
-    print("pairing heatmap skipped: one generator/critic pairing only")'''),
-    ("code", '''reports.plot_trajectories(traj)
-plt.show()'''),
-    ("code", '''cost = "cost_usd" if runs["cost_usd"].fillna(0).sum() > 0 else "tokens"
+    print("pairing heatmap skipped: one generator/critic pairing only")''',
+    ),
+    (
+        "code",
+        """reports.plot_trajectories(traj)
+plt.show()""",
+    ),
+    (
+        "code",
+        """cost = "cost_usd" if runs["cost_usd"].fillna(0).sum() > 0 else "tokens"
 reports.plot_score_vs_cost(runs, x=cost)
-plt.show()'''),
-    ("code", '''reports.plot_stop_reasons(runs)
-plt.show()'''),
-    ("code", '''if "finish_threshold" in runs.columns:
+plt.show()""",
+    ),
+    (
+        "code",
+        """reports.plot_stop_reasons(runs)
+plt.show()""",
+    ),
+    (
+        "code",
+        """if "finish_threshold" in runs.columns:
     hue = "max_iterations" if "max_iterations" in runs.columns else None
     reports.plot_final_by(runs, x="finish_threshold", hue=hue)
     plt.show()
 else:
-    print("final-by-threshold chart skipped: the sweep has no finish_threshold column")'''),
-    ("code", '''display(reports.summary_table(results))'''),
+    print("final-by-threshold chart skipped: the sweep has no finish_threshold column")""",
+    ),
+    ("code", """display(reports.summary_table(results))"""),
     ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),
-    ("code", '''from promptlab.ui.browser import RunBrowser
+    (
+        "code",
+        """from promptlab.ui.browser import RunBrowser
 
-RunBrowser(here(results_dir)).display()'''),
+RunBrowser(here(results_dir)).display()""",
+    ),
 )
 
 RUNS = notebook(
-    ("md", ("# Browse runs\n\nPick a cell and a run of a results directory, then step through its "
-           "iterations: the candidate with a diff against the previous one, the scores and justifications, "
-           "the reflection, the decision and its reason, the grounded score, and the tokens and cost of "
-           "every step.")),
+    (
+        "md",
+        (
+            "# Browse runs\n\nPick a cell and a run of a results directory, then step through its "
+            "iterations: the candidate with a diff against the previous one, the scores and justifications, "
+            "the reflection, the decision and its reason, the grounded score, and the tokens and cost of "
+            "every step."
+        ),
+    ),
     ("parameters", '''results_dir = "results/demo"'''),
     ("code", ROOT_CELL),
-    ("code", '''from promptlab.ui.browser import RunBrowser
+    (
+        "code",
+        """from promptlab.ui.browser import RunBrowser
 
 browser = RunBrowser(here(results_dir))
-browser.display()'''),
+browser.display()""",
+    ),
 )
 
 
 FINDINGS = notebook(
-    ("md", ("# Findings\n\nWhat a grounded sweep says, each answer in a sentence with its n and 95% CI "
-           "(\"Inconclusive: the CI spans 0\" when it does): did refinement help (the returned prompt against "
-           "the starting prompt on the test split), when to stop (which finish threshold and iteration cap, "
-           "by truncating the logged runs, no model calls; cap 0 is \"do not refine\"), and can the critic "
-           "be trusted (its own score against the dev accuracy of the same candidate). The functions are in "
-           "`promptlab.analysis`. A results directory without grounded data (tasks without examples) says so "
-           "instead.")),
+    (
+        "md",
+        (
+            "# Findings\n\nWhat a grounded sweep says, each answer in a sentence with its n and 95% CI "
+            '("Inconclusive: the CI spans 0" when it does): did refinement help (the returned prompt against '
+            "the starting prompt on the test split), when to stop (which finish threshold and iteration cap, "
+            'by truncating the logged runs, no model calls; cap 0 is "do not refine"), and can the critic '
+            "be trusted (its own score against the dev accuracy of the same candidate). The functions are in "
+            "`promptlab.analysis`. A results directory without grounded data (tasks without examples) says so "
+            "instead."
+        ),
+    ),
     ("parameters", '''results_dir = "results/demo"'''),
     ("code", ROOT_CELL),
-    ("code", '''import matplotlib.pyplot as plt
+    (
+        "code",
+        """import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
 from promptlab import analysis, reports
@@ -204,46 +276,68 @@ from promptlab.results import load
 results = load(here(results_dir))
 found = findings(results)
 print(f"{len(results.runs)} runs; grounded data: {'yes' if found.grounded else 'no'}")
-display(Markdown("\\n".join(findings_markdown(found))))'''),
+display(Markdown("\\n".join(findings_markdown(found))))""",
+    ),
     ("md", "## 1. Did refinement help? Test-split gain per configuration, and paired differences"),
-    ("code", '''if found.deltas.empty:
+    (
+        "code",
+        """if found.deltas.empty:
     print("no test-split deltas (no grounded data)")
 else:
     display(found.deltas)
     reports.plot_forest(found.deltas, title="Test-split gain of the returned prompt over the starting prompt",
                         xlabel="test accuracy, returned minus starting prompt (95% CI)")
     plt.show()
-    display(analysis.compare(results.runs))'''),
+    display(analysis.compare(results.runs))""",
+    ),
     ("md", "## 3. Can the critic be trusted? Its own score against the dev accuracy of the same candidate"),
-    ("code", '''if found.calibration.empty:
+    (
+        "code",
+        """if found.calibration.empty:
     print("no calibration (no iteration has both a critic and a grounded score)")
 else:
     display(found.calibration)
     reports.plot_calibration(results.trajectories)
     plt.show()
     reports.plot_grounded_trajectories(results.trajectories)
-    plt.show()'''),
-    ("md", ("## 2. When to stop? Counterfactual stopping: threshold x cap\n\nPer configuration, the mean dev "
+    plt.show()""",
+    ),
+    (
+        "md",
+        (
+            "## 2. When to stop? Counterfactual stopping: threshold x cap\n\nPer configuration, the mean dev "
             "accuracy of the prompt each rule returns and its mean cost, each on one colour scale shared by "
-            "every configuration; cap 0 returns the starting prompt.")),
-    ("code", '''configs = found.counterfactual["config"].nunique() if len(found.counterfactual) else 1
+            "every configuration; cap 0 returns the starting prompt."
+        ),
+    ),
+    (
+        "code",
+        """configs = found.counterfactual["config"].nunique() if len(found.counterfactual) else 1
 fig = plt.figure(figsize=(11, 3.6 * configs + 1))
 reports.plot_counterfactual_grid(found.counterfactual, fig)
-plt.show()'''),
+plt.show()""",
+    ),
 )
 
 
 BASELINES = notebook(
-    ("md", ("# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi), a no-feedback control "
-           "(resample) and the seed loops, compared at the same spend. Each logged run is truncated at each budget "
-           "point: it returns the prompt its own selection rule held once it had spent that much (no model "
-           "calls; `promptlab.analysis.equal_budget`). The curves give the mean dev and test accuracy of those "
-           "prompts with 95% CIs; the table says which loop leads at which budget, paired over the same task and "
-           "sample, with Holm-corrected p-values (\"Inconclusive: the CI spans 0\" when it does). "
-           "`experiments/baselines.yaml` makes such a directory; docs/baselines.md reports a measured run.")),
+    (
+        "md",
+        (
+            "# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi), a no-feedback control "
+            "(resample) and the seed loops, compared at the same spend. Each logged run is truncated at each budget "
+            "point: it returns the prompt its own selection rule held once it had spent that much (no model "
+            "calls; `promptlab.analysis.equal_budget`). The curves give the mean dev and test accuracy of those "
+            "prompts with 95% CIs; the table says which loop leads at which budget, paired over the same task and "
+            'sample, with Holm-corrected p-values ("Inconclusive: the CI spans 0" when it does). '
+            "`experiments/baselines.yaml` makes such a directory; docs/baselines.md reports a measured run."
+        ),
+    ),
     ("parameters", '''results_dir = "results/baselines"'''),
     ("code", ROOT_CELL),
-    ("code", '''import matplotlib.pyplot as plt
+    (
+        "code",
+        """import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
 from promptlab import analysis, reports
@@ -256,24 +350,37 @@ found = findings(results)
 budget = found.budget
 print(f"{len(results.runs)} runs of {results.runs['loop'].nunique()} loop(s); "
       f"budget in {budget.unit if budget else 'no unit: no run records its incumbents'}")
-display(Markdown("\\n".join(budget_lines(found))))'''),
-    ("md", "## Score against spend\n\nOne line per configuration, with the 95% CI as a band; a hollow marker is a "
-           "point past the spend of a run its budget stopped (not exact)."),
-    ("code", '''if budget is None:
+display(Markdown("\\n".join(budget_lines(found))))""",
+    ),
+    (
+        "md",
+        "## Score against spend\n\nOne line per configuration, with the 95% CI as a band; a hollow marker is a "
+        "point past the spend of a run its budget stopped (not exact).",
+    ),
+    (
+        "code",
+        """if budget is None:
     print("no equal-budget table (no run records what it would return at each spend)")
 else:
     fig, (dev, test) = plt.subplots(1, 2, figsize=(15, 5.5), layout="constrained")
     reports.plot_budget_curve(budget.table, "dev", ax=dev, budget=budget.unit)
     reports.plot_budget_curve(budget.table, "test", ax=test, budget=budget.unit)
     plt.show()
-    display(budget.table)'''),
-    ("md", "## Paired differences at the largest budget\n\nEvery pair of configurations, paired over the same "
-           "task and sample: test accuracy of what each run would return there, b minus a, Holm-corrected."),
-    ("code", '''if budget is not None and len(budget.table):
+    display(budget.table)""",
+    ),
+    (
+        "md",
+        "## Paired differences at the largest budget\n\nEvery pair of configurations, paired over the same "
+        "task and sample: test accuracy of what each run would return there, b minus a, Holm-corrected.",
+    ),
+    (
+        "code",
+        """if budget is not None and len(budget.table):
     point = float(budget.table["point"].max())
     by = budget_columns(results.runs, results.trajectories)
     print(f"at {point:,.0f} {budget.unit}")
-    display(analysis.compare_at_budget(results, point, budget.unit, by=by))'''),
+    display(analysis.compare_at_budget(results, point, budget.unit, by=by))""",
+    ),
 )
 
 
@@ -282,9 +389,21 @@ def main() -> None:
     from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
 
     run_cell = stable_ids(run_cell_notebook())
-    for path, nb in [*((HERE / f"{name}.ipynb", nb) for name, nb in (
-            ("01_explore", EXPLORE), ("02_sweep", SWEEP), ("03_compare", COMPARE), ("04_findings", FINDINGS),
-            ("05_runs", RUNS), ("06_baselines", BASELINES), ("run_cell", run_cell))), (TEMPLATE, run_cell)]:  # the package's copy of run_cell
+    for path, nb in [
+        *(
+            (HERE / f"{name}.ipynb", nb)
+            for name, nb in (
+                ("01_explore", EXPLORE),
+                ("02_sweep", SWEEP),
+                ("03_compare", COMPARE),
+                ("04_findings", FINDINGS),
+                ("05_runs", RUNS),
+                ("06_baselines", BASELINES),
+                ("run_cell", run_cell),
+            )
+        ),
+        (TEMPLATE, run_cell),
+    ]:  # the package's copy of run_cell
         nbformat.validate(nb)
         path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
         print(f"wrote {path}")

@@ -65,34 +65,55 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="run an experiment's cells (finished cells are skipped)")
     s.add_argument("experiment", help="experiment YAML file")
     s.add_argument("--workers", type=_at_least_one, default=2, help="cells at once (default 2)")
-    s.add_argument("--executor", default="inline",
-                   help="inline (this process), papermill (a kernel per cell) or dask (tasks on a cluster)")
+    s.add_argument(
+        "--executor",
+        default="inline",
+        help="inline (this process), papermill (a kernel per cell) or dask (tasks on a cluster)",
+    )
     s.add_argument("--scheduler", help="dask executor: the scheduler address (default: a LocalCluster of --workers)")
     s.add_argument("--out", help="results dir (default results/<experiment name>)")
-    s.add_argument("--cache", help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
-                   "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    s.add_argument(
+        "--cache",
+        help="call cache: a dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
+        "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)",
+    )
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
-    s.add_argument("--cell-concurrency", type=_at_least_one,
-                   help="runs at once inside a cell (default: as many as the most limited of the cell's models takes "
-                        "calls at once: its --max-concurrency or alias max_concurrency, else 4; a local model at most "
-                        "PROMPTLAB_LOCAL_INSTANCES)")
+    s.add_argument(
+        "--cell-concurrency",
+        type=_at_least_one,
+        help="runs at once inside a cell (default: as many as the most limited of the cell's models takes "
+        "calls at once: its --max-concurrency or alias max_concurrency, else 4; a local model at most "
+        "PROMPTLAB_LOCAL_INSTANCES)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
-    s.add_argument("--max-cost", type=float, metavar="USD",
-                   help="stop new paid model calls once the results dir's spending would pass USD (overrides the "
-                        "experiment's max_cost); the cells cut are resumed by a sweep with a higher cap")
+    s.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop new paid model calls once the results dir's spending would pass USD (overrides the "
+        "experiment's max_cost); the cells cut are resumed by a sweep with a higher cap",
+    )
     _concurrency_flag(s)
     s.set_defaults(func=_sweep)
 
     r = sub.add_parser("run", help="run one loop on one prompt, with a live event log")
-    r.add_argument("loop", help="loop name (p3ro, creator_critic, pes, pcee; opro, ape, protegi and resample need a "
-                                "task with examples: run them in a sweep)")
+    r.add_argument(
+        "loop",
+        help="loop name (p3ro, creator_critic, pes, pcee; opro, ape, protegi and resample need a "
+        "task with examples: run them in a sweep)",
+    )
     r.add_argument("--prompt", required=True, help="the prompt (or request) to work on")
     r.add_argument("--goal", default="", help="what a better result achieves")
     r.add_argument("--model", help="model for every role")
     r.add_argument("--generator", help="model for the proposing roles")
     r.add_argument("--critic", help="model for the judging roles")
-    r.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="a config field (repeatable); values are read as YAML scalars")
+    r.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field (repeatable); values are read as YAML scalars",
+    )
     r.add_argument("--cache", help="call cache: a dir or redis://host:port/db")
     r.add_argument("--quiet", action="store_true", help="no live event log")
     _concurrency_flag(r)
@@ -105,8 +126,11 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cache", help="call cache: stats, clear, or verify every entry")
     c.add_argument("action", choices=["stats", "clear", "verify"])
-    c.add_argument("--dir", help="cache dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
-                   "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)")
+    c.add_argument(
+        "--dir",
+        help="cache dir or redis://host:port/db (default $PROMPTLAB_CACHE, else "
+        "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)",
+    )
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
     return p
@@ -124,9 +148,14 @@ def _at_least_one(raw: str) -> int:
 
 
 def _concurrency_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-concurrency", action="append", default=[], metavar="MODEL=N",
-                   help="calls in flight at once for MODEL (a model name or alias; repeatable); overrides an "
-                        "alias's max_concurrency")
+    p.add_argument(
+        "--max-concurrency",
+        action="append",
+        default=[],
+        metavar="MODEL=N",
+        help="calls in flight at once for MODEL (a model name or alias; repeatable); overrides an "
+        "alias's max_concurrency",
+    )
 
 
 def _settings(items: list[str]) -> Any:
@@ -158,15 +187,27 @@ def _sweep(args: argparse.Namespace) -> int:
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     settings = _settings(args.max_concurrency)
-    result = sweep(exp, args.out, executor=args.executor, workers=args.workers, cache=args.cache,
-                   progress=not args.no_progress, cell_concurrency=args.cell_concurrency, settings=settings,
-                   scheduler=args.scheduler, max_cost=args.max_cost)
+    result = sweep(
+        exp,
+        args.out,
+        executor=args.executor,
+        workers=args.workers,
+        cache=args.cache,
+        progress=not args.no_progress,
+        cell_concurrency=args.cell_concurrency,
+        settings=settings,
+        scheduler=args.scheduler,
+        max_cost=args.max_cost,
+    )
     print(result)
     _print_summary(result.out_dir)
     if result.cut:
-        print(f"promptlab: {result.cut} cell(s) cut by max_cost={result.max_cost:g} USD "
-              f"({result.budget_spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
-              "--max-cost to resume them", file=sys.stderr)
+        print(
+            f"promptlab: {result.cut} cell(s) cut by max_cost={result.max_cost:g} USD "
+            f"({result.budget_spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
+            "--max-cost to resume them",
+            file=sys.stderr,
+        )
     return 1 if result.failed else 3 if result.cut else 0
 
 
@@ -197,16 +238,17 @@ def _run(args: argparse.Namespace) -> int:
         if not sep or not key.strip():
             raise PromptlabError(f"--set {item!r}: expected FIELD=VALUE")
         if key.strip() not in spec.config_cls.model_fields:
-            raise PromptlabError(f"--set {key.strip()}: not a config field of loop {args.loop}; its fields: "
-                                 f"{', '.join(spec.config_cls.model_fields)}")
+            raise PromptlabError(
+                f"--set {key.strip()}: not a config field of loop {args.loop}; its fields: "
+                f"{', '.join(spec.config_cls.model_fields)}"
+            )
         fields[key.strip()] = _scalar(raw)
     config = spec.config_cls.model_validate(fields)
     if settings is not None:  # a concurrency override for a model the run never calls is a typo, not a no-op
         settings.check_models(config_models(config), "--max-concurrency")
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
     cache = open_cache(args.cache, origin="--cache")  # a bad or unreachable cache fails here, before any call
-    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache,
-                   settings=settings)
+    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache, settings=settings)
     print("\n=== final output ===")
     print(run.final_output if run.final_output is not None else "(none)")
     print("\n=== run ===")
@@ -220,8 +262,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{len(run.errors)} error(s) recorded; first: {run.errors[0].kind}: {run.errors[0].message}")
     if run.incomplete:
         cause = next(e for e in run.errors if e.infrastructure)
-        print(f"promptlab: run incomplete: an infrastructure failure stopped it ({cause.role}: {cause.kind}: "
-              f"{cause.message}); its results are not a finished run", file=sys.stderr)
+        print(
+            f"promptlab: run incomplete: an infrastructure failure stopped it ({cause.role}: {cause.kind}: "
+            f"{cause.message}); its results are not a finished run",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -229,8 +274,10 @@ def _run(args: argparse.Namespace) -> int:
 def totals_text(t: Any) -> str:
     """A run's totals (`promptlab.record.Totals`) in one line; an unknown price reads "cost unknown"."""
     cost = "cost unknown" if t.cost_usd is None else f"cost {t.cost_usd:.6g} USD"
-    return (f"totals: {t.calls} calls ({t.cache_hits} cached, {t.failed_calls} failed), {t.input_tokens} input + "
-            f"{t.output_tokens} output tokens, {cost}, {t.wall_time_s:.2f} s")
+    return (
+        f"totals: {t.calls} calls ({t.cache_hits} cached, {t.failed_calls} failed), {t.input_tokens} input + "
+        f"{t.output_tokens} output tokens, {cost}, {t.wall_time_s:.2f} s"
+    )
 
 
 def _scalar(raw: str) -> Any:
@@ -251,8 +298,10 @@ def _report(args: argparse.Namespace) -> int:
     if not Path(args.results_dir).is_dir():
         raise PromptlabError(f"results dir not found: {args.results_dir}")
     if not (Path(args.results_dir) / "cells").is_dir():
-        raise PromptlabError(f"{args.results_dir} is not a results dir: it has no cells/ folder (a sweep writes "
-                             "one; run `promptlab sweep EXPERIMENT --out DIR` first)")
+        raise PromptlabError(
+            f"{args.results_dir} is not a results dir: it has no cells/ folder (a sweep writes "
+            "one; run `promptlab sweep EXPERIMENT --out DIR` first)"
+        )
     paths = report(args.results_dir, args.out)
     _print_summary(args.results_dir)
     for name, path in paths.items():
@@ -276,10 +325,14 @@ def _cache(args: argparse.Namespace) -> int:
     else:
         report = cache.verify(fix=args.fix)
         for aside in report.moved_aside:  # found corrupt on opening (or while verifying): what was there is lost
-            print(f"cache {cache.location}: the database was corrupt and was copied aside as {aside}; "
-                  "its entries are gone, the cache starts empty")
-        print(f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
-              f"database integrity: {report.database}")
+            print(
+                f"cache {cache.location}: the database was corrupt and was copied aside as {aside}; "
+                "its entries are gone, the cache starts empty"
+            )
+        print(
+            f"cache {cache.location}: {report.entries} entries, {report.ok} ok, {len(report.problems)} bad; "
+            f"database integrity: {report.database}"
+        )
         for key, problem in report.problems.items():
             print(f"  {key[:16]}: {problem}{' (removed)' if args.fix else ''}")
         return 0 if report.healthy else 1

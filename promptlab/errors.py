@@ -82,8 +82,10 @@ class BudgetExceeded(PromptlabError):
         """The cap in USD."""
         self.estimate = estimate
         """The refused request's estimated cost in USD."""
-        super().__init__(f"cut by max_cost={cap:g} USD after spending {spent:.6g} USD: a request to {model} "
-                         f"(about {estimate:.2g} USD) would pass the cap; re-run with a higher max_cost to resume")
+        super().__init__(
+            f"cut by max_cost={cap:g} USD after spending {spent:.6g} USD: a request to {model} "
+            f"(about {estimate:.2g} USD) would pass the cap; re-run with a higher max_cost to resume"
+        )
 
 
 class ParseError(PromptlabError):

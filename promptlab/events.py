@@ -12,8 +12,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from .sanitize import clean
 
 EventKind = Literal[
-    "run_started", "phase", "model_call", "score", "decision", "tool_call", "tool_result",
-    "observation", "error", "token", "run_finished",
+    "run_started",
+    "phase",
+    "model_call",
+    "score",
+    "decision",
+    "tool_call",
+    "tool_result",
+    "observation",
+    "error",
+    "token",
+    "run_finished",
 ]
 
 

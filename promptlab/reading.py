@@ -47,8 +47,10 @@ def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
         start = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)  # utf-8-sig counts after the mark
         line = data.count(b"\n", 0, start) + 1
         column = start - (data.rfind(b"\n", 0, start) + 1) + 1
-        raise ConfigError(f"{p}:{line}:{column}: the {what} is not UTF-8 text (byte 0x{data[start]:02x} at "
-                          f"line {line}, column {column}); save it as UTF-8") from None
+        raise ConfigError(
+            f"{p}:{line}:{column}: the {what} is not UTF-8 text (byte 0x{data[start]:02x} at "
+            f"line {line}, column {column}); save it as UTF-8"
+        ) from None
 
 
 def load_yaml(text: str, source: str) -> Any:
@@ -79,9 +81,11 @@ def _check_size(root: Any, source: str) -> None:
     if _size(root, sizes) <= MAX_YAML_NODES:
         return
     path, node = _where(root, sizes)
-    raise ConfigError(f"{source}:{node.start_mark.line + 1}: {path or 'the document'} stands for "
-                      f"{_size(node, sizes):,} YAML nodes once its aliases are expanded, over the limit of "
-                      f"{MAX_YAML_NODES:,} (a YAML alias bomb?); refused before it was built")
+    raise ConfigError(
+        f"{source}:{node.start_mark.line + 1}: {path or 'the document'} stands for "
+        f"{_size(node, sizes):,} YAML nodes once its aliases are expanded, over the limit of "
+        f"{MAX_YAML_NODES:,} (a YAML alias bomb?); refused before it was built"
+    )
 
 
 def _size(node: Any, sizes: dict[int, int]) -> int:
@@ -108,8 +112,11 @@ def _where(node: Any, sizes: dict[int, int]) -> tuple[str, Any]:
 
     path = ""
     while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
-        children = [(f"{path}.{k.value}" if path else str(k.value), v) for k, v in node.value] \
-            if isinstance(node, yaml.MappingNode) else [(f"{path}[{i}]", v) for i, v in enumerate(node.value)]
+        children = (
+            [(f"{path}.{k.value}" if path else str(k.value), v) for k, v in node.value]
+            if isinstance(node, yaml.MappingNode)
+            else [(f"{path}[{i}]", v) for i, v in enumerate(node.value)]
+        )
         big = [(p, v) for p, v in children if _size(v, sizes) > MAX_YAML_NODES]
         if not big:
             break

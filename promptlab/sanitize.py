@@ -31,11 +31,27 @@ from pydantic import BaseModel
 
 SECRET_NAME_PATTERNS = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*")
 """Environment variable names (case-insensitive globs) whose values are secrets."""
-KNOWN_SECRET_NAMES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
-                      "GOOGLE_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "TOGETHER_API_KEY", "COHERE_API_KEY",
-                      "DEEPSEEK_API_KEY", "XAI_API_KEY", "HF_TOKEN", "HUGGINGFACE_API_KEY", "AZURE_API_KEY",
-                      "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN",
-                      "DATABASE_URL")
+KNOWN_SECRET_NAMES = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "TOGETHER_API_KEY",
+    "COHERE_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+    "HF_TOKEN",
+    "HUGGINGFACE_API_KEY",
+    "AZURE_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "GITHUB_TOKEN",
+    "DATABASE_URL",
+)
 """Provider and service variables redacted whatever their names match."""
 MIN_SECRET_LEN = 6
 """Shorter values are not redacted (a value like '1' or 'true' would blank unrelated text)."""
@@ -144,5 +160,17 @@ def _walk(value: Any, fix: Any) -> Any:
     return value
 
 
-__all__ = ["CONTROLS", "Cleaner", "KNOWN_SECRET_NAMES", "MIN_SECRET_LEN", "REDACTED", "SECRET_NAME_PATTERNS", "clean",
-           "clean_model", "is_secret_name", "redact", "secret_values", "strip_controls"]
+__all__ = [
+    "CONTROLS",
+    "Cleaner",
+    "KNOWN_SECRET_NAMES",
+    "MIN_SECRET_LEN",
+    "REDACTED",
+    "SECRET_NAME_PATTERNS",
+    "clean",
+    "clean_model",
+    "is_secret_name",
+    "redact",
+    "secret_values",
+    "strip_controls",
+]

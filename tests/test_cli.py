@@ -16,8 +16,12 @@ from promptlab.errors import ConfigError
 
 
 def tiny_experiment(tmp_path: Path, file: str = "exp.yaml", **over: object) -> Path:
-    data: dict[str, object] = {"name": "clitest", "loops": ["p3ro"], "config": {"model": "fake/auto", "max_tokens": 64},
-                               "grid": {"finish_threshold": [6.0, 9.5], "max_iterations": [1, 2]}}
+    data: dict[str, object] = {
+        "name": "clitest",
+        "loops": ["p3ro"],
+        "config": {"model": "fake/auto", "max_tokens": 64},
+        "grid": {"finish_threshold": [6.0, 9.5], "max_iterations": [1, 2]},
+    }
     return write_experiment(tmp_path, {**data, **over}, file=file)
 
 
@@ -44,25 +48,52 @@ def test_sweep_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_run_prints_events_output_and_totals(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["run", "p3ro", "--prompt", "Write a poem about rain.", "--goal", "A haiku",
-                 "--model", "fake/auto", "--set", "max_iterations=2", "--set", "finish_threshold=9.9"])
+    code = main(
+        [
+            "run",
+            "p3ro",
+            "--prompt",
+            "Write a poem about rain.",
+            "--goal",
+            "A haiku",
+            "--model",
+            "fake/auto",
+            "--set",
+            "max_iterations=2",
+            "--set",
+            "finish_threshold=9.9",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "[p3ro it1]" in out  # the live event log
     assert "=== final output ===" in out and "stop reason:" in out and "iteration 1: average" in out
     assert "totals:" in out and "calls" in out
-    main(["run", "p3ro", "--prompt", "Write a poem about rain.", "--model", "fake/auto", "--quiet",
-          "--set", "max_iterations=1"])
+    main(
+        [
+            "run",
+            "p3ro",
+            "--prompt",
+            "Write a poem about rain.",
+            "--model",
+            "fake/auto",
+            "--quiet",
+            "--set",
+            "max_iterations=1",
+        ]
+    )
     assert "[p3ro" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--set", "finish_threshold=12"], "finish_threshold"),
-    (["--set", "bogus=1"], "--set bogus: not a config field of loop p3ro"),
-    (["--model", "fake/nobody"], "fake/nobody"),
-])
-def test_run_bad_input_exits_2_with_one_line(args: list[str], message: str,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "finish_threshold=12"], "finish_threshold"),
+        (["--set", "bogus=1"], "--set bogus: not a config field of loop p3ro"),
+        (["--model", "fake/nobody"], "fake/nobody"),
+    ],
+)
+def test_run_bad_input_exits_2_with_one_line(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "p3ro", "--prompt", "x", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
@@ -71,8 +102,9 @@ def test_run_bad_input_exits_2_with_one_line(args: list[str], message: str,
 @pytest.mark.slow
 def test_bad_experiment_file_exits_2_naming_the_field(tmp_path: Path) -> None:
     path = tiny_experiment(tmp_path, grid={"finish_threshold": [7.0, 12]})
-    proc = subprocess.run([sys.executable, "-m", "promptlab.cli", "sweep", str(path)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "promptlab.cli", "sweep", str(path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert "grid.finish_threshold[1]: 12 is not within 1-10 for loop p3ro" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
@@ -83,8 +115,13 @@ def test_the_command_names_the_missing_key_of_a_sweep(tmp_path: Path) -> None:
     """The issue's case, through the installed entry point: every line of the message, no traceback."""
     path = tiny_experiment(tmp_path, config={"model": "gpt-4o-mini"})
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run([str(Path(sys.executable).parent / "promptlab"), "sweep", str(path)], capture_output=True,
-                          text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "promptlab"), "sweep", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert lines[0] == f"promptlab: error: {path}: 1 model problem(s), found before any call:"
@@ -114,13 +151,17 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
         ([*run, "--cache", "ftp://x"], "--cache: cache location 'ftp://x' has an unknown scheme 'ftp'"),
         ([*run, "--cache", refused], f"call cache {refused} (set by --cache) is unavailable"),
         ([*run, "--max-concurrency", "fake/auto=0"], "--max-concurrency 'fake/auto=0': expected MODEL=N"),
-        (["run", "p3ro", "--prompt", "x", "--model", "gpt-4o-mini"],
-         "- 'gpt-4o-mini': needs an API key: set OPENAI_API_KEY in the environment"),
+        (
+            ["run", "p3ro", "--prompt", "x", "--model", "gpt-4o-mini"],
+            "- 'gpt-4o-mini': needs an API key: set OPENAI_API_KEY in the environment",
+        ),
         (["sweep", str(tmp / "nope.yaml")], "experiment file not found"),
         (["sweep", str(bad_yaml)], "bad.yaml: not valid YAML"),
         (["sweep", str(tiny_experiment(tmp, "gone.yaml", tasks="gone.jsonl"))], "no task file 'gone.jsonl'; tried"),
-        (["sweep", str(tiny_experiment(tmp, "key.yaml", config={"model": "gpt-4o-mini"}))],
-         "- 'gpt-4o-mini': needs an API key: set OPENAI_API_KEY in the environment"),
+        (
+            ["sweep", str(tiny_experiment(tmp, "key.yaml", config={"model": "gpt-4o-mini"}))],
+            "- 'gpt-4o-mini': needs an API key: set OPENAI_API_KEY in the environment",
+        ),
         (["sweep", ok, "--executor", "ray", "--out", str(tmp / "r")], "executor: 'ray' is not a known executor"),
         (["sweep", ok, "--out", str(a_file), "--no-progress"], str(a_file)),
         (["report", str(tmp / "no-results")], "results dir not found"),
@@ -131,8 +172,9 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
     ]
 
 
-def test_every_command_prints_its_whole_error_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_command_prints_its_whole_error_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     cases = _error_cases(tmp_path)
     assert {argv[0] for argv, _ in cases} == {"run", "sweep", "report", "cache"}
@@ -143,8 +185,9 @@ def test_every_command_prints_its_whole_error_and_exits_2(tmp_path: Path, capsys
         assert "Traceback" not in err, (argv, err)
 
 
-def test_a_multi_line_message_is_printed_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_multi_line_message_is_printed_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from promptlab.sweeps.experiment import load_experiment
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -154,8 +197,10 @@ def test_a_multi_line_message_is_printed_whole(tmp_path: Path, capsys: pytest.Ca
     message = str(caught.value).splitlines()
     assert len(message) >= 2  # the case the first-line-only printing lost
     assert main(["sweep", str(path)]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"promptlab: error: {message[0]}",
-                                                    *(f"  {line}" for line in message[1:])]
+    assert capsys.readouterr().err.splitlines() == [
+        f"promptlab: error: {message[0]}",
+        *(f"  {line}" for line in message[1:]),
+    ]
 
 
 def test_cache_stats_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

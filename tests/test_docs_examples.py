@@ -24,16 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MODELS = {"local/smollm2": "fake/auto", "gpt-4o-mini": "fake/auto"}
 """Model names in the examples and the scripted model each runs as here."""
-BLOCK = re.compile(r"(?:<!--\s*example:\s*(?P<directive>.*?)\s*-->\s*\n)?^```python\n(?P<code>.*?)^```",
-                   re.DOTALL | re.MULTILINE)
+BLOCK = re.compile(
+    r"(?:<!--\s*example:\s*(?P<directive>.*?)\s*-->\s*\n)?^```python\n(?P<code>.*?)^```", re.DOTALL | re.MULTILINE
+)
 SKIP = re.compile(r"^not run offline:\s*(?P<why>\S.*)$")
 
 
 def blocks(path: Path) -> list[tuple[int, str, str | None]]:
     """The ```python blocks of a markdown file: (line, code, directive or None)."""
     text = path.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start("code")) + 1, m.group("code"), m.group("directive"))
-            for m in BLOCK.finditer(text)]
+    return [
+        (text.count("\n", 0, m.start("code")) + 1, m.group("code"), m.group("directive")) for m in BLOCK.finditer(text)
+    ]
 
 
 def offline(code: str) -> str:

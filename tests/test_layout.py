@@ -12,6 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "promptlab"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 SHORT_FUNCTIONS = ("llm", "loops/runtime")
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -61,10 +63,18 @@ def test_no_module_only_re_exports_other_modules_names() -> None:
     for name, tree in TREES.items():
         if is_package(name):
             continue
-        defines = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                   or (isinstance(n, (ast.Assign, ast.AnnAssign)) and not any(
-                       isinstance(t, ast.Name) and t.id == "__all__"
-                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target])))]
+        defines = [
+            n
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            or (
+                isinstance(n, (ast.Assign, ast.AnnAssign))
+                and not any(
+                    isinstance(t, ast.Name) and t.id == "__all__"
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                )
+            )
+        ]
         if not defines:
             facades.append(name)
     assert facades == []
@@ -76,15 +86,24 @@ def test_every_name_in_a_modules_all_is_defined_there() -> None:
     for name, tree in TREES.items():
         if is_package(name):
             continue
-        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                     ast.ClassDef))}
-        defined |= {e.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
-                    for e in ast.walk(t) if isinstance(e, ast.Name)}
-        defined |= {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AnnAssign)
-                    and isinstance(n.target, ast.Name)}
+        defined = {
+            n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        }
+        defined |= {
+            e.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            for e in ast.walk(t)
+            if isinstance(e, ast.Name)
+        }
+        defined |= {
+            n.target.id for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+        }
         for node in tree.body:
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                                                    for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
                 extra = [n for n in ast.literal_eval(node.value) if n not in defined]
                 if extra:
                     wrong[name] = extra
@@ -108,9 +127,14 @@ def test_package_code_imports_each_name_from_the_module_that_defines_it() -> Non
 
 
 def test_no_private_name_is_imported_across_modules() -> None:
-    private = [f"{name}: {n}" for name, tree in TREES.items() for node in ast.walk(tree)
-               if isinstance(node, ast.ImportFrom) and imported_module(name, node).startswith("promptlab")
-               for n in (a.name for a in node.names) if n.startswith("_") and n != "__version__"]
+    private = [
+        f"{name}: {n}"
+        for name, tree in TREES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and imported_module(name, node).startswith("promptlab")
+        for n in (a.name for a in node.names)
+        if n.startswith("_") and n != "__version__"
+    ]
     assert private == []
 
 
@@ -133,7 +157,7 @@ def test_no_import_cycle() -> None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -169,8 +193,20 @@ def test_functions_in_the_call_path_and_loop_runtime_are_short() -> None:
 def test_the_root_names_the_documented_api_and_loads_lazily() -> None:
     import promptlab as pl
 
-    for name in ("complete", "acomplete", "sweep", "load", "report", "run_p3ro", "evaluate_prompt", "calibration",
-                 "compare", "register_model", "Explorer", "RunBrowser"):
+    for name in (
+        "complete",
+        "acomplete",
+        "sweep",
+        "load",
+        "report",
+        "run_p3ro",
+        "evaluate_prompt",
+        "calibration",
+        "compare",
+        "register_model",
+        "Explorer",
+        "RunBrowser",
+    ):
         assert callable(getattr(pl, name)), name
     from importlib.metadata import version
 

@@ -25,26 +25,38 @@ TASK = json.dumps({"id": "t1", "prompt": "Write a poem.", "goal": "A haiku."})
 def experiment(d: Path, body: str = "", tasks: str = "tasks.jsonl") -> Path:
     (d / "tasks.jsonl").write_text(TASK + "\n", encoding="utf-8")
     path = d / "exp.yaml"
-    path.write_text(f"name: inputs\nloops: [p3ro]\ntasks: {tasks}\nconfig:\n  model: fake/auto\n  max_tokens: 64\n"
-                    f"  max_iterations: 1\n{body}", encoding="utf-8")
+    path.write_text(
+        f"name: inputs\nloops: [p3ro]\ntasks: {tasks}\nconfig:\n  model: fake/auto\n  max_tokens: 64\n"
+        f"  max_iterations: 1\n{body}",
+        encoding="utf-8",
+    )
     return path
 
 
 def cli(*args: str, cwd: Path, limit_gb: float = 2.0) -> tuple[subprocess.CompletedProcess[str], float]:
     """`promptlab ...` in a process capped at `limit_gb` of memory; (result, seconds)."""
+
     def cap() -> None:
         size = int(limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
 
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "promptlab.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120, preexec_fn=cap, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    done = subprocess.run(
+        [sys.executable, "-m", "promptlab.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        preexec_fn=cap,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
     return done, time.perf_counter() - t0
 
 
 # 16. not UTF-8 -----------------------------------------------------------------------------------------------
-def test_an_experiment_file_that_is_not_utf8_names_the_file_line_and_column(tmp_path: Path,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_experiment_file_that_is_not_utf8_names_the_file_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = experiment(tmp_path)
     path.write_bytes(path.read_bytes() + b"description: caf\xe9 au lait\n")  # Latin-1, not UTF-8
     assert main(["sweep", str(path), "--list"]) == 2
@@ -54,13 +66,14 @@ def test_an_experiment_file_that_is_not_utf8_names_the_file_line_and_column(tmp_
 
 def test_a_task_file_and_an_examples_file_that_are_not_utf8_name_the_file_and_line(tmp_path: Path) -> None:
     path = experiment(tmp_path)
-    (tmp_path / "tasks.jsonl").write_bytes(TASK.encode() + b"\n" + TASK.replace("t1", "t2").encode()[:-3]
-                                           + b"\x80\"}\n")
+    (tmp_path / "tasks.jsonl").write_bytes(TASK.encode() + b"\n" + TASK.replace("t1", "t2").encode()[:-3] + b'\x80"}\n')
     with pytest.raises(ConfigError, match=r"tasks\.jsonl:2:\d+: the JSONL file is not UTF-8 text"):
         sweep(path, tmp_path / "out", progress=False)
     (tmp_path / "ex.jsonl").write_bytes(b'{"input": "a", "target": "b"}\n{"input": "\xff", "target": "c"}\n')
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "g", "prompt": "Say {input}", "examples": "ex.jsonl",
-                                                      "scorer": "exact"}) + "\n", encoding="utf-8")
+    (tmp_path / "tasks.jsonl").write_text(
+        json.dumps({"id": "g", "prompt": "Say {input}", "examples": "ex.jsonl", "scorer": "exact"}) + "\n",
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match=r"ex\.jsonl:2:\d+: the JSONL file is not UTF-8 text"):
         sweep(path, tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()
@@ -81,12 +94,20 @@ def bomb(indent: str, depth: int = 9, width: int = 9) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where, body, field", [
-    ("an unknown field", "laughs:\n" + bomb("  "), "laughs"),
-    ("models.params", "models:\n  judge:\n    model: fake/auto\n    params:\n" + bomb("      "), "models.judge.params"),
-])
-def test_a_billion_laughs_yaml_is_refused_quickly_with_the_field_named(tmp_path: Path, where: str, body: str,
-                                                                       field: str) -> None:
+@pytest.mark.parametrize(
+    "where, body, field",
+    [
+        ("an unknown field", "laughs:\n" + bomb("  "), "laughs"),
+        (
+            "models.params",
+            "models:\n  judge:\n    model: fake/auto\n    params:\n" + bomb("      "),
+            "models.judge.params",
+        ),
+    ],
+)
+def test_a_billion_laughs_yaml_is_refused_quickly_with_the_field_named(
+    tmp_path: Path, where: str, body: str, field: str
+) -> None:
     path = experiment(tmp_path, body)
     for args in (["sweep", str(path), "--list"], ["sweep", str(path), "--no-progress"]):
         done, seconds = cli(*args, cwd=tmp_path)
@@ -108,15 +129,17 @@ def test_the_bound_counts_aliases_as_what_they_stand_for() -> None:
 @pytest.mark.slow
 def test_a_set_value_bomb_is_refused(tmp_path: Path) -> None:
     value = "{" + bomb("", depth=8).replace("\n", ", ").rstrip(", ") + "}"
-    done, seconds = cli("run", "p3ro", "--prompt", "x", "--model", "fake/auto", "--set", f"prompts={value}",
-                        "--quiet", cwd=tmp_path)
+    done, seconds = cli(
+        "run", "p3ro", "--prompt", "x", "--model", "fake/auto", "--set", f"prompts={value}", "--quiet", cwd=tmp_path
+    )
     assert done.returncode == 2 and seconds < 30 and "--set" in done.stderr and "alias" in done.stderr, done.stderr
 
 
 # 18. flags ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("flag, value", [("--workers", "0"), ("--cell-concurrency", "-3"), ("--workers", "two")])
-def test_bad_numeric_flags_are_refused_with_the_flag_named(tmp_path: Path, flag: str, value: str,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_numeric_flags_are_refused_with_the_flag_named(
+    tmp_path: Path, flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = experiment(tmp_path)
     with pytest.raises(SystemExit) as e:
         main(["sweep", str(path), "--out", str(tmp_path / "out"), flag, value, "--no-progress"])
@@ -128,18 +151,35 @@ def test_bad_numeric_flags_are_refused_with_the_flag_named(tmp_path: Path, flag:
 
 
 def test_a_concurrency_limit_for_an_unknown_model_is_refused_before_any_call(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = experiment(tmp_path, "models:\n  judge:\n    model: fake/auto\n")
     out = tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out), "--max-concurrency", "nosuchmodel=3", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "'nosuchmodel'" in err and "--max-concurrency" in err and "fake/auto" in err and not out.exists()
-    assert main(["run", "p3ro", "--prompt", "x", "--model", "fake/auto", "--max-concurrency", "fake/autoo=2",
-                 "--quiet"]) == 2
+    assert (
+        main(["run", "p3ro", "--prompt", "x", "--model", "fake/auto", "--max-concurrency", "fake/autoo=2", "--quiet"])
+        == 2
+    )
     assert "'fake/autoo'" in capsys.readouterr().err
     # the models the sweep calls and an alias name are accepted
-    assert main(["sweep", str(path), "--out", str(out), "--max-concurrency", "fake/auto=3",
-                 "--max-concurrency", "judge=2", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                str(path),
+                "--out",
+                str(out),
+                "--max-concurrency",
+                "fake/auto=3",
+                "--max-concurrency",
+                "judge=2",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
 
 
 def test_the_library_refuses_a_bad_cell_concurrency(tmp_path: Path) -> None:

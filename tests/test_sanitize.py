@@ -17,14 +17,22 @@ from promptlab.sanitize import Cleaner, clean, clean_model, redact, strip_contro
 from promptlab.tools.sandbox import sandbox_problem
 
 SECRET = "sk-test-" + "Zq8rW2mN" * 4
-ESCAPES = ["\x1b[2J\x1b[H", "\x1b]0;pwned title\x07", "\x1b]52;c;ZXZpbCBjbGlwYm9hcmQ=\x07", "\x1b[31m",
-           "\x1bP1$qm\x1b\\", "\x9b2J", "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "\x08\x08\x07"]
+ESCAPES = [
+    "\x1b[2J\x1b[H",
+    "\x1b]0;pwned title\x07",
+    "\x1b]52;c;ZXZpbCBjbGlwYm9hcmQ=\x07",
+    "\x1b[31m",
+    "\x1bP1$qm\x1b\\",
+    "\x9b2J",
+    "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\",
+    "\x08\x08\x07",
+]
 """Clear screen + home, window title, OSC 52 clipboard write, colour, DCS, 8-bit CSI, OSC 8 link, BS and BEL."""
 HOSTILE = "before " + "".join(ESCAPES) + f" key={SECRET} after"
 
 
 def no_controls(text: str) -> bool:
-    return not any(ord(c) < 32 and c not in "\t\n\r" or 0x7f <= ord(c) <= 0x9f for c in text)
+    return not any(ord(c) < 32 and c not in "\t\n\r" or 0x7F <= ord(c) <= 0x9F for c in text)
 
 
 @pytest.mark.parametrize("seq", ESCAPES)
@@ -55,7 +63,8 @@ def test_a_cleaner_redacts_the_secrets_of_the_environment_it_was_made_in(monkeyp
 
 @pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
 def test_a_pcee_run_keeps_no_escape_nor_model_written_secret_in_record_prompt_or_terminal(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The planner writes escapes and the secret into its plan; the command prints escapes; nothing of it
     reaches the Run (plan, steps, info, final output), the evaluator's prompts or PrintLog's output."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
@@ -70,9 +79,12 @@ def test_a_pcee_run_keeps_no_escape_nor_model_written_secret_in_record_prompt_or
     planner = pl.scripted("san-planner", [json.dumps({"plan": [step]})])
     evaluator = pl.scripted("san-eval", respond=judge)
     printed = io.StringIO()
-    run = run_pcee("Run the command", PCEEConfig(model=planner.name, role_models={"evaluator": evaluator.name},
-                                                  workspace_base=str(tmp_path / "w")),
-                   cache=False, on_event=PrintLog(printed, tokens=True))
+    run = run_pcee(
+        "Run the command",
+        PCEEConfig(model=planner.name, role_models={"evaluator": evaluator.name}, workspace_base=str(tmp_path / "w")),
+        cache=False,
+        on_event=PrintLog(printed, tokens=True),
+    )
     assert run.stop_reason == "plan_complete" and run.final_output == "outdone"
     record = run.model_dump_json()
     assert no_controls(json.loads(json.dumps(run.model_dump(mode="json"))).__repr__())

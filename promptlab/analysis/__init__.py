@@ -18,6 +18,23 @@ from .stopping import (
     truncate,
 )
 
-__all__ = ["ALL", "PROVENANCE_CHECKS", "TRUNCATION_EXACT_LOOPS", "agreement", "best_stopping_rule", "calibration",
-           "compare", "compare_at_budget", "counterfactual_stopping", "default_final", "delta_table", "equal_budget", "holm", "provenance_warnings",
-           "reliability", "select", "sign_flip_p", "truncate"]
+__all__ = [
+    "ALL",
+    "PROVENANCE_CHECKS",
+    "TRUNCATION_EXACT_LOOPS",
+    "agreement",
+    "best_stopping_rule",
+    "calibration",
+    "compare",
+    "compare_at_budget",
+    "counterfactual_stopping",
+    "default_final",
+    "delta_table",
+    "equal_budget",
+    "holm",
+    "provenance_warnings",
+    "reliability",
+    "select",
+    "sign_flip_p",
+    "truncate",
+]

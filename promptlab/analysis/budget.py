@@ -37,14 +37,30 @@ Unit = Literal["tokens", "calls"]
 BUDGET_STOP = "budget"
 """The stop reason of a run its budget stopped (`promptlab.loops.runtime.budget.BUDGET`)."""
 
-PER_RUN_COLUMNS = ["cell_id", "run_id", "task_id", "sample", "point", "returned_iteration", "exact", "spend",
-                   "dev", "test"]
+PER_RUN_COLUMNS = [
+    "cell_id",
+    "run_id",
+    "task_id",
+    "sample",
+    "point",
+    "returned_iteration",
+    "exact",
+    "spend",
+    "dev",
+    "test",
+]
 """Columns of `equal_budget(..., per_run=True)` after the `by` columns."""
 
 
-def equal_budget(runs_or_results: Results | pd.DataFrame | Sequence[Run], budget: Unit = "tokens",
-                 by: str | Sequence[str] = "loop", points: Sequence[float] | None = None, *,
-                 runs: pd.DataFrame | None = None, per_run: bool = False) -> pd.DataFrame:
+def equal_budget(
+    runs_or_results: Results | pd.DataFrame | Sequence[Run],
+    budget: Unit = "tokens",
+    by: str | Sequence[str] = "loop",
+    points: Sequence[float] | None = None,
+    *,
+    runs: pd.DataFrame | None = None,
+    per_run: bool = False,
+) -> pd.DataFrame:
     """Per configuration and budget point, the dev and test score of the prompt each run would return if it
     stopped there (see the module docstring), with n and a 95% CI over runs.
 
@@ -96,19 +112,35 @@ def equal_budget(runs_or_results: Results | pd.DataFrame | Sequence[Run], budget
             else:
                 returned = 0 if 0 in by_index else None
             spend = float(kept.iloc[-1][column]) if len(kept) else 0.0
-            rows.append({**{c: first[c] for c in by_cols}, "cell_id": cell, "run_id": run_id,
-                         "task_id": first["task_id"], "sample": first["sample"], "point": point,
-                         "returned_iteration": returned,
-                         "exact": own_stop or point <= total, "spend": spend,
-                         "dev": _value(by_index, returned, "grounded_score"),
-                         "test": _test(by_index, returned, meta)})
+            rows.append(
+                {
+                    **{c: first[c] for c in by_cols},
+                    "cell_id": cell,
+                    "run_id": run_id,
+                    "task_id": first["task_id"],
+                    "sample": first["sample"],
+                    "point": point,
+                    "returned_iteration": returned,
+                    "exact": own_stop or point <= total,
+                    "spend": spend,
+                    "dev": _value(by_index, returned, "grounded_score"),
+                    "test": _test(by_index, returned, meta),
+                }
+            )
     detail = pd.DataFrame(rows, columns=[*by_cols, *PER_RUN_COLUMNS])
     return detail if per_run else _summarise(detail, by_cols)
 
 
-def compare_at_budget(runs_or_results: Results | pd.DataFrame | Sequence[Run], point: float,
-                      budget: Unit = "tokens", by: str | Sequence[str] = "loop", metric: str = "test",
-                      reference: str | None = None, *, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+def compare_at_budget(
+    runs_or_results: Results | pd.DataFrame | Sequence[Run],
+    point: float,
+    budget: Unit = "tokens",
+    by: str | Sequence[str] = "loop",
+    metric: str = "test",
+    reference: str | None = None,
+    *,
+    runs: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Paired differences between configurations at one budget point: `analysis.compare` of the scores the
     runs would return there (`metric` "test" or "dev"), pairs matched on (task_id, sample), Holm-corrected."""
     detail = equal_budget(runs_or_results, budget, by, [point], runs=runs, per_run=True)
@@ -140,9 +172,12 @@ def _run_info(run_frame: pd.DataFrame | None) -> dict[tuple[Any, Any], dict[str,
     out = {}
     for r in run_frame.to_dict("records"):
         out[(r["cell_id"], r["run_id"])] = {
-            "stop_reason": val(r.get("stop_reason")), "final_iteration": val(r.get("final_iteration")),
-            "baseline_test": val(r.get("baseline_test_score")), "final_test": val(r.get("final_test_score")),
-            "total": {"tokens": val(r.get("cum_tokens")), "calls": val(r.get("cum_calls"))}}
+            "stop_reason": val(r.get("stop_reason")),
+            "final_iteration": val(r.get("final_iteration")),
+            "baseline_test": val(r.get("baseline_test_score")),
+            "final_test": val(r.get("final_test_score")),
+            "total": {"tokens": val(r.get("cum_tokens")), "calls": val(r.get("cum_calls"))},
+        }
     return out
 
 
@@ -178,10 +213,23 @@ def _summarise(detail: pd.DataFrame, by_cols: list[str]) -> pd.DataFrame:
             xs = present(list(g[col]))
             parts += [len(xs), *((sum(xs) / len(xs), *bootstrap_ci(xs)) if xs else (None, None, None))]
         rows.append(parts)
-    cols = [*by_cols, "point", "n_runs", "n_exact", "spend_mean", "dev_n", "dev_mean", "dev_ci_low", "dev_ci_high",
-            "test_n", "test_mean", "test_ci_low", "test_ci_high"]
+    cols = [
+        *by_cols,
+        "point",
+        "n_runs",
+        "n_exact",
+        "spend_mean",
+        "dev_n",
+        "dev_mean",
+        "dev_ci_low",
+        "dev_ci_high",
+        "test_n",
+        "test_mean",
+        "test_ci_low",
+        "test_ci_high",
+    ]
     out = pd.DataFrame(rows, columns=cols)
-    for c in cols[len(by_cols) + 1:]:
+    for c in cols[len(by_cols) + 1 :]:
         out[c] = out[c].astype("Int64" if c in ("n_runs", "n_exact", "dev_n", "test_n") else "Float64")
     return out
 

@@ -28,13 +28,29 @@ if TYPE_CHECKING:
 
     from ..record import Run
 
-AGREEMENT_COLUMNS = ["kind", "critic", "n_items", "n_raters", "alpha", "alpha_ci_low", "alpha_ci_high",
-                     "mean_abs_change", "mean_abs_change_n", "mean_abs_change_ci_low", "mean_abs_change_ci_high"]
+AGREEMENT_COLUMNS = [
+    "kind",
+    "critic",
+    "n_items",
+    "n_raters",
+    "alpha",
+    "alpha_ci_low",
+    "alpha_ci_high",
+    "mean_abs_change",
+    "mean_abs_change_n",
+    "mean_abs_change_ci_low",
+    "mean_abs_change_ci_high",
+]
 """Columns of `agreement()` and `reliability()`."""
 
 
-def agreement(scores: pd.DataFrame, *, item: Sequence[str] = ("run_id", "iteration", "criterion"),
-              retest: str = "sample", critic: str = "judge") -> pd.DataFrame:
+def agreement(
+    scores: pd.DataFrame,
+    *,
+    item: Sequence[str] = ("run_id", "iteration", "criterion"),
+    retest: str = "sample",
+    critic: str = "judge",
+) -> pd.DataFrame:
     """Test-retest agreement per critic and, with several critics, inter-critic agreement.
 
     Args:
@@ -56,18 +72,33 @@ def agreement(scores: pd.DataFrame, *, item: Sequence[str] = ("run_id", "iterati
     item = list(item)
     rows = []
     for name, g in scores.groupby(critic, sort=True):
-        rows.append(["test-retest", name, *_stats(g.pivot_table(index=item, columns=retest, values="score",
-                                                                aggfunc="first", dropna=False))])
+        rows.append(
+            [
+                "test-retest",
+                name,
+                *_stats(g.pivot_table(index=item, columns=retest, values="score", aggfunc="first", dropna=False)),
+            ]
+        )
     if scores[critic].nunique() > 1:
         first = scores[scores[retest] == scores[retest].min()]
-        rows.append(["inter-critic", "(all)", *_stats(first.pivot_table(index=item, columns=critic,
-                                                                          values="score", aggfunc="first",
-                                                                          dropna=False))])
+        rows.append(
+            [
+                "inter-critic",
+                "(all)",
+                *_stats(first.pivot_table(index=item, columns=critic, values="score", aggfunc="first", dropna=False)),
+            ]
+        )
     out = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     for c in ("n_items", "n_raters", "mean_abs_change_n"):
         out[c] = out[c].astype("Int64")
-    for c in ("alpha", "alpha_ci_low", "alpha_ci_high", "mean_abs_change", "mean_abs_change_ci_low",
-              "mean_abs_change_ci_high"):
+    for c in (
+        "alpha",
+        "alpha_ci_low",
+        "alpha_ci_high",
+        "mean_abs_change",
+        "mean_abs_change_ci_low",
+        "mean_abs_change_ci_high",
+    ):
         out[c] = out[c].astype("Float64")
     return out
 
@@ -81,15 +112,21 @@ def _stats(matrix: pd.DataFrame) -> list[Any]:
     alpha = _alpha(m)
     lo = hi = None
     if alpha is not None:  # items resampled; a resample without variation has no alpha and is left out
+
         def resampled(idx: Any) -> float:
             a = _alpha(m[np.asarray(idx, dtype=int)])
             return float("nan") if a is None else a
 
-        interval = bootstrap_interval((np.arange(n_items),), resampled, vectorized=False,
-                                      n_resamples=BOOTSTRAP_RESAMPLES // 2)
+        interval = bootstrap_interval(
+            (np.arange(n_items),), resampled, vectorized=False, n_resamples=BOOTSTRAP_RESAMPLES // 2
+        )
         lo, hi = interval if interval is not None else (None, None)
-    changes = [abs(m[i, j] - m[i, 0]) for i in range(n_items) for j in range(1, n_raters)
-               if not np.isnan(m[i, j]) and not np.isnan(m[i, 0])]
+    changes = [
+        abs(m[i, j] - m[i, 0])
+        for i in range(n_items)
+        for j in range(1, n_raters)
+        if not np.isnan(m[i, j]) and not np.isnan(m[i, 0])
+    ]
     mac, n, mlo, mhi = mean_ci(changes)
     return [n_items, n_raters, alpha, lo, hi, mac, n, mlo, mhi]
 
@@ -106,8 +143,9 @@ def _alpha(m: Any) -> float | None:
     return float(krippendorff.alpha(reliability_data=values.T, level_of_measurement="interval"))
 
 
-async def ascores(runs: Sequence[Run], k: int = 3, *, iterations: Sequence[int] | None = None,
-                  cache: Any = None, settings: Any = None) -> pd.DataFrame:
+async def ascores(
+    runs: Sequence[Run], k: int = 3, *, iterations: Sequence[int] | None = None, cache: Any = None, settings: Any = None
+) -> pd.DataFrame:
     """The logged critic scores (sample 0) and re-scores 1..k of each run's iterations.
 
     MODEL CALLS: one `get_loop(run.loop).rescore(run, iteration, sample=s)` per run x iteration x s (cached;
@@ -132,15 +170,25 @@ async def ascores(runs: Sequence[Run], k: int = 3, *, iterations: Sequence[int] 
             for s in range(1, k + 1):
                 samples.append((s, await rescore(run, it.index, sample=s, cache=cache, settings=settings)))
             for s, scored in samples:
-                rows += [{"run_id": run.run_id, "iteration": it.index, "criterion": sc.criterion,
-                          "judge": sc.judge or "critic", "sample": s, "score": sc.score} for sc in scored]
+                rows += [
+                    {
+                        "run_id": run.run_id,
+                        "iteration": it.index,
+                        "criterion": sc.criterion,
+                        "judge": sc.judge or "critic",
+                        "sample": s,
+                        "score": sc.score,
+                    }
+                    for sc in scored
+                ]
     frame = pd.DataFrame(rows, columns=["run_id", "iteration", "criterion", "judge", "sample", "score"])
     frame["score"] = frame["score"].astype("Float64")
     return frame
 
 
-def reliability(runs: Sequence[Run], k: int = 3, *, iterations: Sequence[int] | None = None, cache: Any = None,
-                settings: Any = None) -> pd.DataFrame:
+def reliability(
+    runs: Sequence[Run], k: int = 3, *, iterations: Sequence[int] | None = None, cache: Any = None, settings: Any = None
+) -> pd.DataFrame:
     """Test-retest (and inter-critic) agreement of the runs' critics. MAKES MODEL CALLS (cached).
 
     Re-scores every logged candidate (or the given iterations) k times through the loop's `rescore` hook,

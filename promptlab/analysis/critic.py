@@ -27,9 +27,22 @@ ALL = "(all)"
 NEAR_CONSTANT_SD = 0.1
 """A critic whose scores have a standard deviation below this (on the 1-10 scale) is treated as constant:
 no correlation is reported, only the finding that it carries no information about accuracy."""
-CALIBRATION_COLUMNS = ["critic_model", "criterion", "n", "critic_mean", "critic_sd", "critic_min", "critic_max",
-                       "spearman", "spearman_ci_low", "spearman_ci_high", "kendall", "kendall_ci_low",
-                       "kendall_ci_high", "finding"]
+CALIBRATION_COLUMNS = [
+    "critic_model",
+    "criterion",
+    "n",
+    "critic_mean",
+    "critic_sd",
+    "critic_min",
+    "critic_max",
+    "spearman",
+    "spearman_ci_low",
+    "spearman_ci_high",
+    "kendall",
+    "kendall_ci_low",
+    "kendall_ci_high",
+    "finding",
+]
 """Columns of `calibration()`."""
 
 
@@ -105,14 +118,19 @@ def _no_correlation(critic: str, xs: Any, ys: Any, sd: float) -> str | None:
 
     n = len(xs)
     if sd < NEAR_CONSTANT_SD:
-        gave = (f"gave every candidate {xs[0]:.3g}" if np.ptp(xs) == 0
-                else f"scores barely vary ({np.min(xs):.3g} to {np.max(xs):.3g}, sd {sd:.2g})")
+        gave = (
+            f"gave every candidate {xs[0]:.3g}"
+            if np.ptp(xs) == 0
+            else f"scores barely vary ({np.min(xs):.3g} to {np.max(xs):.3g}, sd {sd:.2g})"
+        )
         return f"the critic {critic} {gave} (n={n}): it carries no information about accuracy"
     if n < 3:
         return f"too few candidates with both scores (n={n}) for a correlation"
     if np.ptp(ys) == 0:
-        return (f"every candidate had the same dev score ({ys[0]:.3g}, n={n}): there is no difference in "
-                "accuracy for the critic to track")
+        return (
+            f"every candidate had the same dev score ({ys[0]:.3g}, n={n}): there is no difference in "
+            "accuracy for the critic to track"
+        )
     return None
 
 
@@ -166,5 +184,12 @@ def _pearson(a: Any, b: Any, axis: int) -> Any:
         return np.where(den > 1e-12, num / np.where(den > 1e-12, den, 1), np.nan)
 
 
-__all__ = ["ALL", "CALIBRATION_COLUMNS", "NEAR_CONSTANT_SD", "calibration", "correlations", "kendall_along",
-           "spearman_along"]
+__all__ = [
+    "ALL",
+    "CALIBRATION_COLUMNS",
+    "NEAR_CONSTANT_SD",
+    "calibration",
+    "correlations",
+    "kendall_along",
+    "spearman_along",
+]

@@ -45,8 +45,9 @@ def delta_table(runs: pd.DataFrame, by: str | Sequence[str] = "config", metric: 
     return _holm(pd.DataFrame(rows, columns=cols[:-1]))
 
 
-def compare(runs: pd.DataFrame, by: str | Sequence[str] = "config", metric: str = "delta",
-            reference: str | None = None) -> pd.DataFrame:
+def compare(
+    runs: pd.DataFrame, by: str | Sequence[str] = "config", metric: str = "delta", reference: str | None = None
+) -> pd.DataFrame:
     """Paired differences of `metric` between configurations over the same tasks x samples.
 
     Pairs are matched on (task_id, sample); a run without a partner or a value is left out (n counts pairs).
@@ -65,15 +66,25 @@ def compare(runs: pd.DataFrame, by: str | Sequence[str] = "config", metric: str 
         raise ValueError(f"reference {reference!r} is not a configuration; known: {[lab for lab, _ in groups]}")
     rows = []
     for i, (la, a) in enumerate(groups):
-        for lb, b in groups[i + 1:]:
+        for lb, b in groups[i + 1 :]:
             if reference is not None and reference not in (la, lb):
                 continue
             if reference == lb:
                 la, a, lb, b = lb, b, la, a
             diffs = [b[k] - a[k] for k in a if k in b]
             lo, hi = bootstrap_ci(diffs) if diffs else (None, None)
-            rows.append([la, lb, f"{lb} - {la}", len(diffs), sum(diffs) / len(diffs) if diffs else None, lo, hi,
-                         sign_flip_p(diffs)])
+            rows.append(
+                [
+                    la,
+                    lb,
+                    f"{lb} - {la}",
+                    len(diffs),
+                    sum(diffs) / len(diffs) if diffs else None,
+                    lo,
+                    hi,
+                    sign_flip_p(diffs),
+                ]
+            )
     return _holm(pd.DataFrame(rows, columns=cols))
 
 
@@ -98,8 +109,14 @@ def sign_flip_p(diffs: Sequence[float]) -> float | None:
         return None
     if not np.any(xs) or xs.size == 1:  # one pair: both sign patterns are as extreme, so p = 1 exactly
         return 1.0
-    res = permutation_test((xs,), np.mean, permutation_type="samples", n_resamples=10_000,
-                           alternative="two-sided", rng=np.random.default_rng(SEED))
+    res = permutation_test(
+        (xs,),
+        np.mean,
+        permutation_type="samples",
+        n_resamples=10_000,
+        alternative="two-sided",
+        rng=np.random.default_rng(SEED),
+    )
     return float(res.pvalue)
 
 

@@ -51,8 +51,10 @@ def provenance_warnings(runs: pd.DataFrame) -> list[str]:
             value = key[0] if isinstance(key, tuple) else key
             where = f" for {within} {value!s}" if within else ""
             cells = ", ".join(sorted(str(c) for c in g["cell_id"].unique()))
-            out.append(f"cells made under different {what}{where} ({detail}; cells {cells}): their rows are not "
-                       "directly comparable")
+            out.append(
+                f"cells made under different {what}{where} ({detail}; cells {cells}): their rows are not "
+                "directly comparable"
+            )
     return out
 
 

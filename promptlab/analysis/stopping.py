@@ -17,15 +17,33 @@ if TYPE_CHECKING:
 TRUNCATION_EXACT_LOOPS = frozenset({"p3ro", "creator_critic"})
 """Loops whose generation prompts depend on neither the finish threshold nor the iteration cap."""
 
-DETAIL_COLUMNS = ["cell_id", "run_id", "threshold", "cap", "stop", "returned_iteration", "exact", "stopped_early",
-                  "grounded", "tokens", "cost_usd"]
+DETAIL_COLUMNS = [
+    "cell_id",
+    "run_id",
+    "threshold",
+    "cap",
+    "stop",
+    "returned_iteration",
+    "exact",
+    "stopped_early",
+    "grounded",
+    "tokens",
+    "cost_usd",
+]
 """Columns of `counterfactual_stopping(..., per_run=True)` after the `by` columns."""
 
 
-def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequence[float],
-                            caps: Sequence[int], *, by: str | Sequence[str] = "loop",
-                            runs: pd.DataFrame | None = None, configs: Mapping[str, Mapping[str, Any]] | None = None,
-                            per_run: bool = False, dedupe: bool = True) -> pd.DataFrame:
+def counterfactual_stopping(
+    results: Results | pd.DataFrame,
+    thresholds: Sequence[float],
+    caps: Sequence[int],
+    *,
+    by: str | Sequence[str] = "loop",
+    runs: pd.DataFrame | None = None,
+    configs: Mapping[str, Mapping[str, Any]] | None = None,
+    per_run: bool = False,
+    dedupe: bool = True,
+) -> pd.DataFrame:
     """What the loops would have returned under each finish threshold x iteration cap (no model calls).
 
     Each logged run is truncated: it stops at the first iteration that ends `patience` consecutive
@@ -92,7 +110,8 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
     its = iteration_frame(traj).sort_values(["cell_id", "run_id", "iteration"])
     if dedupe and len(its):
         longest = its.groupby(["cell_id", "run_id"], sort=False).agg(
-            n=("iteration", "size"), **{c: (c, "first") for c in [*by_cols, "task_id", "sample"]})
+            n=("iteration", "size"), **{c: (c, "first") for c in [*by_cols, "task_id", "sample"]}
+        )
         longest = longest.reset_index().sort_values("n", ascending=False, kind="stable")
         keep = longest.drop_duplicates([*by_cols, "task_id", "sample"])[["cell_id", "run_id"]]
         its = its.merge(keep, on=["cell_id", "run_id"])
@@ -116,20 +135,31 @@ def counterfactual_stopping(results: Results | pd.DataFrame, thresholds: Sequenc
                 pick = select(scores[:stop], last=last)
                 g_val = grounded[pick] if pick is not None else None
                 cost = costs[:stop]
-                rows.append({**key, "cell_id": cell, "run_id": run_id, "threshold": t, "cap": cap,
-                             "stop": stop - start, "returned_iteration": None if pick is None else pick + 1 - start,
-                             "exact": exact and first["loop"] in TRUNCATION_EXACT_LOOPS,
-                             "stopped_early": early, "grounded": None if pd.isna(g_val) else float(g_val),
-                             "tokens": int(sum(tokens[:stop])),
-                             "cost_usd": None if any(pd.isna(c) for c in cost) else float(sum(cost))})
+                rows.append(
+                    {
+                        **key,
+                        "cell_id": cell,
+                        "run_id": run_id,
+                        "threshold": t,
+                        "cap": cap,
+                        "stop": stop - start,
+                        "returned_iteration": None if pick is None else pick + 1 - start,
+                        "exact": exact and first["loop"] in TRUNCATION_EXACT_LOOPS,
+                        "stopped_early": early,
+                        "grounded": None if pd.isna(g_val) else float(g_val),
+                        "tokens": int(sum(tokens[:stop])),
+                        "cost_usd": None if any(pd.isna(c) for c in cost) else float(sum(cost)),
+                    }
+                )
     detail = pd.DataFrame(rows, columns=[*by_cols, *DETAIL_COLUMNS])
     if per_run:
         return detail
     return _summarise(detail, by_cols)
 
 
-def _settings(its: pd.DataFrame, run_frame: pd.DataFrame | None, configs: Mapping[str, Mapping[str, Any]]
-              ) -> dict[tuple[Any, Any], tuple[bool, int | None]]:
+def _settings(
+    its: pd.DataFrame, run_frame: pd.DataFrame | None, configs: Mapping[str, Mapping[str, Any]]
+) -> dict[tuple[Any, Any], tuple[bool, int | None]]:
     """(cell_id, run_id) -> (returns the last kept iteration, patience or None when unknown)."""
     import pandas as pd
 
@@ -176,8 +206,9 @@ def _field(loop: str, name: str) -> Any:
     return spec.config_cls.model_fields.get(name)
 
 
-def truncate(scores: Sequence[float | None], threshold: float, cap: int, patience: int = 1, *,
-             start: bool = False) -> tuple[int, bool, bool]:
+def truncate(
+    scores: Sequence[float | None], threshold: float, cap: int, patience: int = 1, *, start: bool = False
+) -> tuple[int, bool, bool]:
     """(number of logged scores kept, stopped by the threshold before the cap, stop inside the logged run).
 
     With `start`, scores[0] is the starting prompt's (candidate 0): it can end the run and counts in the
@@ -214,14 +245,47 @@ def _summarise(detail: pd.DataFrame, by_cols: list[str]) -> pd.DataFrame:
         tokens = [float(v) for v in g["tokens"]]
         costs = None if g["cost_usd"].isna().any() else [float(v) for v in g["cost_usd"]]
         cost = [sum(costs) / len(costs), *bootstrap_ci(costs)] if costs else [None, None, None]
-        rows.append([*key, len(g), int(g["exact"].sum()), gn, gm, glo, ghi, sum(tokens) / len(tokens),
-                     *bootstrap_ci(tokens), *cost, float(g["stop"].mean()), em, elo, ehi])
-    cols = [*by_cols, "threshold", "cap", "n_runs", "n_exact", "grounded_n", "grounded_mean", "grounded_ci_low",
-            "grounded_ci_high", "tokens_mean", "tokens_ci_low", "tokens_ci_high", "cost_usd_mean",
-            "cost_usd_ci_low", "cost_usd_ci_high", "iterations_mean", "stopped_early", "stopped_early_ci_low",
-            "stopped_early_ci_high"]
+        rows.append(
+            [
+                *key,
+                len(g),
+                int(g["exact"].sum()),
+                gn,
+                gm,
+                glo,
+                ghi,
+                sum(tokens) / len(tokens),
+                *bootstrap_ci(tokens),
+                *cost,
+                float(g["stop"].mean()),
+                em,
+                elo,
+                ehi,
+            ]
+        )
+    cols = [
+        *by_cols,
+        "threshold",
+        "cap",
+        "n_runs",
+        "n_exact",
+        "grounded_n",
+        "grounded_mean",
+        "grounded_ci_low",
+        "grounded_ci_high",
+        "tokens_mean",
+        "tokens_ci_low",
+        "tokens_ci_high",
+        "cost_usd_mean",
+        "cost_usd_ci_low",
+        "cost_usd_ci_high",
+        "iterations_mean",
+        "stopped_early",
+        "stopped_early_ci_low",
+        "stopped_early_ci_high",
+    ]
     out = pd.DataFrame(rows, columns=cols)
-    for c in cols[len(by_cols) + 2:]:
+    for c in cols[len(by_cols) + 2 :]:
         out[c] = out[c].astype("Int64" if c in ("n_runs", "n_exact", "grounded_n") else "Float64")
     return out
 
@@ -244,5 +308,12 @@ def best_stopping_rule(table: pd.DataFrame) -> dict[str, Any] | None:
     return {"best": best.to_dict(), "cheapest": cheapest.to_dict(), "cost": cost}
 
 
-__all__ = ["DETAIL_COLUMNS", "TRUNCATION_EXACT_LOOPS", "best_stopping_rule", "counterfactual_stopping",
-           "default_final", "select", "truncate"]
+__all__ = [
+    "DETAIL_COLUMNS",
+    "TRUNCATION_EXACT_LOOPS",
+    "best_stopping_rule",
+    "counterfactual_stopping",
+    "default_final",
+    "select",
+    "truncate",
+]

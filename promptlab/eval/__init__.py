@@ -10,6 +10,23 @@ from .scorers import SCORERS, Scored, Scorer, get_scorer
 from .stats import bootstrap_ci, mean_ci, paired_delta_ci
 from .tasks import check_task, examples_of, format_prompt, read_tasks, split_examples
 
-__all__ = ["EvalResult", "ExampleRecord", "ExpectedScore", "SCORERS", "Scored", "Scorer", "aevaluate_prompt",
-           "bootstrap_ci", "check_task", "evaluate_prompt", "examples_of", "expected_scores", "format_prompt",
-           "get_scorer", "mean_ci", "paired_delta_ci", "read_tasks", "split_examples"]
+__all__ = [
+    "EvalResult",
+    "ExampleRecord",
+    "ExpectedScore",
+    "SCORERS",
+    "Scored",
+    "Scorer",
+    "aevaluate_prompt",
+    "bootstrap_ci",
+    "check_task",
+    "evaluate_prompt",
+    "examples_of",
+    "expected_scores",
+    "format_prompt",
+    "get_scorer",
+    "mean_ci",
+    "paired_delta_ci",
+    "read_tasks",
+    "split_examples",
+]

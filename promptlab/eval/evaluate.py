@@ -111,9 +111,16 @@ class EvalResult(BaseModel):
 
     def grounded(self, split: str | None = None) -> GroundedScore:
         """The result as the record a loop keeps (`split` defaults to this result's)."""
-        return GroundedScore(split=split or self.split, score=self.score, n=self.n, ci_low=self.ci_low,
-                             ci_high=self.ci_high, errors=self.errors, scores=self.scores,
-                             prompt_hash=self.prompt_hash)
+        return GroundedScore(
+            split=split or self.split,
+            score=self.score,
+            n=self.n,
+            ci_low=self.ci_low,
+            ci_high=self.ci_high,
+            errors=self.errors,
+            scores=self.scores,
+            prompt_hash=self.prompt_hash,
+        )
 
 
 def _examples(examples: Sequence[Example | dict[str, Any]]) -> list[Example]:
@@ -177,8 +184,9 @@ async def aevaluate_prompt(
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency: a whole number >= 1, got {concurrency!r}")
     if call is not None and params:
-        raise ConfigError(f"{', '.join(params)}: model parameters have no effect when a `call` function makes "
-                          "the calls")
+        raise ConfigError(
+            f"{', '.join(params)}: model parameters have no effect when a `call` function makes the calls"
+        )
     if cache is None or cache is True or isinstance(cache, (str, os.PathLike)):
         cache = open_cache(None if isinstance(cache, bool) else cache)  # once, not once per example
     base = settings or DEFAULT_SETTINGS
@@ -197,8 +205,17 @@ async def aevaluate_prompt(
         if call is not None:
             return await call(i, text, system)
         try:
-            c = await acomplete(model, text, system=system, temperature=temperature, max_tokens=max_tokens,
-                                sample=sample, cache=cache, settings=limited, **params)
+            c = await acomplete(
+                model,
+                text,
+                system=system,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                sample=sample,
+                cache=cache,
+                settings=limited,
+                **params,
+            )
         except Exception:
             usage.add_failure(model)
             spent.count(failed=True)
@@ -227,9 +244,19 @@ async def aevaluate_prompt(
 
     records = list(await asyncio.gather(*(one(i, ex) for i, ex in enumerate(items))))
     mean, n, low, high = mean_ci([r.score for r in records])
-    return EvalResult(prompt=prompt, model=model, split=split, score=mean, n=n, ci_low=low, ci_high=high,
-                      errors=sum(r.error is not None for r in records), records=records, usage=usage,
-                      spent=spent)
+    return EvalResult(
+        prompt=prompt,
+        model=model,
+        split=split,
+        score=mean,
+        n=n,
+        ci_low=low,
+        ci_high=high,
+        errors=sum(r.error is not None for r in records),
+        records=records,
+        usage=usage,
+        spent=spent,
+    )
 
 
 def evaluate_prompt(prompt: str, examples: Sequence[Example | dict[str, Any]], **kwargs: Any) -> EvalResult:

@@ -92,8 +92,9 @@ def _leading_digits(token: str) -> str:
     return m.group(0) if m else ""
 
 
-def _weigh(tokens: Sequence[TokenLogprob], positions: list[int], sampled: list[str],
-           after: int | None) -> dict[int, float]:
+def _weigh(
+    tokens: Sequence[TokenLogprob], positions: list[int], sampled: list[str], after: int | None
+) -> dict[int, float]:
     """Unnormalised probability of each value along the sampled path (see the module docstring)."""
     weights: dict[int, float] = {}
 
@@ -123,8 +124,14 @@ def _weigh(tokens: Sequence[TokenLogprob], positions: list[int], sampled: list[s
     return weights
 
 
-def _one(text: str, tokens: Sequence[TokenLogprob], spans: list[tuple[int, int] | None], match: re.Match[str],
-         low: int, high: int) -> ExpectedScore:
+def _one(
+    text: str,
+    tokens: Sequence[TokenLogprob],
+    spans: list[tuple[int, int] | None],
+    match: re.Match[str],
+    low: int,
+    high: int,
+) -> ExpectedScore:
     value = match.group("value")
     start, end = match.span("value")
     sampled = None if "." in value else int(value)
@@ -132,25 +139,35 @@ def _one(text: str, tokens: Sequence[TokenLogprob], spans: list[tuple[int, int] 
         return ExpectedScore(expected=None, sampled=None, offset=start, reason=f"the value {value!r} is not an integer")
     covering = [(i, s) for i, s in enumerate(spans) if s is not None and s[0] < end and s[1] > start]
     if not covering or covering[0][1][0] > start:
-        return ExpectedScore(expected=None, sampled=sampled, offset=start,
-                             reason=f"no token of the reply covers the value at character {start}")
+        return ExpectedScore(
+            expected=None,
+            sampled=sampled,
+            offset=start,
+            reason=f"no token of the reply covers the value at character {start}",
+        )
     positions = [i for i, _ in covering]
-    pieces = [text[max(start, s[0]):min(end, s[1])] for _, s in covering]
+    pieces = [text[max(start, s[0]) : min(end, s[1])] for _, s in covering]
     last = positions[-1]
     following = spans[last + 1] if last + 1 < len(spans) else None
     after = last + 1 if covering[-1][1][1] == end and following is not None and following[0] == end else None
     weights = {v: w for v, w in _weigh(tokens, positions, pieces, after).items() if low <= v <= high}
     mass = sum(weights.values())
     if mass <= 0:
-        return ExpectedScore(expected=None, sampled=sampled, offset=start,
-                             reason=f"no alternative at the value's position is an integer in [{low}, {high}]")
+        return ExpectedScore(
+            expected=None,
+            sampled=sampled,
+            offset=start,
+            reason=f"no alternative at the value's position is an integer in [{low}, {high}]",
+        )
     dist = {v: w / mass for v, w in sorted(weights.items())}
-    return ExpectedScore(expected=sum(v * p for v, p in dist.items()), sampled=sampled, mass=mass,
-                         distribution=dist, offset=start)
+    return ExpectedScore(
+        expected=sum(v * p for v, p in dist.items()), sampled=sampled, mass=mass, distribution=dist, offset=start
+    )
 
 
-def expected_scores(text: str, logprobs: Sequence[TokenLogprob] | None, *, field: str = "score", low: int = 1,
-                    high: int = 10) -> list[ExpectedScore]:
+def expected_scores(
+    text: str, logprobs: Sequence[TokenLogprob] | None, *, field: str = "score", low: int = 1, high: int = 10
+) -> list[ExpectedScore]:
     """The expected value of every `"<field>": <integer>` in a reply, in order of appearance.
 
     Args:
@@ -168,8 +185,15 @@ def expected_scores(text: str, logprobs: Sequence[TokenLogprob] | None, *, field
     """
     matches = _field_values(text, field)
     if logprobs is None:
-        return [ExpectedScore(expected=None, sampled=_int_or_none(m.group("value")), offset=m.start("value"),
-                              reason="the reply has no token log-probabilities") for m in matches]
+        return [
+            ExpectedScore(
+                expected=None,
+                sampled=_int_or_none(m.group("value")),
+                offset=m.start("value"),
+                reason="the reply has no token log-probabilities",
+            )
+            for m in matches
+        ]
     spans = _spans(text, logprobs)
     return [_one(text, logprobs, spans, m, low, high) for m in matches]
 

@@ -70,8 +70,12 @@ def as_number(target: Any) -> float:
 
 def same_value(value: Any, target: Any) -> bool:
     """Field equality: numbers numerically, texts after normalising, anything else as JSON values."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(target, (int, float)) \
-            and not isinstance(target, bool):
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        or isinstance(target, (int, float))
+        and not isinstance(target, bool)
+    ):
         try:
             return math.isclose(as_number(value), as_number(target), rel_tol=1e-9, abs_tol=1e-9)
         except ValueError:

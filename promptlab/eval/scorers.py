@@ -79,8 +79,9 @@ class Scorer(BaseModel):
         value, detail = result if isinstance(result, tuple) else (result, None)
         return Scored(value, detail)
 
-    async def ascore(self, output: str, example: Example, *, cache: CacheArg = None,
-                     settings: Settings | None = None) -> Scored:
+    async def ascore(
+        self, output: str, example: Example, *, cache: CacheArg = None, settings: Settings | None = None
+    ) -> Scored:
         """Score one reply to one example (exceptions propagate; see `score_safely`)."""
         return self.score_example(output, example)
 
@@ -103,14 +104,21 @@ def bounded(scorer: Scorer, scored: Scored) -> Scored:
         return scored
     value = float(scored.value) if isinstance(scored.value, bool) else scored.value
     if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
-        return Scored(None, scored.detail, f"scorer {scorer.kind} returned {value!r}, not a number in [0, 1]",
-                      scored.calls, scored.failed_calls, out_of_range=True)
+        return Scored(
+            None,
+            scored.detail,
+            f"scorer {scorer.kind} returned {value!r}, not a number in [0, 1]",
+            scored.calls,
+            scored.failed_calls,
+            out_of_range=True,
+        )
     scored.value = float(value)
     return scored
 
 
-async def score_safely(scorer: Scorer, output: str, example: Example, *, cache: CacheArg = None,
-                       settings: Settings | None = None) -> Scored:
+async def score_safely(
+    scorer: Scorer, output: str, example: Example, *, cache: CacheArg = None, settings: Settings | None = None
+) -> Scored:
     """Score one example; a failure or an out-of-range value becomes a recorded error with no value."""
     try:
         scored = await scorer.ascore(output, example, cache=cache, settings=settings)
@@ -331,23 +339,34 @@ class Judge(Scorer):
     def models(self) -> list[str]:
         return [self.model]
 
-    async def ascore(self, output: str, example: Example, *, cache: CacheArg = None,
-                     settings: Settings | None = None) -> Scored:
+    async def ascore(
+        self, output: str, example: Example, *, cache: CacheArg = None, settings: Settings | None = None
+    ) -> Scored:
         text = (self.prompt or JUDGE_PROMPT).format(
-            rubric=self.rubric, output=output,
+            rubric=self.rubric,
+            output=output,
             input=example.input if isinstance(example.input, str) else json.dumps(example.input, ensure_ascii=False),
-            target="(none given)" if example.target is None else json.dumps(example.target, ensure_ascii=False))
+            target="(none given)" if example.target is None else json.dumps(example.target, ensure_ascii=False),
+        )
         try:
-            c = await acomplete(self.model, text, schema=Verdict, temperature=self.temperature,
-                                max_tokens=self.max_tokens, cache=cache, settings=settings)
+            c = await acomplete(
+                self.model,
+                text,
+                schema=Verdict,
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                cache=cache,
+                settings=settings,
+            )
         except Exception as e:
             return Scored(None, error=f"{type(e).__name__}: {e}", failed_calls=[self.model])
         verdict: Verdict = c.parsed
         return Scored(verdict.score / 10, verdict.reason, calls=[c])
 
 
-SCORERS: dict[str, type[Scorer]] = {cls.kind: cls for cls in (Exact, Choice, Contains, Regex, Numeric, JsonField,
-                                                              Python, Judge)}
+SCORERS: dict[str, type[Scorer]] = {
+    cls.kind: cls for cls in (Exact, Choice, Contains, Regex, Numeric, JsonField, Python, Judge)
+}
 """Scorer kinds by name; register a new kind by adding its class here."""
 
 
@@ -362,8 +381,9 @@ def get_scorer(spec: str | dict[str, Any] | Scorer) -> Scorer:
     if isinstance(spec, str):
         spec = {"kind": spec}
     if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
-        raise ConfigError(f"scorer: a kind name or a mapping with a 'kind', got {spec!r}; "
-                          f"known kinds: {', '.join(SCORERS)}")
+        raise ConfigError(
+            f"scorer: a kind name or a mapping with a 'kind', got {spec!r}; known kinds: {', '.join(SCORERS)}"
+        )
     options = {k: v for k, v in spec.items() if k != "kind"}
     cls = SCORERS.get(spec["kind"])
     if cls is None:
@@ -372,8 +392,9 @@ def get_scorer(spec: str | dict[str, Any] | Scorer) -> Scorer:
         return cls(**options)
     except ValidationError as e:
         problems = [f"scorer{''.join('.' + str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
-        raise ConfigError(f"{'; '.join(problems)} (scorer kind {cls.kind}; its options: "
-                          f"{', '.join(cls.model_fields) or 'none'})") from None
+        raise ConfigError(
+            f"{'; '.join(problems)} (scorer kind {cls.kind}; its options: {', '.join(cls.model_fields) or 'none'})"
+        ) from None
     except ValueError as e:
         raise ConfigError(f"scorer ({cls.kind}): {e}") from None
 
@@ -393,5 +414,21 @@ Reply to grade:
 Give a short reason, then a score from 0 (fails the rubric) to 10 (fully meets it)."""
 
 
-__all__ = ["JUDGE_PROMPT", "SCORERS", "Choice", "Contains", "Exact", "JsonField", "Judge", "Numeric", "Python",
-           "Regex", "Scored", "Scorer", "Verdict", "bounded", "get_scorer", "score_safely"]
+__all__ = [
+    "JUDGE_PROMPT",
+    "SCORERS",
+    "Choice",
+    "Contains",
+    "Exact",
+    "JsonField",
+    "Judge",
+    "Numeric",
+    "Python",
+    "Regex",
+    "Scored",
+    "Scorer",
+    "Verdict",
+    "bounded",
+    "get_scorer",
+    "score_safely",
+]

@@ -42,8 +42,9 @@ def present(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
 
 
-def mean_ci(values: Sequence[float | None], confidence: float = 0.95) -> tuple[float | None, int, float | None,
-                                                                                 float | None]:
+def mean_ci(
+    values: Sequence[float | None], confidence: float = 0.95
+) -> tuple[float | None, int, float | None, float | None]:
     """(mean, n, ci_low, ci_high) of the present values; (None, 0, None, None) when none is present.
 
     Wilson score interval for 0/1 values; the bootstrap interval of the mean otherwise (a single value, or
@@ -75,9 +76,16 @@ def expanded_level(n: int, confidence: float = 0.95) -> float:
     return 1 - 2 * tail
 
 
-def bootstrap_interval(samples: Sequence[Any], statistic: Callable[..., Any], *, paired: bool = False,
-                       level: float = 0.95, vectorized: bool = True, n_resamples: int = BOOTSTRAP_RESAMPLES,
-                       batch: int | None = None) -> tuple[float, float] | None:
+def bootstrap_interval(
+    samples: Sequence[Any],
+    statistic: Callable[..., Any],
+    *,
+    paired: bool = False,
+    level: float = 0.95,
+    vectorized: bool = True,
+    n_resamples: int = BOOTSTRAP_RESAMPLES,
+    batch: int | None = None,
+) -> tuple[float, float] | None:
     """The percentile bootstrap interval of `statistic` over `samples`: promptlab's one bootstrap.
 
     `scipy.stats.bootstrap` draws the resamples (with SEED; `paired` resamples the samples' positions
@@ -104,9 +112,17 @@ def bootstrap_interval(samples: Sequence[Any], statistic: Callable[..., Any], *,
     data = tuple(np.asarray(s, dtype=float) for s in samples)
     with warnings.catch_warnings():  # a degenerate resample distribution is handled below, not warned about
         warnings.simplefilter("ignore")
-        res = bootstrap(data, statistic, paired=paired, vectorized=vectorized, n_resamples=n_resamples,
-                        batch=batch, confidence_level=level, method="percentile",
-                        rng=np.random.default_rng(SEED))
+        res = bootstrap(
+            data,
+            statistic,
+            paired=paired,
+            vectorized=vectorized,
+            n_resamples=n_resamples,
+            batch=batch,
+            confidence_level=level,
+            method="percentile",
+            rng=np.random.default_rng(SEED),
+        )
     dist = np.asarray(res.bootstrap_distribution, dtype=float)
     dist = dist[~np.isnan(dist)]
     if dist.size == 0:
@@ -141,8 +157,9 @@ def bootstrap_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, 
     return interval
 
 
-def paired_delta_ci(before: Sequence[float | None], after: Sequence[float | None],
-                    confidence: float = 0.95) -> tuple[float | None, int, float | None, float | None]:
+def paired_delta_ci(
+    before: Sequence[float | None], after: Sequence[float | None], confidence: float = 0.95
+) -> tuple[float | None, int, float | None, float | None]:
     """(mean of after - before, n pairs, ci_low, ci_high) over positions where both are present.
 
     Raises:
@@ -150,13 +167,24 @@ def paired_delta_ci(before: Sequence[float | None], after: Sequence[float | None
     """
     if len(before) != len(after):
         raise ValueError(f"paired scores differ in length: {len(before)} vs {len(after)}")
-    diffs = [float(b) - float(a) for a, b in zip(before, after, strict=True)
-             if a is not None and b is not None and present([a]) and present([b])]
+    diffs = [
+        float(b) - float(a)
+        for a, b in zip(before, after, strict=True)
+        if a is not None and b is not None and present([a]) and present([b])
+    ]
     if not diffs:
         return None, 0, None, None
     low, high = bootstrap_ci(diffs, confidence)
     return sum(diffs) / len(diffs), len(diffs), low, high
 
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "SEED", "bootstrap_ci", "bootstrap_interval", "expanded_level", "mean_ci",
-           "paired_delta_ci", "present"]
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "SEED",
+    "bootstrap_ci",
+    "bootstrap_interval",
+    "expanded_level",
+    "mean_ci",
+    "paired_delta_ci",
+    "present",
+]

@@ -103,11 +103,13 @@ def split_examples(task: Task) -> tuple[list[int], list[int]]:
     dev = _size(split.dev, n, "dev")
     test = n - dev if split.test is None else _size(split.test, n, "test")
     if dev + test > n or test < 1:
-        raise ConfigError(f"task {task.id!r}: split: dev {dev} + test {test} examples do not fit in the "
-                          f"{n} examples (each split needs at least 1)")
+        raise ConfigError(
+            f"task {task.id!r}: split: dev {dev} + test {test} examples do not fit in the "
+            f"{n} examples (each split needs at least 1)"
+        )
     order = list(range(n))
     random.Random(split.seed).shuffle(order)
-    return sorted(order[:dev]), sorted(order[dev: dev + test])
+    return sorted(order[:dev]), sorted(order[dev : dev + test])
 
 
 def examples_of(task: Task, split: str) -> list[Example]:
@@ -140,8 +142,10 @@ def read_examples(path: str | Path, where: str, written: str | None = None) -> l
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{where}: examples: no examples file {written or str(path)!r} (looked for {p})")
-    out = [_example(data, f"{where}: examples file {p}:{n}")
-           for n, data in jsonl_objects(p, lambda n: f"{where}: examples file {p}:{n}")]
+    out = [
+        _example(data, f"{where}: examples file {p}:{n}")
+        for n, data in jsonl_objects(p, lambda n: f"{where}: examples file {p}:{n}")
+    ]
     if not out:
         raise ConfigError(f"{where}: examples: the examples file {p} holds no examples")
     return out
@@ -253,8 +257,10 @@ def check_task(task: Task, where: str = "task") -> None:
                 raise ConfigError(f"{label}: {field}.target: {e}") from None
         missing = [name for name in used if name not in placeholders(ex.input)]
         if missing:
-            raise ConfigError(f"{label}: prompt: placeholder(s) {', '.join('{' + m + '}' for m in missing)} not "
-                              f"provided by {field}.input (it provides {', '.join(placeholders(ex.input))})")
+            raise ConfigError(
+                f"{label}: prompt: placeholder(s) {', '.join('{' + m + '}' for m in missing)} not "
+                f"provided by {field}.input (it provides {', '.join(placeholders(ex.input))})"
+            )
     try:
         split_examples(task)
     except ConfigError as e:
@@ -285,5 +291,16 @@ def _self_check(task: Task, scorer: Scorer, label: str) -> None:
                 raise ConfigError(f"{label}: scorer: on examples[{i}] {how}, {checked.error}")
 
 
-__all__ = ["DEFAULT_SCORER", "check_task", "examples_of", "format_prompt", "input_text", "parse_task",
-           "placeholders", "read_examples", "read_tasks", "split_examples", "task_scorer"]
+__all__ = [
+    "DEFAULT_SCORER",
+    "check_task",
+    "examples_of",
+    "format_prompt",
+    "input_text",
+    "parse_task",
+    "placeholders",
+    "read_examples",
+    "read_tasks",
+    "split_examples",
+    "task_scorer",
+]

@@ -17,6 +17,25 @@ from .fake import ScriptedModel, ScriptedReply, scripted
 from .request import Prompt
 from .settings import DEFAULT_SETTINGS, Settings
 
-__all__ = ["Budget", "CacheArg", "Completion", "DEFAULT_SETTINGS", "ModelAlias", "Price", "Prompt", "ScriptedModel",
-           "ScriptedReply", "Settings", "Tally", "TokenLogprob", "TopLogprob", "Usage", "acomplete", "complete",
-           "register_model", "registered_models", "scripted", "unregister_model"]
+__all__ = [
+    "Budget",
+    "CacheArg",
+    "Completion",
+    "DEFAULT_SETTINGS",
+    "ModelAlias",
+    "Price",
+    "Prompt",
+    "ScriptedModel",
+    "ScriptedReply",
+    "Settings",
+    "Tally",
+    "TokenLogprob",
+    "TopLogprob",
+    "Usage",
+    "acomplete",
+    "complete",
+    "register_model",
+    "registered_models",
+    "scripted",
+    "unregister_model",
+]

@@ -85,13 +85,14 @@ class ModelSpec(BaseModel):
     """Further litellm generation parameters sent with every call (a call's own arguments win; they
     enter the cache key, so no secret belongs here)."""
 
-
     @model_validator(mode="before")
     @classmethod
     def _no_key(cls, data: Any) -> Any:
         if isinstance(data, dict) and ("api_key" in data or "api_key" in (data.get("params") or {})):
-            raise ValueError("an alias never holds an API key: put it in an environment variable and name that "
-                             "variable in api_key_env")
+            raise ValueError(
+                "an alias never holds an API key: put it in an environment variable and name that "
+                "variable in api_key_env"
+            )
         return data
 
     def identity(self) -> dict[str, Any]:
@@ -129,8 +130,10 @@ def _check_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"model alias name: must be a non-empty string, got {name!r}")
     if "/" in name:
-        raise ConfigError(f"model alias {name!r}: an alias name has no '/' ('{name.split('/')[0]}/' reads as a "
-                          "provider prefix); pick a short name like 'judge'")
+        raise ConfigError(
+            f"model alias {name!r}: an alias name has no '/' ('{name.split('/')[0]}/' reads as a "
+            "provider prefix); pick a short name like 'judge'"
+        )
     if not NAME_PATTERN.match(name):
         raise ConfigError(f"model alias {name!r}: use letters, digits and _.:@+- only")
     if name in _reserved():
@@ -277,7 +280,24 @@ def refuses_schema(error: BaseException) -> bool:
     return any(word in text for word in ("response_format", "json_schema", "response format", "schema"))
 
 
-__all__ = ["NAME_PATTERN", "PLACEHOLDER_KEY", "SCHEMA_FORMS", "ModelAlias", "ModelSpec", "Price", "api_key", "base_host",
-           "endpoint_identity", "get_alias", "missing_key_vars", "refuses_schema", "register_model",
-           "register_spec", "registered_models", "remember_schema_support", "schema_form", "schema_support",
-           "unregister_model"]
+__all__ = [
+    "NAME_PATTERN",
+    "PLACEHOLDER_KEY",
+    "SCHEMA_FORMS",
+    "ModelAlias",
+    "ModelSpec",
+    "Price",
+    "api_key",
+    "base_host",
+    "endpoint_identity",
+    "get_alias",
+    "missing_key_vars",
+    "refuses_schema",
+    "register_model",
+    "register_spec",
+    "registered_models",
+    "remember_schema_support",
+    "schema_form",
+    "schema_support",
+    "unregister_model",
+]

@@ -116,7 +116,8 @@ def check_prices(models: Iterable[str]) -> None:
             f"max_cost: the price of {', '.join(repr(m) for m in unknown)} is unknown, so spending on it cannot be "
             "capped; give it a price as a model alias (`models: {name: {model: ..., price: {input_per_million: ..., "
             "output_per_million: ...}}}` in the experiment file, or pl.register_model(name, model=..., "
-            "price={...})) or run without max_cost")
+            "price={...})) or run without max_cost"
+        )
 
 
 def _cap(value: Any, where: str) -> float:
@@ -211,8 +212,10 @@ class Budget:
         try:
             return Ledger.model_validate_json(text)
         except ValidationError as e:
-            raise ConfigError(f"budget ledger {self.path} is unreadable ({e.error_count()} error(s)); "
-                              "delete it to count spending from zero") from None
+            raise ConfigError(
+                f"budget ledger {self.path} is unreadable ({e.error_count()} error(s)); "
+                "delete it to count spending from zero"
+            ) from None
 
     def spent(self) -> float:
         """USD paid so far: the ledger's total, re-read only when the file changed (every write replaces it
@@ -234,8 +237,9 @@ class Budget:
         self._known = (seen, total)
         return total
 
-    def charge(self, model: str, cost_usd: float | None, input_tokens: int | None = None,
-               output_tokens: int | None = None) -> None:
+    def charge(
+        self, model: str, cost_usd: float | None, input_tokens: int | None = None, output_tokens: int | None = None
+    ) -> None:
         """Add one paid request to the ledger (under the lock). An unknown cost is priced from its tokens."""
         if cost_usd is None:
             price = price_of(model) or FREE
@@ -331,5 +335,18 @@ def active() -> Budget | None:
     return _ACTIVE.get()
 
 
-__all__ = ["ENV_BUDGET_FILE", "ENV_MAX_COST", "FREE", "LEDGER_NAME", "Budget", "Charges", "Ledger", "TokenPrice",
-           "active", "charges", "check_prices", "gate", "price_of"]
+__all__ = [
+    "ENV_BUDGET_FILE",
+    "ENV_MAX_COST",
+    "FREE",
+    "LEDGER_NAME",
+    "Budget",
+    "Charges",
+    "Ledger",
+    "TokenPrice",
+    "active",
+    "charges",
+    "check_prices",
+    "gate",
+    "price_of",
+]

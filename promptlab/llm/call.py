@@ -132,8 +132,17 @@ def complete(
     Raises:
         UnknownModelError, MissingKeyError, ProviderError, ParseError.
     """
-    req = build_request(model, prompt, schema=schema, system=system, temperature=temperature,
-                        max_tokens=max_tokens, sample=sample, settings=settings, params=params)
+    req = build_request(
+        model,
+        prompt,
+        schema=schema,
+        system=system,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        sample=sample,
+        settings=settings,
+        params=params,
+    )
     store = _resolve_cache(cache)
     hit = _from_cache(store, req)
     if hit is not None:
@@ -194,9 +203,14 @@ def _settle(store: CacheBackend | None, req: Request, done: Completion) -> Compl
         return done
     if first is None:
         return done
-    return first.model_copy(update={
-        "cache_hit": False, "spent_input_tokens": done.billed_input_tokens,
-        "spent_output_tokens": done.billed_output_tokens, "spent_cost_usd": done.billed_cost_usd})
+    return first.model_copy(
+        update={
+            "cache_hit": False,
+            "spent_input_tokens": done.billed_input_tokens,
+            "spent_output_tokens": done.billed_output_tokens,
+            "spent_cost_usd": done.billed_cost_usd,
+        }
+    )
 
 
 async def acomplete(
@@ -214,8 +228,17 @@ async def acomplete(
     **params: Any,
 ) -> Completion:
     """The async twin of `complete` (same arguments); at most `max_concurrency` calls per model at once."""
-    req = build_request(model, prompt, schema=schema, system=system, temperature=temperature,
-                        max_tokens=max_tokens, sample=sample, settings=settings, params=params)
+    req = build_request(
+        model,
+        prompt,
+        schema=schema,
+        system=system,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        sample=sample,
+        settings=settings,
+        params=params,
+    )
     store = _resolve_cache(cache)
     hit = _from_cache(store, req)
     if hit is not None:
@@ -262,8 +285,9 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                     error = e
                     continue
                 if budget is not None:  # a locked file update: off the event loop
-                    await asyncio.to_thread(budget.charge, req.model, priced(req, reply).cost_usd,
-                                            reply.input_tokens, reply.output_tokens)
+                    await asyncio.to_thread(
+                        budget.charge, req.model, priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens
+                    )
                 keep = store is not None and op.reply_key is not None  # else there is nothing to write
                 value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
     if store is None:

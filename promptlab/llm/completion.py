@@ -57,9 +57,12 @@ def logprobs_of(choice_logprobs: Any) -> list[TokenLogprob] | None:
         return None
     return [
         TokenLogprob(
-            token=str(_field(t, "token") or ""), logprob=_finite(_field(t, "logprob")),
-            top_logprobs=[TopLogprob(token=str(_field(a, "token") or ""), logprob=_finite(_field(a, "logprob")))
-                          for a in (_field(t, "top_logprobs") or [])],
+            token=str(_field(t, "token") or ""),
+            logprob=_finite(_field(t, "logprob")),
+            top_logprobs=[
+                TopLogprob(token=str(_field(a, "token") or ""), logprob=_finite(_field(a, "logprob")))
+                for a in (_field(t, "top_logprobs") or [])
+            ],
         )
         for t in content
     ]
@@ -201,8 +204,15 @@ class Tally(BaseModel):
         """Input and output tokens together."""
         return self.input_tokens + self.output_tokens
 
-    def count(self, *, hit: bool = False, failed: bool = False, input_tokens: int = 0, output_tokens: int = 0,
-              cost_usd: float | None = 0.0) -> None:
+    def count(
+        self,
+        *,
+        hit: bool = False,
+        failed: bool = False,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = 0.0,
+    ) -> None:
         """Add one call: a hit adds no tokens or cost; what a call spent adds to the sums (`plus`)."""
         self.calls += 1
         if hit:
@@ -215,11 +225,16 @@ class Tally(BaseModel):
 
     def add(self, c: Completion) -> None:
         """Account one completion by what it spent now (`billed_*`)."""
-        self.count(hit=c.cache_hit, input_tokens=c.billed_input_tokens, output_tokens=c.billed_output_tokens,
-                   cost_usd=c.billed_cost_usd)
+        self.count(
+            hit=c.cache_hit,
+            input_tokens=c.billed_input_tokens,
+            output_tokens=c.billed_output_tokens,
+            cost_usd=c.billed_cost_usd,
+        )
 
-    def add_failure(self, model: str | None = None, input_tokens: int = 0, output_tokens: int = 0,
-                    cost_usd: float | None = 0.0) -> None:
+    def add_failure(
+        self, model: str | None = None, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0
+    ) -> None:
         """Account a call that failed for good, with what its requests spent (a structured call whose replies
         never parsed still paid for them: pass `ParseError`'s figures)."""
         self.count(failed=True, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
@@ -249,13 +264,24 @@ class Usage(Tally):
         if not c.cache_hit:
             self.model_seconds += c.latency_s
 
-    def add_failure(self, model: str | None = None, input_tokens: int = 0, output_tokens: int = 0,
-                    cost_usd: float | None = 0.0) -> None:
+    def add_failure(
+        self, model: str | None = None, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0
+    ) -> None:
         """Account a call that failed for good, with what its requests spent."""
         super().add_failure(model, input_tokens, output_tokens, cost_usd)
         if model is not None:
             self.per_model[model] = self.per_model.get(model, 0) + 1
 
 
-__all__ = ["FLOOR_LOGPROB", "Completion", "Generated", "TokenLogprob", "TopLogprob", "Usage", "Tally",
-           "logprobs_of", "plus", "total"]
+__all__ = [
+    "FLOOR_LOGPROB",
+    "Completion",
+    "Generated",
+    "TokenLogprob",
+    "TopLogprob",
+    "Usage",
+    "Tally",
+    "logprobs_of",
+    "plus",
+    "total",
+]

@@ -48,12 +48,30 @@ from .providers import litellm
 if TYPE_CHECKING:
     import aiohttp
 
-PLAIN_PARAMS = frozenset({
-    "model", "messages", "temperature", "max_tokens", "top_p", "stop", "seed", "presence_penalty",
-    "frequency_penalty", "logprobs", "top_logprobs", "response_format", "user",
-    # how the request is made, not what it asks
-    "api_key", "api_base", "base_url", "timeout", "num_retries", "max_retries",
-})
+PLAIN_PARAMS = frozenset(
+    {
+        "model",
+        "messages",
+        "temperature",
+        "max_tokens",
+        "top_p",
+        "stop",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "logprobs",
+        "top_logprobs",
+        "response_format",
+        "user",
+        # how the request is made, not what it asks
+        "api_key",
+        "api_base",
+        "base_url",
+        "timeout",
+        "num_retries",
+        "max_retries",
+    }
+)
 """Request fields the direct transport handles; a request with any other goes through litellm."""
 NOT_SENT = frozenset({"api_key", "api_base", "base_url", "timeout", "num_retries", "max_retries"})
 """Fields that shape the HTTP request rather than its JSON body."""
@@ -110,19 +128,27 @@ def route(kwargs: dict[str, Any]) -> Route | None:
     lm = litellm()
     if lm.api_base or lm.api_key or lm.openai_key or lm.headers:
         return None  # litellm's global settings would shape the request: let litellm make it
-    base = (kwargs.get("api_base") or kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
-            or os.environ.get("OPENAI_API_BASE"))
+    base = (
+        kwargs.get("api_base")
+        or kwargs.get("base_url")
+        or os.environ.get("OPENAI_BASE_URL")
+        or os.environ.get("OPENAI_API_BASE")
+    )
     key = kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
-    if not base or not key or not _plain_model(model[len("openai/"):]):
+    if not base or not key or not _plain_model(model[len("openai/") :]):
         return None
     given = kwargs.get("api_base") or kwargs.get("base_url")
-    return Route(url=str(base).rstrip("/") + "/chat/completions", api_base=str(base), api_key=str(key),
-                 given_base=str(given) if given else None)
+    return Route(
+        url=str(base).rstrip("/") + "/chat/completions",
+        api_base=str(base),
+        api_key=str(key),
+        given_base=str(given) if given else None,
+    )
 
 
 def _body(kwargs: dict[str, Any], stream: bool) -> bytes:
     body = {k: v for k, v in kwargs.items() if k not in NOT_SENT}
-    body["model"] = body["model"][len("openai/"):]
+    body["model"] = body["model"][len("openai/") :]
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -130,9 +156,7 @@ def _body(kwargs: dict[str, Any], stream: bool) -> bytes:
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = weakref.WeakKeyDictionary()
 """Each event loop's aiohttp session (connections belong to one loop); one pool for every endpoint."""
-_closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = (
-    weakref.WeakKeyDictionary()
-)
+_closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = weakref.WeakKeyDictionary()
 """A strong reference to each loop's `_closer` (the loop itself keeps only weak ones)."""
 
 
@@ -145,7 +169,8 @@ async def _session() -> aiohttp.ClientSession:
 
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=60)
         session = _sessions[loop] = aiohttp.ClientSession(
-            connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True
+        )
         closer = _closer(session)
         await closer.asend(None)
         _closers[loop] = closer
@@ -196,8 +221,9 @@ async def _post(r: Route, kwargs: dict[str, Any], stream: bool, max_bytes: int) 
     headers = {"Authorization": f"Bearer {r.api_key}", "Content-Type": "application/json"}
     try:
         with _aiohttp_errors():
-            async with session.post(r.url, data=_body(kwargs, stream), headers=headers, allow_redirects=False,
-                                    timeout=timeout) as http:
+            async with session.post(
+                r.url, data=_body(kwargs, stream), headers=headers, allow_redirects=False, timeout=timeout
+            ) as http:
                 if http.status >= 400:
                     content = await _read(http, max_bytes)
                     raise status_error(kwargs["model"], http.status, content, http.headers, r.url)
@@ -217,8 +243,12 @@ def completion_of(content: bytes) -> dict[str, Any]:
     except ValueError:
         raise InvalidReply(NOT_JSON) from None
     choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict) \
-            or not isinstance(choices[0].get("message"), dict):
+    if (
+        not isinstance(choices, list)
+        or not choices
+        or not isinstance(choices[0], dict)
+        or not isinstance(choices[0].get("message"), dict)
+    ):
         raise InvalidReply(NOT_CHAT)
     return data
 
@@ -245,10 +275,13 @@ async def astream(r: Route, kwargs: dict[str, Any], on_token: Callable[[str], No
         if EVENT_STREAM not in kind:
             await _read(http, max_bytes)
             if "json" in kind:  # the same request would get the same answer: not retried
-                raise InvalidReply(f"a stream was asked for and the server answered one {kind} reply (it ignores "
-                                   "`stream`; ask it for no tokens)", retryable=False)
+                raise InvalidReply(
+                    f"a stream was asked for and the server answered one {kind} reply (it ignores "
+                    "`stream`; ask it for no tokens)",
+                    retryable=False,
+                )
             raise InvalidReply(f"a stream was asked for and the server answered {kind or 'no content type'}")
-        reader = Events(kwargs["model"][len("openai/"):], on_token)
+        reader = Events(kwargs["model"][len("openai/") :], on_token)
         pending: list[bytes] = []  # the start of a line not yet ended
         size = 0
         async for part in http.content.iter_any():
@@ -319,9 +352,19 @@ class Events:
         before its blank line is dropped, as the event-stream standard says)."""
         if self.finish is None and not self.done:
             raise InvalidReply(NO_END)
-        data: dict[str, Any] = {"id": "chatcmpl-stream", "object": "chat.completion", "created": int(time.time()),
-                                "model": self.model, "choices": [{"index": 0, "finish_reason": self.finish,
-                                "message": {"role": "assistant", "content": "".join(self.text)}}]}
+        data: dict[str, Any] = {
+            "id": "chatcmpl-stream",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": self.finish,
+                    "message": {"role": "assistant", "content": "".join(self.text)},
+                }
+            ],
+        }
         if self.usage is not None:
             data["usage"] = self.usage
         return data

@@ -52,8 +52,9 @@ def transient(e: BaseException) -> bool:
     lm = litellm()
     if isinstance(e, (lm.AuthenticationError, lm.BadRequestError, lm.NotFoundError, lm.PermissionDeniedError)):
         return False
-    if isinstance(e, (lm.RateLimitError, lm.Timeout, lm.APIConnectionError, lm.InternalServerError,
-                      lm.ServiceUnavailableError)):
+    if isinstance(
+        e, (lm.RateLimitError, lm.Timeout, lm.APIConnectionError, lm.InternalServerError, lm.ServiceUnavailableError)
+    ):
         return True
     status = getattr(e, "status_code", None)
     return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
@@ -65,8 +66,7 @@ def raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
         missing = key_env_vars(model)
         if missing:
             raise MissingKeyError(model, missing) from e
-        raise ProviderError(model, f"authentication failed: {message_of(e)}", attempts=attempts,
-                            retryable=False) from e
+        raise ProviderError(model, f"authentication failed: {message_of(e)}", attempts=attempts, retryable=False) from e
 
 
 def retry_after(e: BaseException) -> float | None:
@@ -114,12 +114,17 @@ def status_error(model: str, status: int, content: bytes, headers: Mapping[str, 
     except ValueError:
         message = text or f"Error code: {status}"
     data = body.get("error", body) if isinstance(body, dict) else body
-    kinds = {400: openai.BadRequestError, 401: openai.AuthenticationError, 403: openai.PermissionDeniedError,
-             404: openai.NotFoundError, 409: openai.ConflictError, 422: openai.UnprocessableEntityError,
-             429: openai.RateLimitError}
+    kinds = {
+        400: openai.BadRequestError,
+        401: openai.AuthenticationError,
+        403: openai.PermissionDeniedError,
+        404: openai.NotFoundError,
+        409: openai.ConflictError,
+        422: openai.UnprocessableEntityError,
+        429: openai.RateLimitError,
+    }
     kind = kinds.get(status, openai.InternalServerError if status >= 500 else openai.APIStatusError)
-    http = httpx.Response(status, headers=list(headers.items()), content=content,
-                          request=httpx.Request("POST", url))
+    http = httpx.Response(status, headers=list(headers.items()), content=content, request=httpx.Request("POST", url))
     return _mapped(model, kind(message, response=http, body=data))
 
 
@@ -146,10 +151,12 @@ def _mapped(model: str, sdk_error: BaseException) -> BaseException:
     from litellm.llms.openai.common_utils import OpenAIError
 
     http = getattr(sdk_error, "response", None)
-    wrapped = OpenAIError(status_code=getattr(sdk_error, "status_code", 500),
-                          message=getattr(sdk_error, "message", str(sdk_error)),
-                          headers=getattr(sdk_error, "headers", None) or getattr(http, "headers", None),
-                          body=getattr(sdk_error, "body", None))
+    wrapped = OpenAIError(
+        status_code=getattr(sdk_error, "status_code", 500),
+        message=getattr(sdk_error, "message", str(sdk_error)),
+        headers=getattr(sdk_error, "headers", None) or getattr(http, "headers", None),
+        body=getattr(sdk_error, "body", None),
+    )
     wrapped.__cause__ = sdk_error
     mapped: BaseException
     try:
@@ -179,8 +186,11 @@ def invalid_reply_of(e: BaseException) -> InvalidReply | None:
     if not type(e).__module__.startswith("litellm"):
         return None
     chain = _chain(e)
-    if any(isinstance(x, (openai.APIStatusError, openai.APIConnectionError))
-           and not type(x).__module__.startswith("litellm") for x in chain):
+    if any(
+        isinstance(x, (openai.APIStatusError, openai.APIConnectionError))
+        and not type(x).__module__.startswith("litellm")
+        for x in chain
+    ):
         return None  # the server did send a 5xx (the OpenAI client says so), or the connection failed
     text = " ".join(str(x) for x in chain)
     if any(isinstance(x, UnicodeDecodeError) for x in chain) or "codec can't decode" in text:
@@ -246,5 +256,20 @@ def describe_cause(e: BaseException, timeout: float | None = None) -> str:
     return f"{type(e).__name__}: {str(e)[:300]}"
 
 
-__all__ = ["NOT_CHAT", "NOT_JSON", "NOT_UTF8", "NO_END", "InvalidReply", "describe_cause", "invalid_reply_of",
-           "message_of", "raise_if_auth", "retry_after", "status_error", "timed_out", "too_big", "transient", "transport_error"]
+__all__ = [
+    "NOT_CHAT",
+    "NOT_JSON",
+    "NOT_UTF8",
+    "NO_END",
+    "InvalidReply",
+    "describe_cause",
+    "invalid_reply_of",
+    "message_of",
+    "raise_if_auth",
+    "retry_after",
+    "status_error",
+    "timed_out",
+    "too_big",
+    "transient",
+    "transport_error",
+]

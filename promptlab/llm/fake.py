@@ -50,8 +50,9 @@ class ScriptedReply:
             return None
         out = [_token(t) for t in self.logprobs]
         if "".join(t.token for t in out) != self.text:
-            raise ConfigError(f"scripted logprobs spell {''.join(t.token for t in out)!r}, not the reply "
-                              f"text {self.text!r}")
+            raise ConfigError(
+                f"scripted logprobs spell {''.join(t.token for t in out)!r}, not the reply text {self.text!r}"
+            )
         return out
 
 
@@ -60,20 +61,22 @@ def _token(item: Alternatives) -> TokenLogprob:
         return item
     token, logprob, *rest = item
     alternatives = rest[0] if rest else {token: logprob}
-    return TokenLogprob(token=token, logprob=logprob,
-                        top_logprobs=[TopLogprob(token=k, logprob=v) for k, v in alternatives.items()])
+    return TokenLogprob(
+        token=token, logprob=logprob, top_logprobs=[TopLogprob(token=k, logprob=v) for k, v in alternatives.items()]
+    )
 
 
 def _certain_tokens(text: str) -> list[TokenLogprob]:
     """A plain text as certain tokens: one per word or punctuation run (with its leading space)."""
-    return [TokenLogprob(token=t, logprob=0.0, top_logprobs=[TopLogprob(token=t, logprob=0.0)])
-            for t in _TOKEN.findall(text)]
+    return [
+        TokenLogprob(token=t, logprob=0.0, top_logprobs=[TopLogprob(token=t, logprob=0.0)])
+        for t in _TOKEN.findall(text)
+    ]
 
 
 def _limit(tokens: list[TokenLogprob], k: int) -> list[TokenLogprob]:
     """Keep the k most likely alternatives at each position, as a provider asked for `top_logprobs=k` does."""
-    return [t.model_copy(update={"top_logprobs": sorted(t.top_logprobs, key=lambda a: -a.logprob)[:k]})
-            for t in tokens]
+    return [t.model_copy(update={"top_logprobs": sorted(t.top_logprobs, key=lambda a: -a.logprob)[:k]}) for t in tokens]
 
 
 Reply = Union[str, ScriptedReply, BaseException, Callable[[list[dict[str, Any]]], Union[str, ScriptedReply]]]
@@ -164,8 +167,9 @@ def get_scripted(id: str) -> ScriptedModel:
         model = _models.get(id)
         known = [f"fake/{k}" for k in _models]
     if model is None:
-        raise UnknownModelError(f"fake/{id}", "no scripted model by that name is registered "
-                                "(create it with promptlab.scripted(...))", known)
+        raise UnknownModelError(
+            f"fake/{id}", "no scripted model by that name is registered (create it with promptlab.scripted(...))", known
+        )
     return model
 
 
@@ -181,11 +185,15 @@ def reply(id: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Ge
     logprobs = None
     if params.get("logprobs"):
         tokens = scripted.tokens()
-        logprobs = _limit(tokens if tokens is not None else _certain_tokens(text),
-                          int(params.get("top_logprobs") or 0))
+        logprobs = _limit(tokens if tokens is not None else _certain_tokens(text), int(params.get("top_logprobs") or 0))
     words_in = sum(len(str(m.get("content", "")).split()) for m in messages)
-    return Generated(text=text, usage=(words_in, len(text.split())), finish_reason="stop", logprobs=logprobs,
-                     model=scripted.model or f"fake/{id}")
+    return Generated(
+        text=text,
+        usage=(words_in, len(text.split())),
+        finish_reason="stop",
+        logprobs=logprobs,
+        model=scripted.model or f"fake/{id}",
+    )
 
 
 def reply_stream(id: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:

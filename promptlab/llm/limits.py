@@ -209,5 +209,15 @@ async def arate_wait(endpoint: str, rpm: float | None, tpm: float | None, kwargs
         await asyncio.wrap_future(future)
 
 
-__all__ = ["BUCKET_S", "SHARE_ENV", "Limiter", "arate_wait", "estimate_tokens", "rate_wait", "share",
-           "shared_concurrency", "shared_rate", "slot"]
+__all__ = [
+    "BUCKET_S",
+    "SHARE_ENV",
+    "Limiter",
+    "arate_wait",
+    "estimate_tokens",
+    "rate_wait",
+    "share",
+    "shared_concurrency",
+    "shared_rate",
+    "slot",
+]

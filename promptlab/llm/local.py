@@ -67,8 +67,9 @@ def resolve_model_path(name: str) -> Path:
         if not path.is_file():
             raise UnknownModelError(f"local/{name}", f"no GGUF file at {path}")
         return path.resolve()
-    raise UnknownModelError(f"local/{name}", "a local model is a built-in name or a path ending in .gguf",
-                            [f"local/{k}" for k in BUILTIN])
+    raise UnknownModelError(
+        f"local/{name}", "a local model is a built-in name or a path ending in .gguf", [f"local/{k}" for k in BUILTIN]
+    )
 
 
 @dataclass

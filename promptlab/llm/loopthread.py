@@ -55,8 +55,11 @@ class LoopThread:
             asyncio.run_coroutine_threadsafe(_wind_down(), loop).result(timeout=5)
         loop.call_soon_threadsafe(loop.stop)
 
-    def run(self, make: Callable[[Callable[[str], None] | None], Coroutine[Any, Any, T]],
-            on_piece: Callable[[str], None] | None = None) -> T:
+    def run(
+        self,
+        make: Callable[[Callable[[str], None] | None], Coroutine[Any, Any, T]],
+        on_piece: Callable[[str], None] | None = None,
+    ) -> T:
         """Run the coroutine `make(put)` on the loop thread and wait for its result in this thread.
 
         `put` is None without `on_piece`; else every `put(piece)` reaches `on_piece` in this thread, in order.

@@ -109,8 +109,13 @@ def prepare(req: Request) -> Call:
         key = api_key(req.alias)  # read now, from the alias's variable; never stored
         if key is not None:
             kwargs["api_key"] = key
-    call = Call(req, kwargs, list(req.messages), schema_mode(req),
-                (schema_form(req.endpoint) if req.served else None) or SCHEMA_FORMS[0])
+    call = Call(
+        req,
+        kwargs,
+        list(req.messages),
+        schema_mode(req),
+        (schema_form(req.endpoint) if req.served else None) or SCHEMA_FORMS[0],
+    )
     if req.schema is not None:
         if call.mode != "prompt":
             kwargs["response_format"] = structured.response_format(req.schema, call.form)
@@ -138,8 +143,9 @@ def send(call: Call) -> Generator[ProviderCall | Sleep, Any, Reply]:
         call.attempts += 1
         t0 = time.perf_counter()
         try:
-            reply: Reply = yield ProviderCall({"model": call.req.target, "messages": call.messages, **timed},
-                                              call.reply_key())
+            reply: Reply = yield ProviderCall(
+                {"model": call.req.target, "messages": call.messages, **timed}, call.reply_key()
+            )
         except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
             raise
         except Exception as e:
@@ -166,8 +172,10 @@ def retry_wait(call: Call, e: Exception, retry: int, timeout: float | None) -> f
     delay, asked, left = backoff(s, retry), retry_after(e), call.left()
     if asked is not None:
         if left is not None and asked >= left:
-            raise call.error(f"{cause}; the server asked to wait {asked:g}s (Retry-After), past the deadline "
-                             f"of {s.deadline_s:g}s", retryable=True) from e
+            raise call.error(
+                f"{cause}; the server asked to wait {asked:g}s (Retry-After), past the deadline of {s.deadline_s:g}s",
+                retryable=True,
+            ) from e
         delay = max(delay, asked)
     return delay if left is None else min(delay, max(0.0, left))
 
@@ -184,8 +192,11 @@ def schema_fallback(call: Call, e: Exception, timeout: float | None) -> bool:
         call.kwargs["response_format"] = structured.response_format(schema, call.form)
         return True
     if call.mode == "native":  # told native: no fallback to the prompt, and no retry
-        raise call.error("the server refused the schema in every response_format form "
-                         f"({', '.join(SCHEMA_FORMS)}): {describe_cause(e, timeout)}", retryable=False) from e
+        raise call.error(
+            "the server refused the schema in every response_format form "
+            f"({', '.join(SCHEMA_FORMS)}): {describe_cause(e, timeout)}",
+            retryable=False,
+        ) from e
     call.mode = "prompt"
     remember_schema_support(req.endpoint, False)
     call.kwargs.pop("response_format", None)
@@ -214,10 +225,21 @@ def completion_of(call: Call, replies: list[Reply]) -> Completion:
     what this call spent now where some replies were replayed from the cache."""
     original, spent = figures(replies), figures([r for r in replies if not r.replayed])
     last, req = replies[-1], call.req
-    done = Completion(model=req.model, text=last.text, input_tokens=original[0], output_tokens=original[1],
-                      cost_usd=original[2], latency_s=call.latency, attempts=call.attempts, sample=req.sample,
-                      key=req.key, finish_reason=last.finish_reason, logprobs=last.logprobs,
-                      response_model=last.response_model, endpoint=last.endpoint)
+    done = Completion(
+        model=req.model,
+        text=last.text,
+        input_tokens=original[0],
+        output_tokens=original[1],
+        cost_usd=original[2],
+        latency_s=call.latency,
+        attempts=call.attempts,
+        sample=req.sample,
+        key=req.key,
+        finish_reason=last.finish_reason,
+        logprobs=last.logprobs,
+        response_model=last.response_model,
+        endpoint=last.endpoint,
+    )
     if spent != original:  # some replies were replayed from the cache: this call spent less than the original did
         done.spent_input_tokens, done.spent_output_tokens, done.spent_cost_usd = spent[0] or 0, spent[1] or 0, spent[2]
     return done
@@ -242,14 +264,36 @@ def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
             return done
         except ValueError as e:
             failures.append({"raw": done.text, "error": str(e), "finish_reason": done.finish_reason})
-            call.messages = call.messages + [{"role": "assistant", "content": done.text},
-                                             structured.repair_message(str(e))]
+            call.messages = call.messages + [
+                {"role": "assistant", "content": done.text},
+                structured.repair_message(str(e)),
+            ]
     assert req.schema is not None
     spent, original = figures([r for r in replies if not r.replayed]), figures(replies)
-    raise ParseError(req.model, req.schema.__name__, failures, input_tokens=spent[0] or 0, output_tokens=spent[1] or 0,
-                     cost_usd=spent[2], requests=call.attempts,
-                     original=(original[0] or 0, original[1] or 0, original[2]))
+    raise ParseError(
+        req.model,
+        req.schema.__name__,
+        failures,
+        input_tokens=spent[0] or 0,
+        output_tokens=spent[1] or 0,
+        cost_usd=spent[2],
+        requests=call.attempts,
+        original=(original[0] or 0, original[1] or 0, original[2]),
+    )
 
 
-__all__ = ["Call", "ProviderCall", "Sleep", "backoff", "completion_of", "figures", "prepare", "priced", "protocol",
-           "retry_wait", "schema_fallback", "schema_mode", "send"]
+__all__ = [
+    "Call",
+    "ProviderCall",
+    "Sleep",
+    "backoff",
+    "completion_of",
+    "figures",
+    "prepare",
+    "priced",
+    "protocol",
+    "retry_wait",
+    "schema_fallback",
+    "schema_mode",
+    "send",
+]

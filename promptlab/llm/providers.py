@@ -205,8 +205,10 @@ def validate_model_name(model: str) -> None:
 def check_model(model: str, params: dict[str, Any]) -> None:
     """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
     if is_simulated(model):
-        raise ConfigError(f"{model!r} is a simulated critic (promptlab.llm.simulated): it makes no model call and "
-                          "can only play a critic role of a grounded P³RO or Creator/Critic run")
+        raise ConfigError(
+            f"{model!r} is a simulated critic (promptlab.llm.simulated): it makes no model call and "
+            "can only play a critic role of a grounded P³RO or Creator/Critic run"
+        )
     alias = get_alias(model)
     if model in _checked or (alias is not None and _checked_aliases.get(model) is alias):
         return
@@ -246,7 +248,8 @@ def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None)
             problems.append(f"- {model!r}: needs an API key: set {' or '.join(missing)} in the environment")
     if problems:
         raise ConfigError(
-            f"{len(problems)} model problem(s), found before any call:\n" + "\n".join(problems)
+            f"{len(problems)} model problem(s), found before any call:\n"
+            + "\n".join(problems)
             + "\nModels are litellm names ('gpt-4o-mini', 'anthropic/...', 'ollama/...'), 'local/smollm2', "
             "'local/<path>.gguf', 'fake/<name>', or a simulated critic 'sim/<kind>?<param>=<value>'."
         )
@@ -264,8 +267,11 @@ def _reply(lm: ModuleType, model: str, messages: list[dict[str, Any]], params: d
         from .local import generate
 
         done = generate(name, messages, params)
-    choice: dict[str, Any] = {"index": 0, "finish_reason": done.finish_reason,
-                              "message": {"role": "assistant", "content": done.text}}
+    choice: dict[str, Any] = {
+        "index": 0,
+        "finish_reason": done.finish_reason,
+        "message": {"role": "assistant", "content": done.text},
+    }
     if done.logprobs is not None:
         choice["logprobs"] = {"content": [t.model_dump() for t in done.logprobs]}
     response = lm.ModelResponse(
@@ -290,8 +296,14 @@ def _stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) 
         if last:
             i, o = piece["usage"]
             usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
-        yield {"text": piece["text"], "tool_use": None, "is_finished": last,
-               "finish_reason": piece.get("finish_reason", ""), "usage": usage, "index": 0}
+        yield {
+            "text": piece["text"],
+            "tool_use": None,
+            "is_finished": last,
+            "finish_reason": piece.get("finish_reason", ""),
+            "usage": usage,
+            "index": 0,
+        }
 
 
 MODEL_THREADS = 64
@@ -329,8 +341,9 @@ def _make_handler(lm: ModuleType) -> Any:
 
         async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
             call: Callable[[], Any] = lambda: self.completion(*args, **kwargs)  # noqa: E731
-            return await asyncio.get_running_loop().run_in_executor(model_threads(), contextvars.copy_context().run,
-                                                                    call)
+            return await asyncio.get_running_loop().run_in_executor(
+                model_threads(), contextvars.copy_context().run, call
+            )
 
         def streaming(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
             yield from _stream(model_of(kwargs, args), kwargs["messages"], params_of(kwargs))

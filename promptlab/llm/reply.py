@@ -77,8 +77,10 @@ def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True
         input_tokens=int(reported.prompt_tokens or 0) if known else None,
         output_tokens=int(reported.completion_tokens or 0) if known else None,
         cost_usd=cost_of(model, response, own=own) if known or own else None,
-        finish_reason=getattr(choice, "finish_reason", None), logprobs=logprobs_of(getattr(choice, "logprobs", None)),
-        response_model=reported_model(model, response), endpoint=endpoint(model, response),
+        finish_reason=getattr(choice, "finish_reason", None),
+        logprobs=logprobs_of(getattr(choice, "logprobs", None)),
+        response_model=reported_model(model, response),
+        endpoint=endpoint(model, response),
     )
 
 

@@ -165,8 +165,19 @@ def build_request(
     if base and not own:  # two servers with one model name never share replies (host only)
         payload["endpoint"] = endpoint_identity(target, str(base))
         endpoint = f"{target}@{payload['endpoint']}"
-    return Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, cache_key(payload),
-                   target=target, alias=alias, endpoint=endpoint, own=own)
+    return Request(
+        model,
+        messages,
+        gen,
+        schema,
+        sample,
+        settings or DEFAULT_SETTINGS,
+        cache_key(payload),
+        target=target,
+        alias=alias,
+        endpoint=endpoint,
+        own=own,
+    )
 
 
 __all__ = ["Prompt", "Request", "build_request", "chat_messages", "concurrency_limit"]

@@ -63,8 +63,7 @@ class Settings:
             if not isinstance(n, int) or isinstance(n, bool) or n < 1:
                 raise ConfigError(f"Settings.per_model_concurrency[{name!r}]: {n!r} must be a whole number >= 1")
         if not isinstance(self.max_reply_bytes, int) or self.max_reply_bytes < 1:
-            raise ConfigError(f"Settings.max_reply_bytes: {self.max_reply_bytes!r} is not a whole number of "
-                              "bytes >= 1")
+            raise ConfigError(f"Settings.max_reply_bytes: {self.max_reply_bytes!r} is not a whole number of bytes >= 1")
 
     def check_models(self, models: Iterable[str], where: str = "Settings.per_model_concurrency") -> None:
         """Refuse a per-model concurrency override that names no model the work will call (by the name it
@@ -79,8 +78,10 @@ class Settings:
         known |= {alias.model for m in used if (alias := get_alias(m)) is not None}
         unknown = [m for m in self.per_model_concurrency if m not in known]
         if unknown:
-            raise ConfigError(f"{where}: {', '.join(repr(m) for m in unknown)}: no model of this work has that "
-                              f"name, nor does any model alias; the models it calls: {', '.join(used) or 'none'}")
+            raise ConfigError(
+                f"{where}: {', '.join(repr(m) for m in unknown)}: no model of this work has that "
+                f"name, nor does any model alias; the models it calls: {', '.join(used) or 'none'}"
+            )
 
     def concurrency(self, model: str) -> int:
         """Calls in flight at once allowed for `model` by these settings (at least 1)."""

@@ -63,13 +63,19 @@ _SEED = (int, 0, _nonneg, "a whole number >= 0")
 
 SIM_CRITICS: dict[str, SimKind] = {
     "oracle": SimKind({}, "1 + 9 a", lambda a, _c, _p, _rng: 1 + 9 * a),
-    "noisy": SimKind({"sd": _SD, "seed": _SEED}, "clip(1 + 9 a + Normal(0, sd), 1, 10)",
-                     lambda a, _c, p, rng: 1 + 9 * a + rng.normal(0.0, p["sd"])),
-    "length": SimKind({"per_100": (float, 1.0, _anything, "a number"), "sd": (float, 0.0, _nonneg, "a number >= 0"),
-                       "seed": _SEED}, "clip(1 + 9 a + per_100 x characters / 100 + Normal(0, sd), 1, 10)",
-                      lambda a, c, p, rng: 1 + 9 * a + p["per_100"] * len(c) / 100 + rng.normal(0.0, p["sd"])),
-    "constant": SimKind({"value": (float, 1.0, _on_scale, "a number from 1 to 10")}, "value",
-                        lambda _a, _c, p, _rng: p["value"]),
+    "noisy": SimKind(
+        {"sd": _SD, "seed": _SEED},
+        "clip(1 + 9 a + Normal(0, sd), 1, 10)",
+        lambda a, _c, p, rng: 1 + 9 * a + rng.normal(0.0, p["sd"]),
+    ),
+    "length": SimKind(
+        {"per_100": (float, 1.0, _anything, "a number"), "sd": (float, 0.0, _nonneg, "a number >= 0"), "seed": _SEED},
+        "clip(1 + 9 a + per_100 x characters / 100 + Normal(0, sd), 1, 10)",
+        lambda a, c, p, rng: 1 + 9 * a + p["per_100"] * len(c) / 100 + rng.normal(0.0, p["sd"]),
+    ),
+    "constant": SimKind(
+        {"value": (float, 1.0, _on_scale, "a number from 1 to 10")}, "value", lambda _a, _c, p, _rng: p["value"]
+    ),
     "random": SimKind({"seed": _SEED}, "Uniform(1, 10)", lambda _a, _c, _p, rng: rng.uniform(1.0, 10.0)),
 }
 """The kinds of simulated critic, by name (`sim/<kind>`)."""
@@ -120,11 +126,12 @@ def parse_sim(model: str) -> SimCritic:
         UnknownModelError: an unknown kind (the known ones are listed), an unknown parameter, or a value of
             the wrong type or range (the parameter is named).
     """
-    kind, _, query = model[len(PREFIX):].partition("?")
+    kind, _, query = model[len(PREFIX) :].partition("?")
     spec = SIM_CRITICS.get(kind)
     if spec is None:
-        raise UnknownModelError(model, f"no simulated critic {kind!r}; known: "
-                                       f"{', '.join(PREFIX + k for k in SIM_CRITICS)}")
+        raise UnknownModelError(
+            model, f"no simulated critic {kind!r}; known: {', '.join(PREFIX + k for k in SIM_CRITICS)}"
+        )
     try:
         given = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
     except ValueError as e:

@@ -31,9 +31,8 @@ def response_format(schema: type[BaseModel], form: str = "json_schema") -> dict[
 
 def schema_instruction(schema: type[BaseModel]) -> str:
     """The instruction appended for providers that cannot be given the schema natively."""
-    return (
-        "Reply with a single JSON object, and nothing else, that validates against this JSON schema:\n"
-        + json.dumps(schema_json(schema), separators=(",", ":"))
+    return "Reply with a single JSON object, and nothing else, that validates against this JSON schema:\n" + json.dumps(
+        schema_json(schema), separators=(",", ":")
     )
 
 
@@ -112,9 +111,7 @@ def extract_json(text: str) -> Any:
 
 
 def _problems(schema: type[BaseModel], e: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in e.errors()
-    )
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in e.errors())
 
 
 def parse(text: str, schema: type[BaseModel]) -> BaseModel:

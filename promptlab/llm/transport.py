@@ -117,11 +117,16 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
     kind = str(headers.get("llm_provider-content-type") or "")
     if kind and direct.EVENT_STREAM not in kind:
         if "json" in kind:
-            raise InvalidReply(f"a stream was asked for and the server answered one {kind} reply (it ignores "
-                               "`stream`; ask it for no tokens)", retryable=False)
+            raise InvalidReply(
+                f"a stream was asked for and the server answered one {kind} reply (it ignores "
+                "`stream`; ask it for no tokens)",
+                retryable=False,
+            )
         raise InvalidReply(f"a stream was asked for and the server answered {kind}")
-    if getattr(stream, "received_finish_reason", None) is None and getattr(stream, "intermittent_finish_reason",
-                                                                           None) is None:
+    if (
+        getattr(stream, "received_finish_reason", None) is None
+        and getattr(stream, "intermittent_finish_reason", None) is None
+    ):
         raise InvalidReply(NO_END)
     sent_usage = any(getattr(c, "usage", None) is not None for c in getattr(stream, "chunks", ()))
     built = litellm().stream_chunk_builder(chunks, messages=kwargs["messages"])

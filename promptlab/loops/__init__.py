@@ -39,5 +39,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'promptlab.loops' has no attribute {name!r}")
 
 
-__all__ = ["LOOPS", "LoopConfig", "LoopSpec", "RunContext", "arun_loop", "as_config", "as_task", "get_loop",
-           "provenance_scope", "register_loop", "rescore_sample", "run_loop"]
+__all__ = [
+    "LOOPS",
+    "LoopConfig",
+    "LoopSpec",
+    "RunContext",
+    "arun_loop",
+    "as_config",
+    "as_task",
+    "get_loop",
+    "provenance_scope",
+    "register_loop",
+    "rescore_sample",
+    "run_loop",
+]

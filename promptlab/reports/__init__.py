@@ -22,7 +22,22 @@ from .plots import (
 )
 from .summary import report, summary_table
 
-__all__ = ["Findings", "findings", "findings_markdown", "plot_budget_curve", "plot_calibration",
-           "plot_counterfactual_grid", "plot_counterfactual_heatmap", "plot_final_by", "plot_forest", "plot_grounded_trajectories",
-           "plot_pairing_heatmap", "plot_score_vs_cost", "plot_stop_reasons", "plot_trajectories", "report",
-           "say_why", "summary_table"]
+__all__ = [
+    "Findings",
+    "findings",
+    "findings_markdown",
+    "plot_budget_curve",
+    "plot_calibration",
+    "plot_counterfactual_grid",
+    "plot_counterfactual_heatmap",
+    "plot_final_by",
+    "plot_forest",
+    "plot_grounded_trajectories",
+    "plot_pairing_heatmap",
+    "plot_score_vs_cost",
+    "plot_stop_reasons",
+    "plot_trajectories",
+    "report",
+    "say_why",
+    "summary_table",
+]

@@ -35,9 +35,17 @@ def say_why(ax: Axes, title: str, why: str) -> Axes:
     import textwrap
 
     ax.set_title(title)
-    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(f"Nothing to show: {why}", 60)), ha="center", va="center",
-            transform=ax.transAxes, fontsize="medium", color="#444",
-            bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#bbb"})
+    ax.text(
+        0.5,
+        0.5,
+        "\n".join(textwrap.wrap(f"Nothing to show: {why}", 60)),
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize="medium",
+        color="#444",
+        bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#bbb"},
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     return ax
@@ -65,11 +73,22 @@ def plot_calibration(trajectories: pd.DataFrame, ax: Axes | None = None) -> Axes
         points = g.groupby(keys, sort=False).agg(x=("score", "mean"), y=("grounded_score", "first"))
         counts = points.groupby(["x", "y"]).size().reset_index(name="count")
         row: Any = cal.loc[str(name)]
-        ax.scatter(counts["x"].astype(float), counts["y"].astype(float), s=18 + 14 * counts["count"], alpha=0.55,
-                   marker="osD^vPX*"[k % 8], label=_calibration_label(str(name), row))
+        ax.scatter(
+            counts["x"].astype(float),
+            counts["y"].astype(float),
+            s=18 + 14 * counts["count"],
+            alpha=0.55,
+            marker="osD^vPX*"[k % 8],
+            label=_calibration_label(str(name), row),
+        )
     ax.plot([1, 10], [0, 1], linestyle="--", color="grey", linewidth=1, label="a perfect critic: 1 + 9 x accuracy")
-    ax.set(xlim=(0.5, 10.5), ylim=(-0.05, 1.05), xlabel="critic's own score of the candidate (1-10)",
-           ylabel="dev accuracy of the candidate", title=f"{title} (one point per candidate)")
+    ax.set(
+        xlim=(0.5, 10.5),
+        ylim=(-0.05, 1.05),
+        xlabel="critic's own score of the candidate (1-10)",
+        ylabel="dev accuracy of the candidate",
+        title=f"{title} (one point per candidate)",
+    )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     ax.grid(alpha=0.3)
     return ax
@@ -82,15 +101,18 @@ def _calibration_label(name: str, r: pd.Series) -> str:
     if not _na(r["finding"]):
         text = f"{name}: no r: {str(r['finding']).replace(f'the critic {name} ', '')}"
     else:
-        text = (f"{name}: Spearman r={r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, "
-                f"{r['spearman_ci_high']:.2f}], n={r['n']}")
+        text = (
+            f"{name}: Spearman r={r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, "
+            f"{r['spearman_ci_high']:.2f}], n={r['n']}"
+        )
     if name.startswith("sim/"):
         text += " (simulated from the dev accuracy)"
     return "\n".join(textwrap.wrap(text, 48))
 
 
-def plot_grounded_trajectories(trajectories: pd.DataFrame, by: By = "config", ax: Axes | None = None,
-                               **kwargs: Any) -> Axes:
+def plot_grounded_trajectories(
+    trajectories: pd.DataFrame, by: By = "config", ax: Axes | None = None, **kwargs: Any
+) -> Axes:
     """Mean dev accuracy (grounded score) per iteration for each configuration, with bootstrap bands over runs.
 
     Keyword arguments go to `promptlab.reports.plots.plot_trajectories` (ci, carry_forward, ...).
@@ -100,9 +122,16 @@ def plot_grounded_trajectories(trajectories: pd.DataFrame, by: By = "config", ax
     return plot_trajectories(trajectories, by=by, ax=ax, value="grounded_score", **kwargs)
 
 
-def plot_counterfactual_heatmap(table: pd.DataFrame, value: str = "grounded_mean", ax: Axes | None = None, *,
-                                vmin: float | None = None, vmax: float | None = None, colorbar: bool = True,
-                                cmap: str = "viridis") -> Axes:
+def plot_counterfactual_heatmap(
+    table: pd.DataFrame,
+    value: str = "grounded_mean",
+    ax: Axes | None = None,
+    *,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    colorbar: bool = True,
+    cmap: str = "viridis",
+) -> Axes:
     """Heatmap of one configuration's `counterfactual_stopping` table: threshold (rows) x cap (columns) ->
     `value`, one number per cell. Cells where some run's counterfactual is not exact are hatched. Give
     `vmin`/`vmax` to share one colour scale between panels (`plot_counterfactual_grid` does).
@@ -140,17 +169,28 @@ def plot_counterfactual_heatmap(table: pd.DataFrame, value: str = "grounded_mean
     ax.set_yticks(range(grid.shape[0]), [f"{t:g}" for t in grid.index])
     n = int(table["n_runs"].max())
     hatched = "; hatched: not exact" if (table["n_exact"] != table["n_runs"]).any() else ""
-    ax.set(xlabel="iteration cap" + (" (0: return the starting prompt)" if 0 in set(grid.columns) else ""),
-           ylabel="finish threshold (1-10)", title=f"{title} (n={n} runs{hatched})")
+    ax.set(
+        xlabel="iteration cap" + (" (0: return the starting prompt)" if 0 in set(grid.columns) else ""),
+        ylabel="finish threshold (1-10)",
+        title=f"{title} (n={n} runs{hatched})",
+    )
     return ax
 
 
-_VALUE_SHORT = {"grounded_mean": "dev accuracy", "tokens_mean": "tokens per run", "cost_usd_mean": "USD per run",
-                "stopped_early": "stopped early"}
+_VALUE_SHORT = {
+    "grounded_mean": "dev accuracy",
+    "tokens_mean": "tokens per run",
+    "cost_usd_mean": "USD per run",
+    "stopped_early": "stopped early",
+}
 """Panel-title names of the values (the colour bar carries the full name)."""
 
-_VALUE_NAMES = {"grounded_mean": "mean dev accuracy of the returned prompt", "tokens_mean": "mean tokens per run",
-                "cost_usd_mean": "mean cost per run (USD)", "stopped_early": "fraction stopped early"}
+_VALUE_NAMES = {
+    "grounded_mean": "mean dev accuracy of the returned prompt",
+    "tokens_mean": "mean tokens per run",
+    "cost_usd_mean": "mean cost per run (USD)",
+    "stopped_early": "fraction stopped early",
+}
 
 
 def _fmt(value: str, v: float) -> str:
@@ -181,8 +221,11 @@ def plot_counterfactual_grid(table: pd.DataFrame, fig: Figure | None = None) -> 
     if not groups:
         say_why(fig.add_subplot(), "Counterfactual stopping", "no counterfactual table (no grounded scores)")
         return fig
-    cost = "cost_usd_mean" if table["cost_usd_mean"].notna().all() and (table["cost_usd_mean"] > 0).any() \
+    cost = (
+        "cost_usd_mean"
+        if table["cost_usd_mean"].notna().all() and (table["cost_usd_mean"] > 0).any()
         else "tokens_mean"
+    )
     fig.set_layout_engine("constrained")  # panels, titles and colour bars placed without overlap
     axes = fig.subplots(len(groups), 2, squeeze=False)
     for kind, col in ((("grounded_mean", "viridis"), 0), ((cost, "Greys"), 1)):
@@ -191,22 +234,36 @@ def plot_counterfactual_grid(table: pd.DataFrame, fig: Figure | None = None) -> 
         lo, hi = (float(np.nanmin(vals)), float(np.nanmax(vals))) if np.any(~np.isnan(vals)) else (0.0, 1.0)
         for row, (label, g) in enumerate(groups):
             ax = axes[row, col]
-            plot_counterfactual_heatmap(g, value, ax=ax, vmin=lo, vmax=hi if hi > lo else lo + 1e-9,
-                                        colorbar=False, cmap=cmap)
+            plot_counterfactual_heatmap(
+                g, value, ax=ax, vmin=lo, vmax=hi if hi > lo else lo + 1e-9, colorbar=False, cmap=cmap
+            )
             # the panel says which configuration; the colour bar under the column says what is drawn
-            ax.set_title(f"{label}\n{_VALUE_SHORT[value]}, {ax.get_title().rsplit('(', 1)[-1].rstrip(')')}",
-                         fontsize="small")
+            ax.set_title(
+                f"{label}\n{_VALUE_SHORT[value]}, {ax.get_title().rsplit('(', 1)[-1].rstrip(')')}", fontsize="small"
+            )
             if row < len(groups) - 1:
                 ax.set_xlabel("")
         images = [a.get_images()[0] for a in axes[:, col] if a.get_images()]
         if images:
-            fig.colorbar(images[0], ax=list(axes[:, col]), label=_VALUE_NAMES.get(value, value), location="bottom",
-                         shrink=0.9, aspect=30)
+            fig.colorbar(
+                images[0],
+                ax=list(axes[:, col]),
+                label=_VALUE_NAMES.get(value, value),
+                location="bottom",
+                shrink=0.9,
+                aspect=30,
+            )
     return fig
 
 
-def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, *,
-                title: str = "Estimates with 95% CIs", xlabel: str = "estimate with its 95% CI") -> Axes:
+def plot_forest(
+    table: pd.DataFrame,
+    ax: Axes | None = None,
+    null: float = 0.0,
+    *,
+    title: str = "Estimates with 95% CIs",
+    xlabel: str = "estimate with its 95% CI",
+) -> Axes:
     """Forest plot: one row per `label` with `estimate` and its [ci_low, ci_high], n (and p_holm when
     present) in the tick label, and a reference line at `null`. An estimate whose CI spans the null is drawn
     hollow and marked "CI spans 0" (inconclusive); one whose CI excludes it but whose Holm-corrected p is
@@ -236,8 +293,9 @@ def plot_forest(table: pd.DataFrame, ax: Axes | None = None, null: float = 0.0, 
     return ax
 
 
-def plot_budget_curve(table: pd.DataFrame, value: str = "test", by: str = "config", ax: Axes | None = None, *,
-                      budget: str = "tokens") -> Axes:
+def plot_budget_curve(
+    table: pd.DataFrame, value: str = "test", by: str = "config", ax: Axes | None = None, *, budget: str = "tokens"
+) -> Axes:
     """Score against spend at equal budget: one line per configuration (`by`) through the mean `value` ("test"
     or "dev") of the prompts the runs would return at each budget point, with its 95% CI as a band (the
     intervals of `analysis.equal_budget`'s table, so band and table agree); hollow markers where some run's
@@ -261,8 +319,12 @@ def plot_budget_curve(table: pd.DataFrame, value: str = "test", by: str = "confi
         line = ax.plot(xs, ys, marker="osD^vPX*"[k % 8], markersize=4, label=f"{label} (n={n} runs)")[0]
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=alpha, linewidth=0)
         ax.scatter(xs[~exact], ys[~exact], s=40, facecolors="white", edgecolors=line.get_color(), zorder=3)
-    ax.set(xlabel=f"{budget} spent (the budget point)", ylabel=f"mean {split} accuracy (95% CI)", title=title,
-           ylim=(-0.02, 1.02))
+    ax.set(
+        xlabel=f"{budget} spent (the budget point)",
+        ylabel=f"mean {split} accuracy (95% CI)",
+        title=title,
+        ylim=(-0.02, 1.02),
+    )
     ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
     return ax
@@ -283,5 +345,12 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     return new
 
 
-__all__ = ["plot_budget_curve", "plot_calibration", "plot_counterfactual_grid", "plot_counterfactual_heatmap", "plot_forest",
-           "plot_grounded_trajectories", "say_why"]
+__all__ = [
+    "plot_budget_curve",
+    "plot_calibration",
+    "plot_counterfactual_grid",
+    "plot_counterfactual_heatmap",
+    "plot_forest",
+    "plot_grounded_trajectories",
+    "say_why",
+]

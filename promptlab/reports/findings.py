@@ -84,20 +84,31 @@ def findings(results: Results) -> Findings:
     if has_grounded:
         cols = [c for c in config_columns(runs) if c not in STOPPING_PARAMS and c in traj.columns]
         labelled = traj.assign(config=config_labels(traj, cols) if cols else "all runs")
-        logged = sorted(float(t) for t in runs["finish_threshold"].dropna().unique()) \
-            if "finish_threshold" in runs.columns else []
+        logged = (
+            sorted(float(t) for t in runs["finish_threshold"].dropna().unique())
+            if "finish_threshold" in runs.columns
+            else []
+        )
         caps = range(0 if (traj["iteration"] == 0).any() else 1, int(traj["iteration"].max()) + 1)
-        counterfactual = counterfactual_stopping(labelled, sorted({*THRESHOLDS, *logged}), list(caps),
-                                                 by="config", runs=runs, configs=run_configs(results))
+        counterfactual = counterfactual_stopping(
+            labelled, sorted({*THRESHOLDS, *logged}), list(caps), by="config", runs=runs, configs=run_configs(results)
+        )
     best = {}
-    for label, g in (counterfactual.groupby("config", sort=True) if len(counterfactual) else []):
+    for label, g in counterfactual.groupby("config", sort=True) if len(counterfactual) else []:
         rule = best_stopping_rule(g)
         if rule is not None:
             zero = g[(g["cap"] == 0) & (g["threshold"] == g["threshold"].max())]
             best[str(label)] = {**rule, "start": zero.iloc[0].to_dict() if len(zero) else None}
-    return Findings(deltas=deltas, calibration=cal, counterfactual=counterfactual, best_rules=best,
-                    warnings=provenance_warnings(runs), comparisons=comparisons, critic_modes=_modes(traj),
-                    budget=budget_findings(results) if has_grounded else None)
+    return Findings(
+        deltas=deltas,
+        calibration=cal,
+        counterfactual=counterfactual,
+        best_rules=best,
+        warnings=provenance_warnings(runs),
+        comparisons=comparisons,
+        critic_modes=_modes(traj),
+        budget=budget_findings(results) if has_grounded else None,
+    )
 
 
 def _modes(traj: pd.DataFrame) -> dict[str, str]:
@@ -114,8 +125,13 @@ def verdict(low: Any, high: Any, *, up: str, down: str, p_holm: Any = None) -> s
     """`up` when the CI lies above 0, `down` when below, else INCONCLUSIVE (or "No CI" when it is missing); a CI
     that excludes 0 with a Holm-corrected p (`p_holm`, when given) of `analysis.paired.ALPHA` or more is
     NOT_AFTER_HOLM (the rule: `promptlab.analysis.paired.standing`)."""
-    words = {"no_ci": "No CI (too few values)", "spans": INCONCLUSIVE, "not_after_holm": NOT_AFTER_HOLM,
-             "up": up, "down": down}
+    words = {
+        "no_ci": "No CI (too few values)",
+        "spans": INCONCLUSIVE,
+        "not_after_holm": NOT_AFTER_HOLM,
+        "up": up,
+        "down": down,
+    }
     return words[standing(low, high, p_holm)]
 
 
@@ -126,8 +142,12 @@ def findings_markdown(f: Findings) -> list[str]:
         lines += ["**Warning: this results directory mixes provenance.**", ""]
         lines += [f"- {w}" for w in f.warnings] + [""]
     if not f.grounded:
-        return [*lines, "No grounded data: the runs' tasks carry no examples, so there is no test-split delta, "
-                        "calibration or counterfactual stopping to report.", ""]
+        return [
+            *lines,
+            "No grounded data: the runs' tasks carry no examples, so there is no test-split delta, "
+            "calibration or counterfactual stopping to report.",
+            "",
+        ]
     return [*lines, *_refinement(f), *_stopping(f), *_critics(f), *budget_lines(f)]
 
 
@@ -141,39 +161,56 @@ def _refinement(f: Findings) -> list[str]:
     if f.deltas.empty:
         return [*lines, "No grounded data on the test split (no run has a delta).", ""]
     for r in f.deltas.itertuples():
-        answer = verdict(r.ci_low, r.ci_high, up="Yes, refinement helped", down="No, refinement hurt",
-                         p_holm=r.p_holm)
-        lines.append(f"- {r.label}: **{answer}**: mean gain {_ci(r.estimate, r.ci_low, r.ci_high)} over n={r.n} "
-                     f"runs (sign-flip p, Holm-corrected: {_p(r.p_holm)}).")
+        answer = verdict(r.ci_low, r.ci_high, up="Yes, refinement helped", down="No, refinement hurt", p_holm=r.p_holm)
+        lines.append(
+            f"- {r.label}: **{answer}**: mean gain {_ci(r.estimate, r.ci_low, r.ci_high)} over n={r.n} "
+            f"runs (sign-flip p, Holm-corrected: {_p(r.p_holm)})."
+        )
     if f.comparisons is not None and len(f.comparisons):
         lines += ["", "Between configurations (paired over the same task and sample; b minus a):", ""]
         for r in f.comparisons.itertuples():
-            answer = verdict(r.ci_low, r.ci_high, up=f"{r.b} gained more", down=f"{r.a} gained more",
-                             p_holm=r.p_holm)
-            lines.append(f"- {r.label}: **{answer}**: {_ci(r.estimate, r.ci_low, r.ci_high)}, n={r.n} pairs "
-                         f"(Holm p {_p(r.p_holm)}).")
+            answer = verdict(r.ci_low, r.ci_high, up=f"{r.b} gained more", down=f"{r.a} gained more", p_holm=r.p_holm)
+            lines.append(
+                f"- {r.label}: **{answer}**: {_ci(r.estimate, r.ci_low, r.ci_high)}, n={r.n} pairs "
+                f"(Holm p {_p(r.p_holm)})."
+            )
     return [*lines, ""]
 
 
 def _stopping(f: Findings) -> list[str]:
-    lines = ["### 2. When to stop? (counterfactual truncation of the logged runs; dev split)", "",
-             "A rule's score is the DEV-split accuracy of the prompt it would have returned (the split the loops "
-             "saw while refining, so it flatters refinement), not the test split of question 1.", ""]
+    lines = [
+        "### 2. When to stop? (counterfactual truncation of the logged runs; dev split)",
+        "",
+        "A rule's score is the DEV-split accuracy of the prompt it would have returned (the split the loops "
+        "saw while refining, so it flatters refinement), not the test split of question 1.",
+        "",
+    ]
     if not f.best_rules:
         lines.append("No stopping rule could be evaluated exactly on the logged trajectories.")
     for label, rule in f.best_rules.items():
         b, c, cost, zero = rule["best"], rule["cheapest"], rule["cost"], rule.get("start")
         same = (b["threshold"], b["cap"]) == (c["threshold"], c["cap"])
         why = "the best rule, and the cheapest" if same else "the cheapest rule whose mean is within the best rule's CI"
-        best = "" if same else (f" The best rule ({_rule(b)}) reaches "
-                                f"{_ci(b['grounded_mean'], b['grounded_ci_low'], b['grounded_ci_high'], '')}, "
-                                f"{_cost(b, cost)}.")
-        stay = (f" Not refining at all (cap 0: the starting prompt) gives "
-                f"{_ci(zero['grounded_mean'], zero['grounded_ci_low'], zero['grounded_ci_high'], '')}."
-                if zero is not None and c["cap"] != 0 else "")
-        lines.append(f"- {label}: **{_rule(c)}** ({why}): mean dev accuracy "
-                     f"{_ci(c['grounded_mean'], c['grounded_ci_low'], c['grounded_ci_high'], '')}, n={c['grounded_n']} "
-                     f"runs, {_cost(c, cost)}.{best}{stay}")
+        best = (
+            ""
+            if same
+            else (
+                f" The best rule ({_rule(b)}) reaches "
+                f"{_ci(b['grounded_mean'], b['grounded_ci_low'], b['grounded_ci_high'], '')}, "
+                f"{_cost(b, cost)}."
+            )
+        )
+        stay = (
+            f" Not refining at all (cap 0: the starting prompt) gives "
+            f"{_ci(zero['grounded_mean'], zero['grounded_ci_low'], zero['grounded_ci_high'], '')}."
+            if zero is not None and c["cap"] != 0
+            else ""
+        )
+        lines.append(
+            f"- {label}: **{_rule(c)}** ({why}): mean dev accuracy "
+            f"{_ci(c['grounded_mean'], c['grounded_ci_low'], c['grounded_ci_high'], '')}, n={c['grounded_n']} "
+            f"runs, {_cost(c, cost)}.{best}{stay}"
+        )
     return [*lines, ""]
 
 
@@ -185,16 +222,26 @@ def _critics(f: Findings) -> list[str]:
     for r in own.itertuples():
         mode = f.critic_modes.get(str(r.critic_model))
         name = f"{r.critic_model}" + (f" ({mode} scores)" if mode else "")
-        sim = (" It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
-               "the analysis, not a model." if str(r.critic_model).startswith("sim/") else "")
+        sim = (
+            " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
+            "the analysis, not a model."
+            if str(r.critic_model).startswith("sim/")
+            else ""
+        )
         if not _na(r.finding):
             lines.append(f"- {name}: **No: {r.finding}.**{sim}")
             continue
-        answer = verdict(r.spearman_ci_low, r.spearman_ci_high, up="Yes, it ranks candidates as accuracy does",
-                         down="No, it ranks candidates against accuracy")
-        lines.append(f"- {name}: **{answer}**: Spearman r={_ci(r.spearman, r.spearman_ci_low, r.spearman_ci_high)} "
-                     f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} candidates; "
-                     f"its scores range {r.critic_min:.3g}-{r.critic_max:.3g} (sd {r.critic_sd:.2g}).{sim}")
+        answer = verdict(
+            r.spearman_ci_low,
+            r.spearman_ci_high,
+            up="Yes, it ranks candidates as accuracy does",
+            down="No, it ranks candidates against accuracy",
+        )
+        lines.append(
+            f"- {name}: **{answer}**: Spearman r={_ci(r.spearman, r.spearman_ci_low, r.spearman_ci_high)} "
+            f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} candidates; "
+            f"its scores range {r.critic_min:.3g}-{r.critic_max:.3g} (sd {r.critic_sd:.2g}).{sim}"
+        )
     return [*lines, ""]
 
 
@@ -226,5 +273,14 @@ def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-__all__ = ["INCONCLUSIVE", "NOT_AFTER_HOLM", "STOPPING_PARAMS", "THRESHOLDS", "Findings", "budget_lines",
-           "findings", "findings_markdown", "verdict"]
+__all__ = [
+    "INCONCLUSIVE",
+    "NOT_AFTER_HOLM",
+    "STOPPING_PARAMS",
+    "THRESHOLDS",
+    "Findings",
+    "budget_lines",
+    "findings",
+    "findings_markdown",
+    "verdict",
+]

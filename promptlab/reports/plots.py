@@ -43,8 +43,15 @@ VALUE_LABELS = {
 """How a trajectories column is named on an axis and in a title (other columns are named as they are)."""
 
 
-def plot_trajectories(traj: pd.DataFrame, by: By = "config", ax: Axes | None = None, ci: float | None = 0.95,
-                      carry_forward: bool = False, max_bands: int = 6, value: str = "average") -> Axes:
+def plot_trajectories(
+    traj: pd.DataFrame,
+    by: By = "config",
+    ax: Axes | None = None,
+    ci: float | None = 0.95,
+    carry_forward: bool = False,
+    max_bands: int = 6,
+    value: str = "average",
+) -> Axes:
     """Mean `value` per iteration for each configuration, with a bootstrap band over runs.
 
     Configurations that coincide stay visible: each has its own marker and line style and is drawn slightly
@@ -83,17 +90,21 @@ def plot_trajectories(traj: pd.DataFrame, by: By = "config", ax: Axes | None = N
             for i, stop in enumerate(last):
                 vals[i, iters > stop] = vals[i, iters == stop][0]
         means = np.array([np.nanmean(c) if np.any(~np.isnan(c)) else np.nan for c in vals.T])
-        line, = ax.plot(iters + offsets[k], means, label=f"{label} (n={len(table)})", **_style(k, len(groups)))
+        (line,) = ax.plot(iters + offsets[k], means, label=f"{label} (n={len(table)})", **_style(k, len(groups)))
         if ci is not None and len(groups) <= max_bands:
             bands = np.array([_band(c, ci) for c in vals.T]).reshape(-1, 2)
-            ax.fill_between(iters + offsets[k], bands[:, 0], bands[:, 1], color=line.get_color(), alpha=0.15,
-                            linewidth=0)
+            ax.fill_between(
+                iters + offsets[k], bands[:, 0], bands[:, 1], color=line.get_color(), alpha=0.15, linewidth=0
+            )
     iterations = sorted(int(i) for i in its["iteration"].dropna().unique())
     integer_ticks(ax, iterations)
     band = f"; band: {ci:.0%} bootstrap CI over runs" if ci is not None and len(groups) <= max_bands else ""
     what = VALUE_LABELS.get(value, value)
-    ax.set(xlabel="iteration" + (" (0 = the starting prompt)" if 0 in iterations else ""),
-           ylabel=f"mean {what}", title=f"Mean {what.split(' (')[0]} by iteration, per configuration{band}")
+    ax.set(
+        xlabel="iteration" + (" (0 = the starting prompt)" if 0 in iterations else ""),
+        ylabel=f"mean {what}",
+        title=f"Mean {what.split(' (')[0]} by iteration, per configuration{band}",
+    )
     _legend(ax, "configuration (runs)")
     return ax
 
@@ -129,8 +140,13 @@ def _band(values: Any, ci: float) -> tuple[float, float]:
     return bootstrap_ci(arr.tolist(), ci)
 
 
-def plot_pairing_heatmap(runs: pd.DataFrame, row: str = "generator_model", col: str = "critic_model",
-                         value: str = "final_score", ax: Axes | None = None) -> Axes:
+def plot_pairing_heatmap(
+    runs: pd.DataFrame,
+    row: str = "generator_model",
+    col: str = "critic_model",
+    value: str = "final_score",
+    ax: Axes | None = None,
+) -> Axes:
     """Mean `value` for each `row` x `col` pairing, each cell annotated with its mean and run count.
 
     A pairing that was never run is hatched and labelled "not run"; one whose runs all lack a score says
@@ -177,13 +193,16 @@ def plot_pairing_heatmap(runs: pd.DataFrame, row: str = "generator_model", col: 
             ax.text(j, i, text, ha="center", va="center", fontsize=9, color="white" if dark else "black")
     ax.set_xticks(range(len(cols)), cols, rotation=20, ha="right")
     ax.set_yticks(range(len(rows)), rows)
-    ax.set(xlabel=col, ylabel=row, title=f"Mean {value} by pairing" + (f" (n={counts.pop()} runs each)" if same_n else ""))
+    ax.set(
+        xlabel=col, ylabel=row, title=f"Mean {value} by pairing" + (f" (n={counts.pop()} runs each)" if same_n else "")
+    )
     ax.figure.colorbar(image, ax=ax, label=f"mean {value}")
     return ax
 
 
-def plot_score_vs_cost(runs: pd.DataFrame, x: str = "cost_usd", y: str = "final_score", by: By = "config",
-                       ax: Axes | None = None) -> Axes:
+def plot_score_vs_cost(
+    runs: pd.DataFrame, x: str = "cost_usd", y: str = "final_score", by: By = "config", ax: Axes | None = None
+) -> Axes:
     """Each run's `y` against its `x` (cost_usd or tokens), coloured by configuration, with the Pareto
     front (highest score for the least cost) drawn as a step line through its points."""
     need_columns(runs, [x, y])
@@ -192,14 +211,28 @@ def plot_score_vs_cost(runs: pd.DataFrame, x: str = "cost_usd", y: str = "final_
     groups = config_groups(data, by)
     for k, (label, group) in enumerate(groups):
         style = _style(k, len(groups))
-        ax.scatter(group[x].astype(float), group[y].astype(float), alpha=0.7, label=label, color=style["color"],
-                   marker=style["marker"])
+        ax.scatter(
+            group[x].astype(float),
+            group[y].astype(float),
+            alpha=0.7,
+            label=label,
+            color=style["color"],
+            marker=style["marker"],
+        )
     front = pareto_front(data, x, y)
     if len(front):
-        ax.step(front[x].astype(float), front[y].astype(float), where="post", color="black", linestyle="--",
-                linewidth=1, label="Pareto front")
-        ax.scatter(front[x].astype(float), front[y].astype(float), s=120, facecolors="none",
-                   edgecolors="black", linewidths=1.2)
+        ax.step(
+            front[x].astype(float),
+            front[y].astype(float),
+            where="post",
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label="Pareto front",
+        )
+        ax.scatter(
+            front[x].astype(float), front[y].astype(float), s=120, facecolors="none", edgecolors="black", linewidths=1.2
+        )
     ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x} (front: max {y}, min {x})")
     _legend(ax, "configuration")
     return ax
@@ -228,8 +261,14 @@ def plot_stop_reasons(runs: pd.DataFrame, by: By = "config", ax: Axes | None = N
     return ax
 
 
-def plot_final_by(runs: pd.DataFrame, x: str = "finish_threshold", hue: str | None = "max_iterations",
-                  y: str = "final_score", ax: Axes | None = None, ci: float = 0.95) -> Axes:
+def plot_final_by(
+    runs: pd.DataFrame,
+    x: str = "finish_threshold",
+    hue: str | None = "max_iterations",
+    y: str = "final_score",
+    ax: Axes | None = None,
+    ci: float = 0.95,
+) -> Axes:
     """Mean `y` at each value of `x`, one line per `hue` value, with bootstrap error bars over runs
     (`promptlab.eval.stats.bootstrap_ci`, the interval the tables use; a point with one run has none)."""
     import numpy as np
@@ -254,12 +293,21 @@ def plot_final_by(runs: pd.DataFrame, x: str = "finish_threshold", hue: str | No
         a = np.array(stats)
         dodge = (k - (len(groups) - 1) / 2) * 0.015 * span
         yerr = np.nan_to_num(np.vstack([a[:, 1] - a[:, 2], a[:, 3] - a[:, 1]]))
-        ax.errorbar(a[:, 0] + dodge, a[:, 1], yerr=yerr, capsize=3,
-                    label=f"{hue}={fmt_value(level)}" if hue else "all runs", **_style(k, len(groups)))
+        ax.errorbar(
+            a[:, 0] + dodge,
+            a[:, 1],
+            yerr=yerr,
+            capsize=3,
+            label=f"{hue}={fmt_value(level)}" if hue else "all runs",
+            **_style(k, len(groups)),
+        )
     if not numeric or len(levels) <= 12:
         ax.set_xticks(list(position.values()), [fmt_value(v) for v in levels])
-    ax.set(xlabel=x, ylabel=f"mean {y}", title=f"Mean {y} by {x}" + (f", one line per {hue}" if hue else "")
-           + f" ({ci:.0%} bootstrap CI over runs)")
+    ax.set(
+        xlabel=x,
+        ylabel=f"mean {y}",
+        title=f"Mean {y} by {x}" + (f", one line per {hue}" if hue else "") + f" ({ci:.0%} bootstrap CI over runs)",
+    )
     _legend(ax, None)
     return ax
 
@@ -279,8 +327,12 @@ def _style(i: int, n: int) -> dict[str, Any]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return {"color": cmap(i % int(cmap.N)), "marker": "osD^vPX*"[i % 8], "linestyle": ("-", "--", ":", "-.")[i % 4],
-            "markersize": 6}
+    return {
+        "color": cmap(i % int(cmap.N)),
+        "marker": "osD^vPX*"[i % 8],
+        "linestyle": ("-", "--", ":", "-.")[i % 4],
+        "markersize": 6,
+    }
 
 
 def _legend(ax: Axes, title: str | None) -> None:
@@ -290,5 +342,13 @@ def _legend(ax: Axes, title: str | None) -> None:
     ax.set_axisbelow(True)
 
 
-__all__ = ["VALUE_LABELS", "integer_ticks", "pareto_front",
-           "plot_final_by", "plot_pairing_heatmap", "plot_score_vs_cost", "plot_stop_reasons", "plot_trajectories"]
+__all__ = [
+    "VALUE_LABELS",
+    "integer_ticks",
+    "pareto_front",
+    "plot_final_by",
+    "plot_pairing_heatmap",
+    "plot_score_vs_cost",
+    "plot_stop_reasons",
+    "plot_trajectories",
+]

@@ -41,21 +41,51 @@ def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFram
 
     runs = results if isinstance(results, pd.DataFrame) else results.runs
     cols = by_columns(runs, by)
-    out_cols = [*cols, "runs", "final_score_n", "final_score_mean", "final_score_sd", "best_score_mean",
-                "iterations_mean", "stop_reasons", "tokens_mean", "tokens_total", "cost_usd_total", "n_errors",
-                "runs_with_errors"]
+    out_cols = [
+        *cols,
+        "runs",
+        "final_score_n",
+        "final_score_mean",
+        "final_score_sd",
+        "best_score_mean",
+        "iterations_mean",
+        "stop_reasons",
+        "tokens_mean",
+        "tokens_total",
+        "cost_usd_total",
+        "n_errors",
+        "runs_with_errors",
+    ]
     rows = []
-    for key, g in (runs.groupby(cols, dropna=False, sort=True) if cols and len(runs) else []):
+    for key, g in runs.groupby(cols, dropna=False, sort=True) if cols and len(runs) else []:
         key = key if isinstance(key, tuple) else (key,)
         reasons = g["stop_reason"].fillna("").replace("", "(none)").value_counts()
-        rows.append([*key, len(g), int(g["final_score"].notna().sum()), g["final_score"].mean(),
-                     g["final_score"].std(), g["best_score"].mean(), g["iterations_used"].mean(),
-                     ", ".join(f"{r}: {n}" for r, n in reasons.items()), g["tokens"].mean(), g["tokens"].sum(),
-                     pd.NA if g["cost_usd"].isna().any() else g["cost_usd"].sum(), g["n_errors"].sum(),
-                     int((g["n_errors"] > 0).sum())])
+        rows.append(
+            [
+                *key,
+                len(g),
+                int(g["final_score"].notna().sum()),
+                g["final_score"].mean(),
+                g["final_score"].std(),
+                g["best_score"].mean(),
+                g["iterations_used"].mean(),
+                ", ".join(f"{r}: {n}" for r, n in reasons.items()),
+                g["tokens"].mean(),
+                g["tokens"].sum(),
+                pd.NA if g["cost_usd"].isna().any() else g["cost_usd"].sum(),
+                g["n_errors"].sum(),
+                int((g["n_errors"] > 0).sum()),
+            ]
+        )
     table = pd.DataFrame(rows, columns=out_cols)
-    for c in ("final_score_mean", "final_score_sd", "best_score_mean", "iterations_mean", "tokens_mean",
-              "cost_usd_total"):
+    for c in (
+        "final_score_mean",
+        "final_score_sd",
+        "best_score_mean",
+        "iterations_mean",
+        "tokens_mean",
+        "cost_usd_total",
+    ):
         table[c] = table[c].astype("Float64")
     for c in ("runs", "final_score_n", "tokens_total", "n_errors", "runs_with_errors"):
         table[c] = table[c].astype("Int64")
@@ -113,32 +143,65 @@ def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.Path
         if len(facets) < 2:  # one line per configuration
             plot_trajectories(traj, ax=fig.add_subplot())
             return
-        for ax, col in zip(fig.subplots(len(facets), 1, squeeze=False, gridspec_kw={"hspace": 0.55})[:, 0], facets, strict=True):
+        for ax, col in zip(
+            fig.subplots(len(facets), 1, squeeze=False, gridspec_kw={"hspace": 0.55})[:, 0], facets, strict=True
+        ):
             plot_trajectories(traj, by=[col], ax=ax)  # too many configurations: one panel per parameter
             ax.set_title(f"Score by iteration, by {col} (pooled over the other parameters)")
 
-    chart("trajectories.png", "no scored iterations" if traj.empty or traj["average"].isna().all() else None,
-          trajectories, (9, 5 if len(facets) < 2 else 3.2 * len(facets)))
+    chart(
+        "trajectories.png",
+        "no scored iterations" if traj.empty or traj["average"].isna().all() else None,
+        trajectories,
+        (9, 5 if len(facets) < 2 else 3.2 * len(facets)),
+    )
     pairs = runs[list(MODEL_COLUMNS)].drop_duplicates()
-    chart("pairings.png", no_runs or (f"a single generator/critic pairing ({fmt_value(pairs.iloc[0, 0])} x "
-                                      f"{fmt_value(pairs.iloc[0, 1])}): nothing to compare" if len(pairs) == 1 else None),
-          # grounded runs: the test-split gain (critics' own final scores are on scales that differ by critic)
-          lambda fig: plot_pairing_heatmap(runs, ax=fig.add_subplot(), value="delta" if "delta" in runs.columns
-                                           and runs["delta"].notna().any() else "final_score"),
-          (2 * runs["critic_model"].nunique() + 4,
-                                                          runs["generator_model"].nunique() + 3))
+    chart(
+        "pairings.png",
+        no_runs
+        or (
+            f"a single generator/critic pairing ({fmt_value(pairs.iloc[0, 0])} x "
+            f"{fmt_value(pairs.iloc[0, 1])}): nothing to compare"
+            if len(pairs) == 1
+            else None
+        ),
+        # grounded runs: the test-split gain (critics' own final scores are on scales that differ by critic)
+        lambda fig: plot_pairing_heatmap(
+            runs,
+            ax=fig.add_subplot(),
+            value="delta" if "delta" in runs.columns and runs["delta"].notna().any() else "final_score",
+        ),
+        (2 * runs["critic_model"].nunique() + 4, runs["generator_model"].nunique() + 3),
+    )
     cost_x = next((c for c in ("cost_usd", "tokens") if (runs[c].fillna(0) > 0).any()), None)
-    chart("score_vs_cost.png", no_runs or ("no run has a cost or token count" if cost_x is None else None)
-          or ("no final scores" if runs["final_score"].isna().all() else None),
-          lambda fig: plot_score_vs_cost(runs, x=cost_x or "tokens", ax=fig.add_subplot()), (9, 5))
-    chart("stop_reasons.png", no_runs, lambda fig: plot_stop_reasons(runs, ax=fig.add_subplot()),
-          (9, 0.5 * len(table) + 3))
+    chart(
+        "score_vs_cost.png",
+        no_runs
+        or ("no run has a cost or token count" if cost_x is None else None)
+        or ("no final scores" if runs["final_score"].isna().all() else None),
+        lambda fig: plot_score_vs_cost(runs, x=cost_x or "tokens", ax=fig.add_subplot()),
+        (9, 5),
+    )
+    chart(
+        "stop_reasons.png",
+        no_runs,
+        lambda fig: plot_stop_reasons(runs, ax=fig.add_subplot()),
+        (9, 0.5 * len(table) + 3),
+    )
     hue = "max_iterations" if "max_iterations" in runs.columns and runs["max_iterations"].nunique() > 1 else None
-    threshold_why = ("the sweep has no finish_threshold column" if "finish_threshold" not in runs.columns else
-                     "one finish_threshold and one max_iterations value: nothing to compare"
-                     if runs["finish_threshold"].nunique() < 2 and hue is None else None)
-    chart("final_by_threshold.png", no_runs or threshold_why,
-          lambda fig: plot_final_by(runs, x="finish_threshold", hue=hue, ax=fig.add_subplot()), (9, 5))
+    threshold_why = (
+        "the sweep has no finish_threshold column"
+        if "finish_threshold" not in runs.columns
+        else "one finish_threshold and one max_iterations value: nothing to compare"
+        if runs["finish_threshold"].nunique() < 2 and hue is None
+        else None
+    )
+    chart(
+        "final_by_threshold.png",
+        no_runs or threshold_why,
+        lambda fig: plot_final_by(runs, x="finish_threshold", hue=hue, ax=fig.add_subplot()),
+        (9, 5),
+    )
 
     found = findings(res)
     _findings_charts(res, found, chart)
@@ -152,26 +215,48 @@ def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.Path
 def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
     """Draw calibration.png, grounded_trajectories.png, counterfactual.png and deltas.png through `chart`."""
     traj = res.trajectories
-    no_grounded = None if "grounded_score" in traj.columns and traj["grounded_score"].notna().any() \
-        else "no grounded data"
+    no_grounded = (
+        None if "grounded_score" in traj.columns and traj["grounded_score"].notna().any() else "no grounded data"
+    )
     pooled = found.calibration[found.calibration["critic_model"] != "(all)"] if len(found.calibration) else None
-    chart("calibration.png", no_grounded or ("no iteration has both a critic and a grounded score"
-                                             if pooled is None or pooled.empty else None),
-          lambda fig: plot_calibration(traj, ax=fig.add_subplot()), (8, 5))
-    chart("grounded_trajectories.png", no_grounded,
-          lambda fig: plot_grounded_trajectories(traj, ax=fig.add_subplot()), (9, 5))
+    chart(
+        "calibration.png",
+        no_grounded
+        or ("no iteration has both a critic and a grounded score" if pooled is None or pooled.empty else None),
+        lambda fig: plot_calibration(traj, ax=fig.add_subplot()),
+        (8, 5),
+    )
+    chart(
+        "grounded_trajectories.png",
+        no_grounded,
+        lambda fig: plot_grounded_trajectories(traj, ax=fig.add_subplot()),
+        (9, 5),
+    )
     groups = found.counterfactual["config"].nunique() if len(found.counterfactual) else 0
-    chart("counterfactual.png", no_grounded or (None if groups else "no counterfactual table"),
-          lambda fig: plot_counterfactual_grid(found.counterfactual, fig),
-          (5 + 2 * (found.counterfactual["cap"].nunique() if groups else 1), 3.2 * max(groups, 1) + 1.6))
+    chart(
+        "counterfactual.png",
+        no_grounded or (None if groups else "no counterfactual table"),
+        lambda fig: plot_counterfactual_grid(found.counterfactual, fig),
+        (5 + 2 * (found.counterfactual["cap"].nunique() if groups else 1), 3.2 * max(groups, 1) + 1.6),
+    )
     budget = found.budget
-    chart("budget_curve.png", no_grounded or ("no run records what it would return at each spend (incumbents)"
-                                              if budget is None else None),
-          lambda fig: _budget_panels(fig, budget), (15, 5.5))
-    chart("deltas.png", (no_grounded or "no run has a test-split delta") if found.deltas.empty else None,
-          lambda fig: plot_forest(found.deltas, ax=fig.add_subplot(), title=DELTAS_TITLE,
-                                  xlabel="test accuracy of the final prompt minus the starting prompt (95% CI)"),
-          (9, 0.5 * len(found.deltas) + 2))
+    chart(
+        "budget_curve.png",
+        no_grounded or ("no run records what it would return at each spend (incumbents)" if budget is None else None),
+        lambda fig: _budget_panels(fig, budget),
+        (15, 5.5),
+    )
+    chart(
+        "deltas.png",
+        (no_grounded or "no run has a test-split delta") if found.deltas.empty else None,
+        lambda fig: plot_forest(
+            found.deltas,
+            ax=fig.add_subplot(),
+            title=DELTAS_TITLE,
+            xlabel="test accuracy of the final prompt minus the starting prompt (95% CI)",
+        ),
+        (9, 0.5 * len(found.deltas) + 2),
+    )
 
 
 def _budget_panels(fig: Any, budget: Any) -> None:
@@ -188,13 +273,23 @@ DELTAS_TITLE = "Did refinement help? Test-split gain of the final prompt over th
 
 def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findings) -> str:
     counts = res.cells["status"].value_counts().to_dict()
-    lines = [f"# Sweep report: {res.path}", "",
-             f"Cells: {len(res.cells)} ({', '.join(f'{n} {s}' for s, n in counts.items()) or 'none'}). "
-             f"Runs in ok cells: {len(res.runs)}.", "", "## Per configuration", "", _markdown(table), ""]
+    lines = [
+        f"# Sweep report: {res.path}",
+        "",
+        f"Cells: {len(res.cells)} ({', '.join(f'{n} {s}' for s, n in counts.items()) or 'none'}). "
+        f"Runs in ok cells: {len(res.runs)}.",
+        "",
+        "## Per configuration",
+        "",
+        _markdown(table),
+        "",
+    ]
     bad = res.cells[res.cells["status"] != "ok"]
     if len(bad):
         lines += ["## Cells not included", ""]
-        lines += [f"- `{r.cell_id}` ({r.status}): {fmt_value(r.error_kind)}: {fmt_value(r.error)}" for r in bad.itertuples()]
+        lines += [
+            f"- `{r.cell_id}` ({r.status}): {fmt_value(r.error_kind)}: {fmt_value(r.error)}" for r in bad.itertuples()
+        ]
         lines.append("")
     lines += findings_markdown(found)
     lines += ["## Charts", ""] + [f"- [{n}]({n})" for n in written if n.endswith(".png")]

@@ -19,6 +19,25 @@ from .store import (
     write_cell,
 )
 
-__all__ = ["config_columns", "config_groups", "config_labels", "BUDGET_KIND", "CELL_COLUMNS", "CONFIG_COLUMNS", "CellError", "CellStatus", "Columns", "RUN_COLUMNS",
-           "Results", "TRAJECTORY_COLUMNS", "cell_status", "incomplete_error", "iteration_frame", "load",
-           "read_runs", "run_configs", "tidy", "write_cell"]
+__all__ = [
+    "config_columns",
+    "config_groups",
+    "config_labels",
+    "BUDGET_KIND",
+    "CELL_COLUMNS",
+    "CONFIG_COLUMNS",
+    "CellError",
+    "CellStatus",
+    "Columns",
+    "RUN_COLUMNS",
+    "Results",
+    "TRAJECTORY_COLUMNS",
+    "cell_status",
+    "incomplete_error",
+    "iteration_frame",
+    "load",
+    "read_runs",
+    "run_configs",
+    "tidy",
+    "write_cell",
+]

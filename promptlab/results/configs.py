@@ -27,8 +27,7 @@ def config_columns(frame: pd.DataFrame) -> list[str]:
     documented = set(TRAJECTORY_COLUMNS) | set(RUN_COLUMNS) | set(CELL_COLUMNS)
     cols = ["loop"] if "loop" in frame.columns else []
     cols += [c for c in frame.columns if c not in documented and c != "loop"]
-    cols += [c for c in CONFIG_VARYING if c in frame.columns and c not in cols
-             and frame[c].nunique(dropna=False) > 1]
+    cols += [c for c in CONFIG_VARYING if c in frame.columns and c not in cols and frame[c].nunique(dropna=False) > 1]
     return cols
 
 
@@ -44,8 +43,9 @@ def config_labels(frame: pd.DataFrame, by: By = "config") -> pd.Series:
     varying = [c for c in cols if frame[c].nunique(dropna=False) > 1] or cols
     # a field a row's loop does not have (NA: score_source on a search loop) is left out of its label, which
     # stays unique: rows that differ only there differ in which fields they name
-    parts = [frame[c].map(lambda v, c=c: "" if fmt_value(v) == "NA" else f"{c}={fmt_value(v)}").tolist()
-             for c in varying]
+    parts = [
+        frame[c].map(lambda v, c=c: "" if fmt_value(v) == "NA" else f"{c}={fmt_value(v)}").tolist() for c in varying
+    ]
     everything_na = ", ".join(f"{c}=NA" for c in varying)
     labels = [", ".join(p for p in row if p) or everything_na for row in zip(*parts, strict=True)]
     return pd.Series(labels, index=frame.index, dtype="string")
@@ -82,5 +82,14 @@ def fmt_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-__all__ = ["By", "CONFIG_VARYING", "MODEL_COLUMNS", "by_columns", "config_columns", "config_groups", "config_labels",
-           "fmt_value", "need_columns"]
+__all__ = [
+    "By",
+    "CONFIG_VARYING",
+    "MODEL_COLUMNS",
+    "by_columns",
+    "config_columns",
+    "config_groups",
+    "config_labels",
+    "fmt_value",
+    "need_columns",
+]

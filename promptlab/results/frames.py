@@ -34,11 +34,11 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
         if name in reserved:
             raise ConfigError(f"params.{name}: the name is a documented frame column; rename the parameter")
         if value is not None and not isinstance(value, str | int | float | bool):
-            raise ConfigError(f"params.{name}: must be a JSON scalar (str, int, float, bool, None), "
-                              f"got {type(value).__name__}")
+            raise ConfigError(
+                f"params.{name}: must be a JSON scalar (str, int, float, bool, None), got {type(value).__name__}"
+            )
         out[name] = value
     return out
-
 
 
 def tidy(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -55,61 +55,118 @@ def tidy(runs: Sequence[Run], params: Mapping[str, Any], cell_id: str) -> tuple[
     params = check_params(params)
     traj, rows = frame_columns(runs, params, cell_id)
     dtypes = {name: param_dtype([value]) for name, value in params.items()}
-    return (build_frame(traj, TRAJECTORY_COLUMNS, params, dtypes, len(traj["run_id"]), params_first=True),
-            build_frame(rows, RUN_COLUMNS, params, dtypes, len(rows["run_id"]), params_first=True))
+    return (
+        build_frame(traj, TRAJECTORY_COLUMNS, params, dtypes, len(traj["run_id"]), params_first=True),
+        build_frame(rows, RUN_COLUMNS, params, dtypes, len(rows["run_id"]), params_first=True),
+    )
 
 
-def frame_columns(runs: Sequence[Run], params: Mapping[str, Any],
-                  cell_id: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+def frame_columns(
+    runs: Sequence[Run], params: Mapping[str, Any], cell_id: str
+) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """The documented columns of one cell's trajectories and runs rows, as plain lists (no pandas)."""
     traj: dict[str, list[Any]] = {name: [] for name in TRAJECTORY_COLUMNS}
     rows: dict[str, list[Any]] = {name: [] for name in RUN_COLUMNS}
     for run in runs:
         if "loop" in params and params["loop"] != run.loop:
-            raise ConfigError(f"cell {cell_id}: params.loop is {params['loop']!r} but run {run.run_id} "
-                              f"is of loop {run.loop!r}")
-        base = {"cell_id": cell_id, "run_id": run.run_id, "loop": run.loop, "task_id": run.task.id,
-                "sample": run.sample}
+            raise ConfigError(
+                f"cell {cell_id}: params.loop is {params['loop']!r} but run {run.run_id} is of loop {run.loop!r}"
+            )
+        base = {
+            "cell_id": cell_id,
+            "run_id": run.run_id,
+            "loop": run.loop,
+            "task_id": run.task.id,
+            "sample": run.sample,
+        }
         for it in run.iterations:
             tin, tout, cost, calls, hits = _usage(it.steps)
-            level = dict(base, iteration=it.index, average=it.average, decision=it.decision,
-                         stop_reason=run.stop_reason, input_tokens=tin, output_tokens=tout, cost_usd=cost,
-                         calls=calls, cache_hits=hits,
-                         n_errors=sum(1 for e in run.errors if e.iteration == it.index),
-                         decision_score=it.decision_score, critic_score=it.average,
-                         score_source=run.config.get("score_source"), incumbent=it.incumbent,
-                         **_spend(it.spent), **_grounded("grounded", it.grounded), **_grounded("test", it.test))
-            scored: list[tuple[str | None, str | None, float | None, str | None]] = \
-                [(s.criterion, s.judge, s.score, s.mode) for s in it.scores] or [(None, None, None, None)]
+            level = dict(
+                base,
+                iteration=it.index,
+                average=it.average,
+                decision=it.decision,
+                stop_reason=run.stop_reason,
+                input_tokens=tin,
+                output_tokens=tout,
+                cost_usd=cost,
+                calls=calls,
+                cache_hits=hits,
+                n_errors=sum(1 for e in run.errors if e.iteration == it.index),
+                decision_score=it.decision_score,
+                critic_score=it.average,
+                score_source=run.config.get("score_source"),
+                incumbent=it.incumbent,
+                **_spend(it.spent),
+                **_grounded("grounded", it.grounded),
+                **_grounded("test", it.test),
+            )
+            scored: list[tuple[str | None, str | None, float | None, str | None]] = [
+                (s.criterion, s.judge, s.score, s.mode) for s in it.scores
+            ] or [(None, None, None, None)]
             for criterion, judge, score, mode in scored:
-                _append(traj, dict(level, criterion=criterion, judge=judge, score=score, mode=mode,
-                                   critic_model=_critic_model(run, judge)))
+                _append(
+                    traj,
+                    dict(
+                        level,
+                        criterion=criterion,
+                        judge=judge,
+                        score=score,
+                        mode=mode,
+                        critic_model=_critic_model(run, judge),
+                    ),
+                )
         tin, tout, cost, _, _ = _usage([*run.setup, *(s for it in run.iterations for s in it.steps), *run.final])
         finals = [s.score for s in run.final_scores if s.score is not None]
         cfg, t, first = run.config, run.totals, run.errors[0] if run.errors else None
-        _append(rows, dict(
-            base, generator_model=cfg.get("generator_model") or cfg.get("model"),
-            critic_model=cfg.get("critic_model") or cfg.get("model"),
-            final_score=run.iterations[-1].average if run.iterations else None, best_score=run.best_score,
-            best_iteration=run.best_iteration, final_output_score=sum(finals) / len(finals) if finals else None,
-            iterations_used=sum(it.index > 0 for it in run.iterations), stop_reason=run.stop_reason, calls=t.calls,
-            cache_hits=t.cache_hits, failed_calls=t.failed_calls, input_tokens=tin, output_tokens=tout,
-            tokens=tin + tout, cost_usd=cost, spent_tokens=t.input_tokens + t.output_tokens,
-            spent_cost_usd=t.cost_usd, wall_time_s=t.wall_time_s, **_spend(run.spent), n_errors=len(run.errors),
-            error=f"{first.kind}: {first.message}" if first else None, **_grounded_run(run)))
+        _append(
+            rows,
+            dict(
+                base,
+                generator_model=cfg.get("generator_model") or cfg.get("model"),
+                critic_model=cfg.get("critic_model") or cfg.get("model"),
+                final_score=run.iterations[-1].average if run.iterations else None,
+                best_score=run.best_score,
+                best_iteration=run.best_iteration,
+                final_output_score=sum(finals) / len(finals) if finals else None,
+                iterations_used=sum(it.index > 0 for it in run.iterations),
+                stop_reason=run.stop_reason,
+                calls=t.calls,
+                cache_hits=t.cache_hits,
+                failed_calls=t.failed_calls,
+                input_tokens=tin,
+                output_tokens=tout,
+                tokens=tin + tout,
+                cost_usd=cost,
+                spent_tokens=t.input_tokens + t.output_tokens,
+                spent_cost_usd=t.cost_usd,
+                wall_time_s=t.wall_time_s,
+                **_spend(run.spent),
+                n_errors=len(run.errors),
+                error=f"{first.kind}: {first.message}" if first else None,
+                **_grounded_run(run),
+            ),
+        )
     return traj, rows
 
 
 def _grounded(prefix: str, g: GroundedScore | None) -> dict[str, Any]:
     """score, n and CI of a grounded measure as `<prefix>_score`, `<prefix>_n`, `<prefix>_ci_*` columns."""
-    return {f"{prefix}_score": g.score if g else None, f"{prefix}_n": g.n if g else None,
-            f"{prefix}_ci_low": g.ci_low if g else None, f"{prefix}_ci_high": g.ci_high if g else None}
+    return {
+        f"{prefix}_score": g.score if g else None,
+        f"{prefix}_n": g.n if g else None,
+        f"{prefix}_ci_low": g.ci_low if g else None,
+        f"{prefix}_ci_high": g.ci_high if g else None,
+    }
 
 
 def _spend(spent: Tally | None) -> dict[str, Any]:
     """A budget spend (`Iteration.spent`, `Run.spent`) as the cum_calls, cum_tokens and cum_cost_usd columns."""
-    return {"cum_calls": spent.calls if spent else None, "cum_tokens": spent.tokens if spent else None,
-            "cum_cost_usd": spent.cost_usd if spent else None}
+    return {
+        "cum_calls": spent.calls if spent else None,
+        "cum_tokens": spent.tokens if spent else None,
+        "cum_cost_usd": spent.cost_usd if spent else None,
+    }
 
 
 def _critic_model(run: Run, judge: str | None) -> str | None:
@@ -127,17 +184,25 @@ def _grounded_run(run: Run) -> dict[str, Any]:
     source = cfg.get("score_source")
     return {
         "score_source": source,
-        "target_model": run.models.get("target") or ((cfg.get("target_model") or cfg.get("generator_model")
-                                                       or cfg.get("model")) if source is not None else None),
-        **_grounded("baseline_test", run.baseline_test), **_grounded("final_test", run.final_test),
-        "delta": d.value if d else None, "delta_n": d.n if d else None,
-        "delta_ci_low": d.ci_low if d else None, "delta_ci_high": d.ci_high if d else None,
+        "target_model": run.models.get("target")
+        or (
+            (cfg.get("target_model") or cfg.get("generator_model") or cfg.get("model")) if source is not None else None
+        ),
+        **_grounded("baseline_test", run.baseline_test),
+        **_grounded("final_test", run.final_test),
+        "delta": d.value if d else None,
+        "delta_n": d.n if d else None,
+        "delta_ci_low": d.ci_low if d else None,
+        "delta_ci_high": d.ci_high if d else None,
         "final_iteration": run.info.get("final_iteration"),
-        "promptlab_version": prov.get("promptlab_version"), "litellm_version": prov.get("litellm_version"),
+        "promptlab_version": prov.get("promptlab_version"),
+        "litellm_version": prov.get("litellm_version"),
         "prompts_hash": hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest()[:16]
-        if prompts else None,
+        if prompts
+        else None,
         "prompt_hashes": json.dumps(prompts, sort_keys=True) if prompts else None,
-        "task_hash": prov.get("task_hash"), "experiment_hash": prov.get("experiment_hash"),
+        "task_hash": prov.get("task_hash"),
+        "experiment_hash": prov.get("experiment_hash"),
         "reported_models": json.dumps(prov["models"], sort_keys=True) if prov.get("models") else None,
     }
 
@@ -224,8 +289,15 @@ def param_dtype(values: Iterable[Any]) -> str:
     return "string"
 
 
-def build_frame(columns: Mapping[str, list[Any]], spec: Columns, params: Mapping[str, Any],
-                param_dtypes: Mapping[str, str], n: int, *, params_first: bool) -> pd.DataFrame:
+def build_frame(
+    columns: Mapping[str, list[Any]],
+    spec: Columns,
+    params: Mapping[str, Any],
+    param_dtypes: Mapping[str, str],
+    n: int,
+    *,
+    params_first: bool,
+) -> pd.DataFrame:
     """A frame of the documented columns (given dtypes) plus one constant column per param."""
     import pandas as pd
 

@@ -120,8 +120,10 @@ class Results:
 
     def __repr__(self) -> str:
         counts = self.cells["status"].value_counts().to_dict() if len(self.cells) else {}
-        return (f"Results({str(self.path)!r}: {len(self.runs)} runs, {len(self.trajectories)} trajectory rows, "
-                f"cells {counts})")
+        return (
+            f"Results({str(self.path)!r}: {len(self.runs)} runs, {len(self.trajectories)} trajectory rows, "
+            f"cells {counts})"
+        )
 
 
 # writing ----------------------------------------------------------------------------------------
@@ -131,10 +133,16 @@ def load_writer() -> None:
     import pyarrow.parquet  # noqa: F401
 
 
-
-def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mapping[str, Any], runs: Sequence[Run],
-               *, error: Mapping[str, Any] | None = None, wall_time_s: float = 0.0,
-               spent: tuple[int, float | None] | None = None) -> Path:
+def write_cell(
+    results_dir: str | os.PathLike[str],
+    cell_id: str,
+    params: Mapping[str, Any],
+    runs: Sequence[Run],
+    *,
+    error: Mapping[str, Any] | None = None,
+    wall_time_s: float = 0.0,
+    spent: tuple[int, float | None] | None = None,
+) -> Path:
     """Write one cell's files atomically, status.json last.
 
     Args:
@@ -168,15 +176,24 @@ def write_cell(results_dir: str | os.PathLike[str], cell_id: str, params: Mappin
     # a re-run must not leave the old status pointing at half-replaced files
     (cell_dir / "status.json").unlink(missing_ok=True)
     _atomic_write(cell_dir / "runs.jsonl", "".join(r.model_dump_json() + "\n" for r in runs).encode())
-    for name, columns, spec in (("trajectories.parquet", traj, TRAJECTORY_COLUMNS),
-                                 ("runs.parquet", run_rows, RUN_COLUMNS)):
+    for name, columns, spec in (
+        ("trajectories.parquet", traj, TRAJECTORY_COLUMNS),
+        ("runs.parquet", run_rows, RUN_COLUMNS),
+    ):
         table = arrow_table(columns, spec, params)
         _atomic_write(cell_dir / name, functools.partial(pq.write_table, table))
     tokens, cost = spent if spent is not None else _runs_spent(runs)
-    status = CellStatus(cell_id=cell_id, params=params, status=_status_of(cell_error),
-                        error=cell_error, n_runs=len(runs), wall_time_s=float(wall_time_s),
-                        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                        spent_tokens=tokens, spent_cost_usd=cost)
+    status = CellStatus(
+        cell_id=cell_id,
+        params=params,
+        status=_status_of(cell_error),
+        error=cell_error,
+        n_runs=len(runs),
+        wall_time_s=float(wall_time_s),
+        finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        spent_tokens=tokens,
+        spent_cost_usd=cost,
+    )
     _atomic_write(cell_dir / "status.json", status.model_dump_json(indent=1).encode())
     return cell_dir
 
@@ -203,10 +220,13 @@ def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
     if not broken:
         return None
     first = next(e for e in broken[0].errors if e.infrastructure)
-    return {"kind": "infrastructure",
-            "message": f"{len(broken)} of {len(runs)} run(s) incomplete (infrastructure failure; re-run the sweep "
-                       f"to retry): task {broken[0].task.id}, role {first.role}: {first.kind}: {first.message}",
-            "ename": first.kind, "evalue": first.message}
+    return {
+        "kind": "infrastructure",
+        "message": f"{len(broken)} of {len(runs)} run(s) incomplete (infrastructure failure; re-run the sweep "
+        f"to retry): task {broken[0].task.id}, role {first.role}: {first.kind}: {first.message}",
+        "ename": first.kind,
+        "evalue": first.message,
+    }
 
 
 def cell_status(results_dir: str | os.PathLike[str], cell_id: str) -> dict[str, Any] | None:
@@ -256,10 +276,16 @@ def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:
 
 
 def _cell_dir(results_dir: str | os.PathLike[str], cell_id: str) -> Path:
-    if not isinstance(cell_id, str) or not cell_id or cell_id.startswith(".") or len(cell_id) > 200 \
-            or any(c in cell_id for c in "/\\\0"):
-        raise ConfigError(f"cell_id {cell_id!r} cannot be a directory name (no '/', '\\', leading '.', "
-                          f"at most 200 characters)")
+    if (
+        not isinstance(cell_id, str)
+        or not cell_id
+        or cell_id.startswith(".")
+        or len(cell_id) > 200
+        or any(c in cell_id for c in "/\\\0")
+    ):
+        raise ConfigError(
+            f"cell_id {cell_id!r} cannot be a directory name (no '/', '\\', leading '.', at most 200 characters)"
+        )
     return Path(results_dir) / "cells" / cell_id
 
 
@@ -282,8 +308,11 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
     if not root.is_dir():
         raise FileNotFoundError(f"results directory not found: {root}")
     cells_dir = root / "cells"
-    dirs = sorted(p for p in cells_dir.iterdir() if p.is_dir() and not p.name.startswith(".")) \
-        if cells_dir.is_dir() else []
+    dirs = (
+        sorted(p for p in cells_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if cells_dir.is_dir()
+        else []
+    )
     cells: list[dict[str, Any]] = []
     parts: list[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]] = []
     for d in dirs:
@@ -292,24 +321,32 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
         if problem is not None:
             row.update(status="corrupt", error_kind="StatusError", error=problem)
         if status is not None:
-            row.update(status=status.status, n_runs=status.n_runs, wall_time_s=status.wall_time_s,
-                       finished_at=status.finished_at, params=status.params, spent_tokens=status.spent_tokens,
-                       spent_cost_usd=status.spent_cost_usd)
+            row.update(
+                status=status.status,
+                n_runs=status.n_runs,
+                wall_time_s=status.wall_time_s,
+                finished_at=status.finished_at,
+                params=status.params,
+                spent_tokens=status.spent_tokens,
+                spent_cost_usd=status.spent_cost_usd,
+            )
             if status.error is not None:
                 row.update(error_kind=status.error.kind, error=status.error.message)
         if row["status"] == "ok":
             try:
-                frames = [pq.read_table(str(d / name), use_threads=False).to_pandas(use_threads=False)
-                          for name in ("trajectories.parquet", "runs.parquet")]
-                for frame, spec, name in zip(frames, (TRAJECTORY_COLUMNS, RUN_COLUMNS), ("trajectories", "runs"),
-                                             strict=True):
+                frames = [
+                    pq.read_table(str(d / name), use_threads=False).to_pandas(use_threads=False)
+                    for name in ("trajectories.parquet", "runs.parquet")
+                ]
+                for frame, spec, name in zip(
+                    frames, (TRAJECTORY_COLUMNS, RUN_COLUMNS), ("trajectories", "runs"), strict=True
+                ):
                     missing = [c for c in spec if c not in frame.columns]
                     if missing:
                         raise ValueError(f"{name}.parquet lacks columns {missing}")
                 parts.append((row["params"], frames[0], frames[1]))
             except Exception as e:
-                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", RuntimeWarning,
-                              stacklevel=2)
+                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
                 row.update(status="corrupt", error_kind=type(e).__name__, error=str(e))
         cells.append(row)
 
@@ -318,23 +355,34 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
         for name, value in row["params"].items():
             names.setdefault(name, []).append(value)
     dtypes = {name: param_dtype(values) for name, values in names.items()}
-    traj = _concat([_conform(t, TRAJECTORY_COLUMNS, p, dtypes) for p, t, _ in parts],
-                   build_frame({}, TRAJECTORY_COLUMNS, {}, dtypes, 0, params_first=True))
-    runs = _concat([_conform(r, RUN_COLUMNS, p, dtypes) for p, _, r in parts],
-                   build_frame({}, RUN_COLUMNS, {}, dtypes, 0, params_first=True))
-    cell_frames = [build_frame({k: [row.get(k)] for k in CELL_COLUMNS}, CELL_COLUMNS, row["params"], dtypes, 1,
-                          params_first=False) for row in cells]
+    traj = _concat(
+        [_conform(t, TRAJECTORY_COLUMNS, p, dtypes) for p, t, _ in parts],
+        build_frame({}, TRAJECTORY_COLUMNS, {}, dtypes, 0, params_first=True),
+    )
+    runs = _concat(
+        [_conform(r, RUN_COLUMNS, p, dtypes) for p, _, r in parts],
+        build_frame({}, RUN_COLUMNS, {}, dtypes, 0, params_first=True),
+    )
+    cell_frames = [
+        build_frame({k: [row.get(k)] for k in CELL_COLUMNS}, CELL_COLUMNS, row["params"], dtypes, 1, params_first=False)
+        for row in cells
+    ]
     cell_frame = _concat(cell_frames, build_frame({}, CELL_COLUMNS, {}, dtypes, 0, params_first=False))
     return Results(trajectories=traj, runs=runs, cells=cell_frame, path=root)
 
 
-def _conform(frame: pd.DataFrame, spec: Columns, params: Mapping[str, Any],
-             dtypes: Mapping[str, str]) -> pd.DataFrame:
+def _conform(frame: pd.DataFrame, spec: Columns, params: Mapping[str, Any], dtypes: Mapping[str, str]) -> pd.DataFrame:
     """A cell's frame with every param column of the directory (unified dtypes) and documented dtypes; a
     documented column that a cell written by an older promptlab lacks is <NA> (e.g. `critic_score`)."""
     n = len(frame)
-    return build_frame({name: list(frame[name]) if name in frame.columns else [None] * n for name in spec}, spec,
-                       params, dtypes, n, params_first=True)
+    return build_frame(
+        {name: list(frame[name]) if name in frame.columns else [None] * n for name in spec},
+        spec,
+        params,
+        dtypes,
+        n,
+        params_first=True,
+    )
 
 
 def _concat(frames: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
@@ -361,5 +409,15 @@ def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
         return None, f"status.json invalid: {e.error_count()} error(s): {e.errors()[0]['msg']}"
 
 
-__all__ = ["BUDGET_KIND", "CellError", "CellStatus", "Results", "cell_status", "incomplete_error", "load",
-           "read_runs", "run_configs", "write_cell"]
+__all__ = [
+    "BUDGET_KIND",
+    "CellError",
+    "CellStatus",
+    "Results",
+    "cell_status",
+    "incomplete_error",
+    "load",
+    "read_runs",
+    "run_configs",
+    "write_cell",
+]

@@ -11,6 +11,21 @@ from .experiment import Experiment, Pairing, load_experiment
 from .plan import CellOutcome, SweepPlan, SweepResult
 from .run import Executor, sweep
 
-__all__ = ["Cell", "CellOutcome", "EXECUTORS", "Executor", "ExecutorSpec", "Experiment", "INFRASTRUCTURE_ERRORS",
-           "Pairing", "SweepPlan", "SweepResult", "get_executor", "load_experiment", "preflight_cells",
-           "register_executor", "run_cell_by_id", "sweep"]
+__all__ = [
+    "Cell",
+    "CellOutcome",
+    "EXECUTORS",
+    "Executor",
+    "ExecutorSpec",
+    "Experiment",
+    "INFRASTRUCTURE_ERRORS",
+    "Pairing",
+    "SweepPlan",
+    "SweepResult",
+    "get_executor",
+    "load_experiment",
+    "preflight_cells",
+    "register_executor",
+    "run_cell_by_id",
+    "sweep",
+]

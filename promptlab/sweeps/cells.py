@@ -52,8 +52,11 @@ def config_models(config: Any) -> list[str]:
     """Every model a loop run with this (validated) config will call: each role's, then any other `*_model`."""
     roles = config.ROLES or ("generator", "critic")
     models = [config.model_for(role) for role in roles]
-    models += [v for k, v in config.model_dump().items()
-               if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)]
+    models += [
+        v
+        for k, v in config.model_dump().items()
+        if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)
+    ]
     return [m for m in dict.fromkeys(models) if not is_simulated(m)]
 
 
@@ -105,8 +108,13 @@ def task_fingerprint(tasks: list[Task]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: str, replicates: int,
-            models: dict[str, Any] | None = None) -> str:
+def cell_id(
+    params: dict[str, Any],
+    base_config: dict[str, Any],
+    fingerprint: str,
+    replicates: int,
+    models: dict[str, Any] | None = None,
+) -> str:
     """A cell's stable id: short sha256 of canonical JSON of params, base config, tasks and replicates (and,
     when the experiment has model aliases, what they stand for; without aliases the ids are as before)."""
     data: dict[str, Any] = {"params": params, "config": base_config, "tasks": fingerprint, "replicates": replicates}
@@ -116,5 +124,13 @@ def cell_id(params: dict[str, Any], base_config: dict[str, Any], fingerprint: st
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:ID_LENGTH]
 
 
-__all__ = ["ID_LENGTH", "Cell", "cell_id", "cell_models", "config_models", "preflight_cells", "runs_in_flight",
-           "task_fingerprint"]
+__all__ = [
+    "ID_LENGTH",
+    "Cell",
+    "cell_id",
+    "cell_models",
+    "config_models",
+    "preflight_cells",
+    "runs_in_flight",
+    "task_fingerprint",
+]

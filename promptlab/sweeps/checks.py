@@ -53,8 +53,10 @@ def check_creator_critic(task: Task, cfg: CreatorCriticConfig) -> list[str]:
 def check_search(loop: str) -> ConfigCheck:
     """The check of a prompt-search baseline (opro, ape, protegi, resample): a grounded task, a target that
     is a model."""
+
     def check(task: Task, cfg: SearchConfig) -> list[str]:
         return check_search_loop(task, cfg, loop)
+
     return check
 
 
@@ -99,10 +101,21 @@ def check_configs(configs: list[tuple[str, str, dict[str, Any]]], tasks: list[Ta
                 problems.append(f"- {label}, task {task.id!r}: {e}")
     if problems:
         more = f"\n... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
-        raise ConfigError(f"{len(problems)} config problem(s), found before any call:\n"
-                          + "\n".join(problems[:MAX_LISTED]) + more)
+        raise ConfigError(
+            f"{len(problems)} config problem(s), found before any call:\n" + "\n".join(problems[:MAX_LISTED]) + more
+        )
     return list(dict.fromkeys(extra))
 
 
-__all__ = ["CONFIG_CHECKS", "MAX_LISTED", "SEARCH_LOOPS", "ConfigCheck", "check_config", "check_configs",
-           "check_creator_critic", "check_p3ro", "check_search", "register_config_check"]
+__all__ = [
+    "CONFIG_CHECKS",
+    "MAX_LISTED",
+    "SEARCH_LOOPS",
+    "ConfigCheck",
+    "check_config",
+    "check_configs",
+    "check_creator_critic",
+    "check_p3ro",
+    "check_search",
+    "register_config_check",
+]

@@ -76,18 +76,34 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         # one cell at a time per worker: a cell queued behind a running one gains nothing, and a worker that
         # dies would take it down too (every task assigned to a lost worker counts one failure)
         with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.ERROR, env=process_env)
+            cluster = LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+                env=process_env,
+            )
         client = Client(cluster)
     futures: dict[Any, Cell] = {}
     sweep_id = uuid.uuid4().hex[:8]  # two sweeps of one experiment on one scheduler must not share task keys
     try:
         started = time.perf_counter()
         for cell in pending:
-            future = client.submit(run_cell_task, str(plan.out), cell.cell_id, json.dumps(cell.params),
-                                   plan.cache_dir, plan.cell_concurrency, env, key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
-                                   pure=False, retries=RETRIES, max_cost=plan.budget.cap if plan.budget else None,
-                                   settings_json=plan.settings.to_json() if plan.settings is not None else "")
+            future = client.submit(
+                run_cell_task,
+                str(plan.out),
+                cell.cell_id,
+                json.dumps(cell.params),
+                plan.cache_dir,
+                plan.cell_concurrency,
+                env,
+                key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
+                pure=False,
+                retries=RETRIES,
+                max_cost=plan.budget.cap if plan.budget else None,
+                settings_json=plan.settings.to_json() if plan.settings is not None else "",
+            )
             futures[future] = cell
         for future in as_completed(futures):
             plan.record(_finished(future, futures[future], plan, time.perf_counter() - started))
@@ -123,9 +139,11 @@ def reach_scheduler(address: str) -> str:
 
 def unreachable(address: str, timeout: str, e: BaseException) -> ConfigError:
     """The error of a scheduler address that does not answer."""
-    return ConfigError(f"scheduler: cannot reach the Dask scheduler at {address!r}: {str(e) or 'no Dask handshake'} "
-                       f"(waited {timeout}; is `dask scheduler` running there, on that port? the dask "
-                       "config distributed.comm.timeouts.connect sets how long to wait)")
+    return ConfigError(
+        f"scheduler: cannot reach the Dask scheduler at {address!r}: {str(e) or 'no Dask handshake'} "
+        f"(waited {timeout}; is `dask scheduler` running there, on that port? the dask "
+        "config distributed.comm.timeouts.connect sets how long to wait)"
+    )
 
 
 def connect_timeout() -> str:
@@ -166,8 +184,16 @@ def worker_env(cache: str) -> dict[str, str]:
     return env
 
 
-def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, concurrency: int | None,
-                  env: dict[str, str], max_cost: float | None = None, settings_json: str = "") -> dict[str, Any]:
+def run_cell_task(
+    results_dir: str,
+    cell_id: str,
+    params_json: str,
+    cache: str,
+    concurrency: int | None,
+    env: dict[str, str],
+    max_cost: float | None = None,
+    settings_json: str = "",
+) -> dict[str, Any]:
     """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
     sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.budget`);
     `settings_json` the sweep's call settings (`Settings.to_json`; "" for the defaults).
@@ -176,11 +202,20 @@ def run_cell_task(results_dir: str, cell_id: str, params_json: str, cache: str, 
     deterministic failure). Raises ConfigError when the results dir cannot be reached from this worker."""
     os.environ.update(env)
     if not (Path(results_dir) / "experiment.yaml").is_file():
-        raise ConfigError(f"results dir {results_dir} is not reachable from worker {socket.gethostname()} "
-                          f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
-                          "path that is the same on every machine")
-    _, status, _ = run_cell_by_id(results_dir, cell_id, params_json, cache_dir=cache, concurrency=concurrency,
-                                  max_cost=max_cost, settings_json=settings_json)
+        raise ConfigError(
+            f"results dir {results_dir} is not reachable from worker {socket.gethostname()} "
+            f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
+            "path that is the same on every machine"
+        )
+    _, status, _ = run_cell_by_id(
+        results_dir,
+        cell_id,
+        params_json,
+        cache_dir=cache,
+        concurrency=concurrency,
+        max_cost=max_cost,
+        settings_json=settings_json,
+    )
     return status
 
 

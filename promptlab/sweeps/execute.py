@@ -74,37 +74,79 @@ INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError", "CacheUna
 """Exception names that mean an outage, not a bug (a kernel reports only the name)."""
 
 
-def cell_error(cell: Cell, exc: BaseException | None = None, *, notebook: str | None = None,
-               cell_index: int | None = None, ename: str | None = None, evalue: str | None = None,
-               infrastructure: bool = False) -> dict[str, Any]:
+def cell_error(
+    cell: Cell,
+    exc: BaseException | None = None,
+    *,
+    notebook: str | None = None,
+    cell_index: int | None = None,
+    ename: str | None = None,
+    evalue: str | None = None,
+    infrastructure: bool = False,
+) -> dict[str, Any]:
     """The error dict of a failed cell, for status.json (`infrastructure`: an outage, e.g. a lost worker)."""
     ename = ename or (type(exc).__name__ if exc is not None else None)
     evalue = evalue if evalue is not None else (str(exc) if exc is not None else None)
-    err = SweepCellError(cell.cell_id, cell.params, f"{ename}: {evalue}", notebook=notebook,
-                         cell_index=cell_index, ename=ename, evalue=evalue)
+    err = SweepCellError(
+        cell.cell_id,
+        cell.params,
+        f"{ename}: {evalue}",
+        notebook=notebook,
+        cell_index=cell_index,
+        ename=ename,
+        evalue=evalue,
+    )
     infrastructure = infrastructure or bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
-    kind = "budget" if isinstance(exc, BudgetExceeded) or ename == BudgetExceeded.__name__ else \
-        "infrastructure" if infrastructure else "SweepCellError"
-    return {"kind": kind, "message": str(err), "notebook": notebook, "cell_index": cell_index, "ename": ename,
-            "evalue": evalue}
+    kind = (
+        "budget"
+        if isinstance(exc, BudgetExceeded) or ename == BudgetExceeded.__name__
+        else "infrastructure"
+        if infrastructure
+        else "SweepCellError"
+    )
+    return {
+        "kind": kind,
+        "message": str(err),
+        "notebook": notebook,
+        "cell_index": cell_index,
+        "ename": ename,
+        "evalue": evalue,
+    }
 
 
-async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: int, *, cache: str | None = None,
-                        on_event: EventHandler | None = None, concurrency: int | None = None,
-                        notebook: str | None = None, settings: Settings | None = None,
-                        budget: Budget | None = None) -> tuple[dict[str, Any], BaseException | None]:
+async def aexecute_cell(
+    out: Path,
+    cell: Cell,
+    tasks: list[Task],
+    replicates: int,
+    *,
+    cache: str | None = None,
+    on_event: EventHandler | None = None,
+    concurrency: int | None = None,
+    notebook: str | None = None,
+    settings: Settings | None = None,
+    budget: Budget | None = None,
+) -> tuple[dict[str, Any], BaseException | None]:
     """Run a cell and write its results (failed, with the error, when a run raised; cut when `budget`, the
     sweep's spending cap, refused one of its model calls, even where the loop recorded the refusal and went on)."""
     from ..results.store import cell_status, write_cell
 
     t0 = time.perf_counter()
-    scope: contextlib.AbstractContextManager[list[BudgetExceeded]] = \
+    scope: contextlib.AbstractContextManager[list[BudgetExceeded]] = (
         budget.scope() if budget is not None else contextlib.nullcontext([])
+    )
     with scope as refused, charges() as paid:  # what the cell paid, runs the cap stopped included
         try:
-            runs, exc = await arun_cell(cell, tasks, replicates, cache=cache, on_event=on_event,
-                                        concurrency=concurrency, settings=settings,
-                                        provenance=experiment_provenance(out))
+            runs, exc = await arun_cell(
+                cell,
+                tasks,
+                replicates,
+                cache=cache,
+                on_event=on_event,
+                concurrency=concurrency,
+                settings=settings,
+                provenance=experiment_provenance(out),
+            )
         except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
             runs, exc = [], e
     if refused and not isinstance(exc, BudgetExceeded):
@@ -112,8 +154,9 @@ async def aexecute_cell(out: Path, cell: Cell, tasks: list[Task], replicates: in
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
     wall = round(time.perf_counter() - t0, 4)
     spent = (paid.tokens, paid.cost_usd) if budget is not None else None  # else: its runs' own figures
-    await asyncio.to_thread(write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall,
-                            spent=spent)
+    await asyncio.to_thread(
+        write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall, spent=spent
+    )
     return (cell_status(out, cell.cell_id) or {"cell_id": cell.cell_id, "status": "failed"}), exc
 
 
@@ -133,8 +176,7 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
     return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
 
 
-def cell_budget(results_dir: str | Path, max_cost: float | None = None,
-                default: float | None = None) -> Budget | None:
+def cell_budget(results_dir: str | Path, max_cost: float | None = None, default: float | None = None) -> Budget | None:
     """The spending cap a cell process runs under, on the results dir's ledger: `max_cost` when given (a
     Dask task gets it as an argument), else the one a sweep handed over in the environment (a papermill
     kernel: `Budget.from_env`), else `default` (the experiment file's max_cost), else None."""
@@ -146,10 +188,17 @@ def cell_budget(results_dir: str | Path, max_cost: float | None = None,
     return Budget(Path(results_dir) / LEDGER_NAME, max_cost)
 
 
-def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
-                   cache_dir: str = "", notebook_path: str = "", concurrency: int | None = None,
-                   max_cost: float | None = None,
-                   settings_json: str = "") -> tuple[Cell, dict[str, Any], BaseException | None]:
+def run_cell_by_id(
+    results_dir: str,
+    cell_id: str = "",
+    params_json: str = "",
+    experiment_path: str = "",
+    cache_dir: str = "",
+    notebook_path: str = "",
+    concurrency: int | None = None,
+    max_cost: float | None = None,
+    settings_json: str = "",
+) -> tuple[Cell, dict[str, Any], BaseException | None]:
     """Find a cell in the experiment, run it and write its results; returns (cell, status, exception).
 
     The experiment is `experiment_path`, else `<results_dir>/experiment.yaml`; the results dir is prepared
@@ -171,14 +220,31 @@ def run_cell_by_id(results_dir: str, cell_id: str = "", params_json: str = "", e
     if not (out / "experiment.yaml").is_file():
         prepare_results_dir(out, exp, tasks, exp.cells(tasks))
     with frozen_heap():  # as a sweep in this process does: full GC passes walk only what the cell makes
-        status, exc = run_sync(aexecute_cell(out, cell, tasks, exp.replicates, cache=cache_dir or None,
-                                             concurrency=concurrency, notebook=notebook_path or None, budget=budget,
-                                             settings=settings))
+        status, exc = run_sync(
+            aexecute_cell(
+                out,
+                cell,
+                tasks,
+                exp.replicates,
+                cache=cache_dir or None,
+                concurrency=concurrency,
+                notebook=notebook_path or None,
+                budget=budget,
+                settings=settings,
+            )
+        )
     return cell, status, exc
 
 
-def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = "", experiment_path: str = "",
-                      cache_dir: str = "", notebook_path: str = "", concurrency: int | None = None) -> dict[str, Any]:
+def run_notebook_cell(
+    results_dir: str,
+    cell_id: str = "",
+    params_json: str = "",
+    experiment_path: str = "",
+    cache_dir: str = "",
+    notebook_path: str = "",
+    concurrency: int | None = None,
+) -> dict[str, Any]:
     """Run one cell from the run_cell notebook (`run_cell_by_id`); with neither `cell_id` nor `params_json`,
     the experiment's first cell.
 
@@ -188,9 +254,16 @@ def run_notebook_cell(results_dir: str, cell_id: str = "", params_json: str = ""
     if not cell_id and not params_json:
         exp = load_experiment(experiment_path or Path(results_dir) / "experiment.yaml")
         cell_id = exp.cells()[0].cell_id
-    cell, status, exc = run_cell_by_id(results_dir, cell_id, params_json, experiment_path, cache_dir, notebook_path,
-                                       concurrency)
+    cell, status, exc = run_cell_by_id(
+        results_dir, cell_id, params_json, experiment_path, cache_dir, notebook_path, concurrency
+    )
     if exc is not None:
-        raise SweepCellError(cell.cell_id, cell.params, f"{type(exc).__name__}: {exc}",
-                             notebook=notebook_path or None, ename=type(exc).__name__, evalue=str(exc)) from exc
+        raise SweepCellError(
+            cell.cell_id,
+            cell.params,
+            f"{type(exc).__name__}: {exc}",
+            notebook=notebook_path or None,
+            ename=type(exc).__name__,
+            evalue=str(exc),
+        ) from exc
     return {**status, "litellm_imported": "litellm" in sys.modules}

@@ -62,14 +62,33 @@ def get_executor(name: str) -> ExecutorSpec:
     try:
         return EXECUTORS[name]
     except KeyError:
-        raise ConfigError(f"executor: {name!r} is not a known executor; known: {', '.join(sorted(EXECUTORS))}") from None
+        raise ConfigError(
+            f"executor: {name!r} is not a known executor; known: {', '.join(sorted(EXECUTORS))}"
+        ) from None
 
 
-register_executor(ExecutorSpec("inline", "promptlab.sweeps.inline:run_inline", frozenset({"settings"}),
-                               "cells run concurrently in this process (asyncio); works inside a notebook"))
-register_executor(ExecutorSpec("papermill", "promptlab.sweeps.papermill:run_papermill",
-                               frozenset({"settings", "template"}),
-                               "one run_cell notebook kernel per cell, the executed notebook kept"))
-register_executor(ExecutorSpec("dask", "promptlab.sweeps.dask:run_dask", frozenset({"settings", "scheduler"}),
-                               "cells as tasks on a distributed cluster (a LocalCluster or a scheduler address)",
-                               check="promptlab.sweeps.dask:check_options"))
+register_executor(
+    ExecutorSpec(
+        "inline",
+        "promptlab.sweeps.inline:run_inline",
+        frozenset({"settings"}),
+        "cells run concurrently in this process (asyncio); works inside a notebook",
+    )
+)
+register_executor(
+    ExecutorSpec(
+        "papermill",
+        "promptlab.sweeps.papermill:run_papermill",
+        frozenset({"settings", "template"}),
+        "one run_cell notebook kernel per cell, the executed notebook kept",
+    )
+)
+register_executor(
+    ExecutorSpec(
+        "dask",
+        "promptlab.sweeps.dask:run_dask",
+        frozenset({"settings", "scheduler"}),
+        "cells as tasks on a distributed cluster (a LocalCluster or a scheduler address)",
+        check="promptlab.sweeps.dask:check_options",
+    )
+)

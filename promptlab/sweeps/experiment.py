@@ -116,8 +116,9 @@ class Experiment(BaseModel):
 
     # construction --------------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict[str, Any], base_dir: str | Path | None = None, *,
-                  source: str = "experiment") -> Experiment:
+    def from_dict(
+        cls, data: dict[str, Any], base_dir: str | Path | None = None, *, source: str = "experiment"
+    ) -> Experiment:
         """Validate an experiment given as a dict; `base_dir` resolves a relative task path."""
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: an experiment is a mapping of fields, got {type(data).__name__}")
@@ -157,27 +158,29 @@ class Experiment(BaseModel):
         specs = {name: get_loop(name) for name in self.loops}
         for loop in self.loop_config:
             if loop not in specs:
-                raise ConfigError(f"loop_config.{loop}: {loop!r} is not one of this experiment's loops "
-                                  f"{self.loops}")
+                raise ConfigError(f"loop_config.{loop}: {loop!r} is not one of this experiment's loops {self.loops}")
         for name, spec in specs.items():
             fields = spec.config_cls.model_fields
             for key in self.config:
                 if key not in fields:
-                    raise ConfigError(f"config.{key}: not a config field of loop {name} (put fields of one "
-                                      f"loop under loop_config.<loop>); its fields: {', '.join(fields)}")
+                    raise ConfigError(
+                        f"config.{key}: not a config field of loop {name} (put fields of one "
+                        f"loop under loop_config.<loop>); its fields: {', '.join(fields)}"
+                    )
             for key in self.loop_config.get(name, {}):
                 if key not in fields:
-                    raise ConfigError(f"loop_config.{name}.{key}: not a config field of loop {name}; "
-                                      f"its fields: {', '.join(fields)}")
+                    raise ConfigError(
+                        f"loop_config.{name}.{key}: not a config field of loop {name}; its fields: {', '.join(fields)}"
+                    )
             for key in self.grid:
                 if key in RESERVED_PARAMS:
                     raise ConfigError(f"grid.{key}: {key!r} is reserved; list loops under `loops`")
                 if key in _frame_columns():
-                    raise ConfigError(f"grid.{key}: the name is a column of the results frames, so it "
-                                      "cannot be a cell parameter")
+                    raise ConfigError(
+                        f"grid.{key}: the name is a column of the results frames, so it cannot be a cell parameter"
+                    )
                 if key not in fields:
-                    raise ConfigError(f"grid.{key}: not a config field of loop {name}; its fields: "
-                                      f"{', '.join(fields)}")
+                    raise ConfigError(f"grid.{key}: not a config field of loop {name}; its fields: {', '.join(fields)}")
             self._build(name, {}, "config")
         for key, values in self.grid.items():
             if not values:
@@ -194,12 +197,12 @@ class Experiment(BaseModel):
                     seen[norm] = i
         for i, pair in enumerate(self.pairings or []):
             for name in specs:
-                self._build(name, {"generator_model": pair.generator, "critic_model": pair.critic},
-                            f"pairings[{i}]")
+                self._build(name, {"generator_model": pair.generator, "critic_model": pair.critic}, f"pairings[{i}]")
         self.load_tasks()
 
-    def _build(self, loop: str, extra: dict[str, Any], where: str, *, field: str | None = None,
-               value: Any = None) -> dict[str, Any]:
+    def _build(
+        self, loop: str, extra: dict[str, Any], where: str, *, field: str | None = None, value: Any = None
+    ) -> dict[str, Any]:
         """Validate `config` + `loop_config[loop]` + `extra` with the loop's config class; JSON dump."""
         from ..loops.registry import get_loop
 
@@ -289,8 +292,9 @@ class Experiment(BaseModel):
             if not cell_id and params is not None and c.params == params:
                 return c
         what = f"id {cell_id!r}" if cell_id else f"params {params}"
-        raise ConfigError(f"experiment {self.name!r} has no cell with {what}; its cells: "
-                          f"{', '.join(c.cell_id for c in cells)}")
+        raise ConfigError(
+            f"experiment {self.name!r} has no cell with {what}; its cells: {', '.join(c.cell_id for c in cells)}"
+        )
 
     def to_yaml(self) -> str:
         """The experiment as YAML (fields at their defaults left out)."""
@@ -334,7 +338,7 @@ _BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "l
 
 
 def _bounds(metadata: list[Any]) -> str:
-    """"1-10" from a field's ge/le (gt/lt) constraints, or "" when it has not both."""
+    """ "1-10" from a field's ge/le (gt/lt) constraints, or "" when it has not both."""
     low = high = None
     for m in metadata:
         low = getattr(m, "ge", None) if getattr(m, "ge", None) is not None else low

@@ -21,6 +21,7 @@ from .plan import SweepPlan
 
 def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
     """Run the cells in this process, `plan.workers` at once."""
+
     async def main() -> None:
         sem = asyncio.Semaphore(plan.workers)
         # the results writer's pyarrow (~0.15 s to import) loads while the first calls wait on the network
@@ -29,9 +30,17 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
         async def one(cell: Cell) -> None:
             async with sem:
                 t0 = time.perf_counter()
-                await aexecute_cell(plan.out, cell, plan.tasks, plan.exp.replicates, cache=plan.cache_dir,
-                                    on_event=plan.watch(cell.cell_id), concurrency=plan.cell_concurrency,
-                                    settings=plan.settings, budget=plan.budget)
+                await aexecute_cell(
+                    plan.out,
+                    cell,
+                    plan.tasks,
+                    plan.exp.replicates,
+                    cache=plan.cache_dir,
+                    on_event=plan.watch(cell.cell_id),
+                    concurrency=plan.cell_concurrency,
+                    settings=plan.settings,
+                    budget=plan.budget,
+                )
                 plan.record(cell_outcome(plan, cell, time.perf_counter() - t0))
 
         await asyncio.gather(*(one(c) for c in pending))

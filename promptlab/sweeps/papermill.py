@@ -85,15 +85,27 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
     cell_dir.mkdir(parents=True, exist_ok=True)
     (cell_dir / "status.json").unlink(missing_ok=True)  # a failed earlier attempt; ok cells never get here
     final, partial = cell_dir / "run_cell.ipynb", cell_dir / ".run_cell.partial.ipynb"
-    params = {"results_dir": str(plan.out), "cell_id": cell.cell_id, "params_json": json.dumps(cell.params),
-              "experiment_path": str(plan.out / "experiment.yaml"),
-              "cache_dir": "" if holds_secret(plan.cache_dir) else plan.cache_dir,  # "": PROMPTLAB_CACHE
-              "notebook_path": str(final), "concurrency": plan.cell_concurrency}
+    params = {
+        "results_dir": str(plan.out),
+        "cell_id": cell.cell_id,
+        "params_json": json.dumps(cell.params),
+        "experiment_path": str(plan.out / "experiment.yaml"),
+        "cache_dir": "" if holds_secret(plan.cache_dir) else plan.cache_dir,  # "": PROMPTLAB_CACHE
+        "notebook_path": str(final),
+        "concurrency": plan.cell_concurrency,
+    }
     t0 = time.perf_counter()
     error: dict[str, Any] | None = None
     try:
-        pm.execute_notebook(str(template), str(partial), parameters=params, progress_bar=False, log_output=False,
-                            cwd=os.getcwd(), extra_arguments=KERNEL_ARGS)
+        pm.execute_notebook(
+            str(template),
+            str(partial),
+            parameters=params,
+            progress_bar=False,
+            log_output=False,
+            cwd=os.getcwd(),
+            extra_arguments=KERNEL_ARGS,
+        )
     except PapermillExecutionError as e:
         error = cell_error(cell, notebook=str(final), cell_index=e.cell_index, ename=e.ename, evalue=e.evalue)
     except Exception as e:  # noqa: BLE001 -- a dead kernel, a kernel that did not start: the cell failed
@@ -104,7 +116,8 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
     wall = round(time.perf_counter() - t0, 4)
     status = cell_status(plan.out, cell.cell_id)
     if status is None:  # the notebook did not record the cell itself
-        error = error or cell_error(cell, notebook=str(final), ename="MissingStatus",
-                                    evalue="the notebook finished without writing status.json")
+        error = error or cell_error(
+            cell, notebook=str(final), ename="MissingStatus", evalue="the notebook finished without writing status.json"
+        )
         write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=wall)
     return cell_outcome(plan, cell, wall)

@@ -116,14 +116,18 @@ class SweepResult:
 
     def __str__(self) -> str:
         s = bar_figures(self.spend)
-        text = (f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
-                f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.2f} s; "
-                f"{s['calls']} calls ({s['hits']} cached), {s['tokens']} tokens, cost {s['cost']}; "
-                f"results in {self.out_dir}")
+        text = (
+            f"sweep {self.experiment} ({self.executor}): {len(self.cells)} cells: {self.done} done, "
+            f"{self.failed} failed, {self.skipped} skipped (finished before) in {self.wall_time_s:.2f} s; "
+            f"{s['calls']} calls ({s['hits']} cached), {s['tokens']} tokens, cost {s['cost']}; "
+            f"results in {self.out_dir}"
+        )
         if self.max_cost is not None:
-            text += (f"\n{self.cut} cell(s) cut by max_cost={self.max_cost:g} USD; {self.budget_spent_usd or 0.0:.6g} "
-                     f"USD paid in this results dir so far" + (" (re-run with a higher max_cost to resume them)"
-                                                               if self.cut else ""))
+            text += (
+                f"\n{self.cut} cell(s) cut by max_cost={self.max_cost:g} USD; {self.budget_spent_usd or 0.0:.6g} "
+                f"USD paid in this results dir so far"
+                + (" (re-run with a higher max_cost to resume them)" if self.cut else "")
+            )
         for c in self.cells:
             if c.status in ("failed", "cut"):
                 text += f"\n  {c.status} {c.cell_id} {json.dumps(c.params)}: {c.error}"
@@ -169,19 +173,24 @@ class SweepPlan:
 
     def watch(self, cell_id: str) -> EventHandler:
         """An event handler for one cell: counts its model calls on the bar, then passes the event on."""
+
         def handler(event: Event) -> None:
             if event.kind == "model_call":
                 d = event.data
                 with self.lock:
                     self.live.setdefault(cell_id, Tally()).count(
-                        hit=bool(d.get("cache_hit")), input_tokens=int(d.get("input_tokens") or 0),
-                        output_tokens=int(d.get("output_tokens") or 0), cost_usd=d.get("cost_usd"))
+                        hit=bool(d.get("cache_hit")),
+                        input_tokens=int(d.get("input_tokens") or 0),
+                        output_tokens=int(d.get("output_tokens") or 0),
+                        cost_usd=d.get("cost_usd"),
+                    )
                     now = time.monotonic()
                     if now - self._shown > 0.5:
                         self._shown = now
                         self.bar.set_postfix(self._postfix())
             if self.on_event is not None:
                 self.on_event(event)
+
         return handler
 
     def _postfix(self) -> dict[str, str]:
@@ -189,8 +198,13 @@ class SweepPlan:
         for spend in self.live.values():
             total.merge(spend)
         cut = {"cut": str(self.result.cut)} if self.budget is not None else {}
-        return {"done": str(self.result.done), "failed": str(self.result.failed), **cut,
-                "skipped": str(self.result.skipped), **bar_figures(total)}
+        return {
+            "done": str(self.result.done),
+            "failed": str(self.result.failed),
+            **cut,
+            "skipped": str(self.result.skipped),
+            **bar_figures(total),
+        }
 
 
 def schedule(cells: list[Cell]) -> list[Cell]:
@@ -214,8 +228,9 @@ def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: li
     """Refuse a dir holding other cells; write experiment.yaml and tasks.jsonl (self-contained)."""
     known = {c.cell_id for c in cells}
     cells_dir = out / "cells"
-    stale = sorted(p.name for p in cells_dir.iterdir() if p.is_dir() and p.name not in known) \
-        if cells_dir.is_dir() else []
+    stale = (
+        sorted(p.name for p in cells_dir.iterdir() if p.is_dir() and p.name not in known) if cells_dir.is_dir() else []
+    )
     if stale:
         raise ConfigError(
             f"out dir {out} already holds {len(stale)} cell(s) of a different experiment or config "
@@ -225,8 +240,10 @@ def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: li
     # the cap is how much to spend, not what to run: it stays out (the experiment's hash does not change with it)
     snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None, "max_cost": None})
     write_text_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
-    write_text_atomic(out / "experiment.yaml", f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n"
-                                           f"{snapshot.to_yaml()}")
+    write_text_atomic(
+        out / "experiment.yaml",
+        f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n{snapshot.to_yaml()}",
+    )
 
 
 def experiment_provenance(out: Path) -> dict[str, Any]:
@@ -261,8 +278,10 @@ def settings_env(settings: Settings | None) -> dict[str, str]:
 def cell_process_env(workers: int, at_once: int) -> dict[str, str]:
     """The environment of each process that runs cells (a papermill kernel, a local Dask worker): its share
     of the cores (PROMPTLAB_LOCAL_THREADS) and of each model's limits (PROMPTLAB_LIMIT_SHARE)."""
-    return {"PROMPTLAB_LOCAL_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, workers))),
-            "PROMPTLAB_LIMIT_SHARE": str(max(1, at_once))}
+    return {
+        "PROMPTLAB_LOCAL_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, workers))),
+        "PROMPTLAB_LIMIT_SHARE": str(max(1, at_once)),
+    }
 
 
 @contextlib.contextmanager

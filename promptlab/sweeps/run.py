@@ -163,14 +163,27 @@ def sweep(
         keep_notebook(out / "cells" / cell.cell_id)
         status = cell_status(out, cell.cell_id)
         if status is not None and status.get("status") == "ok":
-            finished.append(CellOutcome(cell.cell_id, cell.params, "skipped",
-                                        wall_time_s=float(status.get("wall_time_s") or 0.0)))
+            finished.append(
+                CellOutcome(cell.cell_id, cell.params, "skipped", wall_time_s=float(status.get("wall_time_s") or 0.0))
+            )
         else:
             pending.append(cell)
     bar = tqdm(total=len(cells), desc=f"sweep {exp.name}", unit="cell", disable=not progress)
-    plan = SweepPlan(exp, out, tasks, where, on_event, cell_concurrency, result, bar, workers=workers,
-                     settings=settings, template=Path(template) if template else None, scheduler=scheduler,
-                     budget=budget)
+    plan = SweepPlan(
+        exp,
+        out,
+        tasks,
+        where,
+        on_event,
+        cell_concurrency,
+        result,
+        bar,
+        workers=workers,
+        settings=settings,
+        template=Path(template) if template else None,
+        scheduler=scheduler,
+        budget=budget,
+    )
     for outcome in finished:
         plan.record(outcome)
     try:
@@ -179,9 +192,13 @@ def sweep(
                 spec.load()(schedule(pending), plan)
     except KeyboardInterrupt:
         result.wall_time_s = round(time.perf_counter() - t0, 3)
-        print(f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
-              f"{len(cells) - len(result.cells)} not finished; finished cells are saved in {out}; "
-              "run the same sweep again to resume", file=sys.stderr, flush=True)
+        print(
+            f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
+            f"{len(cells) - len(result.cells)} not finished; finished cells are saved in {out}; "
+            "run the same sweep again to resume",
+            file=sys.stderr,
+            flush=True,
+        )
         raise
     finally:
         bar.close()

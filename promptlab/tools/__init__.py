@@ -17,6 +17,19 @@ from .builtin import (
 from .registry import Tool, ToolError, ToolRegistry, ToolResult
 from .workspace import Workspace, WorkspaceError
 
-__all__ = ["BUILTIN_TOOLS", "Tool", "ToolEnv", "ToolError", "ToolFactory", "ToolRegistry", "ToolResult",
-           "WORKSPACE_TOOLS", "Workspace", "WorkspaceError", "build_tools", "check_tool_names", "needs_workspace",
-           "register_tool"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "Tool",
+    "ToolEnv",
+    "ToolError",
+    "ToolFactory",
+    "ToolRegistry",
+    "ToolResult",
+    "WORKSPACE_TOOLS",
+    "Workspace",
+    "WorkspaceError",
+    "build_tools",
+    "check_tool_names",
+    "needs_workspace",
+    "register_tool",
+]

@@ -101,5 +101,14 @@ def build_tools(names: Iterable[str], env: ToolEnv | None = None, extra: Iterabl
     return registry
 
 
-__all__ = ["ToolEnv", "ToolFactory", "BUILTIN_TOOLS", "SEED_TOOL_NAMES", "WORKSPACE_TOOLS", "register_tool",
-           "check_tool_names", "needs_workspace", "build_tools"]
+__all__ = [
+    "ToolEnv",
+    "ToolFactory",
+    "BUILTIN_TOOLS",
+    "SEED_TOOL_NAMES",
+    "WORKSPACE_TOOLS",
+    "register_tool",
+    "check_tool_names",
+    "needs_workspace",
+    "build_tools",
+]

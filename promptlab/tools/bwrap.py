@@ -39,8 +39,16 @@ SANDBOX_LANG = "C.UTF-8"
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 """Host folders shown read-only (a symlink, as on merged-/usr systems, is recreated as a symlink)."""
-ETC_FILES = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-             "/etc/nsswitch.conf", "/etc/mime.types", "/etc/ssl")
+ETC_FILES = (
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/mime.types",
+    "/etc/ssl",
+)
 """The only host files of /etc shown (read-only); /etc/passwd and /etc/group are synthetic."""
 
 
@@ -96,9 +104,17 @@ def identity_pipes(uid: int, gid: int, home: Path) -> Iterator[tuple[int, int]]:
             os.close(fd)
 
 
-def bwrap_argv(bwrap: str, root: Path, command: list[str], *, limits: SandboxLimits, writable: bool = True,
-               data_fds: tuple[int, int] | None = None, stage: Path | None = None,
-               ids: tuple[int, int] | None = None) -> list[str]:
+def bwrap_argv(
+    bwrap: str,
+    root: Path,
+    command: list[str],
+    *,
+    limits: SandboxLimits,
+    writable: bool = True,
+    data_fds: tuple[int, int] | None = None,
+    stage: Path | None = None,
+    ids: tuple[int, int] | None = None,
+) -> list[str]:
     """The bwrap command line running `command` in the workspace `root`.
 
     Args:
@@ -109,8 +125,17 @@ def bwrap_argv(bwrap: str, root: Path, command: list[str], *, limits: SandboxLim
         ids: the uid and gid the command has inside its user namespace (None: bwrap's default, the caller's).
     """
     known = bwrap_options(bwrap)
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--unshare-net", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--clearenv"]
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--unshare-net",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+    ]
     if ids is not None:
         argv += ["--uid", str(ids[0]), "--gid", str(ids[1])]
     if "--disable-userns" in known:  # bubblewrap >= 0.8: no nested user namespaces
@@ -144,5 +169,16 @@ def _scratch(stage: Path | None, limits: SandboxLimits, known: frozenset[str]) -
     return [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/dev/shm"]
 
 
-__all__ = ["ETC_FILES", "SANDBOX_LANG", "SANDBOX_PATH", "SYSTEM_DIRS", "bwrap_argv", "bwrap_options", "bwrap_path",
-           "identity_pipes", "identity_texts", "prlimit_path", "safe_env"]
+__all__ = [
+    "ETC_FILES",
+    "SANDBOX_LANG",
+    "SANDBOX_PATH",
+    "SYSTEM_DIRS",
+    "bwrap_argv",
+    "bwrap_options",
+    "bwrap_path",
+    "identity_pipes",
+    "identity_texts",
+    "prlimit_path",
+    "safe_env",
+]

@@ -18,14 +18,30 @@ MAX_POWER_BITS = 4096
 """Largest integer power result allowed, in bits (a guard against `9**9**9`)."""
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "abs": abs, "round": round, "min": min, "max": max, "sqrt": math.sqrt, "log": math.log,
-    "log10": math.log10, "log2": math.log2, "exp": math.exp, "sin": math.sin, "cos": math.cos,
-    "tan": math.tan, "floor": math.floor, "ceil": math.ceil,
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "log": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "floor": math.floor,
+    "ceil": math.ceil,
 }
 _CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e, "tau": math.tau}
 
@@ -108,7 +124,9 @@ def calculator_tool() -> Tool:
     return Tool(
         name="calculator",
         description="Evaluate an arithmetic expression (+ - * / // % **, parentheses, sqrt, log, sin, "
-                    "cos, min, max, round, pi, e) and return the number.",
-        execute=_calculate, input_model=CalculatorInput, string_arg="expression",
+        "cos, min, max, round, pi, e) and return the number.",
+        execute=_calculate,
+        input_model=CalculatorInput,
+        string_arg="expression",
         render=lambda out: str(out["result"]),
     )

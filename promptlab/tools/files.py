@@ -72,15 +72,36 @@ def workspace_tools(ws: Workspace) -> list[Tool]:
         return await ws.shell(args["command"])
 
     return [
-        Tool("write_file", "Write a text file in the workspace (replacing it); paths are relative to the "
-             "workspace.", write, input_model=WriteFileInput,
-             render=lambda o: f"wrote {o['bytes']} bytes to {o['path']}"),
-        Tool("read_file", "Read a text file from the workspace.", read, input_model=PathInput, string_arg="path",
-             render=lambda o: str(o["content"])),
-        Tool("list_files", "List the files under a workspace folder, recursively.", listing,
-             input_model=ListInput, string_arg="path",
-             render=lambda o: "\n".join(o["entries"]) or "(empty)"),
-        Tool("shell", f"Run a shell command in the workspace folder (time limit {ws.shell_timeout_s:g} s, "
-             f"output cut at {ws.output_cap} bytes); returns exit code, stdout, stderr.", shell,
-             input_model=ShellInput, string_arg="command", render=_shell_text),
+        Tool(
+            "write_file",
+            "Write a text file in the workspace (replacing it); paths are relative to the workspace.",
+            write,
+            input_model=WriteFileInput,
+            render=lambda o: f"wrote {o['bytes']} bytes to {o['path']}",
+        ),
+        Tool(
+            "read_file",
+            "Read a text file from the workspace.",
+            read,
+            input_model=PathInput,
+            string_arg="path",
+            render=lambda o: str(o["content"]),
+        ),
+        Tool(
+            "list_files",
+            "List the files under a workspace folder, recursively.",
+            listing,
+            input_model=ListInput,
+            string_arg="path",
+            render=lambda o: "\n".join(o["entries"]) or "(empty)",
+        ),
+        Tool(
+            "shell",
+            f"Run a shell command in the workspace folder (time limit {ws.shell_timeout_s:g} s, "
+            f"output cut at {ws.output_cap} bytes); returns exit code, stdout, stderr.",
+            shell,
+            input_model=ShellInput,
+            string_arg="command",
+            render=_shell_text,
+        ),
     ]

@@ -41,16 +41,28 @@ class SandboxLimits:
     """Most files, folders and links in the workspace, and separately in /tmp and /dev/shm (tmpfs inodes)."""
 
     def __post_init__(self) -> None:
-        for name in ("cpu_s", "file_bytes", "open_files", "processes", "address_space_bytes", "tmp_bytes",
-                     "workspace_bytes", "max_files"):
+        for name in (
+            "cpu_s",
+            "file_bytes",
+            "open_files",
+            "processes",
+            "address_space_bytes",
+            "tmp_bytes",
+            "workspace_bytes",
+            "max_files",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"SandboxLimits.{name} must be a positive integer, got {value!r}")
 
     def prlimit_args(self, *, processes: bool = True) -> list[str]:
         """`prlimit` options setting these limits."""
-        args = [f"--cpu={self.cpu_s}", f"--fsize={self.file_bytes}", f"--nofile={self.open_files}",
-                f"--as={self.address_space_bytes}"]
+        args = [
+            f"--cpu={self.cpu_s}",
+            f"--fsize={self.file_bytes}",
+            f"--nofile={self.open_files}",
+            f"--as={self.address_space_bytes}",
+        ]
         return args + [f"--nproc={self.processes}"] if processes else args
 
 

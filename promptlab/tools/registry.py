@@ -85,8 +85,10 @@ class Tool:
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
-            raise ConfigError(f"tool name {self.name!r} must start with a letter or _ and hold only letters, "
-                              "digits, _, . or - (at most 64 characters)")
+            raise ConfigError(
+                f"tool name {self.name!r} must start with a letter or _ and hold only letters, "
+                "digits, _, . or - (at most 64 characters)"
+            )
         if self.input_model is not None and not self.input_schema:
             object.__setattr__(self, "input_schema", self.input_model.model_json_schema())
         if not self.input_schema:
@@ -112,8 +114,10 @@ class Tool:
         """
         if isinstance(raw, str):
             if self.string_arg is None:
-                raise ToolError(f"tool {self.name!r} takes an object input, not a bare string; "
-                                f"schema: {json.dumps(self.input_schema, sort_keys=True)}")
+                raise ToolError(
+                    f"tool {self.name!r} takes an object input, not a bare string; "
+                    f"schema: {json.dumps(self.input_schema, sort_keys=True)}"
+                )
             raw = {self.string_arg: raw}
         if raw is None:
             raw = {}
@@ -123,8 +127,9 @@ class Tool:
             try:
                 return self.input_model.model_validate(raw).model_dump(mode="json")
             except ValidationError as e:
-                problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '<input>'}: {err['msg']}"
-                                     for err in e.errors())
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc']) or '<input>'}: {err['msg']}" for err in e.errors()
+                )
                 raise ToolError(f"bad input for tool {self.name!r}: {problems}") from e
         from jsonschema import Draft202012Validator
 
@@ -145,8 +150,13 @@ class Tool:
                 json.dumps(value, allow_nan=False)
             except (TypeError, ValueError) as e:
                 raise ToolError(f"tool {self.name!r} returned an output that is not JSON-safe: {e}") from e
-            return ToolResult(tool=self.name, input=clean(_json_safe(raw)), status="success", output=clean(value),
-                              text=clean(self.render(value)))
+            return ToolResult(
+                tool=self.name,
+                input=clean(_json_safe(raw)),
+                status="success",
+                output=clean(value),
+                text=clean(self.render(value)),
+            )
         except Exception as e:  # a tool failure is a result for the loop, never a crash
             message = str(e) if isinstance(e, ToolError) else f"{type(e).__name__}: {e}"
             return ToolResult(tool=self.name, input=clean(_json_safe(raw)), status="error", error=clean(message))
@@ -217,8 +227,14 @@ class ToolRegistry:
         for t in self._tools.values():
             schema = {k: v for k, v in _compact_schema(t.input_schema).items() if k != "description"}
             given = {"anyOf": [{"type": "string"}, schema]} if t.string_arg else schema
-            out.append({"type": "object", "additionalProperties": False, "required": [name_key, input_key],
-                        "properties": {name_key: {"type": "string", "enum": [t.name]}, input_key: given}})
+            out.append(
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": [name_key, input_key],
+                    "properties": {name_key: {"type": "string", "enum": [t.name]}, input_key: given},
+                }
+            )
         return out
 
     def describe(self) -> str:

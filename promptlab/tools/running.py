@@ -15,8 +15,9 @@ _DRAIN_S = 1.0
 """How long to wait for the output pipes to close once the command has exited or been killed."""
 
 
-def run_capped(argv: list[str], command: str, *, cwd: Path, limit: float, output_cap: int,
-               pass_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_capped(
+    argv: list[str], command: str, *, cwd: Path, limit: float, output_cap: int, pass_fds: tuple[int, ...] = ()
+) -> dict[str, Any]:
     """Run `argv` (blocking) in its own session with the safe environment, under a wall-clock limit.
 
     Past the limit the process group is killed (for bwrap, its death takes the sandbox's pid
@@ -25,12 +26,22 @@ def run_capped(argv: list[str], command: str, *, cwd: Path, limit: float, output
     Returns:
         {"command", "exit_code" (None when killed), "stdout", "stderr", "timed_out"}.
     """
-    proc = subprocess.Popen(argv, cwd=cwd, env=safe_env(cwd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, pass_fds=pass_fds)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=safe_env(cwd),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        pass_fds=pass_fds,
+    )
     out, err = _Capped(output_cap), _Capped(output_cap)
     assert proc.stdout is not None and proc.stderr is not None
-    readers = [threading.Thread(target=c.drain, args=(pipe,), daemon=True)
-               for c, pipe in ((out, proc.stdout), (err, proc.stderr))]
+    readers = [
+        threading.Thread(target=c.drain, args=(pipe,), daemon=True)
+        for c, pipe in ((out, proc.stdout), (err, proc.stderr))
+    ]
     for r in readers:
         r.start()
     timed_out = False

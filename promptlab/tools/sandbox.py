@@ -35,8 +35,10 @@ from .bwrap import bwrap_argv, bwrap_path, identity_pipes, prlimit_path, safe_en
 from .limits import SandboxLimits, in_cgroup, pids_cgroup
 from .running import join_note, run_capped, timeout_note
 
-INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) "
-                "or opt in to an unsandboxed shell with unsafe_shell=True")
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`) "
+    "or opt in to an unsandboxed shell with unsafe_shell=True"
+)
 """How to get a sandboxed shell, quoted in every refusal."""
 SANDBOX_IDS = (65534, 65534)
 """The host uid and gid (nobody, nogroup) commands run as when promptlab runs as root."""
@@ -78,8 +80,10 @@ def sandbox_problem() -> str | None:
         detail = done.stderr.decode("utf-8", "replace").strip()[:300]
         return f"bwrap cannot run the sandbox here (exit {done.returncode}: {detail})"
     if os.geteuid() == 0 and (problem := staging_problem()) is not None:
-        return (f"running as root, a command must run as an unprivileged user on a size-capped copy of the "
-                f"workspace, and that cannot be set up here: {problem}")
+        return (
+            f"running as root, a command must run as an unprivileged user on a size-capped copy of the "
+            f"workspace, and that cannot be set up here: {problem}"
+        )
     return None
 
 
@@ -109,12 +113,12 @@ def require_sandbox() -> None:
     """Raise SandboxUnavailable (with how to fix it) unless commands can be sandboxed here."""
     problem = sandbox_problem()
     if problem is not None:
-        raise SandboxUnavailable(f"the shell tool is refused: {problem}, so a command cannot run in a sandbox; "
-                                 f"{INSTALL_HINT}")
+        raise SandboxUnavailable(
+            f"the shell tool is refused: {problem}, so a command cannot run in a sandbox; {INSTALL_HINT}"
+        )
 
 
-def run_sandboxed(root: Path, command: str, *, limits: SandboxLimits, limit: float,
-                  output_cap: int) -> dict[str, Any]:
+def run_sandboxed(root: Path, command: str, *, limits: SandboxLimits, limit: float, output_cap: int) -> dict[str, Any]:
     """Run `/bin/sh -c command` in the sandbox on the workspace `root` (blocking): staged where it can be,
     else (a non-root user without mount namespaces) on the workspace folder itself.
 
@@ -129,8 +133,7 @@ def run_sandboxed(root: Path, command: str, *, limits: SandboxLimits, limit: flo
     uid, gid = os.getuid(), os.getgid()
     with identity_pipes(uid, gid, root) as fds, pids_cgroup(limits.processes) as procs:
         argv = bwrap_argv(str(bwrap_path()), root, ["/bin/sh", "-c", command], limits=limits, data_fds=fds)
-        return run_capped(in_cgroup(procs, argv), command, cwd=root, limit=limit, output_cap=output_cap,
-                          pass_fds=fds)
+        return run_capped(in_cgroup(procs, argv), command, cwd=root, limit=limit, output_cap=output_cap, pass_fds=fds)
 
 
 def run_staged(root: Path, command: str, *, limits: SandboxLimits, limit: float, output_cap: int) -> dict[str, Any]:
@@ -144,20 +147,52 @@ def run_staged(root: Path, command: str, *, limits: SandboxLimits, limit: float,
         uid, gid = SANDBOX_IDS if as_root else (os.getuid(), os.getgid())
         with identity_pipes(uid, gid, root) as fds, pids_cgroup(limits.processes + 1) as procs:
             spec = {
-                "workspace": str(root), "stage_ws": str(stage / "ws"), "stage_scratch": str(stage / "scratch"),
-                "bwrap": bwrap_argv(str(bwrap_path()), root, ["/bin/sh", "-c", command], limits=limits,
-                                    data_fds=fds, stage=stage, ids=None if as_root else (uid, gid)),
-                "run_as": [uid, gid] if as_root else None, "pass_fds": list(fds), "env": safe_env(root),
-                "limit": limit, "workspace_bytes": limits.workspace_bytes, "tmp_bytes": limits.tmp_bytes,
-                "max_files": limits.max_files, "status": str(stage / "status.json"), "parent": os.getpid(),
+                "workspace": str(root),
+                "stage_ws": str(stage / "ws"),
+                "stage_scratch": str(stage / "scratch"),
+                "bwrap": bwrap_argv(
+                    str(bwrap_path()),
+                    root,
+                    ["/bin/sh", "-c", command],
+                    limits=limits,
+                    data_fds=fds,
+                    stage=stage,
+                    ids=None if as_root else (uid, gid),
+                ),
+                "run_as": [uid, gid] if as_root else None,
+                "pass_fds": list(fds),
+                "env": safe_env(root),
+                "limit": limit,
+                "workspace_bytes": limits.workspace_bytes,
+                "tmp_bytes": limits.tmp_bytes,
+                "max_files": limits.max_files,
+                "status": str(stage / "status.json"),
+                "parent": os.getpid(),
             }
             (stage / "spec.json").write_text(json.dumps(spec))
-            namespaces = ["--mount", "--propagation", "private"] if as_root else [
-                "--user", "--map-root-user", "--mount", "--propagation", "private"]
-            argv = [str(unshare_path()), *namespaces, "--", sys.executable, "-I", "-S", str(STAGER),
-                    str(stage / "spec.json")]
-            out = run_capped(in_cgroup(procs, argv), command, cwd=root, limit=limit + STAGE_GRACE_S,
-                             output_cap=output_cap, pass_fds=fds)
+            namespaces = (
+                ["--mount", "--propagation", "private"]
+                if as_root
+                else ["--user", "--map-root-user", "--mount", "--propagation", "private"]
+            )
+            argv = [
+                str(unshare_path()),
+                *namespaces,
+                "--",
+                sys.executable,
+                "-I",
+                "-S",
+                str(STAGER),
+                str(stage / "spec.json"),
+            ]
+            out = run_capped(
+                in_cgroup(procs, argv),
+                command,
+                cwd=root,
+                limit=limit + STAGE_GRACE_S,
+                output_cap=output_cap,
+                pass_fds=fds,
+            )
         return _with_status(out, stage / "status.json", limit)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -168,23 +203,40 @@ def _with_status(out: dict[str, Any], status_file: Path, limit: float) -> dict[s
     try:
         status = json.loads(status_file.read_text())
     except (OSError, ValueError):
-        cause = f"it was killed after {limit + STAGE_GRACE_S:g} s" if out["timed_out"] else \
-            f"it exited with {out['exit_code']}: {out['stderr'].strip()[-300:]}"
+        cause = (
+            f"it was killed after {limit + STAGE_GRACE_S:g} s"
+            if out["timed_out"]
+            else f"it exited with {out['exit_code']}: {out['stderr'].strip()[-300:]}"
+        )
         raise SandboxStepError(f"the sandbox stager gave no status ({cause})") from None
     if "error" in status:
         raise SandboxStepError(status["error"])
     out["exit_code"], out["timed_out"] = status["exit_code"], status["timed_out"]
     notes = [timeout_note(limit)] if status["timed_out"] else []
     if status.get("dropped"):
-        notes.append("[not kept in the workspace (only files, folders and links are): "
-                     + ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(status["dropped"].items()))
-                     + "]")
+        notes.append(
+            "[not kept in the workspace (only files, folders and links are): "
+            + ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in sorted(status["dropped"].items()))
+            + "]"
+        )
     if status.get("not_kept"):
         notes.append(f"[{status['not_kept']}]")
     out["stderr"] = join_note(out["stderr"], "\n".join(notes))
     return out
 
 
-__all__ = ["INSTALL_HINT", "SANDBOX_IDS", "STAGER", "STAGE_GRACE_S", "SandboxStepError", "SandboxUnavailable",
-           "require_sandbox", "run_sandboxed", "run_staged", "sandbox_available", "sandbox_problem",
-           "staging_problem", "unshare_path"]
+__all__ = [
+    "INSTALL_HINT",
+    "SANDBOX_IDS",
+    "STAGER",
+    "STAGE_GRACE_S",
+    "SandboxStepError",
+    "SandboxUnavailable",
+    "require_sandbox",
+    "run_sandboxed",
+    "run_staged",
+    "sandbox_available",
+    "sandbox_problem",
+    "staging_problem",
+    "unshare_path",
+]

@@ -78,8 +78,10 @@ def search(folder: Path, query: str, top_k: int = 3) -> list[dict[str, Any]]:
         if score > 0:
             scored.append((score, path, text))
     scored.sort(key=lambda s: (-s[0], str(s[1])))
-    return [{"file": str(p.relative_to(folder)), "score": round(s, 4), "snippet": _snippet(text, terms)}
-            for s, p, text in scored[:top_k]]
+    return [
+        {"file": str(p.relative_to(folder)), "score": round(s, 4), "snippet": _snippet(text, terms)}
+        for s, p, text in scored[:top_k]
+    ]
 
 
 def _snippet(text: str, terms: list[str]) -> str:
@@ -91,7 +93,7 @@ def _snippet(text: str, terms: list[str]) -> str:
     lower = flat.lower()
     hits = [lower.find(t) for t in terms if lower.find(t) >= 0]
     start = max(0, min(hits) - SNIPPET_CHARS // 4) if hits else 0
-    piece = flat[start:start + SNIPPET_CHARS]
+    piece = flat[start : start + SNIPPET_CHARS]
     return ("..." if start else "") + piece + ("..." if start + SNIPPET_CHARS < len(flat) else "")
 
 
@@ -109,12 +111,14 @@ def search_docs_tool(folder: str | Path | None = None, *, name: str = "search_do
     root = Path(folder) if folder is not None else default_docs_dir()
 
     def run(args: dict[str, Any]) -> dict[str, Any]:
-        return {"query": args["query"], "folder": str(root),
-                "matches": search(root, args["query"], args["top_k"])}
+        return {"query": args["query"], "folder": str(root), "matches": search(root, args["query"], args["top_k"])}
 
     return Tool(
         name=name,
         description="Keyword search over a local folder of reference documents on prompt engineering; "
-                    "returns the best matching files with a snippet each. There is no web access.",
-        execute=run, input_model=SearchInput, string_arg="query", render=_render,
+        "returns the best matching files with a snippet each. There is no web access.",
+        execute=run,
+        input_model=SearchInput,
+        string_arg="query",
+        render=_render,
     )

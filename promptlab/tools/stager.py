@@ -130,9 +130,11 @@ def copy_in(workspace: str, dest: str, owner: tuple[int, int] | None, cap: int) 
         Copier(owner).tree(workspace, dest)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise StageError(f"the workspace does not fit the shell's writable space ({cap} bytes and "
-                             "SandboxLimits.max_files files): remove files, or raise SandboxLimits.workspace_bytes "
-                             "or max_files") from None
+            raise StageError(
+                f"the workspace does not fit the shell's writable space ({cap} bytes and "
+                "SandboxLimits.max_files files): remove files, or raise SandboxLimits.workspace_bytes "
+                "or max_files"
+            ) from None
         raise StageError(f"could not copy the workspace into the sandbox: {e}") from None
 
 
@@ -146,8 +148,10 @@ def copy_out(stage_ws: str, workspace: str) -> dict[str, int]:
         copier.tree(stage_ws, fresh)
     except OSError as e:
         shutil.rmtree(fresh, ignore_errors=True)
-        raise StageError(f"the step's changes to the workspace were not kept (copying them back failed: {e}); "
-                         "the workspace is as it was before the step") from None
+        raise StageError(
+            f"the step's changes to the workspace were not kept (copying them back failed: {e}); "
+            "the workspace is as it was before the step"
+        ) from None
     os.mkdir(old, 0o700)
     for name in os.listdir(workspace):
         if name not in (os.path.basename(fresh), os.path.basename(old)):
@@ -163,8 +167,15 @@ def run_bwrap(spec: dict[str, Any]) -> tuple[int | None, bool]:
     """Run the bwrap command line (as the sandbox user, when given) under the time limit: (exit code, timed out)."""
     owner = spec["run_as"]
     ids: dict[str, Any] = {"user": owner[0], "group": owner[1], "extra_groups": []} if owner else {}
-    proc = subprocess.Popen(spec["bwrap"], stdin=subprocess.DEVNULL, pass_fds=tuple(spec["pass_fds"]),
-                            start_new_session=True, env=spec["env"], cwd="/", **ids)
+    proc = subprocess.Popen(
+        spec["bwrap"],
+        stdin=subprocess.DEVNULL,
+        pass_fds=tuple(spec["pass_fds"]),
+        start_new_session=True,
+        env=spec["env"],
+        cwd="/",
+        **ids,
+    )
     try:
         proc.wait(timeout=spec["limit"])
         return proc.returncode, False

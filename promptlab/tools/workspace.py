@@ -64,16 +64,25 @@ class Workspace:
         unsafe_shell: where bubblewrap is missing, run shell commands unsandboxed instead of refusing them.
     """
 
-    def __init__(self, root: str | Path, *, shell_timeout_s: float = 10.0, output_cap: int = 8192,
-                 limits: SandboxLimits | None = None, max_file_bytes: int = MAX_FILE_BYTES,
-                 max_workspace_bytes: int = MAX_WORKSPACE_BYTES, unsafe_shell: bool = False) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        shell_timeout_s: float = 10.0,
+        output_cap: int = 8192,
+        limits: SandboxLimits | None = None,
+        max_file_bytes: int = MAX_FILE_BYTES,
+        max_workspace_bytes: int = MAX_WORKSPACE_BYTES,
+        unsafe_shell: bool = False,
+    ) -> None:
         if shell_timeout_s <= 0:
             raise WorkspaceError(f"shell_timeout_s must be > 0, got {shell_timeout_s}")
         if output_cap < 1:
             raise WorkspaceError(f"output_cap must be >= 1, got {output_cap}")
         if max_file_bytes < 1 or max_workspace_bytes < max_file_bytes:
-            raise WorkspaceError(f"need 1 <= max_file_bytes ({max_file_bytes}) <= max_workspace_bytes "
-                                 f"({max_workspace_bytes})")
+            raise WorkspaceError(
+                f"need 1 <= max_file_bytes ({max_file_bytes}) <= max_workspace_bytes ({max_workspace_bytes})"
+            )
         path = Path(root).expanduser()
         path.mkdir(parents=True, exist_ok=True)
         self.root = path.resolve()
@@ -139,8 +148,9 @@ class Workspace:
         if "\0" in path:
             raise WorkspaceError(f"path {path!r} contains a NUL character")
         if path.startswith("/"):
-            raise WorkspaceError(f"refused path {path!r}: absolute paths are not allowed; give a path "
-                                 "relative to the workspace")
+            raise WorkspaceError(
+                f"refused path {path!r}: absolute paths are not allowed; give a path relative to the workspace"
+            )
         norm = posixpath.normpath(path)
         if norm == ".." or norm.startswith("../"):
             raise WorkspaceError(f"refused path {path!r}: it leaves the workspace")
@@ -232,15 +242,18 @@ class Workspace:
             raise WorkspaceError(f"cannot write {path!r}: it is a directory")
         data = content.encode("utf-8")
         if len(data) > self.max_file_bytes:
-            raise WorkspaceError(f"cannot write {path!r}: {len(data)} bytes is over the {self.max_file_bytes}-byte "
-                                 "file cap")
+            raise WorkspaceError(
+                f"cannot write {path!r}: {len(data)} bytes is over the {self.max_file_bytes}-byte file cap"
+            )
         name = parts[-1]
         with self._folder(path, parts[:-1], create=True) as dfd:
             old = self._existing(path, parts, dfd)
             total = self.usage_bytes() - old + len(data)
             if total > self.max_workspace_bytes:
-                raise WorkspaceError(f"cannot write {path!r}: the workspace would hold {total} bytes, over its "
-                                     f"{self.max_workspace_bytes}-byte cap")
+                raise WorkspaceError(
+                    f"cannot write {path!r}: the workspace would hold {total} bytes, over its "
+                    f"{self.max_workspace_bytes}-byte cap"
+                )
             tmp = f".{name}.{uuid.uuid4().hex[:8]}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd)
             try:
@@ -283,8 +296,9 @@ class Workspace:
                 raise WorkspaceError(f"cannot read {path!r}: it is a directory (use list_files)")
             _check_plain(path, st)
             if st.st_size > self.max_file_bytes:
-                raise WorkspaceError(f"cannot read {path!r}: {st.st_size} bytes is over the {self.max_file_bytes}-"
-                                     "byte file cap")
+                raise WorkspaceError(
+                    f"cannot read {path!r}: {st.st_size} bytes is over the {self.max_file_bytes}-byte file cap"
+                )
         except BaseException:
             os.close(fd)
             raise
@@ -353,8 +367,9 @@ class Workspace:
                 return run_sandboxed(self.root, command, limits=self.limits, limit=limit, output_cap=self.output_cap)
         prlimit = prlimit_path()  # unsafe_shell: no isolation, but a cleared environment and rlimits
         argv = [prlimit, *self.limits.prlimit_args(processes=False), "--"] if prlimit else []
-        return run_capped([*argv, "/bin/sh", "-c", command], command, cwd=self.root, limit=limit,
-                          output_cap=self.output_cap)
+        return run_capped(
+            [*argv, "/bin/sh", "-c", command], command, cwd=self.root, limit=limit, output_cap=self.output_cap
+        )
 
 
 def _check_plain(path: str, st: os.stat_result) -> None:
@@ -364,8 +379,9 @@ def _check_plain(path: str, st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise WorkspaceError(f"refused path {path!r}: not a regular file")
     if st.st_nlink > 1:
-        raise WorkspaceError(f"refused path {path!r}: the file has {st.st_nlink} hard links, so it may be a file "
-                             "outside the workspace")
+        raise WorkspaceError(
+            f"refused path {path!r}: the file has {st.st_nlink} hard links, so it may be a file outside the workspace"
+        )
 
 
 def fresh_workspace_name(base: str | Path | None, stem: str) -> str:

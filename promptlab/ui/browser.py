@@ -54,8 +54,7 @@ def _cell(text: str | None, limit: int | None = None) -> str:
     """A wrapping table cell; past `limit` characters the text is cut, the whole of it in the hover title."""
     text = text or ""
     if limit is not None and len(text) > limit:
-        return (f"<td style='{WRAP}' title='{html.escape(text, quote=True)}'>"
-                f"{html.escape(text[:limit].rstrip())}…</td>")
+        return f"<td style='{WRAP}' title='{html.escape(text, quote=True)}'>{html.escape(text[:limit].rstrip())}…</td>"
     return f"<td style='{WRAP}'>{html.escape(text)}</td>"
 
 
@@ -63,11 +62,21 @@ def _table(css_class: str, columns: list[tuple[str, int]], rows: list[str]) -> s
     """An HTML table that fits the output's width: `columns` are (header, width in %)."""
     cols = "".join(f"<col style='width:{width}%'>" for _, width in columns)
     head = "".join(f"<th style='{WRAP}'>{html.escape(name)}</th>" for name, _ in columns)
-    return f"<table class='{css_class}' style='{TABLE}'><colgroup>{cols}</colgroup><tr>{head}</tr>{''.join(rows)}</table>"
+    return (
+        f"<table class='{css_class}' style='{TABLE}'><colgroup>{cols}</colgroup><tr>{head}</tr>{''.join(rows)}</table>"
+    )
 
 
-STEP_COLUMNS = [("phase", 11), ("role", 11), ("model", 16), ("in tokens", 8), ("out tokens", 8), ("cost USD", 8),
-                ("cached", 7), ("error", 31)]
+STEP_COLUMNS = [
+    ("phase", 11),
+    ("role", 11),
+    ("model", 16),
+    ("in tokens", 8),
+    ("out tokens", 8),
+    ("cost USD", 8),
+    ("cached", 7),
+    ("error", 31),
+]
 
 
 def cost_text(costs: list[float | None]) -> str:
@@ -81,11 +90,22 @@ def _num(text: str) -> str:
 
 def _step_row(s: Step) -> str:
     c = s.call
-    return "<tr>" + "".join([
-        _cell(s.phase), _cell(s.role), _cell(s.model or "tool"),
-        _num(_fmt(c.input_tokens if c else None)), _num(_fmt(c.output_tokens if c else None)),
-        _num(_fmt(c.cost_usd if c else None, 4)), _num("yes" if c and c.cache_hit else ""),
-        _cell(f"{s.error.kind}: {s.error.message}" if s.error else "", 160)]) + "</tr>"
+    return (
+        "<tr>"
+        + "".join(
+            [
+                _cell(s.phase),
+                _cell(s.role),
+                _cell(s.model or "tool"),
+                _num(_fmt(c.input_tokens if c else None)),
+                _num(_fmt(c.output_tokens if c else None)),
+                _num(_fmt(c.cost_usd if c else None, 4)),
+                _num("yes" if c and c.cache_hit else ""),
+                _cell(f"{s.error.kind}: {s.error.message}" if s.error else "", 160),
+            ]
+        )
+        + "</tr>"
+    )
 
 
 def _folded_row(group: list[Step]) -> str:
@@ -98,10 +118,22 @@ def _folded_row(group: list[Step]) -> str:
     errors = sum(1 for s in group if s.error)
     hits = sum(1 for c in calls if c.cache_hit)
     models = sorted({s.model or "tool" for s in group})
-    return "<tr class='pl-folded'>" + "".join([
-        _cell(group[0].phase), _cell(f"{group[0].role} × {len(group)}"), _cell(", ".join(models)),
-        _num(str(tokens_in)), _num(str(tokens_out)), _num(cost), _num(f"{hits}/{len(group)}"),
-        _cell(f"{errors} error(s)" if errors else "")]) + "</tr>"
+    return (
+        "<tr class='pl-folded'>"
+        + "".join(
+            [
+                _cell(group[0].phase),
+                _cell(f"{group[0].role} × {len(group)}"),
+                _cell(", ".join(models)),
+                _num(str(tokens_in)),
+                _num(str(tokens_out)),
+                _num(cost),
+                _num(f"{hits}/{len(group)}"),
+                _cell(f"{errors} error(s)" if errors else ""),
+            ]
+        )
+        + "</tr>"
+    )
 
 
 def steps_table(steps: list[Step]) -> str:
@@ -122,12 +154,14 @@ def steps_table(steps: list[Step]) -> str:
         f"<details class='pl-per-example'><summary>{html.escape(phase)} · {html.escape(role)}: "
         f"{len(groups[(phase, role)])} steps</summary>"
         f"{_table('pl-steps', STEP_COLUMNS, [_step_row(s) for s in groups[(phase, role)]])}</details>"
-        for phase, role in groups if (phase, role) in folded)
+        for phase, role in groups
+        if (phase, role) in folded
+    )
     return _table("pl-steps", STEP_COLUMNS, rows) + details
 
 
 def position_label(run: Run, index: int) -> str:
-    """"iteration k of n" for the `index`-th iteration (1-based position) by the iterations' own numbers, so a
+    """ "iteration k of n" for the `index`-th iteration (1-based position) by the iterations' own numbers, so a
     run whose iteration 0 is its starting prompt reads "iteration 0 of n" first."""
     it = run.iterations[index - 1]
     start = " (the starting prompt)" if it.index == 0 else ""
@@ -143,15 +177,18 @@ def iteration_html(run: Run, index: int) -> str:
     if not 1 <= index <= len(run.iterations):
         raise ValueError(f"iteration {index} is not in 1..{len(run.iterations)}")
     it: Iteration = run.iterations[index - 1]
-    prev = next((p.candidate for p in reversed(run.iterations[: index - 1]) if p.candidate is not None),
-                run.task.prompt)
-    scores = [f"<tr>{_cell(s.criterion)}{_num(_fmt(s.score))}{_cell(s.judge)}{_cell(s.justification)}</tr>"
-              for s in it.scores]
+    prev = next(
+        (p.candidate for p in reversed(run.iterations[: index - 1]) if p.candidate is not None), run.task.prompt
+    )
+    scores = [
+        f"<tr>{_cell(s.criterion)}{_num(_fmt(s.score))}{_cell(s.judge)}{_cell(s.justification)}</tr>" for s in it.scores
+    ]
     grounded = "–"
     if it.grounded is not None:
         g = it.grounded
-        grounded = (f"{_fmt(g.score)} on {g.split} (n={g.n}, 95% CI {_fmt(g.ci_low)}–{_fmt(g.ci_high)}, "
-                    f"{g.errors} error(s))")
+        grounded = (
+            f"{_fmt(g.score)} on {g.split} (n={g.n}, 95% CI {_fmt(g.ci_low)}–{_fmt(g.ci_high)}, {g.errors} error(s))"
+        )
     tokens = sum((s.call.input_tokens or 0) + (s.call.output_tokens or 0) for s in it.steps if s.call)
     cost = cost_text([s.call.cost_usd for s in it.steps if s.call])
     block = "style='white-space:pre-wrap;overflow-wrap:anywhere;border:1px solid #ddd;padding:4px'"
@@ -159,12 +196,12 @@ def iteration_html(run: Run, index: int) -> str:
 <h4>{position_label(run, index).capitalize()} · {html.escape(run.loop)} on {html.escape(run.task.id)}</h4>
 <p><b>Candidate</b> (changes against the previous candidate):</p>
 <div class='pl-diff' {block}>{candidate_diff(prev, it.candidate)}</div>
-<details><summary>candidate text</summary><pre class='pl-candidate' {block}>{html.escape(it.candidate or '(none)')}</pre></details>
+<details><summary>candidate text</summary><pre class='pl-candidate' {block}>{html.escape(it.candidate or "(none)")}</pre></details>
 <p><b>Scores</b> · <b>average (critic):</b> {_fmt(it.average)} · <b>grounded:</b> <span class='pl-grounded'>{grounded}</span></p>
-{_table('pl-scores', [("criterion", 22), ("score", 8), ("judge", 14), ("justification", 56)], scores)}
-<p><b>Decision:</b> <span class='pl-decision'>{html.escape(it.decision or '–')}</span> ·
-<b>decision score:</b> {_fmt(it.decision_score)} · <b>reason:</b> {html.escape(it.reason or '–')}</p>
-<p><b>Reflection:</b> {html.escape(it.reflection or '–')}</p>
+{_table("pl-scores", [("criterion", 22), ("score", 8), ("judge", 14), ("justification", 56)], scores)}
+<p><b>Decision:</b> <span class='pl-decision'>{html.escape(it.decision or "–")}</span> ·
+<b>decision score:</b> {_fmt(it.decision_score)} · <b>reason:</b> {html.escape(it.reason or "–")}</p>
+<p><b>Reflection:</b> {html.escape(it.reflection or "–")}</p>
 <p><b>Steps</b> ({tokens} tokens, {cost})</p>
 {steps_table(it.steps)}
 </div>"""
@@ -218,8 +255,10 @@ class RunBrowser:
     def load_cell(self) -> None:
         """Read the selected cell's runs and show the first iteration of its first run."""
         self.runs = self.read_runs(self.results_dir, self.cell_w.value)
-        self.run_w.options = [(f"{r.task.id} · sample {r.sample} · {r.stop_reason} · {len(r.iterations)} it.", k)
-                              for k, r in enumerate(self.runs)]
+        self.run_w.options = [
+            (f"{r.task.id} · sample {r.sample} · {r.stop_reason} · {len(r.iterations)} it.", k)
+            for k, r in enumerate(self.runs)
+        ]
         self.run_w.value = 0 if self.runs else None
         self.show(1)
 
@@ -242,5 +281,15 @@ class RunBrowser:
         display(self.widget)
 
 
-__all__ = ["FOLD_AT", "RunBrowser", "STEP_COLUMNS", "TABLE", "WRAP", "candidate_diff", "cost_text", "iteration_html",
-           "position_label", "steps_table"]
+__all__ = [
+    "FOLD_AT",
+    "RunBrowser",
+    "STEP_COLUMNS",
+    "TABLE",
+    "WRAP",
+    "candidate_diff",
+    "cost_text",
+    "iteration_html",
+    "position_label",
+    "steps_table",
+]

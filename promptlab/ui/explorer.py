@@ -49,7 +49,8 @@ def side_by_side(original: str, final: str | None) -> str:
     cells = "".join(
         f"<td style='vertical-align:top;text-align:left;width:50%'><b>{name}</b>"
         f"<pre class='promptlab-{name}' style='white-space:pre-wrap;text-align:left'>{html.escape(text)}</pre></td>"
-        for name, text in cols)
+        for name, text in cols
+    )
     return f"<table style='width:100%;text-align:left'><tr>{cells}</tr></table>"
 
 
@@ -62,8 +63,10 @@ def errors_html(run: Run, limit: int = 5) -> str:
     """The errors a run recorded (the first `limit`), as wrapped HTML lines; empty when there are none."""
     if not run.errors:
         return ""
-    lines = [f"{e.role} ({e.phase}{'' if e.iteration is None else f', iteration {e.iteration}'}): "
-             f"{e.kind}: {e.message}" for e in run.errors[:limit]]
+    lines = [
+        f"{e.role} ({e.phase}{'' if e.iteration is None else f', iteration {e.iteration}'}): {e.kind}: {e.message}"
+        for e in run.errors[:limit]
+    ]
     if len(run.errors) > limit:
         lines.append(f"... and {len(run.errors) - limit} more (run.errors)")
     return error_box("\n".join(lines), f"{len(run.errors)} error(s) recorded")
@@ -71,9 +74,11 @@ def errors_html(run: Run, limit: int = 5) -> str:
 
 def error_box(text: str, title: str) -> str:
     """An error's full text under a title, wrapped to the output's width."""
-    return (f"<div class='promptlab-error' style='color:#b00;white-space:pre-wrap;overflow-wrap:anywhere;"
-            f"line-height:1.4'>"
-            f"<b>{html.escape(title)}</b>\n{html.escape(text)}</div>")
+    return (
+        f"<div class='promptlab-error' style='color:#b00;white-space:pre-wrap;overflow-wrap:anywhere;"
+        f"line-height:1.4'>"
+        f"<b>{html.escape(title)}</b>\n{html.escape(text)}</div>"
+    )
 
 
 def error_text(e: BaseException) -> str:
@@ -110,8 +115,14 @@ def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
     from ..results.frames import tidy
 
     traj, _ = tidy([run], params, "explore")
-    value = next((v for c, v in (("score", "average"), ("grounded_score", "grounded_score"))
-                  if len(traj) and traj[c].notna().any()), None)
+    value = next(
+        (
+            v
+            for c, v in (("score", "average"), ("grounded_score", "grounded_score"))
+            if len(traj) and traj[c].notna().any()
+        ),
+        None,
+    )
     if value is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -135,13 +146,21 @@ def result_outputs(run: Run, params: dict[str, Any]) -> list[dict[str, Any]]:
             plot = {"output_type": "display_data", "data": figure_png(fig), "metadata": {}}
         finally:
             plt.close(fig)
-    summary = (f"{run.loop} on {run.task.id}: {len(run.iterations)} iteration(s), stop reason {run.stop_reason}, "
-               f"best score {run.best_score}")
+    summary = (
+        f"{run.loop} on {run.task.id}: {len(run.iterations)} iteration(s), stop reason {run.stop_reason}, "
+        f"best score {run.best_score}"
+    )
     return [
         plot,
         {"output_type": "stream", "name": "stdout", "text": summary + "\n"},
-        {"output_type": "display_data", "data": {"text/html": side_by_side(run.task.prompt, run.final_output),
-                                                 "text/plain": f"final: {run.final_output}"}, "metadata": {}},
+        {
+            "output_type": "display_data",
+            "data": {
+                "text/html": side_by_side(run.task.prompt, run.final_output),
+                "text/plain": f"final: {run.final_output}",
+            },
+            "metadata": {},
+        },
     ]
 
 
@@ -157,10 +176,21 @@ class Explorer:
         model: if set, it plays every role (e.g. "fake/auto" for a dry run).
     """
 
-    def __init__(self, tasks: list[Task], *, loop: str = "p3ro", task_id: str = "", model: str = "",
-                 generator_model: str = "local/smollm2", critic_model: str = "local/smollm2",
-                 finish_threshold: float = 8.5, max_iterations: int = 3, max_tokens: int = 256,
-                 min_criteria: int = 0, budget_calls: int = 0) -> None:
+    def __init__(
+        self,
+        tasks: list[Task],
+        *,
+        loop: str = "p3ro",
+        task_id: str = "",
+        model: str = "",
+        generator_model: str = "local/smollm2",
+        critic_model: str = "local/smollm2",
+        finish_threshold: float = 8.5,
+        max_iterations: int = 3,
+        max_tokens: int = 256,
+        min_criteria: int = 0,
+        budget_calls: int = 0,
+    ) -> None:
         import ipywidgets as w
 
         from ..loops.registry import get_loop
@@ -173,27 +203,42 @@ class Explorer:
         self.model, self.max_tokens = model, max_tokens
         style = {"description_width": "110px"}
         self.loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=style)
-        self.task_w = w.Dropdown(options=list(self.tasks), value=task_id or tasks[0].id, description="task",
-                                 style=style)
-        self.gen_w = w.Combobox(options=MODELS, value=model or generator_model, description="generator",
-                                style=style, ensure_option=False)
-        self.critic_w = w.Combobox(options=MODELS, value=model or critic_model, description="critic", style=style,
-                                   ensure_option=False)
-        self.threshold_w = w.FloatSlider(value=finish_threshold, min=1.0, max=10.0, step=0.5,
-                                         description="finish at", style=style)
+        self.task_w = w.Dropdown(
+            options=list(self.tasks), value=task_id or tasks[0].id, description="task", style=style
+        )
+        self.gen_w = w.Combobox(
+            options=MODELS, value=model or generator_model, description="generator", style=style, ensure_option=False
+        )
+        self.critic_w = w.Combobox(
+            options=MODELS, value=model or critic_model, description="critic", style=style, ensure_option=False
+        )
+        self.threshold_w = w.FloatSlider(
+            value=finish_threshold, min=1.0, max=10.0, step=0.5, description="finish at", style=style
+        )
         self.cap_w = w.IntSlider(value=max_iterations, min=1, max=10, description="max iterations", style=style)
         p3ro_min = get_loop("p3ro").config_cls.model_fields["min_criteria"]
-        self.min_criteria_w = w.IntSlider(value=min_criteria or p3ro_min.default, min=1, max=6,
-                                          description="min criteria", style=style,
-                                          description_tooltip=p3ro_min.description or "")
-        self.budget_w = w.BoundedIntText(value=budget_calls, min=0, max=1_000_000, description="budget (calls)",
-                                         style=style, description_tooltip="budget_calls: stop before a step "
-                                         "that would pass this many model calls (0: no budget)")
+        self.min_criteria_w = w.IntSlider(
+            value=min_criteria or p3ro_min.default,
+            min=1,
+            max=6,
+            description="min criteria",
+            style=style,
+            description_tooltip=p3ro_min.description or "",
+        )
+        self.budget_w = w.BoundedIntText(
+            value=budget_calls,
+            min=0,
+            max=1_000_000,
+            description="budget (calls)",
+            style=style,
+            description_tooltip="budget_calls: stop before a step that would pass this many model calls (0: no budget)",
+        )
         self.loop_fields = {"finish_threshold": self.threshold_w, "min_criteria": self.min_criteria_w}
         """Controls of config fields that only some loops have (greyed out for the others)."""
         # the button never shrinks; the status beside it takes the rest of the row and wraps
-        self.run_w = w.Button(description="Run", button_style="primary", icon="play",
-                              layout={"flex": "0 0 auto", "width": "120px"})
+        self.run_w = w.Button(
+            description="Run", button_style="primary", icon="play", layout={"flex": "0 0 auto", "width": "120px"}
+        )
         self.status = w.HTML("", layout={"flex": "1 1 0%", "min_width": "0", "margin": "0 0 0 12px"})
         self.error = w.HTML("", layout={"width": "auto"})
         self.log = w.Output(layout={"border": "1px solid #ccc", "height": "220px", "overflow": "auto"})
@@ -203,10 +248,18 @@ class Explorer:
         self.loop_w.observe(lambda _change: self.sync_threshold(), names="value")
         self.sync_threshold()
         self.run_w.on_click(self.clicked)
-        self.widget = w.VBox([w.HBox([self.loop_w, self.task_w]), w.HBox([self.gen_w, self.critic_w]),
-                              w.HBox([self.threshold_w, self.cap_w]), w.HBox([self.min_criteria_w, self.budget_w]),
-                              w.HBox([self.run_w, self.status], layout={"width": "100%", "align_items": "center"}),
-                              self.error, self.log, self.result])
+        self.widget = w.VBox(
+            [
+                w.HBox([self.loop_w, self.task_w]),
+                w.HBox([self.gen_w, self.critic_w]),
+                w.HBox([self.threshold_w, self.cap_w]),
+                w.HBox([self.min_criteria_w, self.budget_w]),
+                w.HBox([self.run_w, self.status], layout={"width": "100%", "align_items": "center"}),
+                self.error,
+                self.log,
+                self.result,
+            ]
+        )
 
     def sync_threshold(self) -> None:
         """Grey out the controls of fields the chosen loop lacks (no finish threshold in pes and pcee, min
@@ -221,8 +274,12 @@ class Explorer:
         """The loop config the controls describe."""
         from ..loops.registry import get_loop
 
-        config: dict[str, Any] = {"generator_model": self.gen_w.value, "critic_model": self.critic_w.value,
-                                  "max_iterations": self.cap_w.value, "max_tokens": self.max_tokens}
+        config: dict[str, Any] = {
+            "generator_model": self.gen_w.value,
+            "critic_model": self.critic_w.value,
+            "max_iterations": self.cap_w.value,
+            "max_tokens": self.max_tokens,
+        }
         if self.model:
             config["model"] = self.model
         if self.budget_w.value:
@@ -274,8 +331,10 @@ class Explorer:
             self.last_run = run
             return run
         except Exception as e:  # shown where the user looks, not swallowed by the task
-            self.status.value = f"<span class='promptlab-failed' style='color:#b00'><b>failed</b> " \
-                                f"({html.escape(type(e).__name__)}, see below)</span>"
+            self.status.value = (
+                f"<span class='promptlab-failed' style='color:#b00'><b>failed</b> "
+                f"({html.escape(type(e).__name__)}, see below)</span>"
+            )
             self.error.value = error_box(error_text(e), type(e).__name__)
             if echo is not None:
                 echo(f"ERROR {type(e).__name__}: {e}\n")
@@ -302,5 +361,18 @@ def load_explorer(tasks_path: str | Path, **kwargs: Any) -> Explorer:
     return Explorer(read_tasks(tasks_path), **kwargs)
 
 
-__all__ = ["Explorer", "MODELS", "ended_in_error", "error_box", "error_text", "errors_html", "event_line", "figure_png",
-           "load_explorer", "result_outputs", "side_by_side", "status_html", "trajectory_figure"]
+__all__ = [
+    "Explorer",
+    "MODELS",
+    "ended_in_error",
+    "error_box",
+    "error_text",
+    "errors_html",
+    "event_line",
+    "figure_png",
+    "load_explorer",
+    "result_outputs",
+    "side_by_side",
+    "status_html",
+    "trajectory_figure",
+]

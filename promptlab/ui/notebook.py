@@ -34,8 +34,9 @@ def short_errors(shell: Any) -> None:
     frames (the message names the file, field, model or variable; `%tb` still prints the traceback). The cell
     still fails, so "Run All" and papermill stop there."""
 
-    def show(self: Any, etype: type[BaseException], value: BaseException, tb: Any,
-             tb_offset: int | None = None) -> None:
+    def show(
+        self: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: int | None = None
+    ) -> None:
         sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # what %tb shows
         # IPython's hook for showing a traceback (ipykernel sends it as the cell's error output)
         self._showtraceback(etype, value, self.InteractiveTB.get_exception_only(etype, value))

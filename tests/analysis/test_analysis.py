@@ -16,25 +16,47 @@ from promptlab.analysis import consistency as reliability
 from promptlab.record import Score
 
 
-def traj(runs: dict[str, dict[str, list[Any]]], loop: str = "p3ro", critic: str = "fake/critic",
-         criteria: tuple[str, ...] = ("clarity",)) -> pd.DataFrame:
+def traj(
+    runs: dict[str, dict[str, list[Any]]],
+    loop: str = "p3ro",
+    critic: str = "fake/critic",
+    criteria: tuple[str, ...] = ("clarity",),
+) -> pd.DataFrame:
     """Trajectory rows: per run id {"decision": [...], "grounded": [...], "score": [...]?}; tokens 6+4, cost 0.01."""
     rows = []
     for run_id, r in runs.items():
         for i, (d, g) in enumerate(zip(r["decision"], r["grounded"], strict=True), start=1):
             for c in criteria:
-                rows.append({"cell_id": "c", "run_id": run_id, "loop": loop, "task_id": r.get("task", "t"),
-                             "sample": 0, "iteration": i, "criterion": c, "judge": critic,
-                             "score": r.get("score", r["decision"])[i - 1], "average": d, "decision_score": d,
-                             "grounded_score": g, "input_tokens": 6, "output_tokens": 4, "cost_usd": 0.01,
-                             "critic_model": critic})
+                rows.append(
+                    {
+                        "cell_id": "c",
+                        "run_id": run_id,
+                        "loop": loop,
+                        "task_id": r.get("task", "t"),
+                        "sample": 0,
+                        "iteration": i,
+                        "criterion": c,
+                        "judge": critic,
+                        "score": r.get("score", r["decision"])[i - 1],
+                        "average": d,
+                        "decision_score": d,
+                        "grounded_score": g,
+                        "input_tokens": 6,
+                        "output_tokens": 4,
+                        "cost_usd": 0.01,
+                        "critic_model": critic,
+                    }
+                )
     frame = pd.DataFrame(rows)
-    return frame.astype({"score": "Float64", "decision_score": "Float64", "grounded_score": "Float64",
-                         "cost_usd": "Float64"})
+    return frame.astype(
+        {"score": "Float64", "decision_score": "Float64", "grounded_score": "Float64", "cost_usd": "Float64"}
+    )
 
 
-LOGGED = {"A": {"decision": [5, 7, 6, 9], "grounded": [0.2, 0.5, 0.6, 0.8], "task": "t1"},
-          "B": {"decision": [8, 4, 6], "grounded": [0.4, 0.1, 0.3], "task": "t2"}}
+LOGGED = {
+    "A": {"decision": [5, 7, 6, 9], "grounded": [0.2, 0.5, 0.6, 0.8], "task": "t1"},
+    "B": {"decision": [8, 4, 6], "grounded": [0.4, 0.1, 0.3], "task": "t2"},
+}
 
 
 def row(table: pd.DataFrame, t: float, cap: int) -> pd.Series:
@@ -45,8 +67,12 @@ def test_counterfactual_table_matches_the_hand_computed_one() -> None:
     table = analysis.counterfactual_stopping(traj(LOGGED), thresholds=[7, 10], caps=[2, 4])
     assert len(table) == 4 and list(table["loop"].unique()) == ["p3ro"]
     # (threshold, cap): (grounded mean, tokens mean, cost mean, stopped early, n exact, iterations mean)
-    expected = {(7, 2): (0.45, 15, 0.015, 0.5, 2, 1.5), (7, 4): (0.45, 15, 0.015, 1.0, 2, 1.5),
-                (10, 2): (0.45, 20, 0.02, 0.0, 2, 2.0), (10, 4): (0.6, 35, 0.035, 0.0, 1, 3.5)}
+    expected = {
+        (7, 2): (0.45, 15, 0.015, 0.5, 2, 1.5),
+        (7, 4): (0.45, 15, 0.015, 1.0, 2, 1.5),
+        (10, 2): (0.45, 20, 0.02, 0.0, 2, 2.0),
+        (10, 4): (0.6, 35, 0.035, 0.0, 1, 3.5),
+    }
     for (t, cap), (g, tok, cost, early, exact, its) in expected.items():
         r = row(table, t, cap)
         assert r["grounded_mean"] == pytest.approx(g) and r["grounded_n"] == 2 and r["n_runs"] == 2
@@ -95,8 +121,9 @@ def test_counterfactual_applies_creator_critics_patience() -> None:
     t = traj(PATIENT, loop="creator_critic")
     runs = pd.DataFrame({"cell_id": ["c"], "run_id": ["P"], "patience": [2]})
     by_column = analysis.counterfactual_stopping(t, [8, 10], [3, 5], runs=runs, per_run=True)
-    by_config = analysis.counterfactual_stopping(t, [8, 10], [3, 5], configs={"P": {"patience": 2, "final": "last"}},
-                                                 per_run=True)
+    by_config = analysis.counterfactual_stopping(
+        t, [8, 10], [3, 5], configs={"P": {"patience": 2, "final": "last"}}, per_run=True
+    )
     for detail in (by_column, by_config):
         r = detail.set_index(["threshold", "cap"])
         # patience 2: 9, 6 is no streak; 9, 9 at iterations 3-4 is; the last rule returns iteration 4
@@ -104,8 +131,9 @@ def test_counterfactual_applies_creator_critics_patience() -> None:
         assert r.loc[(8, 5), "stopped_early"] and r.loc[(8, 5), "exact"]
         assert r.loc[(8, 5), "grounded"] == pytest.approx(0.4)
         assert r.loc[(8, 3), "stop"] == 3 and not r.loc[(8, 3), "stopped_early"] and r.loc[(8, 3), "exact"]
-    best = analysis.counterfactual_stopping(t, [8], [5], configs={"P": {"patience": 2, "final": "best"}},
-                                            per_run=True).iloc[0]
+    best = analysis.counterfactual_stopping(
+        t, [8], [5], configs={"P": {"patience": 2, "final": "best"}}, per_run=True
+    ).iloc[0]
     assert best["returned_iteration"] == 1  # best of the four kept, ties to the earliest
     one = analysis.counterfactual_stopping(t, [8], [5], configs={"P": {"patience": 1}}, per_run=True).iloc[0]
     assert one["stop"] == 1 and one["exact"]
@@ -126,8 +154,9 @@ def test_counterfactual_reads_final_and_patience_from_the_logged_configs(tmp_pat
     queue = [json.dumps({"score": s, "strengths": [], "weaknesses": [], "suggestions": []}) for s in (9, 6, 9, 9)]
     creator = promptlab.scripted("cf-creator", respond=lambda messages: "A draft.")
     critic = promptlab.scripted("cf-critic", respond=lambda messages: queue.pop(0))
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, max_iterations=4, finish_threshold=None,
-                              patience=2, final="best")
+    cfg = CreatorCriticConfig(
+        model=creator.name, critic_model=critic.name, max_iterations=4, finish_threshold=None, patience=2, final="best"
+    )
     run = run_creator_critic(Task(id="t", prompt="p", goal="g"), cfg, cache=False)
     write_cell(tmp_path, "cell", {"loop": "creator_critic"}, [run])  # patience and final are not params
     detail = analysis.counterfactual_stopping(load(tmp_path), [8], [4], per_run=True).iloc[0]
@@ -170,26 +199,33 @@ def test_calibration_uses_the_critics_own_scores_never_the_decision_score() -> N
     """Under score_source=grounded the decision score is 1 + 9 x the grounded score: correlating it with the
     grounded score measures the grounded score against itself. The critic here gave every candidate 1.0."""
     dev = [0.0, 0.1, 0.45, 0.2, 0.35, 0.3]
-    frame = traj({"r": {"decision": [1 + 9 * g for g in dev], "grounded": dev, "score": [1.0] * 6},
-                  "s": {"decision": [1 + 9 * g for g in dev], "grounded": dev, "score": [1.0] * 6}},
-                 critic="local/smollm2")
+    frame = traj(
+        {
+            "r": {"decision": [1 + 9 * g for g in dev], "grounded": dev, "score": [1.0] * 6},
+            "s": {"decision": [1 + 9 * g for g in dev], "grounded": dev, "score": [1.0] * 6},
+        },
+        critic="local/smollm2",
+    )
     (row_,) = analysis.calibration(frame).itertuples()
     assert row_.criterion == analysis.ALL and row_.n == 12 and row_.critic_sd == 0
     assert pd.isna(row_.spearman) and pd.isna(row_.kendall) and pd.isna(row_.spearman_ci_low)
-    assert row_.finding == ("the critic local/smollm2 gave every candidate 1 (n=12): it carries no information "
-                            "about accuracy")
+    assert row_.finding == (
+        "the critic local/smollm2 gave every candidate 1 (n=12): it carries no information about accuracy"
+    )
 
 
 def test_calibration_says_why_there_is_no_r() -> None:
-    flat = traj({"r": {"decision": [5] * 5, "grounded": [0.1, 0.2, 0.3, 0.4, 0.5],
-                       "score": [1.0, 1.02, 1.0, 1.01, 1.0]}})
+    flat = traj(
+        {"r": {"decision": [5] * 5, "grounded": [0.1, 0.2, 0.3, 0.4, 0.5], "score": [1.0, 1.02, 1.0, 1.01, 1.0]}}
+    )
     assert "barely vary (1 to 1.02" in analysis.calibration(flat)["finding"].iloc[0]
     same = traj({"r": {"decision": [5] * 4, "grounded": [0.35] * 4, "score": [2.0, 5.0, 7.0, 3.0]}})
     assert analysis.calibration(same)["finding"].iloc[0].startswith("every candidate had the same dev score (0.35")
     two = traj({"r": {"decision": [5, 6], "grounded": [0.1, 0.3], "score": [2.0, 5.0]}})
     assert analysis.calibration(two)["finding"].iloc[0].startswith("too few candidates")
-    fine = analysis.calibration(traj({"r": {"decision": [5] * 4, "grounded": [0.1, 0.2, 0.4, 0.3],
-                                            "score": [2.0, 5.0, 6.0, 7.0]}}))
+    fine = analysis.calibration(
+        traj({"r": {"decision": [5] * 4, "grounded": [0.1, 0.2, 0.4, 0.3], "score": [2.0, 5.0, 6.0, 7.0]}})
+    )
     assert pd.isna(fine["finding"].iloc[0]) and fine["spearman"].iloc[0] == pytest.approx(0.8)
 
 
@@ -214,9 +250,11 @@ def paired_runs() -> pd.DataFrame:
     noise = [0.05, -0.05, 0.1, -0.1, 0.02, -0.02]
     for i, b in enumerate(base):
         t = f"t{i}"
-        rows += [{"loop": "p3ro", "variant": "base", "task_id": t, "sample": 0, "delta": b},
-                 {"loop": "p3ro", "variant": "better", "task_id": t, "sample": 0, "delta": b + 0.1},
-                 {"loop": "p3ro", "variant": "same", "task_id": t, "sample": 0, "delta": b + noise[i]}]
+        rows += [
+            {"loop": "p3ro", "variant": "base", "task_id": t, "sample": 0, "delta": b},
+            {"loop": "p3ro", "variant": "better", "task_id": t, "sample": 0, "delta": b + 0.1},
+            {"loop": "p3ro", "variant": "same", "task_id": t, "sample": 0, "delta": b + noise[i]},
+        ]
     rows.append({"loop": "p3ro", "variant": "base", "task_id": "t9", "sample": 0, "delta": 0.9})
     return pd.DataFrame(rows)
 
@@ -252,9 +290,16 @@ def test_a_configuration_with_one_run_gets_p_1_not_a_crash() -> None:
 
 
 def test_provenance_warnings_name_what_is_mixed() -> None:
-    runs = pd.DataFrame({"cell_id": ["a", "b", "c"], "loop": ["p3ro", "p3ro", "pes"], "task_id": ["t1", "t1", "t2"],
-                         "prompts_hash": ["p1", "p2", "p9"], "task_hash": ["h1", "h1", "h7"],
-                         "experiment_hash": ["e1", "e1", "e1"]})
+    runs = pd.DataFrame(
+        {
+            "cell_id": ["a", "b", "c"],
+            "loop": ["p3ro", "p3ro", "pes"],
+            "task_id": ["t1", "t1", "t2"],
+            "prompts_hash": ["p1", "p2", "p9"],
+            "task_hash": ["h1", "h1", "h7"],
+            "experiment_hash": ["e1", "e1", "e1"],
+        }
+    )
     warnings = analysis.provenance_warnings(runs)
     assert len(warnings) == 1 and "role prompts for loop p3ro" in warnings[0] and "cells a, b" in warnings[0]
     runs.loc[1, "task_hash"] = "h2"
@@ -268,8 +313,15 @@ def test_a_run_that_used_fewer_roles_is_not_a_prompt_mix() -> None:
     every role both runs used has the same template."""
     full = json.dumps({"evaluator": "e1", "generator": "g1", "reflector": "r1"})
     short = json.dumps({"evaluator": "e1", "generator": "g1"})
-    runs = pd.DataFrame({"cell_id": ["a", "b"], "loop": ["p3ro", "p3ro"], "task_id": ["t1", "t2"],
-                         "prompts_hash": ["x1", "x2"], "prompt_hashes": [full, short]})
+    runs = pd.DataFrame(
+        {
+            "cell_id": ["a", "b"],
+            "loop": ["p3ro", "p3ro"],
+            "task_id": ["t1", "t2"],
+            "prompts_hash": ["x1", "x2"],
+            "prompt_hashes": [full, short],
+        }
+    )
     assert analysis.provenance_warnings(runs) == []
     runs.loc[1, "prompt_hashes"] = json.dumps({"evaluator": "e2", "generator": "g1"})
     [warning] = analysis.provenance_warnings(runs)
@@ -278,8 +330,13 @@ def test_a_run_that_used_fewer_roles_is_not_a_prompt_mix() -> None:
 
 def scores_frame(matrix: list[list[float | None]], judge: str = "crit") -> pd.DataFrame:
     """Items x samples matrix -> the tidy score frame of `agreement`."""
-    return pd.DataFrame([{"run_id": "r", "iteration": i, "criterion": "c", "judge": judge, "sample": s, "score": v}
-                         for i, row in enumerate(matrix) for s, v in enumerate(row)]).astype({"score": "Float64"})
+    return pd.DataFrame(
+        [
+            {"run_id": "r", "iteration": i, "criterion": "c", "judge": judge, "sample": s, "score": v}
+            for i, row in enumerate(matrix)
+            for s, v in enumerate(row)
+        ]
+    ).astype({"score": "Float64"})
 
 
 def interval_alpha(m: np.ndarray) -> float:
@@ -319,8 +376,9 @@ def test_reliability_rescores_through_the_loop_hook(monkeypatch: pytest.MonkeyPa
     calls: list[tuple[str, int, int]] = []
 
     class Spec:
-        async def rescore(self, run: Any, iteration: int, *, sample: int, cache: Any = None,
-                          settings: Any = None) -> list[Score]:
+        async def rescore(
+            self, run: Any, iteration: int, *, sample: int, cache: Any = None, settings: Any = None
+        ) -> list[Score]:
             calls.append((run.run_id, iteration, sample))
             logged = run.iterations[iteration - 1].scores
             return [Score(criterion=s.criterion, judge=s.judge, score=s.score + (sample % 2)) for s in logged]
@@ -346,8 +404,9 @@ def test_reliability_is_in_analysis_and_works_inside_a_running_event_loop(monkey
     from promptlab.analysis.consistency import reliability as from_analysis
 
     class Spec:
-        async def rescore(self, run: Any, iteration: int, *, sample: int, cache: Any = None,
-                          settings: Any = None) -> list[Score]:
+        async def rescore(
+            self, run: Any, iteration: int, *, sample: int, cache: Any = None, settings: Any = None
+        ) -> list[Score]:
             return [s.model_copy(update={"score": s.score + sample}) for s in run.iterations[iteration - 1].scores]
 
     monkeypatch.setattr(promptlab.loops.registry, "get_loop", lambda name: Spec())
@@ -393,8 +452,10 @@ def test_default_final_registers_the_built_in_loops_in_a_fresh_interpreter() -> 
     import subprocess
     import sys
 
-    code = ("from promptlab.analysis import default_final; "
-            "print(default_final('creator_critic'), default_final('p3ro'), default_final('no-such-loop'))")
+    code = (
+        "from promptlab.analysis import default_final; "
+        "print(default_final('creator_critic'), default_final('p3ro'), default_final('no-such-loop'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["last", "best", "best"]
 

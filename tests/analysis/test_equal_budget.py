@@ -26,14 +26,29 @@ PARAPHRASES = ["Reply to the item.", "Be careful.", "Be careful with the label."
 
 def resample(name: str, budget: int | None = None, sample: int = 0, texts: list[str] = PARAPHRASES) -> Run:
     w, target = wording.models(name, wording.cycling("prompt", texts))
-    return run_loop("resample", TASK, {"model": w.name, "target_model": target.name, "max_iterations": len(texts),
-                                       "budget_calls": budget}, sample=sample, cache=False)
+    return run_loop(
+        "resample",
+        TASK,
+        {"model": w.name, "target_model": target.name, "max_iterations": len(texts), "budget_calls": budget},
+        sample=sample,
+        cache=False,
+    )
 
 
 def opro(name: str, budget: int | None = None) -> Run:
     w, target = wording.models(name, wording.opro_optimizer)
-    return run_loop("opro", TASK, {"model": w.name, "target_model": target.name, "candidates_per_step": 2,
-                                   "max_iterations": 4, "budget_calls": budget}, cache=False)
+    return run_loop(
+        "opro",
+        TASK,
+        {
+            "model": w.name,
+            "target_model": target.name,
+            "candidates_per_step": 2,
+            "max_iterations": 4,
+            "budget_calls": budget,
+        },
+        cache=False,
+    )
 
 
 @pytest.mark.parametrize("make", [resample, opro])
@@ -93,8 +108,16 @@ def test_compare_at_budget_pairs_loops_over_task_and_sample_with_holm() -> None:
     table = analysis.compare_at_budget(traj, 200, "calls", by="arm", runs=runs)
     assert len(table) == 1
     row = table.iloc[0]
-    gain = wording.accuracy(BEST, [int(TASK.examples[i].input.split()[1]) for i in  # type: ignore[union-attr]
-                                   pl.eval.tasks.split_examples(TASK)[1]]) - blind[0].final_test.score
+    gain = (
+        wording.accuracy(
+            BEST,
+            [
+                int(TASK.examples[i].input.split()[1])
+                for i in pl.eval.tasks.split_examples(TASK)[1]  # type: ignore[union-attr]
+            ],
+        )
+        - blind[0].final_test.score
+    )
     assert row["label"] == "arm=found - arm=blind" and row["n"] == 4
     assert row["estimate"] == pytest.approx(gain) and row["p_holm"] == pytest.approx(row["p_value"])
 
@@ -117,8 +140,10 @@ def test_the_frames_record_spend_and_incumbents_and_the_report_draws_the_budget_
     # holds "Be careful with the label." (0.75 on test), the other the start (0.35)
     last = [line for line in section.splitlines() if line.startswith("| 83 |")][0]
     assert "Budget in calls" in section
-    assert last.startswith("| 83 | arm=search: 0.750 [0.750, 0.750], n=2 | over arm=stay: +0.400 [+0.400, +0.400] "
-                           "(2 pairs, p 0.5) | **Inconclusive after Holm's correction** |"), last  # 2 pairs prove no lead
+    assert last.startswith(
+        "| 83 | arm=search: 0.750 [0.750, 0.750], n=2 | over arm=stay: +0.400 [+0.400, +0.400] "
+        "(2 pairs, p 0.5) | **Inconclusive after Holm's correction** |"
+    ), last  # 2 pairs prove no lead
 
 
 def test_configurations_that_share_the_top_mean_are_a_tie_not_a_lead(tmp_path: Path) -> None:
@@ -128,5 +153,6 @@ def test_configurations_that_share_the_top_mean_are_a_tie_not_a_lead(tmp_path: P
     found = pl.reports.findings(pl.load(out)).budget
     assert found is not None and all(r["tied"] == ["arm=a", "arm=b"] for r in found.leaders)
     text = "\n".join(pl.reports.findings_markdown(pl.reports.findings(pl.load(out))))
-    assert "| tie at 0.350: arm=a, arm=b | (no lead: 2 configurations share the top mean) | **No leader: a tie** |" \
-        in text
+    assert (
+        "| tie at 0.350: arm=a, arm=b | (no lead: 2 configurations share the top mean) | **No leader: a tie** |" in text
+    )

@@ -38,8 +38,14 @@ COVERAGE = (0.93, 0.97)
 
 
 def coverage(intervals: list[tuple[float | None, float | None]], truths: list[float]) -> float:
-    return float(np.mean([lo is not None and hi is not None and lo - 1e-12 <= t <= hi + 1e-12
-                          for (lo, hi), t in zip(intervals, truths, strict=True)]))
+    return float(
+        np.mean(
+            [
+                lo is not None and hi is not None and lo - 1e-12 <= t <= hi + 1e-12
+                for (lo, hi), t in zip(intervals, truths, strict=True)
+            ]
+        )
+    )
 
 
 def test_wilson_interval_of_an_accuracy_covers_95_percent() -> None:
@@ -96,8 +102,11 @@ def test_compare_with_holm_keeps_the_family_wise_error_rate() -> None:
     tasks = [f"t{i}" for i in range(10)]
     for _ in range(families):
         task_effect = rng.normal(0, 0.1, len(tasks))
-        rows = [{"loop": "p3ro", "variant": v, "task_id": t, "sample": 0, "delta": task_effect[i] + rng.normal(0, 0.1)}
-                for v in "abcd" for i, t in enumerate(tasks)]
+        rows = [
+            {"loop": "p3ro", "variant": v, "task_id": t, "sample": 0, "delta": task_effect[i] + rng.normal(0, 0.1)}
+            for v in "abcd"
+            for i, t in enumerate(tasks)
+        ]
         table = analysis.compare(pd.DataFrame(rows), by="variant")
         assert len(table) == 6 and (table["n"] == 10).all()
         rejected += bool((table["p_holm"] < 0.05).any())
@@ -118,26 +127,51 @@ def test_calibration_recovers_the_spearman_a_noisy_critic_implies() -> None:
         implied = spearmanr(np.clip(1 + 9 * big_a + rng.normal(0, sd, big_a.size), 1, 10), big_a).statistic
         critic = parse_sim(f"sim/noisy?sd={sd:g}&seed=4")
         acc = rng.binomial(20, rng.uniform(0, 1, 150)) / 20
-        rows = [{"cell_id": "c", "run_id": f"r{i}", "loop": "creator_critic", "iteration": 0, "criterion": "overall",
-                 "critic_model": critic.name, "grounded_score": a,
-                 "score": critic.score(float(a), f"candidate {i}", sample=0, criterion="overall")}
-                for i, a in enumerate(acc)]
+        rows = [
+            {
+                "cell_id": "c",
+                "run_id": f"r{i}",
+                "loop": "creator_critic",
+                "iteration": 0,
+                "criterion": "overall",
+                "critic_model": critic.name,
+                "grounded_score": a,
+                "score": critic.score(float(a), f"candidate {i}", sample=0, criterion="overall"),
+            }
+            for i, a in enumerate(acc)
+        ]
         (row,) = analysis.calibration(pd.DataFrame(rows)).itertuples()
         assert row.n == 150 and row.spearman_ci_low <= implied <= row.spearman_ci_high, (sd, implied, row)
         assert abs(row.spearman - implied) < 0.1
     # and a critic that knows nothing: its CI covers 0
     blind = parse_sim("sim/random?seed=2")
-    rows = [{"cell_id": "c", "run_id": f"r{i}", "loop": "creator_critic", "iteration": 0, "criterion": "overall",
-             "critic_model": blind.name, "grounded_score": a,
-             "score": blind.score(float(a), f"c{i}", sample=0, criterion="overall")} for i, a in enumerate(acc)]
+    rows = [
+        {
+            "cell_id": "c",
+            "run_id": f"r{i}",
+            "loop": "creator_critic",
+            "iteration": 0,
+            "criterion": "overall",
+            "critic_model": blind.name,
+            "grounded_score": a,
+            "score": blind.score(float(a), f"c{i}", sample=0, criterion="overall"),
+        }
+        for i, a in enumerate(acc)
+    ]
     (row,) = analysis.calibration(pd.DataFrame(rows)).itertuples()
     assert row.spearman_ci_low <= 0 <= row.spearman_ci_high
 
 
 # counterfactual stopping against real re-runs ---------------------------------------------------------
 EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(10)]
-TASK = Task(id="cf", prompt="V0 start", goal="answer yes", examples=EXAMPLES, scorer={"kind": "exact"},
-            split=Split(seed=0, dev=6))
+TASK = Task(
+    id="cf",
+    prompt="V0 start",
+    goal="answer yes",
+    examples=EXAMPLES,
+    scorer={"kind": "exact"},
+    split=Split(seed=0, dev=6),
+)
 
 
 def _variant(text: str) -> int:
@@ -169,8 +203,12 @@ def _p3ro(messages: list[dict[str, Any]]) -> str:
         return json.dumps({"prompt_text": _creator(messages), "reasoning": "r"})
     if first.startswith("You are a strict reviewer"):
         s = 1 + _variant(first) * 1.5
-        return json.dumps({"scores": [{"criterion": c, "score": s, "justification": "j"} for c in
-                                      ("Clear", "Short", "Formatted")], "qualitative_feedback": "f"})
+        return json.dumps(
+            {
+                "scores": [{"criterion": c, "score": s, "justification": "j"} for c in ("Clear", "Short", "Formatted")],
+                "qualitative_feedback": "f",
+            }
+        )
     if first.startswith("You turn an evaluation"):
         return json.dumps({"summary": "lesson"})
     return _target(messages)
@@ -179,26 +217,32 @@ def _p3ro(messages: list[dict[str, Any]]) -> str:
 def _run(loop: str, cfg: dict[str, Any]) -> Any:
     if loop == "p3ro":
         return run_p3ro(TASK, P3ROConfig(model=promptlab.scripted("cf-p3", respond=_p3ro).name, **cfg), cache=False)
-    models = {"model": promptlab.scripted("cf-creator", respond=_creator).name,
-              "critic_model": promptlab.scripted("cf-critic", respond=_critic).name,
-              "target_model": promptlab.scripted("cf-target", respond=_target).name}
+    models = {
+        "model": promptlab.scripted("cf-creator", respond=_creator).name,
+        "critic_model": promptlab.scripted("cf-critic", respond=_critic).name,
+        "target_model": promptlab.scripted("cf-target", respond=_target).name,
+    }
     return run_creator_critic(TASK, CreatorCriticConfig(**models, **cfg), cache=False)
 
 
-@pytest.mark.parametrize("loop, settings", [
-    ("creator_critic", {"final": "best", "score_source": "critic"}),
-    ("creator_critic", {"final": "last", "score_source": "grounded", "patience": 2}),
-    ("creator_critic", {"final": "best", "score_source": "grounded", "include_start": False}),
-    ("p3ro", {"score_source": "critic"}),
-])
+@pytest.mark.parametrize(
+    "loop, settings",
+    [
+        ("creator_critic", {"final": "best", "score_source": "critic"}),
+        ("creator_critic", {"final": "last", "score_source": "grounded", "patience": 2}),
+        ("creator_critic", {"final": "best", "score_source": "grounded", "include_start": False}),
+        ("p3ro", {"score_source": "critic"}),
+    ],
+)
 def test_counterfactual_stopping_equals_re_running_the_loop(loop: str, settings: dict[str, Any]) -> None:
     cap = 4
     logged = _run(loop, {**settings, "finish_threshold": 10.0, "max_iterations": cap})
     traj, runs = tidy([logged], {}, "cell")
     assert logged.stop_reason == "max_iterations"
     thresholds = sorted({float(d) for d in traj["decision_score"].dropna()} | {2.0, 10.0})
-    table = analysis.counterfactual_stopping(traj, thresholds, list(range(1, cap + 1)), runs=runs,
-                                             configs={logged.run_id: logged.config}, per_run=True)
+    table = analysis.counterfactual_stopping(
+        traj, thresholds, list(range(1, cap + 1)), runs=runs, configs={logged.run_id: logged.config}, per_run=True
+    )
     assert table["exact"].all() and len(table) == len(thresholds) * cap
     assert len({r for r in table["returned_iteration"]}) > 1  # the rules do return different prompts
     for row in table.itertuples():

@@ -29,11 +29,16 @@ def _examples(task_id: str) -> list[dict]:
 
 @pytest.mark.slow
 def test_generator_reproduces_the_committed_files_byte_for_byte(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(DATA / "make_datasets.py"), "--out", str(tmp_path)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, str(DATA / "make_datasets.py"), "--out", str(tmp_path)], check=True, capture_output=True
+    )
     made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.jsonl"))
-    assert [str(p) for p in made] == ["grounded/arithmetic.jsonl", "grounded/dates.jsonl",
-                                      "grounded/sentiment.jsonl", "grounded_tasks.jsonl"]
+    assert [str(p) for p in made] == [
+        "grounded/arithmetic.jsonl",
+        "grounded/dates.jsonl",
+        "grounded/sentiment.jsonl",
+        "grounded_tasks.jsonl",
+    ]
     for rel in made:
         assert (tmp_path / rel).read_bytes() == (DATA / rel).read_bytes(), f"{rel} differs from its generator"
 
@@ -64,8 +69,11 @@ def test_every_example_has_an_input_a_target_and_a_unique_id(task_id: str) -> No
 def test_each_target_scores_1_as_a_reply_and_a_wrong_reply_scores_0(task_id: str) -> None:
     task = next(t for t in read_tasks(TASK_FILE) if t.id == task_id)
     scorer = get_scorer(task.scorer or {})
-    wrong = {"sentiment": lambda t: "negative" if t == "positive" else "positive",
-             "arithmetic": lambda t: str(t + 1), "dates": lambda t: "1900-01-01"}[task_id]
+    wrong = {
+        "sentiment": lambda t: "negative" if t == "positive" else "positive",
+        "arithmetic": lambda t: str(t + 1),
+        "dates": lambda t: "1900-01-01",
+    }[task_id]
     for ex in examples_of(task, "dev"):
         assert scorer.score_example(str(ex.target), ex).value == 1.0
         assert scorer.score_example(wrong(ex.target), ex).value == 0.0
@@ -104,13 +112,28 @@ def test_arithmetic_targets_recomputed() -> None:
     rows = _examples("arithmetic")
     for r in rows:
         assert r["target"] == _solve(r["input"]) and r["target"] >= 0, r
-    kinds = {k for k in ("packs of", "than", "equally", "bags with", "gave away", "gives")
-             if any(k in r["input"] for r in rows)}
+    kinds = {
+        k
+        for k in ("packs of", "than", "equally", "bags with", "gave away", "gives")
+        if any(k in r["input"] for r in rows)
+    }
     assert len(kinds) == 6
 
 
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 
 
 def _parse_date(text: str) -> dt.date:

@@ -41,15 +41,24 @@ def sentiment_bot(messages: list[dict[str, Any]]) -> str:
 
 def test_per_example_outputs_scores_and_messages(tmp_path: Path) -> None:
     m = pl.scripted("eval-exact", respond=sentiment_bot)
-    r = pl.evaluate_prompt("Review: {input}\nSentiment:", REVIEWS, model=m.name, scorer=LABELS,
-                           cache=tmp_path / "c", max_tokens=8)
+    r = pl.evaluate_prompt(
+        "Review: {input}\nSentiment:", REVIEWS, model=m.name, scorer=LABELS, cache=tmp_path / "c", max_tokens=8
+    )
     assert [rec.output for rec in r.records] == ["Positive", "negative", "Positive", "Positive."]
     assert r.scores == [1.0, 1.0, 1.0, 0.0]
-    assert [rec.index for rec in r.records] == [0, 1, 2, 3] and [rec.id for rec in r.records] == ["r0", "r1",
-                                                                                                 "r2", "r3"]
+    assert [rec.index for rec in r.records] == [0, 1, 2, 3] and [rec.id for rec in r.records] == [
+        "r0",
+        "r1",
+        "r2",
+        "r3",
+    ]
     assert (r.score, r.n, r.errors) == (0.75, 4, 0)
-    assert [rec.detail for rec in r.records] == ["label: positive", "label: negative", "label: positive",
-                                                 "label: positive"]
+    assert [rec.detail for rec in r.records] == [
+        "label: positive",
+        "label: negative",
+        "label: positive",
+        "label: positive",
+    ]
     sent = sorted((req["messages"] for req in m.requests), key=lambda msgs: msgs[0]["content"])
     assert all(len(msgs) == 1 and msgs[0]["role"] == "user" for msgs in sent)
     assert {msgs[0]["content"] for msgs in sent} == {f"Review: {ex.input}\nSentiment:" for ex in REVIEWS}
@@ -62,11 +71,14 @@ def test_per_example_outputs_scores_and_messages(tmp_path: Path) -> None:
 
 def test_system_message_only_when_given() -> None:
     m = pl.scripted("eval-system", respond=sentiment_bot)
-    pl.evaluate_prompt("Sentiment?", REVIEWS[:1], model=m.name, scorer=LABELS, system="Answer in one word.",
-                       cache=False)
+    pl.evaluate_prompt(
+        "Sentiment?", REVIEWS[:1], model=m.name, scorer=LABELS, system="Answer in one word.", cache=False
+    )
     (req,) = m.requests
-    assert req["messages"] == [{"role": "system", "content": "Answer in one word."},
-                               {"role": "user", "content": "Sentiment?\n\nA wonderful, moving film."}]
+    assert req["messages"] == [
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "Sentiment?\n\nA wonderful, moving film."},
+    ]
 
 
 def test_wilson_interval_for_binary_scores() -> None:
@@ -82,13 +94,13 @@ def test_wilson_interval_for_binary_scores() -> None:
 def test_bootstrap_interval_for_graded_scores() -> None:
     m = pl.scripted("eval-boot", respond=lambda msgs: "12")
     examples = [Example(input=str(i), target=t) for i, t in enumerate([12, 13, 12, 20, 12.5])]
-    r = pl.evaluate_prompt("{input}", examples, model=m.name, scorer={"kind": "numeric", "tolerance": 1},
-                           cache=False)
+    r = pl.evaluate_prompt("{input}", examples, model=m.name, scorer={"kind": "numeric", "tolerance": 1}, cache=False)
     assert r.scores == [1.0, 1.0, 1.0, 0.0, 1.0] and r.score == 0.8
     judge_scores = [0.2, 0.9, 0.5]
     judge = pl.scripted("eval-boot-judge", [f'{{"reason": "r", "score": {round(v * 10)}}}' for v in judge_scores])
-    r = pl.evaluate_prompt("{input}", REVIEWS[:3], model=m.name, concurrency=1, cache=False,
-                           scorer={"kind": "judge", "model": judge.name})
+    r = pl.evaluate_prompt(
+        "{input}", REVIEWS[:3], model=m.name, concurrency=1, cache=False, scorer={"kind": "judge", "model": judge.name}
+    )
     assert r.scores == judge_scores
     assert (r.ci_low, r.ci_high) == pytest.approx(bootstrap_ci(judge_scores))
     assert r.ci_low < r.score < r.ci_high  # type: ignore[operator]
@@ -97,12 +109,14 @@ def test_bootstrap_interval_for_graded_scores() -> None:
 
 @pytest.fixture
 def flaky_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "flaky_scorer_mod.py").write_text(textwrap.dedent("""
+    (tmp_path / "flaky_scorer_mod.py").write_text(
+        textwrap.dedent("""
         def score(output, target):
             if "crash" in output:
                 raise KeyError("no such field")
             return float(output.strip() == target)
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "flaky_scorer_mod:score"
     sys.modules.pop("flaky_scorer_mod", None)
@@ -119,8 +133,14 @@ def test_failed_call_and_failed_scorer_are_recorded_per_example(flaky_scorer: st
 
     m = pl.scripted("eval-fail", respond=respond)
     examples = [Example(input=i, target="yes") for i in ("ok", "down", "odd", "wrong")]
-    r = pl.evaluate_prompt("{input}", examples, model=m.name, scorer={"kind": "python", "function": flaky_scorer},
-                           cache=False, settings=NO_RETRY)
+    r = pl.evaluate_prompt(
+        "{input}",
+        examples,
+        model=m.name,
+        scorer={"kind": "python", "function": flaky_scorer},
+        cache=False,
+        settings=NO_RETRY,
+    )
     assert r.scores == [1.0, None, None, 0.0]
     assert [rec.output for rec in r.records] == ["yes", None, "crash now", "no"]
     assert r.records[1].error is not None and r.records[1].error.startswith("ProviderError: ")
@@ -133,8 +153,12 @@ def test_failed_call_and_failed_scorer_are_recorded_per_example(flaky_scorer: st
 
 def test_everything_failing_gives_no_score() -> None:
     lm = providers.litellm()
-    m = pl.scripted("eval-down", respond=lambda msgs: (_ for _ in ()).throw(
-        lm.BadRequestError("nope", model="fake/eval-down", llm_provider="fake")))
+    m = pl.scripted(
+        "eval-down",
+        respond=lambda msgs: (_ for _ in ()).throw(
+            lm.BadRequestError("nope", model="fake/eval-down", llm_provider="fake")
+        ),
+    )
     r = pl.evaluate_prompt("{input}", REVIEWS[:2], model=m.name, scorer=LABELS, cache=False, settings=NO_RETRY)
     assert (r.score, r.n, r.ci_low, r.ci_high, r.errors) == (None, 0, None, None, 2)
 
@@ -148,8 +172,7 @@ def test_cached_replay_makes_no_model_call(tmp_path: Path) -> None:
     assert again.usage.calls == 4 and again.usage.cache_hits == 4
     assert (again.usage.input_tokens, again.usage.output_tokens, again.usage.cost_usd) == (0, 0, 0.0)
     assert again.records == first.records
-    other_sample = pl.evaluate_prompt("{input}", REVIEWS, model=m.name, scorer=LABELS, cache=tmp_path / "c",
-                                      sample=1)
+    other_sample = pl.evaluate_prompt("{input}", REVIEWS, model=m.name, scorer=LABELS, cache=tmp_path / "c", sample=1)
     assert len(m.requests) == 8 and other_sample.usage.cache_hits == 0
 
 
@@ -162,10 +185,14 @@ def test_a_callers_call_function_makes_the_calls() -> None:
             raise RuntimeError("recorded by the loop")
         return "positive"
 
-    r = pl.evaluate_prompt("Say: {input}", REVIEWS[:3], model="fake/unused", scorer=LABELS, call=call,
-                           system="sys", split="test")
-    assert sorted(seen) == [(0, "Say: A wonderful, moving film.", "sys"), (1, "Say: Dull and far too long.", "sys"),
-                            (2, "Say: I loved every minute.", "sys")]
+    r = pl.evaluate_prompt(
+        "Say: {input}", REVIEWS[:3], model="fake/unused", scorer=LABELS, call=call, system="sys", split="test"
+    )
+    assert sorted(seen) == [
+        (0, "Say: A wonderful, moving film.", "sys"),
+        (1, "Say: Dull and far too long.", "sys"),
+        (2, "Say: I loved every minute.", "sys"),
+    ]
     assert r.scores == [1.0, None, 1.0] and r.records[1].error == "RuntimeError: recorded by the loop"
     assert r.split == "test" and r.usage.calls == 0
 
@@ -209,8 +236,15 @@ def test_model_limit_follows_each_calls_settings() -> None:
 
     async def both() -> pl.EvalResult:
         await pl.acomplete(m.name, "warm", cache=False, settings=Settings(max_concurrency=1))
-        return await pl.aevaluate_prompt("{input}", examples, model=m.name, scorer=LABELS, concurrency=5,
-                                         cache=False, settings=Settings(max_concurrency=1))
+        return await pl.aevaluate_prompt(
+            "{input}",
+            examples,
+            model=m.name,
+            scorer=LABELS,
+            concurrency=5,
+            cache=False,
+            settings=Settings(max_concurrency=1),
+        )
 
     r = asyncio.run(both())
     assert r.score == 1.0 and state["peak"] == 5
@@ -224,9 +258,22 @@ def test_an_evaluation_never_lowers_the_models_limit() -> None:
     eight = Settings(max_concurrency=8)
 
     async def both() -> list[pl.EvalResult]:
-        return list(await asyncio.gather(*(
-            pl.aevaluate_prompt(f"{{input}} ({k})", examples, model=m.name, scorer=LABELS, concurrency=2,
-                                cache=False, settings=eight) for k in range(2))))
+        return list(
+            await asyncio.gather(
+                *(
+                    pl.aevaluate_prompt(
+                        f"{{input}} ({k})",
+                        examples,
+                        model=m.name,
+                        scorer=LABELS,
+                        concurrency=2,
+                        cache=False,
+                        settings=eight,
+                    )
+                    for k in range(2)
+                )
+            )
+        )
 
     assert [r.score for r in asyncio.run(both())] == [1.0, 1.0] and state["peak"] == 4
 
@@ -253,20 +300,33 @@ def test_works_inside_a_running_event_loop() -> None:
 def test_local_model_outputs_equal_llama_cpp_called_directly(tmp_path: Path) -> None:
     from promptlab.llm import local
 
-    examples = [Example(input=text, target=label) for text, label in [
-        ("The battery lasts all day and the screen is bright.", "positive"),
-        ("It broke after two days and support never answered.", "negative"),
-        ("Great value, I would buy it again.", "positive"),
-    ]]
+    examples = [
+        Example(input=text, target=label)
+        for text, label in [
+            ("The battery lasts all day and the screen is bright.", "positive"),
+            ("It broke after two days and support never answered.", "negative"),
+            ("Great value, I would buy it again.", "positive"),
+        ]
+    ]
     prompt = "Is this product review positive or negative? Answer with one word.\n\nReview: {input}"
     system = "You are a careful annotator."
-    r = pl.evaluate_prompt(prompt, examples, model="local/smollm2", scorer=LABELS, system=system,
-                           max_tokens=12, cache=tmp_path / "c", concurrency=2)
+    r = pl.evaluate_prompt(
+        prompt,
+        examples,
+        model="local/smollm2",
+        scorer=LABELS,
+        system=system,
+        max_tokens=12,
+        cache=tmp_path / "c",
+        concurrency=2,
+    )
     llm, lock = local.load("smollm2")
     direct = []
     for ex in examples:
-        messages = [{"role": "system", "content": system},
-                    {"role": "user", "content": pl.format_prompt(prompt, ex.input)}]
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": pl.format_prompt(prompt, ex.input)},
+        ]
         with lock:
             out = llm.create_chat_completion(messages=messages, temperature=0.0, max_tokens=12, seed=0)
         direct.append(out["choices"][0]["message"]["content"] or "")

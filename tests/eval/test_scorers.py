@@ -23,31 +23,37 @@ def score(spec: str | dict, output: str, target: object) -> Scored:
 LABELS = {"kind": "choice", "labels": ["positive", "negative", "neutral"]}
 
 
-@pytest.mark.parametrize(("output", "target", "value"), [
-    ("Paris", "paris", 1.0),
-    ("  **Paris.**  ", "Paris", 1.0),
-    ('"Paris"', "Paris", 1.0),
-    ("Paris, France", "Paris", 0.0),
-    ("", "Paris", 0.0),
-    ("Zürich", "ZÜRICH", 1.0),
-    ("ｐａｒｉｓ", "paris", 1.0),  # full-width letters normalise (NFKC)
-    ("new   york", "New York", 1.0),
-    ("-5", "5", 0.0),  # a sign is not punctuation to strip
-    ("Lyon", ["Paris", "Lyon"], 1.0),
-])
+@pytest.mark.parametrize(
+    ("output", "target", "value"),
+    [
+        ("Paris", "paris", 1.0),
+        ("  **Paris.**  ", "Paris", 1.0),
+        ('"Paris"', "Paris", 1.0),
+        ("Paris, France", "Paris", 0.0),
+        ("", "Paris", 0.0),
+        ("Zürich", "ZÜRICH", 1.0),
+        ("ｐａｒｉｓ", "paris", 1.0),  # full-width letters normalise (NFKC)
+        ("new   york", "New York", 1.0),
+        ("-5", "5", 0.0),  # a sign is not punctuation to strip
+        ("Lyon", ["Paris", "Lyon"], 1.0),
+    ],
+)
 def test_exact(output: str, target: object, value: float) -> None:
     assert score("exact", output, target).value == value
 
 
-@pytest.mark.parametrize(("output", "target", "value", "detail"), [
-    ("Positive", "positive", 1.0, "label: positive"),
-    ("The review is NEGATIVE.", "negative", 1.0, "label: negative"),
-    ("negative", "positive", 0.0, "label: negative"),
-    ("", "positive", 0.0, "no label given"),
-    ("I cannot tell.", "positive", 0.0, "no label given"),
-    ("positive or negative", "positive", 0.0, "several labels given: positive, negative"),
-    ("positively", "positive", 0.0, "no label given"),  # whole words only
-])
+@pytest.mark.parametrize(
+    ("output", "target", "value", "detail"),
+    [
+        ("Positive", "positive", 1.0, "label: positive"),
+        ("The review is NEGATIVE.", "negative", 1.0, "label: negative"),
+        ("negative", "positive", 0.0, "label: negative"),
+        ("", "positive", 0.0, "no label given"),
+        ("I cannot tell.", "positive", 0.0, "no label given"),
+        ("positive or negative", "positive", 0.0, "several labels given: positive, negative"),
+        ("positively", "positive", 0.0, "no label given"),  # whole words only
+    ],
+)
 def test_choice(output: str, target: str, value: float, detail: str) -> None:
     s = score(LABELS, output, target)
     assert (s.value, s.detail, s.error) == (value, detail, None)
@@ -70,30 +76,36 @@ def test_contains() -> None:
     assert score("contains", "It is Lyon", ["Paris", "Lyon"]).value == 1.0
 
 
-@pytest.mark.parametrize(("text", "found"), [
-    ("1,234 apples", [1234.0]),
-    ("-3.5°C then +2", [-3.5, 2.0]),
-    ("−7 (unicode minus)", [-7.0]),
-    ("12kg, 1_000 g, 1\u202f000 mm", [12.0, 1000.0, 1000.0]),
-    ("$4.99 each", [4.99]),
-    ("1.5e3 m", [1500.0]),
-    ("no digits here", []),
-    ("v2 and 3-4", [3.0, 4.0]),  # a digit inside a word is not a number
-])
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("1,234 apples", [1234.0]),
+        ("-3.5°C then +2", [-3.5, 2.0]),
+        ("−7 (unicode minus)", [-7.0]),
+        ("12kg, 1_000 g, 1\u202f000 mm", [12.0, 1000.0, 1000.0]),
+        ("$4.99 each", [4.99]),
+        ("1.5e3 m", [1500.0]),
+        ("no digits here", []),
+        ("v2 and 3-4", [3.0, 4.0]),  # a digit inside a word is not a number
+    ],
+)
 def test_numbers(text: str, found: list[float]) -> None:
     assert numbers(text) == found
 
 
-@pytest.mark.parametrize(("spec", "output", "target", "value"), [
-    ("numeric", "The answer is 1,234 apples.", 1234, 1.0),
-    ("numeric", "1234.0", "1,234", 1.0),
-    ("numeric", "It costs 12 dollars", 13, 0.0),
-    ({"kind": "numeric", "tolerance": 1}, "It costs 12 dollars", 13, 1.0),
-    ({"kind": "numeric", "relative": 0.1}, "95", 100, 1.0),
-    ({"kind": "numeric", "pick": "last"}, "3 + 4 = 7", 7, 1.0),
-    ("numeric", "3 + 4 = 7", 7, 0.0),
-    ("numeric", "-12.5 °C", -12.5, 1.0),
-])
+@pytest.mark.parametrize(
+    ("spec", "output", "target", "value"),
+    [
+        ("numeric", "The answer is 1,234 apples.", 1234, 1.0),
+        ("numeric", "1234.0", "1,234", 1.0),
+        ("numeric", "It costs 12 dollars", 13, 0.0),
+        ({"kind": "numeric", "tolerance": 1}, "It costs 12 dollars", 13, 1.0),
+        ({"kind": "numeric", "relative": 0.1}, "95", 100, 1.0),
+        ({"kind": "numeric", "pick": "last"}, "3 + 4 = 7", 7, 1.0),
+        ("numeric", "3 + 4 = 7", 7, 0.0),
+        ("numeric", "-12.5 °C", -12.5, 1.0),
+    ],
+)
 def test_numeric(spec: str | dict, output: str, target: object, value: float) -> None:
     assert score(spec, output, target).value == value
 
@@ -119,13 +131,16 @@ def test_regex_bad_pattern_is_a_config_error() -> None:
         get_scorer({"kind": "regex", "pattern": "(unclosed"})
 
 
-@pytest.mark.parametrize(("output", "value"), [
-    ('{"answer": "Paris"}', 1.0),
-    ('Sure!\n```json\n{"answer": "paris", "x": 1}\n```', 1.0),
-    ('Here it is: {"answer": "Lyon"} done', 0.0),
-    ("Paris", 0.0),
-    ('{"other": "Paris"}', 0.0),
-])
+@pytest.mark.parametrize(
+    ("output", "value"),
+    [
+        ('{"answer": "Paris"}', 1.0),
+        ('Sure!\n```json\n{"answer": "paris", "x": 1}\n```', 1.0),
+        ('Here it is: {"answer": "Lyon"} done', 0.0),
+        ("Paris", 0.0),
+        ('{"other": "Paris"}', 0.0),
+    ],
+)
 def test_json_field(output: str, value: float) -> None:
     assert score({"kind": "json_field", "path": "answer"}, output, "Paris").value == value
 
@@ -139,7 +154,8 @@ def test_json_field_nested_path_and_numbers() -> None:
 
 @pytest.fixture
 def scorer_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "my_scorers.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_scorers.py").write_text(
+        textwrap.dedent("""
         def length_ok(output, target):
             return len(output) <= target
 
@@ -151,7 +167,8 @@ def scorer_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
         def broken(output, target):
             raise RuntimeError("boom")
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "my_scorers"
     sys.modules.pop("my_scorers", None)
@@ -191,8 +208,14 @@ def test_unknown_option_names_the_field_and_the_options() -> None:
 
 def test_judge_calls_its_own_model_with_a_structured_reply() -> None:
     judge = pl.scripted("judge-s", ['{"reason": "matches the reference", "score": 8}'])
-    s = asyncio.run(score_safely(get_scorer({"kind": "judge", "model": judge.name, "rubric": "Names the city."}),
-                                 "It is Paris.", Example(input="Capital of France?", target="Paris"), cache=False))
+    s = asyncio.run(
+        score_safely(
+            get_scorer({"kind": "judge", "model": judge.name, "rubric": "Names the city."}),
+            "It is Paris.",
+            Example(input="Capital of France?", target="Paris"),
+            cache=False,
+        )
+    )
     assert (s.value, s.detail, s.error) == (0.8, "matches the reference", None)
     assert len(s.calls) == 1 and s.calls[0].model == judge.name
     sent = judge.requests[0]["messages"][-1]["content"]
@@ -202,8 +225,11 @@ def test_judge_calls_its_own_model_with_a_structured_reply() -> None:
 
 def test_judge_unusable_reply_is_an_error_on_the_example() -> None:
     judge = pl.scripted("judge-bad", ["not json", "still not", "nope"])
-    s = asyncio.run(score_safely(get_scorer({"kind": "judge", "model": judge.name}), "x",
-                                 Example(input="q", target="t"), cache=False))
+    s = asyncio.run(
+        score_safely(
+            get_scorer({"kind": "judge", "model": judge.name}), "x", Example(input="q", target="t"), cache=False
+        )
+    )
     assert s.value is None and (s.error or "").startswith("ParseError") and s.failed_calls == [judge.name]
 
 

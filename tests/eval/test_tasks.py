@@ -99,13 +99,28 @@ CHOICE = {"kind": "choice", "labels": ["positive", "negative"]}
 def test_examples_file_is_read_relative_to_the_task_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    _write(data / "reviews.jsonl", [{"input": "good", "target": "positive", "id": "r1"}, "",
-                                    {"input": "bad", "target": "negative"}, {"input": "ok", "target": "positive"}])
-    tasks = _write(data / "tasks.jsonl", [
-        {"id": "plain", "prompt": "Write a haiku"},
-        {"id": "s", "prompt": "Sentiment of {input}?", "examples": "reviews.jsonl", "scorer": CHOICE,
-         "split": {"dev": 1}},
-    ])
+    _write(
+        data / "reviews.jsonl",
+        [
+            {"input": "good", "target": "positive", "id": "r1"},
+            "",
+            {"input": "bad", "target": "negative"},
+            {"input": "ok", "target": "positive"},
+        ],
+    )
+    tasks = _write(
+        data / "tasks.jsonl",
+        [
+            {"id": "plain", "prompt": "Write a haiku"},
+            {
+                "id": "s",
+                "prompt": "Sentiment of {input}?",
+                "examples": "reviews.jsonl",
+                "scorer": CHOICE,
+                "split": {"dev": 1},
+            },
+        ],
+    )
     monkeypatch.chdir(tmp_path)  # not the task file's directory
     plain, grounded = read_tasks(tasks)
     assert not plain.grounded and grounded.grounded
@@ -114,9 +129,18 @@ def test_examples_file_is_read_relative_to_the_task_file(tmp_path: Path, monkeyp
 
 
 def test_inline_examples(tmp_path: Path) -> None:
-    tasks = _write(tmp_path / "t.jsonl", [{"id": "n", "prompt": "Compute {input}", "scorer": "numeric",
-                                           "examples": [{"input": "1+1", "target": 2}, {"input": "2+2", "target": 4}],
-                                           "split": {"dev": 1}}])
+    tasks = _write(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "id": "n",
+                "prompt": "Compute {input}",
+                "scorer": "numeric",
+                "examples": [{"input": "1+1", "target": 2}, {"input": "2+2", "target": 4}],
+                "split": {"dev": 1},
+            }
+        ],
+    )
     (task,) = read_tasks(tasks)
     assert [e.target for e in task.examples or []] == [2, 4]
 
@@ -137,82 +161,135 @@ def test_missing_examples_file_names_task_line_and_field(tmp_path: Path) -> None
 
 
 def test_example_without_target_in_a_file_names_both_lines(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "examples": "ex.jsonl"},
-                 [{"input": "a", "target": "a"}, {"input": "b"}])
+    msg = _error(
+        tmp_path,
+        {"id": "s", "prompt": "{input}", "examples": "ex.jsonl"},
+        [{"input": "a", "target": "a"}, {"input": "b"}],
+    )
     assert f"{tmp_path / 'tasks.jsonl'}:2: task 's'" in msg
     assert f"examples file {tmp_path / 'ex.jsonl'}:2" in msg and "target: Field required" in msg
 
 
 def test_example_without_target_inline(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "examples": [{"input": "a", "target": "a"},
-                                                                         {"input": "b"}]})
+    msg = _error(
+        tmp_path, {"id": "s", "prompt": "{input}", "examples": [{"input": "a", "target": "a"}, {"input": "b"}]}
+    )
     assert ":2: task 's': examples[1]: target: Field required" in msg
 
 
 def test_null_target_is_refused_by_scorers_that_need_one(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "examples": [{"input": "a", "target": "a"},
-                                                                         {"input": "b", "target": None}]})
+    msg = _error(
+        tmp_path,
+        {"id": "s", "prompt": "{input}", "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": None}]},
+    )
     assert "task 's': examples[1].target: missing (scorer exact needs a target)" in msg
 
 
 def test_unknown_scorer(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "scorer": {"kind": "fuzzy"},
-                            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}]})
+    msg = _error(
+        tmp_path,
+        {
+            "id": "s",
+            "prompt": "{input}",
+            "scorer": {"kind": "fuzzy"},
+            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}],
+        },
+    )
     assert ":2: task 's': scorer.kind: unknown scorer 'fuzzy'; known kinds: exact, choice" in msg
 
 
 def test_target_outside_the_choice_labels(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "scorer": CHOICE,
-                            "examples": [{"input": "a", "target": "positive"}, {"input": "b", "target": "meh"},
-                                         {"input": "c", "target": "negative"}]})
+    msg = _error(
+        tmp_path,
+        {
+            "id": "s",
+            "prompt": "{input}",
+            "scorer": CHOICE,
+            "examples": [
+                {"input": "a", "target": "positive"},
+                {"input": "b", "target": "meh"},
+                {"input": "c", "target": "negative"},
+            ],
+        },
+    )
     assert "task 's': examples[1].target: target 'meh' is not one of the labels" in msg
 
 
 def test_placeholder_the_examples_lack(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "Q: {question} ctx: {context}",
-                            "examples": "ex.jsonl"},
-                 [{"input": {"question": "a", "context": "c"}, "target": "x"},
-                  {"input": {"question": "b"}, "target": "y", "id": "e2"}])
+    msg = _error(
+        tmp_path,
+        {"id": "s", "prompt": "Q: {question} ctx: {context}", "examples": "ex.jsonl"},
+        [
+            {"input": {"question": "a", "context": "c"}, "target": "x"},
+            {"input": {"question": "b"}, "target": "y", "id": "e2"},
+        ],
+    )
     assert "task 's': prompt: placeholder(s) {context} not provided by examples[1] (id 'e2').input" in msg
 
 
 def test_placeholder_typo_on_string_inputs(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "Classify {inptu}",
-                            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}]})
+    msg = _error(
+        tmp_path,
+        {
+            "id": "s",
+            "prompt": "Classify {inptu}",
+            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}],
+        },
+    )
     assert "placeholder(s) {inptu} not provided by examples[0].input (it provides input)" in msg
 
 
 def test_scorer_out_of_range_on_the_self_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "bad_scorer_mod.py").write_text(textwrap.dedent("""
+    (tmp_path / "bad_scorer_mod.py").write_text(
+        textwrap.dedent("""
         def percent(output, target):
             return 100.0 if output == str(target) else 0.0
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        msg = _error(tmp_path, {"id": "s", "prompt": "{input}",
-                                "scorer": {"kind": "python", "function": "bad_scorer_mod:percent"},
-                                "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}]})
+        msg = _error(
+            tmp_path,
+            {
+                "id": "s",
+                "prompt": "{input}",
+                "scorer": {"kind": "python", "function": "bad_scorer_mod:percent"},
+                "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}],
+            },
+        )
     finally:
         sys.modules.pop("bad_scorer_mod", None)
     assert ":2: task 's': scorer: on examples[0] with its target as the reply" in msg
     assert "returned 100.0, not a number in [0, 1]" in msg
 
 
-@pytest.mark.parametrize(("body", "where"), [
-    # 1 on a match, 7 otherwise: the bad value shows only on a reply that does not match
-    ("return 1.0 if output == str(target) else 7.0", "examples[0] with an empty reply"),
-    # in range on the empty reply too, out of range on a wrong label
-    ("return 1.0 if output == str(target) else (0.0 if not output else -1.0)",
-     "examples[0] with examples[1]'s target as the reply"),
-])
-def test_scorer_out_of_range_on_a_reply_that_does_not_match(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            body: str, where: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        # 1 on a match, 7 otherwise: the bad value shows only on a reply that does not match
+        ("return 1.0 if output == str(target) else 7.0", "examples[0] with an empty reply"),
+        # in range on the empty reply too, out of range on a wrong label
+        (
+            "return 1.0 if output == str(target) else (0.0 if not output else -1.0)",
+            "examples[0] with examples[1]'s target as the reply",
+        ),
+    ],
+)
+def test_scorer_out_of_range_on_a_reply_that_does_not_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, where: str
+) -> None:
     (tmp_path / "wrong_reply_mod.py").write_text(f"def grade(output, target):\n    {body}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        msg = _error(tmp_path, {"id": "s", "prompt": "{input}",
-                                "scorer": {"kind": "python", "function": "wrong_reply_mod:grade"},
-                                "examples": [{"input": "a", "target": "yes"}, {"input": "b", "target": "no"}]})
+        msg = _error(
+            tmp_path,
+            {
+                "id": "s",
+                "prompt": "{input}",
+                "scorer": {"kind": "python", "function": "wrong_reply_mod:grade"},
+                "examples": [{"input": "a", "target": "yes"}, {"input": "b", "target": "no"}],
+            },
+        )
     finally:
         sys.modules.pop("wrong_reply_mod", None)
     assert f":2: task 's': scorer: on {where}, scorer python returned" in msg
@@ -221,26 +298,47 @@ def test_scorer_out_of_range_on_a_reply_that_does_not_match(tmp_path: Path, monk
 
 def test_judge_scorer_is_not_self_checked(tmp_path: Path) -> None:
     judge = pl.scripted("never-self-checked", [])
-    path = _write(tmp_path / "t.jsonl", [{"id": "j", "prompt": "{input}", "scorer": {"kind": "judge",
-                                                                                   "model": judge.name},
-                                          "examples": [{"input": "a", "target": "x"}, {"input": "b",
-                                                                                      "target": "y"}]}])
+    path = _write(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "id": "j",
+                "prompt": "{input}",
+                "scorer": {"kind": "judge", "model": judge.name},
+                "examples": [{"input": "a", "target": "x"}, {"input": "b", "target": "y"}],
+            }
+        ],
+    )
     (task,) = read_tasks(path)
     assert task.grounded and judge.requests == []
 
 
 def test_bad_split_names_the_task(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "split": {"dev": 5},
-                            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}]})
+    msg = _error(
+        tmp_path,
+        {
+            "id": "s",
+            "prompt": "{input}",
+            "split": {"dev": 5},
+            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}],
+        },
+    )
     assert ":2: task 's': split: dev 5" in msg
 
 
 def test_no_model_call_is_made_while_checking(tmp_path: Path) -> None:
     judge = pl.scripted("never-called", [])
-    path = _write(tmp_path / "t.jsonl", [{"id": "j", "prompt": "{input}", "scorer": {"kind": "judge",
-                                                                                   "model": judge.name},
-                                          "examples": [{"input": "a", "target": None}, {"input": "b",
-                                                                                       "target": None}]}])
+    path = _write(
+        tmp_path / "t.jsonl",
+        [
+            {
+                "id": "j",
+                "prompt": "{input}",
+                "scorer": {"kind": "judge", "model": judge.name},
+                "examples": [{"input": "a", "target": None}, {"input": "b", "target": None}],
+            }
+        ],
+    )
     (task,) = read_tasks(path)
     assert task.grounded and judge.requests == []
 
@@ -254,8 +352,15 @@ def test_check_task_on_a_task_built_in_python() -> None:
 
 
 def test_bad_task_field_names_line_field_and_task(tmp_path: Path) -> None:
-    msg = _error(tmp_path, {"id": "s", "prompt": "{input}", "split": {"dev": 0},
-                            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}]})
+    msg = _error(
+        tmp_path,
+        {
+            "id": "s",
+            "prompt": "{input}",
+            "split": {"dev": 0},
+            "examples": [{"input": "a", "target": "a"}, {"input": "b", "target": "b"}],
+        },
+    )
     assert f"{tmp_path / 'tasks.jsonl'}:2: split.dev: Input should be greater than 0" in msg and "(task 's')" in msg
 
 

@@ -106,8 +106,10 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
 
     async def main() -> list[object]:
         settings = Settings(max_concurrency=in_flight, timeout_s=10, deadline_s=30)
-        return await asyncio.gather(*(pl.acomplete(server.model, f"p{i}", max_tokens=2000, settings=settings)
-                                      for i in range(12)), return_exceptions=True)
+        return await asyncio.gather(
+            *(pl.acomplete(server.model, f"p{i}", max_tokens=2000, settings=settings) for i in range(12)),
+            return_exceptions=True,
+        )
 
     with budget.scope() as refused:
         outcomes = asyncio.run(main())
@@ -121,9 +123,11 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
 @pytest.mark.slow
 def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "budget.json"
-    code = ("import sys; from promptlab.llm.budget import Budget\n"
-            "b = Budget(sys.argv[1], cap=100)\n"
-            "for _ in range(50): b.charge('openai/gpt-4o-mini', 0.001)\n")
+    code = (
+        "import sys; from promptlab.llm.budget import Budget\n"
+        "b = Budget(sys.argv[1], cap=100)\n"
+        "for _ in range(50): b.charge('openai/gpt-4o-mini', 0.001)\n"
+    )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0] * 4
     led = Budget(path, cap=100).ledger()
@@ -172,8 +176,12 @@ def test_a_model_alias_price_is_what_the_cap_counts(server: FaultServer, tmp_pat
     price (10,000 x 150 + 1,000 x 600 USD per million tokens = 2.1 USD a reply)."""
     from promptlab.llm.aliases import register_model, unregister_model
 
-    register_model("budget-served", model="openai/served-model", api_base=server.url,
-                   price={"input_per_million": 150.0, "output_per_million": 600.0})
+    register_model(
+        "budget-served",
+        model="openai/served-model",
+        api_base=server.url,
+        price={"input_per_million": 150.0, "output_per_million": 600.0},
+    )
     register_model("budget-unpriced", model="openai/served-model", api_base=server.url)
     try:
         check_prices(["budget-served"])

@@ -45,8 +45,9 @@ def test_corruption_found_after_opening_heals_once(tmp_path: Path, caplog: pytes
 
 
 @pytest.mark.parametrize("action", ["stats", "clear", "verify"])
-def test_cli_cache_commands_work_on_a_corrupt_cache(tmp_path: Path, action: str,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_cache_commands_work_on_a_corrupt_cache(
+    tmp_path: Path, action: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     cache = tmp_path / f"c-{action}"
     corrupt(cache)
     assert main(["cache", action, "--dir", str(cache)]) == (1 if action == "verify" else 0)
@@ -90,8 +91,9 @@ def test_a_lost_value_file_is_logged_as_a_miss(tmp_path: Path, caplog: pytest.Lo
     assert any("value file" in r.getMessage() for r in caplog.records)
 
 
-def test_a_failed_write_keeps_the_paid_reply_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_keeps_the_paid_reply_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import sqlite3
 
     store = Cache(tmp_path / "w")
@@ -107,8 +109,7 @@ def test_a_failed_write_keeps_the_paid_reply_with_a_warning(tmp_path: Path, capl
     assert any("not cached" in r.getMessage() for r in caplog.records) and c.key not in store
 
 
-def test_a_named_cache_directory_follows_the_working_directory(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_named_cache_directory_follows_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from promptlab.llm.cache.location import open_cache
 
     (tmp_path / "a").mkdir()

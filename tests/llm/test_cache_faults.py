@@ -61,8 +61,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`promptlab ...` in a fresh process (as the next sweep would be)."""
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, "-m", "promptlab.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "promptlab.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 # 11. a full disk ----------------------------------------------------------------------------------------------
@@ -70,8 +71,20 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_a_full_cache_disk_keeps_paid_replies_and_the_next_run_opens_read_only(small_disk: Path) -> None:
     cache = small_disk / "cache"
-    first = cli("run", "p3ro", "--prompt", "Write a poem", "--model", "fake/auto", "--cache", str(cache), "--quiet",
-                "--set", "max_iterations=1", cwd=small_disk.parent)
+    first = cli(
+        "run",
+        "p3ro",
+        "--prompt",
+        "Write a poem",
+        "--model",
+        "fake/auto",
+        "--cache",
+        str(cache),
+        "--quiet",
+        "--set",
+        "max_iterations=1",
+        cwd=small_disk.parent,
+    )
     assert first.returncode == 0, first.stderr
     store = Cache(cache)  # open before the disk fills: a write then fails, the paid reply is kept
     fill(small_disk)
@@ -80,19 +93,44 @@ def test_a_full_cache_disk_keeps_paid_replies_and_the_next_run_opens_read_only(s
     assert (c.text, c.cache_hit) == ("paid reply", False) and c.key not in store
     with pytest.raises(CacheDiskFullError, match=f"call cache {cache} .*is unavailable: its disk is full"):
         Cache(cache)
-    again = cli("run", "p3ro", "--prompt", "Write a poem", "--model", "fake/auto", "--cache", str(cache), "--quiet",
-                "--set", "max_iterations=1", cwd=small_disk.parent)
+    again = cli(
+        "run",
+        "p3ro",
+        "--prompt",
+        "Write a poem",
+        "--model",
+        "fake/auto",
+        "--cache",
+        str(cache),
+        "--quiet",
+        "--set",
+        "max_iterations=1",
+        cwd=small_disk.parent,
+    )
     assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
     assert f"{cache} is read-only" in again.stderr and "disk is full" in again.stderr
     calls = again.stdout.split("totals: ")[1].split()[0]
     assert f"{calls} calls ({calls} cached" in again.stdout  # every stored reply replayed: none paid twice
-    other = cli("run", "p3ro", "--prompt", "Another prompt", "--model", "fake/auto", "--cache", str(cache),
-                "--quiet", "--set", "max_iterations=1", cwd=small_disk.parent)
+    other = cli(
+        "run",
+        "p3ro",
+        "--prompt",
+        "Another prompt",
+        "--model",
+        "fake/auto",
+        "--cache",
+        str(cache),
+        "--quiet",
+        "--set",
+        "max_iterations=1",
+        cwd=small_disk.parent,
+    )
     assert other.returncode == 0 and "not cached" in other.stderr, other.stderr
 
 
-def test_opening_on_a_full_disk_gives_a_read_only_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_opening_on_a_full_disk_gives_a_read_only_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """The same as above without root: SQLite's own 'database or disk is full' while diskcache opens."""
     directory = tmp_path / "c"
     m = pl.scripted("ro-cache", ["first", "second"])
@@ -108,8 +146,13 @@ def test_opening_on_a_full_disk_gives_a_read_only_cache(tmp_path: Path, monkeypa
     assert isinstance(ro, ReadOnlyCache) and "read-only" in caplog.text and "--cache: its disk is full" in caplog.text
     hit = pl.complete(m.name, "stored", cache=ro)
     new = pl.complete(m.name, "new", cache=ro)
-    assert (hit.cache_hit, hit.text, new.cache_hit, new.text, len(m.requests)) == (True, stored.text, False,
-                                                                                    "second", 2)
+    assert (hit.cache_hit, hit.text, new.cache_hit, new.text, len(m.requests)) == (
+        True,
+        stored.text,
+        False,
+        "second",
+        2,
+    )
     assert new.key not in ro and len(ro) == 1 and ro.verify().ok == 1
     monkeypatch.setattr(diskcache, "Cache", real)
 
@@ -117,7 +160,8 @@ def test_opening_on_a_full_disk_gives_a_read_only_cache(tmp_path: Path, monkeypa
 # 12. truncated mid-run ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", ["empty", "half"])
 def test_a_database_truncated_mid_run_heals_for_every_thread_and_every_opener(
-        tmp_path: Path, size: str, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, size: str, caplog: pytest.LogCaptureFixture
+) -> None:
     one, two = Cache(tmp_path), Cache(tmp_path)  # two openers, as two processes of a sweep
     for i in range(300):
         one.add(f"old{i}", record(f"old{i}", "x" * 400))
@@ -135,8 +179,9 @@ def test_a_database_truncated_mid_run_heals_for_every_thread_and_every_opener(
                 results[key] = repr(e)
 
     with caplog.at_level(logging.WARNING, logger="promptlab.llm.cache"):
-        threads = [threading.Thread(target=work, args=(s, t)) for s, t in ((one, "a"), (two, "b"), (one, "c"),
-                                                                             (two, "d"))]
+        threads = [
+            threading.Thread(target=work, args=(s, t)) for s, t in ((one, "a"), (two, "b"), (one, "c"), (two, "d"))
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -170,8 +215,10 @@ def test_a_heal_in_another_process_is_followed_here(tmp_path: Path) -> None:
     here = Cache(tmp_path)
     here.add("before", record("before"))
     os.truncate(tmp_path / "cache.db", 0)
-    code = ("import sys; from promptlab.llm.cache.disk import Cache; import promptlab as pl\n"
-            "c = Cache(sys.argv[1]); c.get('x'); c.add('theirs', pl.Completion(model='m', text='t', key='theirs'))\n")
+    code = (
+        "import sys; from promptlab.llm.cache.disk import Cache; import promptlab as pl\n"
+        "c = Cache(sys.argv[1]); c.get('x'); c.add('theirs', pl.Completion(model='m', text='t', key='theirs'))\n"
+    )
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
     assert len(list(tmp_path.glob("cache.db.corrupt-*[0-9]"))) == 1
     assert here.add("mine", record("mine")) and here.get("theirs") is not None
@@ -189,8 +236,9 @@ def test_calls_after_a_heal_are_not_paid_again(tmp_path: Path) -> None:
 
 
 # 13. verify on a corrupt database -----------------------------------------------------------------------------
-def test_verify_on_a_truncated_database_says_what_it_moved_and_fails(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_on_a_truncated_database_says_what_it_moved_and_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = Cache(tmp_path / "v")
     for i in range(50):
         store.add(f"k{i}", record(f"k{i}", "y" * 300))
@@ -205,7 +253,8 @@ def test_verify_on_a_truncated_database_says_what_it_moved_and_fails(tmp_path: P
 
 # 14. a record under another request's key ----------------------------------------------------------------------
 def test_a_record_under_another_key_is_a_miss_with_a_warning_and_a_verify_problem(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     directory = tmp_path / "k"
     m = pl.scripted("swapped", ["answer A", "answer B", "answer A again"])
     a = pl.complete(m.name, "question A", cache=directory)

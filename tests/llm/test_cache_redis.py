@@ -26,8 +26,9 @@ from promptlab.llm.cache.backend import encode_record
 from promptlab.llm.cache.disk import Cache
 from promptlab.llm.cache.location import open_cache
 
-REDIS_SERVER = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server")
-                                                else None)
+REDIS_SERVER = shutil.which("redis-server") or (
+    "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,7 +50,9 @@ class Server:
         auth = ["--requirepass", password] if password else []
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1", *auth],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.client = redis.Redis(host="127.0.0.1", port=self.port, db=0, password=password)
         deadline = time.monotonic() + 15
         while True:
@@ -103,8 +106,14 @@ def test_write_once_the_first_of_two_writers_wins(redis_url: str) -> None:
 
     racers = [RedisCache(redis_url) for _ in range(8)]
     wins: list[bool] = []
-    threads = [threading.Thread(target=lambda i=i: wins.append(
-        racers[i].add("race", pl.Completion(model="fake/x", text=f"writer {i}", key="race")))) for i in range(8)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: wins.append(
+                racers[i].add("race", pl.Completion(model="fake/x", text=f"writer {i}", key="race"))
+            )
+        )
+        for i in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -115,13 +124,22 @@ def test_write_once_the_first_of_two_writers_wins(redis_url: str) -> None:
 
 
 @pytest.mark.slow
-def test_records_are_the_disk_caches_json_under_the_prefix(redis_url: str, redis_server: Server,
-                                                           tmp_path: Path) -> None:
+def test_records_are_the_disk_caches_json_under_the_prefix(
+    redis_url: str, redis_server: Server, tmp_path: Path
+) -> None:
     from promptlab.llm.cache.redis import RedisCache
 
     disk, red = Cache(tmp_path / "disk"), RedisCache(redis_url)
-    record = pl.Completion(model="fake/x", text="t", key="abc", input_tokens=1, output_tokens=2, cost_usd=0.5,
-                           cache_hit=True, spent_cost_usd=0.1)  # what one call spent is not stored
+    record = pl.Completion(
+        model="fake/x",
+        text="t",
+        key="abc",
+        input_tokens=1,
+        output_tokens=2,
+        cost_usd=0.5,
+        cache_hit=True,
+        spent_cost_usd=0.1,
+    )  # what one call spent is not stored
     disk.add("abc", record)
     red.add("abc", record)
     raw = redis_server.client.get("promptlab:v1:abc")
@@ -131,7 +149,8 @@ def test_records_are_the_disk_caches_json_under_the_prefix(redis_url: str, redis
 
 @pytest.mark.slow
 def test_complete_hits_through_the_url_and_through_promptlab_cache(
-        redis_url: str, redis_server: Server, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    redis_url: str, redis_server: Server, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     m = pl.scripted("redis-hit", ["the reply", "a second reply"])
     a = pl.complete(m.name, "hello", cache=redis_url)
     b = pl.complete(m.name, "hello", cache=redis_url)
@@ -185,8 +204,10 @@ def test_disk_records_copied_to_redis_read_back_identically(redis_url: str, tmp_
 
     disk = tmp_path / "disk"
     m = pl.scripted("redis-copy", ["plain text", "nope", '{"value": 3}'])
-    calls = [lambda cache: pl.complete(m.name, "one", cache=cache),
-             lambda cache: pl.complete(m.name, "two", schema=Answer, cache=cache, logprobs=True)]
+    calls = [
+        lambda cache: pl.complete(m.name, "one", cache=cache),
+        lambda cache: pl.complete(m.name, "two", schema=Answer, cache=cache, logprobs=True),
+    ]
     for call in calls:
         call(disk)
     store, red = Cache(disk), RedisCache(redis_url)
@@ -211,8 +232,14 @@ print(json.dumps({"text": c.text, "hit": c.cache_hit, "calls": len(m.requests), 
 
 
 def _process(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-c", SHARED, *args], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", SHARED, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -227,8 +254,9 @@ def test_a_second_process_replays_without_calling_the_model(redis_url: str, tmp_
 
 
 @pytest.mark.slow
-def test_cli_stats_verify_and_clear_touch_only_promptlabs_keys(redis_url: str, redis_server: Server,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_stats_verify_and_clear_touch_only_promptlabs_keys(
+    redis_url: str, redis_server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
     m = pl.scripted("redis-cli", ["a", "b"])
     pl.complete(m.name, "one", cache=redis_url)
     pl.complete(m.name, "two", cache=redis_url)
@@ -255,8 +283,9 @@ def test_cli_stats_verify_and_clear_touch_only_promptlabs_keys(redis_url: str, r
     assert client.get("someone-else:key") == b"keep me"
 
 
-def test_an_unreachable_server_fails_before_any_model_call(monkeypatch: pytest.MonkeyPatch,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_server_fails_before_any_model_call(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (pip install redis)")
     url = dead_url()
     m = pl.scripted("redis-dead", ["never"])
@@ -273,13 +302,17 @@ def test_an_unreachable_server_fails_before_any_model_call(monkeypatch: pytest.M
     assert "--dir" in err and url in err and "unavailable" in err
 
 
-@pytest.mark.parametrize(("location", "says"), [
-    ("redis://127.0.0.1:notaport/0", "not a usable Redis URL"),
-    ("redis://127.0.0.1:6379/zero", "database must be a number"),
-    ("memcached://127.0.0.1:11211", "unknown scheme 'memcached'"),
-])
-def test_a_bad_url_is_a_config_error_naming_promptlab_cache(location: str, says: str,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("location", "says"),
+    [
+        ("redis://127.0.0.1:notaport/0", "not a usable Redis URL"),
+        ("redis://127.0.0.1:6379/zero", "database must be a number"),
+        ("memcached://127.0.0.1:11211", "unknown scheme 'memcached'"),
+    ],
+)
+def test_a_bad_url_is_a_config_error_naming_promptlab_cache(
+    location: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("redis", reason="the redis client is not installed (pip install redis)")
     monkeypatch.setenv("PROMPTLAB_CACHE", location)
     m = pl.scripted("redis-bad-url", ["never"])
@@ -312,20 +345,28 @@ def test_without_the_redis_package_the_error_says_pip_install_redis(monkeypatch:
 
 @pytest.mark.slow
 def test_the_disk_cache_never_imports_redis(tmp_path: Path) -> None:
-    code = ("import sys, promptlab as pl; m = pl.scripted('no-redis', ['x']); "
-            f"pl.complete(m.name, 'hi', cache={str(tmp_path)!r}); print('redis' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    code = (
+        "import sys, promptlab as pl; m = pl.scripted('no-redis', ['x']); "
+        f"pl.complete(m.name, 'hi', cache={str(tmp_path)!r}); print('redis' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
     assert out.stdout.strip() == "False"
 
 
 @pytest.mark.slow
-def test_a_server_lost_after_the_reply_keeps_the_reply_then_stops_the_work(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_a_server_lost_after_the_reply_keeps_the_reply_then_stops_the_work(caplog: pytest.LogCaptureFixture) -> None:
     """Redis goes away mid-sweep: the paid reply is returned (with a warning that it is not cached); the next
     call's read raises CacheUnavailableError -- an infrastructure failure, not a miss that pays again."""
     server = Server()  # its own server: this test shuts it down
     try:
+
         def reply_then_lose_the_server(messages: list[dict[str, object]]) -> str:
             server.client.shutdown(nosave=True)
             server.proc.wait(10)
@@ -348,6 +389,7 @@ def test_a_server_lost_between_the_replies_of_a_structured_call_is_no_provider_e
     """A reply read mid-call that fails is a cache outage (raised as such), never a provider error to retry."""
     server = Server()
     try:
+
         def bad_then_lose_the_server(messages: list[dict[str, object]]) -> str:
             server.client.shutdown(nosave=True)
             server.proc.wait(10)
@@ -388,15 +430,23 @@ def test_acomplete_hits_through_redis(redis_url: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", ["inline", "papermill", "dask"])
 def test_a_sweep_in_a_new_results_dir_replays_every_call_from_redis(
-        executor: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    executor: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from promptlab.results.store import load
     from promptlab.sweeps.experiment import Experiment
     from promptlab.sweeps.run import sweep
 
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n")
-    exp = Experiment.from_dict({"name": "rs", "loops": ["p3ro"], "tasks": "tasks.jsonl",
-                                "config": {"model": "fake/auto", "max_tokens": 64},
-                                "grid": {"max_iterations": [1, 2] if executor == "inline" else [1]}}, tmp_path)
+    exp = Experiment.from_dict(
+        {
+            "name": "rs",
+            "loops": ["p3ro"],
+            "tasks": "tasks.jsonl",
+            "config": {"model": "fake/auto", "max_tokens": 64},
+            "grid": {"max_iterations": [1, 2] if executor == "inline" else [1]},
+        },
+        tmp_path,
+    )
     first = sweep(exp, tmp_path / "out1", executor=executor, cache=redis_url, progress=False)
     assert first.failed == 0 and first.done > 0, str(first)
     monkeypatch.setenv("PROMPTLAB_CACHE", redis_url)  # the second sweep finds it through the environment
@@ -414,8 +464,9 @@ def test_a_sweep_with_an_unreachable_cache_fails_before_any_cell(tmp_path: Path)
     from promptlab.sweeps.run import sweep
 
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "p", "goal": "g"}) + "\n")
-    exp = Experiment.from_dict({"name": "dead", "loops": ["p3ro"], "tasks": "tasks.jsonl",
-                                "config": {"model": "fake/auto"}}, tmp_path)
+    exp = Experiment.from_dict(
+        {"name": "dead", "loops": ["p3ro"], "tasks": "tasks.jsonl", "config": {"model": "fake/auto"}}, tmp_path
+    )
     with pytest.raises(CacheUnavailableError):
         sweep(exp, tmp_path / "out", cache=dead_url(), progress=False)
     assert not (tmp_path / "out").exists()
@@ -432,18 +483,27 @@ def test_a_papermill_sweep_keeps_the_redis_password_out_of_every_notebook(tmp_pa
     password = "pw-" + "Xk29vQ7t" * 3
     server = Server(password=password)
     try:
-        (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."})
-                                              + "\n")
-        exp = Experiment.from_dict({"name": "pw", "loops": ["p3ro"], "tasks": "tasks.jsonl",
-                                    "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1}}, tmp_path)
+        (tmp_path / "tasks.jsonl").write_text(
+            json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n"
+        )
+        exp = Experiment.from_dict(
+            {
+                "name": "pw",
+                "loops": ["p3ro"],
+                "tasks": "tasks.jsonl",
+                "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1},
+            },
+            tmp_path,
+        )
         result = sweep(exp, tmp_path / "out", executor="papermill", workers=1, cache=server.url, progress=False)
         assert result.failed == 0 and result.done == 1, str(result)
         assert len(list(server.client.scan_iter("promptlab:v1:*"))) > 0  # the kernel did use the Redis cache
         notebooks = list((tmp_path / "out").rglob("*.ipynb"))
         assert notebooks
         needles = [password.encode(), base64.b64encode(password.encode())]
-        leaks = [str(p) for p in (tmp_path / "out").rglob("*") if p.is_file()
-                 and any(n in p.read_bytes() for n in needles)]
+        leaks = [
+            str(p) for p in (tmp_path / "out").rglob("*") if p.is_file() and any(n in p.read_bytes() for n in needles)
+        ]
         assert leaks == []
     finally:
         server.stop()

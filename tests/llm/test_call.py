@@ -89,8 +89,9 @@ def test_api_keys_and_base_urls_never_reach_key_or_disk(cache_dir: Path) -> None
 
 def test_errors_are_never_cached(cache_dir: Path) -> None:
     lm = providers.litellm()
-    m = pl.scripted("boom", [lm.BadRequestError("provider refused", model="fake/boom", llm_provider="fake"),
-                             "recovered"])
+    m = pl.scripted(
+        "boom", [lm.BadRequestError("provider refused", model="fake/boom", llm_provider="fake"), "recovered"]
+    )
     with pytest.raises(pl.ProviderError, match="provider refused"):
         pl.complete(m.name, "q", cache=cache_dir, settings=FAST)
     c = pl.complete(m.name, "q", cache=cache_dir, settings=FAST)
@@ -110,7 +111,7 @@ def test_corrupted_entry_is_a_logged_miss(cache_dir: Path, caplog: pytest.LogCap
 
 
 def test_parse_error_carries_raw_text_and_attempts(cache_dir: Path) -> None:
-    bad = ["not json", '{"score": 99, "reason": "too high"}', "```json\n{\"score\": \n```"]
+    bad = ["not json", '{"score": 99, "reason": "too high"}', '```json\n{"score": \n```']
     m = pl.scripted("bad-json", bad)
     with pytest.raises(pl.ParseError) as info:
         pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, settings=Settings(parse_attempts=3))
@@ -283,8 +284,13 @@ def test_import_promptlab_stays_light() -> None:
 @pytest.mark.hosted
 @pytest.mark.skipif(not os.environ.get("OPENAI_API_KEY"), reason="needs OPENAI_API_KEY (a hosted model)")
 def test_hosted_structured_call(cache_dir: Path) -> None:
-    c = pl.complete("gpt-4o-mini", "Score the prompt 'write a poem' for clarity, 1-10, with a reason.",
-                    schema=Verdict, cache=cache_dir, max_tokens=100)
+    c = pl.complete(
+        "gpt-4o-mini",
+        "Score the prompt 'write a poem' for clarity, 1-10, with a reason.",
+        schema=Verdict,
+        cache=cache_dir,
+        max_tokens=100,
+    )
     assert isinstance(c.parsed, Verdict) and c.input_tokens and c.cost_usd is not None
 
 
@@ -298,8 +304,17 @@ def test_preflight_lists_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, 
     gguf.write_bytes(b"GGUF")
     ok = pl.scripted("preflight-ok", ["x"])
     with pytest.raises(ConfigError) as info:
-        preflight(["gpt-4o-mini", ok.name, "anthropic/claude-3-5-haiku-latest", f"local/{tmp_path}/missing.gguf",
-                   "fake/never-registered", "gpt-4o-mini", f"local/{gguf}"])
+        preflight(
+            [
+                "gpt-4o-mini",
+                ok.name,
+                "anthropic/claude-3-5-haiku-latest",
+                f"local/{tmp_path}/missing.gguf",
+                "fake/never-registered",
+                "gpt-4o-mini",
+                f"local/{gguf}",
+            ]
+        )
     text = str(info.value)
     assert text.startswith("4 model problem(s)")
     assert "OPENAI_API_KEY" in text and "ANTHROPIC_API_KEY" in text
@@ -322,8 +337,7 @@ def test_errors_say_whether_they_are_infrastructure() -> None:
 
 JUDGED = ScriptedReply(
     '{"score": 7}',
-    [('{"', -0.01), ("score", -0.02), ('":', -0.01), (" 7", -0.4, {" 7": -0.4, " 8": -1.2, " 6": -2.3}),
-     ("}", 0.0)],
+    [('{"', -0.01), ("score", -0.02), ('":', -0.01), (" 7", -0.4, {" 7": -0.4, " 8": -1.2, " 6": -2.3}), ("}", 0.0)],
     model="judge-2026-01-01",
 )
 
@@ -358,13 +372,17 @@ def test_unscripted_text_reports_certain_tokens_and_async_matches(cache_dir: Pat
     assert "".join(t.token for t in c.logprobs) == c.text and " 10" in [t.token for t in c.logprobs]
     assert all(t.logprob == 0.0 and [a.token for a in t.top_logprobs] == [t.token] for t in c.logprobs)
     assert (c.response_model, c.endpoint) == ("fake/lp-plain", "fake:lp-plain")
-    assert pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, logprobs=True, top_logprobs=5).logprobs \
+    assert (
+        pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, logprobs=True, top_logprobs=5).logprobs
         == c.logprobs
+    )
 
 
 def test_structured_reask_keeps_the_logprobs_of_the_reply_that_validated(cache_dir: Path) -> None:
-    good = ScriptedReply('{"score": 6, "reason": "fine"}',
-                         [('{"score": ', -0.1), ("6", -0.7, {"6": -0.7, "5": -0.9}), (', "reason": "fine"}', -0.2)])
+    good = ScriptedReply(
+        '{"score": 6, "reason": "fine"}',
+        [('{"score": ', -0.1), ("6", -0.7, {"6": -0.7, "5": -0.9}), (', "reason": "fine"}', -0.2)],
+    )
     m = pl.scripted("lp-reask", ["not json", good])
     c = pl.complete(m.name, "judge", schema=Verdict, cache=cache_dir, logprobs=True, top_logprobs=2)
     assert c.attempts == 2 and c.logprobs is not None and c.logprobs[1].token == "6"
@@ -385,10 +403,16 @@ def test_scripted_logprobs_must_spell_the_reply() -> None:
 
 
 def test_logprobs_of_reads_objects_and_dicts_and_floors_infinity() -> None:
-    tokens = logprobs_of({"content": [{"token": "a", "logprob": float("-inf"),
-                                       "top_logprobs": [{"token": "b", "logprob": float("nan")}]}]})
-    assert tokens == [TokenLogprob(token="a", logprob=FLOOR_LOGPROB,
-                                   top_logprobs=[TopLogprob(token="b", logprob=FLOOR_LOGPROB)])]
+    tokens = logprobs_of(
+        {
+            "content": [
+                {"token": "a", "logprob": float("-inf"), "top_logprobs": [{"token": "b", "logprob": float("nan")}]}
+            ]
+        }
+    )
+    assert tokens == [
+        TokenLogprob(token="a", logprob=FLOOR_LOGPROB, top_logprobs=[TopLogprob(token="b", logprob=FLOOR_LOGPROB)])
+    ]
     assert logprobs_of(None) is None and logprobs_of({"content": None}) is None
 
 
@@ -401,8 +425,10 @@ def test_supports_logprobs() -> None:
 
 
 def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
-    assert providers.endpoint("openai/m", api_base="https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s") \
+    assert (
+        providers.endpoint("openai/m", api_base="https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s")
         == "litellm:openai@gw.example.com:8443"
+    )
     assert providers.endpoint("gpt-4o-mini") == "litellm:openai"
     weights = tmp_path / "private-dir" / "tiny-q4.gguf"
     weights.parent.mkdir()
@@ -414,8 +440,13 @@ def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
 def dated_with_logprobs(body: dict[str, Any]) -> Reply:
     """An OpenAI-style reply that reports a dated model and the token logprobs the request asked for."""
     top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in (("8", -0.3), ("9", -1.5))]
-    return Reply("8", 5, 1, model="gpt-4o-mini-2024-07-18", logprobs=[
-        {"token": "8", "logprob": -0.3, "bytes": None, "top_logprobs": top[: body.get("top_logprobs") or 0]}])
+    return Reply(
+        "8",
+        5,
+        1,
+        model="gpt-4o-mini-2024-07-18",
+        logprobs=[{"token": "8", "logprob": -0.3, "bytes": None, "top_logprobs": top[: body.get("top_logprobs") or 0]}],
+    )
 
 
 def test_hosted_provider_logprobs_model_and_endpoint_through_litellm(cache_dir: Path) -> None:
@@ -428,8 +459,13 @@ def test_hosted_provider_logprobs_model_and_endpoint_through_litellm(cache_dir: 
     assert sent["logprobs"] is True and sent["top_logprobs"] == 2 and secret in server.headers[0]["authorization"]
     assert c.text == "8" and c.response_model == "gpt-4o-mini-2024-07-18"
     assert c.endpoint == f"litellm:openai@{server.host}"
-    assert c.logprobs == [TokenLogprob(token="8", logprob=-0.3, top_logprobs=[
-        TopLogprob(token="8", logprob=-0.3), TopLogprob(token="9", logprob=-1.5)])]
+    assert c.logprobs == [
+        TokenLogprob(
+            token="8",
+            logprob=-0.3,
+            top_logprobs=[TopLogprob(token="8", logprob=-0.3), TopLogprob(token="9", logprob=-1.5)],
+        )
+    ]
     assert hit.cache_hit and hit.model_dump(exclude={"cache_hit"}) == c.model_dump(exclude={"cache_hit"})
     assert server.requests == 1
     for path in cache_dir.rglob("*"):

@@ -36,14 +36,29 @@ def canned_server(body: dict[str, Any], status: int = 200) -> FaultServer:
 
 
 def reply_body(text: str, *, model: str = "gpt-4o-mini-2024-07-18", logprobs: bool = False) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": "length",
-                              "message": {"role": "assistant", "content": text}}
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": text}}
     if logprobs:
-        choice["logprobs"] = {"content": [
-            {"token": "7", "logprob": -0.25, "bytes": [55], "top_logprobs": [
-                {"token": "7", "logprob": -0.25, "bytes": [55]}, {"token": "8", "logprob": -1.5, "bytes": [56]}]}]}
-    return {"id": "chatcmpl-canned", "object": "chat.completion", "created": 1700000000, "model": model,
-            "choices": [choice], "usage": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}}
+        choice["logprobs"] = {
+            "content": [
+                {
+                    "token": "7",
+                    "logprob": -0.25,
+                    "bytes": [55],
+                    "top_logprobs": [
+                        {"token": "7", "logprob": -0.25, "bytes": [55]},
+                        {"token": "8", "logprob": -1.5, "bytes": [56]},
+                    ],
+                }
+            ]
+        }
+    return {
+        "id": "chatcmpl-canned",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": model,
+        "choices": [choice],
+        "usage": {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290},
+    }
 
 
 @pytest.fixture
@@ -71,19 +86,20 @@ def canned() -> Iterator[FaultServer]:
         yield server
 
 
-def both(server_url: str, model: str, tmp_path: Path, *, use_async: bool = False,
-         **kw: Any) -> tuple[pl.Completion, pl.Completion, Any, Any]:
+def both(
+    server_url: str, model: str, tmp_path: Path, *, use_async: bool = False, **kw: Any
+) -> tuple[pl.Completion, pl.Completion, Any, Any]:
     """The same call through litellm and through the default transport, each on its own cache."""
     out = []
     for transport in ("litellm", "auto"):
         cache = tmp_path / transport
         settings = Settings(transport=transport, timeout_s=5)
         if use_async:
-            c = asyncio.run(pl.acomplete(model, "Rate it.", api_base=server_url, api_key=KEY, cache=cache,
-                                         settings=settings, **kw))
+            c = asyncio.run(
+                pl.acomplete(model, "Rate it.", api_base=server_url, api_key=KEY, cache=cache, settings=settings, **kw)
+            )
         else:
-            c = pl.complete(model, "Rate it.", api_base=server_url, api_key=KEY, cache=cache, settings=settings,
-                            **kw)
+            c = pl.complete(model, "Rate it.", api_base=server_url, api_key=KEY, cache=cache, settings=settings, **kw)
         out.append((c, open_cache(cache).get(c.key)))
     (slow, slow_stored), (fast, fast_stored) = out
     return slow, fast, slow_stored, fast_stored
@@ -94,10 +110,12 @@ def same(a: pl.Completion, b: pl.Completion) -> None:
 
 
 @pytest.mark.parametrize("use_async", [False, True])
-def test_same_completion_usage_cost_and_record_as_litellm(canned: FaultServer, spy: list[str], tmp_path: Path,
-                                                          use_async: bool) -> None:
-    slow, fast, slow_stored, fast_stored = both(canned.url, "openai/gpt-4o-mini", tmp_path, use_async=use_async,
-                                                max_tokens=5, seed=3, stop=["x"], top_p=0.5)
+def test_same_completion_usage_cost_and_record_as_litellm(
+    canned: FaultServer, spy: list[str], tmp_path: Path, use_async: bool
+) -> None:
+    slow, fast, slow_stored, fast_stored = both(
+        canned.url, "openai/gpt-4o-mini", tmp_path, use_async=use_async, max_tokens=5, seed=3, stop=["x"], top_p=0.5
+    )
     assert spy == ["apost"]  # one request made directly (the blocking path too), one through litellm
     same(slow, fast)
     same(slow_stored, fast_stored)
@@ -124,8 +142,9 @@ def test_unknown_price_is_none_on_both_paths(spy: list[str], tmp_path: Path) -> 
 def test_logprobs_and_structured_replies_match(spy: list[str], tmp_path: Path) -> None:
     server = canned_server(reply_body('{"score": 7}', logprobs=True))
     try:
-        slow, fast, _, _ = both(server.url, "openai/gpt-4o-mini", tmp_path, schema=Verdict, logprobs=True,
-                                top_logprobs=2)
+        slow, fast, _, _ = both(
+            server.url, "openai/gpt-4o-mini", tmp_path, schema=Verdict, logprobs=True, top_logprobs=2
+        )
     finally:
         server.close()
     assert spy == ["apost"]
@@ -144,11 +163,15 @@ def test_errors_read_the_same(fault_server: FaultServer, spy: list[str], fault: 
         settings = Settings(retries=1, backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, transport=transport)
         with pytest.raises(ProviderError) as info:
             if use_async:  # the async direct path posts over aiohttp, litellm's over its own aiohttp transport
-                asyncio.run(pl.acomplete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY,
-                                         cache=False, settings=settings))
+                asyncio.run(
+                    pl.acomplete(
+                        fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False, settings=settings
+                    )
+                )
             else:
-                pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
-                            settings=settings)
+                pl.complete(
+                    fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False, settings=settings
+                )
         texts.append((str(info.value), info.value.retryable, info.value.attempts))
     assert texts[0] == texts[1], texts
     way = "apost"
@@ -156,16 +179,25 @@ def test_errors_read_the_same(fault_server: FaultServer, spy: list[str], fault: 
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])
-def test_refusals_read_the_same_and_are_not_retried(status: int, spy: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_refusals_read_the_same_and_are_not_retried(
+    status: int, spy: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)  # a 401 with the key set: 'authentication failed', not 'missing'
-    server = canned_server({"error": {"message": "no such thing", "type": "invalid_request_error", "code": status}},
-                    status=status)
+    server = canned_server(
+        {"error": {"message": "no such thing", "type": "invalid_request_error", "code": status}}, status=status
+    )
     seen = []
     try:
         for transport in ("litellm", "auto"):
             with pytest.raises(pl.PromptlabError) as info:
-                pl.complete("openai/gpt-4o-mini", "hi", api_base=server.url, api_key=KEY, cache=False,
-                            settings=Settings(backoff_s=0.001, transport=transport))
+                pl.complete(
+                    "openai/gpt-4o-mini",
+                    "hi",
+                    api_base=server.url,
+                    api_key=KEY,
+                    cache=False,
+                    settings=Settings(backoff_s=0.001, transport=transport),
+                )
             seen.append((type(info.value).__name__, str(info.value)))
     finally:
         server.close()
@@ -178,8 +210,16 @@ def test_refused_connection_reads_the_same(spy: list[str]) -> None:
     texts = []
     for transport in ("litellm", "auto"):
         with pytest.raises(ProviderError) as info:
-            asyncio.run(pl.acomplete("openai/nobody-home", "hi", api_base=base, api_key=KEY, cache=False,
-                                     settings=Settings(retries=1, backoff_s=0.001, transport=transport)))
+            asyncio.run(
+                pl.acomplete(
+                    "openai/nobody-home",
+                    "hi",
+                    api_base=base,
+                    api_key=KEY,
+                    cache=False,
+                    settings=Settings(retries=1, backoff_s=0.001, transport=transport),
+                )
+            )
         texts.append(str(info.value))
     assert texts[0] == texts[1] and "connection refused" in texts[1] and KEY not in texts[1]
     assert spy == ["apost", "apost"]
@@ -188,14 +228,21 @@ def test_refused_connection_reads_the_same(spy: list[str]) -> None:
 def test_a_hang_is_bounded_by_the_deadline_on_the_direct_path(fault_server: FaultServer, spy: list[str]) -> None:
     fault_server.script(*["hang"] * 5)
     with pytest.raises(ProviderError) as info:
-        pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
-                    settings=Settings(retries=5, timeout_s=30, deadline_s=1.0, backoff_s=0.001))
+        pl.complete(
+            fault_server.model,
+            "hi",
+            api_base=fault_server.url,
+            api_key=KEY,
+            cache=False,
+            settings=Settings(retries=5, timeout_s=30, deadline_s=1.0, backoff_s=0.001),
+        )
     assert "timed out" in str(info.value) or "deadline" in str(info.value)
     assert spy and set(spy) == {"apost"}
 
 
-def test_base_and_key_from_the_environment(fault_server: FaultServer, spy: list[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_base_and_key_from_the_environment(
+    fault_server: FaultServer, spy: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_BASE", fault_server.url)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     fault_server.script(Reply("env routed"), Reply("env routed"))
@@ -206,10 +253,12 @@ def test_base_and_key_from_the_environment(fault_server: FaultServer, spy: list[
     assert fault_server.bodies[0] == fault_server.bodies[1]
 
 
-@pytest.mark.parametrize("case", ["litellm transport", "logit_bias", "extra_headers", "o-series",
-                                  "no base", "content parts"])
-def test_what_the_direct_path_leaves_to_litellm(fault_server: FaultServer, spy: list[str],
-                                                monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+@pytest.mark.parametrize(
+    "case", ["litellm transport", "logit_bias", "extra_headers", "o-series", "no base", "content parts"]
+)
+def test_what_the_direct_path_leaves_to_litellm(
+    fault_server: FaultServer, spy: list[str], monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
     monkeypatch.delenv("OPENAI_API_BASE", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     kw: dict[str, Any] = {"api_base": fault_server.url, "api_key": KEY, "cache": False, "settings": FAST}
@@ -301,17 +350,26 @@ def test_the_default_cache_follows_the_environment(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.parametrize("use_async", [False, True])
-def test_a_streamed_call_goes_direct_and_matches_litellm(fault_server: FaultServer, spy: list[str],
-                                                         tmp_path: Path, use_async: bool) -> None:
+def test_a_streamed_call_goes_direct_and_matches_litellm(
+    fault_server: FaultServer, spy: list[str], tmp_path: Path, use_async: bool
+) -> None:
     """Someone watching tokens gets them over the direct transport (SSE over aiohttp), not through litellm."""
     out = []
     for transport in ("litellm", "auto"):
         fault_server.script(Reply("a streamed answer", 9, 4, model="gpt-4o-mini-2024-07-18", pieces=3))
         pieces: list[str] = []
-        kw: dict[str, Any] = {"api_base": fault_server.url, "api_key": KEY, "cache": tmp_path / transport,
-                              "settings": Settings(transport=transport, timeout_s=5), "on_token": pieces.append}
-        c = (asyncio.run(pl.acomplete("openai/gpt-4o-mini", "Rate it.", **kw)) if use_async
-             else pl.complete("openai/gpt-4o-mini", "Rate it.", **kw))
+        kw: dict[str, Any] = {
+            "api_base": fault_server.url,
+            "api_key": KEY,
+            "cache": tmp_path / transport,
+            "settings": Settings(transport=transport, timeout_s=5),
+            "on_token": pieces.append,
+        }
+        c = (
+            asyncio.run(pl.acomplete("openai/gpt-4o-mini", "Rate it.", **kw))
+            if use_async
+            else pl.complete("openai/gpt-4o-mini", "Rate it.", **kw)
+        )
         out.append((c, pieces))
     (slow, slow_pieces), (fast, fast_pieces) = out
     assert spy == ["astream"] and fault_server.streamed == 2
@@ -320,18 +378,28 @@ def test_a_streamed_call_goes_direct_and_matches_litellm(fault_server: FaultServ
     assert (fast.text, fast.input_tokens, fast.output_tokens, fast.finish_reason) == ("a streamed answer", 9, 4, "stop")
     assert fast.cost_usd is not None and fast.cost_usd > 0 and fast.response_model == "gpt-4o-mini-2024-07-18"
     assert fault_server.bodies[0] == fault_server.bodies[1]  # the same JSON body, stream options included
-    assert fault_server.bodies[1]["stream"] is True and fault_server.bodies[1]["stream_options"] == {"include_usage": True}
+    assert fault_server.bodies[1]["stream"] is True and fault_server.bodies[1]["stream_options"] == {
+        "include_usage": True
+    }
 
 
 @pytest.mark.parametrize("transport", ["auto", "litellm"])
-def test_an_ignored_stream_is_an_infrastructure_error_naming_the_server(fault_server: FaultServer,
-                                                                        transport: str) -> None:
+def test_an_ignored_stream_is_an_infrastructure_error_naming_the_server(
+    fault_server: FaultServer, transport: str
+) -> None:
     """A server that answers a streamed request with one plain JSON reply: not an empty reply (the model's
     failure, with made-up usage), but an infrastructure error naming the server; not retried."""
     fault_server.script("plain", "plain")
     with pytest.raises(ProviderError) as info:
-        pl.complete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
-                    settings=Settings(retries=3, backoff_s=0.001, transport=transport), on_token=lambda p: None)
+        pl.complete(
+            fault_server.model,
+            "hi",
+            api_base=fault_server.url,
+            api_key=KEY,
+            cache=False,
+            settings=Settings(retries=3, backoff_s=0.001, transport=transport),
+            on_token=lambda p: None,
+        )
     e = info.value
     assert e.infrastructure and not e.retryable and fault_server.requests == 1
     assert f"at {fault_server.host}:" in str(e) and "ignores `stream`" in str(e)

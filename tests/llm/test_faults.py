@@ -69,8 +69,14 @@ def test_error_names_model_host_and_http_status(fault_server: FaultServer) -> No
 def test_refused_port_names_host_and_cause() -> None:
     port = free_port()
     with pytest.raises(ProviderError) as info:
-        pl.complete("openai/nobody-home", "hi", api_base=f"http://127.0.0.1:{port}/v1", api_key=KEY, cache=False,
-                    settings=Settings(retries=1, backoff_s=0.001, backoff_max_s=0.002))
+        pl.complete(
+            "openai/nobody-home",
+            "hi",
+            api_base=f"http://127.0.0.1:{port}/v1",
+            api_key=KEY,
+            cache=False,
+            settings=Settings(retries=1, backoff_s=0.001, backoff_max_s=0.002),
+        )
     text = str(info.value)
     assert f"127.0.0.1:{port}" in text and "connection refused" in text and "openai/nobody-home" in text
     assert info.value.attempts == 2
@@ -96,8 +102,9 @@ def test_hung_provider_is_bounded_by_the_deadline(fault_server: FaultServer) -> 
 
 def test_async_call_owns_its_retries_too(fault_server: FaultServer) -> None:
     fault_server.script("503", "429", Reply("async fine"))
-    c = asyncio.run(pl.acomplete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
-                                 settings=FAST))
+    c = asyncio.run(
+        pl.acomplete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False, settings=FAST)
+    )
     assert (c.text, c.attempts, fault_server.requests) == ("async fine", 3, 3)
 
 
@@ -135,11 +142,14 @@ def test_loop_totals_count_a_critic_that_never_parsed() -> None:
 
     creator = pl.scripted("acct-creator", respond=lambda m: "V1")
     critic = pl.scripted("acct-critic", respond=lambda m: "not json at all")
-    run = run_creator_critic(Task(id="t", prompt="Write.", goal="Good."),
-                             CreatorCriticConfig(model=creator.name, critic_model=critic.name, max_iterations=1),
-                             settings=Settings(parse_attempts=2))
-    creator_tokens = sum(s.call.input_tokens or 0 for it in run.iterations for s in it.steps
-                         if s.role == "creator" and s.call)
+    run = run_creator_critic(
+        Task(id="t", prompt="Write.", goal="Good."),
+        CreatorCriticConfig(model=creator.name, critic_model=critic.name, max_iterations=1),
+        settings=Settings(parse_attempts=2),
+    )
+    creator_tokens = sum(
+        s.call.input_tokens or 0 for it in run.iterations for s in it.steps if s.role == "creator" and s.call
+    )
     assert len(critic.requests) == 2
     assert run.totals.failed_calls == 1
     assert run.totals.input_tokens > creator_tokens  # the critic's two paid replies are in the totals
@@ -153,16 +163,19 @@ def test_a_failed_structured_calls_step_records_every_request(fault_server: Faul
     creator = pl.scripted("req-creator", respond=lambda m: "V1")
     pl.register_model("never-parses", model=fault_server.model, api_base=fault_server.url)
     fault_server.script(Reply("nope", 10, 3), "429", Reply("still nope", 20, 4), Reply("never", 30, 5))
-    run = run_creator_critic({"id": "t", "prompt": "Write.", "goal": "Good."},
-                             {"model": creator.name, "critic_model": "never-parses", "max_iterations": 1},
-                             settings=FAST)
+    run = run_creator_critic(
+        {"id": "t", "prompt": "Write.", "goal": "Good."},
+        {"model": creator.name, "critic_model": "never-parses", "max_iterations": 1},
+        settings=FAST,
+    )
     [critic] = [s for s in run.iterations[0].steps if s.role.startswith("critic")]
     assert critic.error is not None and critic.error.kind == "ParseError"
     assert critic.call is not None and critic.call.attempts == fault_server.requests == 4
 
 
-def test_structured_replay_after_a_lost_final_write_keeps_original_figures(tmp_path: Path,
-                                                                           fault_server: FaultServer) -> None:
+def test_structured_replay_after_a_lost_final_write_keeps_original_figures(
+    tmp_path: Path, fault_server: FaultServer
+) -> None:
     """A kill between the reply write and the final write: the replay must not record zeros."""
     fault_server.script(Reply("not json", 10, 2), Reply(VERDICT, 12, 3))
     first = call(fault_server, schema=Verdict, cache=tmp_path)
@@ -191,9 +204,20 @@ def test_identical_async_calls_in_flight_make_one_request(tmp_path: Path, fault_
     fault_server.default = Reply(VERDICT, 9, 4, delay_s=0.3)
 
     async def many() -> list[pl.Completion]:
-        return await asyncio.gather(*[
-            pl.acomplete(fault_server.model, "same", schema=Verdict, api_base=fault_server.url, api_key=KEY,
-                         cache=tmp_path, settings=FAST) for _ in range(6)])
+        return await asyncio.gather(
+            *[
+                pl.acomplete(
+                    fault_server.model,
+                    "same",
+                    schema=Verdict,
+                    api_base=fault_server.url,
+                    api_key=KEY,
+                    cache=tmp_path,
+                    settings=FAST,
+                )
+                for _ in range(6)
+            ]
+        )
 
     results = asyncio.run(many())
     assert fault_server.requests == 1
@@ -208,8 +232,9 @@ def test_identical_async_calls_in_flight_make_one_request(tmp_path: Path, fault_
 def test_identical_blocking_calls_in_threads_make_one_request(tmp_path: Path, fault_server: FaultServer) -> None:
     fault_server.default = Reply("threaded", 9, 4, delay_s=0.3)
     out: list[pl.Completion] = []
-    threads = [threading.Thread(target=lambda: out.append(call(fault_server, "same", cache=tmp_path)))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: out.append(call(fault_server, "same", cache=tmp_path))) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -249,8 +274,16 @@ def test_two_processes_on_one_cache_keep_the_original_record(tmp_path: Path, fau
     env = {**os.environ, "PYTHONPATH": str(Path(pl.__file__).parent.parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     gate = tmp_path / "gate"
     gate.mkdir()
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, fault_server.url, fault_server.model, str(cache), str(gate)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, fault_server.url, fault_server.model, str(cache), str(gate)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
     deadline = time.monotonic() + 180
     while len(list(gate.glob("ready-*"))) < 2 and time.monotonic() < deadline and all(p.poll() is None for p in procs):
         time.sleep(0.05)
@@ -266,8 +299,7 @@ def test_two_processes_on_one_cache_keep_the_original_record(tmp_path: Path, fau
     # ... and together they were billed for exactly what the server sent
     assert sum(r["billed"] for r in results) == fault_server.tokens_served[0]
     again = call(fault_server, "shared", schema=Verdict, cache=cache)
-    assert again.cache_hit and (again.input_tokens, again.output_tokens) == (stored.input_tokens,
-                                                                            stored.output_tokens)
+    assert again.cache_hit and (again.input_tokens, again.output_tokens) == (stored.input_tokens, stored.output_tokens)
 
 
 def _final_key(cache: Path) -> str:
@@ -296,8 +328,17 @@ def test_a_call_that_loses_the_race_adopts_the_stored_record(tmp_path: Path) -> 
 
     def respond(messages: list[dict[str, object]]) -> str:
         if rival_key:  # the rival finishes while our request is at the provider
-            rival_store.add(rival_key[0], pl.Completion(model=m.name, text="the rival's text", input_tokens=40,
-                                                        output_tokens=9, cost_usd=0.0, key=rival_key[0]))
+            rival_store.add(
+                rival_key[0],
+                pl.Completion(
+                    model=m.name,
+                    text="the rival's text",
+                    input_tokens=40,
+                    output_tokens=9,
+                    cost_usd=0.0,
+                    key=rival_key[0],
+                ),
+            )
         return "our text"
 
     m = pl.scripted("race-loser", respond=respond)
@@ -321,6 +362,14 @@ def test_async_hang_is_bounded_by_the_deadline(fault_server: FaultServer) -> Non
     fault_server.script(*["hang"] * 10)
     t0 = time.monotonic()
     with pytest.raises(ProviderError):
-        asyncio.run(pl.acomplete(fault_server.model, "hi", api_base=fault_server.url, api_key=KEY, cache=False,
-                                 settings=Settings(retries=5, timeout_s=30, deadline_s=1.5, backoff_s=0.001)))
+        asyncio.run(
+            pl.acomplete(
+                fault_server.model,
+                "hi",
+                api_base=fault_server.url,
+                api_key=KEY,
+                cache=False,
+                settings=Settings(retries=5, timeout_s=30, deadline_s=1.5, backoff_s=0.001),
+            )
+        )
     assert time.monotonic() - t0 < 6

@@ -56,8 +56,9 @@ class LlamaServer:
 
     def post(self, body: dict[str, object]) -> tuple[int, dict[str, object]]:
         """POST a chat completion straight to the server: (HTTP status, JSON body)."""
-        request = urllib.request.Request(f"{self.url}/chat/completions", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:
                 return answer.status, json.loads(answer.read())
@@ -76,8 +77,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     try:
         import llama_cpp.server.app  # noqa: F401
     except ImportError as e:
-        pytest.skip(f"llama_cpp.server cannot be imported ({e}): pip install fastapi uvicorn sse-starlette "
-                    "'starlette-context<0.4' pydantic-settings (the dev extra has them)")
+        pytest.skip(
+            f"llama_cpp.server cannot be imported ({e}): pip install fastapi uvicorn sse-starlette "
+            "'starlette-context<0.4' pydantic-settings (the dev extra has them)"
+        )
     from promptlab.llm.local import resolve_model_path
 
     gguf = resolve_model_path("smollm2")
@@ -86,9 +89,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", SERVED,
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--seed", "0"],
-            stdout=out, stderr=subprocess.STDOUT, env=env)
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(gguf),
+                "--model_alias",
+                SERVED,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "2048",
+                "--seed",
+                "0",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     running = LlamaServer(process, port, log)
     try:
         deadline = time.monotonic() + STARTUP_S
@@ -127,8 +148,9 @@ def _endpoint(server: LlamaServer, host: str = "127.0.0.1") -> str:
 def test_the_server_refuses_json_schema_and_takes_json_object_with_a_schema(server: LlamaServer) -> None:
     schema = Rating.model_json_schema()
     base = {"model": SERVED, "messages": [{"role": "user", "content": PROMPT}], "temperature": 0, "max_tokens": 60}
-    status, body = server.post({**base, "response_format": {"type": "json_schema",
-                                                            "json_schema": {"name": "Rating", "schema": schema}}})
+    status, body = server.post(
+        {**base, "response_format": {"type": "json_schema", "json_schema": {"name": "Rating", "schema": schema}}}
+    )
     assert status == 500 and "response_format" in json.dumps(body) and "validation error" in json.dumps(body)
     status, body = server.post({**base, "response_format": {"type": "json_object", "schema": schema}})
     assert status == 200
@@ -146,16 +168,18 @@ def test_detected_native_schema_parses_and_is_remembered(server: LlamaServer) ->
     assert first.finish_reason == "stop" and first.endpoint == f"litellm:openai@127.0.0.1:{server.port}"
     assert Rating.model_validate_json(first.text) == first.parsed  # the whole reply is the JSON object
     assert models.schema_support(endpoint) is True and models.schema_form(endpoint) == "json_object"
-    second = pl.complete("served", "Rate the sentence 'Dogs bark.' from 1 to 10.", schema=Rating, max_tokens=80,
-                         cache=False)
+    second = pl.complete(
+        "served", "Rate the sentence 'Dogs bark.' from 1 to 10.", schema=Rating, max_tokens=80, cache=False
+    )
     assert isinstance(second.parsed, Rating) and second.attempts == 1  # straight to the remembered form
 
 
 def test_native_schema_true_finds_the_form_the_server_takes(server: LlamaServer) -> None:
     endpoint = _endpoint(server, "localhost")  # another spelling: an endpoint nothing was learnt about
     assert models.schema_support(endpoint) is None
-    pl.register_model("native", model=f"openai/{SERVED}", api_base=f"http://localhost:{server.port}/v1",
-                      native_schema=True)
+    pl.register_model(
+        "native", model=f"openai/{SERVED}", api_base=f"http://localhost:{server.port}/v1", native_schema=True
+    )
     c = pl.complete("native", PROMPT, schema=Rating, max_tokens=80, cache=False)
     assert isinstance(c.parsed, Rating) and c.attempts == 2
     assert Rating.model_validate_json(c.text) == c.parsed
@@ -176,8 +200,12 @@ def test_the_schema_in_the_prompt_is_not_followed_by_smollm2(server: LlamaServer
 # plain calls: tokens, cost, endpoint, cache -------------------------------------------------------------
 def test_tokens_cost_endpoint_and_cache(server: LlamaServer, tmp_path: Path) -> None:
     pl.register_model("plain", model=f"openai/{SERVED}", api_base=server.url)
-    pl.register_model("priced", model=f"openai/{SERVED}", api_base=server.url,
-                      price={"input_per_million": 1.0, "output_per_million": 2.0})
+    pl.register_model(
+        "priced",
+        model=f"openai/{SERVED}",
+        api_base=server.url,
+        price={"input_per_million": 1.0, "output_per_million": 2.0},
+    )
     cache = tmp_path / "cache"
     c = pl.complete("plain", "Say hello.", max_tokens=16, cache=cache)
     assert c.input_tokens and c.input_tokens > 5 and 0 < (c.output_tokens or 0) <= 16
@@ -186,7 +214,11 @@ def test_tokens_cost_endpoint_and_cache(server: LlamaServer, tmp_path: Path) -> 
     hit = pl.complete("plain", "Say hello.", max_tokens=16, cache=cache)
     assert hit.cache_hit and hit.key == c.key
     assert (hit.text, hit.input_tokens, hit.output_tokens, hit.endpoint) == (
-        c.text, c.input_tokens, c.output_tokens, c.endpoint)
+        c.text,
+        c.input_tokens,
+        c.output_tokens,
+        c.endpoint,
+    )
     priced = pl.complete("priced", "Say hello.", max_tokens=16, cache=False)
     assert priced.input_tokens == c.input_tokens and priced.text == c.text
     assert priced.cost_usd == pytest.approx((c.input_tokens * 1.0 + (priced.output_tokens or 0) * 2.0) / 1e6)
@@ -210,10 +242,13 @@ def test_one_model_name_at_two_endpoints_never_shares_a_cache_key(server: LlamaS
 def test_a_sweep_cell_against_the_server(server: LlamaServer, tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     experiment = {
-        "name": "llama-server", "loops": ["creator_critic"], "tasks": str(repo / "data" / "demo_tasks.jsonl"),
+        "name": "llama-server",
+        "loops": ["creator_critic"],
+        "tasks": str(repo / "data" / "demo_tasks.jsonl"),
         "limit": 1,
         "models": {"smol": {"model": f"openai/{SERVED}", "api_base": server.url, "max_concurrency": 2}},
-        "config": {"model": "smol", "max_tokens": 120}, "grid": {"max_iterations": [1]},
+        "config": {"model": "smol", "max_tokens": 120},
+        "grid": {"max_iterations": [1]},
     }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(experiment), encoding="utf-8")

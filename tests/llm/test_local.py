@@ -40,14 +40,20 @@ def test_unknown_local_name_lists_the_built_in_ones() -> None:
 @pytest.mark.local_model
 def test_real_structured_call_returns_a_schema_valid_object(tmp_path: Path) -> None:
     c = pl.complete(
-        "local/smollm2", "Review this prompt: 'Write a poem about the sea.' Give a verdict, a score and tips.",
-        schema=Review, max_tokens=200, cache=tmp_path,
+        "local/smollm2",
+        "Review this prompt: 'Write a poem about the sea.' Give a verdict, a score and tips.",
+        schema=Review,
+        max_tokens=200,
+        cache=tmp_path,
     )
     assert isinstance(c.parsed, Review) and 1 <= c.parsed.score <= 10
     assert c.input_tokens and c.output_tokens and c.cost_usd == 0.0 and not c.cache_hit
     again = pl.complete(
-        "local/smollm2", "Review this prompt: 'Write a poem about the sea.' Give a verdict, a score and tips.",
-        schema=Review, max_tokens=200, cache=tmp_path,
+        "local/smollm2",
+        "Review this prompt: 'Write a poem about the sea.' Give a verdict, a score and tips.",
+        schema=Review,
+        max_tokens=200,
+        cache=tmp_path,
     )
     assert again.cache_hit and again.parsed == c.parsed
 
@@ -57,8 +63,9 @@ def test_model_is_loaded_once_and_streams_async(tmp_path: Path) -> None:
     pl.complete("local/smollm2", "Say hi.", max_tokens=8, cache=False)
     first = local.load("smollm2")[0]
     pieces: list[str] = []
-    c = asyncio.run(pl.acomplete("local/smollm2", "Name three colours.", max_tokens=24, cache=tmp_path,
-                                 on_token=pieces.append))
+    c = asyncio.run(
+        pl.acomplete("local/smollm2", "Name three colours.", max_tokens=24, cache=tmp_path, on_token=pieces.append)
+    )
     assert local.load("smollm2")[0] is first
     assert len(pieces) > 1 and "".join(pieces) == c.text and c.output_tokens == len(pieces)
 
@@ -113,6 +120,7 @@ def test_several_instances_generate_at_once(monkeypatch: pytest.MonkeyPatch) -> 
         with local.instance("smollm2") as llm:
             held.append(llm)
             both.wait(timeout=60)  # both instances are held at this point, so they are two
+
     threads = [threading.Thread(target=hold) for _ in range(2)]
     for t in threads:
         t.start()
@@ -120,8 +128,10 @@ def test_several_instances_generate_at_once(monkeypatch: pytest.MonkeyPatch) -> 
         t.join()
     assert len({id(x) for x in held}) == 2
     replies = []
-    workers = [threading.Thread(target=lambda: replies.append(local.generate("smollm2", messages, params).text))
-               for _ in range(2)]
+    workers = [
+        threading.Thread(target=lambda: replies.append(local.generate("smollm2", messages, params).text))
+        for _ in range(2)
+    ]
     for t in workers:
         t.start()
     for t in workers:
@@ -130,8 +140,9 @@ def test_several_instances_generate_at_once(monkeypatch: pytest.MonkeyPatch) -> 
     assert local.loaded_instances("smollm2") == 2
 
 
-def test_a_freed_instance_goes_to_the_request_that_shares_its_prompt(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_freed_instance_goes_to_the_request_that_shares_its_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Prefix affinity: with one instance busy on candidate A, requests queue as B1, A1, B2, A2; the instance
     serves A1 and A2 first (llama.cpp reuses A's prompt tokens), then B1 and B2 in arrival order. First come,
     first served would run B1, A1, B2, A2 and read every prompt in full."""
@@ -161,8 +172,12 @@ def test_a_freed_instance_goes_to_the_request_that_shares_its_prompt(tmp_path: P
     try:
         with local.instance(name, key=key(a, "first")):
             threads = []
-            for label, k in [("B1", key(b, "one")), ("A1", key(a, "one")), ("B2", key(b, "two")),
-                             ("A2", key(a, "two"))]:
+            for label, k in [
+                ("B1", key(b, "one")),
+                ("A1", key(a, "one")),
+                ("B2", key(b, "two")),
+                ("A2", key(a, "two")),
+            ]:
                 t = threading.Thread(target=request, args=(label, k))
                 t.start()
                 threads.append(t)

@@ -29,12 +29,20 @@ class Verdict(BaseModel):
 
 
 REFUSAL = "response_format json_schema is not supported"
-VALIDATION_500 = ("1 validation error: {'loc': ('body', 'response_format', 'type'), "
-                  "'msg': \"Input should be 'text' or 'json_object'\"}")
+VALIDATION_500 = (
+    "1 validation error: {'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\"}"
+)
 
 
-def served(text: str = "ok", *, delay_s: float = 0.0, refuse_schema: bool = False,
-           takes: tuple[str, ...] = (), refuse_status: int = 400) -> FaultServer:
+def served(
+    text: str = "ok",
+    *,
+    delay_s: float = 0.0,
+    refuse_schema: bool = False,
+    takes: tuple[str, ...] = (),
+    refuse_status: int = 400,
+) -> FaultServer:
     """A started loopback server for `openai/served-model` that answers `text` (1000 + 200 tokens) after
     `delay_s`; with `refuse_schema`, a request whose `response_format` type is not in `takes` gets
     `refuse_status` (a 500 reads as llama-cpp-python's validation error)."""
@@ -57,10 +65,16 @@ def server() -> Iterator[FaultServer]:
 
 
 # registry ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "message"), [
-    ("", "non-empty"), ("openai/qwen", "provider prefix"), ("openai", "provider prefix"),
-    ("fake", "provider prefix"), ("has space", "letters, digits"),
-])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("", "non-empty"),
+        ("openai/qwen", "provider prefix"),
+        ("openai", "provider prefix"),
+        ("fake", "provider prefix"),
+        ("has space", "letters, digits"),
+    ],
+)
 def test_bad_alias_names_are_refused(name: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         pl.register_model(name, model="openai/x", api_base="http://h/v1")
@@ -69,7 +83,10 @@ def test_bad_alias_names_are_refused(name: str, message: str) -> None:
 def test_bad_fields_name_the_alias_and_the_field() -> None:
     with pytest.raises(ConfigError, match=r"model alias 'judge': rpm: -5"):
         pl.register_model("judge", model="openai/x", rpm=-5)
-    with pytest.raises(ConfigError, match=r"'judge': temperature: not a field of a model alias \(generation parameters go under `params`\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'judge': temperature: not a field of a model alias \(generation parameters go under `params`\)",
+    ):
         pl.register_model("judge", model="openai/x", temperature=0.5)
     with pytest.raises(ConfigError, match=r"'judge': price.output_per_million"):
         pl.register_model("judge", model="openai/x", price={"input_per_million": 1})
@@ -97,11 +114,13 @@ def test_unknown_names_list_the_aliases() -> None:
 
 
 # the call path -----------------------------------------------------------------------------------------
-def test_an_alias_call_goes_to_its_server_with_its_key(server: FaultServer, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_alias_call_goes_to_its_server_with_its_key(
+    server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ALIAS_TEST_KEY", KEY)
-    pl.register_model("judge", model="openai/served-model", api_base=server.url, api_key_env="ALIAS_TEST_KEY",
-                      params={"top_p": 0.5})
+    pl.register_model(
+        "judge", model="openai/served-model", api_base=server.url, api_key_env="ALIAS_TEST_KEY", params={"top_p": 0.5}
+    )
     c = pl.complete("judge", "hello", cache=tmp_path)
     assert c.text == "ok" and c.model == "judge" and not c.cache_hit
     assert c.endpoint == f"litellm:openai@{server.url.split('/')[2]}"
@@ -124,8 +143,9 @@ def test_a_missing_key_variable_is_named(server: FaultServer, monkeypatch: pytes
     assert server.bodies == []
 
 
-def test_without_a_key_variable_a_placeholder_goes_never_the_openai_key(server: FaultServer,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_key_variable_a_placeholder_goes_never_the_openai_key(
+    server: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key")
     pl.register_model("box", model="openai/served-model", api_base=server.url)
     pl.complete("box", "hello", cache=False)
@@ -153,29 +173,42 @@ def test_cache_keys_follow_the_endpoint_not_the_key_or_path(tmp_path: Path, monk
 def test_calls_without_an_api_base_keep_their_keys(tmp_path: Path) -> None:
     m = pl.scripted("keys-stay", ["x"])
     c = pl.complete(m.name, "p", cache=tmp_path, max_tokens=7)
-    old = cache_key({"model": m.name, "messages": [{"role": "user", "content": "p"}],
-                     "params": {"temperature": 0.0, "max_tokens": 7}, "schema": None, "sample": 0})
+    old = cache_key(
+        {
+            "model": m.name,
+            "messages": [{"role": "user", "content": "p"}],
+            "params": {"temperature": 0.0, "max_tokens": 7},
+            "schema": None,
+            "sample": 0,
+        }
+    )
     assert c.key == old
 
 
 def test_a_user_price_prices_a_served_model(server: FaultServer) -> None:
     plain = pl.complete("openai/served-model", "hi", api_base=server.url, api_key=KEY, cache=False)
     assert plain.cost_usd is None  # litellm does not know this model's price
-    pl.register_model("priced", model="openai/served-model", api_base=server.url,
-                      price={"input_per_million": 0.5, "output_per_million": 2.0})
+    pl.register_model(
+        "priced",
+        model="openai/served-model",
+        api_base=server.url,
+        price={"input_per_million": 0.5, "output_per_million": 2.0},
+    )
     c = pl.complete("priced", "hi", cache=False)
     assert c.cost_usd == pytest.approx((1000 * 0.5 + 200 * 2.0) / 1e6)
 
 
 # limits ------------------------------------------------------------------------------------------------
 async def _many(model: str, n: int, settings: Settings | None = None, **kw: Any) -> list[pl.Completion]:
-    return list(await asyncio.gather(*(pl.acomplete(model, f"q{i}", cache=False, settings=settings, **kw)
-                                       for i in range(n))))
+    return list(
+        await asyncio.gather(*(pl.acomplete(model, f"q{i}", cache=False, settings=settings, **kw) for i in range(n)))
+    )
 
 
 def test_limits_follow_each_calls_settings_not_the_first_call() -> None:
     server = served(delay_s=0.3)
     try:
+
         async def scenario() -> None:
             await pl.acomplete("openai/served-model", "first", api_base=server.url, api_key=KEY, cache=False)
             await _many("openai/served-model", 128, Settings(max_concurrency=64), api_base=server.url, api_key=KEY)
@@ -236,8 +269,7 @@ def test_tpm_is_enforced_on_estimated_tokens(server: FaultServer) -> None:
     assert limits.estimate_tokens({"messages": [{"role": "user", "content": prompt}], "max_tokens": 90}) == 100
 
     async def scenario() -> None:
-        await asyncio.gather(*(pl.acomplete("tokens", prompt, sample=i, max_tokens=90, cache=False)
-                               for i in range(6)))
+        await asyncio.gather(*(pl.acomplete("tokens", prompt, sample=i, max_tokens=90, cache=False) for i in range(6)))
 
     t0 = time.monotonic()
     asyncio.run(scenario())
@@ -255,7 +287,9 @@ def test_native_schema_is_sent_to_a_server_that_takes_it() -> None:
         assert "JSON schema" not in json.dumps(server.bodies[0]["messages"])
         pl.register_model("told", model="openai/served-model", api_base=server.url, native_schema=False)
         pl.complete("told", "rate", schema=Verdict, cache=False)
-        assert "response_format" not in server.bodies[1] and "JSON schema" in server.bodies[1]["messages"][-1]["content"]
+        assert (
+            "response_format" not in server.bodies[1] and "JSON schema" in server.bodies[1]["messages"][-1]["content"]
+        )
     finally:
         server.close()
 
@@ -301,6 +335,7 @@ def test_a_server_that_takes_only_json_object_gets_that_form() -> None:
         second = pl.complete("llamacpp", "rate two", schema=Verdict, cache=False)  # straight to json_object
         assert second.attempts == 1 and server.bodies[2]["response_format"]["type"] == "json_object"
         assert "JSON schema" not in json.dumps(server.bodies[2]["messages"])
+
         class Failed(Exception):
             status_code = 500
 
@@ -313,18 +348,27 @@ def test_a_server_that_takes_only_json_object_gets_that_form() -> None:
 
 # experiment files and the command line -----------------------------------------------------------------
 def _experiment(tmp_path: Path, models_section: dict[str, Any], **config: Any) -> dict[str, Any]:
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."})
-                                          + "\n", encoding="utf-8")
-    return {"name": "aliases", "loops": ["p3ro"], "tasks": "tasks.jsonl", "models": models_section,
-            "config": {"model": "writer", "max_tokens": 64, **config}, "grid": {"max_iterations": [1, 2]}}
+    (tmp_path / "tasks.jsonl").write_text(
+        json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n", encoding="utf-8"
+    )
+    return {
+        "name": "aliases",
+        "loops": ["p3ro"],
+        "tasks": "tasks.jsonl",
+        "models": models_section,
+        "config": {"model": "writer", "max_tokens": 64, **config},
+        "grid": {"max_iterations": [1, 2]},
+    }
 
 
 def test_an_experiments_models_are_registered_and_usable(tmp_path: Path) -> None:
     from promptlab.sweeps.experiment import Experiment, load_experiment
 
-    data = _experiment(tmp_path, {"writer": {"model": "fake/auto", "max_concurrency": 2},
-                                  "critic": {"model": "fake/auto", "rpm": 600}},
-                       critic_model="critic")
+    data = _experiment(
+        tmp_path,
+        {"writer": {"model": "fake/auto", "max_concurrency": 2}, "critic": {"model": "fake/auto", "rpm": 600}},
+        critic_model="critic",
+    )
     path = tmp_path / "exp.yaml"
     import yaml
 
@@ -344,13 +388,19 @@ def test_an_experiments_models_are_registered_and_usable(tmp_path: Path) -> None
     assert models.get_alias("writer") is not None
 
 
-@pytest.mark.parametrize(("section", "message"), [
-    ({"writer": {"model": "fake/auto", "rpm": 0}}, "models.writer.rpm: 0: Input should be greater than 0"),
-    ({"writer": {"model": "fake/auto", "api_key": "sk-x"}}, "models.writer: Value error, an alias never holds an API key"),
-    ({"openai/x": {"model": "fake/auto"}}, "models.openai/x: model alias 'openai/x': an alias name has no '/'"),
-    ({"writer": {"model": "fake/auto", "api_key_env": "not a name"}}, "models.writer.api_key_env"),
-    ({"writr": {"model": "fake/auto"}}, "not a registered model alias"),
-])
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"writer": {"model": "fake/auto", "rpm": 0}}, "models.writer.rpm: 0: Input should be greater than 0"),
+        (
+            {"writer": {"model": "fake/auto", "api_key": "sk-x"}},
+            "models.writer: Value error, an alias never holds an API key",
+        ),
+        ({"openai/x": {"model": "fake/auto"}}, "models.openai/x: model alias 'openai/x': an alias name has no '/'"),
+        ({"writer": {"model": "fake/auto", "api_key_env": "not a name"}}, "models.writer.api_key_env"),
+        ({"writr": {"model": "fake/auto"}}, "not a registered model alias"),
+    ],
+)
 def test_bad_models_sections_name_the_alias_and_field(tmp_path: Path, section: dict[str, Any], message: str) -> None:
     from promptlab.sweeps.experiment import Experiment
 
@@ -365,8 +415,10 @@ def test_the_preflight_names_an_aliases_unset_key_variable(tmp_path: Path, monke
     from promptlab.sweeps.experiment import load_experiment
 
     monkeypatch.delenv("NO_SUCH_SERVER_KEY", raising=False)
-    data = _experiment(tmp_path, {"writer": {"model": "openai/qwen", "api_base": "http://127.0.0.1:9/v1",
-                                             "api_key_env": "NO_SUCH_SERVER_KEY"}})
+    data = _experiment(
+        tmp_path,
+        {"writer": {"model": "openai/qwen", "api_base": "http://127.0.0.1:9/v1", "api_key_env": "NO_SUCH_SERVER_KEY"}},
+    )
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(ConfigError, match="'writer': needs an API key: set NO_SUCH_SERVER_KEY"):
         load_experiment(tmp_path / "exp.yaml")
@@ -383,11 +435,41 @@ def test_cli_max_concurrency(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert main(["sweep", str(path), "--max-concurrency", bad, "--no-progress"]) == 2
         assert f"--max-concurrency {bad!r}: expected MODEL=N" in capsys.readouterr().err
     out = tmp_path / "results"
-    assert main(["sweep", str(path), "--out", str(out), "--no-progress", "--max-concurrency", "writer=2",
-                 "--max-concurrency", "fake/auto=3"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                str(path),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--max-concurrency",
+                "writer=2",
+                "--max-concurrency",
+                "fake/auto=3",
+            ]
+        )
+        == 0
+    )
     assert "2 cells: 2 done, 0 failed" in capsys.readouterr().out
-    assert main(["run", "p3ro", "--prompt", "hi", "--model", "fake/auto", "--quiet", "--max-concurrency",
-                 "fake/auto=1", "--set", "max_iterations=1"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "p3ro",
+                "--prompt",
+                "hi",
+                "--model",
+                "fake/auto",
+                "--quiet",
+                "--max-concurrency",
+                "fake/auto=1",
+                "--set",
+                "max_iterations=1",
+            ]
+        )
+        == 0
+    )
     assert main(["run", "p3ro", "--prompt", "hi", "--model", "fake/auto", "--max-concurrency", "x"]) == 2
 
 
@@ -405,8 +487,10 @@ def test_the_servers_example_lists_its_cells_without_servers() -> None:
     root = Path(__file__).resolve().parents[2]
     exp = load_experiment(root / "experiments" / "servers-example.yaml", check_models=False)
     cells = exp.cells()
-    assert [(c.params["generator_model"], c.params["critic_model"]) for c in cells] == [("qwen", "llama"),
-                                                                                         ("llama", "qwen")]
+    assert [(c.params["generator_model"], c.params["critic_model"]) for c in cells] == [
+        ("qwen", "llama"),
+        ("llama", "qwen"),
+    ]
     assert models.get_alias("qwen").api_key_env == "VLLM_KEY"  # type: ignore[union-attr]
 
 

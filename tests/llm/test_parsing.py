@@ -37,8 +37,8 @@ CORPUS: list[tuple[str, str, int | None]] = [
     ("leading prose", f"Sure! Here is my verdict: {v(8)}", 8),
     ("trailing prose", f"{v(4)}\nLet me know if you need anything else.", 4),
     ("example then answer", f"Example format: {v(2, 'example')} My actual answer: {v(7, 'real')}", 7),
-    ("several objects, last invalid", f"{v(3)} and then {{\"note\": \"no score here\"}}", 3),
-    ("answer then a stray unrelated object", f"{v(9)} (metadata: {{\"tokens\": 12}})", 9),
+    ("several objects, last invalid", f'{v(3)} and then {{"note": "no score here"}}', 3),
+    ("answer then a stray unrelated object", f'{v(9)} (metadata: {{"tokens": 12}})', 9),
     ("bool score", v(True), None),
     ("bool false score", v(False), None),
     ("string score", v("7"), None),
@@ -46,8 +46,8 @@ CORPUS: list[tuple[str, str, int | None]] = [
     ("float score for an int", v(7.5), None),
     ("null score", v(None), None),
     ("missing field", json.dumps({"score": 7}), None),
-    ("nested: the object holds an example object", json.dumps({"score": 6, "reason": "see {\"score\": 1}"}), 6),
-    ("nested object in prose", "Result -> {\"score\": 5, \"reason\": \"fine\", \"extra\": {\"a\": {}}}", 5),
+    ("nested: the object holds an example object", json.dumps({"score": 6, "reason": 'see {"score": 1}'}), 6),
+    ("nested object in prose", 'Result -> {"score": 5, "reason": "fine", "extra": {"a": {}}}', 5),
     ("truncated", '{"score": 7, "reason": "the reply stops in the mid', None),
     ("truncated second after a good first", f'{v(4)} {{"score": 9, "reason": "cut', 4),
     ("unicode", v(8, "naïve café — ✓ 日本語"), 8),
@@ -90,7 +90,7 @@ def test_the_oversize_error_says_so() -> None:
         parse("x " + '{"score": 7, "reason": "' + "y" * (MAX_JSON_CHARS + 1) + '"}', Verdict)
 
 
-@pytest.mark.parametrize("text", ["{" * 16_000, "{" * 8_000 + "}" * 3, "{\"a\": " * 16_000, "}{" * 16_000])
+@pytest.mark.parametrize("text", ["{" * 16_000, "{" * 8_000 + "}" * 3, '{"a": ' * 16_000, "}{" * 16_000])
 def test_extraction_is_linear(text: str) -> None:
     t0 = time.perf_counter()
     with pytest.raises(ValueError):

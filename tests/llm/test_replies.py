@@ -23,10 +23,20 @@ PATHS = [("auto", False), ("auto", True), ("litellm", False), ("litellm", True)]
 PATH_IDS = ["direct-sync", "direct-async", "litellm-sync", "litellm-async"]
 
 
-def call(server: FaultServer, transport: str, use_async: bool, *, stream: bool = False,
-         **settings: Any) -> pl.Completion:
-    s = Settings(**{"retries": 1, "backoff_s": 0.001, "backoff_max_s": 0.002, "timeout_s": 10, "deadline_s": 30,
-                    "transport": transport, **settings})
+def call(
+    server: FaultServer, transport: str, use_async: bool, *, stream: bool = False, **settings: Any
+) -> pl.Completion:
+    s = Settings(
+        **{
+            "retries": 1,
+            "backoff_s": 0.001,
+            "backoff_max_s": 0.002,
+            "timeout_s": 10,
+            "deadline_s": 30,
+            "transport": transport,
+            **settings,
+        }
+    )
     kw: dict[str, Any] = {"api_base": server.url, "api_key": KEY, "cache": False, "settings": s}
     if stream:
         kw["on_token"] = lambda piece: None
@@ -46,10 +56,15 @@ def outcome(server: FaultServer, fault: Item, transport: str, use_async: bool, s
 
 
 PLAIN_FAULTS = {
-    "html": "invalid reply: not JSON", "truncated": "invalid reply: not JSON",
-    "badutf8": "invalid reply: not UTF-8", "notchat": "invalid reply: not a chat completion",
-    "cut": "connection dropped by the server during the reply", "drop": "connection dropped by the server before a reply",
-    "429": "HTTP 429", "500": "HTTP 500", "503": "HTTP 503",
+    "html": "invalid reply: not JSON",
+    "truncated": "invalid reply: not JSON",
+    "badutf8": "invalid reply: not UTF-8",
+    "notchat": "invalid reply: not a chat completion",
+    "cut": "connection dropped by the server during the reply",
+    "drop": "connection dropped by the server before a reply",
+    "429": "HTTP 429",
+    "500": "HTTP 500",
+    "503": "HTTP 503",
 }
 
 
@@ -86,16 +101,16 @@ def test_a_streamed_reply_is_valid_only_when_it_is_one(fault_server: FaultServer
 
 @pytest.mark.parametrize(("transport", "use_async"), PATHS, ids=PATH_IDS)
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_a_broken_reply_is_retried_and_never_cached(tmp_path: Path, transport: str, use_async: bool,
-                                                    stream: bool) -> None:
+def test_a_broken_reply_is_retried_and_never_cached(
+    tmp_path: Path, transport: str, use_async: bool, stream: bool
+) -> None:
     with FaultServer(["html", "cut", Reply("the real reply", 7, 3)]) as server:
         s = Settings(retries=3, backoff_s=0.001, backoff_max_s=0.002, timeout_s=10, transport=transport)
         pieces: list[str] = []
         kw: dict[str, Any] = {"api_base": server.url, "api_key": KEY, "cache": tmp_path, "settings": s}
         if stream:
             kw["on_token"] = pieces.append
-        c = (asyncio.run(pl.acomplete(server.model, "hi", **kw)) if use_async
-             else pl.complete(server.model, "hi", **kw))
+        c = asyncio.run(pl.acomplete(server.model, "hi", **kw)) if use_async else pl.complete(server.model, "hi", **kw)
         again = pl.complete(server.model, "hi", **kw)
     assert (c.text, c.attempts, c.input_tokens, server.requests) == ("the real reply", 3, 7, 3)
     assert again.cache_hit and again.text == "the real reply"  # the only record is the real reply
@@ -162,8 +177,9 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
 
 @pytest.mark.parametrize(("transport", "use_async"), PATHS, ids=PATH_IDS)
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_a_reply_over_the_size_cap_is_refused_and_never_stored(tmp_path: Path, transport: str, use_async: bool,
-                                                               stream: bool) -> None:
+def test_a_reply_over_the_size_cap_is_refused_and_never_stored(
+    tmp_path: Path, transport: str, use_async: bool, stream: bool
+) -> None:
     with FaultServer(default="big", big_bytes=3 * 2**20) as server:
         s = Settings(retries=2, backoff_s=0.001, timeout_s=10, transport=transport, max_reply_bytes=2**20)
         kw: dict[str, Any] = {"api_base": server.url, "api_key": KEY, "cache": tmp_path, "settings": s}

@@ -16,9 +16,15 @@ from promptlab.record import Run
 
 SEARCH = ("opro", "ape", "protegi", "resample")
 PROMPT_LOOPS = (*SEARCH, "p3ro", "creator_critic")
-UNBOUNDED = {"opro": {}, "ape": {"proposals_per_set": 20}, "protegi": {"samples_per_eval": 5},
-             "resample": {"max_iterations": 50}, "p3ro": {"max_iterations": 20, "finish_threshold": 10.0},
-             "creator_critic": {"max_iterations": 20}, "pes": {"max_iterations": 20}}
+UNBOUNDED = {
+    "opro": {},
+    "ape": {"proposals_per_set": 20},
+    "protegi": {"samples_per_eval": 5},
+    "resample": {"max_iterations": 50},
+    "p3ro": {"max_iterations": 20, "finish_threshold": 10.0},
+    "creator_critic": {"max_iterations": 20},
+    "pes": {"max_iterations": 20},
+}
 """Configs whose own caps lie far beyond the budgets tried, so that the budget ends every run."""
 
 
@@ -34,11 +40,18 @@ def last_step(run: Run, unit: str) -> int:
 
 
 @pytest.mark.parametrize("loop", [*PROMPT_LOOPS, "pes"])
-@pytest.mark.parametrize(("field", "unit", "budget"), [("budget_calls", "calls", 50), ("budget_calls", "calls", 130),
-                                                      ("budget_tokens", "tokens", 1500),
-                                                      ("budget_tokens", "tokens", 4000)])
-def test_a_budget_stops_the_run_and_is_passed_by_one_step_at_most(loop: str, field: str, unit: str,
-                                                                  budget: int) -> None:
+@pytest.mark.parametrize(
+    ("field", "unit", "budget"),
+    [
+        ("budget_calls", "calls", 50),
+        ("budget_calls", "calls", 130),
+        ("budget_tokens", "tokens", 1500),
+        ("budget_tokens", "tokens", 4000),
+    ],
+)
+def test_a_budget_stops_the_run_and_is_passed_by_one_step_at_most(
+    loop: str, field: str, unit: str, budget: int
+) -> None:
     if loop == "pes" and unit == "calls":
         budget //= 10  # a planning round makes one call here (fake/auto's plans call no tool it has)
     run = run_loop(loop, TASK, {"model": "fake/auto", **UNBOUNDED[loop], field: budget}, cache=False)
@@ -68,11 +81,21 @@ def test_a_budgeted_run_replays_from_the_cache_with_the_same_spend_and_stop(loop
 
 @pytest.mark.parametrize("loop", ["p3ro", "creator_critic"])
 def test_the_seed_loops_record_their_incumbent_and_keep_their_records_without_a_budget(loop: str) -> None:
-    run = run_loop(loop, TASK, {"model": "fake/auto", "max_iterations": 2, "score_source": "grounded",
-                                **({"final": "best"} if loop == "creator_critic" else {})}, cache=False)
+    run = run_loop(
+        loop,
+        TASK,
+        {
+            "model": "fake/auto",
+            "max_iterations": 2,
+            "score_source": "grounded",
+            **({"final": "best"} if loop == "creator_critic" else {}),
+        },
+        cache=False,
+    )
     assert run.stop_reason in ("max_iterations", "threshold") and "budget_stop" not in run.info
-    best = max((it for it in run.iterations if it.decision_score is not None),
-               key=lambda it: (it.decision_score, -it.index))
+    best = max(
+        (it for it in run.iterations if it.decision_score is not None), key=lambda it: (it.decision_score, -it.index)
+    )
     assert run.iterations[-1].incumbent == best.index == run.info["final_iteration"]
     assert all(it.test is None for it in run.iterations)  # test_incumbents is off by default for the seed loops
     assert run.config["test_incumbents"] is False
@@ -84,8 +107,9 @@ def test_creator_critic_with_final_last_holds_its_latest_candidate() -> None:
 
 
 def test_test_incumbents_measures_each_incumbent_once_on_the_test_split() -> None:
-    run = run_loop("creator_critic", TASK, {"model": "fake/auto", "max_iterations": 3, "test_incumbents": True},
-                   cache=False)
+    run = run_loop(
+        "creator_critic", TASK, {"model": "fake/auto", "max_iterations": 3, "test_incumbents": True}, cache=False
+    )
     incumbents = {it.incumbent for it in run.iterations}
     measured = {it.index for it in run.iterations if it.test is not None}
     assert measured == incumbents

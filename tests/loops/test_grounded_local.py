@@ -16,8 +16,9 @@ from promptlab.record import Example, Split, Step, Task
 
 ROOT = Path(__file__).resolve().parents[2]
 SCORER = {"kind": "choice", "labels": ["positive", "negative"]}
-CANDIDATE = ("Classify the sentiment of this product review. Answer with one word: positive or negative.\n\n"
-             "Review: {input}")
+CANDIDATE = (
+    "Classify the sentiment of this product review. Answer with one word: positive or negative.\n\nReview: {input}"
+)
 EVAL_MAX_TOKENS = 6
 
 
@@ -26,9 +27,14 @@ def sentiment_task(per_label: int = 4) -> Task:
     rows = [json.loads(line) for line in (ROOT / "data/grounded/sentiment.jsonl").read_text().splitlines()]
     chosen = [r for r in rows if r["target"] == "positive"][:per_label]
     chosen += [r for r in rows if r["target"] == "negative"][:per_label]
-    return Task(id="sentiment-local", prompt="Is this review positive or negative?\n\n{input}",
-                goal="Label a product review as positive or negative with exactly one word.",
-                examples=[Example(**r) for r in chosen], scorer=SCORER, split=Split(seed=0, dev=4, test=4))
+    return Task(
+        id="sentiment-local",
+        prompt="Is this review positive or negative?\n\n{input}",
+        goal="Label a product review as positive or negative with exactly one word.",
+        examples=[Example(**r) for r in chosen],
+        scorer=SCORER,
+        split=Split(seed=0, dev=4, test=4),
+    )
 
 
 def direct_replies(prompt: str, examples: list[Example]) -> list[str]:
@@ -40,8 +46,7 @@ def direct_replies(prompt: str, examples: list[Example]) -> list[str]:
     for ex in examples:
         messages = [{"role": "user", "content": promptlab.format_prompt(prompt, ex.input)}]
         with lock:
-            reply = llm.create_chat_completion(messages=messages, temperature=0.0, max_tokens=EVAL_MAX_TOKENS,
-                                               seed=0)
+            reply = llm.create_chat_completion(messages=messages, temperature=0.0, max_tokens=EVAL_MAX_TOKENS, seed=0)
         out.append(reply["choices"][0]["message"]["content"] or "")
     return out
 
@@ -59,12 +64,23 @@ def test_grounded_creator_critic_on_the_local_model_scores_what_llama_cpp_replie
     task = sentiment_task()
     dev, test = examples_of(task, "dev"), examples_of(task, "test")
     creator = promptlab.scripted("grounded-local-creator", respond=lambda messages: CANDIDATE)
-    critic = promptlab.scripted("grounded-local-critic", respond=lambda messages: json.dumps(
-        {"score": 6, "strengths": ["names the labels"], "weaknesses": ["terse"], "suggestions": ["none"]}))
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model="local/smollm2",
-                              score_source="grounded", max_iterations=1, finish_threshold=8.5,
-                              eval_max_tokens=EVAL_MAX_TOKENS, eval_concurrency=2,
-                              include_start=False)  # one candidate: the scripted creator's (candidate 0 elsewhere)
+    critic = promptlab.scripted(
+        "grounded-local-critic",
+        respond=lambda messages: json.dumps(
+            {"score": 6, "strengths": ["names the labels"], "weaknesses": ["terse"], "suggestions": ["none"]}
+        ),
+    )
+    cfg = CreatorCriticConfig(
+        model=creator.name,
+        critic_model=critic.name,
+        target_model="local/smollm2",
+        score_source="grounded",
+        max_iterations=1,
+        finish_threshold=8.5,
+        eval_max_tokens=EVAL_MAX_TOKENS,
+        eval_concurrency=2,
+        include_start=False,
+    )  # one candidate: the scripted creator's (candidate 0 elsewhere)
     run = run_creator_critic(task, cfg, cache=False)
 
     [it] = run.iterations

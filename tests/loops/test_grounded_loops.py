@@ -22,8 +22,14 @@ from promptlab.loops.runtime.grounding import grounded_decision_score
 from promptlab.record import Example, Split, Task
 
 EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(10)]
-TASK = Task(id="g", prompt="BAD prompt", goal="answer yes", examples=EXAMPLES, scorer={"kind": "exact"},
-            split=Split(seed=0, dev=4))
+TASK = Task(
+    id="g",
+    prompt="BAD prompt",
+    goal="answer yes",
+    examples=EXAMPLES,
+    scorer={"kind": "exact"},
+    split=Split(seed=0, dev=4),
+)
 DEV, TEST = split_examples(TASK)
 
 
@@ -50,9 +56,11 @@ def cc_models(name: str, creator: list[str], critic: list[str]) -> tuple[Any, An
     def repeat(queue: list[str]) -> Any:
         return lambda messages: queue.pop(0) if len(queue) > 1 else queue[0]
 
-    return (promptlab.scripted(f"{name}-creator", respond=repeat(list(creator))),
-            promptlab.scripted(f"{name}-critic", respond=repeat(list(critic))),
-            promptlab.scripted(f"{name}-target", respond=target_reply))
+    return (
+        promptlab.scripted(f"{name}-creator", respond=repeat(list(creator))),
+        promptlab.scripted(f"{name}-critic", respond=repeat(list(critic))),
+        promptlab.scripted(f"{name}-target", respond=target_reply),
+    )
 
 
 def cc_run(name: str, source: str, **kw: Any) -> tuple[Any, Any]:
@@ -60,8 +68,15 @@ def cc_run(name: str, source: str, **kw: Any) -> tuple[Any, Any]:
     unless `include_start` is given (the design document's behaviour, which these tests pin down)."""
     creator, critic, target = cc_models(name, ["HALF v1", "GOOD v2", "GOOD v3"], [critique(3)])
     kw.setdefault("include_start", False)
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name,
-                              score_source=source, finish_threshold=8.5, max_iterations=3, **kw)
+    cfg = CreatorCriticConfig(
+        model=creator.name,
+        critic_model=critic.name,
+        target_model=target.name,
+        score_source=source,
+        finish_threshold=8.5,
+        max_iterations=3,
+        **kw,
+    )
     return run_creator_critic(TASK, cfg, cache=kw.pop("cache", False)), target
 
 
@@ -72,19 +87,22 @@ def test_mapping_onto_the_critic_scale() -> None:
     assert grounded_decision_score(0.8) < 8.5
 
 
-@pytest.mark.parametrize("source, decisions, stop, n_iter", [
-    ("grounded", ["CONTINUE", "FINISH"], "threshold", 2),
-    ("critic", ["CONTINUE", "CONTINUE", "FINISH"], "max_iterations", 3),
-    ("both", ["CONTINUE", "CONTINUE", "FINISH"], "max_iterations", 3),
-])
+@pytest.mark.parametrize(
+    "source, decisions, stop, n_iter",
+    [
+        ("grounded", ["CONTINUE", "FINISH"], "threshold", 2),
+        ("critic", ["CONTINUE", "CONTINUE", "FINISH"], "max_iterations", 3),
+        ("both", ["CONTINUE", "CONTINUE", "FINISH"], "max_iterations", 3),
+    ],
+)
 def test_creator_critic_score_sources(source: str, decisions: list[str], stop: str, n_iter: int) -> None:
     run, target = cc_run(f"g-cc-{source}", source)
     assert [it.decision for it in run.iterations] == decisions and run.stop_reason == stop
-    assert [it.grounded.score for it in run.iterations if it.grounded] == [
-        expected_dev("HALF v1"), 1.0, 1.0][:n_iter]
+    assert [it.grounded.score for it in run.iterations if it.grounded] == [expected_dev("HALF v1"), 1.0, 1.0][:n_iter]
     assert all(it.grounded and it.grounded.n == len(DEV) and it.grounded.split == "dev" for it in run.iterations)
-    want = [1 + 9 * it.grounded.score for it in run.iterations if it.grounded] if source == "grounded" \
-        else [3.0] * n_iter
+    want = (
+        [1 + 9 * it.grounded.score for it in run.iterations if it.grounded] if source == "grounded" else [3.0] * n_iter
+    )
     assert [it.decision_score for it in run.iterations] == pytest.approx(want)
     assert [it.average for it in run.iterations] == [3.0] * n_iter  # the critic ran in every mode
     # baseline and final on the test split, paired
@@ -111,8 +129,9 @@ def test_grounded_without_examples_is_refused_before_any_call() -> None:
     creator, critic, target = cc_models("g-cc-noex", ["X"], [critique(3)])
     bare = Task(id="bare", prompt="p", goal="g")
     with pytest.raises(ConfigError, match="score_source"):
-        run_creator_critic(bare, CreatorCriticConfig(model=creator.name, critic_model=critic.name,
-                                                     score_source="grounded"))
+        run_creator_critic(
+            bare, CreatorCriticConfig(model=creator.name, critic_model=critic.name, score_source="grounded")
+        )
     with pytest.raises(ConfigError, match="score_source"):
         run_p3ro(bare, P3ROConfig(model=creator.name, score_source="grounded"))
     assert creator.requests == [] and critic.requests == []
@@ -123,8 +142,9 @@ def test_expected_mode_refused_for_a_model_without_logprobs(monkeypatch: pytest.
 
     monkeypatch.setattr(_grounding, "supports_logprobs", lambda m: not m.endswith("blind-critic"))
     creator, critic, _ = cc_models("g-cc-blind", ["X"], [critique(3)])
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=promptlab.scripted("blind-critic").name,
-                              score_mode="expected")
+    cfg = CreatorCriticConfig(
+        model=creator.name, critic_model=promptlab.scripted("blind-critic").name, score_mode="expected"
+    )
     with pytest.raises(ConfigError, match="score_mode"):
         run_creator_critic(TASK, cfg)
     assert creator.requests == []
@@ -144,8 +164,14 @@ def test_provenance_is_recorded() -> None:
 
 def test_replay_gives_the_same_run(tmp_path: Path) -> None:
     creator, critic, target = cc_models("g-cc-replay", ["HALF v1", "GOOD v2", "GOOD v3"], [critique(3)])
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name,
-                              score_source="both", max_iterations=2, eval_concurrency=3)
+    cfg = CreatorCriticConfig(
+        model=creator.name,
+        critic_model=critic.name,
+        target_model=target.name,
+        score_source="both",
+        max_iterations=2,
+        eval_concurrency=3,
+    )
     first = run_creator_critic(TASK, cfg, cache=tmp_path)
     n = len(target.requests)
     again = run_creator_critic(TASK, cfg, cache=tmp_path)
@@ -195,8 +221,12 @@ def p3ro_script(name: str) -> Any:
         if first.startswith("You rewrite prompts"):
             return json.dumps({"prompt_text": next(gens), "reasoning": "r"})
         if first.startswith("You are a strict reviewer"):
-            return json.dumps({"scores": [{"criterion": c, "score": 4, "justification": "j"} for c in crit],
-                               "qualitative_feedback": "f"})
+            return json.dumps(
+                {
+                    "scores": [{"criterion": c, "score": 4, "justification": "j"} for c in crit],
+                    "qualitative_feedback": "f",
+                }
+            )
         if first.startswith("You turn an evaluation"):
             return json.dumps({"summary": "lesson"})
         return target_reply(messages)
@@ -204,21 +234,29 @@ def p3ro_script(name: str) -> Any:
     return promptlab.scripted(name, respond=respond)
 
 
-@pytest.mark.parametrize("source, decisions, stop", [
-    ("grounded", ["CONTINUE_PROBING", "FINISH"], "threshold"),
-    ("critic", ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"], "max_iterations"),
-    ("both", ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"], "max_iterations"),
-])
+@pytest.mark.parametrize(
+    "source, decisions, stop",
+    [
+        ("grounded", ["CONTINUE_PROBING", "FINISH"], "threshold"),
+        ("critic", ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"], "max_iterations"),
+        ("both", ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"], "max_iterations"),
+    ],
+)
 def test_p3ro_score_sources(source: str, decisions: list[str], stop: str) -> None:
     model = p3ro_script(f"g-p3-{source}")
-    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source=source, max_iterations=3, include_start=False),
-                   cache=False)
+    run = run_p3ro(
+        TASK, P3ROConfig(model=model.name, score_source=source, max_iterations=3, include_start=False), cache=False
+    )
     assert [it.decision for it in run.iterations] == decisions and run.stop_reason == stop
     assert [it.grounded.score for it in run.iterations if it.grounded] == [expected_dev("HALF v1"), 1.0, 1.0][
-        : len(decisions)]
+        : len(decisions)
+    ]
     assert [it.average for it in run.iterations] == [4.0] * len(decisions)
-    want = [1 + 9 * it.grounded.score for it in run.iterations if it.grounded] if source == "grounded" \
+    want = (
+        [1 + 9 * it.grounded.score for it in run.iterations if it.grounded]
+        if source == "grounded"
         else [4.0] * len(decisions)
+    )
     assert [it.decision_score for it in run.iterations] == pytest.approx(want)
     if source == "grounded":
         assert run.final_output == "GOOD v2" and run.info["final_iteration"] == 2
@@ -241,8 +279,9 @@ def test_p3ro_grounded_run_whose_critic_never_scores_still_finishes() -> None:
         return base.respond(messages)
 
     model = promptlab.scripted("g-p3-blind-wrap", respond=respond)
-    run = run_p3ro(TASK, P3ROConfig(model=model.name, score_source="grounded", max_iterations=3,
-                                    include_start=False), cache=False)
+    run = run_p3ro(
+        TASK, P3ROConfig(model=model.name, score_source="grounded", max_iterations=3, include_start=False), cache=False
+    )
     assert [it.average for it in run.iterations] == [None, None]
     assert run.stop_reason == "threshold" and run.final_output == "GOOD v2"
     assert "critic average missing, dev score 1 (n=4)" in run.summary
@@ -251,8 +290,11 @@ def test_p3ro_grounded_run_whose_critic_never_scores_still_finishes() -> None:
 def test_best_iteration_is_the_one_the_loop_chose_by_its_decision_score() -> None:
     """Every critic average ties, the dev scores do not: Run.best_iteration follows the decision score, and
     best_score stays that iteration's critic average (comparable across score sources)."""
-    p3 = run_p3ro(TASK, P3ROConfig(model=p3ro_script("g-best-p3").name, score_source="grounded",
-                                   max_iterations=3, include_start=False), cache=False)
+    p3 = run_p3ro(
+        TASK,
+        P3ROConfig(model=p3ro_script("g-best-p3").name, score_source="grounded", max_iterations=3, include_start=False),
+        cache=False,
+    )
     assert p3.best_iteration == p3.info["final_iteration"] == 2 and p3.best_score == 4.0
     cc, _ = cc_run("g-best-cc", "grounded", final="best")
     assert cc.best_iteration == cc.info["final_iteration"] == 2 and cc.best_score == 3.0
@@ -264,8 +306,7 @@ def test_replicates_share_the_measurement_of_a_prompt(tmp_path: Path) -> None:
     """An evaluation call is at temperature 0: replicate 1 measuring the same prompts as replicate 0 (here the
     scripted creator writes the same rewrite) finds every reply in the cache instead of paying again."""
     creator, critic, target = cc_models("g-cc-share", ["HALF v1"], [critique(3)])
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name,
-                              max_iterations=1)
+    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name, max_iterations=1)
     first = run_creator_critic(TASK, cfg, sample=0, cache=tmp_path)
     n = len(target.requests)
     assert n == 2 * len(DEV) + 2 * len(TEST)  # start and rewrite, on dev and on test

@@ -47,8 +47,11 @@ def gen(text: str) -> str:
 
 def ev(*scores: int | None, names: list[str] | None = None) -> str:
     names = names or CRITERIA
-    items = [{"criterion": n, "score": s, "justification": f"{n} looks {s}"}
-             for n, s in zip(names, scores, strict=False) if s is not None]
+    items = [
+        {"criterion": n, "score": s, "justification": f"{n} looks {s}"}
+        for n, s in zip(names, scores, strict=False)
+        if s is not None
+    ]
     return json.dumps({"scores": items, "qualitative_feedback": "fix the weakest criterion"})
 
 
@@ -65,8 +68,11 @@ class Script:
 
     def __init__(self, name: str, **queues: list[Reply]) -> None:
         self.queues: dict[str, list[Reply]] = {
-            "decomposer": [criteria()], "strategist": [plan("plan A")], "reflector": [refl("lesson")],
-            **queues}
+            "decomposer": [criteria()],
+            "strategist": [plan("plan A")],
+            "reflector": [refl("lesson")],
+            **queues,
+        }
         self.roles: list[str] = []
         self.model = promptlab.scripted(name, respond=self)
         self.name = self.model.name
@@ -81,8 +87,11 @@ class Script:
 
     def prompts_of(self, role: str) -> list[str]:
         """The role prompts (first user message) of every request made by `role`, re-asks included."""
-        return [r["messages"][0]["content"] for r in self.model.requests
-                if r["messages"][0]["content"].startswith(MARKERS[role])]
+        return [
+            r["messages"][0]["content"]
+            for r in self.model.requests
+            if r["messages"][0]["content"].startswith(MARKERS[role])
+        ]
 
 
 def config(script: Script, **kw: Any) -> P3ROConfig:
@@ -93,17 +102,20 @@ def config(script: Script, **kw: Any) -> P3ROConfig:
 CFG = P3ROConfig(model="fake/auto", finish_threshold=8.5, max_iterations=5)
 
 
-@pytest.mark.parametrize("averages, expected, reason_part", [
-    ([8.5], "FINISH", "average 8.5 >= threshold 8.5"),
-    ([8.49], "CONTINUE_PROBING", "first iteration"),
-    ([3.0], "CONTINUE_PROBING", "first iteration"),
-    ([6.0, 6.0], "REVISE_STRATEGY", "did not increase over 6"),
-    ([7.0, 6.0], "REVISE_STRATEGY", "did not increase over 7"),
-    ([6.0, 7.0], "CONTINUE_PROBING", "increased over 6"),
-    ([5.0, 6.0, 7.0, 8.0, 8.4], "FINISH", "reached max_iterations 5"),
-    ([5.0, 6.0, 7.0, 8.0, 9.0], "FINISH", "average 9 >= threshold 8.5"),
-    ([7.0, 6.0, 5.0, 4.0, 3.0], "FINISH", "reached max_iterations 5"),
-])
+@pytest.mark.parametrize(
+    "averages, expected, reason_part",
+    [
+        ([8.5], "FINISH", "average 8.5 >= threshold 8.5"),
+        ([8.49], "CONTINUE_PROBING", "first iteration"),
+        ([3.0], "CONTINUE_PROBING", "first iteration"),
+        ([6.0, 6.0], "REVISE_STRATEGY", "did not increase over 6"),
+        ([7.0, 6.0], "REVISE_STRATEGY", "did not increase over 7"),
+        ([6.0, 7.0], "CONTINUE_PROBING", "increased over 6"),
+        ([5.0, 6.0, 7.0, 8.0, 8.4], "FINISH", "reached max_iterations 5"),
+        ([5.0, 6.0, 7.0, 8.0, 9.0], "FINISH", "average 9 >= threshold 8.5"),
+        ([7.0, 6.0, 5.0, 4.0, 3.0], "FINISH", "reached max_iterations 5"),
+    ],
+)
 def test_router_rules(averages: list[float | None], expected: str, reason_part: str) -> None:
     decision, reason = decide_with_reason(averages, CFG)
     assert decision == expected
@@ -111,14 +123,17 @@ def test_router_rules(averages: list[float | None], expected: str, reason_part: 
     assert reason_part in reason
 
 
-@pytest.mark.parametrize("averages, expected, reason_part", [
-    ([None], "CONTINUE_PROBING", "no score"),
-    ([6.0, None], "REVISE_STRATEGY", "missing"),
-    ([None, 7.0], "CONTINUE_PROBING", "no earlier average"),
-    ([6.0, None, 5.0], "REVISE_STRATEGY", "did not increase over 6 (iteration 1; iteration 2 had no score)"),
-    ([6.0, None, 7.0], "CONTINUE_PROBING", "increased over 6 (iteration 1; iteration 2 had no score)"),
-    ([None, None, None, None, None], "FINISH", "reached max_iterations 5"),
-])
+@pytest.mark.parametrize(
+    "averages, expected, reason_part",
+    [
+        ([None], "CONTINUE_PROBING", "no score"),
+        ([6.0, None], "REVISE_STRATEGY", "missing"),
+        ([None, 7.0], "CONTINUE_PROBING", "no earlier average"),
+        ([6.0, None, 5.0], "REVISE_STRATEGY", "did not increase over 6 (iteration 1; iteration 2 had no score)"),
+        ([6.0, None, 7.0], "CONTINUE_PROBING", "increased over 6 (iteration 1; iteration 2 had no score)"),
+        ([None, None, None, None, None], "FINISH", "reached max_iterations 5"),
+    ],
+)
 def test_router_missing_averages(averages: list[float | None], expected: str, reason_part: str) -> None:
     decision, reason = decide_with_reason(averages, CFG)
     assert (decision, reason_part in reason) == (expected, True), reason
@@ -139,37 +154,58 @@ def test_router_cap_beats_revise_and_needs_averages() -> None:
 
 # Matching the evaluator's criteria ----------------------------------------------------------------------
 def test_match_scores_by_text_number_and_containment() -> None:
-    result = EvaluationResult.model_validate({"qualitative_feedback": "", "scores": [
-        {"criterion": "1. CLARITY OF THE TASK.", "score": 7, "justification": "a"},
-        {"criterion": "criterion 3", "score": 4, "justification": "c"},
-        {"criterion": "Clarity of the task", "score": 9, "justification": "repeat"},
-        {"criterion": "Uses rhyme", "score": 2, "justification": "unknown"},
-    ]})
+    result = EvaluationResult.model_validate(
+        {
+            "qualitative_feedback": "",
+            "scores": [
+                {"criterion": "1. CLARITY OF THE TASK.", "score": 7, "justification": "a"},
+                {"criterion": "criterion 3", "score": 4, "justification": "c"},
+                {"criterion": "Clarity of the task", "score": 9, "justification": "repeat"},
+                {"criterion": "Uses rhyme", "score": 2, "justification": "unknown"},
+            ],
+        }
+    )
     scores, unmatched, by_position = match_scores(CRITERIA, result, judge="fake/j")
-    assert [(s.criterion, s.score) for s in scores] == [
-        (CRITERIA[0], 7.0), (CRITERIA[1], None), (CRITERIA[2], 4.0)]
+    assert [(s.criterion, s.score) for s in scores] == [(CRITERIA[0], 7.0), (CRITERIA[1], None), (CRITERIA[2], 4.0)]
     assert all(s.judge == "fake/j" for s in scores)
     assert [u["criterion"] for u in unmatched] == ["Clarity of the task", "Uses rhyme"] and by_position == 0
 
-    loose = EvaluationResult.model_validate({"qualitative_feedback": "", "scores": [
-        {"criterion": "target audience", "score": 6, "justification": "contained in criterion 2"}]})
+    loose = EvaluationResult.model_validate(
+        {
+            "qualitative_feedback": "",
+            "scores": [{"criterion": "target audience", "score": 6, "justification": "contained in criterion 2"}],
+        }
+    )
     scores, unmatched, _ = match_scores(CRITERIA, loose, judge="j")
     assert [s.score for s in scores] == [None, 6.0, None] and unmatched == []
 
 
 # Whole runs -----------------------------------------------------------------------------------------
 def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
-    s = Script("p3-full", strategist=[plan("plan A"), plan("plan B")],
-               generator=[gen("P1"), gen("P2"), gen("P3")],
-               evaluator=[ev(6, 6, 6), ev(7, 6, 5), ev(9, 9, 8)],
-               reflector=[refl("lesson one"), refl("lesson two"), refl("lesson three")])
+    s = Script(
+        "p3-full",
+        strategist=[plan("plan A"), plan("plan B")],
+        generator=[gen("P1"), gen("P2"), gen("P3")],
+        evaluator=[ev(6, 6, 6), ev(7, 6, 5), ev(9, 9, 8)],
+        reflector=[refl("lesson one"), refl("lesson two"), refl("lesson three")],
+    )
     events = EventList(tokens=True)
     run = run_p3ro(TASK, config(s), on_event=events)
 
-    assert s.roles == ["decomposer", "strategist",
-                       "generator", "evaluator", "reflector",
-                       "generator", "evaluator", "reflector",
-                       "strategist", "generator", "evaluator", "reflector"]
+    assert s.roles == [
+        "decomposer",
+        "strategist",
+        "generator",
+        "evaluator",
+        "reflector",
+        "generator",
+        "evaluator",
+        "reflector",
+        "strategist",
+        "generator",
+        "evaluator",
+        "reflector",
+    ]
     assert [it.decision for it in run.iterations] == ["CONTINUE_PROBING", "REVISE_STRATEGY", "FINISH"]
     assert run.iterations[2].reason == f"average {26 / 3:g} >= threshold 8.5"
     assert [it.average for it in run.iterations] == pytest.approx([6.0, 6.0, 26 / 3])
@@ -185,9 +221,14 @@ def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
 
     # the revising strategist saw the history: attempts, their full evaluations and the lessons
     revising = s.prompts_of("strategist")[1]
-    for part in ("Attempt 1 (average 6):\nP1", "Attempt 2 (average 6):\nP2", "Lesson: lesson one",
-                 "Lesson: lesson two", "- Names the target audience: 6/10. Names the target audience looks 6",
-                 "Overall feedback: fix the weakest criterion"):
+    for part in (
+        "Attempt 1 (average 6):\nP1",
+        "Attempt 2 (average 6):\nP2",
+        "Lesson: lesson one",
+        "Lesson: lesson two",
+        "- Names the target audience: 6/10. Names the target audience looks 6",
+        "Overall feedback: fix the weakest criterion",
+    ):
         assert part in revising, part
     assert "no attempts yet" in s.prompts_of("strategist")[0]
     # the generator saw the initial prompt first, then the latest attempt and the current lesson
@@ -207,8 +248,9 @@ def test_full_run_revises_strategy_and_finishes_at_threshold() -> None:
 
 
 def test_polish_picks_best_prompt_ties_to_earliest() -> None:
-    s = Script("p3-polish", generator=[gen("P1"), gen("P2"), gen("P3")],
-               evaluator=[ev(7, 7, 7), ev(8, 8, 8), ev(8, 8, 8)])
+    s = Script(
+        "p3-polish", generator=[gen("P1"), gen("P2"), gen("P3")], evaluator=[ev(7, 7, 7), ev(8, 8, 8), ev(8, 8, 8)]
+    )
     run = run_p3ro(TASK, config(s, max_iterations=3))
     assert [it.decision for it in run.iterations] == ["CONTINUE_PROBING", "CONTINUE_PROBING", "FINISH"]
     assert run.stop_reason == "max_iterations"
@@ -259,8 +301,8 @@ def test_unknown_criterion_is_recorded_and_missing_ones_are_none() -> None:
     assert partial.iterations[0].average == 8.0
     assert it.metrics["criteria_missing"] == 2 and it.metrics["unmatched_scores"] == 1
     assert run.info["unmatched_scores"] == [
-        {"iteration": 1, "criterion": "Rhymes every line", "score": 3,
-         "justification": "Rhymes every line looks 3"}]
+        {"iteration": 1, "criterion": "Rhymes every line", "score": 3, "justification": "Rhymes every line looks 3"}
+    ]
 
 
 def test_generator_failure_leaves_iteration_without_candidate() -> None:
@@ -274,8 +316,9 @@ def test_generator_failure_leaves_iteration_without_candidate() -> None:
     assert run.iterations[1].candidate == "P2" and run.final_output == "P2"
     # the second generator call still starts from the initial prompt, as a fresh draw
     assert "(the initial prompt)" in s.prompts_of("generator")[1]
-    seeds = [r["params"]["seed"] for r in s.model.requests
-             if r["messages"][0]["content"].startswith(MARKERS["generator"])]
+    seeds = [
+        r["params"]["seed"] for r in s.model.requests if r["messages"][0]["content"].startswith(MARKERS["generator"])
+    ]
     assert seeds == [0, 1]
 
 
@@ -288,8 +331,12 @@ def test_decomposer_failure_stops_with_error() -> None:
 
 
 def test_decomposer_reasked_when_criteria_count_is_out_of_bounds() -> None:
-    s = Script("p3-count", decomposer=[criteria("Only one", "And two"), criteria()],
-               generator=[gen("P1")], evaluator=[ev(9, 9, 9)])
+    s = Script(
+        "p3-count",
+        decomposer=[criteria("Only one", "And two"), criteria()],
+        generator=[gen("P1")],
+        evaluator=[ev(9, 9, 9)],
+    )
     run = run_p3ro(TASK, config(s, max_iterations=1, strict_criteria=True))
     assert s.roles[:2] == ["decomposer", "decomposer"]
     assert "Your reply could not be used" in s.model.requests[1]["messages"][-1]["content"]
@@ -297,8 +344,12 @@ def test_decomposer_reasked_when_criteria_count_is_out_of_bounds() -> None:
 
 
 def test_duplicates_that_leave_too_few_criteria_are_asked_again() -> None:
-    s = Script("p3-dupes", decomposer=[criteria(CRITERIA[0], CRITERIA[1], CRITERIA[0].upper()), criteria()],
-               generator=[gen("P1")], evaluator=[ev(9, 9, 9)])
+    s = Script(
+        "p3-dupes",
+        decomposer=[criteria(CRITERIA[0], CRITERIA[1], CRITERIA[0].upper()), criteria()],
+        generator=[gen("P1")],
+        evaluator=[ev(9, 9, 9)],
+    )
     run = run_p3ro(TASK, config(s, max_iterations=1, strict_criteria=True))
     assert s.roles[:2] == ["decomposer", "decomposer"]  # 2 distinct of min_criteria 3: re-asked
     assert run.info["criteria"] == CRITERIA and len(run.info["criteria"]) >= 3
@@ -320,16 +371,19 @@ def test_prompt_override_with_unknown_field_names_the_role() -> None:
         run_p3ro(TASK, config(s, max_iterations=1, prompts={"reflector": "{nope}"}))
 
 
-@pytest.mark.parametrize("fields, name", [
-    ({"finish_threshold": 11}, "finish_threshold"),
-    ({"finish_threshold": 0.5}, "finish_threshold"),
-    ({"max_iterations": 0}, "max_iterations"),
-    ({"min_criteria": 5, "max_criteria": 3}, "min_criteria"),
-    ({"max_criteria": 9}, "max_criteria"),
-    ({"model": "nonexistent-model-xyz"}, "nonexistent-model-xyz"),
-    ({"critic_model": "nonexistent-model-xyz"}, "nonexistent-model-xyz"),
-    ({"prompts": {"judge": "x"}}, "judge"),
-])
+@pytest.mark.parametrize(
+    "fields, name",
+    [
+        ({"finish_threshold": 11}, "finish_threshold"),
+        ({"finish_threshold": 0.5}, "finish_threshold"),
+        ({"max_iterations": 0}, "max_iterations"),
+        ({"min_criteria": 5, "max_criteria": 3}, "min_criteria"),
+        ({"max_criteria": 9}, "max_criteria"),
+        ({"model": "nonexistent-model-xyz"}, "nonexistent-model-xyz"),
+        ({"critic_model": "nonexistent-model-xyz"}, "nonexistent-model-xyz"),
+        ({"prompts": {"judge": "x"}}, "judge"),
+    ],
+)
 def test_config_errors_name_the_field(fields: dict[str, Any], name: str) -> None:
     base = {"model": "fake/auto"}
     with pytest.raises(ValidationError, match=name):
@@ -372,8 +426,7 @@ def test_local_model_short_run(tmp_path: Path) -> None:
     # one attempt per call: a reply cut off by max_tokens is recorded as an error instead of re-asked
     run = run_p3ro(TASK, cfg, cache=tmp_path / "local", settings=Settings(parse_attempts=2))
     elapsed = time.perf_counter() - t0
-    print(f"p3ro local run: {elapsed:.1f}s, {run.totals.output_tokens} output tokens, "
-          f"errors {len(run.errors)}")
+    print(f"p3ro local run: {elapsed:.1f}s, {run.totals.output_tokens} output tokens, errors {len(run.errors)}")
     assert Run.model_validate_json(run.model_dump_json()) == run
     # fails when every model call fails: the goal must be decomposed and one candidate written
     assert run.stop_reason in ("threshold", "max_iterations")
@@ -412,8 +465,11 @@ def test_threshold_uses_the_true_mean() -> None:
 
 def test_strategist_sees_the_full_history_with_reasoning() -> None:
     long = "L" * 900
-    s = Script("p3-history", generator=[gen("P1"), gen(long), gen("P3"), gen("P4"), gen("P5")],
-               evaluator=[ev(5, 5, 5), ev(6, 6, 6), ev(7, 7, 7), ev(6, 6, 6), ev(6, 6, 6)])
+    s = Script(
+        "p3-history",
+        generator=[gen("P1"), gen(long), gen("P3"), gen("P4"), gen("P5")],
+        evaluator=[ev(5, 5, 5), ev(6, 6, 6), ev(7, 7, 7), ev(6, 6, 6), ev(6, 6, 6)],
+    )
     run = run_p3ro(TASK, config(s, max_iterations=5))
     assert [it.decision for it in run.iterations][3] == "REVISE_STRATEGY"
     revising = s.prompts_of("strategist")[1]
@@ -422,8 +478,11 @@ def test_strategist_sees_the_full_history_with_reasoning() -> None:
     assert long in revising and "Reasoning: because P1" in revising  # not cut, reasoning fed back
     assert "Reasoning: because P3" in s.prompts_of("generator")[3]
     assert run.info["reasoning"]["1"] == "because P1"
-    windowed = Script("p3-window", generator=[gen("P1"), gen(long), gen("P3"), gen("P4"), gen("P5")],
-                      evaluator=[ev(5, 5, 5), ev(6, 6, 6), ev(7, 7, 7), ev(6, 6, 6), ev(6, 6, 6)])
+    windowed = Script(
+        "p3-window",
+        generator=[gen("P1"), gen(long), gen("P3"), gen("P4"), gen("P5")],
+        evaluator=[ev(5, 5, 5), ev(6, 6, 6), ev(7, 7, 7), ev(6, 6, 6), ev(6, 6, 6)],
+    )
     run_p3ro(TASK, config(windowed, max_iterations=5, history_window=3, history_chars=600), cache=False)
     old = windowed.prompts_of("strategist")[1]
     assert "Attempt 1 (" not in old and long not in old
@@ -473,7 +532,7 @@ def test_expected_score_mode_weighs_the_evaluators_log_probabilities() -> None:
     tokens: list[Any] = []
     pos = 0
     for m in re.finditer(r'"score": (\d+)', text):
-        tokens.append((text[pos:m.start(1)], 0.0))
+        tokens.append((text[pos : m.start(1)], 0.0))
         d = m.group(1)
         tokens.append((d, math.log(0.5), {d: math.log(0.5), str(int(d) + 2): math.log(0.5)}))
         pos = m.end(1)
@@ -491,9 +550,11 @@ def test_expected_score_mode_weighs_the_evaluators_log_probabilities() -> None:
 def test_an_invalid_evaluator_entry_leaves_only_its_criterion_missing() -> None:
     long_name = f"{CRITERIA[2]}: " + "the reply names the format explicitly " * 6
     assert len(long_name) > 200
-    items = [{"criterion": CRITERIA[0], "score": 0, "justification": "zero is outside 1-10"},
-             {"criterion": CRITERIA[1], "score": 9, "justification": None},
-             {"criterion": long_name, "score": 8, "justification": "ok"}]
+    items = [
+        {"criterion": CRITERIA[0], "score": 0, "justification": "zero is outside 1-10"},
+        {"criterion": CRITERIA[1], "score": 9, "justification": None},
+        {"criterion": long_name, "score": 8, "justification": "ok"},
+    ]
     reply = json.dumps({"scores": items, "qualitative_feedback": "fine"})
     s = Script("p3-bad-entry", generator=[gen("P1")], evaluator=[reply])
     run = run_p3ro(TASK, config(s, max_iterations=1), settings=Settings(parse_attempts=1))
@@ -511,8 +572,9 @@ def test_an_invalid_evaluator_entry_leaves_only_its_criterion_missing() -> None:
 
 
 def test_an_evaluator_reply_without_any_valid_entry_is_asked_again() -> None:
-    bad = json.dumps({"scores": [{"criterion": c, "score": 11, "justification": "x"} for c in CRITERIA],
-                      "qualitative_feedback": "f"})
+    bad = json.dumps(
+        {"scores": [{"criterion": c, "score": 11, "justification": "x"} for c in CRITERIA], "qualitative_feedback": "f"}
+    )
     s = Script("p3-all-bad", generator=[gen("P1")], evaluator=[bad, ev(7, 6, 5)])
     run = run_p3ro(TASK, config(s, max_iterations=1))
     assert s.roles.count("evaluator") == 2 and [sc.score for sc in run.iterations[0].scores] == [7.0, 6.0, 5.0]
@@ -523,16 +585,24 @@ def test_an_evaluator_reply_without_any_valid_entry_is_asked_again() -> None:
 def test_any_non_empty_list_of_criteria_is_taken_as_the_seeds_list() -> None:
     """The seed's `criteria: List[str]` takes any list: two criteria (or seven) are used, not asked again; the
     3-5 asked for are a generation hint. Placeholders with no word are asked for again."""
-    s = Script("p3-two", decomposer=[criteria("Only one", "And two")], generator=[gen("P1")],
-               evaluator=[ev(9, 9, names=["Only one", "And two"])])
+    s = Script(
+        "p3-two",
+        decomposer=[criteria("Only one", "And two")],
+        generator=[gen("P1")],
+        evaluator=[ev(9, 9, names=["Only one", "And two"])],
+    )
     run = run_p3ro(TASK, config(s, max_iterations=1))
     assert s.roles.count("decomposer") == 1 and run.info["criteria"] == ["Only one", "And two"]
     assert run.stop_reason == "threshold" and run.iterations[0].average == 9.0
     seven = [f"Criterion number {k}" for k in range(1, 8)]
     many = Script("p3-seven", decomposer=[criteria(*seven)], generator=[gen("P1")], evaluator=[ev(7)])
     assert run_p3ro(TASK, config(many, max_iterations=1)).info["criteria"] == seven
-    dots = Script("p3-dots", decomposer=[criteria("...", "...", "..."), criteria()], generator=[gen("P1")],
-                  evaluator=[ev(9, 9, 9)])
+    dots = Script(
+        "p3-dots",
+        decomposer=[criteria("...", "...", "..."), criteria()],
+        generator=[gen("P1")],
+        evaluator=[ev(9, 9, 9)],
+    )
     assert run_p3ro(TASK, config(dots, max_iterations=1)).info["criteria"] == CRITERIA
     assert dots.roles[:2] == ["decomposer", "decomposer"]
     from promptlab.loops.p3ro.schemas import decomposed_schema
@@ -546,18 +616,24 @@ def test_the_history_holds_each_attempts_full_evaluation_uncut() -> None:
     with whole criterion names."""
     long_name = "Names the intended audience of the poem explicitly, with their age and their reading level"
     crit = [long_name, CRITERIA[1], CRITERIA[2]]
-    reply = json.dumps({"scores": [{"criterion": c, "score": 6, "justification": f"because {k} " + "j" * 300}
-                                   for k, c in enumerate(crit)], "qualitative_feedback": "F" * 700})
-    s = Script("p3-fullhist", decomposer=[criteria(*crit)], generator=[gen("P1"), gen("P2"), gen("P3")],
-               evaluator=[reply])
+    reply = json.dumps(
+        {
+            "scores": [
+                {"criterion": c, "score": 6, "justification": f"because {k} " + "j" * 300} for k, c in enumerate(crit)
+            ],
+            "qualitative_feedback": "F" * 700,
+        }
+    )
+    s = Script(
+        "p3-fullhist", decomposer=[criteria(*crit)], generator=[gen("P1"), gen("P2"), gen("P3")], evaluator=[reply]
+    )
     run = run_p3ro(TASK, config(s, max_iterations=3))
     assert [it.decision for it in run.iterations][:2] == ["CONTINUE_PROBING", "REVISE_STRATEGY"]
     for asked in (s.prompts_of("strategist")[1], s.prompts_of("generator")[1]):
         assert f"- {long_name}: 6/10. because 0 " + "j" * 300 in asked
         assert "Overall feedback: " + "F" * 700 in asked and "Reasoning: because P1" in asked
     assert run.info["feedback"]["1"] == "F" * 700
-    cut_run = Script("p3-cuthist", decomposer=[criteria(*crit)], generator=[gen("P1"), gen("P2")],
-                     evaluator=[reply])
+    cut_run = Script("p3-cuthist", decomposer=[criteria(*crit)], generator=[gen("P1"), gen("P2")], evaluator=[reply])
     run_p3ro(TASK, config(cut_run, max_iterations=2, history_chars=100), cache=False)
     assert "F" * 700 not in cut_run.prompts_of("generator")[1]
 
@@ -585,14 +661,18 @@ def test_mean_reply_averages_every_score_of_the_reply_as_the_seed() -> None:
 def test_score_type_int_is_the_seeds_score_int() -> None:
     """Default: any number 1-10 (8.5 is kept, 0 and 11 leave the criterion missing); score_type 'int' is the
     seed's `score: int`: any integer (0 and 11 too), a fraction leaves the criterion missing."""
-    reply = json.dumps({"scores": [{"criterion": c, "score": v, "justification": "j"}
-                                   for c, v in zip(CRITERIA, [8.5, 0, 11], strict=True)],
-                        "qualitative_feedback": "f"})
+    reply = json.dumps(
+        {
+            "scores": [
+                {"criterion": c, "score": v, "justification": "j"} for c, v in zip(CRITERIA, [8.5, 0, 11], strict=True)
+            ],
+            "qualitative_feedback": "f",
+        }
+    )
     s = Script("p3-scoretype", generator=[gen("P1")], evaluator=[reply])
     default = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_present"))
     assert [sc.score for sc in default.iterations[0].scores] == [8.5, None, None]
-    seed = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_present", score_type="int"),
-                    cache=False)
+    seed = run_p3ro(TASK, config(s, max_iterations=1, missing_criteria="mean_present", score_type="int"), cache=False)
     assert [sc.score for sc in seed.iterations[0].scores] == [None, 0.0, 11.0]
     assert "Input should be a valid integer" in seed.info["invalid_scores"][0]["error"]
 
@@ -638,8 +718,9 @@ def test_the_explorers_default_p3ro_run_on_the_shipped_email_task_does_not_end_i
 
     tasks = read_tasks(Path(__file__).parents[2] / "data" / "prompt_tasks.jsonl")
     explorer = Explorer(tasks, task_id="email", max_iterations=1)  # the explorer's defaults, one iteration
-    run = run_p3ro(explorer.tasks["email"], explorer.config(), cache=tmp_path / "cache",
-                   settings=Settings(parse_attempts=2))
+    run = run_p3ro(
+        explorer.tasks["email"], explorer.config(), cache=tmp_path / "cache", settings=Settings(parse_attempts=2)
+    )
     assert explorer.loop_w.value == "p3ro" and explorer.config()["generator_model"] == "local/smollm2"
     assert run.stop_reason in ("threshold", "max_iterations"), run.errors
     assert run.info["criteria"] and run.iterations[0].candidate

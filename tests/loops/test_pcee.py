@@ -31,8 +31,11 @@ def verdict(ok: bool, reason: str = "checked") -> str:
 
 def models(name: str, planner: list[Any], evaluator: Any, corrector: tuple[Any, ...] = ()) -> tuple[Any, Any, Any]:
     """Scripted planner, evaluator and corrector; `evaluator` is a reply function of the messages."""
-    return (pl.scripted(f"{name}-planner", planner), pl.scripted(f"{name}-eval", respond=evaluator),
-            pl.scripted(f"{name}-fix", list(corrector)))
+    return (
+        pl.scripted(f"{name}-planner", planner),
+        pl.scripted(f"{name}-eval", respond=evaluator),
+        pl.scripted(f"{name}-fix", list(corrector)),
+    )
 
 
 def config(tmp_path: Path, p: Any, e: Any, c: Any, *, controller: Any = None, **kw: Any) -> PCEEConfig:
@@ -57,17 +60,27 @@ def by_exit_code(messages: list[dict[str, Any]]) -> str:
 def judge_errors(messages: list[dict[str, Any]]) -> str:
     """An evaluator that fails a step whose tool reported an error or a non-zero exit code."""
     text = messages[-1]["content"]
-    return verdict("the tool failed" not in text and ("exit code: 0," in text or "exit code:" not in text),
-                   "judged by the tool's result")
+    return verdict(
+        "the tool failed" not in text and ("exit code: 0," in text or "exit code:" not in text),
+        "judged by the tool's result",
+    )
 
 
 # controller ----------------------------------------------------------------------------------------
 def test_fill_placeholders_recurses_and_leaves_other_braces_alone() -> None:
-    tool_input = {"path": "v_{step_1_output}.txt", "content": "x = {version}\n{step_2_output}",
-                  "list": ["{step_1_output}", 3, {"deep": "{step_2_output}!"}], "n": 7}
+    tool_input = {
+        "path": "v_{step_1_output}.txt",
+        "content": "x = {version}\n{step_2_output}",
+        "list": ["{step_1_output}", 3, {"deep": "{step_2_output}!"}],
+        "n": 7,
+    }
     filled = fill_placeholders(tool_input, {1: "1.5", 2: "two"})
-    assert filled == {"path": "v_1.5.txt", "content": "x = {version}\ntwo", "list": ["1.5", 3, {"deep": "two!"}],
-                      "n": 7}
+    assert filled == {
+        "path": "v_1.5.txt",
+        "content": "x = {version}\ntwo",
+        "list": ["1.5", 3, {"deep": "two!"}],
+        "n": 7,
+    }
     assert tool_input["path"] == "v_{step_1_output}.txt"  # not mutated
     assert fill_placeholders("echo {step_1_output}{step_1_output}", {1: "a"}) == "echo aa"
     assert fill_placeholders("{step_x_output} {}", {}) == "{step_x_output} {}"
@@ -79,10 +92,22 @@ def test_fill_placeholders_recurses_and_leaves_other_braces_alone() -> None:
 
 # the loop ------------------------------------------------------------------------------------------
 def test_placeholders_pipe_step_outputs_into_later_steps(tmp_path: Path) -> None:
-    p, e, c = models("pipe", [plan(step(1, "shell", "echo 1.5.1", "find the version"),
-                                   step(2, "write_file", {"path": "v.py", "content": "version = '{step_1_output}'\n"},
-                                        "write a script holding the version"),
-                                   step(3, "shell", "cat v.py", "show the script"))], succeed)
+    p, e, c = models(
+        "pipe",
+        [
+            plan(
+                step(1, "shell", "echo 1.5.1", "find the version"),
+                step(
+                    2,
+                    "write_file",
+                    {"path": "v.py", "content": "version = '{step_1_output}'\n"},
+                    "write a script holding the version",
+                ),
+                step(3, "shell", "cat v.py", "show the script"),
+            )
+        ],
+        succeed,
+    )
     run = run_pcee("Write the version into a script", config(tmp_path, p, e, c, piping="paste"))
     ws = Path(run.info["workspace"])
     assert (ws / "v.py").read_text() == "version = '1.5.1'\n"
@@ -91,8 +116,11 @@ def test_placeholders_pipe_step_outputs_into_later_steps(tmp_path: Path) -> None
     assert [it.decision for it in run.iterations] == ["next_step", "next_step", "stop"]
     assert [it.average for it in run.iterations] == [1.0, 1.0, 1.0]
     assert run.iterations[0].metrics == {"step_id": 1, "retries": 0, "tool": "shell", "kind": "plan", "exit_code": 0}
-    assert run.iterations[1].candidate == """write_file({"content": "version = '1.5.1'\\n", "path": "v.py"}) -> \
+    assert (
+        run.iterations[1].candidate
+        == """write_file({"content": "version = '1.5.1'\\n", "path": "v.py"}) -> \
 wrote 18 bytes to v.py"""
+    )
     assert run.iterations[0].scores[0].criterion == "verdict" and run.iterations[0].scores[0].judge == e.name
     assert [s["step_id"] for s in run.info["plan"]] == [1, 2, 3]
     assert "Step instruction: write a script holding the version" in e.prompts[1]
@@ -107,7 +135,10 @@ def test_a_failed_step_is_corrected_and_retried(tmp_path: Path) -> None:
     assert run.stop_reason == "plan_complete" and run.final_output == "42"
     its = run.iterations
     assert [(it.metrics["kind"], it.metrics["retries"], it.average, it.decision) for it in its] == [
-        ("plan", 0, 0.0, "correct"), ("fix", 1, 1.0, "next_step"), ("retry", 1, 1.0, "stop")]
+        ("plan", 0, 0.0, "correct"),
+        ("fix", 1, 1.0, "next_step"),
+        ("retry", 1, 1.0, "stop"),
+    ]
     assert its[0].metrics["exit_code"] == 1 and its[1].metrics["fix_for"] == 1
     assert its[0].steps[-1].role == "corrector"  # the fix plan is asked for within the failed iteration
     assert "Why it failed: judged by the exit code" in c.prompts[0] and "cat data.txt" in c.prompts[0]
@@ -117,12 +148,18 @@ def test_a_failed_step_is_corrected_and_retried(tmp_path: Path) -> None:
 
 def test_the_retry_budget_runs_out_and_the_run_stops(tmp_path: Path) -> None:
     fixes = (plan(step(1, "shell", "true", "try something")), plan(step(1, "shell", "true", "try harder")))
-    p, e, c = models("budget", [plan(step(1, "shell", "exit 3", "succeed"), step(2, "shell", "echo never"))],
-                     by_exit_code, fixes)
+    p, e, c = models(
+        "budget", [plan(step(1, "shell", "exit 3", "succeed"), step(2, "shell", "echo never"))], by_exit_code, fixes
+    )
     run = run_pcee("Do the impossible", config(tmp_path, p, e, c, retry_budget=2))
     assert run.stop_reason == "failed_step" and run.final_output is None
     assert [(it.metrics["kind"], it.decision) for it in run.iterations] == [
-        ("plan", "correct"), ("fix", "next_step"), ("retry", "correct"), ("fix", "next_step"), ("retry", "stop")]
+        ("plan", "correct"),
+        ("fix", "next_step"),
+        ("retry", "correct"),
+        ("fix", "next_step"),
+        ("retry", "stop"),
+    ]
     assert run.info["failed_step"]["step_id"] == 1 and run.info["failed_step"]["iteration"] == 5
     assert "retry budget (2) is spent" in (run.iterations[-1].reason or "")
     assert run.info["retries_used"] == 2 and len(c.requests) == 2
@@ -134,24 +171,36 @@ def test_the_retry_budget_runs_out_and_the_run_stops(tmp_path: Path) -> None:
 
 def test_a_failed_correction_is_not_followed_by_a_retry(tmp_path: Path) -> None:
     # the seed retries the failed step only after a successful correction
-    fixes = (plan(step(1, "shell", "exit 1", "a fix that fails"), step(2, "shell", "true", "skipped")),
-             plan(step(1, "shell", "true", "a fix that works")))
-    p, e, c = models("nofixretry", [plan(step(1, "shell", "test -f fixed || exit 3", "succeed"))],
-                     by_exit_code, fixes)
+    fixes = (
+        plan(step(1, "shell", "exit 1", "a fix that fails"), step(2, "shell", "true", "skipped")),
+        plan(step(1, "shell", "true", "a fix that works")),
+    )
+    p, e, c = models("nofixretry", [plan(step(1, "shell", "test -f fixed || exit 3", "succeed"))], by_exit_code, fixes)
     run = run_pcee("Needs a fix", config(tmp_path, p, e, c, retry_budget=2))
     assert [(it.metrics["kind"], it.decision) for it in run.iterations] == [
-        ("plan", "correct"), ("fix", "correct"), ("fix", "next_step"), ("retry", "stop")]
+        ("plan", "correct"),
+        ("fix", "correct"),
+        ("fix", "next_step"),
+        ("retry", "stop"),
+    ]
     assert "correction 1 failed: fix step 1 failed" in (run.iterations[1].reason or "")
     assert [x["succeeded"] for x in run.info["corrections"]] == [False, True]
     assert run.stop_reason == "failed_step" and run.info["retries_used"] == 2
 
 
 def test_an_unreadable_fix_plan_asks_again_without_retrying_the_step(tmp_path: Path) -> None:
-    p, e, c = models("unreadable", [plan(step(1, "shell", "exit 3", "succeed"))], by_exit_code,
-                     ("not json", plan(step(1, "shell", "true"))))
+    p, e, c = models(
+        "unreadable",
+        [plan(step(1, "shell", "exit 3", "succeed"))],
+        by_exit_code,
+        ("not json", plan(step(1, "shell", "true"))),
+    )
     run = run_pcee("Fix me", config(tmp_path, p, e, c, retry_budget=2), settings=pl.Settings(parse_attempts=1))
     assert [(it.metrics["kind"], it.decision) for it in run.iterations] == [
-        ("plan", "correct"), ("fix", "next_step"), ("retry", "stop")]
+        ("plan", "correct"),
+        ("fix", "next_step"),
+        ("retry", "stop"),
+    ]
     assert [x["succeeded"] for x in run.info["corrections"]] == [False, True]
     assert "could not be read" in run.iterations[0].reason or "correction 1 failed" in run.iterations[0].reason
     # the second correction is a fresh draw (the next sample), not the cached unreadable reply
@@ -160,8 +209,12 @@ def test_an_unreadable_fix_plan_asks_again_without_retrying_the_step(tmp_path: P
 
 
 def test_the_corrector_is_not_asked_when_no_fix_and_retry_can_run(tmp_path: Path) -> None:
-    p, e, c = models("atcap", [plan(step(1, "shell", "true"), step(2, "shell", "exit 3"))], by_exit_code,
-                     (plan(step(1, "shell", "true")),))
+    p, e, c = models(
+        "atcap",
+        [plan(step(1, "shell", "true"), step(2, "shell", "exit 3"))],
+        by_exit_code,
+        (plan(step(1, "shell", "true")),),
+    )
     run = run_pcee("Cap", config(tmp_path, p, e, c, retry_budget=2, max_iterations=3))
     assert run.stop_reason == "max_iterations" and not c.requests
     assert "too few for a fix and a retry" in (run.iterations[-1].reason or "")
@@ -193,8 +246,12 @@ def test_an_unknown_tool_in_the_plan_is_a_recorded_step_failure(tmp_path: Path) 
 
 def test_a_placeholder_without_output_fails_in_the_controller(tmp_path: Path) -> None:
     # plans are checked for forward references when made; a fix step can still name a step without output
-    p, e, c = models("noout", [plan(step(1, "shell", "exit 3"), step(2, "shell", "echo 2"))], by_exit_code,
-                     (plan(step(1, "shell", "echo {step_2_output}")),))
+    p, e, c = models(
+        "noout",
+        [plan(step(1, "shell", "exit 3"), step(2, "shell", "echo 2"))],
+        by_exit_code,
+        (plan(step(1, "shell", "echo {step_2_output}")),),
+    )
     run = run_pcee("Out of order", config(tmp_path, p, e, c, retry_budget=1))
     assert run.stop_reason == "failed_step" and len(e.requests) == 1  # no evaluator call for the fix step
     fix = run.iterations[1]
@@ -203,10 +260,16 @@ def test_a_placeholder_without_output_fails_in_the_controller(tmp_path: Path) ->
     assert "refers to step 2, which has no output" in fix.scores[0].justification
 
 
-@pytest.mark.parametrize("tool, tool_input", [
-    ("write_file", {"path": "../escape.txt", "content": "x"}), ("read_file", "/etc/passwd"),
-    ("read_file", "a/../../x"), ("write_file", {"path": "/tmp/abs.txt", "content": "x"}), ("list_files", ".."),
-])
+@pytest.mark.parametrize(
+    "tool, tool_input",
+    [
+        ("write_file", {"path": "../escape.txt", "content": "x"}),
+        ("read_file", "/etc/passwd"),
+        ("read_file", "a/../../x"),
+        ("write_file", {"path": "/tmp/abs.txt", "content": "x"}),
+        ("list_files", ".."),
+    ],
+)
 def test_workspace_escapes_are_refused_through_the_loop(tmp_path: Path, tool: str, tool_input: Any) -> None:
     p, e, c = models("escape", [plan(step(1, tool, tool_input))], judge_errors)
     run = run_pcee("Escape", config(tmp_path, p, e, c, retry_budget=0))
@@ -218,10 +281,17 @@ def test_a_symlink_out_made_by_a_shell_step_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret")
-    p, e, c = models("symlink", [plan(step(1, "shell", f"ln -s {outside} out", "make a link"),
-                                      step(2, "read_file", "out/secret.txt", "read through it"),
-                                      step(3, "write_file", {"path": "out/new.txt", "content": "x"}))],
-                           judge_errors)
+    p, e, c = models(
+        "symlink",
+        [
+            plan(
+                step(1, "shell", f"ln -s {outside} out", "make a link"),
+                step(2, "read_file", "out/secret.txt", "read through it"),
+                step(3, "write_file", {"path": "out/new.txt", "content": "x"}),
+            )
+        ],
+        judge_errors,
+    )
     run = run_pcee("Sneak out", config(tmp_path, p, e, c, retry_budget=0))
     assert run.stop_reason == "failed_step" and run.info["failed_step"]["step_id"] == 2
     assert "leaves the workspace" in run.info["failed_step"]["reason"] and "secret" not in (run.final_output or "")
@@ -237,8 +307,9 @@ def test_a_hung_shell_step_is_killed_and_fails(tmp_path: Path) -> None:
 
 
 def test_max_iterations_caps_the_executions(tmp_path: Path) -> None:
-    p, e, c = models("cap", [plan(step(1, "shell", "echo 1"), step(2, "shell", "echo 2"), step(3, "shell", "echo 3"))],
-                     succeed)
+    p, e, c = models(
+        "cap", [plan(step(1, "shell", "echo 1"), step(2, "shell", "echo 2"), step(3, "shell", "echo 3"))], succeed
+    )
     run = run_pcee("Count", config(tmp_path, p, e, c, max_iterations=2))
     assert run.stop_reason == "max_iterations" and len(run.iterations) == 2 and run.final_output == "2"
     assert run.iterations[-1].decision == "stop" and "max_iterations (2)" in (run.iterations[-1].reason or "")
@@ -265,8 +336,9 @@ def test_an_unparseable_verdict_is_a_missing_score_routed_as_failure(tmp_path: P
 
 def test_a_failed_planner_call_ends_the_run(tmp_path: Path) -> None:
     p, e, c = models("noplan", [], succeed)
-    pl.scripted("noplan-planner", respond=lambda msgs: json.dumps({"plan": [step(1, "shell", "a"),
-                                                                              step(1, "shell", "b")]}))
+    pl.scripted(
+        "noplan-planner", respond=lambda msgs: json.dumps({"plan": [step(1, "shell", "a"), step(1, "shell", "b")]})
+    )
     run = run_pcee("Anything", config(tmp_path, p, e, c))
     assert run.stop_reason == "error" and run.final_output is None and run.info["plan"] is None
     assert "step_id values must be unique" in run.errors[0].message and not run.iterations
@@ -275,17 +347,21 @@ def test_a_failed_planner_call_ends_the_run(tmp_path: Path) -> None:
 def test_registered_by_name_and_config_checks(tmp_path: Path) -> None:
     assert get_loop("pcee").config_cls is PCEEConfig
     p, e, c = models("named", [plan(step(1, "calculator", "6*7"))], succeed)
-    run = run_loop("pcee", "Multiply", {"model": p.name, "role_models": {"evaluator": e.name},
-                                        "workspace_base": str(tmp_path)})
-    assert run.final_output == "42" and run.models == {"planner": p.name, "controller": p.name, "corrector": p.name,
-                                                       "evaluator": e.name}
+    run = run_loop(
+        "pcee", "Multiply", {"model": p.name, "role_models": {"evaluator": e.name}, "workspace_base": str(tmp_path)}
+    )
+    assert run.final_output == "42" and run.models == {
+        "planner": p.name,
+        "controller": p.name,
+        "corrector": p.name,
+        "evaluator": e.name,
+    }
     with pytest.raises(ValueError, match="unknown tool"):
         PCEEConfig(tools=["shell", "ftp"])
 
 
 def test_a_replay_from_the_cache_is_comparable(tmp_path: Path) -> None:
-    p, e, c = models("replay", [plan(step(1, "shell", "echo hi > a.txt; ls"), step(2, "read_file", "a.txt"))],
-                     succeed)
+    p, e, c = models("replay", [plan(step(1, "shell", "echo hi > a.txt; ls"), step(2, "read_file", "a.txt"))], succeed)
     first = run_pcee("Write and read", config(tmp_path, p, e, c))
     again = run_pcee("Write and read", config(tmp_path, p, e, c))
     assert again.totals.cache_hits == again.totals.calls == 3 and again.comparable() == first.comparable()
@@ -298,10 +374,14 @@ def test_a_replay_from_the_cache_is_comparable(tmp_path: Path) -> None:
 @pytest.mark.local_model
 def test_a_short_real_run_on_the_local_model(tmp_path: Path) -> None:
     t0 = time.perf_counter()
-    run = run_pcee("Run the shell command: echo hello",
-                   PCEEConfig(model="local/smollm2", max_iterations=2, max_tokens=200, retry_budget=0,
-                              workspace_base=str(tmp_path / "ws")),
-                   cache=tmp_path / "cache", settings=pl.Settings(parse_attempts=1))  # one try per call
+    run = run_pcee(
+        "Run the shell command: echo hello",
+        PCEEConfig(
+            model="local/smollm2", max_iterations=2, max_tokens=200, retry_budget=0, workspace_base=str(tmp_path / "ws")
+        ),
+        cache=tmp_path / "cache",
+        settings=pl.Settings(parse_attempts=1),
+    )  # one try per call
     elapsed = time.perf_counter() - t0
     # a run whose every call failed would stop with "error" and no iteration: that is a failure here
     assert run.stop_reason in {"plan_complete", "failed_step", "max_iterations"}, (run.stop_reason, run.errors)
@@ -333,11 +413,15 @@ def test_one_cut_helper_writes_values_as_json_and_can_say_how_much_is_left_out()
 
 # Issue 18 ---------------------------------------------------------------------------------------------
 
+
 def test_a_long_success_reason_is_the_evaluators_verdict(tmp_path: Path) -> None:
     """Bug: a 'success' verdict whose reason was over 300 characters failed validation three times and the
     step failed."""
-    p, e, c = models("long-reason", [plan(step(1, "shell", "echo hi"))],
-                     lambda msgs: verdict(True, "The command printed hi as asked. " * 12))
+    p, e, c = models(
+        "long-reason",
+        [plan(step(1, "shell", "echo hi"))],
+        lambda msgs: verdict(True, "The command printed hi as asked. " * 12),
+    )
     run = run_pcee("Say hi", config(tmp_path, p, e, c, retry_budget=0))
     assert len(e.requests) == 1 and run.stop_reason == "plan_complete" and run.final_output == "hi"
     assert run.iterations[0].scores[0].score == 1.0 and len(run.iterations[0].scores[0].justification) > 300
@@ -363,10 +447,12 @@ def test_plans_longer_than_the_generation_schema_offers_are_run(tmp_path: Path) 
     long = "Print the number and make sure the output is exactly that number. " * 6
     steps = [step(k, "calculator", f"{k}+0", long) for k in range(1, 14)]
     fix = plan(*[step(k, "shell", "true", long) for k in range(1, 5)])
-    p, e, c = models("long-plans", [plan(*steps, step(14, "shell", "test -f fixed || exit 3"))], judge_errors,
-                     (fix,))
-    run = run_pcee("Count to thirteen", config(tmp_path, p, e, c, max_iterations=30, retry_budget=1),
-                   settings=pl.Settings(parse_attempts=1))
+    p, e, c = models("long-plans", [plan(*steps, step(14, "shell", "test -f fixed || exit 3"))], judge_errors, (fix,))
+    run = run_pcee(
+        "Count to thirteen",
+        config(tmp_path, p, e, c, max_iterations=30, retry_budget=1),
+        settings=pl.Settings(parse_attempts=1),
+    )
     assert len(p.requests) == 1 and len(run.info["plan"]) == 14 and len(long) > 300
     assert [it.metrics["kind"] for it in run.iterations][13:] == ["plan", "fix", "fix", "fix", "fix", "retry"]
     assert len(run.info["corrections"][0]["fix_plan"]) == 4
@@ -379,26 +465,41 @@ def test_plans_longer_than_the_generation_schema_offers_are_run(tmp_path: Path) 
 
 
 SEED_PLAN = [  # the design document's example plan, as it gives it (step 3's script needs no network here)
-    step(1, "tavily_search", "scikit-learn latest version pypi",
-         "Search the web to find the latest version number for the 'scikit-learn' Python package."),
-    step(2, "write_file", {"file": "install_and_verify.py",
-                           "content": "version = '{step_1_output}'\nprint(f'Successfully installed scikit-learn "
-                                      "version {version}')"},
-         "Create a Python script named 'install_and_verify.py' that will install the version found in the "
-         "previous step and then print it."),
-    step(3, "workspace_shell", "python3 install_and_verify.py",
-         "Execute the 'install_and_verify.py' script to perform the installation and confirm the version."),
+    step(
+        1,
+        "tavily_search",
+        "scikit-learn latest version pypi",
+        "Search the web to find the latest version number for the 'scikit-learn' Python package.",
+    ),
+    step(
+        2,
+        "write_file",
+        {
+            "file": "install_and_verify.py",
+            "content": "version = '{step_1_output}'\nprint(f'Successfully installed scikit-learn version {version}')",
+        },
+        "Create a Python script named 'install_and_verify.py' that will install the version found in the "
+        "previous step and then print it.",
+    ),
+    step(
+        3,
+        "workspace_shell",
+        "python3 install_and_verify.py",
+        "Execute the 'install_and_verify.py' script to perform the installation and confirm the version.",
+    ),
 ]
 
 
 def test_the_design_documents_example_plan_runs_with_its_tool_names_and_an_extracting_controller(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     import re
 
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "scikit-learn.md").write_text("# scikit-learn on PyPI\n\nThe latest version of scikit-learn on PyPI "
-                                          "is 1.5.1, released in July.\n")
+    (docs / "scikit-learn.md").write_text(
+        "# scikit-learn on PyPI\n\nThe latest version of scikit-learn on PyPI is 1.5.1, released in July.\n"
+    )
 
     def controller(messages: list[dict[str, Any]]) -> str:  # extracts from the earlier step's output it is shown
         found = re.search(r"output:\n.*?(\d+\.\d+\.\d+)", messages[-1]["content"], re.DOTALL)
@@ -406,8 +507,10 @@ def test_the_design_documents_example_plan_runs_with_its_tool_names_and_an_extra
 
     p, e, c = models("seedplan", [plan(*SEED_PLAN)], by_exit_code)
     ctl = pl.scripted("seedplan-controller", respond=controller)
-    request = ("Please find the latest version of the 'scikit-learn' library and write a Python script that "
-               "installs it and prints the version.")
+    request = (
+        "Please find the latest version of the 'scikit-learn' library and write a Python script that "
+        "installs it and prints the version."
+    )
     run = run_pcee(request, config(tmp_path, p, e, c, controller=ctl, docs_dir=str(docs)))
     assert run.stop_reason == "plan_complete" and not run.errors
     assert [it.metrics["tool"] for it in run.iterations] == ["tavily_search", "write_file", "workspace_shell"]
@@ -426,15 +529,19 @@ def test_the_design_documents_example_plan_runs_with_its_tool_names_and_an_extra
 
 
 def test_an_extraction_that_fails_fails_the_step_in_the_controller(tmp_path: Path) -> None:
-    p, e, c = models("badextract", [plan(step(1, "shell", "echo 7"), step(2, "shell", "echo {step_1_output}"))],
-                     succeed)
+    p, e, c = models(
+        "badextract", [plan(step(1, "shell", "echo 7"), step(2, "shell", "echo {step_1_output}"))], succeed
+    )
     ctl = pl.scripted("badextract-controller", ["no json here"])
-    run = run_pcee("Echo", config(tmp_path, p, e, c, controller=ctl, retry_budget=0),
-                   settings=pl.Settings(parse_attempts=1))
+    run = run_pcee(
+        "Echo", config(tmp_path, p, e, c, controller=ctl, retry_budget=0), settings=pl.Settings(parse_attempts=1)
+    )
     assert run.stop_reason == "failed_step" and len(e.requests) == 1  # step 2 never ran, nor was evaluated
     score = run.iterations[1].scores[0]
-    assert (score.score, score.judge) == (0.0, "controller") and "could not extract {step_1_output}" in \
-        score.justification
+    assert (score.score, score.judge) == (
+        0.0,
+        "controller",
+    ) and "could not extract {step_1_output}" in score.justification
     assert run.errors[0].role == "controller" and run.errors[0].kind == "ParseError"
 
 

@@ -20,8 +20,15 @@ from promptlab.record import Run
 
 
 def plan(*calls: tuple[str, Any], text: str = "look it up") -> str:
-    return json.dumps({"title": "Sums", "intent": "get a number", "plan": text, "thoughts": "need a tool",
-                       "tool_calls": [{"tool": t, "input": i} for t, i in calls]})
+    return json.dumps(
+        {
+            "title": "Sums",
+            "intent": "get a number",
+            "plan": text,
+            "thoughts": "need a tool",
+            "tool_calls": [{"tool": t, "input": i} for t, i in calls],
+        }
+    )
 
 
 def answer(content: str, sources: tuple[str, ...] = ()) -> str:
@@ -38,8 +45,15 @@ def system_of(request: dict[str, Any]) -> str:
 
 
 def test_a_tool_error_is_fed_to_the_next_planning_call_and_no_tool_calls_ends_the_loop() -> None:
-    m = pl.scripted("pes-err", [plan(("calculator", {"expression": "1/0"}), ("weather", {"city": "Oslo"})),
-                                plan(("calculator", "6*7")), plan(), answer("42", ("calculator",))])
+    m = pl.scripted(
+        "pes-err",
+        [
+            plan(("calculator", {"expression": "1/0"}), ("weather", {"city": "Oslo"})),
+            plan(("calculator", "6*7")),
+            plan(),
+            answer("42", ("calculator",)),
+        ],
+    )
     run = run_pes("What is 6*7?", PESConfig(model=m.name))
     second = m.prompts[1]
     assert "calculator" in second and "ERROR: division by zero in '1/0'" in second
@@ -49,7 +63,8 @@ def test_a_tool_error_is_fed_to_the_next_planning_call_and_no_tool_calls_ends_th
     assert [it.metrics for it in run.iterations] == [
         {"tool_calls": 2, "tool_successes": 0, "tool_errors": 2},
         {"tool_calls": 1, "tool_successes": 1, "tool_errors": 0},
-        {"tool_calls": 0, "tool_successes": 0, "tool_errors": 0}]
+        {"tool_calls": 0, "tool_successes": 0, "tool_errors": 0},
+    ]
     assert [it.average for it in run.iterations] == [0.0, 10.0, None]
     assert [it.decision for it in run.iterations] == ["continue", "continue", "synthesize"]
     assert run.best_iteration == 2 and run.best_score == 10.0
@@ -74,11 +89,25 @@ def test_max_iterations_ends_the_loop_and_synthesis_still_runs() -> None:
     assert "Guidance on a good answer: a number" in m.prompts[0] and len(m.requests) == 3
 
 
-SEED_OBSERVATIONS = {"INTENT", "TITLE", "PLAN", "THOUGHTS", "TOOL_CALL", "TOOL_EXECUTION", "SYNTHESIS", "ERROR",
-                     "FINAL_RESPONSE", "STATE_UPDATE"}
+SEED_OBSERVATIONS = {
+    "INTENT",
+    "TITLE",
+    "PLAN",
+    "THOUGHTS",
+    "TOOL_CALL",
+    "TOOL_EXECUTION",
+    "SYNTHESIS",
+    "ERROR",
+    "FINAL_RESPONSE",
+    "STATE_UPDATE",
+}
 """The design document's observation types, plus its LLM_STREAM_* family."""
-SEED_TOKEN_KINDS = {"AGENT_THOUGHT_LLM_THINKING", "AGENT_THOUGHT_LLM_RESPONSE", "FINAL_SYNTHESIS_LLM_THINKING",
-                    "FINAL_SYNTHESIS_LLM_RESPONSE"}
+SEED_TOKEN_KINDS = {
+    "AGENT_THOUGHT_LLM_THINKING",
+    "AGENT_THOUGHT_LLM_RESPONSE",
+    "FINAL_SYNTHESIS_LLM_THINKING",
+    "FINAL_SYNTHESIS_LLM_RESPONSE",
+}
 
 
 def test_every_observation_type_of_the_design_is_recorded_and_emitted() -> None:
@@ -87,10 +116,17 @@ def test_every_observation_type_of_the_design_is_recorded_and_emitted() -> None:
     run = run_pes("1/0?", PESConfig(model=m.name), on_event=events)
     kinds = [o["type"] for o in run.info["observations"]]
     assert SEED_OBSERVATIONS <= set(kinds)
-    assert {k for k in kinds if k.startswith("LLM_STREAM_")} == {"LLM_STREAM_START", "LLM_STREAM_METADATA",
-                                                                  "LLM_STREAM_END"}
-    assert {t.value for t in ObservationType} == SEED_OBSERVATIONS | {"LLM_STREAM_START", "LLM_STREAM_METADATA",
-                                                                      "LLM_STREAM_END", "LLM_STREAM_ERROR"}
+    assert {k for k in kinds if k.startswith("LLM_STREAM_")} == {
+        "LLM_STREAM_START",
+        "LLM_STREAM_METADATA",
+        "LLM_STREAM_END",
+    }
+    assert {t.value for t in ObservationType} == SEED_OBSERVATIONS | {
+        "LLM_STREAM_START",
+        "LLM_STREAM_METADATA",
+        "LLM_STREAM_END",
+        "LLM_STREAM_ERROR",
+    }
     assert kinds[:5] == ["LLM_STREAM_START", "LLM_STREAM_METADATA", "LLM_STREAM_END", "TITLE", "INTENT"]
     assert kinds[-3:] == ["SYNTHESIS", "FINAL_RESPONSE", "STATE_UPDATE"]
     emitted = [e for e in events if e.kind == "observation"]
@@ -144,8 +180,16 @@ def test_system_prompts_resolve_call_then_thread_then_instance() -> None:
     run3 = agent.process("q3", thread_id="t1", persona=Persona(planning="CALL-PLAN", synthesis="CALL-SYNTH"))
     run4 = agent.process("q4", thread_id="other")
     systems = [system_of(r) for r in m.requests]
-    assert systems == ["INSTANCE-PLAN", "INSTANCE-SYNTH", "THREAD-PLAN", "INSTANCE-SYNTH", "CALL-PLAN",
-                       "CALL-SYNTH", "INSTANCE-PLAN", "INSTANCE-SYNTH"]
+    assert systems == [
+        "INSTANCE-PLAN",
+        "INSTANCE-SYNTH",
+        "THREAD-PLAN",
+        "INSTANCE-SYNTH",
+        "CALL-PLAN",
+        "CALL-SYNTH",
+        "INSTANCE-PLAN",
+        "INSTANCE-SYNTH",
+    ]
     assert run2.info["system_prompt_source"] == {"planning": "thread", "synthesis": "instance"}
     assert run3.info["system_prompt_source"] == {"planning": "call", "synthesis": "call"}
     assert run4.info["system_prompt_source"] == {"planning": "instance", "synthesis": "instance"}
@@ -163,8 +207,10 @@ def test_thread_history_is_kept_across_calls_and_trimmed() -> None:
     m = pl.scripted("pes-hist", respond=reply)
     agent = PESAgent("a", config=PESConfig(model=m.name, history_limit=2))
     agent.process("first question")
-    assert agent.history("default") == [{"role": "user", "content": "first question"},
-                                        {"role": "assistant", "content": "first answer"}]
+    assert agent.history("default") == [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+    ]
     agent.process("second question")
     second_planning = m.prompts[2]
     assert "user: first question\nassistant: first answer" in second_planning
@@ -179,8 +225,9 @@ def test_thread_history_is_kept_across_calls_and_trimmed() -> None:
 
 def test_delegation_returns_the_other_agents_answer(tmp_path: Path) -> None:
     helper = pl.scripted("pes-helper", [plan(), answer("Paris is the capital of France.")])
-    boss = pl.scripted("pes-boss", [plan(("delegate", {"agent": "geo", "task": "Capital of France?"})), plan(),
-                                    answer("Paris.")])
+    boss = pl.scripted(
+        "pes-boss", [plan(("delegate", {"agent": "geo", "task": "Capital of France?"})), plan(), answer("Paris.")]
+    )
     directory = AgentDirectory()
     lead = directory.register(PESAgent("lead", config=PESConfig(model=boss.name, a2a_dir=str(tmp_path))))
     directory.register(PESAgent("geo", config=PESConfig(model=helper.name)))
@@ -207,17 +254,27 @@ def test_delegation_by_task_type_in_parallel_each_in_its_own_thread(tmp_path: Pa
                 return plan()
             time.sleep(0.4)
             return answer(text)
+
         return reply
 
     pl.scripted("pes-geo2", respond=slow_answer("Paris"))
     pl.scripted("pes-math2", respond=slow_answer("42"))
-    boss = pl.scripted("pes-boss2", [plan(("delegate", {"task_type": "geography", "task": "Capital of France?"}),
-                                          ("delegate", {"task_type": "math", "task": "6*7?"}),
-                                          ("delegate", {"task_type": "poetry", "task": "A haiku"})),
-                                     plan(), answer("Paris, 42")])
+    boss = pl.scripted(
+        "pes-boss2",
+        [
+            plan(
+                ("delegate", {"task_type": "geography", "task": "Capital of France?"}),
+                ("delegate", {"task_type": "math", "task": "6*7?"}),
+                ("delegate", {"task_type": "poetry", "task": "A haiku"}),
+            ),
+            plan(),
+            answer("Paris, 42"),
+        ],
+    )
     directory = AgentDirectory()
-    lead = directory.register(PESAgent("lead", config=PESConfig(model=boss.name, a2a_dir=str(tmp_path),
-                                                                 delegate_poll_s=0.05)))
+    lead = directory.register(
+        PESAgent("lead", config=PESConfig(model=boss.name, a2a_dir=str(tmp_path), delegate_poll_s=0.05))
+    )
     geo = directory.register(PESAgent("geo", config=PESConfig(model="fake/pes-geo2"), task_types=["geography"]))
     directory.register(PESAgent("calc", config=PESConfig(model="fake/pes-math2"), task_types=["math"]))
     t0 = time.perf_counter()
@@ -227,8 +284,9 @@ def test_delegation_by_task_type_in_parallel_each_in_its_own_thread(tmp_path: Pa
     assert [(t["agent"], t["status"]) for t in tasks] == [("geo", "completed"), ("calc", "completed")]
     assert "'poetry' is not one of ['geography', 'math']" in boss.prompts[1]  # refused by the tool's schema
     assert run.iterations[0].metrics == {"tool_calls": 3, "tool_successes": 2, "tool_errors": 1}
-    with pytest.raises(pl.PromptlabError, match="no agent handles task type 'poetry'; known task types: "
-                                                "geography, math"):
+    with pytest.raises(
+        pl.PromptlabError, match="no agent handles task type 'poetry'; known task types: geography, math"
+    ):
         directory.discover("poetry", exclude="lead")
     assert len({t["thread_id"] for t in tasks[:2]}) == 2  # no shared delegated thread
     assert geo.history(tasks[0]["thread_id"])[0]["content"] == "Capital of France?"
@@ -241,11 +299,13 @@ def test_a_delegate_that_takes_too_long_times_out(tmp_path: Path) -> None:
         return plan()
 
     pl.scripted("pes-slow", [slow, answer("late")])
-    boss = pl.scripted("pes-impatient", [plan(("delegate", {"agent": "slow", "task": "think hard"})), plan(),
-                                         answer("gave up")])
+    boss = pl.scripted(
+        "pes-impatient", [plan(("delegate", {"agent": "slow", "task": "think hard"})), plan(), answer("gave up")]
+    )
     directory = AgentDirectory()
-    lead = directory.register(PESAgent("lead", config=PESConfig(model=boss.name, delegate_timeout_s=0.1,
-                                                                 a2a_dir=str(tmp_path))))
+    lead = directory.register(
+        PESAgent("lead", config=PESConfig(model=boss.name, delegate_timeout_s=0.1, a2a_dir=str(tmp_path)))
+    )
     directory.register(PESAgent("slow", config=PESConfig(model="fake/pes-slow")))
     t0 = time.perf_counter()
     run = lead.process("Ask the slow one")
@@ -254,8 +314,7 @@ def test_a_delegate_that_takes_too_long_times_out(tmp_path: Path) -> None:
     assert run.iterations[0].metrics == {"tool_calls": 1, "tool_successes": 0, "tool_errors": 1}
     assert run.info["a2a_tasks"][0]["status"] == "timeout" and run.final_output == "gave up"
     assert A2ATaskRepository.load(run.info["a2a_tasks_file"])[0]["status"] == "timeout"
-    bad = pl.scripted("pes-wrong-agent", [plan(("delegate", {"agent": "nobody", "task": "x"})), plan(),
-                                          answer("no")])
+    bad = pl.scripted("pes-wrong-agent", [plan(("delegate", {"agent": "nobody", "task": "x"})), plan(), answer("no")])
     lead.config = PESConfig(model=bad.name, a2a_dir=str(tmp_path))
     lead.process("Ask nobody")
     assert "'nobody' is not one of ['slow']" in bad.prompts[1]
@@ -283,7 +342,11 @@ def test_planning_and_synthesis_failures_are_recorded() -> None:
     assert run.stop_reason == "error" and run.final_output is None and run.info["planning_stop"] == "error"
     assert [e.kind for e in run.errors] == ["ParseError", "ParseError"]
     assert [o["type"] for o in run.info["observations"] if o["type"] in ("ERROR", "LLM_STREAM_ERROR")] == [
-        "LLM_STREAM_ERROR", "ERROR", "LLM_STREAM_ERROR", "ERROR"]
+        "LLM_STREAM_ERROR",
+        "ERROR",
+        "LLM_STREAM_ERROR",
+        "ERROR",
+    ]
     assert run.iterations[0].decision == "synthesize"
 
 
@@ -308,17 +371,31 @@ def test_a_plan_with_more_tool_calls_than_the_schema_offers_is_still_run() -> No
 
 
 def test_turns_of_a_thread_have_distinct_ids_and_share_the_threads_workspace(tmp_path: Path) -> None:
-    m = pl.scripted("pes-turns", [plan(("write_file", {"path": "note.txt", "content": "hello"})), plan(),
-                                  answer("saved"), plan(("read_file", "note.txt")), plan(), answer("hello")])
-    agent = PESAgent("a", tools=["write_file", "read_file"], config=PESConfig(model=m.name,
-                                                                             workspace_base=str(tmp_path)))
+    m = pl.scripted(
+        "pes-turns",
+        [
+            plan(("write_file", {"path": "note.txt", "content": "hello"})),
+            plan(),
+            answer("saved"),
+            plan(("read_file", "note.txt")),
+            plan(),
+            answer("hello"),
+        ],
+    )
+    agent = PESAgent(
+        "a", tools=["write_file", "read_file"], config=PESConfig(model=m.name, workspace_base=str(tmp_path))
+    )
     first = agent.process("same question")
     second = agent.process("same question")
     assert first.run_id != second.run_id and (first.info["turn"], second.info["turn"]) == (1, 2)
     assert first.info["workspace"] == second.info["workspace"]
     assert "-> hello" in m.prompts[4] and second.final_output == "hello"  # turn 2 read turn 1's file
-    other = PESAgent("b", Persona(planning="Be brief."), tools=["write_file"],
-                     config=PESConfig(model=m.name, workspace_base=str(tmp_path)))
+    other = PESAgent(
+        "b",
+        Persona(planning="Be brief."),
+        tools=["write_file"],
+        config=PESConfig(model=m.name, workspace_base=str(tmp_path)),
+    )
     assert other.thread("default").workspace is None
     plain = PESAgent("a", config=PESConfig(model="fake/auto")).process("q")
     brief = PESAgent("a", Persona(planning="Be brief."), config=PESConfig(model="fake/auto")).process("q")
@@ -344,10 +421,13 @@ def test_thread_level_enabled_tools_and_provider_config() -> None:
 
 def test_registered_by_name_with_workspace_tools(tmp_path: Path) -> None:
     assert get_loop("pes").config_cls is PESConfig
-    m = pl.scripted("pes-ws", [plan(("write_file", {"path": "n.txt", "content": "hi"}), ("read_file", "../x")),
-                               plan(), answer("done")])
-    run = run_loop("pes", "note it", {"model": m.name, "tools": ["write_file", "read_file"],
-                                      "workspace_base": str(tmp_path)})
+    m = pl.scripted(
+        "pes-ws",
+        [plan(("write_file", {"path": "n.txt", "content": "hi"}), ("read_file", "../x")), plan(), answer("done")],
+    )
+    run = run_loop(
+        "pes", "note it", {"model": m.name, "tools": ["write_file", "read_file"], "workspace_base": str(tmp_path)}
+    )
     ws = Path(run.info["workspace"])
     assert ws.parent == tmp_path.resolve() and ws.name == "pes-default-1" and (ws / "n.txt").read_text() == "hi"
     assert "refused path '../x'" in m.prompts[1]
@@ -374,9 +454,12 @@ def test_a_replay_from_the_cache_is_comparable(tmp_path: Path) -> None:
 @pytest.mark.local_model
 def test_a_short_real_run_on_the_local_model(tmp_path: Path) -> None:
     t0 = time.perf_counter()
-    run = run_pes("What is 12 times 7?", PESConfig(model="local/smollm2", max_iterations=1, max_tokens=200,
-                                                    tools=["calculator"]),
-                  cache=tmp_path, settings=pl.Settings(parse_attempts=1))  # one try per call keeps it short
+    run = run_pes(
+        "What is 12 times 7?",
+        PESConfig(model="local/smollm2", max_iterations=1, max_tokens=200, tools=["calculator"]),
+        cache=tmp_path,
+        settings=pl.Settings(parse_attempts=1),
+    )  # one try per call keeps it short
     elapsed = time.perf_counter() - t0
     # a run whose calls all failed has stop reason "error" and no answer: that fails here
     assert run.stop_reason in {"no_tool_calls", "max_iterations"}, (run.stop_reason, run.errors)
@@ -391,8 +474,9 @@ def test_a_second_identical_run_keeps_the_first_runs_delegated_task_records(tmp_
     """Bug: run ids were a hash of the run's inputs, so an identical second run overwrote
     `<a2a_dir>/<run_id>.json` and the first run's delegated tasks were gone."""
     pl.scripted("pes-twice-helper", [plan(), answer("Paris")])
-    boss = pl.scripted("pes-twice-boss", [plan(("delegate", {"agent": "geo", "task": "Capital of France?"})),
-                                          plan(), answer("Paris.")])
+    boss = pl.scripted(
+        "pes-twice-boss", [plan(("delegate", {"agent": "geo", "task": "Capital of France?"})), plan(), answer("Paris.")]
+    )
 
     def one_run() -> Run:
         directory = AgentDirectory()
@@ -410,7 +494,8 @@ def test_a_second_identical_run_keeps_the_first_runs_delegated_task_records(tmp_
 
 
 def test_two_runs_never_share_a_workspace_even_when_they_claim_one_at_the_same_time(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Bug: `fresh_workspace_name` claimed `<stem>-n`, then `Workspace.for_run` deleted and re-made it; a second
     run claiming the same name in between shared the folder and one run's file was overwritten. The timing is
     forced: the second run runs whole while the first is opening its workspace (every PES sweep run has the
@@ -420,8 +505,9 @@ def test_two_runs_never_share_a_workspace_even_when_they_claim_one_at_the_same_t
     from promptlab.tools.workspace import Workspace
 
     def writer(text: str) -> Any:
-        return pl.scripted(f"pes-ws-{text}", [plan(("write_file", {"path": "note.txt", "content": text})), plan(),
-                                              answer(text)])
+        return pl.scripted(
+            f"pes-ws-{text}", [plan(("write_file", {"path": "note.txt", "content": text})), plan(), answer(text)]
+        )
 
     first_model, second_model = writer("first"), writer("second")
     cfg = {"tools": ["write_file"], "workspace_base": str(tmp_path)}
@@ -463,15 +549,26 @@ def test_the_planner_and_the_synthesizer_see_every_tool_result_uncut() -> None:
 
 def test_a_delegated_agent_can_delegate_further(tmp_path: Path) -> None:
     """The design document sets no delegation depth; `max_delegation_depth` bounds it."""
+
     def agents(tag: str, **kw: Any) -> PESAgent:
         directory = AgentDirectory()
-        top = pl.scripted(f"{tag}-top", [plan(("delegate", {"agent": "middle", "task": "Ask the expert"})), plan(),
-                                          answer("top: done")])
-        middle = pl.scripted(f"{tag}-middle", respond=lambda msgs: (
-            plan(("delegate", {"agent": "expert", "task": "The answer?"})) if is_planning(msgs)
-            and "Round 1:" not in msgs[-1]["content"] else plan() if is_planning(msgs) else
-            answer("middle relayed: " + ("expert says 42" if "expert answered: 42" in msgs[-1]["content"]
-                                         else "no expert"))))
+        top = pl.scripted(
+            f"{tag}-top",
+            [plan(("delegate", {"agent": "middle", "task": "Ask the expert"})), plan(), answer("top: done")],
+        )
+        middle = pl.scripted(
+            f"{tag}-middle",
+            respond=lambda msgs: (
+                plan(("delegate", {"agent": "expert", "task": "The answer?"}))
+                if is_planning(msgs) and "Round 1:" not in msgs[-1]["content"]
+                else plan()
+                if is_planning(msgs)
+                else answer(
+                    "middle relayed: "
+                    + ("expert says 42" if "expert answered: 42" in msgs[-1]["content"] else "no expert")
+                )
+            ),
+        )
         expert = pl.scripted(f"{tag}-expert", [plan(), answer("42")])
         lead = directory.register(PESAgent("top", config=PESConfig(model=top.name, a2a_dir=str(tmp_path), **kw)))
         for name, m in (("middle", middle), ("expert", expert)):
@@ -497,11 +594,13 @@ def test_the_sync_process_returns_promptly_after_a_delegation_timeout(tmp_path: 
         return plan()
 
     pl.scripted("pes-orphan", respond=slow)
-    boss = pl.scripted("pes-orphan-boss", [plan(("delegate", {"agent": "slow", "task": "think"})), plan(),
-                                           answer("moved on")])
+    boss = pl.scripted(
+        "pes-orphan-boss", [plan(("delegate", {"agent": "slow", "task": "think"})), plan(), answer("moved on")]
+    )
     directory = AgentDirectory()
-    lead = directory.register(PESAgent("lead", config=PESConfig(model=boss.name, delegate_timeout_s=0.2,
-                                                                 a2a_dir=str(tmp_path))))
+    lead = directory.register(
+        PESAgent("lead", config=PESConfig(model=boss.name, delegate_timeout_s=0.2, a2a_dir=str(tmp_path)))
+    )
     directory.register(PESAgent("slow", config=PESConfig(model="fake/pes-orphan")))
     try:
         run = lead.process("Ask the slow one", cache=False)

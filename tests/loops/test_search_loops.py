@@ -165,8 +165,7 @@ def test_protegi_bandits_measure_arms_on_dev_examples_they_have_not_run(selectio
 
 
 def test_protegi_keeps_at_most_max_expansion_factor_successors_per_beam_prompt() -> None:
-    run, _, _ = run_search("protegi", "protegi-cap", max_expansion_factor=1, mc_samples_per_step=2,
-                           max_iterations=1)
+    run, _, _ = run_search("protegi", "protegi-cap", max_expansion_factor=1, mc_samples_per_step=2, max_iterations=1)
     kept = run.iterations[0].metrics
     assert kept["round_1_successors"] == 3 and kept["round_1_kept"] == 1  # an edit + 2 paraphrases, 1 kept
     assert sum(it.metrics.get("parent") == 0 for it in run.iterations) == 1
@@ -182,8 +181,7 @@ def test_resample_never_shows_a_score_to_its_paraphraser() -> None:
 
 def test_a_duplicate_candidate_is_recorded_and_not_measured_again() -> None:
     w, target = wording.models("dup", wording.cycling("prompt", ["Be careful.", "Be careful."]))
-    run = run_loop("resample", TASK, {"model": w.name, "target_model": target.name, "max_iterations": 2},
-                   cache=False)
+    run = run_loop("resample", TASK, {"model": w.name, "target_model": target.name, "max_iterations": 2}, cache=False)
     first, second = run.iterations[1], run.iterations[2]
     assert second.decision == "DUPLICATE" and second.grounded == first.grounded
     assert [st.phase for st in second.steps] == ["paraphrase"]
@@ -191,8 +189,7 @@ def test_a_duplicate_candidate_is_recorded_and_not_measured_again() -> None:
 
 def test_a_reply_without_prompt_text_is_an_error_and_no_candidate() -> None:
     w, target = wording.models("empty", wording.cycling("prompt", ["  ", BEST]))
-    run = run_loop("resample", TASK, {"model": w.name, "target_model": target.name, "max_iterations": 2},
-                   cache=False)
+    run = run_loop("resample", TASK, {"model": w.name, "target_model": target.name, "max_iterations": 2}, cache=False)
     assert run.iterations[1].decision == "NO_CANDIDATE" and run.iterations[1].candidate is None
     assert run.errors[0].message == "the reply holds no prompt text"
     assert run.final_output == BEST
@@ -200,8 +197,17 @@ def test_a_reply_without_prompt_text_is_an_error_and_no_candidate() -> None:
 
 def test_role_prompts_are_overridable_and_recorded_in_provenance() -> None:
     w, target = wording.models("override", wording.cycling("prompt", [BEST]))
-    run = run_loop("resample", TASK, {"model": w.name, "target_model": target.name, "max_iterations": 1,
-                                      "prompts": {"paraphraser": "Say it again: {prompt}"}}, cache=False)
+    run = run_loop(
+        "resample",
+        TASK,
+        {
+            "model": w.name,
+            "target_model": target.name,
+            "max_iterations": 1,
+            "prompts": {"paraphraser": "Say it again: {prompt}"},
+        },
+        cache=False,
+    )
     assert w.prompts == [f"Say it again: {START}"]
     assert set(run.provenance["prompt_hashes"]) == {"paraphraser"}
     with pytest.raises(ValueError, match=r"unknown role\(s\) \['critic'\]; this loop's roles are \['optimizer'\]"):
@@ -210,14 +216,35 @@ def test_role_prompts_are_overridable_and_recorded_in_provenance() -> None:
 
 def test_the_four_loops_are_registered_with_paper_defaults() -> None:
     defaults = {name: get_loop(name).config_cls() for name in SEARCH}
-    assert (defaults["opro"].max_iterations, defaults["opro"].candidates_per_step, defaults["opro"].shown_instructions,
-            defaults["opro"].exemplars, defaults["opro"].temperature) == (200, 8, 20, 3, 1.0)
-    assert (defaults["ape"].demo_sets, defaults["ape"].demos, defaults["ape"].proposals_per_set,
-            defaults["ape"].max_iterations, defaults["ape"].temperature) == (5, 5, 50, 0, 0.9)
+    assert (
+        defaults["opro"].max_iterations,
+        defaults["opro"].candidates_per_step,
+        defaults["opro"].shown_instructions,
+        defaults["opro"].exemplars,
+        defaults["opro"].temperature,
+    ) == (200, 8, 20, 3, 1.0)
+    assert (
+        defaults["ape"].demo_sets,
+        defaults["ape"].demos,
+        defaults["ape"].proposals_per_set,
+        defaults["ape"].max_iterations,
+        defaults["ape"].temperature,
+    ) == (5, 5, 50, 0, 0.9)
     p = defaults["protegi"]
-    assert (p.max_iterations, p.beam_size, p.minibatch_size, p.n_gradients, p.errors_per_gradient,
-            p.gradients_per_error, p.steps_per_gradient, p.mc_samples_per_step, p.max_expansion_factor,
-            p.selection, p.eval_rounds, p.eval_prompts_per_round, p.samples_per_eval) == \
-        (6, 4, 64, 4, 4, 1, 1, 2, 8, "ucb", 8, 8, 32)
+    assert (
+        p.max_iterations,
+        p.beam_size,
+        p.minibatch_size,
+        p.n_gradients,
+        p.errors_per_gradient,
+        p.gradients_per_error,
+        p.steps_per_gradient,
+        p.mc_samples_per_step,
+        p.max_expansion_factor,
+        p.selection,
+        p.eval_rounds,
+        p.eval_prompts_per_round,
+        p.samples_per_eval,
+    ) == (6, 4, 64, 4, 4, 1, 1, 2, 8, "ucb", 8, 8, 32)
     assert all(d.test_incumbents for d in defaults.values())
     assert json.dumps(sorted(get_loop("resample").config_cls.ROLES)) == '["paraphraser"]'

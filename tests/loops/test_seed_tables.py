@@ -10,10 +10,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = "test_start_candidate.py"  # candidate 0, run the same way in both grounded prompt loops
 SEARCH = ("test_search_loops.py",)  # the four baselines
-LOOP_FILES = {"P³RO": ("test_p3ro.py", SHARED), "Creator/Critic (PromptForge)": ("test_creator_critic.py", SHARED),
-              "PES (Plan-Execute-Synthesize)": ("test_pes.py",), "PCEE (Planner-Controller-Executor-Evaluator)":
-              ("test_pcee.py",), "OPRO (Yang et al. 2023)": SEARCH, "APE (Zhou et al. 2022)": SEARCH,
-              "ProTeGi (Pryzant et al. 2023)": SEARCH, "Resample (the no-feedback control)": SEARCH}
+LOOP_FILES = {
+    "P³RO": ("test_p3ro.py", SHARED),
+    "Creator/Critic (PromptForge)": ("test_creator_critic.py", SHARED),
+    "PES (Plan-Execute-Synthesize)": ("test_pes.py",),
+    "PCEE (Planner-Controller-Executor-Evaluator)": ("test_pcee.py",),
+    "OPRO (Yang et al. 2023)": SEARCH,
+    "APE (Zhou et al. 2022)": SEARCH,
+    "ProTeGi (Pryzant et al. 2023)": SEARCH,
+    "Resample (the no-feedback control)": SEARCH,
+}
 
 
 def table_rows() -> dict[str, list[list[str]]]:

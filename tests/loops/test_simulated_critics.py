@@ -22,8 +22,14 @@ from promptlab.record import Example, Split, Task
 from promptlab.sweeps.cells import Cell, preflight_cells
 
 EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(12)]
-TASK = Task(id="sim", prompt="Q start", goal="answer yes", examples=EXAMPLES, scorer={"kind": "exact"},
-            split=Split(seed=0, dev=8))
+TASK = Task(
+    id="sim",
+    prompt="Q start",
+    goal="answer yes",
+    examples=EXAMPLES,
+    scorer={"kind": "exact"},
+    split=Split(seed=0, dev=8),
+)
 REWRITES = ["A one", "B two", "C three"]
 YES_ITEMS = {"Q": 2, "A": 4, "B": 7, "C": 10}
 """Each prompt (by its first letter) answers items 0..n-1 of the 12 right: different dev accuracies."""
@@ -42,8 +48,9 @@ def models(name: str) -> tuple[Any, Any]:
 def cc_run(name: str, critic: str | list[str], **kw: Any) -> tuple[Any, Any]:
     creator, target = models(name)
     pick = {"critic_models": critic} if isinstance(critic, list) else {"critic_model": critic}
-    cfg = CreatorCriticConfig(model=creator.name, target_model=target.name, max_iterations=3, final="best",
-                              **pick, **kw)
+    cfg = CreatorCriticConfig(
+        model=creator.name, target_model=target.name, max_iterations=3, final="best", **pick, **kw
+    )
     return run_creator_critic(TASK, cfg, cache=False), creator
 
 
@@ -74,8 +81,9 @@ def test_noisy_critic_is_seeded_clipped_and_recorded() -> None:
     assert any(abs(s - (1 + 9 * it.grounded.score)) > 0.01 for s, it in zip(scores, run.iterations, strict=True))
     assert run.info["simulated_critics"]["sim/noisy?sd=2&seed=7"]["params"] == {"sd": 2.0, "seed": 7}
     zero, _ = cc_run("sim-noisy-0", "sim/noisy?sd=0")
-    assert [it.average for it in zero.iterations] == pytest.approx([1 + 9 * it.grounded.score
-                                                                     for it in zero.iterations])
+    assert [it.average for it in zero.iterations] == pytest.approx(
+        [1 + 9 * it.grounded.score for it in zero.iterations]
+    )
 
 
 def test_formulas_of_every_kind() -> None:
@@ -92,15 +100,18 @@ def test_formulas_of_every_kind() -> None:
     assert set(SIM_CRITICS) == {"oracle", "noisy", "length", "constant", "random"}
 
 
-@pytest.mark.parametrize("name, words", [
-    ("sim/perfect", "known: sim/oracle, sim/noisy"),
-    ("sim/noisy?sigma=1", "no parameter sigma (its parameters: sd, seed)"),
-    ("sim/noisy?sd=-1", "sd must be a number >= 0, got '-1'"),
-    ("sim/noisy?sd=lots", "sd must be a number >= 0, got 'lots'"),
-    ("sim/noisy?seed=1.5", "seed must be a whole number >= 0"),
-    ("sim/constant?value=11", "value must be a number from 1 to 10"),
-    ("sim/oracle?sd=1", "no parameter sd (its parameters: none)"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("sim/perfect", "known: sim/oracle, sim/noisy"),
+        ("sim/noisy?sigma=1", "no parameter sigma (its parameters: sd, seed)"),
+        ("sim/noisy?sd=-1", "sd must be a number >= 0, got '-1'"),
+        ("sim/noisy?sd=lots", "sd must be a number >= 0, got 'lots'"),
+        ("sim/noisy?seed=1.5", "seed must be a whole number >= 0"),
+        ("sim/constant?value=11", "value must be a number from 1 to 10"),
+        ("sim/oracle?sd=1", "no parameter sd (its parameters: none)"),
+    ],
+)
 def test_bad_names_say_what_is_wrong(name: str, words: str) -> None:
     with pytest.raises(UnknownModelError, match=words.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
         validate_model_name(name)
@@ -113,9 +124,15 @@ def test_bad_names_say_what_is_wrong(name: str, words: str) -> None:
 def test_preflight_and_sweeps_know_them() -> None:
     preflight(["sim/oracle", "sim/noisy?sd=1&seed=2"])  # no key, no file: nothing to check beyond the name
     creator, target = models("sim-sweep")
-    cells = [Cell("c1", "creator_critic", {"critic_model": m},
-                  {"model": creator.name, "target_model": target.name, "critic_model": m})
-             for m in ("sim/oracle", "sim/noisy?sd=1")]
+    cells = [
+        Cell(
+            "c1",
+            "creator_critic",
+            {"critic_model": m},
+            {"model": creator.name, "target_model": target.name, "critic_model": m},
+        )
+        for m in ("sim/oracle", "sim/noisy?sd=1")
+    ]
     preflight_cells(cells, [TASK], priced=True)  # a simulated critic has no price to know: never refused
     bare = Task(id="bare", prompt="p", goal="g")
     with pytest.raises(ConfigError, match="simulated critic.*task 'bare' has no examples"):
@@ -169,11 +186,13 @@ def test_p3ro_with_a_simulated_evaluator() -> None:
         return target_reply(messages)
 
     model = promptlab.scripted("sim-p3", respond=respond)
-    run = run_p3ro(TASK, P3ROConfig(model=model.name, critic_model="sim/noisy?sd=1&seed=3", max_iterations=3),
-                   cache=False)
+    run = run_p3ro(
+        TASK, P3ROConfig(model=model.name, critic_model="sim/noisy?sd=1&seed=3", max_iterations=3), cache=False
+    )
     assert [it.index for it in run.iterations] == [0, 1, 2, 3]
     for it in run.iterations:
         assert [s.criterion for s in it.scores] == crit and all(s.mode == "simulated" for s in it.scores)
     assert any(len({s.score for s in it.scores}) == 3 for it in run.iterations)  # noise drawn per criterion
-    assert not any(r["messages"][0]["content"].startswith(("You are a strict", "You turn an evaluation"))
-                   for r in model.requests)  # no evaluator call, and no words for the reflector to read
+    assert not any(
+        r["messages"][0]["content"].startswith(("You are a strict", "You turn an evaluation")) for r in model.requests
+    )  # no evaluator call, and no words for the reflector to read

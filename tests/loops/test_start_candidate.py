@@ -19,8 +19,14 @@ EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(12)]
 
 
 def task(prompt: str = "GOOD start") -> Task:
-    return Task(id="s", prompt=prompt, goal="answer yes", examples=EXAMPLES, scorer={"kind": "exact"},
-                split=Split(seed=0, dev=6))
+    return Task(
+        id="s",
+        prompt=prompt,
+        goal="answer yes",
+        examples=EXAMPLES,
+        scorer={"kind": "exact"},
+        split=Split(seed=0, dev=6),
+    )
 
 
 def target_reply(messages: list[dict[str, Any]]) -> str:
@@ -47,8 +53,9 @@ def cc(name: str, rewrites: list[str], critic_scores: list[float], **kw: Any) ->
 def test_creator_critic_returns_the_start_when_no_rewrite_beats_it() -> None:
     """The issue's scripted check: the start scores 1.0 on dev, the rewrites 0.0-0.5, and the loop used to
     return a rewrite (test accuracy fell). Now the start is candidate 0 and is returned."""
-    run, _ = cc("st-cc", ["BAD v1", "HALF v2", "BAD v3"], [9, 2, 8, 3], score_source="grounded", final="best",
-                max_iterations=3)
+    run, _ = cc(
+        "st-cc", ["BAD v1", "HALF v2", "BAD v3"], [9, 2, 8, 3], score_source="grounded", final="best", max_iterations=3
+    )
     assert [it.index for it in run.iterations] == [0, 1, 2, 3]
     zero = run.iterations[0]
     assert zero.candidate == "GOOD start" and zero.grounded.score == 1.0 and zero.average == 9.0
@@ -57,8 +64,15 @@ def test_creator_critic_returns_the_start_when_no_rewrite_beats_it() -> None:
     assert run.final_output == "GOOD start" and run.info["final_iteration"] == 0 and run.best_iteration == 0
     assert run.info["include_start"] is True and run.delta.value == 0.0
     assert run.stop_reason == "max_iterations"  # no threshold: the cap counts the three rewrites
-    seed, _ = cc("st-cc-seed", ["BAD v1", "HALF v2", "BAD v3"], [2, 8, 3], score_source="grounded", final="best",
-                 max_iterations=3, include_start=False)
+    seed, _ = cc(
+        "st-cc-seed",
+        ["BAD v1", "HALF v2", "BAD v3"],
+        [2, 8, 3],
+        score_source="grounded",
+        final="best",
+        max_iterations=3,
+        include_start=False,
+    )
     assert [it.index for it in seed.iterations] == [1, 2, 3] and seed.final_output == "HALF v2"
     assert seed.info["include_start"] is False and seed.delta.value < 0  # the design document's behaviour
 
@@ -107,8 +121,12 @@ def p3ro_model(name: str, rewrites: list[str], score: float = 4) -> Any:
         if first.startswith("You rewrite prompts"):
             return json.dumps({"prompt_text": next(gens), "reasoning": "r"})
         if first.startswith("You are a strict reviewer"):
-            return json.dumps({"scores": [{"criterion": c, "score": score, "justification": "j"} for c in crit],
-                               "qualitative_feedback": "f"})
+            return json.dumps(
+                {
+                    "scores": [{"criterion": c, "score": score, "justification": "j"} for c in crit],
+                    "qualitative_feedback": "f",
+                }
+            )
         if first.startswith("You turn an evaluation"):
             return json.dumps({"summary": "lesson"})
         return target_reply(messages)
@@ -118,8 +136,9 @@ def p3ro_model(name: str, rewrites: list[str], score: float = 4) -> Any:
 
 def test_p3ro_scores_the_start_as_candidate_0_and_can_return_it() -> None:
     model = p3ro_model("st-p3", ["BAD v1", "HALF v2", "BAD v3"])
-    run = run_p3ro(task("HALF start"), P3ROConfig(model=model.name, score_source="grounded", max_iterations=3),
-                   cache=False)
+    run = run_p3ro(
+        task("HALF start"), P3ROConfig(model=model.name, score_source="grounded", max_iterations=3), cache=False
+    )
     assert [it.index for it in run.iterations] == [0, 1, 2, 3]
     zero = run.iterations[0]
     assert zero.candidate == "HALF start" and zero.average == 4.0 and zero.grounded.score == 0.5
@@ -138,8 +157,9 @@ def test_p3ro_stops_at_candidate_0_without_planning() -> None:
     model = p3ro_model("st-p3-stop", ["BAD v1"])
     run = run_p3ro(task(), P3ROConfig(model=model.name, score_source="grounded", finish_threshold=9.5), cache=False)
     assert [it.index for it in run.iterations] == [0] and run.stop_reason == "threshold"
-    assert not any(p["messages"][0]["content"].startswith(("You plan how", "You rewrite prompts"))
-                   for p in model.requests)
+    assert not any(
+        p["messages"][0]["content"].startswith(("You plan how", "You rewrite prompts")) for p in model.requests
+    )
     assert run.info["plans"] == [] and run.final_output == "GOOD start"
 
 
@@ -153,8 +173,15 @@ def test_grounded_best_never_returns_a_prompt_worse_than_the_start_on_dev(seed: 
     kinds = ["GOOD", "HALF", "BAD"]
     start = f"{rng.choice(kinds)} start"
     rewrites = [f"{rng.choice(kinds)} v{i}" for i in range(1, 4)]
-    run, _ = cc(f"st-prop-{seed}", rewrites, [5, 5, 5, 5], task=task(start), score_source="grounded",
-                final="best", max_iterations=3)
+    run, _ = cc(
+        f"st-prop-{seed}",
+        rewrites,
+        [5, 5, 5, 5],
+        task=task(start),
+        score_source="grounded",
+        final="best",
+        max_iterations=3,
+    )
     chosen = next(it for it in run.iterations if it.index == run.info["final_iteration"])
     assert chosen.grounded.score >= run.iterations[0].grounded.score
     model = p3ro_model(f"st-prop-p3-{seed}", rewrites)

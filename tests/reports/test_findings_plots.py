@@ -48,8 +48,9 @@ def test_calibration_scatter_shows_r_with_ci_and_n(res: Results) -> None:
     counts = (ax.collections[0].get_sizes() - 18) / 14
     assert f"n={r['n']}" in label and counts.sum() == r["n"] and len(counts) < r["n"]
     empty = plot_calibration(res.trajectories.assign(grounded_score=pd.NA), ax=axes())
-    assert ("Nothing to show: no candidate has both a critic score and a grounded"
-            in empty.texts[0].get_text().replace("\n", " "))
+    assert "Nothing to show: no candidate has both a critic score and a grounded" in empty.texts[0].get_text().replace(
+        "\n", " "
+    )
 
 
 def test_calibration_scatter_puts_the_finding_in_place_of_r(res: Results) -> None:
@@ -65,15 +66,25 @@ def test_grounded_trajectories_plot_the_dev_score(res: Results) -> None:
     # iteration 1 of all 12 runs: mean of the tasks' first grounded scores
     assert line.get_ydata()[0] == pytest.approx((0.2 + 0.3 + 0.1) / 3)
     assert ax.get_title().startswith("Mean dev accuracy by iteration") and len(ax.collections) == 1  # the band
-    assert "Nothing to show" in plot_grounded_trajectories(res.trajectories.assign(grounded_score=pd.NA),
-                                                           ax=axes()).texts[0].get_text()
+    assert (
+        "Nothing to show"
+        in plot_grounded_trajectories(res.trajectories.assign(grounded_score=pd.NA), ax=axes()).texts[0].get_text()
+    )
 
 
 def test_counterfactual_heatmap_has_one_number_per_cell_and_hatches_what_is_not_exact() -> None:
-    table = pd.DataFrame({"threshold": [8.0, 8.0, 10.0, 10.0], "cap": [1, 2, 1, 2], "n_runs": [4] * 4,
-                          "n_exact": [4, 4, 4, 3], "grounded_mean": [0.1, 0.2, 0.3, 0.4],
-                          "cost_usd_mean": [0.01, 0.02, 0.01, 0.025], "tokens_mean": [10.0] * 4,
-                          "stopped_early": [0.0, 0.5, 0.0, 0.0]})
+    table = pd.DataFrame(
+        {
+            "threshold": [8.0, 8.0, 10.0, 10.0],
+            "cap": [1, 2, 1, 2],
+            "n_runs": [4] * 4,
+            "n_exact": [4, 4, 4, 3],
+            "grounded_mean": [0.1, 0.2, 0.3, 0.4],
+            "cost_usd_mean": [0.01, 0.02, 0.01, 0.025],
+            "tokens_mean": [10.0] * 4,
+            "stopped_early": [0.0, 0.5, 0.0, 0.0],
+        }
+    )
     ax = plot_counterfactual_heatmap(table, ax=axes())
     assert [t.get_text() for t in ax.texts] == ["0.10", "0.20", "0.30", "0.40"]
     assert [p.get_hatch() for p in ax.patches] == ["//"] and "hatched: not exact" in ax.get_title()
@@ -90,9 +101,19 @@ def test_counterfactual_grid_shares_one_scale_per_kind() -> None:
     rows = []
     for config, base in (("a", 0.135), ("b", 0.5)):
         for cap in (0, 1, 2):
-            rows.append({"config": config, "threshold": 10.0, "cap": cap, "n_runs": 3, "n_exact": 3,
-                         "grounded_mean": base + 0.01 * cap, "cost_usd_mean": None, "tokens_mean": 100.0 * cap,
-                         "stopped_early": 0.0})
+            rows.append(
+                {
+                    "config": config,
+                    "threshold": 10.0,
+                    "cap": cap,
+                    "n_runs": 3,
+                    "n_exact": 3,
+                    "grounded_mean": base + 0.01 * cap,
+                    "cost_usd_mean": None,
+                    "tokens_mean": 100.0 * cap,
+                    "stopped_early": 0.0,
+                }
+            )
     fig = plot_counterfactual_grid(pd.DataFrame(rows), Figure())
     panels = [ax for ax in fig.axes if ax.get_images()]
     assert len(panels) == 4
@@ -104,8 +125,16 @@ def test_counterfactual_grid_shares_one_scale_per_kind() -> None:
 
 
 def test_forest_plot_draws_each_estimate_with_its_interval() -> None:
-    table = pd.DataFrame({"label": ["a", "b"], "n": [6, 5], "estimate": [0.1, -0.05], "ci_low": [0.02, -0.2],
-                          "ci_high": [0.2, 0.1], "p_holm": [0.03, 0.5]})
+    table = pd.DataFrame(
+        {
+            "label": ["a", "b"],
+            "n": [6, 5],
+            "estimate": [0.1, -0.05],
+            "ci_low": [0.02, -0.2],
+            "ci_high": [0.2, 0.1],
+            "p_holm": [0.03, 0.5],
+        }
+    )
     ax = plot_forest(table, ax=axes())
     labels = dict(zip(ax.get_yticks(), [t.get_text() for t in ax.get_yticklabels()], strict=True))
     assert labels == {1: "a (n=6, p(Holm)=0.03)", 0: "b (n=5, p(Holm)=0.5; CI spans 0)"}  # first row on top
@@ -118,11 +147,21 @@ def test_forest_plot_draws_each_estimate_with_its_interval() -> None:
 
 
 def test_forest_plot_draws_a_claim_holm_does_not_support_hollow() -> None:
-    table = pd.DataFrame({"label": ["a", "b"], "n": [6, 6], "estimate": [0.06, 0.1], "ci_low": [0.008, 0.03],
-                          "ci_high": [0.13, 0.17], "p_holm": [0.123, 0.02]})
+    table = pd.DataFrame(
+        {
+            "label": ["a", "b"],
+            "n": [6, 6],
+            "estimate": [0.06, 0.1],
+            "ci_low": [0.008, 0.03],
+            "ci_high": [0.13, 0.17],
+            "p_holm": [0.123, 0.02],
+        }
+    )
     ax = plot_forest(table, ax=axes())
-    assert sorted(t.get_text() for t in ax.get_yticklabels()) == ["a (n=6, p(Holm)=0.123; not after Holm)",
-                                                                  "b (n=6, p(Holm)=0.02)"]
+    assert sorted(t.get_text() for t in ax.get_yticklabels()) == [
+        "a (n=6, p(Holm)=0.123; not after Holm)",
+        "b (n=6, p(Holm)=0.02)",
+    ]
     faces = [tuple(c) for c in ax.collections[-1].get_facecolors()]  # in row order
     assert faces[0] == (1.0, 1.0, 1.0, 1.0) and faces[1] != (1.0, 1.0, 1.0, 1.0)
 
@@ -141,12 +180,15 @@ def test_findings_of_a_grounded_directory(res: Results) -> None:
     md = "\n".join(findings_markdown(f))
     # every run gained (deltas 0.5 and 0.55 per task and sample): each answer is a sentence with its CI and n;
     # 6 runs that all gain give a sign-flip p of 2/64, 0.0625 after Holm over the 2 configurations: no claim
-    assert ("- finish_threshold=8: **Inconclusive after Holm's correction**: mean gain +" in md
-            and "over n=6 runs (sign-flip p, Holm-corrected: 0.0625)" in md)
+    assert (
+        "- finish_threshold=8: **Inconclusive after Holm's correction**: mean gain +" in md
+        and "over n=6 runs (sign-flip p, Holm-corrected: 0.0625)" in md
+    )
     assert "finish_threshold=8 gained more" not in md and "n=6 pairs" in md  # the paired comparison
     # the sweep's critic ranks the 34 logged candidates exactly as their grounded scores do
-    assert ("- fake/critic: **Yes, it ranks candidates as accuracy does**: Spearman r=+1.000 [+1.000, +1.000]"
-            in md) and "n=34 candidates" in md
+    assert (
+        "- fake/critic: **Yes, it ranks candidates as accuracy does**: Spearman r=+1.000 [+1.000, +1.000]" in md
+    ) and "n=34 candidates" in md
     # threshold 8 and 10 at cap 3 both return 0.533 (8 stops t2 at iteration 2, so it is the cheaper best);
     # threshold 7 at cap 2 returns 0.4, inside the best's CI, for less
     assert "The best rule (stop at threshold 8, cap 3) reaches 0.533 [0.350, 0.683]" in md

@@ -31,7 +31,13 @@ from promptlab.results.configs import config_columns
 from promptlab.results.store import Results, load, write_cell
 
 PNG = b"\x89PNG\r\n\x1a\n"
-FINDINGS_CHARTS = ("calibration.png", "grounded_trajectories.png", "counterfactual.png", "budget_curve.png", "deltas.png")
+FINDINGS_CHARTS = (
+    "calibration.png",
+    "grounded_trajectories.png",
+    "counterfactual.png",
+    "budget_curve.png",
+    "deltas.png",
+)
 
 
 @pytest.fixture
@@ -55,11 +61,13 @@ def save(ax: Axes, path: Path) -> None:
 
 
 def test_pareto_front_keeps_the_non_dominated_points() -> None:
-    df = pd.DataFrame({
-        "name": ["A", "B", "C", "D", "E", "F", "G", "H"],
-        "cost": [1.0, 2.0, 2.0, 3.0, 4.0, 5.0, 1.0, None],
-        "score": [5.0, 7.0, 6.0, 7.0, 9.0, 8.0, 5.0, 10.0],
-    })
+    df = pd.DataFrame(
+        {
+            "name": ["A", "B", "C", "D", "E", "F", "G", "H"],
+            "cost": [1.0, 2.0, 2.0, 3.0, 4.0, 5.0, 1.0, None],
+            "score": [5.0, 7.0, 6.0, 7.0, 9.0, 8.0, 5.0, 10.0],
+        }
+    )
     front = pareto_front(df, "cost", "score")
     # C is beaten by B at equal cost, D by B at lower cost, F by E; G ties A exactly; H has no cost
     assert front.name.tolist() == ["A", "G", "B", "E"]
@@ -71,9 +79,15 @@ def test_pareto_front_keeps_the_non_dominated_points() -> None:
 
 def test_chart_bands_are_the_tables_intervals() -> None:
     """One bootstrap for the whole package: a trajectory band is `eval.stats.bootstrap_ci` of the same values."""
-    its = pd.DataFrame({"cell_id": "c", "run_id": [f"r{i}" for i in range(6)] * 2, "loop": "p3ro",
-                        "iteration": [1] * 6 + [2] * 6,
-                        "average": [1.0, 4.0, 6.0, 9.0, 10.0, 5.0, 2.0, 2.0, 3.0, 8.0, 7.0, float("nan")]})
+    its = pd.DataFrame(
+        {
+            "cell_id": "c",
+            "run_id": [f"r{i}" for i in range(6)] * 2,
+            "loop": "p3ro",
+            "iteration": [1] * 6 + [2] * 6,
+            "average": [1.0, 4.0, 6.0, 9.0, 10.0, 5.0, 2.0, 2.0, 3.0, 8.0, 7.0, float("nan")],
+        }
+    )
     ax = plot_trajectories(its, ax=new_ax())
     band = ax.collections[0].get_paths()[0].vertices
     lows = sorted({round(float(y), 9) for y in band[:, 1]})
@@ -83,6 +97,7 @@ def test_chart_bands_are_the_tables_intervals() -> None:
     assert bootstrap_ci([6.0, 6.0, 6.0]) == (6.0, 6.0)
     with pytest.raises(ValueError, match="present"):
         bootstrap_ci([4.0, float("nan")])
+
 
 def test_config_columns(res: Results) -> None:
     # critic_model is the same everywhere, so it does not name a configuration
@@ -125,8 +140,16 @@ def test_plot_trajectories_carry_forward_and_no_band(res: Results) -> None:
 
 
 def test_coinciding_configurations_stay_visible_and_one_iteration_has_one_tick() -> None:
-    its = pd.DataFrame({"cell_id": ["a", "b", "c", "d"], "run_id": ["r1", "r2", "r3", "r4"], "loop": "p3ro",
-                        "variant": ["w", "x", "y", "z"], "iteration": [1] * 4, "average": [10.0] * 4})
+    its = pd.DataFrame(
+        {
+            "cell_id": ["a", "b", "c", "d"],
+            "run_id": ["r1", "r2", "r3", "r4"],
+            "loop": "p3ro",
+            "variant": ["w", "x", "y", "z"],
+            "iteration": [1] * 4,
+            "average": [10.0] * 4,
+        }
+    )
     ax = plot_trajectories(its, ax=new_ax())
     xs = [floats(line.get_xdata())[0] for line in ax.get_lines()]
     assert len(set(xs)) == 4 and all(abs(x - 1) < 0.2 for x in xs)  # four points at 10, none hidden
@@ -150,8 +173,13 @@ def test_plot_pairing_heatmap(res: Results, tmp_path: Path) -> None:
 
 
 def test_plot_pairing_heatmap_marks_empty_pairings() -> None:
-    runs = pd.DataFrame({"generator_model": ["g1", "g2"], "critic_model": ["c1", "c2"],
-                         "final_score": pd.array([6.0, None], dtype="Float64")})
+    runs = pd.DataFrame(
+        {
+            "generator_model": ["g1", "g2"],
+            "critic_model": ["c1", "c2"],
+            "final_score": pd.array([6.0, None], dtype="Float64"),
+        }
+    )
     ax = plot_pairing_heatmap(runs, ax=new_ax())
     # g1/c2 and g2/c1 were never run; g2/c2 ran once without a score: three different things
     assert [t.get_text() for t in ax.texts] == ["6.00\nn=1", "not run", "not run", "no score\n0 of 1 runs"]
@@ -233,8 +261,15 @@ def test_summary_table_cost_is_missing_when_a_price_is_unknown(tmp_path: Path) -
 
 def test_report_writes_every_file(res: Results) -> None:
     out = report(res.path)
-    names = {"trajectories.png", "pairings.png", "score_vs_cost.png", "stop_reasons.png", "final_by_threshold.png",
-             "summary.csv", "summary.md"}
+    names = {
+        "trajectories.png",
+        "pairings.png",
+        "score_vs_cost.png",
+        "stop_reasons.png",
+        "final_by_threshold.png",
+        "summary.csv",
+        "summary.md",
+    }
     assert set(out) == names
     assert out.skipped == dict.fromkeys(FINDINGS_CHARTS, "no grounded data")  # tasks without examples
     for name in names:
@@ -257,8 +292,13 @@ def test_report_skips_charts_with_nothing_to_compare(tmp_path: Path) -> None:
 
 
 def test_report_of_a_directory_without_ok_cells(tmp_path: Path) -> None:
-    write_cell(tmp_path, "f", {"loop": "p3ro"}, [make_run([[1.0]], config=cfg({**CELL_A}))],
-               error={"kind": "ProviderError", "message": "down"})
+    write_cell(
+        tmp_path,
+        "f",
+        {"loop": "p3ro"},
+        [make_run([[1.0]], config=cfg({**CELL_A}))],
+        error={"kind": "ProviderError", "message": "down"},
+    )
     out = report(tmp_path)
     assert set(out) == {"summary.csv", "summary.md"} and len(out.skipped) == 5 + len(FINDINGS_CHARTS)
     assert "(no runs)" in out["summary.md"].read_text()
@@ -273,15 +313,20 @@ def test_report_facets_trajectories_when_there_are_many_configurations(tmp_path:
     few = report(write_sweep(tmp_path / "few"))
     for t in (7.0, 8.0, 9.0):
         for cap in (2, 3, 4):
-            write_cell(tmp_path / "many", f"c{t}-{cap}", {"loop": "p3ro", "finish_threshold": t, "max_iterations": cap},
-                       [make_run([[5.0, 6.0]] * cap)])
+            write_cell(
+                tmp_path / "many",
+                f"c{t}-{cap}",
+                {"loop": "p3ro", "finish_threshold": t, "max_iterations": cap},
+                [make_run([[5.0, 6.0]] * cap)],
+            )
     many = report(tmp_path / "many")
     # nine configurations: one panel per varied parameter (two) instead of nine lines in one panel
     assert png_size(many["trajectories.png"])[1] > 1.2 * png_size(few["trajectories.png"])[1]
 
 
 def test_pairing_heatmap_with_equal_counts_has_one_number_per_cell() -> None:
-    runs = pd.DataFrame({"generator_model": ["g"] * 4, "critic_model": ["a", "a", "b", "b"],
-                         "final_score": [4.0, 6.0, 7.0, 9.0]})
+    runs = pd.DataFrame(
+        {"generator_model": ["g"] * 4, "critic_model": ["a", "a", "b", "b"], "final_score": [4.0, 6.0, 7.0, 9.0]}
+    )
     ax = plot_pairing_heatmap(runs, ax=new_ax())
     assert [t.get_text() for t in ax.texts] == ["5.00", "8.00"] and "(n=2 runs each)" in ax.get_title()

@@ -28,12 +28,17 @@ from promptlab.results.columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLU
 from promptlab.results.frames import iteration_frame, tidy
 from promptlab.results.store import cell_status, load, read_runs, write_cell
 
-PARAM_DTYPES = {"finish_threshold": "Float64", "max_iterations": "Int64", "generator_model": "string",
-                "critic_model": "string"}
+PARAM_DTYPES = {
+    "finish_threshold": "Float64",
+    "max_iterations": "Int64",
+    "generator_model": "string",
+    "critic_model": "string",
+}
 
 
-def assert_schema(frame: pd.DataFrame, spec: dict[str, tuple[str, str]], params: dict[str, str],
-                  params_first: bool = True) -> None:
+def assert_schema(
+    frame: pd.DataFrame, spec: dict[str, tuple[str, str]], params: dict[str, str], params_first: bool = True
+) -> None:
     """Columns exactly params + documented (in that order unless params_first is False), dtypes as documented."""
     extra = [p for p in params if p not in spec]
     expected = [*extra, *spec] if params_first else [*spec, *extra]
@@ -123,8 +128,11 @@ def test_tokens_and_cost(sweep: Path) -> None:
     runs, its = res.runs, res.iterations()
     ok_calls = 2 * 3 + 2  # three iterations of 2 calls, setup and final (the failed call adds nothing)
     row = run_row(runs, "a", "t1", 1)
-    assert (row.input_tokens, row.output_tokens, row.tokens) == (IN_TOK * ok_calls, OUT_TOK * ok_calls,
-                                                                 (IN_TOK + OUT_TOK) * ok_calls)
+    assert (row.input_tokens, row.output_tokens, row.tokens) == (
+        IN_TOK * ok_calls,
+        OUT_TOK * ok_calls,
+        (IN_TOK + OUT_TOK) * ok_calls,
+    )
     assert row.cost_usd == pytest.approx(COST * ok_calls)
     it1 = its[(its.run_id == row.run_id) & (its.iteration == 1)].iloc[0]
     assert (it1.input_tokens, it1.calls, it1.cache_hits, it1.n_errors) == (2 * IN_TOK, 3, 0, 1)
@@ -191,8 +199,9 @@ def test_a_cell_without_status_is_not_loaded(sweep: Path) -> None:
     assert cell.status == "incomplete" and pd.isna(cell.n_runs)
 
 
-def test_crash_while_rewriting_leaves_no_temp_file_and_no_ok_status(sweep: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_while_rewriting_leaves_no_temp_file_and_no_ok_status(
+    sweep: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import pyarrow.parquet as pq
 
     def broken(table: object, where: str) -> None:
@@ -264,11 +273,14 @@ def test_iteration_frame_is_one_row_per_run_and_iteration(sweep: Path) -> None:
     assert "score" not in its.columns and "criterion" not in its.columns
 
 
-@pytest.mark.parametrize(("params", "match"), [
-    ({"loop": "p3ro", "nested": {"a": 1}}, "params.nested"),
-    ({"loop": "p3ro", "score": 1}, "params.score"),
-    ({"loop": "pes"}, "params.loop"),
-])
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"loop": "p3ro", "nested": {"a": 1}}, "params.nested"),
+        ({"loop": "p3ro", "score": 1}, "params.score"),
+        ({"loop": "pes"}, "params.loop"),
+    ],
+)
 def test_bad_params_are_rejected(tmp_path: Path, params: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         write_cell(tmp_path, "c", params, [make_run([[5.0]])])
@@ -287,8 +299,10 @@ def test_bad_error_dict_is_rejected(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_import_promptlab_stays_light() -> None:
-    code = ("import sys, promptlab, promptlab.results, promptlab.reports.plots; "
-            "print(sorted(m for m in ('pandas', 'pyarrow', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys, promptlab, promptlab.results, promptlab.reports.plots; "
+        "print(sorted(m for m in ('pandas', 'pyarrow', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -343,10 +357,22 @@ def test_a_label_names_only_the_fields_its_row_has() -> None:
     one per configuration, and a row with no value at all says so."""
     from promptlab.results.configs import config_groups, config_labels
 
-    frame = pd.DataFrame({"loop": ["ape", "p3ro", "p3ro", "ape"], "score_source": [pd.NA, "grounded", "critic", pd.NA],
-                          "budget_tokens": [100.0, 100.0, 100.0, 100.0]})
+    frame = pd.DataFrame(
+        {
+            "loop": ["ape", "p3ro", "p3ro", "ape"],
+            "score_source": [pd.NA, "grounded", "critic", pd.NA],
+            "budget_tokens": [100.0, 100.0, 100.0, 100.0],
+        }
+    )
     assert config_labels(frame, ["loop", "score_source", "budget_tokens"]).tolist() == [
-        "loop=ape", "loop=p3ro, score_source=grounded", "loop=p3ro, score_source=critic", "loop=ape"]
+        "loop=ape",
+        "loop=p3ro, score_source=grounded",
+        "loop=p3ro, score_source=critic",
+        "loop=ape",
+    ]
     assert [label for label, _ in config_groups(frame, ["loop", "score_source"])] == [
-        "loop=ape", "loop=p3ro, score_source=critic", "loop=p3ro, score_source=grounded"]
+        "loop=ape",
+        "loop=p3ro, score_source=critic",
+        "loop=p3ro, score_source=grounded",
+    ]
     assert config_labels(pd.DataFrame({"a": [pd.NA, 1]}), ["a"]).tolist() == ["a=NA", "a=1"]

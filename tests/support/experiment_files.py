@@ -22,8 +22,9 @@ def write_tasks(directory: Path, tasks: list[dict[str, Any]] | None = None) -> P
     return path
 
 
-def write_experiment(directory: Path, data: dict[str, Any], tasks: list[dict[str, Any]] | None = None,
-                     file: str = "exp.yaml") -> Path:
+def write_experiment(
+    directory: Path, data: dict[str, Any], tasks: list[dict[str, Any]] | None = None, file: str = "exp.yaml"
+) -> Path:
     """Write `tasks` (default: POEM) to directory/tasks.jsonl and the experiment `data` (its `tasks` field that
     file unless `data` names one) to directory/`file`; returns the experiment file's path."""
     import yaml

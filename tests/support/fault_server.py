@@ -93,32 +93,65 @@ Item = Union[Reply, Status, Raw, str]
 
 def completion(reply: Reply, model: str) -> dict[str, Any]:
     """The chat completion (OpenAI's JSON) of a Reply."""
-    choice: dict[str, Any] = {"index": 0, "finish_reason": reply.finish_reason,
-                              "message": {"role": "assistant", "content": reply.text}}
+    choice: dict[str, Any] = {
+        "index": 0,
+        "finish_reason": reply.finish_reason,
+        "message": {"role": "assistant", "content": reply.text},
+    }
     if reply.logprobs is not None:
         choice["logprobs"] = {"content": reply.logprobs}
-    body: dict[str, Any] = {"id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()),
-                            "model": reply.model or model, "choices": [choice]}
+    body: dict[str, Any] = {
+        "id": "chatcmpl-fault",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": reply.model or model,
+        "choices": [choice],
+    }
     if reply.usage:
-        body["usage"] = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                         "total_tokens": reply.prompt_tokens + reply.completion_tokens}
+        body["usage"] = {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        }
     return body
 
 
 def events(reply: Reply, model: str) -> list[dict[str, Any]]:
     """The server-sent events of a streamed Reply: its pieces, the last with the finish reason, then the usage."""
-    base = {"id": "chatcmpl-fault", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": reply.model or model}
+    base = {
+        "id": "chatcmpl-fault",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": reply.model or model,
+    }
     n = max(1, reply.pieces)
     size = -(-len(reply.text) // n) if reply.text else 0
-    parts = [reply.text[i * size:(i + 1) * size] for i in range(n)] if size else [""] * n
-    out = [{**base, "choices": [{"index": 0, "delta": {"content": part, **({"role": "assistant"} if i == 0 else {})},
-                                 "finish_reason": reply.finish_reason if i == n - 1 else None}]}
-           for i, part in enumerate(parts)]
+    parts = [reply.text[i * size : (i + 1) * size] for i in range(n)] if size else [""] * n
+    out = [
+        {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": part, **({"role": "assistant"} if i == 0 else {})},
+                    "finish_reason": reply.finish_reason if i == n - 1 else None,
+                }
+            ],
+        }
+        for i, part in enumerate(parts)
+    ]
     if reply.usage:
-        out.append({**base, "choices": [], "usage": {
-            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens}})
+        out.append(
+            {
+                **base,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": reply.prompt_tokens,
+                    "completion_tokens": reply.completion_tokens,
+                    "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+                },
+            }
+        )
     return out
 
 
@@ -141,11 +174,18 @@ class _Served(ThreadingHTTPServer):
 class FaultServer:
     """An OpenAI-compatible /v1/chat/completions on 127.0.0.1 that follows a schedule of replies and faults."""
 
-    def __init__(self, schedule: Iterable[Item] = (), *, default: Item = "ok", model: str = "test-model",
-                 responder: Callable[[dict[str, Any]], Item] | None = None,
-                 on_request: Callable[[int, tuple[str, int]], None] | None = None,
-                 group: Callable[[dict[str, Any]], str] | None = None,
-                 drip_s: float = 0.2, big_bytes: int = 9 * 2**20) -> None:
+    def __init__(
+        self,
+        schedule: Iterable[Item] = (),
+        *,
+        default: Item = "ok",
+        model: str = "test-model",
+        responder: Callable[[dict[str, Any]], Item] | None = None,
+        on_request: Callable[[int, tuple[str, int]], None] | None = None,
+        group: Callable[[dict[str, Any]], str] | None = None,
+        drip_s: float = 0.2,
+        big_bytes: int = 9 * 2**20,
+    ) -> None:
         self.schedule: list[Item] = list(schedule)
         self.default = default
         self.responder = responder
@@ -323,11 +363,17 @@ class Handler(BaseHTTPRequestHandler):
         if isinstance(item, Status):
             message = item.message or f"injected fault {item.code}"
             headers = {"Retry-After": item.retry_after} if item.retry_after is not None else {}
-            self.send(item.code, json.dumps({"error": {"message": message, "type": "server_error",
-                                                       "code": item.code}}).encode(), headers=headers)
+            self.send(
+                item.code,
+                json.dumps({"error": {"message": message, "type": "server_error", "code": item.code}}).encode(),
+                headers=headers,
+            )
         elif isinstance(item, Raw):
-            data = item.body if isinstance(item.body, bytes) else (
-                item.body.encode() if isinstance(item.body, str) else json.dumps(item.body).encode())
+            data = (
+                item.body
+                if isinstance(item.body, bytes)
+                else (item.body.encode() if isinstance(item.body, str) else json.dumps(item.body).encode())
+            )
             self.send(item.status, data, item.content_type, item.headers)
         elif isinstance(item, str) and item in BROKEN:
             getattr(self, f"fault_{item}")(body)
@@ -355,8 +401,15 @@ class Handler(BaseHTTPRequestHandler):
             return sse(events(reply, self.model_of(body))), "text/event-stream"
         return json.dumps(completion(reply, self.model_of(body))).encode(), "application/json"
 
-    def send(self, status: int, data: bytes, content_type: str = "application/json",
-             headers: dict[str, str] | None = None, *, length: int | None = None) -> None:
+    def send(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+        *,
+        length: int | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data) if length is None else length))
@@ -412,7 +465,7 @@ class Handler(BaseHTTPRequestHandler):
         for i in range(len(data)):
             if self.fault._closing.wait(self.fault.drip_s):
                 break
-            self.wfile.write(data[i:i + 1])
+            self.wfile.write(data[i : i + 1])
             self.wfile.flush()
         self.close_connection = True
 
@@ -421,8 +474,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send(200, data, kind)
 
     def fault_plain(self, body: dict[str, Any]) -> None:
-        self.send(200, json.dumps(completion(Reply("a plain reply to a streamed request"),
-                                             self.model_of(body))).encode())
+        self.send(
+            200, json.dumps(completion(Reply("a plain reply to a streamed request"), self.model_of(body))).encode()
+        )
 
 
 def _peer_open(sock: socket.socket) -> bool:

@@ -31,8 +31,14 @@ def grounded_run(params: dict[str, Any], task_id: str, sample: int, prompts_hash
     decisions, dev = DECISIONS[task_id], GROUNDED[task_id]
     stop = next((i + 1 for i, d in enumerate(decisions) if d >= params["finish_threshold"]), len(decisions))
     config = {"model": "fake/model", "critic_model": "fake/critic", **params}
-    run = make_run([[d] for d in decisions[:stop]], task_id=task_id, sample=sample, config=config,
-                   criteria=("quality",), stop_reason="threshold" if stop < 3 else "max_iterations")
+    run = make_run(
+        [[d] for d in decisions[:stop]],
+        task_id=task_id,
+        sample=sample,
+        config=config,
+        criteria=("quality",),
+        stop_reason="threshold" if stop < 3 else "max_iterations",
+    )
     run.run_id = f"{run.run_id}-{params['finish_threshold']:g}"
     for it, g in zip(run.iterations, dev, strict=False):
         it.decision_score = it.average
@@ -41,8 +47,7 @@ def grounded_run(params: dict[str, Any], task_id: str, sample: int, prompts_hash
     run.baseline_test = grounded("test", 0.2)
     run.final_test = grounded("test", best + 0.05 * sample)
     run.delta = Delta(value=best + 0.05 * sample - 0.2, n=20, ci_low=best - 0.3, ci_high=best - 0.1)
-    run.provenance = {"prompt_hashes": {"critic": prompts_hash}, "task_hash": f"h-{task_id}",
-                      "experiment_hash": "e1"}
+    run.provenance = {"prompt_hashes": {"critic": prompts_hash}, "task_hash": f"h-{task_id}", "experiment_hash": "e1"}
     return run
 
 
@@ -50,6 +55,5 @@ def write_grounded_sweep(results_dir: Path, mixed_prompts: bool = False) -> Path
     """Two ok cells of grounded p3ro runs; with `mixed_prompts` the second was made under other role prompts."""
     for cell_id, params in CELLS.items():
         ph = "p2" if mixed_prompts and cell_id == "t10" else "p1"
-        write_cell(results_dir, cell_id, params,
-                   [grounded_run(params, t, s, ph) for t in DECISIONS for s in (0, 1)])
+        write_cell(results_dir, cell_id, params, [grounded_run(params, t, s, ph) for t in DECISIONS for s in (0, 1)])
     return results_dir

@@ -39,8 +39,17 @@ from promptlab.llm.cache.location import open_cache
 from promptlab.llm.cache.readonly import ReadOnlyCache
 from promptlab.llm.reply import Reply
 
-KINDS = ("cache disk full", "cache truncated mid-run", "cache verify on a corrupt database", "record under another key",
-         "file not UTF-8", "YAML alias bomb", "bad flag", "spend of cut cells", "Redis password in notebooks")
+KINDS = (
+    "cache disk full",
+    "cache truncated mid-run",
+    "cache verify on a corrupt database",
+    "record under another key",
+    "file not UTF-8",
+    "YAML alias bomb",
+    "bad flag",
+    "spend of cut cells",
+    "Redis password in notebooks",
+)
 """The kinds, in the order of issue 21's items 11-20."""
 SUPPORT = Path(__file__).resolve().parent
 
@@ -92,15 +101,26 @@ def fill(folder: Path) -> None:
 
 def cli(*args: str, cwd: Path, limit_gb: float = 2.0) -> tuple[subprocess.CompletedProcess[str], float]:
     """`promptlab ...` in a fresh process with at most `limit_gb` of memory; (result, seconds)."""
+
     def cap() -> None:
         size = int(limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
 
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")]),
+    }
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "promptlab.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=180, preexec_fn=cap, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "promptlab.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=180,
+        preexec_fn=cap,
+        env=env,
+    )
     return done, time.perf_counter() - t0
 
 
@@ -132,16 +152,28 @@ class Battery:
                 named = False
             except CacheDiskFullError as e:
                 named = str(cache) in str(e) and "disk is full" in str(e)
-            code = ("import sys, promptlab as pl\nfrom promptlab.llm.cache.location import open_cache\n"
-                    "m = pl.scripted('hb-full', respond=lambda msgs: 'again')\n"
-                    "c = pl.complete(m.name, 'stored before', cache=open_cache(sys.argv[1]))\n"
-                    "print('HIT' if c.cache_hit and c.text == sys.argv[2] else 'MISS', type(open_cache(sys.argv[1])).__name__)")
-            done = subprocess.run([sys.executable, "-c", code, str(cache), first.text], capture_output=True, text=True,
-                                  timeout=120, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+            code = (
+                "import sys, promptlab as pl\nfrom promptlab.llm.cache.location import open_cache\n"
+                "m = pl.scripted('hb-full', respond=lambda msgs: 'again')\n"
+                "c = pl.complete(m.name, 'stored before', cache=open_cache(sys.argv[1]))\n"
+                "print('HIT' if c.cache_hit and c.text == sys.argv[2] else 'MISS', type(open_cache(sys.argv[1])).__name__)"
+            )
+            done = subprocess.run(
+                [sys.executable, "-c", code, str(cache), first.text],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            )
             reopened = done.returncode == 0 and "HIT ReadOnlyCache" in done.stdout
-            return Row("cache disk full", 7, kept + named + reopened, 5 - kept,
-                       f"3 MiB tmpfs: {kept}/5 replies paid on a full disk returned; a direct open names the cache "
-                       f"and the cause: {named}; the next process opens it read-only and replays: {reopened}")
+            return Row(
+                "cache disk full",
+                7,
+                kept + named + reopened,
+                5 - kept,
+                f"3 MiB tmpfs: {kept}/5 replies paid on a full disk returned; a direct open names the cache "
+                f"and the cause: {named}; the next process opens it read-only and replays: {reopened}",
+            )
 
     def _disk_full_simulated(self) -> Row:
         d = self.folder("full-sim")
@@ -159,10 +191,19 @@ class Battery:
             diskcache.Cache = real  # type: ignore[misc]
         hit = pl.complete(m.name, "stored", cache=ro)
         new = pl.complete(m.name, "new", cache=ro)
-        held = int(isinstance(ro, ReadOnlyCache)) + int(hit.cache_hit and hit.text == first.text) + int(new.text == "r new")
-        return Row("cache disk full", 3, held, int(new.text != "r new"),
-                   "simulated (not root): SQLite's 'database or disk is full' on open gives a read-only cache that "
-                   f"replays ({hit.cache_hit}) and returns new paid replies ({new.text!r})")
+        held = (
+            int(isinstance(ro, ReadOnlyCache))
+            + int(hit.cache_hit and hit.text == first.text)
+            + int(new.text == "r new")
+        )
+        return Row(
+            "cache disk full",
+            3,
+            held,
+            int(new.text != "r new"),
+            "simulated (not root): SQLite's 'database or disk is full' on open gives a read-only cache that "
+            f"replays ({hit.cache_hit}) and returns new paid replies ({new.text!r})",
+        )
 
     # 12 -------------------------------------------------------------------------------------------------
     def truncated(self) -> Row:
@@ -175,8 +216,10 @@ class Battery:
             db = d / "cache.db"
             os.truncate(db, 0 if size == "empty" else db.stat().st_size // 2)
             keys: list[str] = []
-            threads = [threading.Thread(target=_writes, args=(s, f"{size}-{t}", keys))
-                       for s, t in ((one, "a"), (two, "b"), (one, "c"), (two, "d"))]
+            threads = [
+                threading.Thread(target=_writes, args=(s, f"{size}-{t}", keys))
+                for s, t in ((one, "a"), (two, "b"), (one, "c"), (two, "d"))
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -185,9 +228,14 @@ class Battery:
             tried += len(keys)
             readable += sum(fresh.get(k) is not None for k in keys)
             heals += len(list(d.glob("cache.db.corrupt-*[0-9]")))
-        return Row("cache truncated mid-run", tried, readable, tried - readable,
-                   f"cache.db truncated to 0 and to half under two openers x 2 threads: {readable}/{tried} writes after "
-                   f"the truncation readable by a new process; {heals} file(s) copied aside (one per truncation)")
+        return Row(
+            "cache truncated mid-run",
+            tried,
+            readable,
+            tried - readable,
+            f"cache.db truncated to 0 and to half under two openers x 2 threads: {readable}/{tried} writes after "
+            f"the truncation readable by a new process; {heals} file(s) copied aside (one per truncation)",
+        )
 
     # 13 -------------------------------------------------------------------------------------------------
     def verify_corrupt(self) -> Row:
@@ -197,8 +245,13 @@ class Battery:
         with contextlib.redirect_stdout(out):
             code = main(["cache", "verify", "--dir", str(d)])
         said = "was corrupt and was copied aside as cache.db.corrupt-" in out.getvalue()
-        return Row("cache verify on a corrupt database", 1, int(code == 1 and said), 0,
-                   f"exit {code}; reports what it copied aside: {said}")
+        return Row(
+            "cache verify on a corrupt database",
+            1,
+            int(code == 1 and said),
+            0,
+            f"exit {code}; reports what it copied aside: {said}",
+        )
 
     # 14 -------------------------------------------------------------------------------------------------
     def wrong_key(self) -> Row:
@@ -218,16 +271,22 @@ class Battery:
         again = pl.complete(m.name, "question A", cache=d)
         served = int(again.text != "answer to question A") + int(store.get("reply-1", Reply) is not None)
         found = out.getvalue().count("stored under the wrong key")
-        return Row("record under another key", 2, 2 - served, 0,
-                   f"{served} of 2 swapped records served as hits; verify flagged {found} (exit {code})")
+        return Row(
+            "record under another key",
+            2,
+            2 - served,
+            0,
+            f"{served} of 2 swapped records served as hits; verify flagged {found} (exit {code})",
+        )
 
     # 16 -------------------------------------------------------------------------------------------------
     def not_utf8(self) -> Row:
         d = self.folder("utf8")
         (d / "tasks.jsonl").write_text(json.dumps({"id": "t", "prompt": "p", "goal": "g"}) + "\n", encoding="utf-8")
         exp = d / "exp.yaml"
-        exp.write_bytes(b"name: u\nloops: [p3ro]\ntasks: tasks.jsonl\ndescription: caf\xe9\n"
-                        b"config:\n  model: fake/auto\n")
+        exp.write_bytes(
+            b"name: u\nloops: [p3ro]\ntasks: tasks.jsonl\ndescription: caf\xe9\nconfig:\n  model: fake/auto\n"
+        )
         bad_tasks = d / "bad.jsonl"
         bad_tasks.write_bytes(b'{"id": "t", "prompt": "caf\xe9", "goal": "g"}\n')
         exp2 = d / "exp2.yaml"
@@ -237,7 +296,9 @@ class Battery:
             done, _ = cli("sweep", str(path), "--list", cwd=d)
             ok = done.returncode == 2 and named in done.stderr and "not UTF-8" in done.stderr
             held += ok
-            seen.append(done.stderr.strip().splitlines()[-1][:120] if done.stderr.strip() else f"exit {done.returncode}")
+            seen.append(
+                done.stderr.strip().splitlines()[-1][:120] if done.stderr.strip() else f"exit {done.returncode}"
+            )
         return Row("file not UTF-8", 2, held, 0, "; ".join(seen))
 
     # 17 -------------------------------------------------------------------------------------------------
@@ -251,8 +312,10 @@ class Battery:
             return "\n".join(lines) + "\n"
 
         head = "name: b\nloops: [p3ro]\ntasks: tasks.jsonl\nconfig:\n  model: fake/auto\n"
-        bodies = {"unknown field": "laughs:\n" + bomb("  "),
-                  "models.params": "models:\n  judge:\n    model: fake/auto\n    params:\n" + bomb("      ")}
+        bodies = {
+            "unknown field": "laughs:\n" + bomb("  "),
+            "models.params": "models:\n  judge:\n    model: fake/auto\n    params:\n" + bomb("      "),
+        }
         held, seen = 0, []
         for where, body in bodies.items():
             path = d / f"{where.replace(' ', '_')}.yaml"
@@ -262,8 +325,9 @@ class Battery:
             held += ok
             seen.append(f"{where}: exit {done.returncode} in {seconds:.1f} s")
         value = "{" + bomb("").replace("\n", ", ").rstrip(", ") + "}"
-        done, seconds = cli("run", "p3ro", "--prompt", "x", "--model", "fake/auto", "--set", f"prompts={value}",
-                            "--quiet", cwd=d)
+        done, seconds = cli(
+            "run", "p3ro", "--prompt", "x", "--model", "fake/auto", "--set", f"prompts={value}", "--quiet", cwd=d
+        )
         held += done.returncode == 2 and "alias" in done.stderr and seconds < 30
         seen.append(f"--set: exit {done.returncode} in {seconds:.1f} s")
         return Row("YAML alias bomb", 3, held, 0, "; ".join(seen))
@@ -273,11 +337,15 @@ class Battery:
         d = self.folder("flags")
         (d / "tasks.jsonl").write_text(json.dumps({"id": "t", "prompt": "p", "goal": "g"}) + "\n", encoding="utf-8")
         exp = d / "exp.yaml"
-        exp.write_text("name: f\nloops: [p3ro]\ntasks: tasks.jsonl\nconfig:\n  model: fake/auto\n  max_iterations: 1\n",
-                       encoding="utf-8")
-        cases = [(["--max-concurrency", "nosuchmodel=3"], "nosuchmodel"), (["--cell-concurrency", "-3"],
-                                                                            "--cell-concurrency"),
-                 (["--workers", "0"], "--workers")]
+        exp.write_text(
+            "name: f\nloops: [p3ro]\ntasks: tasks.jsonl\nconfig:\n  model: fake/auto\n  max_iterations: 1\n",
+            encoding="utf-8",
+        )
+        cases = [
+            (["--max-concurrency", "nosuchmodel=3"], "nosuchmodel"),
+            (["--cell-concurrency", "-3"], "--cell-concurrency"),
+            (["--workers", "0"], "--workers"),
+        ]
         held, seen = 0, []
         for extra, named in cases:
             done, _ = cli("sweep", str(exp), "--out", str(d / "out"), "--no-progress", *extra, cwd=d)
@@ -297,15 +365,28 @@ class Battery:
         from promptlab.sweeps.run import sweep
 
         d = self.folder("budget")
-        (d / "tasks.jsonl").write_text("".join(json.dumps({"id": f"t{i}", "prompt": f"Write about {i}.",
-                                                           "goal": "Be concrete."}) + "\n" for i in range(2)))
-        (d / "exp.yaml").write_text(yaml.safe_dump({
-            "name": "budgeted", "loops": ["toy"], "tasks": "tasks.jsonl",
-            "config": {"model": "openai/gpt-4o-mini", "max_iterations": 1, "max_tokens": 2000},
-            "grid": {"style": ["a", "b", "c"]}}))
+        (d / "tasks.jsonl").write_text(
+            "".join(
+                json.dumps({"id": f"t{i}", "prompt": f"Write about {i}.", "goal": "Be concrete."}) + "\n"
+                for i in range(2)
+            )
+        )
+        (d / "exp.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "name": "budgeted",
+                    "loops": ["toy"],
+                    "tasks": "tasks.jsonl",
+                    "config": {"model": "openai/gpt-4o-mini", "max_iterations": 1, "max_tokens": 2000},
+                    "grid": {"style": ["a", "b", "c"]},
+                }
+            )
+        )
         reply = ServerReply('{"score": 7}', prompt_tokens=10_000, completion_tokens=1_000)
-        with FaultServer(default=reply, model="gpt-4o-mini") as server, _env(OPENAI_API_BASE=server.url,
-                                                                             OPENAI_API_KEY="sk-test-budget"):
+        with (
+            FaultServer(default=reply, model="gpt-4o-mini") as server,
+            _env(OPENAI_API_BASE=server.url, OPENAI_API_KEY="sk-test-budget"),
+        ):
             sweep(d / "exp.yaml", d / "out", workers=1, cell_concurrency=1, progress=False, max_cost=0.0094)
         cells = load(d / "out").cells
         ledger = Budget(d / "out" / LEDGER_NAME, 0.0094).spent()
@@ -313,9 +394,14 @@ class Battery:
         spends = [float(v) for v in cut["spent_cost_usd"].dropna()]
         missing = round(ledger - float(cells["spent_cost_usd"].fillna(0).sum()), 10)
         held = len(spends) if missing == 0 and any(v > 0 for v in spends) else 0
-        return Row("spend of cut cells", len(cut), held, int(missing != 0),
-                   f"{len(cut)} cells cut, spend in the cells frame: {[round(v, 4) for v in spends]} USD; all cells "
-                   f"{float(cells['spent_cost_usd'].sum()):.4f} USD = budget.json {ledger:.4f} USD: {missing == 0}")
+        return Row(
+            "spend of cut cells",
+            len(cut),
+            held,
+            int(missing != 0),
+            f"{len(cut)} cells cut, spend in the cells frame: {[round(v, 4) for v in spends]} USD; all cells "
+            f"{float(cells['spent_cost_usd'].sum()):.4f} USD = budget.json {ledger:.4f} USD: {missing == 0}",
+        )
 
     # 20 -------------------------------------------------------------------------------------------------
     def redis_password(self) -> Row:
@@ -328,21 +414,44 @@ class Battery:
         d = self.folder("redis")
         password = "pw-" + base64.b16encode(os.urandom(12)).decode()
         with _redis(binary, password) as url:
-            (d / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n")
-            exp = Experiment.from_dict({"name": "pw", "loops": ["p3ro"], "tasks": "tasks.jsonl",
-                                        "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1}}, d)
+            (d / "tasks.jsonl").write_text(
+                json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n"
+            )
+            exp = Experiment.from_dict(
+                {
+                    "name": "pw",
+                    "loops": ["p3ro"],
+                    "tasks": "tasks.jsonl",
+                    "config": {"model": "fake/auto", "max_tokens": 64, "max_iterations": 1},
+                },
+                d,
+            )
             result = sweep(exp, d / "out", executor="papermill", workers=1, cache=url, progress=False)
         needles = [password.encode(), base64.b64encode(password.encode())]
         files = [p for p in (d / "out").rglob("*") if p.is_file()]
         leaks = [str(p.relative_to(d)) for p in files if any(n in p.read_bytes() for n in needles)]
-        return Row("Redis password in notebooks", 1, int(result.done == 1 and not leaks), 0,
-                   f"papermill sweep with redis://:<password>@...: {result.done} cell done; {len(files)} files scanned, "
-                   f"{len(leaks)} hold the password {leaks if leaks else ''}".rstrip())
+        return Row(
+            "Redis password in notebooks",
+            1,
+            int(result.done == 1 and not leaks),
+            0,
+            f"papermill sweep with redis://:<password>@...: {result.done} cell done; {len(files)} files scanned, "
+            f"{len(leaks)} hold the password {leaks if leaks else ''}".rstrip(),
+        )
 
     def attempts(self) -> list[Callable[[], Row]]:
         """Every kind, in the order of `KINDS`."""
-        return [self.disk_full, self.truncated, self.verify_corrupt, self.wrong_key, self.not_utf8, self.yaml_bombs,
-                self.bad_flags, self.cut_spend, self.redis_password]
+        return [
+            self.disk_full,
+            self.truncated,
+            self.verify_corrupt,
+            self.wrong_key,
+            self.not_utf8,
+            self.yaml_bombs,
+            self.bad_flags,
+            self.cut_spend,
+            self.redis_password,
+        ]
 
 
 def _writes(store: Cache, tag: str, keys: list[str]) -> None:
@@ -379,8 +488,23 @@ def _redis(binary: str, password: str) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([binary, "--port", str(port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1",
-                             "--requirepass", password], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--bind",
+            "127.0.0.1",
+            "--requirepass",
+            password,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         client = redis.Redis(host="127.0.0.1", port=port, password=password)
         deadline = time.monotonic() + 15

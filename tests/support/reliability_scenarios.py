@@ -78,12 +78,17 @@ class Measured:
     notes: list[str] = field(default_factory=list)
 
 
-def write_experiment(d: Path, *, styles: tuple[str, ...] = ("a", "b", "c"), tasks: int = 4,
-                     max_iterations: int = 2, **config: Any) -> Path:
+def write_experiment(
+    d: Path, *, styles: tuple[str, ...] = ("a", "b", "c"), tasks: int = 4, max_iterations: int = 2, **config: Any
+) -> Path:
     """A toy experiment on the fault server's model: one cell per writer style."""
-    data = {"name": "reliability", "loops": ["toy"],
-            "config": {"model": "openai/test-model", "max_iterations": max_iterations, **config},
-            "grid": {"style": list(styles)}, "replicates": 1}
+    data = {
+        "name": "reliability",
+        "loops": ["toy"],
+        "config": {"model": "openai/test-model", "max_iterations": max_iterations, **config},
+        "grid": {"style": list(styles)},
+        "replicates": 1,
+    }
     return experiment_files.write_experiment(d, data, experiment_files.topics(tasks))
 
 
@@ -105,7 +110,9 @@ def routed(server: FaultServer, key: str = KEY) -> Iterator[dict[str, str]]:
 
 def paid_repeated(server: FaultServer) -> int:
     """Request bodies answered with a reply more than once."""
-    answered = Counter(json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served, strict=True) if s == "ok")
+    answered = Counter(
+        json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served, strict=True) if s == "ok"
+    )
     return sum(n - 1 for n in answered.values())
 
 
@@ -152,9 +159,11 @@ def outage(d: Path, *, key: str = KEY) -> Measured:
     with FaultServer([REPLY] * 3, default="503") as server, routed(server, key):
         first = sweep(path, d / "out", progress=False, cache=d / "cache", settings=FAST)
         statuses = [json.loads((d / "out" / "cells" / c.cell_id / "status.json").read_text()) for c in first.cells]
-        m.notes.append(f"first pass: {first.failed} of {len(first.cells)} cells failed "
-                       f"({sorted({s['error']['kind'] for s in statuses if s['error']})}), "
-                       f"{len(load(d / 'out').runs)} runs reported")
+        m.notes.append(
+            f"first pass: {first.failed} of {len(first.cells)} cells failed "
+            f"({sorted({s['error']['kind'] for s in statuses if s['error']})}), "
+            f"{len(load(d / 'out').runs)} runs reported"
+        )
         server.default = REPLY
         passes = [first, *sweep_until_complete(path, d / "out", d / "cache")]
         m.faults_injected = sum(s != "ok" for s in server.served)
@@ -196,17 +205,38 @@ def fault_schedule(d: Path, *, rounds: int = 3, key: str = KEY) -> Measured:
     return m
 
 
-def sweep_process(path: Path, out: Path, cache: Path, env: dict[str, str], *, workers: int = 1,
-                  cell_concurrency: int = 1) -> subprocess.Popen[bytes]:
+def sweep_process(
+    path: Path, out: Path, cache: Path, env: dict[str, str], *, workers: int = 1, cell_concurrency: int = 1
+) -> subprocess.Popen[bytes]:
     """`promptlab sweep` of `path` in a subprocess (one cell at a time by default), with `env` added to its
     environment."""
     code = "import sys, toyloop; from promptlab.cli import main; sys.exit(main(sys.argv[1:]))"
-    args = ["sweep", str(path), "--out", str(out), "--cache", str(cache), "--workers", str(workers),
-            "--cell-concurrency", str(cell_concurrency), "--no-progress"]
-    child_env = {**os.environ, **env, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                 "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-c", code, *args], env=child_env, cwd=str(path.parent),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    args = [
+        "sweep",
+        str(path),
+        "--out",
+        str(out),
+        "--cache",
+        str(cache),
+        "--workers",
+        str(workers),
+        "--cell-concurrency",
+        str(cell_concurrency),
+        "--no-progress",
+    ]
+    child_env = {
+        **os.environ,
+        **env,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        env=child_env,
+        cwd=str(path.parent),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def kill_and_resume(d: Path, *, after_marks: int = 11, key: str = KEY) -> Measured:
@@ -228,9 +258,11 @@ def kill_and_resume(d: Path, *, after_marks: int = 11, key: str = KEY) -> Measur
         proc.send_signal(signal.SIGKILL)
         _, err = proc.communicate()
         done_before = m.finished_before_kill = len(list((out / "cells").glob("*/status.json")))
-        m.notes.append(f"killed: {killed} after {len(marks.read_text().splitlines()) if marks.exists() else 0} "
-                       f"iterations, {done_before} cells finished, {server.requests} requests made"
-                       + ("" if killed else f"; the sweep had ended: {err.decode()[-300:]}"))
+        m.notes.append(
+            f"killed: {killed} after {len(marks.read_text().splitlines()) if marks.exists() else 0} "
+            f"iterations, {done_before} cells finished, {server.requests} requests made"
+            + ("" if killed else f"; the sweep had ended: {err.decode()[-300:]}")
+        )
         passes = sweep_until_complete(path, out, cache)
         m.paid_repeated, m.keys = paid_repeated(server), server.keys
     m.sweeps, m.cells = 1 + len(passes), len(passes[0].cells)
@@ -247,8 +279,9 @@ def split_repeats(server: FaultServer, before: int) -> tuple[int, int]:
     early = Counter(json.dumps(b, sort_keys=True) for b in server.bodies[:before])
     late = [json.dumps(b, sort_keys=True) for b in server.bodies[before:]]
     again = sum(1 for b in late if b in early)
-    answered = Counter(json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served, strict=True)
-                       if s == "ok")
+    answered = Counter(
+        json.dumps(b, sort_keys=True) for b, s in zip(server.bodies, server.served, strict=True) if s == "ok"
+    )
     resent = Counter(b for b in late if b in early)
     return again, sum(max(n - 1 - resent.get(b, 0), 0) for b, n in answered.items())
 
@@ -282,8 +315,10 @@ def kill_mid_call(d: Path, *, after_requests: int = 9, key: str = KEY) -> Measur
     m.cells_lost = int((final.cells["status"] != "ok").sum())
     m.faults_injected = m.faults_survived = 1 if killed and m.cells_lost == 0 else 0
     m.frames_equal = frames_equal(final, reference(path, d / "ref", key))
-    m.notes.append(f"killed: {killed} after {before} requests, {m.in_flight_at_kill} unanswered; sent again after "
-                   f"the kill: {m.sent_again} (calls whose reply was not stored yet; at most {m.calls_at_once})")
+    m.notes.append(
+        f"killed: {killed} after {before} requests, {m.in_flight_at_kill} unanswered; sent again after "
+        f"the kill: {m.sent_again} (calls whose reply was not stored yet; at most {m.calls_at_once})"
+    )
     return m
 
 
@@ -311,11 +346,18 @@ def two_processes(d: Path, *, key: str = KEY) -> Measured:
     billed = sum(int(r.runs["spent_tokens"].sum()) for r in results)
     m.faults_injected = 1  # the second writer
     m.faults_survived = int(m.cells_lost == 0 and billed == served)
-    m.notes.append(f"{raced} requests sent by both processes (a race); billed {billed} tokens in all, server sent "
-                   f"{served}" + (f"; a sweep process failed: {errors}" if errors else ""))
+    m.notes.append(
+        f"{raced} requests sent by both processes (a race); billed {billed} tokens in all, server sent "
+        f"{served}" + (f"; a sweep process failed: {errors}" if errors else "")
+    )
     return m
 
 
-SCENARIOS = {"outage": outage, "faults": fault_schedule, "kill": kill_and_resume, "kill mid-call": kill_mid_call,
-             "two": two_processes}
+SCENARIOS = {
+    "outage": outage,
+    "faults": fault_schedule,
+    "kill": kill_and_resume,
+    "kill mid-call": kill_mid_call,
+    "two": two_processes,
+}
 """The scenarios by name."""

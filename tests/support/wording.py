@@ -26,9 +26,14 @@ START = "Answer the item."
 BEST = "Be careful to label the item exactly."
 """A wording with every keyword (accuracy 1.0)."""
 
-TASK = Task(id="wording", prompt=START, goal="answer yes",
-            examples=[Example(input=f"item {i}", target="yes") for i in range(40)], scorer={"kind": "exact"},
-            split=Split(seed=0, dev=20, test=20))
+TASK = Task(
+    id="wording",
+    prompt=START,
+    goal="answer yes",
+    examples=[Example(input=f"item {i}", target="yes") for i in range(40)],
+    scorer={"kind": "exact"},
+    split=Split(seed=0, dev=20, test=20),
+)
 
 
 def keywords_in(prompt: str) -> int:
@@ -97,8 +102,10 @@ def protegi_writer(messages: list[dict[str, Any]]) -> str:
 
 def models(name: str, writer: Callable[[list[dict[str, Any]]], str]) -> tuple[Any, Any]:
     """(writer, target) scripted models `fake/<name>-writer` and `fake/<name>-target`."""
-    return (promptlab.scripted(f"{name}-writer", respond=writer),
-            promptlab.scripted(f"{name}-target", respond=target_reply))
+    return (
+        promptlab.scripted(f"{name}-writer", respond=writer),
+        promptlab.scripted(f"{name}-target", respond=target_reply),
+    )
 
 
 def ape_writer(proposals: list[str]) -> Callable[[list[dict[str, Any]]], str]:
@@ -111,14 +118,20 @@ WRITERS: dict[str, tuple[Callable[[], Callable[[list[dict[str, Any]]], str]], di
     # OPRO climbs only if its meta-prompt shows the best instruction last (ascending order)
     "opro": (lambda: opro_optimizer, {"candidates_per_step": 2, "max_iterations": 5}),
     # APE's proposals hold at most one keyword: only the iterative rounds (rewording the best) reach all three
-    "ape": (lambda: ape_writer(["Say yes.", "Be careful.", "Label it."]),
-            {"demo_sets": 2, "proposals_per_set": 2, "max_iterations": 2, "keep": 1, "variations": 1}),
+    "ape": (
+        lambda: ape_writer(["Say yes.", "Be careful.", "Label it."]),
+        {"demo_sets": 2, "proposals_per_set": 2, "max_iterations": 2, "keep": 1, "variations": 1},
+    ),
     # ProTeGi reaches them only through reasons drawn from the errors and edits that follow them
-    "protegi": (lambda: protegi_writer, {"max_iterations": 3, "beam_size": 2, "samples_per_eval": 5,
-                                         "n_gradients": 1, "mc_samples_per_step": 1}),
+    "protegi": (
+        lambda: protegi_writer,
+        {"max_iterations": 3, "beam_size": 2, "samples_per_eval": 5, "n_gradients": 1, "mc_samples_per_step": 1},
+    ),
     # resample finds the best wording only if it is among its draws (the 4th) and it keeps the best on dev
-    "resample": (lambda: cycling("prompt", ["Reply to the item.", "Be careful.", "Label it.", BEST, "Say no."]),
-                 {"max_iterations": 6}),
+    "resample": (
+        lambda: cycling("prompt", ["Reply to the item.", "Be careful.", "Label it.", BEST, "Say no."]),
+        {"max_iterations": 6},
+    ),
 }
 """Per search loop: a factory of a fresh scripted writer (its state starts anew for each run) and the config
 under which the loop finds the best wording."""
@@ -130,8 +143,13 @@ def run_search(loop: str, name: str, *, sample: int = 0, cache: Any = False, **e
 
     factory, cfg = WRITERS[loop]
     writer, target = models(name, factory())
-    run = run_loop(loop, TASK, {"model": writer.name, "target_model": target.name, "budget_calls": 400, **cfg,
-                                **extra}, sample=sample, cache=cache)
+    run = run_loop(
+        loop,
+        TASK,
+        {"model": writer.name, "target_model": target.name, "budget_calls": 400, **cfg, **extra},
+        sample=sample,
+        cache=cache,
+    )
     return run, writer, target
 
 

@@ -57,21 +57,32 @@ def test_a_dry_run_of_the_baselines_experiment_with_fake_auto(tmp_path: Path) ->
     assert set(table["loop"]) == set(LOOPS) and (table["n_runs"] == 6).all()
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"loop_config": {"protegi": {"samples_per_eval": 0}}},
-     r"config.samples_per_eval: 0: Input should be greater than or equal to 1 \(loop protegi\)"),
-    ({"grid": {"candidates_per_step": [8, 0]}, "loops": ["opro"]},
-     r"grid.candidates_per_step\[1\]: 0 is not within 1-100 for loop opro"),
-    ({"loop_config": {"ape": {"proposals": 3}}}, r"loop_config.ape.proposals: not a config field of loop ape"),
-    ({"config": {"beam_size": 4}}, r"config.beam_size: not a config field of loop opro"),
-    ({"loop_config": {"protegi": {"selection": "thompson"}}},
-     r"config.selection: 'thompson': Input should be 'ucb' or 'successive_rejects' \(loop protegi\)"),
-])
-def test_a_bad_search_loop_field_is_named_before_any_call(tmp_path: Path, data: dict[str, object],
-                                                          message: str) -> None:
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"loop_config": {"protegi": {"samples_per_eval": 0}}},
+            r"config.samples_per_eval: 0: Input should be greater than or equal to 1 \(loop protegi\)",
+        ),
+        (
+            {"grid": {"candidates_per_step": [8, 0]}, "loops": ["opro"]},
+            r"grid.candidates_per_step\[1\]: 0 is not within 1-100 for loop opro",
+        ),
+        ({"loop_config": {"ape": {"proposals": 3}}}, r"loop_config.ape.proposals: not a config field of loop ape"),
+        ({"config": {"beam_size": 4}}, r"config.beam_size: not a config field of loop opro"),
+        (
+            {"loop_config": {"protegi": {"selection": "thompson"}}},
+            r"config.selection: 'thompson': Input should be 'ucb' or 'successive_rejects' \(loop protegi\)",
+        ),
+    ],
+)
+def test_a_bad_search_loop_field_is_named_before_any_call(
+    tmp_path: Path, data: dict[str, object], message: str
+) -> None:
     writer = promptlab.scripted("never-called", [])
-    path = write_experiment(tmp_path, {"name": "bad", "loops": ["opro", "protegi", "ape"],
-                                       "config": {"model": writer.name}, **data})
+    path = write_experiment(
+        tmp_path, {"name": "bad", "loops": ["opro", "protegi", "ape"], "config": {"model": writer.name}, **data}
+    )
     with pytest.raises(ConfigError, match=message):
         load_experiment(path)
     assert writer.requests == []
@@ -85,5 +96,5 @@ def test_a_task_without_examples_is_refused_for_every_search_loop_cell(tmp_path:
     msg = str(caught.value)
     assert "4 config problem(s), found before any call" in msg  # p3ro runs on a task without examples
     for loop in LOOPS[:4]:
-        assert f'- cell {json.dumps({"loop": loop})} ' in msg and f"{loop} scores every candidate on the dev" in msg
+        assert f"- cell {json.dumps({'loop': loop})} " in msg and f"{loop} scores every candidate on the dev" in msg
     assert writer.requests == []

@@ -35,13 +35,19 @@ DASK, PROMPTLAB = BIN / "dask", BIN / "promptlab"
 REPO = Path(__file__).resolve().parents[2]
 KEY_ENV = "LOOPBACK_KEY"
 """The API key variable every machine of the test cluster has (the experiment's alias names it)."""
-SUMMARY = re.compile(r"sweep (?P<name>\S+) \(dask\): (?P<cells>\d+) cells: (?P<done>\d+) done, (?P<failed>\d+) "
-                     r"failed, (?P<skipped>\d+) skipped \(finished before\) in [\d.]+ s; (?P<calls>\d+) calls "
-                     r"\((?P<hits>\d+) cached\), (?P<tokens>\d+) tokens, cost (?P<cost>\S+); results in (?P<out>.+)")
+SUMMARY = re.compile(
+    r"sweep (?P<name>\S+) \(dask\): (?P<cells>\d+) cells: (?P<done>\d+) done, (?P<failed>\d+) "
+    r"failed, (?P<skipped>\d+) skipped \(finished before\) in [\d.]+ s; (?P<calls>\d+) calls "
+    r"\((?P<hits>\d+) cached\), (?P<tokens>\d+) tokens, cost (?P<cost>\S+); results in (?P<out>.+)"
+)
 
-pytestmark = [pytest.mark.slow,  # a scheduler, workers and the CLI as processes
-              pytest.mark.skipif(not DASK.exists() or not PROMPTLAB.exists(),
-                                 reason=f"the `dask` and `promptlab` commands are not installed in {BIN}")]
+pytestmark = [
+    pytest.mark.slow,  # a scheduler, workers and the CLI as processes
+    pytest.mark.skipif(
+        not DASK.exists() or not PROMPTLAB.exists(),
+        reason=f"the `dask` and `promptlab` commands are not installed in {BIN}",
+    ),
+]
 
 
 def machine_env(**extra: str) -> dict[str, str]:
@@ -64,13 +70,17 @@ class Cluster:
         cwd.mkdir(parents=True, exist_ok=True)
         log = cwd / "log.txt"
         with log.open("wb") as f:
-            self.procs.append(subprocess.Popen([str(DASK), *args], cwd=cwd, env=env, stdout=f,
-                                               stderr=subprocess.STDOUT, start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(
+                    [str(DASK), *args], cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
         self.logs.append(log)
 
     def tail(self) -> str:
-        return "\n".join(f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-                         for log in self.logs)
+        return "\n".join(
+            f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]) for log in self.logs
+        )
 
     def stop(self) -> None:
         for proc in reversed(self.procs):  # the workers (nanny and worker process), then the scheduler
@@ -91,13 +101,36 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     port = free_port()
     c = Cluster(f"tcp://127.0.0.1:{port}")
     try:
-        c.start(["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
-                 "--dashboard-address", "127.0.0.1:0"],  # its HTTP endpoints (health, metrics) on a free port
-                root / "scheduler", machine_env())
+        c.start(
+            [
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+                "--dashboard-address",
+                "127.0.0.1:0",
+            ],  # its HTTP endpoints (health, metrics) on a free port
+            root / "scheduler",
+            machine_env(),
+        )
         for i in range(2):
-            c.start(["worker", c.address, "--nthreads", "1", "--no-dashboard", "--name", f"w{i}",
-                     "--local-directory", str(root / f"worker{i}" / "scratch")], root / f"worker{i}",
-                    machine_env(PROMPTLAB_LIMIT_SHARE="2", **{KEY_ENV: "sk-loopback"}))
+            c.start(
+                [
+                    "worker",
+                    c.address,
+                    "--nthreads",
+                    "1",
+                    "--no-dashboard",
+                    "--name",
+                    f"w{i}",
+                    "--local-directory",
+                    str(root / f"worker{i}" / "scratch"),
+                ],
+                root / f"worker{i}",
+                machine_env(PROMPTLAB_LIMIT_SHARE="2", **{KEY_ENV: "sk-loopback"}),
+            )
         try:
             with Client(c.address, timeout="30s") as client:
                 client.wait_for_workers(2, timeout=60)
@@ -111,8 +144,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def run_cli(*args: str, cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`promptlab sweep ARGS` as a command, from `cwd` (the submitting machine)."""
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([str(PROMPTLAB), "sweep", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(PROMPTLAB), "sweep", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
@@ -125,9 +159,14 @@ def summary(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 def poem_experiment(tmp_path: Path, spec: dict[str, Any], n_tasks: int = 2) -> Path:
     # distinct goals: no two runs make the same request, so paid calls can be counted per run
-    return write_experiment(tmp_path, spec, [{"id": f"t{i}", "prompt": f"Write a short poem about {w}.",
-                                              "goal": f"A haiku about {w}."}
-                                             for i, w in enumerate(["rain", "salt", "iron", "moss"][:n_tasks])])
+    return write_experiment(
+        tmp_path,
+        spec,
+        [
+            {"id": f"t{i}", "prompt": f"Write a short poem about {w}.", "goal": f"A haiku about {w}."}
+            for i, w in enumerate(["rain", "salt", "iron", "moss"][:n_tasks])
+        ],
+    )
 
 
 def assert_all_ok(path: Path, out: Path) -> int:
@@ -139,9 +178,15 @@ def assert_all_ok(path: Path, out: Path) -> int:
 
 
 def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cluster, tmp_path: Path) -> None:
-    path = poem_experiment(tmp_path, {"name": "dkcli", "loops": ["p3ro", "creator_critic"],
-                                       "config": {"model": "fake/auto", "max_tokens": 64},
-                                       "grid": {"max_iterations": [1, 2]}})
+    path = poem_experiment(
+        tmp_path,
+        {
+            "name": "dkcli",
+            "loops": ["p3ro", "creator_critic"],
+            "config": {"model": "fake/auto", "max_tokens": 64},
+            "grid": {"max_iterations": [1, 2]},
+        },
+    )
     out, cache = tmp_path / "out", tmp_path / "cache"
     args = (str(path), "--executor", "dask", "--scheduler", cluster.address, "--out", str(out), "--cache", str(cache))
     first = summary(run_cli(*args, cwd=tmp_path / "submit", env=machine_env()))
@@ -157,8 +202,13 @@ def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cl
     assert first["cost"] == f"${float(runs['spent_cost_usd'].sum()):.4f}"
 
     again = summary(run_cli(*args, cwd=tmp_path / "submit", env=machine_env()))
-    assert (again["done"], again["failed"], again["skipped"], again["calls"], again["tokens"]) == \
-        ("0", "0", "4", "0", "0"), again
+    assert (again["done"], again["failed"], again["skipped"], again["calls"], again["tokens"]) == (
+        "0",
+        "0",
+        "4",
+        "0",
+        "0",
+    ), again
 
     inline = sweep(path, tmp_path / "inline", cache=tmp_path / "cache-inline", progress=False)
     assert (inline.done, inline.failed) == (4, 0), str(inline)
@@ -171,8 +221,9 @@ def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cl
     assert frames[0][keep].equals(frames[1][keep])
 
 
-def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice(cluster: Cluster,
-                                                                              tmp_path: Path) -> None:
+def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     from promptlab.llm.fake import reply
 
     def answer(body: dict[str, Any]) -> Reply:
@@ -193,17 +244,40 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
                 killed.append(pid)
 
     with FaultServer(responder=answer, on_request=kill_at_the_sixth) as server:
-        path = poem_experiment(tmp_path, {
-            "name": "dkkill", "loops": ["p3ro"],
-            "models": {"loopback": {"model": server.model, "api_base": server.url, "api_key_env": KEY_ENV,
-                                    "native_schema": True,
-                                    "price": {"input_per_million": 1.0, "output_per_million": 2.0}}},
-            "config": {"model": "loopback", "max_iterations": 1, "max_tokens": 64},
-            "grid": {"temperature": [0.0, 0.2, 0.4, 0.6]}})  # every cell's requests differ from the others'
+        path = poem_experiment(
+            tmp_path,
+            {
+                "name": "dkkill",
+                "loops": ["p3ro"],
+                "models": {
+                    "loopback": {
+                        "model": server.model,
+                        "api_base": server.url,
+                        "api_key_env": KEY_ENV,
+                        "native_schema": True,
+                        "price": {"input_per_million": 1.0, "output_per_million": 2.0},
+                    }
+                },
+                "config": {"model": "loopback", "max_iterations": 1, "max_tokens": 64},
+                "grid": {"temperature": [0.0, 0.2, 0.4, 0.6]},
+            },
+        )  # every cell's requests differ from the others'
         out = tmp_path / "out"
-        proc = run_cli(str(path), "--executor", "dask", "--scheduler", cluster.address, "--out", str(out),
-                       "--cache", str(tmp_path / "cache"), "--cell-concurrency", "1",
-                       cwd=tmp_path / "submit", env=machine_env(**{KEY_ENV: "sk-loopback"}))
+        proc = run_cli(
+            str(path),
+            "--executor",
+            "dask",
+            "--scheduler",
+            cluster.address,
+            "--out",
+            str(out),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--cell-concurrency",
+            "1",
+            cwd=tmp_path / "submit",
+            env=machine_env(**{KEY_ENV: "sk-loopback"}),
+        )
         bodies = [json.dumps(b, sort_keys=True) for b in server.bodies]
         delivered = [b for b, ok in zip(bodies, server.delivered, strict=True) if ok]
 
@@ -227,13 +301,26 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
 def test_an_unreachable_scheduler_fails_fast_naming_the_address(tmp_path: Path, listener: str) -> None:
     """Nothing listening on the port, or a server that is not a scheduler (an HTTP server, as on the
     dashboard's port): exit 2 in seconds, naming the address; dask's own client waits forever for the latter."""
-    path = poem_experiment(tmp_path, {"name": "dknone", "loops": ["p3ro"],
-                                       "config": {"model": "fake/auto", "max_tokens": 64}})
+    path = poem_experiment(
+        tmp_path, {"name": "dknone", "loops": ["p3ro"], "config": {"model": "fake/auto", "max_tokens": 64}}
+    )
     with FaultServer() as http:
         address = f"tcp://127.0.0.1:{http.port if listener == 'http' else free_port()}"
         started = time.monotonic()
-        proc = run_cli(str(path), "--executor", "dask", "--scheduler", address, "--out", str(tmp_path / "out"),
-                       "--cache", str(tmp_path / "cache"), cwd=tmp_path / "submit", env=machine_env(), timeout=60)
+        proc = run_cli(
+            str(path),
+            "--executor",
+            "dask",
+            "--scheduler",
+            address,
+            "--out",
+            str(tmp_path / "out"),
+            "--cache",
+            str(tmp_path / "cache"),
+            cwd=tmp_path / "submit",
+            env=machine_env(),
+            timeout=60,
+        )
         took = time.monotonic() - started
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert f"cannot reach the Dask scheduler at '{address}'" in proc.stderr, proc.stderr

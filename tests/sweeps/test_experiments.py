@@ -40,15 +40,19 @@ register_loop(LoopSpec("otherloop", OtherConfig, _never, "expansion tests"))
 
 
 def write_tasks(path: Path, n: int = 3) -> Path:
-    path.write_text("".join(json.dumps({"id": f"t{i}", "prompt": f"prompt {i}", "goal": f"goal {i}"}) + "\n"
-                            for i in range(n)), encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps({"id": f"t{i}", "prompt": f"prompt {i}", "goal": f"goal {i}"}) + "\n" for i in range(n)),
+        encoding="utf-8",
+    )
     return path
 
 
 def spec(tmp_path: Path, **over: Any) -> dict[str, Any]:
     write_tasks(tmp_path / "tasks.jsonl")
     data: dict[str, Any] = {
-        "name": "t", "loops": ["gridloop", "otherloop"], "tasks": "tasks.jsonl",
+        "name": "t",
+        "loops": ["gridloop", "otherloop"],
+        "tasks": "tasks.jsonl",
         "config": {"model": "fake/auto", "max_tokens": 32},
         "grid": {"finish_threshold": [7.0, 9.0], "max_iterations": [1, 2, 3]},
     }
@@ -61,14 +65,21 @@ def exp_of(tmp_path: Path, **over: Any) -> Experiment:
 
 
 def test_count_is_loops_x_pairings_x_grid_product(tmp_path: Path) -> None:
-    pairings = [{"generator": "fake/auto", "critic": "local/smollm2"}, {"generator": "local/smollm2",
-                                                                        "critic": "fake/auto"}]
+    pairings = [
+        {"generator": "fake/auto", "critic": "local/smollm2"},
+        {"generator": "local/smollm2", "critic": "fake/auto"},
+    ]
     cells = exp_of(tmp_path, pairings=pairings).cells()
     assert len(cells) == 2 * 2 * 2 * 3
     assert len({c.cell_id for c in cells}) == len(cells)
     first = cells[0]
-    assert first.params == {"loop": "gridloop", "generator_model": "fake/auto", "critic_model": "local/smollm2",
-                            "finish_threshold": 7.0, "max_iterations": 1}
+    assert first.params == {
+        "loop": "gridloop",
+        "generator_model": "fake/auto",
+        "critic_model": "local/smollm2",
+        "finish_threshold": 7.0,
+        "max_iterations": 1,
+    }
     assert first.config["max_tokens"] == 32 and first.config["model"] == "fake/auto"
     # deterministic order: loops, then pairings, then the grid product in file order
     assert [c.params["loop"] for c in cells[:12]] == ["gridloop"] * 12
@@ -79,8 +90,11 @@ def test_ids_stable_across_runs_key_order_and_number_spelling(tmp_path: Path) ->
     a = exp_of(tmp_path).cells()
     b = exp_of(tmp_path).cells()
     assert [c.cell_id for c in a] == [c.cell_id for c in b]
-    reordered = exp_of(tmp_path, grid={"max_iterations": [1, 2, 3], "finish_threshold": [7, 9]},
-                       config={"max_tokens": 32, "model": "fake/auto"})
+    reordered = exp_of(
+        tmp_path,
+        grid={"max_iterations": [1, 2, 3], "finish_threshold": [7, 9]},
+        config={"max_tokens": 32, "model": "fake/auto"},
+    )
     by_params = {json.dumps(c.params, sort_keys=True): c.cell_id for c in reordered.cells()}
     assert {json.dumps(c.params, sort_keys=True): c.cell_id for c in a} == by_params
 
@@ -90,8 +104,10 @@ def test_ids_change_with_params_base_config_tasks_and_replicates(tmp_path: Path)
     assert ids.isdisjoint(c.cell_id for c in exp_of(tmp_path, config={"model": "fake/auto", "max_tokens": 33}).cells())
     assert ids.isdisjoint(c.cell_id for c in exp_of(tmp_path, replicates=2).cells())
     assert ids.isdisjoint(c.cell_id for c in exp_of(tmp_path, limit=2).cells())
-    grown = {c.cell_id for c in exp_of(tmp_path, grid={"finish_threshold": [7.0, 9.0, 9.5],
-                                                        "max_iterations": [1, 2, 3]}).cells()}
+    grown = {
+        c.cell_id
+        for c in exp_of(tmp_path, grid={"finish_threshold": [7.0, 9.0, 9.5], "max_iterations": [1, 2, 3]}).cells()
+    }
     assert ids < grown  # adding a grid value keeps the existing cells
 
 
@@ -124,8 +140,9 @@ def test_bad_fields_are_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"pairings\[0\].*fake/nobody"):
         exp_of(tmp_path, pairings=[{"generator": "fake/nobody", "critic": "fake/auto"}])
     with pytest.raises(ConfigError, match=r"grid\.critic_model: also set by `pairings`"):
-        exp_of(tmp_path, grid={"critic_model": ["fake/auto"]}, pairings=[{"generator": "fake/auto",
-                                                                          "critic": "fake/auto"}])
+        exp_of(
+            tmp_path, grid={"critic_model": ["fake/auto"]}, pairings=[{"generator": "fake/auto", "critic": "fake/auto"}]
+        )
 
 
 def test_missing_task_file_lists_the_paths_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,8 +157,9 @@ def test_missing_task_file_lists_the_paths_tried(tmp_path: Path, monkeypatch: py
 def test_task_file_falls_back_to_the_cwd_and_selects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write_tasks(tmp_path / "cwd_tasks.jsonl", 5)
-    exp = Experiment.from_dict(spec(tmp_path, tasks="cwd_tasks.jsonl", task_ids=["t3", "t1", "t4"], limit=2),
-                               tmp_path / "nowhere")
+    exp = Experiment.from_dict(
+        spec(tmp_path, tasks="cwd_tasks.jsonl", task_ids=["t3", "t1", "t4"], limit=2), tmp_path / "nowhere"
+    )
     assert [t.id for t in exp.load_tasks()] == ["t3", "t1"]
     with pytest.raises(ConfigError, match=r"task_ids: \['t9'\]"):
         Experiment.from_dict(spec(tmp_path, tasks="cwd_tasks.jsonl", task_ids=["t9"]), tmp_path)
@@ -159,8 +177,7 @@ def test_bad_task_lines_name_file_and_line(tmp_path: Path) -> None:
 
 def test_yaml_file_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "e.yaml"
-    path.write_text("name: e\nloops: [gridloop]\ntasks: t.jsonl\ngrid: {finish_threshold: [11]}\n",
-                    encoding="utf-8")
+    path.write_text("name: e\nloops: [gridloop]\ntasks: t.jsonl\ngrid: {finish_threshold: [11]}\n", encoding="utf-8")
     write_tasks(tmp_path / "t.jsonl")
     with pytest.raises(ConfigError, match=r"e\.yaml: grid\.finish_threshold\[0\]: 11 is not within"):
         load_experiment(path)
@@ -198,13 +215,16 @@ BLIND_CRITIC = "anthropic/claude-3-haiku-20240307"
 """A hosted model litellm lists without `logprobs` (never called: the experiment is refused first)."""
 
 
-@pytest.mark.parametrize(("field", "grid", "config"), [
-    ("score_source", {"score_source": ["critic", "grounded"]}, {}),
-    ("score_mode", {"score_mode": ["sampled", "expected"]}, {"critic_model": BLIND_CRITIC}),
-])
+@pytest.mark.parametrize(
+    ("field", "grid", "config"),
+    [
+        ("score_source", {"score_source": ["critic", "grounded"]}, {}),
+        ("score_mode", {"score_mode": ["sampled", "expected"]}, {"critic_model": BLIND_CRITIC}),
+    ],
+)
 def test_a_config_a_task_refuses_is_refused_before_the_sweep_starts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, grid: dict[str, Any],
-        config: dict[str, Any]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, grid: dict[str, Any], config: dict[str, Any]
+) -> None:
     import yaml
 
     import promptlab
@@ -213,8 +233,13 @@ def test_a_config_a_task_refuses_is_refused_before_the_sweep_starts(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "never-used")
     generator = promptlab.scripted(f"refused-{field}", [])
     write_tasks(tmp_path / "tasks.jsonl", n=2)  # tasks without examples
-    data = {"name": "refused", "loops": ["p3ro", "creator_critic"], "tasks": "tasks.jsonl",
-            "config": {"model": generator.name, **config}, "grid": grid}
+    data = {
+        "name": "refused",
+        "loops": ["p3ro", "creator_critic"],
+        "tasks": "tasks.jsonl",
+        "config": {"model": generator.name, **config},
+        "grid": grid,
+    }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
@@ -225,7 +250,7 @@ def test_a_config_a_task_refuses_is_refused_before_the_sweep_starts(
     assert "4 config problem(s), found before any call" in msg
     for loop in ("p3ro", "creator_critic"):
         for task in ("t0", "t1"):
-            line = f'- cell {json.dumps({"loop": loop, field: bad})} '
+            line = f"- cell {json.dumps({'loop': loop, field: bad})} "
             assert any(x.startswith(line) and f"task {task!r}: {field}: " in x for x in msg.splitlines()), msg
     assert json.dumps({"loop": "p3ro", field: grid[field][0]}) not in msg
     # a sweep given the Experiment itself is refused too, before it writes a file or calls a model

@@ -30,12 +30,18 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultServer]:
 
 
 def experiment(tmp_path: Path, url: str) -> Path:
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write about rain.", "goal": "Vivid."})
-                                          + "\n", encoding="utf-8")
+    (tmp_path / "tasks.jsonl").write_text(
+        json.dumps({"id": "a", "prompt": "Write about rain.", "goal": "Vivid."}) + "\n", encoding="utf-8"
+    )
     data: dict[str, Any] = {
-        "name": "nostream", "loops": ["creator_critic"], "tasks": "tasks.jsonl", "replicates": 2,
+        "name": "nostream",
+        "loops": ["creator_critic"],
+        "tasks": "tasks.jsonl",
+        "replicates": 2,
         "models": {"writer": {**ALIAS, "api_base": url}},
-        "config": {"model": "writer", "max_iterations": 2}, "grid": {"temperature": [0.0, 0.5]}}
+        "config": {"model": "writer", "max_iterations": 2},
+        "grid": {"temperature": [0.0, 0.5]},
+    }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path

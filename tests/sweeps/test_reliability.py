@@ -63,7 +63,9 @@ def test_a_missing_key_fails_at_once_and_writes_nothing(tmp_path: Path, monkeypa
 def test_every_problem_is_listed_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    path = rs.write_experiment(tmp_path, model="gpt-4o-mini", role_models={"judge": "anthropic/claude-3-5-haiku-latest"})
+    path = rs.write_experiment(
+        tmp_path, model="gpt-4o-mini", role_models={"judge": "anthropic/claude-3-5-haiku-latest"}
+    )
     with pytest.raises(ConfigError) as e:
         sweep(path, tmp_path / "out", progress=False)
     assert "gpt-4o-mini" in str(e.value) and "ANTHROPIC_API_KEY" in str(e.value)

@@ -44,8 +44,13 @@ def experiment(tmp_path: Path, url: str, max_concurrency: int | None = 6) -> Pat
     alias: dict[str, Any] = {"model": "openai/test-model", "api_base": url, "api_key_env": KEY_ENV}
     if max_concurrency is not None:
         alias["max_concurrency"] = max_concurrency
-    data = {"name": "flight", "loops": ["toy"], "replicates": 2, "models": {"writer": alias},
-            "config": {"model": "writer", "max_iterations": 1}}
+    data = {
+        "name": "flight",
+        "loops": ["toy"],
+        "replicates": 2,
+        "models": {"writer": alias},
+        "config": {"model": "writer", "max_iterations": 1},
+    }
     return write_experiment(tmp_path, data, topics(RUNS // 2))
 
 
@@ -57,24 +62,43 @@ def test_the_runs_in_flight_follow_the_aliases_limit(server: FaultServer, tmp_pa
 
 
 def test_raising_max_concurrency_raises_the_runs_in_flight_without_a_second_flag(
-        server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = experiment(tmp_path, server.url, max_concurrency=None)  # an alias with no limit of its own: 4
-    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--max-concurrency", "writer=8",
-                 "--no-progress"]) == 0, capsys.readouterr().err
+    assert (
+        main(["sweep", str(path), "--out", str(tmp_path / "out"), "--max-concurrency", "writer=8", "--no-progress"])
+        == 0
+    ), capsys.readouterr().err
     assert "1 cells: 1 done, 0 failed" in capsys.readouterr().out
     assert server.peak == {"": 8}
 
 
-def test_an_explicit_cell_concurrency_wins(server: FaultServer, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_explicit_cell_concurrency_wins(
+    server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = experiment(tmp_path, server.url)
-    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--max-concurrency", "writer=8",
-                 "--cell-concurrency", "3", "--no-progress"]) == 0, capsys.readouterr().err
+    assert (
+        main(
+            [
+                "sweep",
+                str(path),
+                "--out",
+                str(tmp_path / "out"),
+                "--max-concurrency",
+                "writer=8",
+                "--cell-concurrency",
+                "3",
+                "--no-progress",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     assert server.peak == {"": 3}
 
 
-def test_a_cell_run_by_id_follows_the_limits_of_its_process(server: FaultServer, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cell_run_by_id_follows_the_limits_of_its_process(
+    server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What a papermill kernel or a Dask task runs: no concurrency given, the process's share of the limit."""
     from promptlab.sweeps.execute import run_cell_by_id
     from promptlab.sweeps.experiment import load_experiment
@@ -82,8 +106,12 @@ def test_a_cell_run_by_id_follows_the_limits_of_its_process(server: FaultServer,
     path = experiment(tmp_path, server.url, max_concurrency=None)
     cell = load_experiment(path).cells()[0]
     monkeypatch.setenv(SHARE_ENV, "2")  # two kernels share writer=8
-    _, status, exc = run_cell_by_id(str(tmp_path / "out"), cell.cell_id, experiment_path=str(path),
-                                    settings_json=Settings(per_model_concurrency={"writer": 8}).to_json())
+    _, status, exc = run_cell_by_id(
+        str(tmp_path / "out"),
+        cell.cell_id,
+        experiment_path=str(path),
+        settings_json=Settings(per_model_concurrency={"writer": 8}).to_json(),
+    )
     assert exc is None and status["status"] == "ok" and status["n_runs"] == RUNS
     assert server.peak == {"": 4}
 

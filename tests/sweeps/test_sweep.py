@@ -26,9 +26,13 @@ from promptlab.sweeps.run import sweep
 
 def experiment(tmp_path: Path, **over: Any) -> Path:
     """Write a toy experiment (2 tasks) to tmp_path/exp.yaml and return its path."""
-    data: dict[str, Any] = {"name": "toyexp", "loops": ["toy"],
-                            "config": {"model": "fake/auto", "counter": str(tmp_path / "counter.txt")},
-                            "grid": {"max_iterations": [1, 2], "finish_threshold": [5.0, 9.0]}, "replicates": 2}
+    data: dict[str, Any] = {
+        "name": "toyexp",
+        "loops": ["toy"],
+        "config": {"model": "fake/auto", "counter": str(tmp_path / "counter.txt")},
+        "grid": {"max_iterations": [1, 2], "finish_threshold": [5.0, 9.0]},
+        "replicates": 2,
+    }
     return write_experiment(tmp_path, {**data, **over}, topics(2))
 
 
@@ -58,11 +62,16 @@ def test_inline_sweep_writes_cells_that_load(toy_dir: Path, tmp_path: Path) -> N
     assert all(cell_status(out, c.cell_id)["status"] == "ok" for c in result.cells)  # type: ignore[index]
 
 
-def test_the_progress_bar_shows_the_runs_totals(toy_dir: Path, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_progress_bar_shows_the_runs_totals(
+    toy_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
-    result = sweep(experiment(tmp_path, config={"model": "fake/auto", "style": "progress"}), out, workers=2,
-                   cache=tmp_path / "cache")
+    result = sweep(
+        experiment(tmp_path, config={"model": "fake/auto", "style": "progress"}),
+        out,
+        workers=2,
+        cache=tmp_path / "cache",
+    )
     runs = load(out).runs
     spend = result.spend
     assert spend.calls == int(runs["calls"].sum()) > spend.cache_hits > 0  # cells of one loop share first calls
@@ -74,8 +83,12 @@ def test_the_progress_bar_shows_the_runs_totals(toy_dir: Path, tmp_path: Path,
     assert f"calls={spend.calls}," in last and f"tokens={spend.tokens}," in last
     assert f"hits={spend.cache_hits}" in last and "done=4" in last
     # a replay into another results dir: every call a hit, nothing spent
-    again = sweep(experiment(tmp_path, config={"model": "fake/auto", "style": "progress"}), tmp_path / "out2",
-                  cache=tmp_path / "cache", progress=False)
+    again = sweep(
+        experiment(tmp_path, config={"model": "fake/auto", "style": "progress"}),
+        tmp_path / "out2",
+        cache=tmp_path / "cache",
+        progress=False,
+    )
     assert (again.spend.calls, again.spend.cache_hits, again.spend.tokens) == (spend.calls, spend.calls, 0)
     assert again.spend.cost_usd == 0 and f"{spend.calls} calls ({spend.calls} cached)" in str(again)
 
@@ -121,8 +134,10 @@ def test_a_results_dir_of_another_experiment_is_refused(toy_dir: Path, tmp_path:
 def test_a_killed_sweep_resumes_without_redoing_finished_cells(toy_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     path = experiment(tmp_path, config={"model": "fake/auto", "delay_s": 0.4, "counter": str(tmp_path / "c.txt")})
-    code = ("import sys, toyloop; from promptlab.cli import main; "
-            f"sys.exit(main(['sweep', {str(path)!r}, '--out', {str(out)!r}, '--workers', '1', '--no-progress']))")
+    code = (
+        "import sys, toyloop; from promptlab.cli import main; "
+        f"sys.exit(main(['sweep', {str(path)!r}, '--out', {str(out)!r}, '--workers', '1', '--no-progress']))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -142,9 +157,16 @@ def test_a_killed_sweep_resumes_without_redoing_finished_cells(toy_dir: Path, tm
 @pytest.mark.slow
 def test_papermill_executor_runs_cells_and_a_cached_cell_skips_litellm(tmp_path: Path) -> None:
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "a", "prompt": "Write a poem.", "goal": "A haiku."}) + "\n")
-    exp = Experiment.from_dict({"name": "pm", "loops": ["p3ro"], "tasks": "tasks.jsonl",
-                                "config": {"model": "fake/auto", "max_tokens": 64},
-                                "grid": {"max_iterations": [1, 2]}}, tmp_path)
+    exp = Experiment.from_dict(
+        {
+            "name": "pm",
+            "loops": ["p3ro"],
+            "tasks": "tasks.jsonl",
+            "config": {"model": "fake/auto", "max_tokens": 64},
+            "grid": {"max_iterations": [1, 2]},
+        },
+        tmp_path,
+    )
     first = sweep(exp, tmp_path / "out1", executor="papermill", workers=2, progress=False)
     assert (first.done, first.failed) == (2, 0), str(first)
     for cell in first.cells:
@@ -176,15 +198,26 @@ def template(tmp_path: Path, code: str) -> Path:
 
 
 @pytest.mark.slow
-def test_papermill_failures_are_recorded_with_ename_and_evalue(toy_dir: Path, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_papermill_failures_are_recorded_with_ename_and_evalue(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PYTHONPATH", str(toy_dir))
     # the loop raises inside the notebook: the notebook records the cell itself, then fails
     monkeypatch.delenv("PROMPTLAB_LIMIT_SHARE", raising=False)
-    path = experiment(tmp_path, grid={"fail_on": [None, "t1"]}, replicates=1,
-                      config={"model": "fake/auto", "env_log": str(tmp_path / "env.txt")})
-    result = sweep(path, tmp_path / "out", executor="papermill", workers=2, progress=False,
-                   template=template(tmp_path, "import toyloop"))
+    path = experiment(
+        tmp_path,
+        grid={"fail_on": [None, "t1"]},
+        replicates=1,
+        config={"model": "fake/auto", "env_log": str(tmp_path / "env.txt")},
+    )
+    result = sweep(
+        path,
+        tmp_path / "out",
+        executor="papermill",
+        workers=2,
+        progress=False,
+        template=template(tmp_path, "import toyloop"),
+    )
     # each of the 2 kernels at once takes half of each model's limits
     assert {line.split()[1] for line in (tmp_path / "env.txt").read_text().splitlines()} == {"2"}
     assert (result.done, result.failed) == (1, 1), str(result)
@@ -193,8 +226,14 @@ def test_papermill_failures_are_recorded_with_ename_and_evalue(toy_dir: Path, tm
     assert err["ename"] == "RuntimeError" and "fails on task t1" in err["evalue"]
     assert err["notebook"].endswith(f"{bad.cell_id}/run_cell.ipynb")
     # the notebook itself raises before recording anything: the runner records it
-    result = sweep(path, tmp_path / "out2", executor="papermill", workers=2, progress=False,
-                   template=template(tmp_path, "import toyloop\nraise ValueError('boom in the notebook')"))
+    result = sweep(
+        path,
+        tmp_path / "out2",
+        executor="papermill",
+        workers=2,
+        progress=False,
+        template=template(tmp_path, "import toyloop\nraise ValueError('boom in the notebook')"),
+    )
     assert result.failed == 2
     for cell in result.cells:
         err = cell_status(tmp_path / "out2", cell.cell_id)["error"]  # type: ignore[index]
@@ -212,12 +251,19 @@ def test_cells_start_with_the_loops_interleaved(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_dead_kernel_is_recorded_and_the_sweep_goes_on(toy_dir: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dead_kernel_is_recorded_and_the_sweep_goes_on(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PYTHONPATH", str(toy_dir))
     path = experiment(tmp_path, grid={"max_iterations": [1]}, replicates=1)
-    result = sweep(path, tmp_path / "out", executor="papermill", workers=1, progress=False,
-                   template=template(tmp_path, "import os, toyloop\nos._exit(3)"))
+    result = sweep(
+        path,
+        tmp_path / "out",
+        executor="papermill",
+        workers=1,
+        progress=False,
+        template=template(tmp_path, "import os, toyloop\nos._exit(3)"),
+    )
     assert result.failed == 1
     err = cell_status(tmp_path / "out", result.cells[0].cell_id)["error"]  # type: ignore[index]
     assert err["kind"] == "SweepCellError" and err["ename"] == "DeadKernelError"

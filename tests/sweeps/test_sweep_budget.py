@@ -27,8 +27,9 @@ CAP = 0.0094
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> FaultServer:
     """gpt-4o-mini on a loopback server; every reply is a valid Grade, so the writer and the judge both read it."""
-    with FaultServer(default=Reply('{"score": 7}', prompt_tokens=10_000, completion_tokens=1_000),
-                     model="gpt-4o-mini") as s:
+    with FaultServer(
+        default=Reply('{"score": 7}', prompt_tokens=10_000, completion_tokens=1_000), model="gpt-4o-mini"
+    ) as s:
         monkeypatch.setenv("OPENAI_API_BASE", s.url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-budget")
         yield s
@@ -37,9 +38,17 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FaultServer:
 def experiment(tmp_path: Path, model: str = "openai/gpt-4o-mini", **over: Any) -> Path:
     """3 cells (styles) x 2 tasks x 1 iteration, a writer and a judge call per run: 7 requests, as every reply
     is the same text and so is every judge prompt (the first cell's first judge call answers all the others)."""
-    return write_experiment(tmp_path, {"name": "budgeted", "loops": ["toy"],
-                                       "config": {"model": model, "max_iterations": 1, "max_tokens": 2000},
-                                       "grid": {"style": ["a", "b", "c"]}, **over}, topics(2))
+    return write_experiment(
+        tmp_path,
+        {
+            "name": "budgeted",
+            "loops": ["toy"],
+            "config": {"model": model, "max_iterations": 1, "max_tokens": 2000},
+            "grid": {"style": ["a", "b", "c"]},
+            **over,
+        },
+        topics(2),
+    )
 
 
 def statuses(out: Path) -> list[str]:
@@ -76,8 +85,9 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
     assert len(load(out).runs) == 6
 
 
-def test_cells_cut_by_the_cap_show_what_they_paid_in_the_cells_frame(toy_dir: Path, server: FaultServer,
-                                                                    tmp_path: Path) -> None:
+def test_cells_cut_by_the_cap_show_what_they_paid_in_the_cells_frame(
+    toy_dir: Path, server: FaultServer, tmp_path: Path
+) -> None:
     """#21 item 19: the spend is in the frames, not only in budget.json; a cut cell's paid requests included."""
     exp, out = experiment(tmp_path), tmp_path / "out"
     sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=CAP)
@@ -88,11 +98,13 @@ def test_cells_cut_by_the_cap_show_what_they_paid_in_the_cells_frame(toy_dir: Pa
     assert cells["spent_tokens"].sum() == 4 * 11_000 and cells["spent_cost_usd"].notna().all()
     ok = load(out)
     assert ok.cells.loc[ok.cells["status"] == "ok", "spent_cost_usd"].sum() == pytest.approx(
-        ok.runs["spent_cost_usd"].sum())  # an ok cell's spend is its runs'
+        ok.runs["spent_cost_usd"].sum()
+    )  # an ok cell's spend is its runs'
 
 
 def test_the_experiment_files_max_cost_and_the_cap_staying_out_of_the_snapshot(
-        toy_dir: Path, server: FaultServer, tmp_path: Path) -> None:
+    toy_dir: Path, server: FaultServer, tmp_path: Path
+) -> None:
     exp, out = experiment(tmp_path, max_cost=CAP), tmp_path / "out"
     result = sweep(exp, out, workers=1, cell_concurrency=1, progress=False)
     assert (result.cut, result.max_cost) == (2, CAP) and server.requests == 4
@@ -100,7 +112,8 @@ def test_the_experiment_files_max_cost_and_the_cap_staying_out_of_the_snapshot(
 
 
 def test_an_unpriced_model_under_a_cap_is_refused_before_any_call(
-        toy_dir: Path, server: FaultServer, tmp_path: Path) -> None:
+    toy_dir: Path, server: FaultServer, tmp_path: Path
+) -> None:
     exp = experiment(tmp_path, model="openai/test-model")
     with pytest.raises(ConfigError, match=r"'openai/test-model'.*price.*without max_cost"):
         sweep(exp, tmp_path / "out", progress=False, max_cost=1.0)
@@ -109,8 +122,9 @@ def test_an_unpriced_model_under_a_cap_is_refused_before_any_call(
         sweep(experiment(tmp_path), tmp_path / "out", progress=False, max_cost=-1)
 
 
-def test_cli_max_cost_end_to_end(toy_dir: Path, server: FaultServer, tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_max_cost_end_to_end(
+    toy_dir: Path, server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     exp, out = experiment(tmp_path), tmp_path / "out"
     args = ["sweep", str(exp), "--out", str(out), "--workers", "1", "--cell-concurrency", "1", "--no-progress"]
     assert main([*args, "--max-cost", str(CAP)]) == 3
@@ -123,8 +137,9 @@ def test_cli_max_cost_end_to_end(toy_dir: Path, server: FaultServer, tmp_path: P
     assert "max_cost" in capsys.readouterr().err
 
 
-async def _arun_swallowing(task: Any, config: Any = None, *, sample: int = 0, on_event: Any = None,
-                           cache: Any = None, settings: Any = None) -> Any:
+async def _arun_swallowing(
+    task: Any, config: Any = None, *, sample: int = 0, on_event: Any = None, cache: Any = None, settings: Any = None
+) -> Any:
     """A loop that records nothing of a failed call and finishes anyway (as code that scores examples and goes
     on past an error does)."""
     from toyloop import ToyConfig
@@ -156,8 +171,9 @@ def test_a_refusal_the_loop_swallows_still_cuts_the_cell(toy_dir: Path, server: 
 
 
 @pytest.mark.slow
-def test_papermill_kernels_run_under_the_sweeps_cap(toy_dir: Path, server: FaultServer, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_papermill_kernels_run_under_the_sweeps_cap(
+    toy_dir: Path, server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")]))
     import nbformat
     from nbformat import v4
@@ -171,17 +187,22 @@ def test_papermill_kernels_run_under_the_sweeps_cap(toy_dir: Path, server: Fault
     template = tmp_path / "template.ipynb"
     nbformat.write(nb, template)
     exp, out = experiment(tmp_path), tmp_path / "out"
-    result = sweep(exp, out, executor="papermill", workers=1, cell_concurrency=1, progress=False, max_cost=CAP, template=template)
+    result = sweep(
+        exp, out, executor="papermill", workers=1, cell_concurrency=1, progress=False, max_cost=CAP, template=template
+    )
     assert server.requests == 4 and (result.done, result.cut, result.failed) == (1, 2, 0)
     assert Budget(out / LEDGER_NAME, CAP).spent() == pytest.approx(server.requests * EACH)
     assert "PROMPTLAB_MAX_COST" not in os.environ  # handed to the kernels only
-    more = sweep(exp, out, executor="papermill", workers=1, cell_concurrency=1, progress=False, max_cost=1.0, template=template)
+    more = sweep(
+        exp, out, executor="papermill", workers=1, cell_concurrency=1, progress=False, max_cost=1.0, template=template
+    )
     assert more.cut == 0 and more.failed == 0 and server.requests == 7
 
 
 @pytest.mark.slow
-def test_a_dask_task_runs_under_the_sweeps_cap(toy_dir: Path, server: FaultServer, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dask_task_runs_under_the_sweeps_cap(
+    toy_dir: Path, server: FaultServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The dask executor hands the cap to each task (a worker's environment may be another machine's); a
     LocalCluster worker imports the toy loop at start (dask's worker preload)."""
     dask = pytest.importorskip("dask")

@@ -28,12 +28,23 @@ pytest.importorskip("distributed")
 
 
 def grid_experiment(tmp_path: Path) -> Experiment:
-    (tmp_path / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Write a poem about {w}.", "goal": "A haiku."}) + "\n"
-        for i, w in enumerate(["rain", "salt"])), encoding="utf-8")
-    return Experiment.from_dict({"name": "dk", "loops": ["p3ro", "creator_critic"], "tasks": "tasks.jsonl",
-                                 "config": {"model": "fake/auto", "max_tokens": 64},
-                                 "grid": {"max_iterations": [1, 2]}}, tmp_path)
+    (tmp_path / "tasks.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"t{i}", "prompt": f"Write a poem about {w}.", "goal": "A haiku."}) + "\n"
+            for i, w in enumerate(["rain", "salt"])
+        ),
+        encoding="utf-8",
+    )
+    return Experiment.from_dict(
+        {
+            "name": "dk",
+            "loops": ["p3ro", "creator_critic"],
+            "tasks": "tasks.jsonl",
+            "config": {"model": "fake/auto", "max_tokens": 64},
+            "grid": {"max_iterations": [1, 2]},
+        },
+        tmp_path,
+    )
 
 
 def test_an_unknown_executor_lists_the_known_ones(tmp_path: Path) -> None:
@@ -44,10 +55,17 @@ def test_an_unknown_executor_lists_the_known_ones(tmp_path: Path) -> None:
         sweep(grid_experiment(tmp_path), tmp_path / "out", scheduler="tcp://127.0.0.1:1", progress=False)
     import dask
 
-    with pytest.raises(ConfigError, match="scheduler: cannot reach the Dask scheduler at 'tcp://127.0.0.1:"), \
-            dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        sweep(grid_experiment(tmp_path), tmp_path / "out", executor="dask", progress=False,
-              scheduler=f"tcp://127.0.0.1:{free_port()}")
+    with (
+        pytest.raises(ConfigError, match="scheduler: cannot reach the Dask scheduler at 'tcp://127.0.0.1:"),
+        dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
+    ):
+        sweep(
+            grid_experiment(tmp_path),
+            tmp_path / "out",
+            executor="dask",
+            progress=False,
+            scheduler=f"tcp://127.0.0.1:{free_port()}",
+        )
 
 
 @pytest.mark.slow
@@ -84,19 +102,31 @@ def reply_for(body: dict[str, Any]) -> Reply:
 
 
 @pytest.mark.slow
-def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import dask
 
     tests_dir = Path(toyloop.__file__).parent
-    (tmp_path / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Describe place {i}.", "goal": "Vivid."}) + "\n" for i in range(2)),
-        encoding="utf-8")
+    (tmp_path / "tasks.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"t{i}", "prompt": f"Describe place {i}.", "goal": "Vivid."}) + "\n" for i in range(2)
+        ),
+        encoding="utf-8",
+    )
     path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump({"name": "kill", "loops": ["toy"], "tasks": "tasks.jsonl",
-                                    "config": {"model": "openai/test-model", "max_iterations": 2,
-                                               "env_log": str(tmp_path / "env.txt")},
-                                    "grid": {"style": ["plain", "terse", "lush", "dry"]}}), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "kill",
+                "loops": ["toy"],
+                "tasks": "tasks.jsonl",
+                "config": {"model": "openai/test-model", "max_iterations": 2, "env_log": str(tmp_path / "env.txt")},
+                "grid": {"style": ["plain", "terse", "lush", "dry"]},
+            }
+        ),
+        encoding="utf-8",
+    )
     killed: list[int] = []
     lock = threading.Lock()
 
@@ -116,8 +146,15 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(tmp_path:
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tests_dir), os.environ.get("PYTHONPATH", "")]))
 
         with dask.config.set({"distributed.worker.preload": ["toyloop"]}):
-            result = sweep(path, tmp_path / "out", executor="dask", workers=2, cell_concurrency=1,
-                           cache=tmp_path / "cache", progress=False)
+            result = sweep(
+                path,
+                tmp_path / "out",
+                executor="dask",
+                workers=2,
+                cell_concurrency=1,
+                cache=tmp_path / "cache",
+                progress=False,
+            )
         bodies = [json.dumps(b, sort_keys=True) for b in server.bodies]
         delivered = [b for b, ok in zip(bodies, server.delivered, strict=True) if ok]
 
@@ -143,25 +180,55 @@ def test_failures_are_recorded_on_a_scheduler_address(tmp_path: Path, monkeypatc
     import dask
     from distributed import LocalCluster
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(toyloop.__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(Path(toyloop.__file__).parent), os.environ.get("PYTHONPATH", "")])
+    )
 
-    (tmp_path / "tasks.jsonl").write_text("".join(
-        json.dumps({"id": f"t{i}", "prompt": f"Describe place {i}.", "goal": "Vivid."}) + "\n" for i in range(2)),
-        encoding="utf-8")
+    (tmp_path / "tasks.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"t{i}", "prompt": f"Describe place {i}.", "goal": "Vivid."}) + "\n" for i in range(2)
+        ),
+        encoding="utf-8",
+    )
     path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump({"name": "fails", "loops": ["toy"], "tasks": "tasks.jsonl",
-                                    "config": {"model": "fake/auto", "max_iterations": 1},
-                                    "grid": {"fail_on": [None, "t0"], "exit_on": [None, "t1"]}}), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "fails",
+                "loops": ["toy"],
+                "tasks": "tasks.jsonl",
+                "config": {"model": "fake/auto", "max_iterations": 1},
+                "grid": {"fail_on": [None, "t0"], "exit_on": [None, "t1"]},
+            }
+        ),
+        encoding="utf-8",
+    )
     # a worker that dies fails its task at once (no retry on another worker); one task per worker at a time, so
     # no other cell is assigned to a worker that dies
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.preload": ["toyloop"],
-                          "distributed.scheduler.worker-saturation": 1.0}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
-        result = sweep(path, tmp_path / "out", executor="dask", scheduler=cluster.scheduler_address,
-                       cell_concurrency=1, progress=False)
+    with (
+        dask.config.set(
+            {
+                "distributed.scheduler.allowed-failures": 0,
+                "distributed.worker.preload": ["toyloop"],
+                "distributed.scheduler.worker-saturation": 1.0,
+            }
+        ),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+    ):
+        result = sweep(
+            path,
+            tmp_path / "out",
+            executor="dask",
+            scheduler=cluster.scheduler_address,
+            cell_concurrency=1,
+            progress=False,
+        )
     assert (result.done, result.failed) == (1, 3), str(result)
-    errors = {json.dumps(c.params, sort_keys=True): cell_status(tmp_path / "out", c.cell_id)["error"]  # type: ignore[index]
-              for c in result.cells if c.status == "failed"}
+    errors = {
+        json.dumps(c.params, sort_keys=True): cell_status(tmp_path / "out", c.cell_id)["error"]  # type: ignore[index]
+        for c in result.cells
+        if c.status == "failed"
+    }
     raised = errors.pop(json.dumps({"loop": "toy", "fail_on": "t0", "exit_on": None}, sort_keys=True))
     assert (raised["kind"], raised["ename"]) == ("SweepCellError", "RuntimeError")
     assert "fails on task t0" in raised["evalue"]

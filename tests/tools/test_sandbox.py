@@ -28,15 +28,17 @@ from promptlab.tools.limits import SandboxLimits, process_cap_available
 from promptlab.tools.sandbox import SandboxUnavailable, sandbox_problem
 from promptlab.tools.workspace import Workspace, WorkspaceError
 
-needs_bwrap = pytest.mark.skipif(sandbox_problem() is not None,
-                                 reason=f"no sandbox here ({sandbox_problem()}): apt-get install bubblewrap")
+needs_bwrap = pytest.mark.skipif(
+    sandbox_problem() is not None, reason=f"no sandbox here ({sandbox_problem()}): apt-get install bubblewrap"
+)
 SECRET = "sk-test-" + "q7Zp3xV9" * 4
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / "ws", shell_timeout_s=8, output_cap=4000,
-                     limits=SandboxLimits(processes=24, file_bytes=8 * 2**20))
+    return Workspace(
+        tmp_path / "ws", shell_timeout_s=8, output_cap=4000, limits=SandboxLimits(processes=24, file_bytes=8 * 2**20)
+    )
 
 
 @pytest.fixture
@@ -128,15 +130,19 @@ def test_etc_passwd_is_synthetic_and_host_data_is_absent(ws: Workspace) -> None:
     assert "cat: /etc/shadow: No such file or directory" in out["stderr"]
     top = set(out["stdout"].split("---")[1].split()[:-1])
     assert top <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "proc", "dev", "tmp"} | set(
-        ws.root.parts[1:2])
+        ws.root.parts[1:2]
+    )
     assert {"root", "home", "work", "var", "opt", "run"}.isdisjoint(top)
 
 
 @needs_bwrap
 def test_writes_outside_the_workspace_fail_and_tmp_is_private(ws: Workspace) -> None:
     marker = f"probe-{uuid.uuid4().hex}"
-    out = sh(ws, f"touch /usr/{marker}; touch /etc/{marker}; touch /{marker}; echo hi > /tmp/{marker} && "
-                 f"cat /tmp/{marker}; echo in > {marker}")
+    out = sh(
+        ws,
+        f"touch /usr/{marker}; touch /etc/{marker}; touch /{marker}; echo hi > /tmp/{marker} && "
+        f"cat /tmp/{marker}; echo in > {marker}",
+    )
     assert out["stderr"].count("Read-only file system") == 3
     assert "hi" in out["stdout"] and (ws.root / marker).read_text() == "in\n"
     assert not any(Path(d, marker).exists() for d in ("/usr", "/etc", "/", "/tmp"))
@@ -156,9 +162,11 @@ def test_no_network_not_even_the_hosts_loopback(ws: Workspace, loopback_server: 
         pass
     time.sleep(0.3)
     assert len(accepted) == 1
-    probe = ("import socket\nfor host in ('127.0.0.1', '1.1.1.1'):\n    try:\n"
-             f"        socket.create_connection((host, {port}), timeout=2); print('CONNECTED', host)\n"
-             "    except OSError as e:\n        print('refused', host, type(e).__name__)\n")
+    probe = (
+        "import socket\nfor host in ('127.0.0.1', '1.1.1.1'):\n    try:\n"
+        f"        socket.create_connection((host, {port}), timeout=2); print('CONNECTED', host)\n"
+        "    except OSError as e:\n        print('refused', host, type(e).__name__)\n"
+    )
     ws.write_file("probe.py", probe)
     out = sh(ws, "python3 probe.py; ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | cut -d: -f1")
     assert "CONNECTED" not in out["stdout"] and "refused 127.0.0.1" in out["stdout"]
@@ -218,8 +226,10 @@ def test_the_wall_clock_limit_kills_the_whole_sandbox(ws: Workspace) -> None:
 
 
 @needs_bwrap
-@pytest.mark.skipif(not process_cap_available(), reason="running as root without a writable pids cgroup: the kernel "
-                    "does not apply RLIMIT_NPROC to root")
+@pytest.mark.skipif(
+    not process_cap_available(),
+    reason="running as root without a writable pids cgroup: the kernel does not apply RLIMIT_NPROC to root",
+)
 def test_a_bounded_fork_loop_hits_the_process_limit(ws: Workspace) -> None:
     marker = f"{43 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"
     t0 = time.perf_counter()
@@ -286,7 +296,8 @@ def test_without_bubblewrap_the_shell_is_refused_with_how_to_install(tmp_path: P
 
 
 def test_the_unsafe_opt_in_runs_unsandboxed_with_a_cleared_environment(
-        tmp_path: Path, no_bwrap: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, no_bwrap: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     ws = Workspace(tmp_path / "ws", unsafe_shell=True)
     assert ws.shell_mode == "unsafe"
@@ -297,14 +308,20 @@ def test_the_unsafe_opt_in_runs_unsandboxed_with_a_cleared_environment(
 def test_pcee_records_the_unsafe_opt_in(tmp_path: Path, no_bwrap: None) -> None:
     step = {"step_id": 1, "instruction": "say hi", "tool_name": "shell", "tool_input": "echo hi"}
     planner = pl.scripted("sbx-unsafe-planner", [json.dumps({"plan": [step]})] * 2)
-    judge = pl.scripted("sbx-unsafe-eval", respond=lambda m: json.dumps(  # the evaluator sees a tool's error
-        {"verdict": "failure" if "the tool failed" in m[-1]["content"] else "success", "reason": "ok"}))
-    base = dict(model=planner.name, role_models={"evaluator": judge.name}, workspace_base=str(tmp_path / "w"),
-                retry_budget=0)
+    judge = pl.scripted(
+        "sbx-unsafe-eval",
+        respond=lambda m: json.dumps(  # the evaluator sees a tool's error
+            {"verdict": "failure" if "the tool failed" in m[-1]["content"] else "success", "reason": "ok"}
+        ),
+    )
+    base = dict(
+        model=planner.name, role_models={"evaluator": judge.name}, workspace_base=str(tmp_path / "w"), retry_budget=0
+    )
     refused = run_pcee("Say hi", PCEEConfig(**base), cache=False)
     assert refused.stop_reason == "failed_step" and refused.info["shell_sandbox"] == "refused"
-    assert refused.info["unsafe_shell"] is False and "apt-get install bubblewrap" in refused.info["failed_step"][
-        "reason"]
+    assert (
+        refused.info["unsafe_shell"] is False and "apt-get install bubblewrap" in refused.info["failed_step"]["reason"]
+    )
     unsafe = run_pcee("Say hi", PCEEConfig(**base, unsafe_shell=True), cache=False)
     assert unsafe.stop_reason == "plan_complete" and unsafe.final_output == "hi"
     assert unsafe.info["unsafe_shell"] is True and unsafe.info["shell_sandbox"] == "unsafe"
@@ -313,7 +330,8 @@ def test_pcee_records_the_unsafe_opt_in(tmp_path: Path, no_bwrap: None) -> None:
 
 @needs_bwrap
 def test_a_pcee_env_step_leaks_no_key_into_the_run_or_the_evaluator(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET[::-1])
     seen: list[str] = []
@@ -325,8 +343,11 @@ def test_a_pcee_env_step_leaks_no_key_into_the_run_or_the_evaluator(
     step = {"step_id": 1, "instruction": "show the environment", "tool_name": "shell", "tool_input": "env"}
     planner = pl.scripted("sbx-env-planner", [json.dumps({"plan": [step]})])
     evaluator = pl.scripted("sbx-env-eval", respond=judge)
-    run = run_pcee("Show the environment", PCEEConfig(model=planner.name, role_models={"evaluator": evaluator.name},
-                                                      workspace_base=str(tmp_path / "w")), cache=False)
+    run = run_pcee(
+        "Show the environment",
+        PCEEConfig(model=planner.name, role_models={"evaluator": evaluator.name}, workspace_base=str(tmp_path / "w")),
+        cache=False,
+    )
     assert run.stop_reason == "plan_complete" and run.info["shell_sandbox"] == "bubblewrap"
     assert "PATH=" in (run.final_output or "") and seen
     record = run.model_dump_json()

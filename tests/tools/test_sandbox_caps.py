@@ -27,8 +27,9 @@ from promptlab.tools.limits import SandboxLimits
 from promptlab.tools.sandbox import sandbox_problem, staging_problem
 from promptlab.tools.workspace import Workspace
 
-needs_bwrap = pytest.mark.skipif(sandbox_problem() is not None,
-                                 reason=f"no sandbox here ({sandbox_problem()}): apt-get install bubblewrap")
+needs_bwrap = pytest.mark.skipif(
+    sandbox_problem() is not None, reason=f"no sandbox here ({sandbox_problem()}): apt-get install bubblewrap"
+)
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="plants root-only files: run as root")
 MiB = 2**20
 
@@ -40,16 +41,23 @@ def sh(ws: Workspace, command: str, **kw: Any) -> dict[str, Any]:
 @pytest.fixture
 def small(tmp_path: Path) -> Workspace:
     """A workspace whose shell may hold 12 MiB and 300 files there, and 6 MiB and 300 files in /tmp + /dev/shm."""
-    return Workspace(tmp_path / "ws", shell_timeout_s=10, output_cap=4000,
-                     limits=SandboxLimits(processes=24, file_bytes=4 * MiB, tmp_bytes=6 * MiB,
-                                          workspace_bytes=12 * MiB, max_files=300))
+    return Workspace(
+        tmp_path / "ws",
+        shell_timeout_s=10,
+        output_cap=4000,
+        limits=SandboxLimits(
+            processes=24, file_bytes=4 * MiB, tmp_bytes=6 * MiB, workspace_bytes=12 * MiB, max_files=300
+        ),
+    )
 
 
 @pytest.fixture
 def planted() -> Iterator[list[Path]]:
     """Mode-0600 root files in folders the sandbox shows (/etc/ssl and /usr), removed afterwards."""
-    folders = [Path("/etc/ssl") / f"promptlab-probe-{uuid.uuid4().hex[:8]}",
-               Path("/usr/local/share") / f"promptlab-probe-{uuid.uuid4().hex[:8]}"]
+    folders = [
+        Path("/etc/ssl") / f"promptlab-probe-{uuid.uuid4().hex[:8]}",
+        Path("/usr/local/share") / f"promptlab-probe-{uuid.uuid4().hex[:8]}",
+    ]
     files = []
     try:
         for folder in folders:
@@ -84,8 +92,11 @@ def test_as_root_a_command_cannot_read_root_only_host_files(small: Workspace, pl
 @needs_bwrap
 def test_the_workspace_stays_writable_and_round_trips(small: Workspace) -> None:
     small.write_file("notes/a.txt", "from the file tool")
-    out = sh(small, "cat notes/a.txt && echo appended >> notes/a.txt && mkdir -p deep/er && echo x > deep/er/b "
-                    "&& ln -s notes/a.txt link && ln deep/er/b twin && chmod 4755 deep/er/b && echo done")
+    out = sh(
+        small,
+        "cat notes/a.txt && echo appended >> notes/a.txt && mkdir -p deep/er && echo x > deep/er/b "
+        "&& ln -s notes/a.txt link && ln deep/er/b twin && chmod 4755 deep/er/b && echo done",
+    )
     assert out["exit_code"] == 0 and out["stdout"] == "from the file tooldone\n"
     assert small.read_file("notes/a.txt")["content"] == "from the file toolappended\n"
     assert os.readlink(small.root / "link") == "notes/a.txt"  # a link stays a link (never followed)
@@ -106,12 +117,29 @@ def test_work_done_before_the_time_limit_is_kept(small: Workspace) -> None:
 # 8. /dev and the tmpfs -------------------------------------------------------------------------------------
 @needs_bwrap
 def test_dev_is_minimal_read_only_and_shm_is_capped(small: Workspace) -> None:
-    out = sh(small, "ls /dev; touch /dev/planted; echo ok > /dev/null && echo null-ok; "
-                    "for i in 1 2 3; do head -c 3000000 /dev/zero > /dev/shm/f$i && echo shm$i; done; "
-                    "for i in 1 2 3; do head -c 3000000 /dev/zero > /tmp/t$i && echo tmp$i; done")
+    out = sh(
+        small,
+        "ls /dev; touch /dev/planted; echo ok > /dev/null && echo null-ok; "
+        "for i in 1 2 3; do head -c 3000000 /dev/zero > /dev/shm/f$i && echo shm$i; done; "
+        "for i in 1 2 3; do head -c 3000000 /dev/zero > /tmp/t$i && echo tmp$i; done",
+    )
     names = set(out["stdout"].split()) - {"null-ok", "shm1", "shm2", "shm3", "tmp1", "tmp2", "tmp3"}
-    assert names <= {"core", "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
-                     "tty", "urandom", "zero"}
+    assert names <= {
+        "core",
+        "fd",
+        "full",
+        "null",
+        "ptmx",
+        "pts",
+        "random",
+        "shm",
+        "stderr",
+        "stdin",
+        "stdout",
+        "tty",
+        "urandom",
+        "zero",
+    }
     assert "touch: cannot touch '/dev/planted': Read-only file system" in out["stderr"] and "null-ok" in out["stdout"]
     # /tmp and /dev/shm share one 6 MiB tmpfs: two 3 MB files fit, the rest does not
     written = [w for w in ("shm1", "shm2", "shm3", "tmp1", "tmp2", "tmp3") if w in out["stdout"].split()]
@@ -142,8 +170,11 @@ def test_a_command_cannot_make_more_files_than_the_cap(small: Workspace) -> None
 
 @needs_bwrap
 def test_sparse_files_and_hard_links_cost_on_the_host_what_they_hold(small: Workspace) -> None:
-    out = sh(small, "truncate -s 4000000 sparse && head -c 1000000 /dev/urandom > one && "
-                    "for i in $(seq 1 50); do ln one l$i; done && echo ok")
+    out = sh(
+        small,
+        "truncate -s 4000000 sparse && head -c 1000000 /dev/urandom > one && "
+        "for i in $(seq 1 50); do ln one l$i; done && echo ok",
+    )
     assert out["stdout"] == "ok\n"
     sparse = (small.root / "sparse").stat()
     assert sparse.st_size == 4_000_000 and sparse.st_blocks * 512 < 100_000  # still a hole on the host
@@ -163,8 +194,9 @@ def test_a_workspace_too_big_for_the_cap_is_refused_with_the_cap_named(tmp_path:
 
 @needs_bwrap
 def test_special_files_are_not_kept_and_the_step_says_so(small: Workspace) -> None:
-    out = sh(small, "mkfifo pipe && python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\" "
-                    "&& echo ok")
+    out = sh(
+        small, "mkfifo pipe && python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\" && echo ok"
+    )
     assert out["stdout"] == "ok\n" and "[not kept in the workspace" in out["stderr"]
     assert "1 fifo" in out["stderr"] and "1 socket" in out["stderr"] and os.listdir(small.root) == []
 
@@ -187,17 +219,23 @@ def _run_as_nobody(home: Path) -> None:
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     if not system.exists():  # this test's interpreter may sit in a folder nobody cannot enter (e.g. /root)
         pytest.skip(f"needs {system} for the unprivileged user")
-    script = ("import asyncio, os\nfrom promptlab.tools.limits import SandboxLimits\n"
-              "from promptlab.tools.sandbox import staging_problem\nfrom promptlab.tools.workspace import Workspace\n"
-              f"ws = Workspace({str(home / 'ws')!r}, limits=SandboxLimits(workspace_bytes=4 * 2**20))\n"
-              "print('staging', staging_problem())\n"
-              "out = asyncio.run(ws.shell('id -u; for i in 1 2 3; do head -c 2000000 /dev/zero > f$i; done; ls'))\n"
-              "print(out['stdout']); print(out['stderr'])\n")
+    script = (
+        "import asyncio, os\nfrom promptlab.tools.limits import SandboxLimits\n"
+        "from promptlab.tools.sandbox import staging_problem\nfrom promptlab.tools.workspace import Workspace\n"
+        f"ws = Workspace({str(home / 'ws')!r}, limits=SandboxLimits(workspace_bytes=4 * 2**20))\n"
+        "print('staging', staging_problem())\n"
+        "out = asyncio.run(ws.shell('id -u; for i in 1 2 3; do head -c 2000000 /dev/zero > f$i; done; ls'))\n"
+        "print(out['stdout']); print(out['stderr'])\n"
+    )
     path = os.pathsep.join([str(Path(__file__).resolve().parents[2]), sysconfig.get_paths()["purelib"]])
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(system), "-c", script],
-                          capture_output=True, text=True, timeout=120, cwd=home,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": path,
-                               "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(system), "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=home,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": path, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
     assert done.returncode == 0, done.stderr
     assert "staging None" in done.stdout and done.stdout.split()[2] == "65534"
     assert "No space left on device" in done.stdout

@@ -40,7 +40,8 @@ def test_build_tools_rejects_unknown_names_and_workspace_tools_need_a_workspace(
     reg = build_tools(["shell", "read_file"], ToolEnv(workspace=Workspace(tmp_path / "ws")))
     assert reg.names() == ["shell", "read_file"]
     assert {"calculator", "search_docs", "search", "write_file", "read_file", "list_files", "shell"} <= set(
-        BUILTIN_TOOLS)
+        BUILTIN_TOOLS
+    )
 
 
 def test_duplicate_tool_names_are_refused() -> None:
@@ -71,8 +72,12 @@ def test_dict_schema_is_checked_with_jsonschema_and_async_tools_run() -> None:
         await asyncio.sleep(0)
         return {"sum": args["a"] + args["b"]}
 
-    schema = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-              "required": ["a", "b"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
     tool = Tool("add", "Adds.", add, input_schema=schema)
     assert run(tool.run({"a": 2, "b": 3})).output == {"sum": 5}
     bad = run(tool.run({"a": "two"}))
@@ -104,21 +109,42 @@ def test_describe_lists_each_tool_with_its_schema() -> None:
 
 
 # calculator ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("expr, value", [
-    ("2 + 3 * 4", 14), ("(2 + 3) * 4", 20), ("2 ** 10", 1024), ("7 // 2", 3), ("7 % 4", 3), ("-3 + +1", -2),
-    ("sqrt(16) + abs(-2)", 6.0), ("max(1, 5, 3) - min(4, 2)", 3), ("round(2 * pi, 2)", 6.28), ("1.5e3 / 3", 500.0),
-])
+@pytest.mark.parametrize(
+    "expr, value",
+    [
+        ("2 + 3 * 4", 14),
+        ("(2 + 3) * 4", 20),
+        ("2 ** 10", 1024),
+        ("7 // 2", 3),
+        ("7 % 4", 3),
+        ("-3 + +1", -2),
+        ("sqrt(16) + abs(-2)", 6.0),
+        ("max(1, 5, 3) - min(4, 2)", 3),
+        ("round(2 * pi, 2)", 6.28),
+        ("1.5e3 / 3", 500.0),
+    ],
+)
 def test_calculator_computes(expr: str, value: float) -> None:
     assert evaluate(expr) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("expr, message", [
-    ("1/0", "division by zero"), ("__import__('os').system('true')", "unknown function"),
-    ("(1).real", "Attribute is not allowed"), ("x + 1", "unknown name 'x'"), ("'a' * 3", "only numbers"),
-    ("True + 1", "only numbers"), ("9 ** 9 ** 9", "too large"), ("2 +", "not an arithmetic expression"),
-    ("sqrt(-1)", "cannot compute"), ("[1, 2]", "List is not allowed"), ("1" * 600, "too long"),
-    ("exp(1000)", "too large"),
-])
+@pytest.mark.parametrize(
+    "expr, message",
+    [
+        ("1/0", "division by zero"),
+        ("__import__('os').system('true')", "unknown function"),
+        ("(1).real", "Attribute is not allowed"),
+        ("x + 1", "unknown name 'x'"),
+        ("'a' * 3", "only numbers"),
+        ("True + 1", "only numbers"),
+        ("9 ** 9 ** 9", "too large"),
+        ("2 +", "not an arithmetic expression"),
+        ("sqrt(-1)", "cannot compute"),
+        ("[1, 2]", "List is not allowed"),
+        ("1" * 600, "too long"),
+        ("exp(1000)", "too large"),
+    ],
+)
 def test_calculator_refuses(expr: str, message: str) -> None:
     with pytest.raises(ToolError, match=message):
         evaluate(expr)

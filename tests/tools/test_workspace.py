@@ -16,8 +16,9 @@ from promptlab.tools.builtin import ToolEnv, build_tools
 from promptlab.tools.sandbox import sandbox_problem
 from promptlab.tools.workspace import Workspace, WorkspaceError
 
-needs_bwrap = pytest.mark.skipif(sandbox_problem() is not None,
-                                 reason=f"no sandbox here ({sandbox_problem()}): apt-get install bubblewrap")
+needs_bwrap = pytest.mark.skipif(
+    sandbox_problem() is not None, reason=f"no sandbox here ({sandbox_problem()}): apt-get install bubblewrap"
+)
 
 
 @pytest.fixture

@@ -37,12 +37,23 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
-    pytest.mark.skipif(not shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)),
-                       reason="JupyterLab is not installed (pip install -e '.[notebook]')"),
+    pytest.mark.skipif(
+        not shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)),
+        reason="JupyterLab is not installed (pip install -e '.[notebook]')",
+    ),
 ]
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 BROKEN = 'import promptlab as pl\n\npl.scripted("broken", ["not json"] * 200)  # a model whose replies never parse'
 """Code a user adds to 01_explore to have a scripted model that makes P³RO end in error."""
 LONG_MODEL = "fake/" + "no-such-model-" * 20
@@ -75,17 +86,27 @@ def scratch_project(root: Path) -> None:
     with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
-    with_parameters("02_sweep", nbs / "02_bad_model.ipynb", experiment_path="experiments/tiny.yaml",
-                    model="fake/nobody")
+    with_parameters(
+        "02_sweep", nbs / "02_bad_model.ipynb", experiment_path="experiments/tiny.yaml", model="fake/nobody"
+    )
     with_parameters("03_compare", nbs / "03_compare.ipynb", results_dir="results/browse")
     with_parameters("04_findings", nbs / "04_findings.ipynb", results_dir="results/grounded")
     with_parameters("05_runs", nbs / "05_runs.ipynb", results_dir="results/browse")
     with_parameters("06_baselines", nbs / "06_baselines.ipynb", results_dir="results/baselines")
     shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
     browse = write_sweep(root / "results" / "browse")
-    write_cell(browse, "wide", {"loop": "p3ro", "finish_threshold": 8.0, "max_iterations": 2,
-                                "generator_model": "fake/gen-a", "critic_model": "fake/crit-a"},
-               [make_wide_run(with_start=True)])
+    write_cell(
+        browse,
+        "wide",
+        {
+            "loop": "p3ro",
+            "finish_threshold": 8.0,
+            "max_iterations": 2,
+            "generator_model": "fake/gen-a",
+            "critic_model": "fake/crit-a",
+        },
+        [make_wide_run(with_start=True)],
+    )
     write_grounded_sweep(root / "results" / "grounded")
     write_baselines_sweep(root / "results" / "baselines")
 
@@ -104,14 +125,30 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
         port = s.getsockname()[1]
     token = secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if k not in ("PROMPTLAB_CACHE_DIR", "PROMPTLAB_CACHE")}
-    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", JUPYTERLAB_SETTINGS_DIR=str(settings.parents[1]),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.update(
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        JUPYTERLAB_SETTINGS_DIR=str(settings.parents[1]),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    )
     log_path = settings.parents[2] / "server.log"
     log = open(log_path, "w")  # noqa: SIM115 (closed below)
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}"],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--ServerApp.token={token}",
+            f"--ServerApp.root_dir={root}",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90

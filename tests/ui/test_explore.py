@@ -12,8 +12,10 @@ import promptlab as pl
 from promptlab.record import Task
 from promptlab.ui.explorer import Explorer, ended_in_error, side_by_side, trajectory_figure
 
-TASKS = [Task(id="email", prompt="Write an email asking for an extension.", goal="polite and short"),
-         Task(id="haiku", prompt="Write a poem about autumn.", goal="a haiku")]
+TASKS = [
+    Task(id="email", prompt="Write an email asking for an extension.", goal="polite and short"),
+    Task(id="haiku", prompt="Write a poem about autumn.", goal="a haiku"),
+]
 
 
 def test_a_click_fills_the_log_and_the_result_area() -> None:
@@ -70,8 +72,9 @@ def test_a_run_that_ends_in_error_is_marked_as_one() -> None:
     run = asyncio.run(ex.run())
     assert run is not None and run.stop_reason == "error" and ended_in_error(run)
     assert "ended in error" in ex.status.value and "done" not in ex.status.value and "#b00" in ex.status.value
-    assert "decomposer (plan): ParseError: fake/explore-broken gave no valid DecomposedGoal" in \
-        html.unescape(ex.error.value)
+    assert "decomposer (plan): ParseError: fake/explore-broken gave no valid DecomposedGoal" in html.unescape(
+        ex.error.value
+    )
     assert ex.result.outputs[0]["text"] == "(no plot: no iteration has a score)\n"
 
 

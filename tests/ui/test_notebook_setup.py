@@ -39,8 +39,9 @@ def test_short_errors_show_a_promptlab_error_as_its_message_only(capsys: pytest.
     try:
         short_errors(shell)
         capsys.readouterr()
-        result = shell.run_cell("from promptlab.errors import ConfigError\n"
-                                "raise ConfigError('config.model: bad\\nsecond line')")
+        result = shell.run_cell(
+            "from promptlab.errors import ConfigError\nraise ConfigError('config.model: bad\\nsecond line')"
+        )
         shown = capsys.readouterr()
         assert isinstance(result.error_in_exec, ConfigError)  # the cell still fails
         text = re.sub(r"\x1b\[[0-9;]*m", "", shown.out + shown.err)  # without IPython's colours

@@ -23,8 +23,14 @@ NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "06_b
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
     """Run notebooks/<name>.ipynb with papermill from the repository root; return the executed notebook."""
-    pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters, cwd=str(ROOT),
-                        progress_bar=False, extra_arguments=["--log-level=CRITICAL"])
+    pm.execute_notebook(
+        str(NOTEBOOKS / f"{name}.ipynb"),
+        str(out),
+        parameters=parameters,
+        cwd=str(ROOT),
+        progress_bar=False,
+        extra_arguments=["--log-level=CRITICAL"],
+    )
     return nbformat.read(out, as_version=4)
 
 
@@ -46,8 +52,13 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, nbfo
     tmp = tmp_path_factory.mktemp("sweep-notebook")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PROMPTLAB_CACHE_DIR", str(tmp / "cache"))
-        nb = execute("02_sweep", tmp / "02.ipynb", experiment_path="experiments/tiny.yaml", model="fake/auto",
-                     out_dir=str(tmp / "results"))
+        nb = execute(
+            "02_sweep",
+            tmp / "02.ipynb",
+            experiment_path="experiments/tiny.yaml",
+            model="fake/auto",
+            out_dir=str(tmp / "results"),
+        )
         yield tmp / "results", nb
 
 
@@ -125,7 +136,8 @@ def test_baselines_notebook_on_a_budgeted_directory(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_baselines_notebook_says_when_no_run_records_incumbents(
-        swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
+    swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path
+) -> None:
     results_dir, _ = swept
     nb = execute("06_baselines", tmp_path / "06.ipynb", results_dir=str(results_dir))
     assert "budget in no unit: no run records its incumbents" in text(nb)
@@ -134,8 +146,9 @@ def test_baselines_notebook_says_when_no_run_records_incumbents(
 
 @pytest.mark.slow
 def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
-    nb = execute("01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2,
-                 task_id="email")
+    nb = execute(
+        "01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2, task_id="email"
+    )
     assert "p3ro on email:" in text(nb) and "stop reason" in text(nb)
     assert "[it1] model_call generator" in text(nb)  # the live log, as cell output under autorun
     assert images(nb) == 1  # the trajectory plot
@@ -148,8 +161,13 @@ def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> No
 def test_run_cell_notebook_by_hand(tmp_path: Path) -> None:
     experiment = ROOT / "experiments" / "tiny.yaml"
     cell = load_experiment(experiment).cells()[0]
-    nb = execute("run_cell", tmp_path / "cell.ipynb", experiment_path=str(experiment), cell_id=cell.cell_id,
-                 results_dir=str(tmp_path / "results"))
+    nb = execute(
+        "run_cell",
+        tmp_path / "cell.ipynb",
+        experiment_path=str(experiment),
+        cell_id=cell.cell_id,
+        results_dir=str(tmp_path / "results"),
+    )
     printed = json.loads(outputs(nb)[-1]["text"])
     assert printed["cell_id"] == cell.cell_id and printed["status"] == "ok"
     assert cell_status(tmp_path / "results", cell.cell_id)["params"] == cell.params  # type: ignore[index]
@@ -157,8 +175,9 @@ def test_run_cell_notebook_by_hand(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_run_cell_from_the_notebooks_folder_reads_the_project_root(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_cell_from_the_notebooks_folder_reads_the_project_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """As JupyterLab runs it: the kernel starts in notebooks/, the defaults are relative to the project root,
     and the call cache is the project's .promptlab/cache (no cache variable set)."""
     project = tmp_path / "project"
@@ -167,8 +186,13 @@ def test_run_cell_from_the_notebooks_folder_reads_the_project_root(tmp_path: Pat
     shutil.copy(ROOT / "experiments" / "tiny.yaml", project / "experiments")
     shutil.copy(ROOT / "data" / "demo_tasks.jsonl", project / "data")
     monkeypatch.delenv("PROMPTLAB_CACHE_DIR")
-    pm.execute_notebook(str(NOTEBOOKS / "run_cell.ipynb"), str(tmp_path / "cell.ipynb"),
-                        cwd=str(project / "notebooks"), progress_bar=False, extra_arguments=["--log-level=CRITICAL"])
+    pm.execute_notebook(
+        str(NOTEBOOKS / "run_cell.ipynb"),
+        str(tmp_path / "cell.ipynb"),
+        cwd=str(project / "notebooks"),
+        progress_bar=False,
+        extra_arguments=["--log-level=CRITICAL"],
+    )
     printed = json.loads(outputs(nbformat.read(tmp_path / "cell.ipynb", as_version=4))[-1]["text"])
     first = load_experiment(ROOT / "experiments" / "tiny.yaml").cells()[0]
     assert printed["cell_id"] == first.cell_id and printed["status"] == "ok"
@@ -184,9 +208,15 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
     spec.loader.exec_module(build)
     from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
 
-    built = {"01_explore": build.EXPLORE, "02_sweep": build.SWEEP, "03_compare": build.COMPARE,
-             "04_findings": build.FINDINGS, "05_runs": build.RUNS, "06_baselines": build.BASELINES,
-             "run_cell": build.stable_ids(run_cell_notebook())}
+    built = {
+        "01_explore": build.EXPLORE,
+        "02_sweep": build.SWEEP,
+        "03_compare": build.COMPARE,
+        "04_findings": build.FINDINGS,
+        "05_runs": build.RUNS,
+        "06_baselines": build.BASELINES,
+        "run_cell": build.stable_ids(run_cell_notebook()),
+    }
     for name in NAMES:
         path = NOTEBOOKS / f"{name}.ipynb"
         nb = nbformat.read(path, as_version=4)

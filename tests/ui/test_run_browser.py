@@ -63,8 +63,11 @@ def test_iteration_html_shows_what_the_loop_did() -> None:
     assert "Iteration 2 of 2" in html and "average rose" in html and "be concrete" in html
     assert "0.75 on dev (n=20, 95% CI 0.53–0.89" in html
     assert "<del class='pl-removed' style='background:#fdd'>1</del>" in html  # "candidate 1" -> "candidate 2"
-    assert rows(html, "pl-scores") == [["criterion", "score", "judge", "justification"],
-                                       ["clarity", "8", "fake/critic", ""], ["tone", "–", "fake/critic", ""]]
+    assert rows(html, "pl-scores") == [
+        ["criterion", "score", "judge", "justification"],
+        ["clarity", "8", "fake/critic", ""],
+        ["tone", "–", "fake/critic", ""],
+    ]
     assert "30 tokens, cost 0.002 USD" in html  # two calls of 10 + 5 tokens at 0.001
     with pytest.raises(ValueError, match="iteration 3 is not in 1..2"):
         iteration_html(run, 3)
@@ -89,10 +92,10 @@ def test_long_cells_wrap_inside_a_table_as_wide_as_the_output() -> None:
     scores = rows(html, "pl-scores")
     assert scores[1][0] == LONG_CRITERION  # the whole criterion, wrapped, not cut
     for css_class in ("pl-scores", "pl-steps"):
-        opening = html[html.index(f"<table class='{css_class}'"):].split(">", 1)[0]
+        opening = html[html.index(f"<table class='{css_class}'") :].split(">", 1)[0]
         assert "table-layout:fixed" in opening and "width:100%" in opening
     where = html.index(escape(LONG_CRITERION))
-    cell = html[html.rindex("<td", 0, where):where]
+    cell = html[html.rindex("<td", 0, where) : where]
     assert "white-space:normal" in cell and "overflow-wrap:anywhere" in cell
     # a long step error is cut at 160 characters, its whole text in the cell's hover title
     error = next(r[7] for r in rows(html, "pl-steps") if r[7].startswith("ParseError"))
@@ -102,15 +105,21 @@ def test_long_cells_wrap_inside_a_table_as_wide_as_the_output() -> None:
 
 def test_candidate_and_scores_come_first_and_per_example_rows_fold() -> None:
     html = iteration_html(make_wide_run(), 1)
-    order = [html.index(s) for s in ("<b>Candidate</b>", "class='pl-scores'", "<b>Decision:</b>",
-                                      "<b>Reflection:</b>", "<b>Steps</b>")]
+    order = [
+        html.index(s)
+        for s in ("<b>Candidate</b>", "class='pl-scores'", "<b>Decision:</b>", "<b>Reflection:</b>", "<b>Steps</b>")
+    ]
     assert order == sorted(order)
     steps = rows(html, "pl-steps")
-    main = steps[:steps.index(steps[0], 1)]  # the first table: up to the folded table's header
-    assert [r[:2] for r in main[1:]] == [["generate", "generator"], ["evaluate", "critic"],
-                                         ["score_dev", "target × 20"], ["evaluate", "critic"]]
+    main = steps[: steps.index(steps[0], 1)]  # the first table: up to the folded table's header
+    assert [r[:2] for r in main[1:]] == [
+        ["generate", "generator"],
+        ["evaluate", "critic"],
+        ["score_dev", "target × 20"],
+        ["evaluate", "critic"],
+    ]
     assert main[3][3:7] == ["140", "40", "–", "0/20"]  # 20 x 7 in, 20 x 2 out, price unknown, no hit
-    folded = html[html.index("<details class='pl-per-example'>"):]
+    folded = html[html.index("<details class='pl-per-example'>") :]
     assert "<details class='pl-per-example'><summary>score_dev · target: 20 steps</summary>" in folded
     assert len(rows(folded, "pl-steps")) == 21  # its header and the 20 calls, shown when unfolded
     assert "cost unknown" in html and "cost unknown USD" not in html

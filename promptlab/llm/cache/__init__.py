@@ -8,5 +8,14 @@ from .disk import Cache
 from .keys import SECRET_FIELDS, cache_key
 from .location import cache_location, default_cache_dir, default_cache_location, open_cache
 
-__all__ = ["Cache", "CacheBackend", "SECRET_FIELDS", "VerifyReport", "cache_key", "cache_location",
-           "default_cache_dir", "default_cache_location", "open_cache"]
+__all__ = [
+    "Cache",
+    "CacheBackend",
+    "SECRET_FIELDS",
+    "VerifyReport",
+    "cache_key",
+    "cache_location",
+    "default_cache_dir",
+    "default_cache_location",
+    "open_cache",
+]

@@ -140,8 +140,11 @@ class CacheBackend(abc.ABC):
             data = json.loads(raw)
             found = stored_key(data) if isinstance(data, dict) else None
             if found is not None and found != key:
-                log.warning("promptlab cache: entry %s holds the record of %s (stored under the wrong key); "
-                            "treating as a miss", key[:12], found[:12])
+                log.warning(
+                    "promptlab cache: entry %s holds the record of %s (stored under the wrong key); treating as a miss",
+                    key[:12],
+                    found[:12],
+                )
                 self.discard(key)
                 return None
             if isinstance(data, dict):
@@ -211,6 +214,8 @@ def opener_for(location: str, origin: str) -> Opener:
     scheme = scheme_of(location)
     if scheme not in BACKENDS:
         known = ", ".join(f"{s}://" for s in sorted(BACKENDS))
-        raise ConfigError(f"{origin}: cache location {masked(location)!r} has an unknown scheme {scheme!r}; "
-                          f"known: {known} or a directory path")
+        raise ConfigError(
+            f"{origin}: cache location {masked(location)!r} has an unknown scheme {scheme!r}; "
+            f"known: {known} or a directory path"
+        )
     return BACKENDS[scheme]

@@ -62,7 +62,7 @@ def empty_image() -> bytes:
     finally:
         con.close()
     for offset in (24, 40, 92):  # change counter, schema cookie, version-valid-for (= the change counter)
-        image[offset:offset + 4] = (secrets.randbits(31) | 1).to_bytes(4, "big") if offset != 92 else image[24:28]
+        image[offset : offset + 4] = (secrets.randbits(31) | 1).to_bytes(4, "big") if offset != 92 else image[24:28]
     return bytes(image)
 
 
@@ -110,8 +110,11 @@ class Cache(CacheBackend):
         except (sqlite3.Error, OSError) as e:
             if not is_disk_full(e):
                 raise
-            raise CacheDiskFullError(self.location, f"its disk is full ({e}); free space there or use another "
-                                     "cache directory", origin="the cache directory") from e
+            raise CacheDiskFullError(
+                self.location,
+                f"its disk is full ({e}); free space there or use another cache directory",
+                origin="the cache directory",
+            ) from e
 
     def _open_checked(self) -> tuple[Any, tuple[int, int] | None]:
         try:
@@ -142,7 +145,9 @@ class Cache(CacheBackend):
         import diskcache  # lazy: keeps `import promptlab` light
 
         with self._all_processes():  # no opener meets a database that another one is still creating
-            if self._db.exists() and not emptied:  # a plain read first: diskcache would wait 60 s for a lock on a truncated file
+            if (
+                self._db.exists() and not emptied
+            ):  # a plain read first: diskcache would wait 60 s for a lock on a truncated file
                 check = sqlite3.connect(self._db, timeout=10)
                 try:
                     check.execute("SELECT count(*) FROM Cache").fetchone()  # a damaged file fails here
@@ -153,8 +158,14 @@ class Cache(CacheBackend):
             # A rollback journal, not a write-ahead log: see the module docstring.
             # No fsync (synchronous=0): a crash of the process loses nothing, one of the operating system may
             # damage the file, which then heals; an fsync'd journal costs 0.4 ms of CPU per write, this 0.1 ms.
-            dc = diskcache.Cache(str(self.directory), size_limit=2**34, eviction_policy="none", sqlite_mmap_size=0,
-                                 sqlite_journal_mode="truncate", sqlite_synchronous=0)
+            dc = diskcache.Cache(
+                str(self.directory),
+                size_limit=2**34,
+                eviction_policy="none",
+                sqlite_mmap_size=0,
+                sqlite_journal_mode="truncate",
+                sqlite_synchronous=0,
+            )
             dc._sql("SELECT count(*) FROM Cache").fetchone()
             return dc, self._identity()
 
@@ -230,8 +241,12 @@ class Cache(CacheBackend):
         finally:
             hold.close()
         self.moved_aside.append(f"{aside.name} ({error})")
-        log.warning("promptlab cache: %s is corrupt (%s); copied it aside as %s and started afresh in place",
-                    self._db, error, aside.name)
+        log.warning(
+            "promptlab cache: %s is corrupt (%s); copied it aside as %s and started afresh in place",
+            self._db,
+            error,
+            aside.name,
+        )
 
     def _current(self) -> Any:
         """The database connection, reopened first when another process moved the file aside."""
@@ -286,8 +301,12 @@ class Cache(CacheBackend):
             return bool(self._guard(lambda dc: dc.add(key, blob)))
         except (sqlite3.Error, OSError) as e:  # locked past diskcache's timeout, disk full: keep the paid record
             why = "its disk is full" if is_disk_full(e) else str(e)
-            log.warning("promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
-                        key[:12], self.directory, why)
+            log.warning(
+                "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
+                key[:12],
+                self.directory,
+                why,
+            )
             return True
 
     def discard(self, key: str) -> None:
@@ -301,10 +320,16 @@ class Cache(CacheBackend):
         """Entries, bytes on disk, the directory and any corrupt databases copied aside."""
         entries = self._guard(lambda dc: len(dc))
         volume = self._guard(lambda dc: dc.volume())
-        aside = sorted(p.name for p in self.directory.glob("cache.db.corrupt-*")
-                       if not p.name.endswith(("-wal", "-shm")))
-        return {"location": self.location, "directory": str(self.directory), "entries": entries, "bytes": volume,
-                "corrupt_aside": aside}
+        aside = sorted(
+            p.name for p in self.directory.glob("cache.db.corrupt-*") if not p.name.endswith(("-wal", "-shm"))
+        )
+        return {
+            "location": self.location,
+            "directory": str(self.directory),
+            "entries": entries,
+            "bytes": volume,
+            "corrupt_aside": aside,
+        }
 
     def clear(self) -> int:
         """Remove every entry; returns how many there were."""

@@ -8,8 +8,19 @@ from typing import Any
 
 # Request fields that never enter a key nor the disk: secrets and where the secret is sent.
 SECRET_FIELDS = frozenset(
-    {"api_key", "api_base", "base_url", "extra_headers", "headers", "organization", "api_version",
-     "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "vertex_credentials"}
+    {
+        "api_key",
+        "api_base",
+        "base_url",
+        "extra_headers",
+        "headers",
+        "organization",
+        "api_version",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "vertex_credentials",
+    }
 )
 
 

@@ -45,8 +45,9 @@ def default_cache_dir() -> Path:
     """`$PROMPTLAB_CACHE_DIR` if set, else `.promptlab/cache` under the working directory."""
     env = os.environ.get(CACHE_ENV)
     if env and "://" in env:
-        raise ConfigError(f"{CACHE_ENV} is a directory, not a URL ({env.split('://')[0]}://...); "
-                          f"put a cache URL in {CACHE_URL_ENV}")
+        raise ConfigError(
+            f"{CACHE_ENV} is a directory, not a URL ({env.split('://')[0]}://...); put a cache URL in {CACHE_URL_ENV}"
+        )
     return Path(env).expanduser() if env else Path.cwd() / DEFAULT_DIR
 
 
@@ -69,12 +70,13 @@ def cache_location(location: str | os.PathLike[str] | None = None) -> str:
     absolute path (default: `default_cache_location()`)."""
     text = default_cache_location()[0] if location is None else os.fspath(location)
     if text.startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     return text if "://" in text else str(Path(text).expanduser().resolve())
 
 
-def open_cache(location: str | os.PathLike[str] | CacheBackend | None = None, *,
-               origin: str | None = None) -> CacheBackend:
+def open_cache(
+    location: str | os.PathLike[str] | CacheBackend | None = None, *, origin: str | None = None
+) -> CacheBackend:
     """The cache at a location, opened once per process: a directory (diskcache), or a URL such as
     redis://host:6379/0 (default: `$PROMPTLAB_CACHE`, else `default_cache_dir()`).
 

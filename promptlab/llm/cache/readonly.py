@@ -49,8 +49,12 @@ class ReadOnlyCache(CacheBackend):
                 self._con.execute("SELECT count(*) FROM Cache").fetchone()
             except sqlite3.Error:  # a WAL database needs its -shm writable: read the file as it is instead
                 self._con = sqlite3.connect(f"{db.as_uri()}?immutable=1", uri=True, check_same_thread=False)
-        log.warning("promptlab cache: %s is read-only (%s): stored replies are replayed, new ones are paid for "
-                    "and returned but not stored", self.location, cause)
+        log.warning(
+            "promptlab cache: %s is read-only (%s): stored replies are replayed, new ones are paid for "
+            "and returned but not stored",
+            self.location,
+            cause,
+        )
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         if self._con is None:
@@ -59,8 +63,9 @@ class ReadOnlyCache(CacheBackend):
             try:
                 return self._con.execute(sql, args).fetchall()
             except sqlite3.Error as e:
-                raise CacheUnavailableError(self.location, f"cannot read the read-only cache: {e}",
-                                            origin="the cache directory") from e
+                raise CacheUnavailableError(
+                    self.location, f"cannot read the read-only cache: {e}", origin="the cache directory"
+                ) from e
 
     def _value(self, mode: int, filename: str | None, value: Any) -> str | None:
         if mode == MODE_RAW:
@@ -85,14 +90,18 @@ class ReadOnlyCache(CacheBackend):
         """Nothing is stored; True (the caller keeps its paid record). Warns once."""
         if not self._warned:
             self._warned = True
-            log.warning("promptlab cache: %s is read-only (%s); replies from now on are returned but not cached",
-                        self.location, self.cause)
+            log.warning(
+                "promptlab cache: %s is read-only (%s); replies from now on are returned but not cached",
+                self.location,
+                self.cause,
+            )
         return True
 
     def set(self, key: str, record: BaseModel) -> None:
         """Refused: the cache is read-only."""
-        raise CacheUnavailableError(self.location, f"the cache is read-only ({self.cause})",
-                                    origin="the cache directory")
+        raise CacheUnavailableError(
+            self.location, f"the cache is read-only ({self.cause})", origin="the cache directory"
+        )
 
     def discard(self, key: str) -> None:
         """Nothing is removed from a read-only cache."""
@@ -101,13 +110,20 @@ class ReadOnlyCache(CacheBackend):
         """Entries and inline bytes, and why the cache is read-only."""
         rows = self._rows("SELECT count(*), coalesce(sum(size), 0) FROM Cache")
         entries, size = rows[0] if rows else (0, 0)
-        return {"location": self.location, "directory": self.location, "entries": int(entries), "bytes": int(size),
-                "corrupt_aside": [], "read_only": self.cause}
+        return {
+            "location": self.location,
+            "directory": self.location,
+            "entries": int(entries),
+            "bytes": int(size),
+            "corrupt_aside": [],
+            "read_only": self.cause,
+        }
 
     def clear(self) -> int:
         """Refused: the cache is read-only."""
-        raise CacheUnavailableError(self.location, f"the cache is read-only ({self.cause})",
-                                    origin="the cache directory")
+        raise CacheUnavailableError(
+            self.location, f"the cache is read-only ({self.cause})", origin="the cache directory"
+        )
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
         """Read back every entry (nothing is removed, also with `fix`)."""

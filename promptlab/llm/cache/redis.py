@@ -58,8 +58,9 @@ class RedisCache(CacheBackend):
         CacheUnavailableError: the server does not answer a PING.
     """
 
-    def __init__(self, url: str, *, prefix: str = PREFIX, origin: str = "the cache argument",
-                 timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, url: str, *, prefix: str = PREFIX, origin: str = "the cache argument", timeout_s: float = 5.0
+    ) -> None:
         try:
             import redis  # lazy: only a redis:// cache needs the client
             from redis.backoff import ExponentialBackoff
@@ -73,9 +74,12 @@ class RedisCache(CacheBackend):
         self._check_url(url)
         try:
             self._r: Any = redis.Redis.from_url(
-                url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                url,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
                 retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 2),
-                retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError])
+                retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError],
+            )
         except ValueError as e:
             raise ConfigError(f"{origin}: {self.location} is not a usable Redis URL: {e}") from e
         try:
@@ -91,8 +95,9 @@ class RedisCache(CacheBackend):
             raise ConfigError(f"{self.origin}: {self.location} is not a usable Redis URL: {e}") from e
         db = parts.path.strip("/") if parts.scheme != "unix" else ""
         if db and not db.isdigit():
-            raise ConfigError(f"{self.origin}: {self.location}: the database must be a number "
-                              f"(redis://host:port/0), got {db!r}")
+            raise ConfigError(
+                f"{self.origin}: {self.location}: the database must be a number (redis://host:port/0), got {db!r}"
+            )
         if parts.scheme != "unix" and not parts.hostname:
             raise ConfigError(f"{self.origin}: {self.location}: no host (redis://host:port/db)")
 
@@ -132,8 +137,12 @@ class RedisCache(CacheBackend):
         try:
             return bool(self._r.set(self._k(key), encode_record(record, key), nx=True))
         except self._errors.RedisError as e:
-            log.warning("promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
-                        key[:12], self.location, e)
+            log.warning(
+                "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
+                key[:12],
+                self.location,
+                e,
+            )
             return True
 
     def set(self, key: str, record: BaseModel) -> None:
@@ -174,8 +183,14 @@ class RedisCache(CacheBackend):
             version = str(self._r.info("server").get("redis_version", "?"))
         except self._errors.RedisError as e:
             raise self._unavailable(e) from e
-        return {"location": self.location, "entries": entries, "bytes": size, "prefix": self.prefix,
-                "server": f"redis {version}", "corrupt_aside": []}
+        return {
+            "location": self.location,
+            "entries": entries,
+            "bytes": size,
+            "prefix": self.prefix,
+            "server": f"redis {version}",
+            "corrupt_aside": [],
+        }
 
     def clear(self) -> int:
         """Remove every key under the prefix (UNLINK, in batches); other keys on the server stay."""
@@ -199,14 +214,14 @@ class RedisCache(CacheBackend):
                         if kind in (b"none", "none"):
                             continue
                         report.entries += 1
-                        report.problems[name[len(self.prefix):]] = f"not a string value (a Redis {kind!r})"
+                        report.problems[name[len(self.prefix) :]] = f"not a string value (a Redis {kind!r})"
                         continue
                     report.entries += 1
-                    problem = record_problem(name[len(self.prefix):], raw)
+                    problem = record_problem(name[len(self.prefix) :], raw)
                     if problem is None:
                         report.ok += 1
                     else:
-                        report.problems[name[len(self.prefix):]] = problem
+                        report.problems[name[len(self.prefix) :]] = problem
         except self._errors.ResponseError as e:
             report.database = f"error: {e}"
         except self._errors.RedisError as e:

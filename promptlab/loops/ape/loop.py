@@ -120,8 +120,18 @@ async def arun_ape(
     """
     task, cfg = as_task(task), as_config(APEConfig, config)
     extra = check_search_loop(task, cfg, "ape")
-    ctx = RunContext("ape", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
-                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx = RunContext(
+        "ape",
+        task,
+        cfg,
+        sample=sample,
+        on_event=on_event,
+        cache=cache,
+        settings=settings,
+        provenance=provenance,
+        models=extra,
+        rank_by=by_decision_score,
+    )
     ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"ape on task {task.id}", task=task.id, models=ctx.run.models)
     search = Search(ctx, cfg)
@@ -129,7 +139,8 @@ async def arun_ape(
     requests = [ctx.prompt("proposer", PROPOSER_PROMPT, demos=demo_text(search, cfg, k)) for k in range(cfg.demo_sets)]
     schedule: list[tuple[str, str, str, dict[str, int]]] = [
         ("proposer", "propose", requests[j % cfg.demo_sets], {"set": j % cfg.demo_sets + 1})
-        for j in range(cfg.demo_sets * cfg.proposals_per_set)]
+        for j in range(cfg.demo_sets * cfg.proposals_per_set)
+    ]
     rounds = 0
     while stop != BUDGET:
         for role, phase, request, where in schedule:
@@ -145,18 +156,29 @@ async def arun_ape(
         if stop == BUDGET or rounds >= cfg.max_iterations:
             break
         rounds += 1
-        schedule = [("resampler", "resample", ctx.prompt("resampler", RESAMPLER_PROMPT, prompt=parent.candidate),
-                     {"round": rounds, "parent": parent.index})
-                    for parent in best(search, cfg.keep) for _ in range(cfg.variations)]
+        schedule = [
+            (
+                "resampler",
+                "resample",
+                ctx.prompt("resampler", RESAMPLER_PROMPT, prompt=parent.candidate),
+                {"round": rounds, "parent": parent.index},
+            )
+            for parent in best(search, cfg.keep)
+            for _ in range(cfg.variations)
+        ]
     ctx.run.info["rounds"] = rounds
-    return await search.finish(stop, f"APE on task {task.id!r}: {cfg.demo_sets} demonstration set(s), "
-                                     f"{rounds} round(s) of iterative search.")
+    return await search.finish(
+        stop, f"APE on task {task.id!r}: {cfg.demo_sets} demonstration set(s), {rounds} round(s) of iterative search."
+    )
 
 
 run_ape = sync_twin(arun_ape)
 
-register_loop(LoopSpec("ape", APEConfig, arun_ape,
-                       "APE: instructions proposed from input/output demonstrations, the best on dev kept"))
+register_loop(
+    LoopSpec(
+        "ape", APEConfig, arun_ape, "APE: instructions proposed from input/output demonstrations, the best on dev kept"
+    )
+)
 
 
 # Role prompts (override with config.prompts[role]; fields: demos for the proposer, prompt for the resampler) ---

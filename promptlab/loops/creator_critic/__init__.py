@@ -24,7 +24,25 @@ from .loop import (
     run_creator_critic,
 )
 
-__all__ = ["AGGREGATES", "Aggregate", "CREATOR_PROMPT", "CREATOR_SEED_PROMPT", "CRITIC_PROMPT", "CRITIC_SEED_PROMPT",
-           "CreatorCriticConfig", "Critique", "Decision", "FALLBACK_WEAKNESS", "Final", "RoleInputs", "aggregate",
-           "arun_creator_critic", "clean_prompt_text", "critique_all", "decide", "decide_with_reason",
-           "rescore_creator_critic", "run_creator_critic"]
+__all__ = [
+    "AGGREGATES",
+    "Aggregate",
+    "CREATOR_PROMPT",
+    "CREATOR_SEED_PROMPT",
+    "CRITIC_PROMPT",
+    "CRITIC_SEED_PROMPT",
+    "CreatorCriticConfig",
+    "Critique",
+    "Decision",
+    "FALLBACK_WEAKNESS",
+    "Final",
+    "RoleInputs",
+    "aggregate",
+    "arun_creator_critic",
+    "clean_prompt_text",
+    "critique_all",
+    "decide",
+    "decide_with_reason",
+    "rescore_creator_critic",
+    "run_creator_critic",
+]

@@ -62,10 +62,15 @@ class CreatorCriticConfig(PromptLoopConfig):
 
     @model_validator(mode="after")
     def _one_way_to_count(self) -> CreatorCriticConfig:
-        if (self.critic_models is not None and "n_critics" in self.model_fields_set
-                and self.n_critics != len(self.critic_models)):
-            raise ValueError(f"n_critics ({self.n_critics}) conflicts with critic_models "
-                             f"({len(self.critic_models)} models); give one or the other")
+        if (
+            self.critic_models is not None
+            and "n_critics" in self.model_fields_set
+            and self.n_critics != len(self.critic_models)
+        ):
+            raise ValueError(
+                f"n_critics ({self.n_critics}) conflicts with critic_models "
+                f"({len(self.critic_models)} models); give one or the other"
+            )
         return self
 
     def critics(self) -> list[tuple[str, str]]:
@@ -91,8 +96,11 @@ class Critique(BaseModel):
 
 
 # Pure helpers ---------------------------------------------------------------------------------------
-AGGREGATES: dict[str, Callable[[list[float]], float]] = {"mean": statistics.fmean, "median": statistics.median,
-                                                         "min": min}
+AGGREGATES: dict[str, Callable[[list[float]], float]] = {
+    "mean": statistics.fmean,
+    "median": statistics.median,
+    "min": min,
+}
 """How the critics' present scores combine, by the config's `aggregate` name."""
 
 
@@ -115,8 +123,9 @@ def threshold_streak(aggregates: list[float | None], threshold: float) -> int:
     return n
 
 
-def decide_with_reason(aggregates: list[float | None], config: CreatorCriticConfig, *,
-                       start: bool = False) -> tuple[Decision, str]:
+def decide_with_reason(
+    aggregates: list[float | None], config: CreatorCriticConfig, *, start: bool = False
+) -> tuple[Decision, str]:
     """Stop or go on after the last iteration, and why.
 
     FINISH when the aggregate has been >= `finish_threshold` for the last `patience` iterations (a

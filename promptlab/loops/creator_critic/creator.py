@@ -15,9 +15,11 @@ FALLBACK_WEAKNESS = "Critic returned invalid JSON"
 """The weakness of the design document's fallback critique, given with `parse_failure_score`."""
 
 _FENCED = re.compile(r"```[\w-]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
-_LEAD = re.compile(r"^(?:here(?:'s| is)[^\n]*?:\s*\n"  # "Here is the improved prompt:" on its own line
-                   r"|\**(?:improved|revised|new|final)?\s*prompt\**\s*:\**\s*)",  # "**Improved prompt:**"
-                   re.IGNORECASE)
+_LEAD = re.compile(
+    r"^(?:here(?:'s| is)[^\n]*?:\s*\n"  # "Here is the improved prompt:" on its own line
+    r"|\**(?:improved|revised|new|final)?\s*prompt\**\s*:\**\s*)",  # "**Improved prompt:**"
+    re.IGNORECASE,
+)
 _QUOTES = {'"': '"', "'": "'", "“": "”", "«": "»"}
 
 
@@ -67,20 +69,32 @@ def seed_critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
     (None before the first one, and for a critic whose reply could not be read without a fallback)."""
     if not critiques:
         return "None"
-    texts = [json.dumps(c.model_dump(mode="json"), ensure_ascii=False) if c is not None else "None"
-             for _, c in critiques]
+    texts = [
+        json.dumps(c.model_dump(mode="json"), ensure_ascii=False) if c is not None else "None" for _, c in critiques
+    ]
     return texts[0] if len(texts) == 1 else "\n".join(f"{j}: {t}" for (j, _), t in zip(critiques, texts, strict=True))
 
 
-def creator_prompt(ctx: RunContext, cfg: CreatorCriticConfig, task: Task, goal: str, current: str,
-                   latest: list[tuple[str, Critique | None]]) -> str:
+def creator_prompt(
+    ctx: RunContext,
+    cfg: CreatorCriticConfig,
+    task: Task,
+    goal: str,
+    current: str,
+    latest: list[tuple[str, Critique | None]],
+) -> str:
     """The creator's prompt for the next rewrite (`role_inputs` picks the template; every template may use
     the fields original, goal, current and critique)."""
     limit = cfg.history_chars
     seed = cfg.role_inputs == "seed"
-    return ctx.prompt("creator", CREATOR_SEED_PROMPT if seed else CREATOR_PROMPT, goal=goal,
-                      original=cut(task.prompt, limit), current=cut(current, limit),
-                      critique=seed_critique_text(latest) if seed else critique_text(latest, limit))
+    return ctx.prompt(
+        "creator",
+        CREATOR_SEED_PROMPT if seed else CREATOR_PROMPT,
+        goal=goal,
+        original=cut(task.prompt, limit),
+        current=cut(current, limit),
+        critique=seed_critique_text(latest) if seed else critique_text(latest, limit),
+    )
 
 
 # Role prompts (override with config.prompts["creator"]; fields: original, goal, current, critique) ---------
@@ -108,5 +122,14 @@ Previous critique:
 Rewrite the prompt so that it answers the critique. Reply with the improved prompt only."""
 
 
-__all__ = ["CREATOR_PROMPT", "CREATOR_SEED_PROMPT", "FALLBACK_WEAKNESS", "FallbackCritique", "clean_prompt_text",
-           "creator_prompt", "critique_text", "fallback_critique", "seed_critique_text"]
+__all__ = [
+    "CREATOR_PROMPT",
+    "CREATOR_SEED_PROMPT",
+    "FALLBACK_WEAKNESS",
+    "FallbackCritique",
+    "clean_prompt_text",
+    "creator_prompt",
+    "critique_text",
+    "fallback_critique",
+    "seed_critique_text",
+]

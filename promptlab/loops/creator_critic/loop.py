@@ -64,14 +64,25 @@ from .creator import clean_prompt_text, creator_prompt, fallback_critique
 
 
 def _justification(c: Critique) -> str:
-    parts = [f"{label}: {'; '.join(items)}" for label, items in (("strengths", c.strengths),
-                                                                ("weaknesses", c.weaknesses)) if items]
+    parts = [
+        f"{label}: {'; '.join(items)}"
+        for label, items in (("strengths", c.strengths), ("weaknesses", c.weaknesses))
+        if items
+    ]
     return cut(" | ".join(parts), 300)
 
 
 # The loop -----------------------------------------------------------------------------------------
-async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, prompt: str, k: int, judge: str,
-                      model: str, candidate: str) -> tuple[Critique | None, Score, Step]:
+async def _one_critic(
+    ctx: RunContext,
+    cfg: CreatorCriticConfig,
+    it: Iteration,
+    prompt: str,
+    k: int,
+    judge: str,
+    model: str,
+    candidate: str,
+) -> tuple[Critique | None, Score, Step]:
     """One critic's call and its Score (sampled or expected; missing or the fallback when unreadable); a
     simulated critic scores from the candidate's dev accuracy without a call and gives no words."""
     if is_simulated(model):
@@ -80,18 +91,40 @@ async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, 
         return crit, score, simulated_step(it, "critique", judge, model, [score])
     expected = cfg.score_mode == "expected"
     fallback = cfg.parse_failure_score
-    c, step = await ctx.completion("critic", "critique", prompt, schema=Critique, iteration=it, sample_offset=k,
-                                   model=model, judge=judge, token_type="critic", place=False, logprobs=expected,
-                                   parse_attempts=None if fallback is None else 1)  # the seed makes one call
+    c, step = await ctx.completion(
+        "critic",
+        "critique",
+        prompt,
+        schema=Critique,
+        iteration=it,
+        sample_offset=k,
+        model=model,
+        judge=judge,
+        token_type="critic",
+        place=False,
+        logprobs=expected,
+        parse_attempts=None if fallback is None else 1,
+    )  # the seed makes one call
     crit = c.parsed if c is not None else None
     if not isinstance(crit, Critique):
         if fallback is None:
-            return None, Score(criterion="overall", score=None, judge=judge,
-                               justification="missing: the critic's reply was unusable"), step
+            return (
+                None,
+                Score(
+                    criterion="overall",
+                    score=None,
+                    judge=judge,
+                    justification="missing: the critic's reply was unusable",
+                ),
+                step,
+            )
         why = f"the critic's reply was unusable: parse_failure_score {fallback:g} used"
         raw = step.error.raw if step.error is not None else None
-        return fallback_critique(fallback, raw), Score(criterion="overall", score=fallback, judge=judge,
-                                                       justification=why, mode="fallback"), step
+        return (
+            fallback_critique(fallback, raw),
+            Score(criterion="overall", score=fallback, judge=judge, justification=why, mode="fallback"),
+            step,
+        )
     value: float | None = float(crit.score)
     note = _justification(crit)
     if expected:
@@ -100,12 +133,22 @@ async def _one_critic(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, 
         value = found[0].expected if found else None
         if value is None:
             note = f"missing: no expected score ({found[0].reason if found else 'no score field'}); " + note
-    return crit, Score(criterion="overall", score=value, judge=judge, justification=note,
-                       mode="expected" if expected else "sampled"), step
+    return (
+        crit,
+        Score(
+            criterion="overall",
+            score=value,
+            judge=judge,
+            justification=note,
+            mode="expected" if expected else "sampled",
+        ),
+        step,
+    )
 
 
-async def _assess(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
-                  candidate: str) -> list[tuple[str, Critique | None, Score]]:
+async def _assess(
+    ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str, candidate: str
+) -> list[tuple[str, Critique | None, Score]]:
     """A candidate measured on dev (grounded tasks; first, since a simulated critic scores from it) and by
     every critic; the critics' suggestions become the iteration's reflection."""
     if ctx.run.task.grounded:
@@ -116,8 +159,14 @@ async def _assess(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal
     return results
 
 
-async def _rewrite(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str, current: str,
-                   latest: list[tuple[str, Critique | None]]) -> tuple[list[Score], list[tuple[str, Critique | None]]]:
+async def _rewrite(
+    ctx: RunContext,
+    cfg: CreatorCriticConfig,
+    it: Iteration,
+    goal: str,
+    current: str,
+    latest: list[tuple[str, Critique | None]],
+) -> tuple[list[Score], list[tuple[str, Critique | None]]]:
     """The creator's rewrite of `current` from the latest critiques, then its assessment: (scores, critiques)."""
     task = ctx.run.task
     prompt = creator_prompt(ctx, cfg, task, goal, current, latest)
@@ -128,23 +177,27 @@ async def _rewrite(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goa
     if text is not None and not candidate:
         ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
     if not candidate:
-        return [Score(criterion="overall", score=None, judge=judge, justification="no candidate: the creator failed")
-                for judge, _ in cfg.critics()], latest
+        return [
+            Score(criterion="overall", score=None, judge=judge, justification="no candidate: the creator failed")
+            for judge, _ in cfg.critics()
+        ], latest
     it.candidate = candidate
     results = await _assess(ctx, cfg, it, goal, candidate)
     return [sc for _, _, sc in results], [(judge, crit) for judge, crit, _ in results]
 
 
-async def critique_all(ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str,
-                       candidate: str) -> list[tuple[str, Critique | None, Score]]:
+async def critique_all(
+    ctx: RunContext, cfg: CreatorCriticConfig, it: Iteration, goal: str, candidate: str
+) -> list[tuple[str, Critique | None, Score]]:
     """Every critic on the candidate, concurrently; steps and errors are then put in critic order so a
     replay records the same run whatever order the calls finished in."""
     template = CRITIC_SEED_PROMPT if cfg.role_inputs == "seed" else CRITIC_PROMPT
     prompt = ctx.prompt("critic", template, goal=goal, prompt=cut(candidate, cfg.history_chars))
     critics = cfg.critics()
     n_errors = len(ctx.run.errors)
-    replies = await asyncio.gather(*[_one_critic(ctx, cfg, it, prompt, k, judge, model, candidate)
-                                     for k, (judge, model) in enumerate(critics)])
+    replies = await asyncio.gather(
+        *[_one_critic(ctx, cfg, it, prompt, k, judge, model, candidate) for k, (judge, model) in enumerate(critics)]
+    )
     for _, _, step in replies:
         ctx.place(step, it)
     order = {judge: k for k, (judge, _) in enumerate(critics)}
@@ -162,14 +215,20 @@ def returned(iterations: list[Iteration], cfg: CreatorCriticConfig) -> Iteration
 
 
 def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> str:
-    trail = " -> ".join(f"{i.decision_score:g}" if i.decision_score is not None else "missing"
-                        for i in run.iterations)
-    lines = [(f"Creator/Critic on task {run.task.id!r}: {len(run.iterations)} iteration(s), "
-              f"{len(cfg.critics())} critic(s), aggregate {cfg.aggregate}, decisions by {cfg.score_source}."),
-             f"Decision score by iteration: {trail}."]
+    trail = " -> ".join(f"{i.decision_score:g}" if i.decision_score is not None else "missing" for i in run.iterations)
+    lines = [
+        (
+            f"Creator/Critic on task {run.task.id!r}: {len(run.iterations)} iteration(s), "
+            f"{len(cfg.critics())} critic(s), aggregate {cfg.aggregate}, decisions by {cfg.score_source}."
+        ),
+        f"Decision score by iteration: {trail}.",
+    ]
     start = " (the starting prompt, candidate 0)" if chosen is not None and chosen.index == 0 else ""
-    lines.append(f"Output ({cfg.final}): the prompt of iteration {chosen.index}{start}." if chosen
-                 else "No iteration gave a prompt to return.")
+    lines.append(
+        f"Output ({cfg.final}): the prompt of iteration {chosen.index}{start}."
+        if chosen
+        else "No iteration gave a prompt to return."
+    )
     last = run.iterations[-1] if run.iterations else None
     lines.append(f"Stopped: {run.stop_reason}" + (f" ({last.reason})." if last and last.reason else "."))
     return "\n".join(lines)
@@ -208,19 +267,33 @@ async def arun_creator_critic(
     task, cfg = as_task(task), as_config(CreatorCriticConfig, config)
     critics = cfg.critics()
     extra = check_prompt_loop(task, cfg, [m for _, m in critics])
-    ctx = RunContext("creator_critic", task, cfg, sample=sample, on_event=on_event, cache=cache,
-                     settings=settings, provenance=provenance, models=[*(m for _, m in critics), *extra],
-                     rank_by=by_decision_score)
+    ctx = RunContext(
+        "creator_critic",
+        task,
+        cfg,
+        sample=sample,
+        on_event=on_event,
+        cache=cache,
+        settings=settings,
+        provenance=provenance,
+        models=[*(m for _, m in critics), *extra],
+        rank_by=by_decision_score,
+    )
     ctx.run.models.update({judge: model for judge, model in critics})
     ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
     if task.grounded:
         ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"creator_critic on task {task.id}", task=task.id, models=ctx.run.models)
     goal = goal_of(task)
-    ctx.run.info.update(goal=goal, aggregate=cfg.aggregate, final=cfg.final, score_source=cfg.score_source,
-                        score_mode=cfg.score_mode, parse_failure_score=cfg.parse_failure_score, critics=[
-                            {"judge": judge, "model": model, "sample_offset": k}
-                            for k, (judge, model) in enumerate(critics)])
+    ctx.run.info.update(
+        goal=goal,
+        aggregate=cfg.aggregate,
+        final=cfg.final,
+        score_source=cfg.score_source,
+        score_mode=cfg.score_mode,
+        parse_failure_score=cfg.parse_failure_score,
+        critics=[{"judge": judge, "model": model, "sample_offset": k} for k, (judge, model) in enumerate(critics)],
+    )
     per_critic: dict[str, list[float | None]] = {judge: [] for judge, _ in critics}
     current, latest = task.prompt, list[tuple[str, Critique | None]]()
     decisions: list[float | None] = []
@@ -242,8 +315,10 @@ async def arun_creator_critic(
         for sc in scores:
             per_critic[sc.judge or ""].append(sc.score)
         ctx.score(it, scores, aggregate([sc.score for sc in scores], cfg.aggregate))
-        it.metrics.update(critics_scored=sum(sc.score is not None for sc in scores),
-                          critics_missing=sum(sc.score is None for sc in scores))
+        it.metrics.update(
+            critics_scored=sum(sc.score is not None for sc in scores),
+            critics_missing=sum(sc.score is None for sc in scores),
+        )
         it.decision_score = decision_score(it, cfg)
         decisions.append(it.decision_score)
         decision, reason = decide_with_reason(decisions, cfg, start=start)
@@ -265,8 +340,9 @@ async def arun_creator_critic(
     return run
 
 
-async def rescore_creator_critic(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
-                                 settings: Settings | None = None) -> list[Score]:
+async def rescore_creator_critic(
+    run: Run, iteration: int, *, sample: int, cache: CacheArg = None, settings: Settings | None = None
+) -> list[Score]:
     """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, as
     re-score number `sample` (1, 2, ...; cached).
 
@@ -277,8 +353,15 @@ async def rescore_creator_critic(run: Run, iteration: int, *, sample: int, cache
     it = next((i for i in run.iterations if i.index == iteration), None)
     if it is None or it.candidate is None:
         raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext("creator_critic", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
-                     settings=settings, models=[m for _, m in cfg.critics()])
+    ctx = RunContext(
+        "creator_critic",
+        run.task,
+        cfg,
+        sample=rescore_sample(run.sample, sample),
+        cache=cache,
+        settings=settings,
+        models=[m for _, m in cfg.critics()],
+    )
     scratch = ctx.new_iteration()
     scratch.grounded = it.grounded  # what a simulated critic scores from
     results = await critique_all(ctx, cfg, scratch, str(run.info.get("goal") or goal_of(run.task)), it.candidate)
@@ -287,11 +370,15 @@ async def rescore_creator_critic(run: Run, iteration: int, *, sample: int, cache
 
 run_creator_critic = sync_twin(arun_creator_critic)
 
-register_loop(LoopSpec("creator_critic", CreatorCriticConfig, arun_creator_critic,
-                       "Creator rewrites, one or more critics score 1-10; early stop with patience",
-                       rescore=rescore_creator_critic))
-
-
+register_loop(
+    LoopSpec(
+        "creator_critic",
+        CreatorCriticConfig,
+        arun_creator_critic,
+        "Creator rewrites, one or more critics score 1-10; early stop with patience",
+        rescore=rescore_creator_critic,
+    )
+)
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
@@ -319,5 +406,11 @@ Prompt:
 Reply with JSON only: an object with "score" (a number from 1 to 10), "strengths", "weaknesses" and \
 "suggestions" (each a list of strings)."""
 
-__all__ = ["CRITIC_PROMPT", "CRITIC_SEED_PROMPT", "arun_creator_critic", "critique_all", "rescore_creator_critic",
-           "run_creator_critic"]
+__all__ = [
+    "CRITIC_PROMPT",
+    "CRITIC_SEED_PROMPT",
+    "arun_creator_critic",
+    "critique_all",
+    "rescore_creator_critic",
+    "run_creator_critic",
+]

@@ -70,18 +70,29 @@ def _shown(score: float, buckets: int | None) -> str:
 
 def meta_prompt(search: Search, cfg: OPROConfig, step: int) -> str:
     """The optimizer's prompt for `step`: the best scored instructions (ascending), then the exemplars."""
-    scored = [(score, it.index, text) for text, it in search.by_text.items()
-              if (score := dev_score(it)) is not None and score >= cfg.score_threshold]
+    scored = [
+        (score, it.index, text)
+        for text, it in search.by_text.items()
+        if (score := dev_score(it)) is not None and score >= cfg.score_threshold
+    ]
     best = sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.shown_instructions]
-    history = "\n\n".join(f"text:\n{text}\nscore:\n{_shown(score, cfg.score_buckets)}"
-                          for score, _, text in sorted(best, key=lambda s: (s[0], -s[1])))
+    history = "\n\n".join(
+        f"text:\n{text}\nscore:\n{_shown(score, cfg.score_buckets)}"
+        for score, _, text in sorted(best, key=lambda s: (s[0], -s[1]))
+    )
     dev = search.dev
     picks = search.rng("exemplars", step).sample(range(len(dev)), min(cfg.exemplars, len(dev)))
-    exemplars = "\n\n".join(f"input:\n<INS>\n\n{input_text(dev[i].input)}\noutput:\n{_target(dev[i].target)}"
-                            for i in picks)
+    exemplars = "\n\n".join(
+        f"input:\n<INS>\n\n{input_text(dev[i].input)}\noutput:\n{_target(dev[i].target)}" for i in picks
+    )
     scale = cfg.score_buckets if cfg.score_buckets is not None else 1
-    return search.ctx.prompt("optimizer", OPTIMIZER_PROMPT, history=history or "(none yet)",
-                             exemplars=exemplars or "(no examples shown)", scale=scale)
+    return search.ctx.prompt(
+        "optimizer",
+        OPTIMIZER_PROMPT,
+        history=history or "(none yet)",
+        exemplars=exemplars or "(no examples shown)",
+        scale=scale,
+    )
 
 
 def _target(target: Any) -> str:
@@ -119,8 +130,18 @@ async def arun_opro(
     """
     task, cfg = as_task(task), as_config(OPROConfig, config)
     extra = check_search_loop(task, cfg, "opro")
-    ctx = RunContext("opro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
-                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx = RunContext(
+        "opro",
+        task,
+        cfg,
+        sample=sample,
+        on_event=on_event,
+        cache=cache,
+        settings=settings,
+        provenance=provenance,
+        models=extra,
+        rank_by=by_decision_score,
+    )
     ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"opro on task {task.id}", task=task.id, models=ctx.run.models)
     search = Search(ctx, cfg)
@@ -139,14 +160,21 @@ async def arun_opro(
             out, call = await search.write("optimizer", "optimize", prompt, Instruction, it)
             await search.take(it, out.instruction if out is not None else None, call, f"optimizer, step {steps}")
     ctx.run.info["steps"] = steps
-    return await search.finish(stop, f"OPRO on task {task.id!r}: {steps} step(s) of up to "
-                                     f"{cfg.candidates_per_step} instruction(s) each.")
+    return await search.finish(
+        stop, f"OPRO on task {task.id!r}: {steps} step(s) of up to {cfg.candidates_per_step} instruction(s) each."
+    )
 
 
 run_opro = sync_twin(arun_opro)
 
-register_loop(LoopSpec("opro", OPROConfig, arun_opro,
-                       "OPRO: an optimizer model sees the best instructions with their dev scores and proposes more"))
+register_loop(
+    LoopSpec(
+        "opro",
+        OPROConfig,
+        arun_opro,
+        "OPRO: an optimizer model sees the best instructions with their dev scores and proposes more",
+    )
+)
 
 
 # Role prompt (override with config.prompts["optimizer"]; fields: history, exemplars, scale) ------------------

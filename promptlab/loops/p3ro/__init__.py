@@ -15,6 +15,21 @@ from .loop import (
 )
 from .text import journey_summary
 
-__all__ = ["DECOMPOSER_PROMPT", "Decision", "EVALUATOR_PROMPT", "GENERATOR_PROMPT", "MissingCriteria", "P3ROConfig",
-           "REFLECTOR_PROMPT", "STRATEGIST_PROMPT", "ScoreType", "arun_p3ro", "average_of", "decide",
-           "decide_with_reason", "journey_summary", "rescore_p3ro", "run_p3ro"]
+__all__ = [
+    "DECOMPOSER_PROMPT",
+    "Decision",
+    "EVALUATOR_PROMPT",
+    "GENERATOR_PROMPT",
+    "MissingCriteria",
+    "P3ROConfig",
+    "REFLECTOR_PROMPT",
+    "STRATEGIST_PROMPT",
+    "ScoreType",
+    "arun_p3ro",
+    "average_of",
+    "decide",
+    "decide_with_reason",
+    "journey_summary",
+    "rescore_p3ro",
+    "run_p3ro",
+]

@@ -50,8 +50,7 @@ class P3ROConfig(PromptLoopConfig):
     @model_validator(mode="after")
     def _criteria_bounds(self) -> P3ROConfig:
         if self.min_criteria > self.max_criteria:
-            raise ValueError(f"min_criteria ({self.min_criteria}) must not exceed max_criteria "
-                             f"({self.max_criteria})")
+            raise ValueError(f"min_criteria ({self.min_criteria}) must not exceed max_criteria ({self.max_criteria})")
         return self
 
 
@@ -112,5 +111,3 @@ def average_of(scores: list[Score], policy: MissingCriteria, reply: list[float |
     if policy == "missing" and any(s.score is None for s in scores):
         return None
     return mean_present(s.score for s in scores)
-
-

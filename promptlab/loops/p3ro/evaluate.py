@@ -37,8 +37,9 @@ class Evaluation:
         return self.feedback is not None
 
 
-async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[str], candidate: str,
-                   it: Iteration) -> Evaluation:
+async def evaluate(
+    ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[str], candidate: str, it: Iteration
+) -> Evaluation:
     """PromptEvaluator: one Score per criterion (sampled or expected), unmatched entries kept in
     `Run.info['unmatched_scores']` and invalid ones (with their error) in `Run.info['invalid_scores']`; a
     criterion whose entry was invalid is missing. A simulated evaluator (`sim/...`) scores every criterion
@@ -47,25 +48,33 @@ async def evaluate(ctx: RunContext, cfg: P3ROConfig, goal: str, criteria: list[s
     one call)."""
     judge = cfg.model_for("evaluator")
     if is_simulated(judge):  # scores from the candidate's dev accuracy: no call, no words to reflect on
-        scores = [simulated_score(judge, it, candidate, sample=ctx.run.sample, criterion=k, judge=judge)
-                  for k in criteria]
+        scores = [
+            simulated_score(judge, it, candidate, sample=ctx.run.sample, criterion=k, judge=judge) for k in criteria
+        ]
         ctx.place(simulated_step(it, "evaluate", "evaluator", judge, scores), it)
         return Evaluation(scores)
-    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria),
-                        prompt_text=candidate)
+    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria), prompt_text=candidate)
     expected = cfg.score_mode == "expected"
     fallback = cfg.parse_failure_score
-    c, _ = await ctx.completion("evaluator", "evaluate", prompt,
-                                schema=evaluation_schema(tuple(criteria), cfg.score_type), iteration=it,
-                                token_type="evaluator", logprobs=expected,
-                                parse_attempts=None if fallback is None else 1)
+    c, _ = await ctx.completion(
+        "evaluator",
+        "evaluate",
+        prompt,
+        schema=evaluation_schema(tuple(criteria), cfg.score_type),
+        iteration=it,
+        token_type="evaluator",
+        logprobs=expected,
+        parse_attempts=None if fallback is None else 1,
+    )
     ev = c.parsed if c is not None else None
     if c is None or not isinstance(ev, EvaluationResult):
         if fallback is None:
             return Evaluation(missing_scores(criteria, "missing: the evaluator's reply was unusable", judge))
         why = f"the evaluator's reply was unusable: parse_failure_score {fallback:g} used"
-        return Evaluation([Score(criterion=k, score=fallback, justification=why, judge=judge, mode="fallback")
-                           for k in criteria], FALLBACK_FEEDBACK)
+        return Evaluation(
+            [Score(criterion=k, score=fallback, justification=why, judge=judge, mode="fallback") for k in criteria],
+            FALLBACK_FEEDBACK,
+        )
     if expected:
         found = expected_scores(c.text, c.logprobs, field="score")
         written = len(ev.scores) + len(ev.rejected)  # one "score" field per entry written, invalid ones too

@@ -84,12 +84,16 @@ class _State:
 async def _formulate(s: _State, it: Iteration | None) -> str | None:
     """StrategyFormulator: a plan from the prompt, the criteria and (when revising) the history."""
     prompt = s.ctx.prompt(
-        "strategist", STRATEGIST_PROMPT, **s.fields(), initial_prompt=s.task.prompt,
+        "strategist",
+        STRATEGIST_PROMPT,
+        **s.fields(),
+        initial_prompt=s.task.prompt,
         previous_plan=s.plan if s.plan else "(none: this is the first plan)",
         history=s.history(rewrites(s.ctx.run.iterations, it)),
     )
-    out, _ = await s.ctx.call("strategist", "plan", prompt, schema=ImprovementPlan, iteration=it,
-                              token_type="strategist")
+    out, _ = await s.ctx.call(
+        "strategist", "plan", prompt, schema=ImprovementPlan, iteration=it, token_type="strategist"
+    )
     return out.plan if out is not None else None
 
 
@@ -142,14 +146,25 @@ async def _probe(s: _State, it: Iteration) -> None:
     base_label = "the initial prompt" if latest is None else f"attempt {latest.index}, the latest"
     base = s.task.prompt if latest is None else latest.candidate or ""
     prompt = ctx.prompt(
-        "generator", GENERATOR_PROMPT, **s.fields(),
+        "generator",
+        GENERATOR_PROMPT,
+        **s.fields(),
         plan=s.plan if s.plan else "(no plan: the strategist failed)",
         reflection=s.reflection if s.reflection else "(none yet)",
-        history=s.history(earlier), base_label=base_label, base_prompt=base,
+        history=s.history(earlier),
+        base_label=base_label,
+        base_prompt=base,
     )
     retry = sum(i.candidate is None for i in earlier)  # the same prompt recurs after a failure: fresh draw
-    gen, _ = await ctx.call("generator", "generate", prompt, schema=GeneratedPrompt, iteration=it,
-                            sample_offset=retry, token_type="generator")
+    gen, _ = await ctx.call(
+        "generator",
+        "generate",
+        prompt,
+        schema=GeneratedPrompt,
+        iteration=it,
+        sample_offset=retry,
+        token_type="generator",
+    )
     if gen is None:
         ctx.score(it, missing_scores(s.criteria, "no candidate: the generator failed", judge))
         return
@@ -160,10 +175,13 @@ async def _probe(s: _State, it: Iteration) -> None:
     if not ev.usable:  # nothing to reflect on (the fallback evaluation, with parse_failure_score, is reflected on)
         return
     s.feedback[it.index] = ev.feedback or ""
-    prompt = ctx.prompt("reflector", REFLECTOR_PROMPT, **s.fields(),
-                        evaluation=evaluation_text(ev.scores, ev.feedback, cfg.history_chars))
-    refl, _ = await ctx.call("reflector", "reflect", prompt, schema=Reflection, iteration=it,
-                             token_type="reflector")
+    prompt = ctx.prompt(
+        "reflector",
+        REFLECTOR_PROMPT,
+        **s.fields(),
+        evaluation=evaluation_text(ev.scores, ev.feedback, cfg.history_chars),
+    )
+    refl, _ = await ctx.call("reflector", "reflect", prompt, schema=Reflection, iteration=it, token_type="reflector")
     if refl is not None:
         it.reflection = s.reflection = refl.summary
 
@@ -201,19 +219,46 @@ async def arun_p3ro(
     """
     task, cfg = as_task(task), as_config(P3ROConfig, config)
     extra = check_prompt_loop(task, cfg, [cfg.model_for("evaluator")])
-    ctx = RunContext("p3ro", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
-                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx = RunContext(
+        "p3ro",
+        task,
+        cfg,
+        sample=sample,
+        on_event=on_event,
+        cache=cache,
+        settings=settings,
+        provenance=provenance,
+        models=extra,
+        rank_by=by_decision_score,
+    )
     if task.grounded:
         ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"p3ro on task {task.id}", task=task.id, models=ctx.run.models)
     s = _State(ctx, cfg, task)
-    ctx.run.info.update(goal=s.goal, final="best", score_source=cfg.score_source, score_mode=cfg.score_mode,
-                        parse_failure_score=cfg.parse_failure_score, missing_criteria=cfg.missing_criteria)
+    ctx.run.info.update(
+        goal=s.goal,
+        final="best",
+        score_source=cfg.score_source,
+        score_mode=cfg.score_mode,
+        parse_failure_score=cfg.parse_failure_score,
+        missing_criteria=cfg.missing_criteria,
+    )
     # PLAN
-    prompt = ctx.prompt("decomposer", DECOMPOSER_PROMPT, goal=s.goal, prompt=task.prompt,
-                        min_criteria=cfg.min_criteria, max_criteria=cfg.max_criteria)
-    decomposed, _ = await ctx.call("decomposer", "plan", prompt, token_type="decomposer",
-                                   schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria, cfg.strict_criteria))
+    prompt = ctx.prompt(
+        "decomposer",
+        DECOMPOSER_PROMPT,
+        goal=s.goal,
+        prompt=task.prompt,
+        min_criteria=cfg.min_criteria,
+        max_criteria=cfg.max_criteria,
+    )
+    decomposed, _ = await ctx.call(
+        "decomposer",
+        "plan",
+        prompt,
+        token_type="decomposer",
+        schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria, cfg.strict_criteria),
+    )
     if decomposed is None:
         ctx.run.info["criteria"] = []
         ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
@@ -250,16 +295,20 @@ async def arun_p3ro(
         ctx.decide(it, decision, reason, incumbent=incumbent(ctx.run.iterations))
     # POLISH (pure Python)
     last = ctx.run.iterations[-1].decision_score if ctx.run.iterations else None
-    stop_reason = BUDGET if budget else \
-        "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
+    stop_reason = (
+        BUDGET if budget else "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
+    )
     if budget:
         ctx.run.info["budget_stop"] = budget
     best = best_iteration(ctx.run.iterations, key=by_decision_score)
     ctx.emit("phase", "polish: choosing the best prompt", phase="polish", role="polish")
-    ctx.run.info.update(plans=plans, strategy_revisions=len(revisions),
-                        reasoning={str(k): v for k, v in s.reasoning.items()},
-                        feedback={str(k): v for k, v in s.feedback.items()},
-                        final_iteration=best.index if best else None)
+    ctx.run.info.update(
+        plans=plans,
+        strategy_revisions=len(revisions),
+        reasoning={str(k): v for k, v in s.reasoning.items()},
+        feedback={str(k): v for k, v in s.feedback.items()},
+        final_iteration=best.index if best else None,
+    )
     if task.grounded:
         await measure_test(ctx, cfg, best.candidate if best else None)
     run = ctx.finish(stop_reason, best.candidate if best else None)
@@ -267,8 +316,9 @@ async def arun_p3ro(
     return run
 
 
-async def rescore_p3ro(run: Run, iteration: int, *, sample: int, cache: CacheArg = None,
-                       settings: Settings | None = None) -> list[Score]:
+async def rescore_p3ro(
+    run: Run, iteration: int, *, sample: int, cache: CacheArg = None, settings: Settings | None = None
+) -> list[Score]:
     """Re-ask the run's evaluator about iteration `iteration`'s candidate with the loop's prompt, criteria and
     schema, as re-score number `sample` (1, 2, ...; cached).
 
@@ -279,20 +329,31 @@ async def rescore_p3ro(run: Run, iteration: int, *, sample: int, cache: CacheArg
     it = next((i for i in run.iterations if i.index == iteration), None)
     if it is None or it.candidate is None:
         raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache,
-                     settings=settings)
+    ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache, settings=settings)
     scratch = ctx.new_iteration()
     scratch.grounded = it.grounded  # what a simulated evaluator scores from
-    ev = await evaluate(ctx, cfg, str(run.info.get("goal") or goal_of(run.task)),
-                        list(run.info.get("criteria") or []), it.candidate, scratch)
+    ev = await evaluate(
+        ctx,
+        cfg,
+        str(run.info.get("goal") or goal_of(run.task)),
+        list(run.info.get("criteria") or []),
+        it.candidate,
+        scratch,
+    )
     return ev.scores
 
 
 run_p3ro = sync_twin(arun_p3ro)
 
-register_loop(LoopSpec("p3ro", P3ROConfig, arun_p3ro,
-                       "P³RO: criteria and a strategy, then generate-evaluate-reflect until finished",
-                       rescore=rescore_p3ro))
+register_loop(
+    LoopSpec(
+        "p3ro",
+        P3ROConfig,
+        arun_p3ro,
+        "P³RO: criteria and a strategy, then generate-evaluate-reflect until finished",
+        rescore=rescore_p3ro,
+    )
+)
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------
@@ -344,5 +405,12 @@ Look at the lowest scores and the feedback: what worked, what failed, and why? W
 what the next version must do differently.
 Reply with JSON only: {{"summary": "..."}}"""
 
-__all__ = ["DECOMPOSER_PROMPT", "GENERATOR_PROMPT", "REFLECTOR_PROMPT", "STRATEGIST_PROMPT", "arun_p3ro",
-           "rescore_p3ro", "run_p3ro"]
+__all__ = [
+    "DECOMPOSER_PROMPT",
+    "GENERATOR_PROMPT",
+    "REFLECTOR_PROMPT",
+    "STRATEGIST_PROMPT",
+    "arun_p3ro",
+    "rescore_p3ro",
+    "run_p3ro",
+]

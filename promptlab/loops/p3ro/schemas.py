@@ -29,8 +29,12 @@ def _has_word(text: str) -> str:
     return text
 
 
-Criterion = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_has_word),
-                      Field(json_schema_extra={"minLength": 12, "maxLength": 100})]
+Criterion = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1),
+    AfterValidator(_has_word),
+    Field(json_schema_extra={"minLength": 12, "maxLength": 100}),
+]
 """A criterion holds a word (a reply of empty or '...' strings is asked for again); the lengths are generation
 hints, so a small model's grammar writes a real sentence, not a placeholder."""
 
@@ -50,8 +54,9 @@ class DecomposedGoal(BaseModel):
     def _enough_distinct(self) -> DecomposedGoal:
         distinct = {norm_criterion(c) for c in self.criteria}
         if len(distinct) < self.MIN_DISTINCT:
-            raise ValueError(f"{len(distinct)} distinct criteria (repeats removed); at least "
-                             f"{self.MIN_DISTINCT} are needed")
+            raise ValueError(
+                f"{len(distinct)} distinct criteria (repeats removed); at least {self.MIN_DISTINCT} are needed"
+            )
         if self.MAX_COUNT is not None and len(self.criteria) > self.MAX_COUNT:
             raise ValueError(f"{len(self.criteria)} criteria; at most {self.MAX_COUNT} are allowed")
         return self
@@ -61,16 +66,18 @@ class ImprovementPlan(BaseModel):
     """The strategist's reply: an ordered plan."""
 
     model_config = ConfigDict(extra="forbid")
-    plan: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
-                    Field(json_schema_extra={"maxLength": 2000})]
+    plan: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1), Field(json_schema_extra={"maxLength": 2000})
+    ]
 
 
 class GeneratedPrompt(BaseModel):
     """The generator's reply: the full new prompt and why it was changed so."""
 
     model_config = ConfigDict(extra="forbid")
-    prompt_text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
-                           Field(json_schema_extra={"maxLength": 4000})]
+    prompt_text: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1), Field(json_schema_extra={"maxLength": 4000})
+    ]
     reasoning: str = Field("", json_schema_extra={"maxLength": 400})
 
 
@@ -126,8 +133,9 @@ class EvaluationResult(BaseModel):
                     raise  # a problem outside this entry (e.g. no feedback): the reply itself is invalid
                 rejected.append({"position": k, "entry": entry, "error": entry_problems(e)})
         if not kept:
-            raise ValueError("no valid score entry: " + "; ".join(f"entry {r['position'] + 1}: {r['error']}"
-                                                                   for r in rejected))
+            raise ValueError(
+                "no valid score entry: " + "; ".join(f"entry {r['position'] + 1}: {r['error']}" for r in rejected)
+            )
         result = handler({**data, "scores": [entries[k] for k in kept]})
         result._rejected, result._positions = rejected, kept
         return result
@@ -152,16 +160,20 @@ class Reflection(BaseModel):
     """The reflector's reply: one actionable directive for the next attempt."""
 
     model_config = ConfigDict(extra="forbid")
-    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1),
-                       Field(json_schema_extra={"maxLength": 400})]
+    summary: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1), Field(json_schema_extra={"maxLength": 400})
+    ]
 
 
 @cache
 def decomposed_schema(low: int, high: int, strict: bool = False) -> type[DecomposedGoal]:
     """`DecomposedGoal` whose JSON schema asks for `low` to `high` criteria; with `strict` a reply outside
     those bounds (repeats removed for the lower one) fails validation, else any non-empty list is taken."""
-    model = create_model("DecomposedGoal", __base__=DecomposedGoal, criteria=(list[Criterion], Field(
-        min_length=1, json_schema_extra={"minItems": low, "maxItems": high})))
+    model = create_model(
+        "DecomposedGoal",
+        __base__=DecomposedGoal,
+        criteria=(list[Criterion], Field(min_length=1, json_schema_extra={"minItems": low, "maxItems": high})),
+    )
     if strict:
         model.MIN_DISTINCT, model.MAX_COUNT = low, high
     return model
@@ -179,17 +191,27 @@ def evaluation_schema(criteria: tuple[str, ...], score_type: str = "1-10") -> ty
         schema.pop("items", None)
         schema.pop("maxItems", None)
         schema["minItems"] = len(criteria)
-        schema["prefixItems"] = [{
-            "type": "object", "additionalProperties": False,
-            "required": ["criterion", "score", "justification"],
-            "properties": {"criterion": {"const": c}, "score": {"type": "integer", "minimum": 1, "maximum": 10},
-                           "justification": {"type": "string", "maxLength": 150}},
-        } for c in criteria]
+        schema["prefixItems"] = [
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["criterion", "score", "justification"],
+                "properties": {
+                    "criterion": {"const": c},
+                    "score": {"type": "integer", "minimum": 1, "maximum": 10},
+                    "justification": {"type": "string", "maxLength": 150},
+                },
+            }
+            for c in criteria
+        ]
         schema["maxItems"] = len(criteria)
 
     entry: Any = SCORE_TYPES[score_type]
-    return create_model("EvaluationResult", __base__=EvaluationResult, scores=(
-        list[entry], Field(min_length=1, json_schema_extra=one_per_criterion)))
+    return create_model(
+        "EvaluationResult",
+        __base__=EvaluationResult,
+        scores=(list[entry], Field(min_length=1, json_schema_extra=one_per_criterion)),
+    )
 
 
 # Matching scores to criteria ---------------------------------------------------------------------
@@ -214,8 +236,13 @@ def _which(criteria: list[str], said: str) -> int | None:
 
 
 def _score(criterion: str, entry: CriterionScore, judge: str, mode: str | None) -> Score:
-    return Score(criterion=criterion, score=None if entry.score is None else float(entry.score),
-                 justification=entry.justification, judge=judge, mode=mode)
+    return Score(
+        criterion=criterion,
+        score=None if entry.score is None else float(entry.score),
+        justification=entry.justification,
+        judge=judge,
+        mode=mode,
+    )
 
 
 def _by_position(criteria: list[str], said: Any, position: int, taken: set[int]) -> int | None:
@@ -264,7 +291,9 @@ def match_scores(
         i = i if i is not None or not shaped else _by_position(criteria, said, r["position"], set(found))
         if i is not None and i not in found:
             invalid.setdefault(i, f"missing: the evaluator's entry was invalid ({r['error']})")
-    scores = [found.get(i) or Score(criterion=c, score=None, judge=judge,
-                                    justification=invalid.get(i, "not scored by the evaluator"))
-              for i, c in enumerate(criteria)]
+    scores = [
+        found.get(i)
+        or Score(criterion=c, score=None, judge=judge, justification=invalid.get(i, "not scored by the evaluator"))
+        for i, c in enumerate(criteria)
+    ]
     return scores, unmatched, by_position

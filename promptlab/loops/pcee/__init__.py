@@ -16,6 +16,21 @@ from .schemas import (
 )
 from .steps import CONTROLLER_PROMPT, EVALUATOR_PROMPT
 
-__all__ = ["CONTROLLER_PROMPT", "CORRECTOR_PROMPT", "EVALUATOR_PROMPT", "FixPlan", "PCEEConfig", "PLANNER_PROMPT",
-           "Piping", "PlaceholderError", "Plan", "PlanStep", "Verdict", "arun_pcee",
-           "fill_placeholders", "placeholder_steps", "plan_schemas", "run_pcee"]
+__all__ = [
+    "CONTROLLER_PROMPT",
+    "CORRECTOR_PROMPT",
+    "EVALUATOR_PROMPT",
+    "FixPlan",
+    "PCEEConfig",
+    "PLANNER_PROMPT",
+    "Piping",
+    "PlaceholderError",
+    "Plan",
+    "PlanStep",
+    "Verdict",
+    "arun_pcee",
+    "fill_placeholders",
+    "placeholder_steps",
+    "plan_schemas",
+    "run_pcee",
+]

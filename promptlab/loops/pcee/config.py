@@ -24,7 +24,8 @@ class PCEEConfig(LoopConfig):
     retry_budget: int = Field(2, ge=0, le=20)
     """Corrections (fix plan + retry of the failed step) allowed per run."""
     tools: list[str] = Field(
-        default_factory=lambda: ["write_file", "read_file", "list_files", "shell", "search", "calculator"])
+        default_factory=lambda: ["write_file", "read_file", "list_files", "shell", "search", "calculator"]
+    )
     """Tools the plan may use, by name (the design document's `tavily_search` and `workspace_shell` call
     `search` and `shell`)."""
     piping: Piping = "extract"

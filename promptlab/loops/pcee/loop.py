@@ -79,13 +79,25 @@ async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str)
     ctx = s.ctx
     entry: dict[str, Any] = {"step_id": step.step_id, "attempt": s.retries_used, "reason": reason}
     ctx.run.info["corrections"].append(entry)
-    prompt = ctx.prompt("corrector", CORRECTOR_PROMPT, request=s.task.prompt, tools=s.tools.describe(),
-                        plan=json.dumps(s.plan.model_dump(mode="json")["plan"], indent=1),
-                        step=json.dumps(step.model_dump(mode="json")), reason=reason,
-                        history=history_text(s))
+    prompt = ctx.prompt(
+        "corrector",
+        CORRECTOR_PROMPT,
+        request=s.task.prompt,
+        tools=s.tools.describe(),
+        plan=json.dumps(s.plan.model_dump(mode="json")["plan"], indent=1),
+        step=json.dumps(step.model_dump(mode="json")),
+        reason=reason,
+        history=history_text(s),
+    )
     # a later correction of the same failure would repeat this prompt: ask for a fresh draw
-    fix, fstep = await ctx.call("corrector", "correct", prompt, schema=plan_schemas(s.tools)[1],
-                                iteration=failed, sample_offset=s.retries_used - 1)
+    fix, fstep = await ctx.call(
+        "corrector",
+        "correct",
+        prompt,
+        schema=plan_schemas(s.tools)[1],
+        iteration=failed,
+        sample_offset=s.retries_used - 1,
+    )
     if fix is None:
         entry["error"] = fstep.error.message if fstep.error else "no fix plan"
         entry["succeeded"] = False
@@ -106,10 +118,16 @@ async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str)
 
 def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> str:
     """Stop with failed_step (budget spent) and record which step failed."""
-    s.ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}) and the retry budget "
-                             f"({s.cfg.retry_budget}) is spent")
-    s.ctx.run.info["failed_step"] = {"step_id": step.step_id, "instruction": step.instruction,
-                                     "tool": step.tool_name, "reason": reason, "iteration": it.index}
+    s.ctx.decide(
+        it, "stop", f"step {step.step_id} failed ({reason}) and the retry budget ({s.cfg.retry_budget}) is spent"
+    )
+    s.ctx.run.info["failed_step"] = {
+        "step_id": step.step_id,
+        "instruction": step.instruction,
+        "tool": step.tool_name,
+        "reason": reason,
+        "iteration": it.index,
+    }
     return "failed_step"
 
 
@@ -123,18 +141,26 @@ async def _recover(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> 
             return _give_up(s, step, it, reason)
         left = s.cfg.max_iterations - len(ctx.run.iterations)
         if left < 2:
-            ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}); {left} execution(s) left under "
-                                   f"max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry")
+            ctx.decide(
+                it,
+                "stop",
+                f"step {step.step_id} failed ({reason}); {left} execution(s) left under "
+                f"max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry",
+            )
             return "max_iterations"
         s.retries_used += 1
-        ctx.decide(it, "correct", f"step {step.step_id} failed ({reason}); correction {s.retries_used} of "
-                                  f"{s.cfg.retry_budget}")
+        ctx.decide(
+            it, "correct", f"step {step.step_id} failed ({reason}); correction {s.retries_used} of {s.cfg.retry_budget}"
+        )
         ok, it, why = await _correct(s, step, it, reason)
         if ok:
             return None
         if len(ctx.run.iterations) >= s.cfg.max_iterations:
-            ctx.decide(it, "stop", f"correction failed ({why}); max_iterations ({s.cfg.max_iterations}) "
-                                   f"tool executions reached")
+            ctx.decide(
+                it,
+                "stop",
+                f"correction failed ({why}); max_iterations ({s.cfg.max_iterations}) tool executions reached",
+            )
             return "max_iterations"
         reason = f"{reason}; correction {s.retries_used} failed: {why}"
 
@@ -164,9 +190,15 @@ async def _run_plan(s: PCEEState) -> str:
     return "plan_complete"
 
 
-async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict[str, Any] | None = None, *,
-                    sample: int = 0, on_event: EventHandler | None = None, cache: CacheArg = None,
-                    settings: Settings | None = None) -> Run:
+async def arun_pcee(
+    task: Task | str | dict[str, Any],
+    config: PCEEConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+) -> Run:
     """Run PCEE once: plan, then execute, evaluate and correct step by step in a fresh workspace.
 
     Args:
@@ -179,11 +211,22 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
     """
     task, cfg = as_task(task), as_config(PCEEConfig, config)
     ctx = RunContext("pcee", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
-    ws = Workspace.claim(cfg.workspace_base, ctx.run.run_id, shell_timeout_s=cfg.shell_timeout_s,
-                         output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
+    ws = Workspace.claim(
+        cfg.workspace_base,
+        ctx.run.run_id,
+        shell_timeout_s=cfg.shell_timeout_s,
+        output_cap=cfg.output_cap,
+        unsafe_shell=cfg.unsafe_shell,
+    )
     tools = build_tools(cfg.tools, ToolEnv(Path(cfg.docs_dir) if cfg.docs_dir else None, ws))
-    ctx.run.info.update(workspace=str(ws.root), plan=None, corrections=[], retries_used=0,
-                        unsafe_shell=cfg.unsafe_shell, shell_sandbox=ws.shell_mode)
+    ctx.run.info.update(
+        workspace=str(ws.root),
+        plan=None,
+        corrections=[],
+        retries_used=0,
+        unsafe_shell=cfg.unsafe_shell,
+        shell_sandbox=ws.shell_mode,
+    )
     ctx.emit("run_started", f"PCEE: {task.prompt[:80]}", workspace=str(ws.root))
     guidance = f"What a good result achieves: {task.goal}\n" if task.goal.strip() else ""
     prompt = ctx.prompt("planner", PLANNER_PROMPT, request=task.prompt, guidance=guidance, tools=tools.describe())
@@ -200,8 +243,15 @@ async def arun_pcee(task: Task | str | dict[str, Any], config: PCEEConfig | dict
 run_pcee = sync_twin(arun_pcee)
 
 
-register_loop(LoopSpec("pcee", PCEEConfig, arun_pcee, "Planner-Controller-Executor-Evaluator: a JSON plan with "
-                       "placeholder piping, run step by step in a workspace, with self-correction"))
+register_loop(
+    LoopSpec(
+        "pcee",
+        PCEEConfig,
+        arun_pcee,
+        "Planner-Controller-Executor-Evaluator: a JSON plan with "
+        "placeholder piping, run step by step in a workspace, with self-correction",
+    )
+)
 
 
 PLANNER_PROMPT = """Break the request below into a plan of tool calls, run one after another in a \

@@ -60,8 +60,10 @@ class Plan(BaseModel):
             later = sorted(n for n in placeholder_steps(step.tool_input) if n not in earlier)
             if later:
                 names = ", ".join(f"{{step_{n}_output}}" for n in later)
-                raise ValueError(f"step {step.step_id} uses {names}, but a placeholder may only name a step "
-                                 f"that comes before it (steps before it: {sorted(earlier) or 'none'})")
+                raise ValueError(
+                    f"step {step.step_id} uses {names}, but a placeholder may only name a step "
+                    f"that comes before it (steps before it: {sorted(earlier) or 'none'})"
+                )
             earlier.add(step.step_id)
         return self
 
@@ -90,8 +92,12 @@ def _plan_schemas(branches_json: str) -> tuple[type[Plan], type[FixPlan]]:
     branches = []
     for b in json.loads(branches_json):
         # the tool's name right after step_id: a constrained decoder then follows one branch only
-        props = {"step_id": head["step_id"], "tool_name": b["properties"]["tool_name"],
-                 "instruction": head["instruction"], "tool_input": b["properties"]["tool_input"]}
+        props = {
+            "step_id": head["step_id"],
+            "tool_name": b["properties"]["tool_name"],
+            "instruction": head["instruction"],
+            "tool_input": b["properties"]["tool_input"],
+        }
         branches.append({**b, "properties": props, "required": list(props)})
 
     def known_steps(schema: dict[str, Any]) -> None:
@@ -101,10 +107,14 @@ def _plan_schemas(branches_json: str) -> tuple[type[Plan], type[FixPlan]]:
     class Step(PlanStep):
         model_config = ConfigDict(extra="forbid", json_schema_extra=known_steps)
 
-    plan = create_model("Plan", __base__=Plan, plan=(list[Step], Field(
-        min_length=1, json_schema_extra={"maxItems": MAX_PLAN_STEPS})))
-    fix = create_model("FixPlan", __base__=FixPlan, plan=(list[Step], Field(
-        min_length=1, json_schema_extra={"maxItems": MAX_FIX_STEPS})))
+    plan = create_model(
+        "Plan", __base__=Plan, plan=(list[Step], Field(min_length=1, json_schema_extra={"maxItems": MAX_PLAN_STEPS}))
+    )
+    fix = create_model(
+        "FixPlan",
+        __base__=FixPlan,
+        plan=(list[Step], Field(min_length=1, json_schema_extra={"maxItems": MAX_FIX_STEPS})),
+    )
     return plan, fix
 
 
@@ -146,13 +156,16 @@ def fill_placeholders(tool_input: Any, outputs: dict[int, str]) -> Any:
         PlaceholderError: a placeholder names a step with no output; the message names it.
     """
     if isinstance(tool_input, str):
+
         def sub(m: re.Match[str]) -> str:
             n = int(m.group(1))
             if n not in outputs:
                 have = ", ".join(str(k) for k in sorted(outputs)) or "none"
-                raise PlaceholderError(f"placeholder {m.group(0)} refers to step {n}, which has no output "
-                                       f"(steps with output: {have})")
+                raise PlaceholderError(
+                    f"placeholder {m.group(0)} refers to step {n}, which has no output (steps with output: {have})"
+                )
             return outputs[n]
+
         return PLACEHOLDER.sub(sub, tool_input)
     if isinstance(tool_input, dict):
         return {k: fill_placeholders(v, outputs) for k, v in tool_input.items()}
@@ -161,5 +174,17 @@ def fill_placeholders(tool_input: Any, outputs: dict[int, str]) -> Any:
     return tool_input
 
 
-__all__ = ["FixPlan", "MAX_FIX_STEPS", "MAX_INSTRUCTION", "MAX_PLAN_STEPS", "PLACEHOLDER", "Plan", "PlaceholderError",
-           "PlanStep", "Verdict", "fill_placeholders", "placeholder_steps", "plan_schemas"]
+__all__ = [
+    "FixPlan",
+    "MAX_FIX_STEPS",
+    "MAX_INSTRUCTION",
+    "MAX_PLAN_STEPS",
+    "PLACEHOLDER",
+    "Plan",
+    "PlaceholderError",
+    "PlanStep",
+    "Verdict",
+    "fill_placeholders",
+    "placeholder_steps",
+    "plan_schemas",
+]

@@ -71,9 +71,16 @@ async def _extract(s: PCEEState, step: PlanStep, n: int, it: Iteration) -> str |
     """The controller model's value for `{step_n_output}` in `step` (None when its reply is unusable)."""
     source = next((p for p in s.plan.plan if p.step_id == n), None)
     prompt = s.ctx.prompt(
-        "controller", CONTROLLER_PROMPT, request=s.task.prompt, instruction=step.instruction, tool=step.tool_name,
-        tool_input=json.dumps(step.tool_input, ensure_ascii=False), placeholder=f"{{step_{n}_output}}",
-        source_instruction=source.instruction if source else "(not in the plan)", source_output=s.clip(s.outputs[n]))
+        "controller",
+        CONTROLLER_PROMPT,
+        request=s.task.prompt,
+        instruction=step.instruction,
+        tool=step.tool_name,
+        tool_input=json.dumps(step.tool_input, ensure_ascii=False),
+        placeholder=f"{{step_{n}_output}}",
+        source_instruction=source.instruction if source else "(not in the plan)",
+        source_output=s.clip(s.outputs[n]),
+    )
     out, _ = await s.ctx.call("controller", "control", prompt, schema=Extraction, iteration=it)
     return out.value if out is not None else None
 
@@ -100,8 +107,9 @@ async def control(s: PCEEState, step: PlanStep, it: Iteration) -> tuple[Any, str
     return fill_placeholders(step.tool_input, values), None
 
 
-async def execute(s: PCEEState, step: PlanStep, *, kind: str, retries: int,
-                  fix_for: int | None = None) -> tuple[Iteration, bool, str]:
+async def execute(
+    s: PCEEState, step: PlanStep, *, kind: str, retries: int, fix_for: int | None = None
+) -> tuple[Iteration, bool, str]:
     """Controller + executor + evaluator for one step: (iteration, success, reason)."""
     ctx = s.ctx
     it = ctx.new_iteration()
@@ -128,14 +136,27 @@ async def evaluate(s: PCEEState, step: PlanStep, it: Iteration, filled: Any, res
     """The evaluator's verdict on an executed step (a tool error too: the seed's supervisor inspects every
     result; the error itself stays recorded on the step and in the run's errors)."""
     ctx = s.ctx
-    prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, request=s.task.prompt, instruction=step.instruction,
-                        tool=step.tool_name, tool_input=s.clip(filled), result=result_text(s, result))
+    prompt = ctx.prompt(
+        "evaluator",
+        EVALUATOR_PROMPT,
+        request=s.task.prompt,
+        instruction=step.instruction,
+        tool=step.tool_name,
+        tool_input=s.clip(filled),
+        result=result_text(s, result),
+    )
     verdict, vstep = await ctx.call("evaluator", "evaluate", prompt, schema=Verdict, iteration=it)
     judge = s.cfg.model_for("evaluator")
     if verdict is None:
         message = vstep.error.message if vstep.error else "no evaluator output"
-        ctx.score(it, [Score(criterion="verdict", score=None, judge=judge,
-                             justification=f"evaluator output unusable: {message}")])
+        ctx.score(
+            it,
+            [
+                Score(
+                    criterion="verdict", score=None, judge=judge, justification=f"evaluator output unusable: {message}"
+                )
+            ],
+        )
         return False, f"the evaluator's verdict could not be read ({message})"
     ok = verdict.verdict == "success"
     ctx.score(it, [Score(criterion="verdict", score=1.0 if ok else 0.0, justification=verdict.reason, judge=judge)])
@@ -150,15 +171,17 @@ def result_text(s: PCEEState, result: ToolResult) -> str:
         return f"the tool failed: {s.clip(result.error or '')}"
     if isinstance(result.output, dict) and "exit_code" in result.output:
         o = result.output
-        return (f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{s.clip(o['stdout'])}\n"
-                f"stderr:\n{s.clip(o['stderr'])}")
+        return (
+            f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{s.clip(o['stdout'])}\n"
+            f"stderr:\n{s.clip(o['stderr'])}"
+        )
     return s.clip(result.text)
 
 
 def history_text(s: PCEEState) -> str:
     """The executions shown to the corrector: all of them (or the last `correction_history`), uncut unless
     `result_chars` is set."""
-    shown = s.history if s.cfg.correction_history is None else s.history[len(s.history) - s.cfg.correction_history:]
+    shown = s.history if s.cfg.correction_history is None else s.history[len(s.history) - s.cfg.correction_history :]
     if s.cfg.correction_history == 0:
         shown = []
     blocks = [f"{e.label} {e.tool}({s.clip(e.tool_input)}) ->\n{result_text(s, e.result)}" for e in shown]
@@ -194,5 +217,15 @@ Judge only this step against its instruction (a non-zero exit code or an error m
 failure). Reply with a JSON object: "verdict" ("success" or "failure") and "reason" (one sentence)."""
 
 
-__all__ = ["CONTROLLER_PROMPT", "EVALUATOR_PROMPT", "Execution", "Extraction", "PCEEState", "control", "evaluate",
-           "execute", "history_text", "result_text"]
+__all__ = [
+    "CONTROLLER_PROMPT",
+    "EVALUATOR_PROMPT",
+    "Execution",
+    "Extraction",
+    "PCEEState",
+    "control",
+    "evaluate",
+    "execute",
+    "history_text",
+    "result_text",
+]

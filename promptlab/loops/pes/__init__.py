@@ -8,6 +8,19 @@ from .config import Persona, PESConfig, ThreadState
 from .observe import TOKEN_KINDS, ObservationType
 from .run import JUDGE_PROMPT, PLANNER_PROMPT, SYNTHESIZER_PROMPT
 
-__all__ = ["AgentDirectory", "JUDGE_PROMPT", "ObservationType", "PESAgent", "PESConfig", "PLANNER_PROMPT",
-           "PLANNING_SYSTEM", "Persona", "SYNTHESIS_SYSTEM", "SYNTHESIZER_PROMPT", "TOKEN_KINDS", "ThreadState",
-           "arun_pes", "run_pes"]
+__all__ = [
+    "AgentDirectory",
+    "JUDGE_PROMPT",
+    "ObservationType",
+    "PESAgent",
+    "PESConfig",
+    "PLANNER_PROMPT",
+    "PLANNING_SYSTEM",
+    "Persona",
+    "SYNTHESIS_SYSTEM",
+    "SYNTHESIZER_PROMPT",
+    "TOKEN_KINDS",
+    "ThreadState",
+    "arun_pes",
+    "run_pes",
+]

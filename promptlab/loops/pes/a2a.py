@@ -43,9 +43,17 @@ class Agent(Protocol):
     task_types: list[str]
     directory: AgentDirectory | None
 
-    async def arun_task(self, task: Task, *, thread_id: str = ..., sample: int = ...,
-                        on_event: EventHandler | None = ..., cache: CacheArg = ..., settings: Settings | None = ...,
-                        depth: int = ...) -> Run:
+    async def arun_task(
+        self,
+        task: Task,
+        *,
+        thread_id: str = ...,
+        sample: int = ...,
+        on_event: EventHandler | None = ...,
+        cache: CacheArg = ...,
+        settings: Settings | None = ...,
+        depth: int = ...,
+    ) -> Run:
         """Run the agent on a task."""
         ...
 
@@ -88,8 +96,11 @@ class AgentDirectory:
 
     def summary(self, caller: str) -> str:
         """The delegation context shown to `caller`'s planner: each other agent and its task types."""
-        lines = [f"- {a.name}" + (f" (task types: {', '.join(a.task_types)})" if a.task_types else "")
-                 for a in self._agents.values() if a.name != caller]
+        lines = [
+            f"- {a.name}" + (f" (task types: {', '.join(a.task_types)})" if a.task_types else "")
+            for a in self._agents.values()
+            if a.name != caller
+        ]
         return "\n".join(lines) or "(no other agents)"
 
 
@@ -174,8 +185,13 @@ def delegate_tool(caller: str, directory: AgentDirectory) -> Tool:
         props["task_type"] = {"type": "string", "enum": types}
     schema = {"type": "object", "additionalProperties": False, "required": ["task"], "properties": props}
     how = f"Agents: {', '.join(others)}." + (f" Task types: {', '.join(types)}." if types else "")
-    return Tool("delegate", "Hand a self-contained sub-task to another agent (name it by 'agent', or give a "
-                f"'task_type' to let it be found) and get its answer back. {how}", not_here, input_schema=schema)
+    return Tool(
+        "delegate",
+        "Hand a self-contained sub-task to another agent (name it by 'agent', or give a "
+        f"'task_type' to let it be found) and get its answer back. {how}",
+        not_here,
+        input_schema=schema,
+    )
 
 
 async def delegate_all(
@@ -206,8 +222,12 @@ async def delegate_all(
     for k, args in enumerate(calls, start=1):
         task_id = f"{run_id}-{iteration}-{k}"
         text = args.get("task") if isinstance(args, dict) else None
-        record = A2ATask(task_id=task_id, iteration=iteration, task=str(text or ""),
-                         task_type=args.get("task_type") if isinstance(args, dict) else None)
+        record = A2ATask(
+            task_id=task_id,
+            iteration=iteration,
+            task=str(text or ""),
+            task_type=args.get("task_type") if isinstance(args, dict) else None,
+        )
         tasks.append(record)
         try:
             agent = _resolve(args, caller, directory)
@@ -216,9 +236,19 @@ async def delegate_all(
             repo.save(record)
             continue
         record.agent, record.thread_id, record.status = agent.name, f"a2a:{caller}:{task_id}", "working"
-        jobs[asyncio.ensure_future(agent.arun_task(
-            Task(id=record.thread_id, prompt=record.task), thread_id=record.thread_id, sample=sample,
-            on_event=on_event, cache=cache, settings=settings, depth=depth))] = record
+        jobs[
+            asyncio.ensure_future(
+                agent.arun_task(
+                    Task(id=record.thread_id, prompt=record.task),
+                    thread_id=record.thread_id,
+                    sample=sample,
+                    on_event=on_event,
+                    cache=cache,
+                    settings=settings,
+                    depth=depth,
+                )
+            )
+        ] = record
         repo.save(record)
     await _wait(jobs, repo, timeout_s, poll_s)
     return tasks
@@ -236,8 +266,9 @@ def _resolve(args: Any, caller: str, directory: AgentDirectory) -> Agent:
     raise ToolError("a delegation names an 'agent' or a 'task_type'")
 
 
-async def _wait(jobs: dict[asyncio.Future[Run], A2ATask], repo: A2ATaskRepository, timeout_s: float,
-                poll_s: float) -> None:
+async def _wait(
+    jobs: dict[asyncio.Future[Run], A2ATask], repo: A2ATaskRepository, timeout_s: float, poll_s: float
+) -> None:
     deadline = time.monotonic() + timeout_s
     pending, polls = set(jobs), 0
     try:
@@ -245,8 +276,9 @@ async def _wait(jobs: dict[asyncio.Future[Run], A2ATask], repo: A2ATaskRepositor
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            done, pending = await asyncio.wait(pending, timeout=min(poll_s, remaining),
-                                               return_when=asyncio.FIRST_COMPLETED)
+            done, pending = await asyncio.wait(
+                pending, timeout=min(poll_s, remaining), return_when=asyncio.FIRST_COMPLETED
+            )
             polls += 1
             for job in done:
                 _settle(jobs[job], job)
@@ -276,5 +308,12 @@ def _settle(record: A2ATask, job: asyncio.Future[Run]) -> None:
         record.status = "completed"
 
 
-__all__ = ["A2ATask", "A2ATaskRepository", "Agent", "AgentDirectory", "DEFAULT_A2A_DIR", "delegate_all",
-           "delegate_tool"]
+__all__ = [
+    "A2ATask",
+    "A2ATaskRepository",
+    "Agent",
+    "AgentDirectory",
+    "DEFAULT_A2A_DIR",
+    "delegate_all",
+    "delegate_tool",
+]

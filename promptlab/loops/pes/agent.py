@@ -70,10 +70,19 @@ class PESAgent:
         on_event, cache, settings: defaults for every run of this agent.
     """
 
-    def __init__(self, name: str, persona: Persona | None = None, tools: Sequence[str | Tool] | None = None,
-                 config: PESConfig | dict[str, Any] | None = None, *, directory: AgentDirectory | None = None,
-                 task_types: Sequence[str] = (), on_event: EventHandler | None = None, cache: CacheArg = None,
-                 settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        persona: Persona | None = None,
+        tools: Sequence[str | Tool] | None = None,
+        config: PESConfig | dict[str, Any] | None = None,
+        *,
+        directory: AgentDirectory | None = None,
+        task_types: Sequence[str] = (),
+        on_event: EventHandler | None = None,
+        cache: CacheArg = None,
+        settings: Settings | None = None,
+    ) -> None:
         self.name = name
         self.persona = persona or Persona()
         self.config = as_config(PESConfig, config)
@@ -90,8 +99,15 @@ class PESAgent:
         """The thread's state (created empty on first use)."""
         return self._threads.setdefault(thread_id, ThreadState())
 
-    def set_thread(self, thread_id: str, *, persona: Persona | None = None, history_limit: int | None = None,
-                   enabled_tools: Sequence[str] | None = None, provider_config: dict[str, Any] | None = None) -> None:
+    def set_thread(
+        self,
+        thread_id: str,
+        *,
+        persona: Persona | None = None,
+        history_limit: int | None = None,
+        enabled_tools: Sequence[str] | None = None,
+        provider_config: dict[str, Any] | None = None,
+    ) -> None:
         """Set a thread's persona, history limit, enabled tools and/or provider config (None leaves a setting
         as it is).
 
@@ -133,9 +149,18 @@ class PESAgent:
         """Sync twin of `aprocess`."""
         return run_sync(self.aprocess(query, thread_id, persona, **kwargs))
 
-    async def aprocess(self, query: str, thread_id: str = "default", persona: Persona | None = None, *,
-                       goal: str = "", sample: int = 0, on_event: EventHandler | None = None,
-                       cache: CacheArg = None, settings: Settings | None = None) -> Run:
+    async def aprocess(
+        self,
+        query: str,
+        thread_id: str = "default",
+        persona: Persona | None = None,
+        *,
+        goal: str = "",
+        sample: int = 0,
+        on_event: EventHandler | None = None,
+        cache: CacheArg = None,
+        settings: Settings | None = None,
+    ) -> Run:
         """Answer `query` in thread `thread_id` (its history goes into the prompts and is extended).
 
         Args:
@@ -146,17 +171,33 @@ class PESAgent:
             sample, on_event, cache, settings: as for every loop (None: the agent's defaults).
         """
         task = Task(id=thread_id, prompt=query, goal=goal)
-        return await self.arun_task(task, thread_id=thread_id, persona=persona, sample=sample,
-                                    on_event=on_event, cache=cache, settings=settings)
+        return await self.arun_task(
+            task, thread_id=thread_id, persona=persona, sample=sample, on_event=on_event, cache=cache, settings=settings
+        )
 
-    async def arun_task(self, task: Task, *, thread_id: str = "default", persona: Persona | None = None,
-                        sample: int = 0, on_event: EventHandler | None = None, cache: CacheArg = None,
-                        settings: Settings | None = None, depth: int = 0) -> Run:
+    async def arun_task(
+        self,
+        task: Task,
+        *,
+        thread_id: str = "default",
+        persona: Persona | None = None,
+        sample: int = 0,
+        on_event: EventHandler | None = None,
+        cache: CacheArg = None,
+        settings: Settings | None = None,
+        depth: int = 0,
+    ) -> Run:
         """Run the loop on a Task (its prompt is the query, its goal optional guidance)."""
-        turn = self._begin(task, thread_id, persona, sample=sample, depth=depth,
-                           on_event=on_event if on_event is not None else self.on_event,
-                           cache=cache if cache is not None else self.cache,
-                           settings=settings if settings is not None else self.settings)
+        turn = self._begin(
+            task,
+            thread_id,
+            persona,
+            sample=sample,
+            depth=depth,
+            on_event=on_event if on_event is not None else self.on_event,
+            cache=cache if cache is not None else self.cache,
+            settings=settings if settings is not None else self.settings,
+        )
         planning_stop = await plan_and_execute(turn)
         turn.ctx.run.info["planning_stop"] = planning_stop
         final = await synthesize(turn)
@@ -169,8 +210,18 @@ class PESAgent:
         finalize(turn, final)
         return turn.ctx.finish(stop_reason, final)
 
-    def _begin(self, task: Task, thread_id: str, persona: Persona | None, *, sample: int, depth: int,
-               on_event: EventHandler | None, cache: CacheArg, settings: Settings | None) -> Turn:
+    def _begin(
+        self,
+        task: Task,
+        thread_id: str,
+        persona: Persona | None,
+        *,
+        sample: int,
+        depth: int,
+        on_event: EventHandler | None,
+        cache: CacheArg,
+        settings: Settings | None,
+    ) -> Turn:
         """Load the thread's configuration (persona, tools, provider config, workspace) and open the run."""
         state = self.thread(thread_id)
         cfg = with_provider(self.config, state.provider_config)
@@ -182,18 +233,38 @@ class PESAgent:
         limit = state.history_limit if state.history_limit is not None else cfg.history_limit
         tools = self._tools(cfg, state, thread_id, depth)
         run = ctx.run
-        run.info.update(agent=self.name, thread_id=thread_id, turn=state.turns + 1, delegation_depth=depth,
-                        tools=tools.names(), system_prompt_source=sources,
-                        system_prompt_hashes={stage: text_hash(text) for stage, text in systems.items()})
+        run.info.update(
+            agent=self.name,
+            thread_id=thread_id,
+            turn=state.turns + 1,
+            delegation_depth=depth,
+            tools=tools.names(),
+            system_prompt_source=sources,
+            system_prompt_hashes={stage: text_hash(text) for stage, text in systems.items()},
+        )
         if state.workspace is not None:
-            run.info.update(workspace=str(state.workspace.root), unsafe_shell=cfg.unsafe_shell,
-                            shell_sandbox=state.workspace.shell_mode)
+            run.info.update(
+                workspace=str(state.workspace.root),
+                unsafe_shell=cfg.unsafe_shell,
+                shell_sandbox=state.workspace.shell_mode,
+            )
         observe = Observer(ctx.emit)
         run.info["observations"] = observe.items
         ctx.emit("run_started", f"PES agent {self.name!r}: {task.prompt[:80]}", tools=tools.names())
-        return Turn(ctx=ctx, cfg=cfg, task=task, thread_id=thread_id, state=state, tools=tools, systems=systems,
-                    history=state.history[-limit:] if limit else [], observe=observe, depth=depth,
-                    agent=self.name, directory=self.directory)
+        return Turn(
+            ctx=ctx,
+            cfg=cfg,
+            task=task,
+            thread_id=thread_id,
+            state=state,
+            tools=tools,
+            systems=systems,
+            history=state.history[-limit:] if limit else [],
+            observe=observe,
+            depth=depth,
+            agent=self.name,
+            directory=self.directory,
+        )
 
     def _tools(self, cfg: PESConfig, state: ThreadState, thread_id: str, depth: int) -> ToolRegistry:
         """The thread's tools: the agent's, narrowed to the thread's enabled ones, plus `delegate`."""
@@ -201,8 +272,13 @@ class PESAgent:
         names = [n for n in self.tool_names if allowed is None or n in allowed]
         if needs_workspace(names) and state.workspace is None:
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.name}-{thread_id}")[:48]
-            state.workspace = Workspace.claim(cfg.workspace_base, stem, shell_timeout_s=cfg.shell_timeout_s,
-                                              output_cap=cfg.output_cap, unsafe_shell=cfg.unsafe_shell)
+            state.workspace = Workspace.claim(
+                cfg.workspace_base,
+                stem,
+                shell_timeout_s=cfg.shell_timeout_s,
+                output_cap=cfg.output_cap,
+                unsafe_shell=cfg.unsafe_shell,
+            )
         extra = [t for t in self.extra_tools if allowed is None or t.name in allowed]
         others = [n for n in self.directory.names() if n != self.name] if self.directory is not None else []
         deeper = cfg.max_delegation_depth is None or depth < cfg.max_delegation_depth
@@ -220,9 +296,16 @@ class PESAgent:
                 return value, source
         return (PLANNING_SYSTEM if stage == "planning" else SYNTHESIS_SYSTEM), "default"
 
-async def arun_pes(task: Task | str | dict[str, Any], config: PESConfig | dict[str, Any] | None = None, *,
-                   sample: int = 0, on_event: EventHandler | None = None, cache: CacheArg = None,
-                   settings: Settings | None = None) -> Run:
+
+async def arun_pes(
+    task: Task | str | dict[str, Any],
+    config: PESConfig | dict[str, Any] | None = None,
+    *,
+    sample: int = 0,
+    on_event: EventHandler | None = None,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+) -> Run:
     """Run PES once on a task with a fresh agent and the default persona.
 
     Args:
@@ -240,8 +323,14 @@ async def arun_pes(task: Task | str | dict[str, Any], config: PESConfig | dict[s
 run_pes = sync_twin(arun_pes)
 
 
-register_loop(LoopSpec("pes", PESConfig, arun_pes, "Plan-Execute-Synthesize agent: plan tool calls, run "
-                       "them, iterate on their results, then synthesize an answer"))
+register_loop(
+    LoopSpec(
+        "pes",
+        PESConfig,
+        arun_pes,
+        "Plan-Execute-Synthesize agent: plan tool calls, run them, iterate on their results, then synthesize an answer",
+    )
+)
 
 __all__ = ["PLANNING_SYSTEM", "SYNTHESIS_SYSTEM", "PESAgent", "arun_pes", "run_pes"]
 

@@ -54,8 +54,14 @@ class Observer:
     def __call__(self, kind: ObservationType, content: Any, iteration: int | None = None) -> None:
         self.items.append({"type": kind.value, "content": content, "iteration": iteration})
         text = content if isinstance(content, str) else json.dumps(content, default=str)
-        self.emit("observation", f"{kind.value}: {text[:200]}", iteration=iteration, phase="observe",
-                  type=kind.value, content=content)
+        self.emit(
+            "observation",
+            f"{kind.value}: {text[:200]}",
+            iteration=iteration,
+            phase="observe",
+            type=kind.value,
+            content=content,
+        )
 
 
 class StreamTyper:
@@ -83,8 +89,11 @@ class StreamTyper:
 
     def forward(self, event: Event, stage: str, thinking: bool, text: str) -> None:
         kind = TOKEN_KINDS[stage][0 if thinking else 1]
-        self.handler(event.model_copy(update={"message": text, "data": {**event.data, "token_type": kind,
-                                                                         "stage": stage, "text": text}}))
+        self.handler(
+            event.model_copy(
+                update={"message": text, "data": {**event.data, "token_type": kind, "stage": stage, "text": text}}
+            )
+        )
 
     def split(self, key: tuple[Any, ...], text: str) -> list[tuple[bool, str]]:
         """(inside a think block, text) segments of the next piece of one call's stream."""
@@ -95,7 +104,7 @@ class StreamTyper:
             if at >= 0:
                 if at:
                     out.append((inside, buf[:at]))
-                buf, inside = buf[at + len(tag):], not inside
+                buf, inside = buf[at + len(tag) :], not inside
                 continue
             keep = next((k for k in range(min(len(tag) - 1, len(buf)), 0, -1) if tag.startswith(buf[-k:])), 0)
             if keep:

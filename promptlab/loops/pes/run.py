@@ -42,9 +42,13 @@ class Turn:
     a2a: list[A2ATask] = field(default_factory=list)
 
     def fields(self) -> dict[str, Any]:
-        return dict(query=self.task.prompt, guidance=guidance(self.task.goal), history=history_text(self.history),
-                    tools=self.tools.describe(), max_iterations=self.cfg.max_iterations)
-
+        return dict(
+            query=self.task.prompt,
+            guidance=guidance(self.task.goal),
+            history=history_text(self.history),
+            tools=self.tools.describe(),
+            max_iterations=self.cfg.max_iterations,
+        )
 
 
 async def plan_and_execute(turn: Turn) -> str:
@@ -56,16 +60,25 @@ async def plan_and_execute(turn: Turn) -> str:
         if ctx.budget_stop(*last_step_cost(ctx)):
             return BUDGET  # the synthesis still answers from what was gathered
         it = ctx.new_iteration()
-        prompt = ctx.prompt("planner", PLANNER_PROMPT, **turn.fields(), iteration=it.index,
-                            delegation=delegation_context(turn),
-                            steps="\n".join(turn.rounds) or "(none yet: this is the first round)")
+        prompt = ctx.prompt(
+            "planner",
+            PLANNER_PROMPT,
+            **turn.fields(),
+            iteration=it.index,
+            delegation=delegation_context(turn),
+            steps="\n".join(turn.rounds) or "(none yet: this is the first round)",
+        )
         plan = await stream_call(turn, "planning", it, "planner", "plan", prompt, schema)
         if plan is None:
             ctx.decide(it, "synthesize", "the planning call failed (see errors)")
             return "error"
         it.candidate = plan.plan
-        for kind, value in ((ObservationType.TITLE, plan.title), (ObservationType.INTENT, plan.intent),
-                            (ObservationType.PLAN, plan.plan), (ObservationType.THOUGHTS, plan.thoughts)):
+        for kind, value in (
+            (ObservationType.TITLE, plan.title),
+            (ObservationType.INTENT, plan.intent),
+            (ObservationType.PLAN, plan.plan),
+            (ObservationType.THOUGHTS, plan.thoughts),
+        ):
             observe(kind, value, it.index)
         turn.state.title = plan.title or turn.state.title
         results, tasks = await execute_round(turn, it, plan)
@@ -83,28 +96,45 @@ async def plan_and_execute(turn: Turn) -> str:
             ctx.decide(it, "continue", f"{ok} of {len(results)} tool calls succeeded; planning again")
     return "max_iterations"
 
-async def stream_call(turn: Turn, stage: str, it: Iteration | None, role: str, phase: str,
-                       prompt: str, schema: type[BaseModel]) -> Any:
+
+async def stream_call(
+    turn: Turn, stage: str, it: Iteration | None, role: str, phase: str, prompt: str, schema: type[BaseModel]
+) -> Any:
     """A planning or synthesis call framed by the LLM_STREAM_* observations (None if it failed)."""
     ctx, index = turn.ctx, it.index if it is not None else None
     model = turn.cfg.model_for(role)
     turn.observe(ObservationType.LLM_STREAM_START, {"stage": stage, "model": model}, index)
-    out, step = await ctx.call(role, phase, prompt, schema=schema, iteration=it, system=turn.systems[stage],
-                               token_type=stage, keep_raw=stage == "planning")
+    out, step = await ctx.call(
+        role,
+        phase,
+        prompt,
+        schema=schema,
+        iteration=it,
+        system=turn.systems[stage],
+        token_type=stage,
+        keep_raw=stage == "planning",
+    )
     if out is None:
         message = step.error.message if step.error else f"no {stage} output"
         turn.observe(ObservationType.LLM_STREAM_ERROR, {"stage": stage, "message": message}, index)
         turn.observe(ObservationType.ERROR, {"phase": phase, "message": message}, index)
         return None
     call = step.call
-    turn.observe(ObservationType.LLM_STREAM_METADATA, {
-        "stage": stage, "model": model, "input_tokens": call.input_tokens if call else None,
-        "output_tokens": call.output_tokens if call else None}, index)
+    turn.observe(
+        ObservationType.LLM_STREAM_METADATA,
+        {
+            "stage": stage,
+            "model": model,
+            "input_tokens": call.input_tokens if call else None,
+            "output_tokens": call.output_tokens if call else None,
+        },
+        index,
+    )
     turn.observe(ObservationType.LLM_STREAM_END, {"stage": stage}, index)
     return out
 
-async def execute_round(turn: Turn, it: Iteration, plan: PlanningOutput) -> tuple[list[ToolResult],
-                                                                                    list[A2ATask]]:
+
+async def execute_round(turn: Turn, it: Iteration, plan: PlanningOutput) -> tuple[list[ToolResult], list[A2ATask]]:
     """The round's delegations (started together, then awaited), then its local tools; results in plan order."""
     ctx = turn.ctx
     for call in plan.tool_calls:
@@ -126,9 +156,19 @@ async def execute_round(turn: Turn, it: Iteration, plan: PlanningOutput) -> tupl
         ctx.run.info["a2a_tasks_file"] = str(repo.path)
         tasks = await delegate_all(
             [args for _, _, args in delegations],
-            caller=turn.agent, directory=turn.directory, repo=repo, run_id=ctx.run.run_id, iteration=it.index,
-            timeout_s=turn.cfg.delegate_timeout_s, poll_s=turn.cfg.delegate_poll_s, sample=ctx.run.sample,
-            on_event=ctx.on_event, cache=ctx.cache, settings=ctx.settings, depth=turn.depth + 1)
+            caller=turn.agent,
+            directory=turn.directory,
+            repo=repo,
+            run_id=ctx.run.run_id,
+            iteration=it.index,
+            timeout_s=turn.cfg.delegate_timeout_s,
+            poll_s=turn.cfg.delegate_poll_s,
+            sample=ctx.run.sample,
+            on_event=ctx.on_event,
+            cache=ctx.cache,
+            settings=ctx.settings,
+            depth=turn.depth + 1,
+        )
         turn.a2a += tasks
         for (k, raw, _), task in zip(delegations, tasks, strict=True):
             results[k] = a2a_result(raw, task)
@@ -143,29 +183,43 @@ async def execute_round(turn: Turn, it: Iteration, plan: PlanningOutput) -> tupl
             turn.observe(ObservationType.ERROR, {"phase": "tool", "tool": r.tool, "message": r.error}, it.index)
     return ordered, tasks
 
-def execution_step(turn: Turn, it: Iteration, plan: PlanningOutput, results: list[ToolResult],
-                    tasks: list[A2ATask]) -> dict[str, Any]:
+
+def execution_step(
+    turn: Turn, it: Iteration, plan: PlanningOutput, results: list[ToolResult], tasks: list[A2ATask]
+) -> dict[str, Any]:
     """The design's ExecutionStep of one iteration."""
     raw = next((s.raw for s in it.steps if s.phase == "plan" and s.raw is not None), None)
     calls = [c.model_dump(mode="json") for c in plan.tool_calls]
-    return {"iteration": it.index, "planning_output": plan.model_dump(mode="json"),
-            "tool_results": [r.model_dump(mode="json") for r in results],
-            "a2a_tasks": [t.record() for t in tasks],
-            "planning_context": {"tools_list": [{"name": t.name, "description": t.description} for t in turn.tools],
-                                 "a2a_summary": delegation_context(turn), "planned_tool_calls": calls,
-                                 "raw_planning_text": raw}}
+    return {
+        "iteration": it.index,
+        "planning_output": plan.model_dump(mode="json"),
+        "tool_results": [r.model_dump(mode="json") for r in results],
+        "a2a_tasks": [t.record() for t in tasks],
+        "planning_context": {
+            "tools_list": [{"name": t.name, "description": t.description} for t in turn.tools],
+            "a2a_summary": delegation_context(turn),
+            "planned_tool_calls": calls,
+            "raw_planning_text": raw,
+        },
+    }
+
 
 def delegation_context(turn: Turn) -> str:
     if "delegate" not in turn.tools or turn.directory is None:
         return "(no delegation: no other agents)"
     # no task id here: it holds the run id, which no prompt may contain (the cache key would depend on it)
     done = [f"- round {t.iteration}: {t.agent or '?'} {t.status}: {t.task}" for t in turn.a2a]
-    return "Agents you can delegate to:\n" + turn.directory.summary(turn.agent) + (
-        "\nDelegated so far:\n" + "\n".join(done) if done else "")
+    return (
+        "Agents you can delegate to:\n"
+        + turn.directory.summary(turn.agent)
+        + ("\nDelegated so far:\n" + "\n".join(done) if done else "")
+    )
+
 
 async def synthesize(turn: Turn) -> str | None:
-    prompt = turn.ctx.prompt("synthesizer", SYNTHESIZER_PROMPT, **turn.fields(),
-                             steps="\n".join(turn.rounds) or "(no tool was run)")
+    prompt = turn.ctx.prompt(
+        "synthesizer", SYNTHESIZER_PROMPT, **turn.fields(), steps="\n".join(turn.rounds) or "(no tool was run)"
+    )
     out = await stream_call(turn, "synthesis", None, "synthesizer", "synthesize", prompt, SynthesisOutput)
     if out is None:
         return None
@@ -173,6 +227,7 @@ async def synthesize(turn: Turn) -> str | None:
     turn.observe(ObservationType.SYNTHESIS, out.model_dump(mode="json"))
     turn.observe(ObservationType.FINAL_RESPONSE, out.content)
     return str(out.content)
+
 
 def finalize(turn: Turn, final: str | None) -> None:
     """Save the answer to the thread, record the state update, the execution steps and delegations."""
@@ -185,36 +240,49 @@ def finalize(turn: Turn, final: str | None) -> None:
         limit = state.history_limit if state.history_limit is not None else turn.cfg.history_limit
         state.history += [{"role": "user", "content": turn.task.prompt}, {"role": "assistant", "content": final}]
         trim(state.history, limit)
-    turn.observe(ObservationType.STATE_UPDATE, {"thread_id": turn.thread_id, "title": state.title,
-                                                "turn": state.turns, "history_messages": len(state.history)})
+    turn.observe(
+        ObservationType.STATE_UPDATE,
+        {
+            "thread_id": turn.thread_id,
+            "title": state.title,
+            "turn": state.turns,
+            "history_messages": len(state.history),
+        },
+    )
 
 
 async def judge(turn: Turn, answer: str) -> Score:
     """The critic model's 1-10 grade of the answer (a missing score, with the error, if unparseable)."""
     ctx = turn.ctx
-    prompt = ctx.prompt("judge", JUDGE_PROMPT, query=turn.task.prompt, guidance=guidance(turn.task.goal),
-                        answer=answer)
+    prompt = ctx.prompt("judge", JUDGE_PROMPT, query=turn.task.prompt, guidance=guidance(turn.task.goal), answer=answer)
     grade, step = await ctx.call("judge", "judge", prompt, schema=JudgeGrade)
     model = turn.cfg.model_for("judge")
     if grade is None:
         message = step.error.message if step.error else "no judge output"
         turn.observe(ObservationType.ERROR, {"phase": "judge", "message": message})
-        score = Score(criterion="overall", score=None, justification=f"judge output unusable: {message}",
-                      judge=model)
+        score = Score(criterion="overall", score=None, justification=f"judge output unusable: {message}", judge=model)
     else:
-        score = Score(criterion="overall", score=float(grade.score), justification=grade.justification,
-                      judge=model)
+        score = Score(criterion="overall", score=float(grade.score), justification=grade.justification, judge=model)
     ctx.emit("score", f"judge: {score.score}", phase="judge", role="judge", scores=[score.model_dump()])
     return score
 
 
-
 def a2a_result(tool_input: Any, task: A2ATask) -> ToolResult:
     if task.status == "completed":
-        out = {"agent": task.agent, "answer": task.result, "run_id": task.run_id, "task_id": task.task_id,
-               "stop_reason": task.stop_reason}
-        return ToolResult(tool="delegate", input=tool_input, status="success", output=out,
-                          text=f"{task.agent} answered: {task.result}")
+        out = {
+            "agent": task.agent,
+            "answer": task.result,
+            "run_id": task.run_id,
+            "task_id": task.task_id,
+            "stop_reason": task.stop_reason,
+        }
+        return ToolResult(
+            tool="delegate",
+            input=tool_input,
+            status="success",
+            output=out,
+            text=f"{task.agent} answered: {task.result}",
+        )
     return ToolResult(tool="delegate", input=tool_input, status="error", error=task.error or task.status)
 
 

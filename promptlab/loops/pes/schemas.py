@@ -73,9 +73,14 @@ def _planning_schema(branches_json: str) -> type[PlanningOutput]:
     class ToolCall(ToolCallRequest):
         model_config = ConfigDict(extra="forbid", json_schema_extra=known_calls)
 
-    return create_model("PlanningOutput", __base__=PlanningOutput, tool_calls=(
-        list[ToolCall], Field(json_schema_extra={"maxItems": MAX_TOOL_CALLS},
-                              description="Tools to call now; empty to answer.")))
+    return create_model(
+        "PlanningOutput",
+        __base__=PlanningOutput,
+        tool_calls=(
+            list[ToolCall],
+            Field(json_schema_extra={"maxItems": MAX_TOOL_CALLS}, description="Tools to call now; empty to answer."),
+        ),
+    )
 
 
 class SynthesisMetadata(BaseModel):

@@ -52,9 +52,19 @@ class Arms:
         values = [ledger.get(i) for i in range(n_dev)]
         mean, n, low, high = mean_ci(values)
         assert it.candidate is not None
-        self.search.scored(it, GroundedScore(split="dev", score=mean, n=n, ci_low=low, ci_high=high,
-                                             errors=sum(i in ledger and ledger[i] is None for i in range(n_dev)),
-                                             scores=values, prompt_hash=text_hash(it.candidate)))
+        self.search.scored(
+            it,
+            GroundedScore(
+                split="dev",
+                score=mean,
+                n=n,
+                ci_low=low,
+                ci_high=high,
+                errors=sum(i in ledger and ledger[i] is None for i in range(n_dev)),
+                scores=values,
+                prompt_hash=text_hash(it.candidate),
+            ),
+        )
 
     def mean(self, it: Iteration) -> float | None:
         """`it`'s estimate: its mean score over the examples it has run on (None before any)."""
@@ -68,7 +78,7 @@ class Arms:
     def todo(self, it: Iteration, n: int) -> list[int]:
         """The next `n` dev positions `it` has not run on, in the run's order."""
         ledger = self.ledger(it)
-        return [i for i in self.order if i not in ledger][:max(n, 0)]
+        return [i for i in self.order if i not in ledger][: max(n, 0)]
 
     async def pull(self, it: Iteration, positions: list[int]) -> bool:
         """Run `it` on `positions` (those it has not run on), a step of the budget; False when the budget

@@ -65,8 +65,10 @@ def error_text(search: Search, it: Iteration, positions: list[int]) -> str:
     for k, i in enumerate(positions, start=1):
         ex = search.dev[i]
         target = ex.target if isinstance(ex.target, str) else json.dumps(ex.target, ensure_ascii=False)
-        blocks.append(f"Example {k}\nInput: {input_text(ex.input)}\nExpected output: {target}\n"
-                      f"The model's answer: {cut(replies.get(i) or '', 300)}")
+        blocks.append(
+            f"Example {k}\nInput: {input_text(ex.input)}\nExpected output: {target}\n"
+            f"The model's answer: {cut(replies.get(i) or '', 300)}"
+        )
     return "\n\n".join(blocks)
 
 
@@ -96,18 +98,28 @@ class _Round:
         errors = [i for i in self.minibatch if (s := ledger.get(i)) is not None and s < 1.0]
         edited: list[tuple[str, str]] = []
         for g in range(cfg.n_gradients if errors else 0):
-            shown = search.rng("errors", self.number, parent.index, g).sample(errors, min(cfg.errors_per_gradient,
-                                                                                          len(errors)))
+            shown = search.rng("errors", self.number, parent.index, g).sample(
+                errors, min(cfg.errors_per_gradient, len(errors))
+            )
             wrong = error_text(search, parent, shown)
-            asked = ctx.prompt("gradient", GRADIENT_PROMPT, prompt=parent.candidate, errors=wrong,
-                               n=cfg.gradients_per_error)
+            asked = ctx.prompt(
+                "gradient", GRADIENT_PROMPT, prompt=parent.candidate, errors=wrong, n=cfg.gradients_per_error
+            )
             reasons = await self.write("gradient", "gradient", asked, Reasons, parent)
-            for reason in (reasons.reasons[: cfg.gradients_per_error] if reasons is not None else []):
-                asked = ctx.prompt("editor", EDITOR_PROMPT, prompt=parent.candidate, errors=wrong, reason=reason,
-                                   n=cfg.steps_per_gradient)
+            for reason in reasons.reasons[: cfg.gradients_per_error] if reasons is not None else []:
+                asked = ctx.prompt(
+                    "editor",
+                    EDITOR_PROMPT,
+                    prompt=parent.candidate,
+                    errors=wrong,
+                    reason=reason,
+                    n=cfg.steps_per_gradient,
+                )
                 edits = await self.write("editor", "edit", asked, Prompts, parent)
-                edited += [(p, f"edit of reason {g + 1}") for p in (edits.prompts[: cfg.steps_per_gradient]
-                                                                     if edits is not None else [])]
+                edited += [
+                    (p, f"edit of reason {g + 1}")
+                    for p in (edits.prompts[: cfg.steps_per_gradient] if edits is not None else [])
+                ]
         written = list(edited)
         for text in [t for t, _ in edited] + [parent.candidate]:
             asked = ctx.prompt("paraphraser", PARAPHRASE_PROMPT, prompt=text)
@@ -119,12 +131,17 @@ class _Round:
         origin = {t.strip(): o for t, o in reversed(written)}
         kept = distinct
         if len(distinct) > cfg.max_expansion_factor:
-            picks = search.rng("expand", self.number, parent.index).sample(range(len(distinct)),
-                                                                              cfg.max_expansion_factor)
+            picks = search.rng("expand", self.number, parent.index).sample(
+                range(len(distinct)), cfg.max_expansion_factor
+            )
             kept = [distinct[i] for i in sorted(picks)]
-        parent.metrics.update({f"round_{self.number}_errors": len(errors),
-                               f"round_{self.number}_successors": len(distinct),
-                               f"round_{self.number}_kept": len(kept)})
+        parent.metrics.update(
+            {
+                f"round_{self.number}_errors": len(errors),
+                f"round_{self.number}_successors": len(distinct),
+                f"round_{self.number}_kept": len(kept),
+            }
+        )
         return [(t, origin[t], parent.index) for t in kept]
 
 
@@ -163,8 +180,18 @@ async def arun_protegi(
     """
     task, cfg = as_task(task), as_config(ProTeGiConfig, config)
     extra = check_search_loop(task, cfg, "protegi")
-    ctx = RunContext("protegi", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
-                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx = RunContext(
+        "protegi",
+        task,
+        cfg,
+        sample=sample,
+        on_event=on_event,
+        cache=cache,
+        settings=settings,
+        provenance=provenance,
+        models=extra,
+        rank_by=by_decision_score,
+    )
     ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"protegi on task {task.id}", task=task.id, models=ctx.run.models)
     search = Search(ctx, cfg)
@@ -208,17 +235,27 @@ async def arun_protegi(
         beams.append([it.index for it in beam])
         for it in new:
             where = "in the next beam" if it in beam else "not in the next beam"
-            search.decide(it, "IN_BEAM" if it in beam else "OUT_OF_BEAM",
-                          f"{where} after round {rounds}'s {cfg.selection} selection{search.dev_note(it)}")
+            search.decide(
+                it,
+                "IN_BEAM" if it in beam else "OUT_OF_BEAM",
+                f"{where} after round {rounds}'s {cfg.selection} selection{search.dev_note(it)}",
+            )
     ctx.run.info.update(beams=beams, rounds=rounds)
-    return await search.finish(stop, f"ProTeGi on task {task.id!r}: {rounds} round(s), beam {cfg.beam_size}, "
-                                     f"{cfg.selection} selection on dev.")
+    return await search.finish(
+        stop, f"ProTeGi on task {task.id!r}: {rounds} round(s), beam {cfg.beam_size}, {cfg.selection} selection on dev."
+    )
 
 
 run_protegi = sync_twin(arun_protegi)
 
-register_loop(LoopSpec("protegi", ProTeGiConfig, arun_protegi,
-                       "ProTeGi: textual gradients from dev errors, edits and paraphrases, a beam chosen by a bandit"))
+register_loop(
+    LoopSpec(
+        "protegi",
+        ProTeGiConfig,
+        arun_protegi,
+        "ProTeGi: textual gradients from dev errors, edits and paraphrases, a beam chosen by a bandit",
+    )
+)
 
 
 # Role prompts (override with config.prompts[role]; fields: prompt, errors, n, and reason for the editor) -----

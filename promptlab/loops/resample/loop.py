@@ -71,8 +71,18 @@ async def arun_resample(
     """
     task, cfg = as_task(task), as_config(ResampleConfig, config)
     extra = check_search_loop(task, cfg, "resample")
-    ctx = RunContext("resample", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings,
-                     provenance=provenance, models=extra, rank_by=by_decision_score)
+    ctx = RunContext(
+        "resample",
+        task,
+        cfg,
+        sample=sample,
+        on_event=on_event,
+        cache=cache,
+        settings=settings,
+        provenance=provenance,
+        models=extra,
+        rank_by=by_decision_score,
+    )
     ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"resample on task {task.id}", task=task.id, models=ctx.run.models)
     search = Search(ctx, cfg)
@@ -87,14 +97,23 @@ async def arun_resample(
         it = ctx.new_iteration()
         out, step = await search.write("paraphraser", "paraphrase", request, Rewrite, it)
         await search.take(it, out.prompt if out is not None else None, step, "paraphrase of the starting prompt")
-    return await search.finish(stop, f"Resample on task {task.id!r}: {sum(i.index > 0 for i in ctx.run.iterations)} paraphrase(s) "
-                                     "of the starting prompt, no feedback.")
+    return await search.finish(
+        stop,
+        f"Resample on task {task.id!r}: {sum(i.index > 0 for i in ctx.run.iterations)} paraphrase(s) "
+        "of the starting prompt, no feedback.",
+    )
 
 
 run_resample = sync_twin(arun_resample)
 
-register_loop(LoopSpec("resample", ResampleConfig, arun_resample,
-                       "No-feedback control: paraphrases of the starting prompt, the best on dev"))
+register_loop(
+    LoopSpec(
+        "resample",
+        ResampleConfig,
+        arun_resample,
+        "No-feedback control: paraphrases of the starting prompt, the best on dev",
+    )
+)
 
 # Role prompt (override with config.prompts["paraphraser"]; field: prompt) ------------------------------------
 PARAPHRASER_PROMPT = PARAPHRASE_PROMPT

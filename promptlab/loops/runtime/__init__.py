@@ -19,6 +19,21 @@ from .base import (
 from .context import RunContext
 from .grounding import PromptLoopConfig, ScoreMode, ScoreSource, measure, measure_test
 
-__all__ = ["LOOPS", "LoopConfig", "LoopSpec", "PromptLoopConfig", "RunContext", "ScoreMode", "ScoreSource",
-           "as_config", "as_task", "best_iteration", "measure", "measure_test", "provenance_scope", "register_loop",
-           "rescore_sample", "sync_twin"]
+__all__ = [
+    "LOOPS",
+    "LoopConfig",
+    "LoopSpec",
+    "PromptLoopConfig",
+    "RunContext",
+    "ScoreMode",
+    "ScoreSource",
+    "as_config",
+    "as_task",
+    "best_iteration",
+    "measure",
+    "measure_test",
+    "provenance_scope",
+    "register_loop",
+    "rescore_sample",
+    "sync_twin",
+]

@@ -64,8 +64,9 @@ def by_decision_score(it: Iteration) -> float | None:
     return it.decision_score
 
 
-def best_iteration(iterations: Sequence[Iteration],
-                   key: Callable[[Iteration], float | None] = by_average) -> Iteration | None:
+def best_iteration(
+    iterations: Sequence[Iteration], key: Callable[[Iteration], float | None] = by_average
+) -> Iteration | None:
     """The highest-scoring iteration with a candidate (by `key`, default the average); ties go to the
     earliest (a tie is no evidence that the later candidate is better)."""
     scored = [(v, i) for i in iterations if i.candidate is not None and (v := key(i)) is not None]
@@ -88,8 +89,9 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-_PROVENANCE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("promptlab_provenance",
-                                                                                     default=None)
+_PROVENANCE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "promptlab_provenance", default=None
+)
 
 
 @contextlib.contextmanager
@@ -178,12 +180,20 @@ class LoopConfig(BaseModel):
         for role in roles:
             model = self.model_for(role)
             if is_simulated(model) and not (self.SIMULATED_CRITICS and role in self.CRITIC_ROLES):
-                field = (f"role_models.{role}" if role in self.role_models
-                         else "critic_model" if role in self.CRITIC_ROLES and self.critic_model else
-                         "generator_model" if self.generator_model else "model")
+                field = (
+                    f"role_models.{role}"
+                    if role in self.role_models
+                    else "critic_model"
+                    if role in self.CRITIC_ROLES and self.critic_model
+                    else "generator_model"
+                    if self.generator_model
+                    else "model"
+                )
                 where = "" if self.SIMULATED_CRITICS else " (this loop takes none)"
-                raise ValueError(f"{field}: {model!r} is a simulated critic, which can only play a critic role "
-                                 f"of P³RO or Creator/Critic{where}, not {role!r}")
+                raise ValueError(
+                    f"{field}: {model!r} is a simulated critic, which can only play a critic role "
+                    f"of P³RO or Creator/Critic{where}, not {role!r}"
+                )
         return self
 
     def model_for(self, role: str) -> str:
@@ -193,7 +203,6 @@ class LoopConfig(BaseModel):
         if role in self.CRITIC_ROLES:
             return self.critic_model or self.model
         return self.generator_model or self.model
-
 
 
 @functools.cache  # reading the metadata takes ~2 ms, and every run records two versions
@@ -210,9 +219,13 @@ def package_version(distribution: str) -> str | None:
 def base_provenance(task: Task) -> dict[str, Any]:
     """What a run records before any call: versions and a hash of the task (examples and split included)."""
     task_json = task.model_dump_json(exclude={"examples_source"})
-    return {"promptlab_version": package_version("promptlab-loops"), "litellm_version": package_version("litellm"),
-            "task_hash": text_hash(task_json),
-            "prompt_hashes": {}, "models": {}}
+    return {
+        "promptlab_version": package_version("promptlab-loops"),
+        "litellm_version": package_version("litellm"),
+        "task_hash": text_hash(task_json),
+        "prompt_hashes": {},
+        "models": {},
+    }
 
 
 def as_task(task: Task | str | dict[str, Any], goal: str = "") -> Task:
@@ -256,8 +269,10 @@ def rescore_sample(run_sample: int, s: int) -> int:
     if s < 1:
         raise ConfigError(f"sample: re-score index must be 1 or more (0 is the logged score), got {s}")
     if not 0 <= run_sample < RESCORE_BASE // RESCORE_STRIDE:
-        raise ConfigError(f"sample: cannot re-score a run logged at sample {run_sample} "
-                          f"(re-scores support run samples 0..{RESCORE_BASE // RESCORE_STRIDE - 1})")
+        raise ConfigError(
+            f"sample: cannot re-score a run logged at sample {run_sample} "
+            f"(re-scores support run samples 0..{RESCORE_BASE // RESCORE_STRIDE - 1})"
+        )
     return RESCORE_BASE * s + RESCORE_STRIDE * run_sample
 
 
@@ -285,7 +300,26 @@ def register_loop(spec: LoopSpec) -> LoopSpec:
     return spec
 
 
-__all__ = ["DEFAULT_GOAL", "LOOPS", "LoopConfig", "LoopSpec", "RESCORE_BASE", "RESCORE_STRIDE", "as_config",
-           "as_task", "base_provenance", "best_iteration", "by_average", "by_decision_score", "cut", "goal_of",
-           "mean_present", "provenance_scope", "register_loop", "rescore_sample", "scoped_provenance", "sync_twin",
-           "text_hash"]
+__all__ = [
+    "DEFAULT_GOAL",
+    "LOOPS",
+    "LoopConfig",
+    "LoopSpec",
+    "RESCORE_BASE",
+    "RESCORE_STRIDE",
+    "as_config",
+    "as_task",
+    "base_provenance",
+    "best_iteration",
+    "by_average",
+    "by_decision_score",
+    "cut",
+    "goal_of",
+    "mean_present",
+    "provenance_scope",
+    "register_loop",
+    "rescore_sample",
+    "scoped_provenance",
+    "sync_twin",
+    "text_hash",
+]

@@ -69,19 +69,40 @@ class RunContext:
         self.spent_by_phase: dict[str, Tally] = {}
         """`spent` by phase: what a loop estimates its next step's cost from (`promptlab.loops.runtime.budget`)."""
         self.run = Run(
-            run_id=new_run_id(), loop=loop, task=task, config=cfg, sample=sample,
-            models={r: config.model_for(r) for r in roles}, started_at=time.time(),
+            run_id=new_run_id(),
+            loop=loop,
+            task=task,
+            config=cfg,
+            sample=sample,
+            models={r: config.model_for(r) for r in roles},
+            started_at=time.time(),
         )
         self.run.provenance = base_provenance(task) | scoped_provenance() | dict(provenance or {})
 
     # events -----------------------------------------------------------------------------------
-    def emit(self, kind: Any, message: str = "", *, iteration: int | None = None, phase: str | None = None,
-             role: str | None = None, **data: Any) -> None:
+    def emit(
+        self,
+        kind: Any,
+        message: str = "",
+        *,
+        iteration: int | None = None,
+        phase: str | None = None,
+        role: str | None = None,
+        **data: Any,
+    ) -> None:
         """Send an event to the callback, if any (a failing callback never stops the run)."""
         if self.on_event is None:
             return
-        event = Event(kind=kind, run_id=self.run.run_id, loop=self.run.loop, iteration=iteration,
-                      phase=phase, role=role, message=self.clean(message), data=self.clean(data))
+        event = Event(
+            kind=kind,
+            run_id=self.run.run_id,
+            loop=self.run.loop,
+            iteration=iteration,
+            phase=phase,
+            role=role,
+            message=self.clean(message),
+            data=self.clean(data),
+        )
         try:
             self.on_event(event)
         except Exception as e:  # the run is worth more than the display
@@ -97,21 +118,45 @@ class RunContext:
         try:
             return template.format(**fields)
         except (KeyError, IndexError) as e:
-            raise ConfigError(f"prompts.{role}: the template uses a field {e} that this role does not "
-                              f"provide; available fields: {sorted(fields)}") from e
+            raise ConfigError(
+                f"prompts.{role}: the template uses a field {e} that this role does not "
+                f"provide; available fields: {sorted(fields)}"
+            ) from e
 
     # model calls ------------------------------------------------------------------------------
     @overload
-    async def call(self, role: str, phase: str, prompt: str, *, schema: type[M], iteration: Iteration | None = ...,
-                   system: str | None = ..., sample_offset: int = ..., model: str | None = ...,
-                   judge: str | None = ..., token_type: str | None = ..., keep_raw: bool = ...,
-                   ) -> tuple[M | None, Step]: ...
+    async def call(
+        self,
+        role: str,
+        phase: str,
+        prompt: str,
+        *,
+        schema: type[M],
+        iteration: Iteration | None = ...,
+        system: str | None = ...,
+        sample_offset: int = ...,
+        model: str | None = ...,
+        judge: str | None = ...,
+        token_type: str | None = ...,
+        keep_raw: bool = ...,
+    ) -> tuple[M | None, Step]: ...
 
     @overload
-    async def call(self, role: str, phase: str, prompt: str, *, schema: None = ...,
-                   iteration: Iteration | None = ..., system: str | None = ..., sample_offset: int = ...,
-                   model: str | None = ..., judge: str | None = ..., token_type: str | None = ...,
-                   keep_raw: bool = ...) -> tuple[str | None, Step]: ...
+    async def call(
+        self,
+        role: str,
+        phase: str,
+        prompt: str,
+        *,
+        schema: None = ...,
+        iteration: Iteration | None = ...,
+        system: str | None = ...,
+        sample_offset: int = ...,
+        model: str | None = ...,
+        judge: str | None = ...,
+        token_type: str | None = ...,
+        keep_raw: bool = ...,
+    ) -> tuple[str | None, Step]: ...
 
     async def call(
         self,
@@ -138,9 +183,19 @@ class RunContext:
         ProviderError the first item is None, the step carries the error (with the raw output), and the
         run's `errors` lists it.
         """
-        c, step = await self.completion(role, phase, prompt, schema=schema, iteration=iteration, system=system,
-                                        sample_offset=sample_offset, model=model, judge=judge,
-                                        token_type=token_type, keep_raw=keep_raw)
+        c, step = await self.completion(
+            role,
+            phase,
+            prompt,
+            schema=schema,
+            iteration=iteration,
+            system=system,
+            sample_offset=sample_offset,
+            model=model,
+            judge=judge,
+            token_type=token_type,
+            keep_raw=keep_raw,
+        )
         if c is None:
             return None, step
         return (c.parsed if schema is not None else c.text), step
@@ -179,25 +234,34 @@ class RunContext:
         c: Completion | None = None
         try:
             c = await acomplete(
-                model, prompt, schema=schema, system=system,
+                model,
+                prompt,
+                schema=schema,
+                system=system,
                 temperature=self.config.temperature if temperature is None else temperature,
                 max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
-                sample=self.run.sample + sample_offset if sample is None else sample, cache=self.cache,
-                settings=self.settings if parse_attempts is None else dataclasses.replace(
-                    self.settings or DEFAULT_SETTINGS, parse_attempts=parse_attempts),
-                on_token=self._token_sink(token_type, it, phase, role), **extra,
+                sample=self.run.sample + sample_offset if sample is None else sample,
+                cache=self.cache,
+                settings=self.settings
+                if parse_attempts is None
+                else dataclasses.replace(self.settings or DEFAULT_SETTINGS, parse_attempts=parse_attempts),
+                on_token=self._token_sink(token_type, it, phase, role),
+                **extra,
             )
         except (ParseError, ProviderError) as e:
             self._failed(step, model, e)
         else:
-            c = _cleaned(c, self.clean)  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
+            c = _cleaned(
+                c, self.clean
+            )  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
             self._answered(step, role, c, keep_raw=keep_raw)
         if place:
             self.place(step, iteration)
         return c, step
 
-    def _token_sink(self, token_type: str | None, it: int | None, phase: str,
-                    role: str) -> Callable[[str], None] | None:
+    def _token_sink(
+        self, token_type: str | None, it: int | None, phase: str, role: str
+    ) -> Callable[[str], None] | None:
         """Where a streamed reply's pieces go as `token` events: only to a handler that asks for tokens (else
         the reply is not streamed at all)."""
         if token_type is None or not wants_tokens(self.on_event):
@@ -205,14 +269,16 @@ class RunContext:
 
         def on_token(piece: str) -> None:
             self.emit("token", piece, iteration=it, phase=phase, role=role, token_type=token_type, text=piece)
+
         return on_token
 
     def _failed(self, step: Step, model: str, e: ParseError | ProviderError) -> None:
         """Record a call that failed for good on its step, the run's errors and totals (with the requests it
         made and, for a ParseError, what its unusable replies cost)."""
         step.call = ModelCall(model=model, attempts=e.requests if isinstance(e, ParseError) else e.attempts)
-        self.fail(step, e, raw=e.raw if isinstance(e, ParseError) else None).infrastructure = \
-            isinstance(e, ProviderError)
+        self.fail(step, e, raw=e.raw if isinstance(e, ParseError) else None).infrastructure = isinstance(
+            e, ProviderError
+        )
         if isinstance(e, ParseError):  # its replies were paid for although none parsed
             self.run.totals.add_failure(model, e.input_tokens, e.output_tokens, e.cost_usd)
             self.spend(step.phase, *e.original, failed=True)  # as first made: a replay spends the same
@@ -224,18 +290,32 @@ class RunContext:
         """Record a completed call on its step (whose role is the judge's name, if any), the run's totals and
         provenance, and emit it as `role`'s model call."""
         model = step.model or c.model
-        step.call = ModelCall(model=model, cache_hit=c.cache_hit, input_tokens=c.input_tokens,
-                              output_tokens=c.output_tokens, cost_usd=c.cost_usd, latency_s=round(c.latency_s, 6),
-                              attempts=c.attempts)
+        step.call = ModelCall(
+            model=model,
+            cache_hit=c.cache_hit,
+            input_tokens=c.input_tokens,
+            output_tokens=c.output_tokens,
+            cost_usd=c.cost_usd,
+            latency_s=round(c.latency_s, 6),
+            attempts=c.attempts,
+        )
         self.run.totals.add(c)
         self.spend(step.phase, c.input_tokens or 0, c.output_tokens or 0, c.cost_usd)
         self._reported(step.role, model, c)
         if keep_raw:
             step.raw = c.text
         step.output = c.parsed.model_dump(mode="json") if c.parsed is not None else {"text": c.text}
-        self.emit("model_call", f"{model} {'(cached)' if c.cache_hit else ''}".strip(), iteration=step.iteration,
-                  phase=step.phase, role=role, cache_hit=c.cache_hit,
-                  input_tokens=c.input_tokens, output_tokens=c.output_tokens, cost_usd=c.cost_usd)
+        self.emit(
+            "model_call",
+            f"{model} {'(cached)' if c.cache_hit else ''}".strip(),
+            iteration=step.iteration,
+            phase=step.phase,
+            role=role,
+            cache_hit=c.cache_hit,
+            input_tokens=c.input_tokens,
+            output_tokens=c.output_tokens,
+            cost_usd=c.cost_usd,
+        )
 
     def _reported(self, role: str, model: str, c: Completion) -> None:
         """Provenance: per role, the model requested, the id the provider reported and the endpoint."""
@@ -244,13 +324,19 @@ class RunContext:
             roles[role] = {"requested": model, "reported": c.response_model, "endpoint": c.endpoint}
 
     # budget -------------------------------------------------------------------------------------
-    def spend(self, phase: str, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float | None = 0.0, *,
-              failed: bool = False) -> None:
+    def spend(
+        self,
+        phase: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = 0.0,
+        *,
+        failed: bool = False,
+    ) -> None:
         """Count one call of `phase` towards the run's budget (`spent`), unless the phase is budget-free."""
         if phase not in BUDGET_FREE_PHASES:
             for tally in (self.spent, self.spent_by_phase.setdefault(phase, Tally())):
-                tally.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens,
-                            cost_usd=cost_usd)
+                tally.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
 
     def spend_tally(self, phase: str, tally: Tally) -> None:
         """Count calls made outside `completion` (a judge scorer's, as a budget counts them) towards the
@@ -266,21 +352,32 @@ class RunContext:
         by at most that one step."""
         cfg, s = self.config, self.spent
         if cfg.budget_calls is not None and s.calls + next_calls > cfg.budget_calls:
-            return (f"budget: {s.calls} calls spent, the next step needs about {next_calls} more "
-                    f"(budget_calls {cfg.budget_calls})")
+            return (
+                f"budget: {s.calls} calls spent, the next step needs about {next_calls} more "
+                f"(budget_calls {cfg.budget_calls})"
+            )
         if cfg.budget_tokens is not None and s.tokens + next_tokens > cfg.budget_tokens:
-            return (f"budget: {s.tokens} tokens spent, the next step needs about {next_tokens} more "
-                    f"(budget_tokens {cfg.budget_tokens})")
+            return (
+                f"budget: {s.tokens} tokens spent, the next step needs about {next_tokens} more "
+                f"(budget_tokens {cfg.budget_tokens})"
+            )
         return None
 
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
         """Record an error on a step and on the run, and emit it."""
-        err = StepError(iteration=step.iteration, phase=step.phase, role=step.role,
-                        kind=type(error).__name__, message=self.clean(str(error)), raw=self.clean(raw))
+        err = StepError(
+            iteration=step.iteration,
+            phase=step.phase,
+            role=step.role,
+            kind=type(error).__name__,
+            message=self.clean(str(error)),
+            raw=self.clean(raw),
+        )
         step.error = err
         self.run.errors.append(err)
-        self.emit("error", f"{err.kind}: {err.message}", iteration=step.iteration, phase=step.phase,
-                  role=step.role, raw=raw)
+        self.emit(
+            "error", f"{err.kind}: {err.message}", iteration=step.iteration, phase=step.phase, role=step.role, raw=raw
+        )
         return err
 
     def place(self, step: Step, iteration: Iteration | None) -> None:
@@ -308,8 +405,13 @@ class RunContext:
         and emit them."""
         it.scores = scores
         it.average = mean_present(s.score for s in scores) if isinstance(average, EllipsisType) else average
-        self.emit("score", f"average {it.average}" if it.average is not None else "score missing",
-                  iteration=it.index, average=it.average, scores=[s.model_dump() for s in scores])
+        self.emit(
+            "score",
+            f"average {it.average}" if it.average is not None else "score missing",
+            iteration=it.index,
+            average=it.average,
+            scores=[s.model_dump() for s in scores],
+        )
 
     def decide(self, it: Iteration, decision: str, reason: str, *, incumbent: int | None = None) -> None:
         """Record and emit an iteration's decision, the run's spend at that point and, for a loop that returns a

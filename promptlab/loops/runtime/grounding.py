@@ -105,13 +105,17 @@ def check_prompt_loop(task: Task, cfg: PromptLoopConfig, critic_models: list[str
     if cfg.target_model is not None:
         validate_model_name(cfg.target_model)
     if cfg.score_source == "grounded" and not task.grounded:
-        raise ConfigError(f"score_source: 'grounded' needs a task with examples; task {task.id!r} has none "
-                          "(use 'critic', or give the task examples, a scorer and a split)")
+        raise ConfigError(
+            f"score_source: 'grounded' needs a task with examples; task {task.id!r} has none "
+            "(use 'critic', or give the task examples, a scorer and a split)"
+        )
     simulated = [m for m in dict.fromkeys(critic_models) if is_simulated(m)]
     if simulated and not task.grounded:
-        raise ConfigError(f"critic_model: {', '.join(simulated)} is a simulated critic, which scores a candidate "
-                          f"from its dev accuracy; task {task.id!r} has no examples to measure it on (use a model, "
-                          "or give the task examples, a scorer and a split)")
+        raise ConfigError(
+            f"critic_model: {', '.join(simulated)} is a simulated critic, which scores a candidate "
+            f"from its dev accuracy; task {task.id!r} has no examples to measure it on (use a model, "
+            "or give the task examples, a scorer and a split)"
+        )
     judge = (task.scorer or {}).get("model")
     for field, model in (("target_model", cfg.target()), ("scorer.model", judge)):
         if is_simulated(model):
@@ -119,8 +123,10 @@ def check_prompt_loop(task: Task, cfg: PromptLoopConfig, critic_models: list[str
     if cfg.score_mode == "expected":
         blind = [m for m in dict.fromkeys(critic_models) if not is_simulated(m) and not supports_logprobs(m)]
         if blind:
-            raise ConfigError(f"score_mode: 'expected' needs token log-probabilities, which {', '.join(blind)} "
-                              "does not return; use score_mode 'sampled'")
+            raise ConfigError(
+                f"score_mode: 'expected' needs token log-probabilities, which {', '.join(blind)} "
+                "does not return; use score_mode 'sampled'"
+            )
     extra: list[str] = []
     if task.grounded:
         check_task(task, where=f"task {task.id!r}")
@@ -148,8 +154,15 @@ measurement, shared by every run, replicate and configuration that measures that
 what their loops write, not by measuring the same prompt again), and found in the cache after the first."""
 
 
-async def measure(ctx: RunContext, cfg: GroundedConfig, prompt: str, split: str,
-                  iteration: Iteration | None = None, *, indices: Sequence[int] | None = None) -> GroundedScore:
+async def measure(
+    ctx: RunContext,
+    cfg: GroundedConfig,
+    prompt: str,
+    split: str,
+    iteration: Iteration | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+) -> GroundedScore:
     """Run `prompt` on the task's `split` examples with the target model at temperature 0 (sample
     `EVAL_SAMPLE`, whatever the run's) and score it; each call is a Step in example order, a judge scorer's
     calls count in the run's totals (and, outside the test split, in its budget spend).
@@ -165,18 +178,36 @@ async def measure(ctx: RunContext, cfg: GroundedConfig, prompt: str, split: str,
     n_errors = len(ctx.run.errors)
 
     async def call(index: int, text: str, system: str | None) -> str:
-        c, step = await ctx.completion("target", phase, text, iteration=iteration, system=system,
-                                       model=cfg.target(), place=False, temperature=0.0,
-                                       max_tokens=cfg.eval_max_tokens, sample=EVAL_SAMPLE)
+        c, step = await ctx.completion(
+            "target",
+            phase,
+            text,
+            iteration=iteration,
+            system=system,
+            model=cfg.target(),
+            place=False,
+            temperature=0.0,
+            max_tokens=cfg.eval_max_tokens,
+            sample=EVAL_SAMPLE,
+        )
         step.output = {"text": c.text if c is not None else None, "example": positions[index]}
         steps[index] = step
         if c is None:
             raise RuntimeError(step.error.message if step.error else "the model call failed")
         return c.text
 
-    result = await aevaluate_prompt(prompt, examples, model=cfg.target(), scorer=task_scorer(task),
-                                    system=task.system, concurrency=cfg.eval_concurrency, cache=ctx.cache,
-                                    settings=ctx.settings, call=call, split=split)
+    result = await aevaluate_prompt(
+        prompt,
+        examples,
+        model=cfg.target(),
+        scorer=task_scorer(task),
+        system=task.system,
+        concurrency=cfg.eval_concurrency,
+        cache=ctx.cache,
+        settings=ctx.settings,
+        call=call,
+        split=split,
+    )
     for rec in result.records:
         step = steps.get(rec.index)
         if step is None:
@@ -192,26 +223,38 @@ async def measure(ctx: RunContext, cfg: GroundedConfig, prompt: str, split: str,
     return result.grounded(split)
 
 
-def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, criterion: str,
-                    judge: str) -> Score:
+def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, criterion: str, judge: str) -> Score:
     """A simulated critic's Score of `candidate` from its dev accuracy (`it.grounded`, measured first): mode
     "simulated", or missing when the candidate has no dev score."""
     critic = parse_sim(model)
     accuracy = it.grounded.score if it.grounded is not None else None
     value = critic.score(accuracy, candidate, sample=sample, criterion=criterion)
     if value is None:
-        return Score(criterion=criterion, score=None, judge=judge,
-                     justification=f"missing: the candidate has no dev score for the simulated critic {critic.name}")
-    return Score(criterion=criterion, score=value, judge=judge, mode="simulated",
-                 justification=f"simulated critic {critic.name}: {critic.formula} with a = {accuracy:.4g}")
+        return Score(
+            criterion=criterion,
+            score=None,
+            judge=judge,
+            justification=f"missing: the candidate has no dev score for the simulated critic {critic.name}",
+        )
+    return Score(
+        criterion=criterion,
+        score=value,
+        judge=judge,
+        mode="simulated",
+        justification=f"simulated critic {critic.name}: {critic.formula} with a = {accuracy:.4g}",
+    )
 
 
 def simulated_step(it: Iteration, phase: str, role: str, model: str, scores: list[Score]) -> Step:
     """The record of a simulated critic's turn: a step without a model call (`call` is None, so it adds no
     call, token or cost), its output the scores it gave."""
-    return Step(iteration=it.index, phase=phase, role=role, model=model,
-                output={"simulated": parse_sim(model).formula,
-                        "scores": {s.criterion: s.score for s in scores}})
+    return Step(
+        iteration=it.index,
+        phase=phase,
+        role=role,
+        model=model,
+        output={"simulated": parse_sim(model).formula, "scores": {s.criterion: s.score for s in scores}},
+    )
 
 
 def simulated_info(models: list[str]) -> dict[str, Any]:
@@ -257,6 +300,18 @@ async def measure_test(ctx: RunContext, cfg: GroundedConfig, final_prompt: str |
         it.test = measured[it.candidate]
 
 
-__all__ = ["EVAL_SAMPLE", "GroundedConfig", "PromptLoopConfig", "ScoreMode", "ScoreSource", "check_prompt_loop", "decision_score",
-           "grounded_decision_score", "measure", "measure_test", "simulated_info", "simulated_score",
-           "simulated_step"]
+__all__ = [
+    "EVAL_SAMPLE",
+    "GroundedConfig",
+    "PromptLoopConfig",
+    "ScoreMode",
+    "ScoreSource",
+    "check_prompt_loop",
+    "decision_score",
+    "grounded_decision_score",
+    "measure",
+    "measure_test",
+    "simulated_info",
+    "simulated_score",
+    "simulated_step",
+]

@@ -72,8 +72,10 @@ def check_search_loop(task: Task, cfg: SearchConfig, loop: str) -> list[str]:
     """Refuse a task without examples (and a bad task or target) with a ConfigError naming it, before any call;
     returns the models the run will call beyond its roles (the target, a judge scorer's model)."""
     if not task.grounded:
-        raise ConfigError(f"task {task.id!r} has no examples: {loop} scores every candidate on the dev split of a "
-                          "grounded task (give the task examples, a scorer and a split)")
+        raise ConfigError(
+            f"task {task.id!r} has no examples: {loop} scores every candidate on the dev split of a "
+            "grounded task (give the task examples, a scorer and a split)"
+        )
     check_task(task, where=f"task {task.id!r}")
     judge = (task.scorer or {}).get("model")
     for field, model in (("target_model", cfg.target()), ("scorer.model", judge)):
@@ -111,11 +113,13 @@ class Search:
         self.draws[prompt] = k + 1
         return self.ctx.run.sample * DRAWS_PER_RUN + k % DRAWS_PER_RUN
 
-    async def write(self, role: str, phase: str, prompt: str, schema: type[BaseModel],
-                    it: Iteration | None) -> tuple[Any, Step]:
+    async def write(
+        self, role: str, phase: str, prompt: str, schema: type[BaseModel], it: Iteration | None
+    ) -> tuple[Any, Step]:
         """One writing call (a fresh draw of `prompt`), recorded as a step of `it`: (parsed reply or None, step)."""
-        c, step = await self.ctx.completion(role, phase, prompt, schema=schema, iteration=it,
-                                            sample=self.fresh_sample(prompt), token_type=role)
+        c, step = await self.ctx.completion(
+            role, phase, prompt, schema=schema, iteration=it, sample=self.fresh_sample(prompt), token_type=role
+        )
         return (c.parsed if c is not None else None), step
 
     # budget -----------------------------------------------------------------------------------------
@@ -151,8 +155,13 @@ class Search:
         """Set `it`'s dev measurement and decision score, and emit them."""
         it.grounded = g
         it.decision_score = grounded_decision_score(g.score)
-        self.ctx.emit("score", f"dev {g.score:.3f} (n={g.n})" if g.score is not None else "dev score missing",
-                      iteration=it.index, dev=g.score, n=g.n)
+        self.ctx.emit(
+            "score",
+            f"dev {g.score:.3f} (n={g.n})" if g.score is not None else "dev score missing",
+            iteration=it.index,
+            dev=g.score,
+            n=g.n,
+        )
 
     async def start(self) -> Iteration | None:
         """Candidate 0: the starting prompt on the whole dev split (None when the budget does not allow it)."""
@@ -214,15 +223,21 @@ class Search:
         """Measure the start, the incumbent and (test_incumbents) every earlier incumbent on test, close the
         run with the incumbent as its output and `summary` (the last line adds the output and the stop)."""
         ctx, final = self.ctx, self.incumbent
-        ctx.run.info.update(final_iteration=final.index if final else None, dev_examples=len(self.dev),
-                            candidates=sum(it.candidate is not None and it.index > 0 for it in ctx.run.iterations))
+        ctx.run.info.update(
+            final_iteration=final.index if final else None,
+            dev_examples=len(self.dev),
+            candidates=sum(it.candidate is not None and it.index > 0 for it in ctx.run.iterations),
+        )
         await measure_test(ctx, self.cfg, final.candidate if final else None)
         run = ctx.finish(stop_reason, final.candidate if final else None)
         if final is not None:  # the loop's own choice (ProTeGi: its beam's head), whatever rank_by says
             run.best_iteration, run.best_score = final.index, final.average
         start = " (the starting prompt, candidate 0)" if final is not None and final.index == 0 else ""
-        out = f"Output: the prompt of iteration {final.index}{start}{self.dev_note(final)}." if final else \
-            "No candidate was measured."
+        out = (
+            f"Output: the prompt of iteration {final.index}{start}{self.dev_note(final)}."
+            if final
+            else "No candidate was measured."
+        )
         run.summary = f"{summary}\n{out}\nStopped: {stop_reason}."
         return run
 
@@ -236,5 +251,13 @@ Instruction:
 
 Reply with JSON only: an object whose "prompt" field is the rewritten instruction."""
 
-__all__ = ["DRAWS_PER_RUN", "Instruction", "PARAPHRASE_PROMPT", "Rewrite", "Search", "SearchConfig",
-           "check_search_loop", "dev_score"]
+__all__ = [
+    "DRAWS_PER_RUN",
+    "Instruction",
+    "PARAPHRASE_PROMPT",
+    "Rewrite",
+    "Search",
+    "SearchConfig",
+    "check_search_loop",
+    "dev_score",
+]
