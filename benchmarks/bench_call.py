@@ -36,19 +36,25 @@ def _per_call(fn, n: int) -> float:  # type: ignore[no-untyped-def]
 def bench_overhead(calls: int, rounds: int = 5) -> None:
     lm = litellm()
     cache_dir = tempfile.mkdtemp(prefix="bench-cache-")
-    direct = lambda i: lm.completion(
-        model=MOCK_MODEL,
-        messages=[{"role": "user", "content": f"q{i} " + MESSAGES[0]["content"]}],  # noqa: E731,E501
-        mock_response="A clearer prompt.",
-        temperature=0.0,
-    )
+
+    def direct(i):
+        return lm.completion(
+            model=MOCK_MODEL,
+            messages=[{"role": "user", "content": f"q{i} " + MESSAGES[0]["content"]}],  # noqa: E731,E501
+            mock_response="A clearer prompt.",
+            temperature=0.0,
+        )
+
     counter = iter(range(10**9))
-    miss = lambda i: pl.complete(
-        MOCK_MODEL,
-        f"q{next(counter)} " + MESSAGES[0]["content"],
-        cache=cache_dir,  # noqa: E731
-        mock_response="A clearer prompt.",
-    )
+
+    def miss(i):
+        return pl.complete(
+            MOCK_MODEL,
+            f"q{next(counter)} " + MESSAGES[0]["content"],
+            cache=cache_dir,  # noqa: E731
+            mock_response="A clearer prompt.",
+        )
+
     for _ in range(20):  # warm-up: imports, first connections, the cache's SQLite file
         direct(0)
         miss(0)
