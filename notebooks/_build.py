@@ -29,6 +29,13 @@ def here(path):
     """A path relative to the project root (absolute paths are kept)."""
     return Path(path) if Path(path).is_absolute() else ROOT / path'''
 
+RESULTS_ROOT_CELL = ROOT_CELL.replace(
+    "ROOT = notebook_setup()",
+    "# With no finished cell in results_dir yet (a fresh clone), stop here with one line saying what to run first.\n"
+    "ROOT = notebook_setup(results=results_dir)",
+)
+"""The setup cell of a notebook that reads `results_dir` (03-06)."""
+
 
 def notebook(*cells: tuple[str, str]) -> nbformat.NotebookNode:
     """A notebook from (kind, source) pairs; kind is "md", "code" or "parameters"."""
@@ -58,24 +65,30 @@ EXPLORE = notebook(
         "md",
         (
             "# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
-            "iteration cap, and press **Run**. The event log fills as the loop works; afterwards the "
-            "score trajectory and the final prompt beside the original appear below. The logic lives in "
-            "`promptlab.ui.explorer`.\n\n"
+            "iteration cap, and press **Run** (**Stop** ends the run before its next step, keeping what it "
+            "recorded). The log follows the run, one line per step; afterwards the critic's score and the dev "
+            "accuracy per iteration, and the final prompt beside the original, appear below. The logic lives "
+            "in `promptlab.ui.explorer`.\n\n"
+            "The default tasks (`data/grounded_tasks.jsonl`) carry labelled examples, so every candidate's dev "
+            "accuracy is measured: every loop runs on them, and the accuracy says whether a rewrite helped. "
+            "`local/smollm2` is SmolLM2-135M, embedded so that everything runs offline: it is there to check "
+            "the plumbing, not to judge prompts (as a critic it gives its expected, G-Eval, score).\n\n"
             "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters."
         ),
     ),
     (
         "parameters",
-        """tasks_path = "data/prompt_tasks.jsonl"  # JSONL task file (relative to the repo root)
-loop = "p3ro"  # p3ro, creator_critic, pes, pcee
+        """tasks_path = "data/grounded_tasks.jsonl"  # JSONL task file (relative to the repo root); with examples
+loop = "p3ro"  # p3ro, creator_critic, pes, pcee; and, on tasks with examples: ape, opro, protegi, resample
 task_id = ""  # empty: the first task
 model = ""  # if set, it plays every role (fake/auto for a dry run)
 generator_model = "local/smollm2"
 critic_model = "local/smollm2"
-finish_threshold = 8.5
-max_iterations = 3
+score_mode = ""  # how the critic scores: expected (G-Eval) or sampled; empty: expected for a local critic
+finish_threshold = 8.5  # 1.0-10.0
+max_iterations = 3  # 1-10
 max_tokens = 256
-min_criteria = 0  # P³RO: fewest criteria the decomposer must give (0: P³RO's default)
+min_criteria = 0  # P³RO: fewest criteria the decomposer must give, 0-6 (0: P³RO's default)
 autorun = False  # run once without a click (papermill)""",
     ),
     ("code", ROOT_CELL),
@@ -84,7 +97,7 @@ autorun = False  # run once without a click (papermill)""",
         """from promptlab.ui.explorer import load_explorer
 
 explorer = load_explorer(here(tasks_path), loop=loop, task_id=task_id, model=model,
-                         generator_model=generator_model, critic_model=critic_model,
+                         generator_model=generator_model, critic_model=critic_model, score_mode=score_mode,
                          finish_threshold=finish_threshold, max_iterations=max_iterations, max_tokens=max_tokens,
                          min_criteria=min_criteria)
 explorer.display()""",
@@ -105,16 +118,19 @@ SWEEP = notebook(
     (
         "md",
         (
-            "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), runs every unfinished "
-            "cell with a progress bar and shows the summary table. Finished cells are skipped, so running "
-            "this again resumes an interrupted sweep. `model` overrides every role's model (e.g. "
-            "`fake/auto` for a dry run); the results then go to their own directory."
+            "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), says how many runs it "
+            "makes on which models, runs every unfinished cell with a progress bar that counts finished runs "
+            "(its time estimate follows from them) and shows the summary table. Finished cells are skipped, so "
+            "running this again resumes an interrupted sweep (Kernel > Interrupt stops it; what finished is "
+            "kept). `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
+            "no local-model call; simulated critics `sim/...` make none either and are kept); the results then "
+            "go to their own directory, results/NAME-MODEL."
         ),
     ),
     (
         "parameters",
         """experiment_path = "experiments/demo.yaml"
-model = ""  # empty: the models of the experiment; fake/auto for a dry run
+model = ""  # empty: the models of the experiment; fake/auto for a dry run (every role, pairings included)
 executor = "inline"  # or "papermill": one notebook kernel per cell
 workers = 2
 out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
@@ -127,12 +143,13 @@ from IPython.display import display
 
 from promptlab.reports import plot_trajectories, summary_table
 from promptlab.sweeps import load_experiment, sweep
+from promptlab.sweeps.models import preview
 
 exp = load_experiment(here(experiment_path))
 if model:
-    exp = exp.with_config(model=model)
+    exp = exp.with_models(model)
 cells = exp.cells()
-print(f"{exp.name}: {len(cells)} cells x {len(exp.load_tasks())} tasks x {exp.replicates} replicate(s)")
+print(preview(exp.name, cells, len(exp.load_tasks()), exp.replicates))
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),
     (
@@ -165,7 +182,7 @@ COMPARE = notebook(
         ),
     ),
     ("parameters", '''results_dir = "results/demo"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """import matplotlib.pyplot as plt
@@ -238,7 +255,7 @@ RUNS = notebook(
         ),
     ),
     ("parameters", '''results_dir = "results/demo"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """from promptlab.ui.browser import RunBrowser
@@ -263,7 +280,7 @@ FINDINGS = notebook(
         ),
     ),
     ("parameters", '''results_dir = "results/demo"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """import matplotlib.pyplot as plt
@@ -334,7 +351,7 @@ BASELINES = notebook(
         ),
     ),
     ("parameters", '''results_dir = "results/baselines"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """import matplotlib.pyplot as plt
