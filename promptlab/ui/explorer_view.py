@@ -51,7 +51,8 @@ class LogLines:
             split = "dev" if event.phase == "score_dev" else "test"
             line = f"[{where}] measuring the candidate on the {split} examples ({event.role or 'target'})\n"
         else:
-            line = f"[{where}] {event.kind} {event.role or ''}: {event.message}\n"
+            role = f" {event.role}" if event.role else ""
+            line = f"[{where}] {event.kind}{role}: {event.message}\n"
         self.lines.append(line)
         return line
 
@@ -61,14 +62,23 @@ def event_line(event: Event) -> str | None:
     return LogLines().add(event)
 
 
-def log_html(lines: list[str], height: int = 220) -> str:
-    """The log as a box that follows the run: its newest line stays in view (a column-reverse flex box keeps
-    the scroll at the bottom) and the earlier lines scroll back."""
-    text = html.escape("".join(lines)) or "(the log fills as the loop works)"
+LOG_TAIL = 12
+"""Lines the log box shows: the newest ones; the whole log is one click away."""
+
+
+def log_html(lines: list[str], tail: int = LOG_TAIL) -> str:
+    """The log as a box that follows the run: its newest `tail` lines, and above them, folded, the whole log."""
+    pre = "margin:0;white-space:pre-wrap;overflow-wrap:break-word;word-break:normal"
+    shown = html.escape("".join(lines[-tail:])) or "(the log fills as the loop works)"
+    earlier = ""
+    if len(lines) > tail:
+        earlier = (
+            f"<details class='promptlab-log-all'><summary>the whole log ({len(lines)} lines)</summary>"
+            f"<pre style='{pre};max-height:300px;overflow:auto'>{html.escape(''.join(lines))}</pre></details>"
+        )
     return (
-        f"<div class='promptlab-log' style='height:{height}px;overflow:auto;display:flex;"
-        f"flex-direction:column-reverse;border:1px solid #ccc;padding:2px 6px'>"
-        f"<pre style='margin:0;white-space:pre-wrap;overflow-wrap:break-word;word-break:normal'>{text}</pre></div>"
+        f"<div class='promptlab-log' style='border:1px solid #ccc;padding:2px 6px'>{earlier}"
+        f"<pre class='promptlab-log-tail' style='{pre}'>{shown}</pre></div>"
     )
 
 
@@ -242,6 +252,7 @@ __all__ = [
     "PER_EXAMPLE_PHASES",
     "PLUMBING_NOTE",
     "SILENT",
+    "LOG_TAIL",
     "LogLines",
     "ended_in_error",
     "error_box",

@@ -58,6 +58,24 @@ BROKEN = 'import promptlab as pl\n\npl.scripted("broken", ["not json"] * 200)  #
 """Code a user adds to 01_explore to have a scripted model that makes P³RO end in error."""
 LONG_MODEL = "fake/" + "no-such-model-" * 20
 """A model name of 285 characters: its error is long."""
+SLOW = """import time
+
+import promptlab as pl
+import promptlab.llm.fake as fake
+
+pl.scripted("slow", respond=lambda messages: "")  # the name exists; its replies are fake/auto's, each 0.3 s late
+auto_reply = fake.reply
+
+
+def slow_reply(id, messages, params):
+    if id != "slow":
+        return auto_reply(id, messages, params)
+    time.sleep(0.3)
+    return auto_reply("auto", messages, params)
+
+
+fake.reply = slow_reply"""
+"""Code a user adds to 01_explore to have a slow model (a run long enough to stop)."""
 
 
 def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> None:
@@ -79,12 +97,16 @@ def scratch_project(root: Path) -> None:
     (root / "experiments").mkdir()
     shutil.copy(ROOT / "experiments" / "tiny.yaml", root / "experiments")
     (root / "data").mkdir()
-    for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl"):
+    for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl", "grounded_tasks.jsonl"):
         shutil.copy(ROOT / "data" / name, root / "data")
+    shutil.copytree(ROOT / "data" / "grounded", root / "data" / "grounded")
     nbs = root / "notebooks"
     nbs.mkdir()
     with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
+    with_parameters("01_explore", nbs / "01_slow.ipynb", prelude=SLOW, model="fake/slow", max_iterations=10)
+    with_parameters("01_explore", nbs / "01_bad_threshold.ipynb", finish_threshold=-1)
+    with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
     with_parameters(
         "02_sweep", nbs / "02_bad_model.ipynb", experiment_path="experiments/tiny.yaml", model="fake/nobody"
@@ -92,7 +114,9 @@ def scratch_project(root: Path) -> None:
     with_parameters("03_compare", nbs / "03_compare.ipynb", results_dir="results/browse")
     with_parameters("04_findings", nbs / "04_findings.ipynb", results_dir="results/grounded")
     with_parameters("05_runs", nbs / "05_runs.ipynb", results_dir="results/browse")
-    with_parameters("06_baselines", nbs / "06_baselines.ipynb", results_dir="results/baselines")
+    with_parameters("06_baselines", nbs / "06_baselines.ipynb", results_dir="results/budgeted")
+    for name in FRESH:  # their defaults: results/demo and results/baselines, which a fresh clone lacks
+        shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", nbs / f"{name}_fresh.ipynb")
     shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
     browse = write_sweep(root / "results" / "browse")
     write_cell(
@@ -108,7 +132,7 @@ def scratch_project(root: Path) -> None:
         [make_wide_run(with_start=True)],
     )
     write_grounded_sweep(root / "results" / "grounded")
-    write_baselines_sweep(root / "results" / "baselines")
+    write_baselines_sweep(root / "results" / "budgeted")
 
 
 @pytest.fixture(scope="module")
@@ -241,7 +265,27 @@ def explorer_field(nb: Any, label: str, value: str) -> None:
 
 
 def log_text(nb: Any) -> str:
-    return nb.locator(".widget-output").first.inner_text()
+    """The whole log (its folded part when there is one, else the lines in view)."""
+    whole = nb.locator(".promptlab-log-all pre")
+    return whole.first.text_content() if whole.count() else nb.locator(".promptlab-log-tail").first.inner_text()
+
+
+FRESH = {
+    "03_compare": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02_sweep first.",
+    "04_findings": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02_sweep first.",
+    "05_runs": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02_sweep first.",
+    "06_baselines": "results/baselines yet: run `promptlab sweep experiments/baselines.yaml`",
+}
+"""The notebooks that read a results directory, and what each says on a fresh clone."""
+
+
+def one_line_error(nb: Any) -> str:
+    """The notebook's first error output, checked to be one line with no traceback."""
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    error.first.wait_for(timeout=120_000)
+    text = error.first.inner_text().strip()
+    assert "\n" not in text and "Traceback" not in text and "File " not in text and "----" not in text, text
+    return text
 
 
 def test_01_explore_run_shows_the_plot_and_the_final_prompt(page: Any, lab: tuple[str, Path]) -> None:
@@ -256,18 +300,21 @@ def test_01_explore_run_shows_the_plot_and_the_final_prompt(page: Any, lab: tupl
     final.wait_for(timeout=120_000)
     expect = playwright_api.expect  # these assertions wait for the page to settle (an image renders late)
     expect(nb.locator(".widget-output img")).to_have_count(1)  # the trajectory plot
-    expect(nb.locator("pre.promptlab-original")).to_have_text("Write a poem about autumn.")  # the default task file
+    # the default task file is the grounded one: its first task's prompt, and a chart of dev accuracy too
+    expect(nb.locator("pre.promptlab-original")).to_have_text("What do you think of this review?\n\n{input}")
     expect(final).not_to_have_text("(none)")
     assert final.inner_text().strip()
-    expect(nb.locator(".widget-output").first).to_contain_text("run_finished")
+    expect(nb.locator(".promptlab-log")).to_contain_text("run_finished")
     expect(nb.locator(".widget-html", has_text="stop reason")).to_contain_text("done: stop reason")
+    assert "best dev accuracy" in nb.locator(".widget-output").first.inner_text()
     keep(page, nb.locator(".widget-vbox").first, "01_explore_after_click")
     # a second run starts with an empty log: one run_finished line, not two
     run.click()
     expect(run).to_be_disabled()
     expect(run).to_be_enabled(timeout=120_000)
-    expect(nb.locator(".widget-output").first).to_contain_text("run_finished")
+    expect(nb.locator(".promptlab-log")).to_contain_text("run_finished")
     assert log_text(nb).count("run_finished") == 1, log_text(nb)
+    assert "model_call" not in log_text(nb)  # one line per step, not per example
     # the call cache is the project's, not one under notebooks/
     assert (root / ".promptlab" / "cache").is_dir() and not (root / "notebooks" / ".promptlab").exists()
 
@@ -435,3 +482,59 @@ def test_run_cell_defaults_run_from_the_project_root(page: Any, lab: tuple[str, 
     assert (root / "results" / "manual" / "cells" / status["cell_id"] / "status.json").is_file()
     assert (root / ".promptlab" / "cache").is_dir()
     assert not (root / "notebooks" / "results").exists() and not (root / "notebooks" / ".promptlab").exists()
+
+
+@pytest.mark.parametrize("name", sorted(FRESH))
+def test_a_fresh_clone_says_what_to_run_first_at_the_first_cell(page: Any, lab: tuple[str, Path], name: str) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name=f"{name}_fresh"))
+    text = one_line_error(nb)
+    assert text.startswith("NoResultsError: No results directory in ") and text.endswith(FRESH[name].split("`")[-1])
+    assert FRESH[name] in text, text
+    wait_idle(page)
+    code = nb.locator(".jp-CodeCell")
+    # the setup cell (after the parameters) stopped the notebook: no later cell has an output
+    assert code.nth(1).locator(".jp-OutputArea-output").count() == 1
+    for k in range(2, code.count()):
+        assert code.nth(k).locator(".jp-OutputArea-output").count() == 0, k
+    keep(page, nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first, name)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("01_bad_threshold", "ConfigError: finish_threshold: -1 is not allowed; give a number from 1.0 to 10.0"),
+        ("01_bad_task", "ConfigError: task_id: 'nope' is not one of the tasks: sentiment, arithmetic, dates"),
+    ],
+)
+def test_01_explore_refuses_a_bad_parameter_in_one_line(
+    page: Any, lab: tuple[str, Path], name: str, message: str
+) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name=name))
+    assert one_line_error(nb) == message
+    assert nb.locator(".widget-button", has_text="Run").count() == 0  # no explorer with a clamped value
+    keep(page, nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first, name)
+
+
+def test_01_explore_stop_ends_the_run_as_interrupted(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="01_slow"))
+    run = nb.locator(".widget-button", has_text="Run")
+    run.wait_for(timeout=120_000)
+    stop = nb.locator(".widget-button", has_text="Stop")
+    expect = playwright_api.expect
+    expect(stop).to_be_disabled()  # nothing to stop yet
+    run.click()
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)  # the first rewrite is under way
+    stop.click()
+    status = nb.locator(".widget-html", has_text="stop")
+    expect(status.first).to_contain_text("stopping after the current step", timeout=1_000)  # answered at once
+    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
+    summary = nb.locator(".widget-output").first.inner_text()
+    iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
+    assert 1 <= iterations < 11, summary  # what it recorded is kept; the cap of 10 was not reached
+    expect(nb.locator(".widget-output img")).to_have_count(1)  # the chart of what it recorded
+    expect(run).to_be_enabled()
+    expect(stop).to_be_disabled()
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")

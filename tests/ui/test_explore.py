@@ -23,8 +23,19 @@ TASKS = [
 def log_of(ex: Explorer) -> str:
     """The explorer's log as text (what its log box shows)."""
     text = "".join(ex.log_lines.lines)
-    assert html.escape(text) in ex.log.value
+    assert html.escape("".join(ex.log_lines.lines[-12:])) in ex.log.value  # the newest lines are in view
     return text
+
+
+def test_the_log_box_follows_the_run() -> None:
+    from promptlab.ui.explorer_view import log_html
+
+    lines = [f"line {k}\n" for k in range(30)]
+    box = log_html(lines)
+    tail = box[box.index("promptlab-log-tail") :]
+    assert "line 29" in tail and "line 18" in tail and "line 17" not in tail  # the newest 12 in view
+    assert "the whole log (30 lines)" in box and "line 0\n" in box  # the rest one click away
+    assert "whole log" not in log_html(lines[:5])
 
 
 def test_a_click_fills_the_log_and_the_result_area() -> None:
