@@ -141,7 +141,7 @@ out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
         """import pandas as pd
 from IPython.display import display
 
-from promptlab.reports import plot_trajectories, summary_table
+from promptlab.reports import summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
 from promptlab.sweeps.models import preview
 
@@ -165,8 +165,7 @@ print(result)""",
 
 results = result.load()
 display(summary_table(results))
-ax = plot_trajectories(results.trajectories)
-ax.set_title(f"{exp.name}: {ax.get_title()}", fontsize="medium")
+trajectory_charts(results.trajectories)  # dev accuracy across configurations; a critic's score within that critic
 plt.show()""",
     ),
 )
@@ -175,10 +174,11 @@ COMPARE = notebook(
     (
         "md",
         (
-            "# Compare configurations\n\nCharts over a results directory written by a sweep: model "
-            "pairings, score trajectories, score against cost, stop reasons, the final score by finish "
-            "threshold and iteration cap, and the summary table. Charts whose columns the sweep did not "
-            "vary are skipped with a note."
+            "# Compare configurations\n\nCharts over a results directory written by a sweep. Configurations are "
+            "compared by grounded measures (dev and test accuracy); a critic's own score is drawn only within "
+            "that critic, since critics' scales differ. Model pairings, trajectories, accuracy against cost, "
+            "stop reasons, the final accuracy by finish threshold and iteration cap, and the summary table; a "
+            "chart that would hold one number, or whose columns the sweep did not vary, is a sentence instead."
         ),
     ),
     ("parameters", '''results_dir = "results/demo"'''),
@@ -193,46 +193,50 @@ from promptlab.results import load
 
 results = load(here(results_dir))
 runs, traj = results.runs, results.trajectories
+measure, no_measure = reports.run_measure(runs)
 print(f"{len(results.cells)} cells, {len(runs)} runs, {len(traj)} trajectory rows")
 display(results.cells)""",
     ),
     (
         "code",
-        '''def varies(frame, *columns):
-    """Whether every column exists and takes more than one value."""
-    return all(c in frame.columns and frame[c].nunique(dropna=True) > 1 for c in columns)
-
-
-if varies(runs, "generator_model") or varies(runs, "critic_model"):
-    reports.plot_pairing_heatmap(runs)
-    plt.show()
+        """why = reports.pairing_why_not(runs)
+if why:
+    print(f"No pairing heatmap: {why}.")
 else:
-    print("pairing heatmap skipped: one generator/critic pairing only")''',
+    reports.plot_pairing_heatmap(runs, value=reports.pairing_value(runs))
+    plt.show()""",
     ),
     (
         "code",
-        """reports.plot_trajectories(traj)
+        """reports.trajectory_charts(traj)  # dev accuracy across configurations; each critic's score in its own panel
 plt.show()""",
     ),
     (
         "code",
         """cost = "cost_usd" if runs["cost_usd"].fillna(0).sum() > 0 else "tokens"
-reports.plot_score_vs_cost(runs, x=cost)
-plt.show()""",
-    ),
-    (
-        "code",
-        """reports.plot_stop_reasons(runs)
-plt.show()""",
-    ),
-    (
-        "code",
-        """if "finish_threshold" in runs.columns:
-    hue = "max_iterations" if "max_iterations" in runs.columns else None
-    reports.plot_final_by(runs, x="finish_threshold", hue=hue)
+if measure:
+    reports.plot_score_vs_cost(runs, x=cost, y=measure)
     plt.show()
 else:
-    print("final-by-threshold chart skipped: the sweep has no finish_threshold column")""",
+    print(f"No accuracy-against-cost chart: {no_measure}.")""",
+    ),
+    (
+        "code",
+        """why = reports.stop_reasons_why_not(runs)
+if why:
+    print(f"Stop reasons: {why}.")
+else:
+    reports.plot_stop_reasons(runs)
+    plt.show()""",
+    ),
+    (
+        "code",
+        """if "finish_threshold" in runs.columns and measure:
+    hue = "max_iterations" if "max_iterations" in runs.columns else None
+    reports.plot_final_by(runs, x="finish_threshold", hue=hue, y=measure)
+    plt.show()
+else:
+    print("No chart by finish threshold: the sweep has no finish_threshold column" if measure else no_measure)""",
     ),
     ("code", """display(reports.summary_table(results))"""),
     ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),

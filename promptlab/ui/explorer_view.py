@@ -190,13 +190,12 @@ def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
 
 
 def fit_accuracy(ax: Any, values: list[float]) -> None:
-    """An accuracy axis that fits its values, never below 0 nor above 1, at least 0.1 tall."""
-    lo, hi = min(values), max(values)
-    pad = max(0.05, (hi - lo) * 0.1)
-    bottom, top = max(0.0, lo - pad), min(1.0, hi + pad)
-    if top - bottom < 0.1:
-        bottom, top = (max(0.0, top - 0.1), top) if top >= 0.1 else (0.0, 0.1)
-    ax.set_ylim(bottom, top)
+    """An accuracy axis that fits its values, inside [0, 1] (`promptlab.reports.charts.accuracy_limits`)."""
+    import pandas as pd
+
+    from ..reports.charts import accuracy_limits
+
+    ax.set_ylim(*accuracy_limits(pd.DataFrame({"accuracy": values})))
 
 
 def run_summary(run: Run, config: dict[str, Any]) -> str:
