@@ -311,18 +311,6 @@ else:
     plt.show()
     display(analysis.compare(results.runs))""",
     ),
-    ("md", "## 3. Can the critic be trusted? Its own score against the dev accuracy of the same candidate"),
-    (
-        "code",
-        """if found.calibration.empty:
-    print("no calibration (no iteration has both a critic and a grounded score)")
-else:
-    display(found.calibration)
-    reports.plot_calibration(results.trajectories)
-    plt.show()
-    reports.plot_grounded_trajectories(results.trajectories)
-    plt.show()""",
-    ),
     (
         "md",
         (
@@ -337,6 +325,18 @@ else:
 fig = plt.figure(figsize=(11, 3.6 * configs + 1))
 reports.plot_counterfactual_grid(found.counterfactual, fig)
 plt.show()""",
+    ),
+    ("md", "## 3. Can the critic be trusted? Its own score against the dev accuracy of the same candidate"),
+    (
+        "code",
+        """if found.calibration.empty:
+    print("no calibration (no iteration has both a critic and a grounded score)")
+else:
+    display(found.calibration)
+    reports.plot_calibration(results.trajectories)
+    plt.show()
+    reports.plot_grounded_trajectories(results.trajectories)
+    plt.show()""",
     ),
 )
 

@@ -93,3 +93,13 @@ def test_a_pairing_heatmap_needs_crossed_models() -> None:
         {"generator_model": ["a", "a", "b"], "critic_model": ["x", "y", "x"], "final_test_score": [0.1, 0.2, 0.3]}
     )
     assert pairing_why_not(crossed) is None
+
+
+def test_the_calibration_table_says_its_finding_on_every_row(critics_dir: Path) -> None:
+    from promptlab.reports import findings
+
+    cal = findings(load(critics_dir)).calibration
+    assert cal["finding"].notna().all()
+    by_critic = cal[cal["criterion"] == "(all)"].set_index("critic_model")["finding"]
+    assert by_critic["sim/oracle"] == "ranks candidates as accuracy does"
+    assert "same score" in by_critic["local/smollm2"] or "Inconclusive" in by_critic["local/smollm2"]
