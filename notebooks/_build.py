@@ -143,20 +143,22 @@ from IPython.display import display
 
 from promptlab.reports import summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
+from promptlab.sweeps.estimate import time_estimate
 from promptlab.sweeps.models import preview
 
 exp = load_experiment(here(experiment_path))
 if model:
     exp = exp.with_models(model)
 cells = exp.cells()
+suffix = f"-{model.replace('/', '_')}" if model else ""
+out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 print(preview(exp.name, cells, len(exp.load_tasks()), exp.replicates))
+print(time_estimate(cells, out, workers))
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),
     (
         "code",
-        """suffix = f"-{model.replace('/', '_')}" if model else ""
-out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
-result = sweep(exp, out, executor=executor, workers=workers)
+        """result = sweep(exp, out, executor=executor, workers=workers)
 print(result)""",
     ),
     (
