@@ -109,6 +109,9 @@ def scratch_project(root: Path) -> None:
     with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
     with_parameters(
+        "02_sweep", nbs / "02_slow.ipynb", prelude=SLOW, experiment_path="experiments/tiny.yaml", model="fake/slow"
+    )
+    with_parameters(
         "02_sweep", nbs / "02_bad_model.ipynb", experiment_path="experiments/tiny.yaml", model="fake/nobody"
     )
     with_parameters("03_compare", nbs / "03_compare.ipynb", results_dir="results/browse")
@@ -446,7 +449,10 @@ def test_05_runs_fits_long_cells_and_folds_per_example_rows(page: Any, lab: tupl
     cells = nb.locator(".widget-dropdown:has(label:text-is('cell')) select")
     cells.select_option(label=cells.locator("option", has_text="wide (").inner_text())
     expect(position).to_have_text("iteration 0 of 2 (the starting prompt)")  # the start comes first
-    nb.locator(".widget-button", has_text="next").click()
+    # the go-to menu jumps to an iteration in one step
+    nb.locator(".widget-dropdown:has(label:text-is('go to')) select").select_option(label="iteration 2 of 2")
+    expect(position).to_have_text("iteration 2 of 2")
+    nb.locator(".widget-dropdown:has(label:text-is('go to')) select").select_option(label="iteration 1 of 2")
     expect(position).to_have_text("iteration 1 of 2")
     view = nb.locator(".pl-iteration")
     output = nb.locator(".jp-OutputArea-output:has(.pl-iteration)").bounding_box()
@@ -466,6 +472,12 @@ def test_05_runs_fits_long_cells_and_folds_per_example_rows(page: Any, lab: tupl
     per_example.locator("summary").click()
     expect(per_example.locator("tr", has_text="score_dev").first).to_be_visible()
     assert "cost unknown" in text and "cost unknown USD" not in text
+    # each dev example's reply and whether it was scored correct, one click away
+    examples = view.locator("details.pl-examples")
+    expect(examples.locator("summary")).to_contain_text("dev examples: 12 of 20 scored correct")
+    examples.locator("summary").click()
+    expect(examples.locator("tr.pl-correct")).to_have_count(12)
+    expect(examples.locator("tr.pl-wrong").first).to_contain_text("answer 12")
     # a long step error is cut, its whole text on hover
     cut = view.locator("td[title*='no JSON object in the reply']").first
     assert cut.get_attribute("title").endswith("x" * 300) and len(cut.inner_text()) < 170
@@ -538,3 +550,23 @@ def test_01_explore_stop_ends_the_run_as_interrupted(page: Any, lab: tuple[str, 
     expect(run).to_be_enabled()
     expect(stop).to_be_disabled()
     keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
+
+
+def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="02_slow"))
+    expect = playwright_api.expect
+    expect(nb.locator(".jp-OutputArea-output", has_text="models: fake/slow").first).to_be_visible(timeout=120_000)
+    expect(nb.locator(".jp-OutputArea-output", has_text="sweep tiny").first).to_be_visible(timeout=120_000)  # the bar
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+    wait_idle(page)
+    errors = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    expect(errors.filter(has_text="run the same sweep again to resume").first).to_be_visible(timeout=60_000)
+    shown = nb.inner_text()
+    assert "KeyboardInterrupt" in shown and "Traceback" not in shown and "File " not in shown, shown
+    last = errors.last.inner_text().strip()
+    assert last == "KeyboardInterrupt", last  # one line, not a 40-line traceback
+    statuses = list((root / "results" / "tiny-fake_slow").glob("cells/*/status.json"))
+    assert all(json.loads(p.read_text())["status"] == "ok" for p in statuses)  # kept cells are whole
+    keep(page, nb.locator(".jp-Notebook"), "02_interrupted")
