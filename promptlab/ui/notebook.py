@@ -22,12 +22,11 @@ from typing import Any
 from ..errors import PromptlabError
 
 FIRST_STEPS = {
-    "demo": "run `scripts/demo` (about 10 minutes) or notebook 02_sweep first",
-    "baselines": "run `promptlab sweep experiments/baselines.yaml` (or notebook 02_sweep with "
-    "experiment_path = 'experiments/baselines.yaml') first",
+    "demo": "run `scripts/demo` (about 10 minutes) or notebook 02 first",
+    "baselines": "run `promptlab sweep experiments/baselines.yaml` first",
 }
 """What makes a results directory, by its name (results/<name>); any other name gets `OTHER_FIRST_STEP`."""
-OTHER_FIRST_STEP = "run notebook 02_sweep (or `promptlab sweep EXPERIMENT --out DIR`) first"
+OTHER_FIRST_STEP = "run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first"
 
 
 class NoResultsError(PromptlabError):
@@ -51,9 +50,8 @@ def require_results(results_dir: str | os.PathLike[str], root: Path | None = Non
     path = given if given.is_absolute() or root is None else root / given
     if finished_cells(path):
         return path
-    what = "No results" if path.is_dir() else "No results directory"
     step = FIRST_STEPS.get(path.name, OTHER_FIRST_STEP)
-    raise NoResultsError(f"{what} in {given} yet: {step}.")
+    raise NoResultsError(f"No results in {given} yet: {step}.")
 
 
 def project_root(start: str | os.PathLike[str] | None = None) -> Path:
