@@ -377,15 +377,16 @@ display(Markdown("\\n".join(budget_lines(found))))""",
     ),
     (
         "md",
-        "## Score against spend\n\nOne line per configuration, with the 95% CI as a band; a hollow marker is a "
-        "point past the spend of a run its budget stopped (not exact).",
+        "## Score against spend\n\nOne line per configuration, with the 95% CI as a band (lines that coincide are "
+        "drawn slightly apart, each with its own marker and style); a hollow marker is a point past the spend of a "
+        "run its budget stopped (not exact).",
     ),
     (
         "code",
         """if budget is None:
     print("no equal-budget table (no run records what it would return at each spend)")
 else:
-    fig, (dev, test) = plt.subplots(1, 2, figsize=(15, 5.5), layout="constrained")
+    fig, (dev, test) = plt.subplots(2, 1, figsize=(9, 9), layout="constrained")  # readable at a notebook's width
     reports.plot_budget_curve(budget.table, "dev", ax=dev, budget=budget.unit)
     reports.plot_budget_curve(budget.table, "test", ax=test, budget=budget.unit)
     plt.show()
