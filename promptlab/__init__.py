@@ -114,7 +114,7 @@ _LAZY = {
     "delta_table": "promptlab.analysis.paired",
     "equal_budget": "promptlab.analysis.budget",
     "reliability": "promptlab.analysis.consistency",
-    "Budget": "promptlab.llm.budget",
+    "Budget": "promptlab.llm.spending_cap",
     "RedisCache": "promptlab.llm.cache.redis",
     "register_model": "promptlab.llm.aliases",
     "unregister_model": "promptlab.llm.aliases",

@@ -10,12 +10,12 @@ call), `transport` / `direct` (how a request is sent; `loopthread`: where blocki
 from __future__ import annotations
 
 from .aliases import ModelAlias, Price, register_model, registered_models, unregister_model
-from .budget import Budget
 from .call import CacheArg, acomplete, complete
 from .completion import Completion, Tally, TokenLogprob, TopLogprob, Usage
 from .fake import ScriptedModel, ScriptedReply, scripted
 from .request import Prompt
 from .settings import DEFAULT_SETTINGS, Settings
+from .spending_cap import Budget
 
 __all__ = [
     "Budget",

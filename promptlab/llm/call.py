@@ -1,22 +1,22 @@
 """The one call path: `complete` and `acomplete`, over litellm, cached, structured, retried.
 
 A call's arguments become a `promptlab.llm.request.Request` (alias resolved, cache key computed); its steps are
-the one generator `promptlab.llm.protocol.protocol`, which yields provider calls and sleeps. Here it is driven
+the one generator `promptlab.llm.steps.protocol`, which yields provider calls and sleeps. Here it is driven
 twice over: `complete` with blocking calls and `time.sleep`, so it works inside a running Jupyter event loop,
 and `acomplete` with async calls and `asyncio.sleep`. The drivers read and write the cache, hold the limits
 and charge the spending cap; the protocol never sees them.
 
 Each request goes out through `promptlab.llm.transport`: litellm, or, for a plain chat request to an
 OpenAI-compatible endpoint (`openai/<name>` with an api_base), a direct HTTP post that skips litellm's
-per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.llm.direct`). The async path
+per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.llm.openai_http`). The async path
 writes the cache from a worker thread, so SQLite's commit never holds up the event loop.
 
 A model alias (`promptlab.llm.aliases`) is resolved before any model call: its target model, api_base,
 extra params and (at call time, from its `api_key_env`) key; its limits (concurrency per endpoint, rpm,
-tpm: `promptlab.llm.limits`), its price and its `native_schema` choice. A call with an api_base adds the
+tpm: `promptlab.llm.concurrency.limits`), its price and its `native_schema` choice. A call with an api_base adds the
 endpoint identity to its cache key; the Completion's `model` is the name the caller wrote.
 
-Under a spending cap (`promptlab.llm.budget`, e.g. a sweep's `max_cost`) each provider request is checked first
+Under a spending cap (`promptlab.llm.spending_cap`, e.g. a sweep's `max_cost`) each provider request is checked first
 and refused with BudgetExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
 """
 
@@ -32,17 +32,17 @@ from pydantic import BaseModel
 
 from ..errors import CacheUnavailableError
 from . import structured
-from .budget import gate
 from .cache.backend import CacheBackend
 from .cache.location import open_cache
 from .completion import Completion
-from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
-from .limits import arate_wait, rate_wait, slot
-from .protocol import ProviderCall, Sleep, priced, protocol
-from .providers import check_model
+from .concurrency.limits import arate_wait, rate_wait, slot
+from .concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
+from .model_names import check_model
 from .reply import Reply
 from .request import Prompt, Request, build_request
 from .settings import Settings
+from .spending_cap import gate
+from .steps import ProviderCall, Sleep, priced, protocol
 from .transport import TokenHandler, afetch, fetch
 
 CacheArg = Union[CacheBackend, str, Path, bool, None]

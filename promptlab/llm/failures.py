@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import MissingKeyError, ProviderError
-from .providers import key_env_vars, litellm
+from .model_names import key_env_vars, litellm
 
 
 class InvalidReply(Exception):

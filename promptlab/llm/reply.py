@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .completion import TokenLogprob, logprobs_of
-from .providers import endpoint, litellm, reported_model
+from .model_names import endpoint, litellm, reported_model
 
 
 class Reply(BaseModel):

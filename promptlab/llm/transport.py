@@ -1,7 +1,7 @@
 """How one provider request is made: through litellm, or directly to an OpenAI-compatible endpoint.
 
 `afetch` (async) and `fetch` (blocking) take a `Request` and litellm's keyword arguments for one provider
-request and return a `Reply`. `Settings.transport` picks the way: 'auto' posts what `promptlab.llm.direct`
+request and return a `Reply`. `Settings.transport` picks the way: 'auto' posts what `promptlab.llm.openai_http`
 can post itself (a chat request to an `openai/<name>` model with an api_base), plain or streamed, and sends
 the rest through litellm; 'litellm' sends everything through litellm. A request is streamed only when the
 call has an `on_token` handler (and asks for no log-probabilities, which come with a whole reply only).
@@ -14,7 +14,7 @@ Whichever way, the same rules hold:
   `Settings.max_reply_bytes`; usage a stream did not carry is unknown (None), never counted by litellm;
 - failures raise the same exceptions (`promptlab.llm.failures`).
 
-Blocking calls make network requests on the call loop thread (`promptlab.llm.loopthread`), so both paths
+Blocking calls make network requests on the call loop thread (`promptlab.llm.concurrency.call_loop`), so both paths
 share this code; in-process models and litellm's `mock_response` run in the caller's thread.
 """
 
@@ -24,10 +24,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from . import direct
+from . import openai_http
+from .concurrency.call_loop import CALLS
 from .failures import NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
-from .loopthread import CALLS
-from .providers import litellm
+from .model_names import litellm
 from .reply import Reply, reply_of
 from .request import Request
 
@@ -59,13 +59,13 @@ async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | 
 
 async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     streams, cap = _streams(kwargs, on_token), req.settings.max_reply_bytes
-    way = direct.route(kwargs) if req.settings.transport == "auto" else None
+    way = openai_http.route(kwargs) if req.settings.transport == "auto" else None
     if way is not None:
         if streams:
             assert on_token is not None
-            response = await direct.astream(way, kwargs, on_token, cap)
+            response = await openai_http.astream(way, kwargs, on_token, cap)
         else:
-            response = await direct.apost(way, kwargs, cap)
+            response = await openai_http.apost(way, kwargs, cap)
         return _checked(req, reply_of(req.target, response, own=req.own), on_token, streams)
     lm = litellm()
     try:
@@ -115,7 +115,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
     itself when the provider sent neither, so both are read from what the provider did send."""
     headers = (getattr(chunks[-1], "_hidden_params", None) or {}).get("additional_headers") or {} if chunks else {}
     kind = str(headers.get("llm_provider-content-type") or "")
-    if kind and direct.EVENT_STREAM not in kind:
+    if kind and openai_http.EVENT_STREAM not in kind:
         if "json" in kind:
             raise InvalidReply(
                 f"a stream was asked for and the server answered one {kind} reply (it ignores "

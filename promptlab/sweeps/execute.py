@@ -4,7 +4,7 @@ runs one cell in another process (the papermill notebook, a Dask task).
 
 A cell whose code raises is recorded as failed (kind SweepCellError); an infrastructure failure (a provider
 error after retries, a missing key, a lost worker) fails it with kind "infrastructure", so the next sweep
-runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.budget`) is "cut"
+runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.spending_cap`) is "cut"
 (kind "budget"), however its loop handled the refusal: a sweep with a higher cap runs it again.
 """
 
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BudgetExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.budget import LEDGER_NAME, Budget, charges
 from ..llm.completion import Tally
+from ..llm.spending_cap import LEDGER_NAME, Budget, charges
 from ..record import Run, Task
 from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment

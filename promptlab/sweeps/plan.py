@@ -28,8 +28,8 @@ from .cells import Cell
 from .experiment import Experiment
 
 if TYPE_CHECKING:
-    from ..llm.budget import Budget
     from ..llm.settings import Settings
+    from ..llm.spending_cap import Budget
     from ..results.store import Results
 
 

@@ -14,8 +14,8 @@ from fault_server import FaultServer, Reply
 
 import promptlab as pl
 from promptlab.errors import BudgetExceeded, ConfigError
-from promptlab.llm.budget import ENV_BUDGET_FILE, ENV_MAX_COST, Budget, check_prices, gate, price_of
 from promptlab.llm.settings import Settings
+from promptlab.llm.spending_cap import ENV_BUDGET_FILE, ENV_MAX_COST, Budget, check_prices, gate, price_of
 from promptlab.sweeps.experiment import Experiment
 
 KEY = "sk-test-budget"
@@ -124,7 +124,7 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
 def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "budget.json"
     code = (
-        "import sys; from promptlab.llm.budget import Budget\n"
+        "import sys; from promptlab.llm.spending_cap import Budget\n"
         "b = Budget(sys.argv[1], cap=100)\n"
         "for _ in range(50): b.charge('openai/gpt-4o-mini', 0.001)\n"
     )

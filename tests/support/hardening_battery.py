@@ -360,7 +360,7 @@ class Battery:
         from fault_server import FaultServer
         from fault_server import Reply as ServerReply
 
-        from promptlab.llm.budget import LEDGER_NAME, Budget
+        from promptlab.llm.spending_cap import LEDGER_NAME, Budget
         from promptlab.results.store import load
         from promptlab.sweeps.run import sweep
 

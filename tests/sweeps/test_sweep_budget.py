@@ -14,7 +14,7 @@ from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
 from promptlab.errors import ConfigError
-from promptlab.llm.budget import LEDGER_NAME, Budget
+from promptlab.llm.spending_cap import LEDGER_NAME, Budget
 from promptlab.results.store import cell_status, load
 from promptlab.sweeps.run import sweep
 

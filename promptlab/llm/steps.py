@@ -30,7 +30,7 @@ from .aliases import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_supp
 from .cache.keys import cache_key
 from .completion import Completion, total
 from .failures import describe_cause, raise_if_auth, retry_after, transient
-from .providers import native_schema
+from .model_names import native_schema
 from .reply import Reply
 from .request import Request
 from .settings import Settings

@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import BudgetExceeded, ConfigError
-from .providers import is_own, litellm
+from .model_names import is_own, litellm
 
 LEDGER_NAME = "budget.json"
 """The ledger's file name in a results dir."""

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
+from ..critics.simulated import is_simulated, parse_sim
 from ..errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
 from .aliases import base_host, get_alias, missing_key_vars, registered_models
-from .simulated import is_simulated, parse_sim
 
 OWN_PROVIDERS = ("fake", "local")
 _lm: ModuleType | None = None
@@ -170,7 +170,7 @@ def validate_model_name(model: str) -> None:
     """
     if not isinstance(model, str) or not model.strip():
         raise UnknownModelError(str(model), "a model name must be a non-empty string")
-    if is_simulated(model):  # a simulated critic (promptlab.llm.simulated): its kind and parameters
+    if is_simulated(model):  # a simulated critic (promptlab.critics.simulated): its kind and parameters
         parse_sim(model)
         return
     alias = get_alias(model)
@@ -206,7 +206,7 @@ def check_model(model: str, params: dict[str, Any]) -> None:
     """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
     if is_simulated(model):
         raise ConfigError(
-            f"{model!r} is a simulated critic (promptlab.llm.simulated): it makes no model call and "
+            f"{model!r} is a simulated critic (promptlab.critics.simulated): it makes no model call and "
             "can only play a critic role of a grounded P³RO or Creator/Critic run"
         )
     alias = get_alias(model)
