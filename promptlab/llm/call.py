@@ -37,7 +37,7 @@ from .cache.location import open_cache
 from .completion import Completion
 from .concurrency.limits import arate_wait, rate_wait, slot
 from .concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
-from .model_names import check_model
+from .preflight import check_model
 from .reply import Reply
 from .request import Prompt, Request, build_request
 from .settings import Settings

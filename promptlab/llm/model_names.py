@@ -1,31 +1,23 @@
-"""Model names: litellm imported lazily and offline, promptlab's own providers registered with it.
+"""What a model name says: litellm imported lazily and offline (with promptlab's in-process models registered
+as its custom providers, `promptlab.llm.inprocess`), which models are in-process (`is_own`, `is_local`), what
+they support (`native_schema`, `supports_logprobs`) and how a reply names its model and endpoint.
 
-promptlab's in-process models (`local/...`, `fake/...`) are litellm custom providers, so every call,
-hosted or not, goes through `litellm.completion` / `litellm.acompletion`.
+The checks made before a call (a name that can be served, its key) are in `promptlab.llm.preflight`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
-import functools
 import os
 import threading
-import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
-from ..critics.simulated import is_simulated, parse_sim
-from ..errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
-from .aliases import base_host, get_alias, missing_key_vars, registered_models
+from .aliases import base_host, get_alias
+from .inprocess import make_handler
 
 OWN_PROVIDERS = ("fake", "local")
 _lm: ModuleType | None = None
 _lm_lock = threading.Lock()
-_checked: set[str] = set()
-_checked_aliases: dict[str, Any] = {}
 
 
 def litellm() -> ModuleType:
@@ -40,7 +32,7 @@ def litellm() -> ModuleType:
             import litellm as lm
 
             lm.suppress_debug_info = True
-            handler = _make_handler(lm)
+            handler = make_handler(lm)
             existing = [p for p in (lm.custom_provider_map or []) if p.get("provider") not in OWN_PROVIDERS]
             lm.custom_provider_map = existing + [
                 {"provider": name, "custom_handler": handler} for name in OWN_PROVIDERS
@@ -144,229 +136,3 @@ def endpoint(model: str, response: Any = None, api_base: str | None = None) -> s
         served_by, base = served_by or guessed or "unknown", base or default_base
     host = base_host(base) if isinstance(base, str) else None
     return f"litellm:{served_by}@{host}" if host else f"litellm:{served_by}"
-
-
-def key_env_vars(model: str) -> list[str]:
-    """The environment variables a hosted model still needs (empty when its keys are set); for an alias, its
-    `api_key_env` when unset (nothing for an api_base without one), else its target's."""
-    alias = get_alias(model)
-    if alias is not None:
-        missing = missing_key_vars(alias)
-        if missing is not None or is_own(alias.model):
-            return missing or []
-        model = alias.model
-    try:
-        env = litellm().validate_environment(model=model)
-    except Exception:
-        return []
-    return [] if env.get("keys_in_environment") else list(env.get("missing_keys") or [])
-
-
-def validate_model_name(model: str) -> None:
-    """Raise UnknownModelError unless `model` names a model promptlab or litellm can serve.
-
-    Hosted names are checked by litellm's provider routing (it imports litellm); keys are not checked. A
-    registered alias (`promptlab.llm.aliases`) is checked by its target model.
-    """
-    if not isinstance(model, str) or not model.strip():
-        raise UnknownModelError(str(model), "a model name must be a non-empty string")
-    if is_simulated(model):  # a simulated critic (promptlab.critics.simulated): its kind and parameters
-        parse_sim(model)
-        return
-    alias = get_alias(model)
-    if alias is not None:
-        try:
-            validate_model_name(alias.model)
-        except UnknownModelError as e:
-            raise UnknownModelError(model, f"alias of {alias.model!r}: {e.reason or 'unknown model'}") from e
-        return
-    provider, _, name = model.partition("/")
-    if provider == "fake":
-        from .fake import get_scripted
-
-        if name != "auto":
-            get_scripted(name)
-    elif provider == "local":
-        from .local import resolve_model_path
-
-        resolve_model_path(name)
-    else:
-        lm = litellm()
-        try:
-            lm.get_llm_provider(model=model)
-        except Exception as e:
-            aliases = sorted(registered_models())
-            reason = "litellm cannot tell which provider serves it"
-            if aliases and "/" not in model:
-                reason = f"not a registered model alias ({', '.join(aliases)}) and {reason}"
-            raise UnknownModelError(model, reason) from e
-
-
-def check_model(model: str, params: dict[str, Any]) -> None:
-    """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
-    if is_simulated(model):
-        raise ConfigError(
-            f"{model!r} is a simulated critic (promptlab.critics.simulated): it makes no model call and "
-            "can only play a critic role of a grounded P³RO or Creator/Critic run"
-        )
-    alias = get_alias(model)
-    if model in _checked or (alias is not None and _checked_aliases.get(model) is alias):
-        return
-    validate_model_name(model)
-    if not is_own(model) and "api_key" not in params and "mock_response" not in params:
-        missing = key_env_vars(model)
-        if missing:
-            raise MissingKeyError(model, missing)
-    if alias is None:
-        _checked.add(model)
-    else:  # checked while this very alias is registered (its key is read again at each call)
-        _checked_aliases[model] = alias
-
-
-def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None) -> None:
-    """Check every model before anything is written or called: its name, its API key in the environment
-    (unless `params` carries `api_key`), and, for `local/<path>.gguf`, that the file exists.
-
-    Raises:
-        ConfigError: listing every problem at once (one line per model), not just the first.
-    """
-    given = params or {}
-    problems: list[str] = []
-    for model in dict.fromkeys(models):  # each name once, in order
-        try:
-            validate_model_name(model)
-        except UnknownModelError as e:
-            problems.append(f"- {model!r}: {e.reason or 'unknown model'}")
-            continue
-        except PromptlabError as e:  # e.g. the embedded model's packages are missing
-            problems.append(f"- {model!r}: {e}")
-            continue
-        if is_own(model) or is_simulated(model) or "api_key" in given or "mock_response" in given:
-            continue
-        missing = key_env_vars(model)
-        if missing:
-            problems.append(f"- {model!r}: needs an API key: set {' or '.join(missing)} in the environment")
-    if problems:
-        raise ConfigError(
-            f"{len(problems)} model problem(s), found before any call:\n"
-            + "\n".join(problems)
-            + "\nModels are litellm names ('gpt-4o-mini', 'anthropic/...', 'ollama/...'), 'local/smollm2', "
-            "'local/<path>.gguf', 'fake/<name>', or a simulated critic 'sim/<kind>?<param>=<value>'."
-        )
-
-
-def _reply(lm: ModuleType, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
-    """Run a promptlab model and wrap its answer as a litellm ModelResponse (with its token
-    log-probabilities in the OpenAI chat shape when asked for, and what identifies the weights as `model`)."""
-    provider, _, name = model.partition("/")
-    if provider == "fake":
-        from .fake import reply as fake_reply
-
-        done = fake_reply(name, messages, params)
-    else:
-        from .local import generate
-
-        done = generate(name, messages, params)
-    choice: dict[str, Any] = {
-        "index": 0,
-        "finish_reason": done.finish_reason,
-        "message": {"role": "assistant", "content": done.text},
-    }
-    if done.logprobs is not None:
-        choice["logprobs"] = {"content": [t.model_dump() for t in done.logprobs]}
-    response = lm.ModelResponse(
-        model=done.model or model,
-        choices=[choice],
-        usage={"prompt_tokens": done.usage[0], "completion_tokens": done.usage[1], "total_tokens": sum(done.usage)},
-        created=int(time.time()),
-    )
-    return response
-
-
-def _stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A promptlab model's reply as litellm GenericStreamingChunk dicts."""
-    provider, _, name = model.partition("/")
-    from .fake import reply_stream
-    from .local import generate_stream
-
-    pieces = reply_stream if provider == "fake" else generate_stream
-    for piece in pieces(name, messages, params):
-        last = "usage" in piece
-        usage = None
-        if last:
-            i, o = piece["usage"]
-            usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
-        yield {
-            "text": piece["text"],
-            "tool_use": None,
-            "is_finished": last,
-            "finish_reason": piece.get("finish_reason", ""),
-            "usage": usage,
-            "index": 0,
-        }
-
-
-MODEL_THREADS = 64
-"""Worker threads that run in-process models (`local/`, `fake/`) for async callers. A request waiting for a
-llama.cpp instance waits in one of them, where the instance scheduler sees it (`promptlab.llm.local.instance`
-hands a freed instance to the waiting request that shares most of its prompt); asyncio's default executor has
-only a few threads (cores + 4), which hid the other waiting requests from it."""
-
-
-@functools.cache
-def model_threads() -> concurrent.futures.ThreadPoolExecutor:
-    """The executor of in-process model calls (made on first use; `MODEL_THREADS` threads)."""
-    return concurrent.futures.ThreadPoolExecutor(MODEL_THREADS, thread_name_prefix="promptlab-model")
-
-
-def _make_handler(lm: ModuleType) -> Any:
-    """The litellm CustomLLM that serves `fake/...` and `local/...`."""
-
-    def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
-        p = dict(kwargs.get("optional_params") or {})
-        return p
-
-    def model_of(kwargs: dict[str, Any], args: tuple[Any, ...]) -> str:
-        model = kwargs.get("model") or (args[0] if args else "")
-        provider = (kwargs.get("litellm_params") or {}).get("custom_llm_provider")
-        if provider and not str(model).startswith(f"{provider}/"):
-            model = f"{provider}/{model}"
-        elif "/" not in str(model):
-            model = f"fake/{model}"
-        return str(model)
-
-    class PromptlabProvider(lm.CustomLLM):  # type: ignore[name-defined,misc]
-        def completion(self, *args: Any, **kwargs: Any) -> Any:
-            return _reply(lm, model_of(kwargs, args), kwargs["messages"], params_of(kwargs))
-
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            call: Callable[[], Any] = lambda: self.completion(*args, **kwargs)  # noqa: E731
-            return await asyncio.get_running_loop().run_in_executor(
-                model_threads(), contextvars.copy_context().run, call
-            )
-
-        def streaming(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-            yield from _stream(model_of(kwargs, args), kwargs["messages"], params_of(kwargs))
-
-        async def astreaming(self, *args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
-            # the model runs in a worker thread; pieces come back through a queue as they are made
-            queue: asyncio.Queue[Any] = asyncio.Queue()
-            loop = asyncio.get_running_loop()
-            done = object()
-
-            def produce() -> None:
-                try:
-                    for piece in self.streaming(*args, **kwargs):
-                        loop.call_soon_threadsafe(queue.put_nowait, piece)
-                except BaseException as e:  # handed to the consumer, raised there
-                    loop.call_soon_threadsafe(queue.put_nowait, e)
-                loop.call_soon_threadsafe(queue.put_nowait, done)
-
-            worker = loop.run_in_executor(model_threads(), produce)
-            while (item := await queue.get()) is not done:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-            await worker
-
-    return PromptlabProvider()

@@ -24,7 +24,8 @@ from . import structured
 from .aliases import ModelAlias, endpoint_identity, get_alias
 from .cache.keys import SECRET_FIELDS, cache_key
 from .concurrency.limits import shared_concurrency
-from .model_names import MODEL_THREADS, OWN_PROVIDERS, is_local, litellm
+from .inprocess import MODEL_THREADS
+from .model_names import OWN_PROVIDERS, is_local, litellm
 from .settings import DEFAULT_SETTINGS, Settings
 
 Prompt = Union[str, list[dict[str, Any]]]

@@ -75,7 +75,7 @@ def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> i
 
 def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> list[str]:
     """Check every cell before anything is written or called: every model of every cell
-    (`promptlab.llm.model_names.preflight`), then, given the tasks, each cell's loop config against every task
+    (`promptlab.llm.preflight.preflight`), then, given the tasks, each cell's loop config against every task
     (`promptlab.sweeps.checks`) and the models those checks add (target, judge scorer). With `priced` (a
     spending cap is set), every one of those models must have a known price (`promptlab.llm.spending_cap.check_prices`).
 
@@ -86,7 +86,7 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, price
         ConfigError: listing every problem at once; a config problem names the cell's params, the task and
             the field.
     """
-    from ..llm.model_names import preflight
+    from ..llm.preflight import preflight
     from .checks import check_configs
 
     models = [m for cell in cells for m in cell_models(cell)]

@@ -298,7 +298,7 @@ def test_hosted_structured_call(cache_dir: Path) -> None:
 
 def test_preflight_lists_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from promptlab.errors import ConfigError
-    from promptlab.llm.model_names import preflight
+    from promptlab.llm.preflight import preflight
 
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)

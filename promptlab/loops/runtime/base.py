@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ...aio import run_sync
 from ...critics.simulated import is_simulated
 from ...errors import ConfigError
-from ...llm.model_names import validate_model_name
+from ...llm.preflight import validate_model_name
 from ...record import Iteration, Run, Score, Task
 
 T = TypeVar("T")

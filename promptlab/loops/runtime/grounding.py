@@ -42,7 +42,8 @@ from ...errors import ConfigError
 from ...eval.evaluate import aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
-from ...llm.model_names import supports_logprobs, validate_model_name
+from ...llm.model_names import supports_logprobs
+from ...llm.preflight import validate_model_name
 from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
 from .base import LoopConfig
 from .context import RunContext
