@@ -3,7 +3,7 @@
 The package's map (each subpackage's `__init__` names its public API):
 
 - `llm/`: the one call path (`complete` / `acomplete`) over litellm: cache, structured output, retries,
-  limits, budget, model aliases, the embedded local model and the scripted model.
+  limits, the spending cap, model aliases, the embedded local model and the scripted model.
 - `eval/`: grounded evaluation: a prompt measured on labelled examples, scorers, task files, statistics.
 - `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE) on a shared runtime.
 - `tools/`: tools for the agent loops, the per-run workspace and its sandbox.
@@ -26,7 +26,6 @@ from importlib.metadata import PackageNotFoundError as _NotFound  # noqa: E402
 from importlib.metadata import version as _version  # noqa: E402
 
 from .errors import (  # noqa: E402
-    BudgetExceeded,
     CacheUnavailableError,
     ConfigError,
     MissingDependencyError,
@@ -34,6 +33,7 @@ from .errors import (  # noqa: E402
     ParseError,
     PromptlabError,
     ProviderError,
+    SpendingCapExceeded,
     SweepCellError,
     UnknownModelError,
 )
@@ -114,7 +114,7 @@ _LAZY = {
     "delta_table": "promptlab.analysis.paired",
     "equal_budget": "promptlab.analysis.budget",
     "reliability": "promptlab.analysis.consistency",
-    "Budget": "promptlab.llm.spending_cap",
+    "SpendingCap": "promptlab.llm.spending_cap",
     "RedisCache": "promptlab.llm.cache.redis",
     "register_model": "promptlab.llm.aliases",
     "unregister_model": "promptlab.llm.aliases",
@@ -126,7 +126,21 @@ _LAZY = {
 }
 
 
+# Old names kept working for a while (with a DeprecationWarning): "budget" now means only a loop's call/token budget.
+_DEPRECATED = {
+    "Budget": ("promptlab.llm.spending_cap", "SpendingCap"),
+    "BudgetExceeded": ("promptlab.errors", "SpendingCapExceeded"),
+}
+
+
 def __getattr__(name: str) -> object:
+    if name in _DEPRECATED:
+        import importlib
+        import warnings
+
+        module, new = _DEPRECATED[name]
+        warnings.warn(f"promptlab.{name} is deprecated: use promptlab.{new}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), new)
     if name in _LAZY:
         import importlib
 
@@ -153,7 +167,7 @@ __all__ = [
     "Completion",
     "Tally",
     "Usage",
-    "BudgetExceeded",
+    "SpendingCapExceeded",
     "ConfigError",
     "MissingDependencyError",
     "MissingKeyError",

@@ -17,7 +17,7 @@ tpm: `promptlab.llm.concurrency.limits`), its price and its `native_schema` choi
 endpoint identity to its cache key; the Completion's `model` is the name the caller wrote.
 
 Under a spending cap (`promptlab.llm.spending_cap`, e.g. a sweep's `max_cost`) each provider request is checked first
-and refused with BudgetExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
+and refused with SpendingCapExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
                 rpm, tpm = req.rates()
                 if rpm or tpm:
                     rate_wait(req.endpoint, rpm, tpm, op.kwargs)
-                budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
+                budget = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                 reply = fetch(req, op.kwargs, on_token)
             except Exception as e:
                 error = e
@@ -279,7 +279,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                 try:
                     if rpm or tpm:
                         await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
-                    budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
+                    budget = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                     reply = await afetch(req, op.kwargs, on_token)
                 except Exception as e:
                     error = e

@@ -24,7 +24,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BudgetExceeded, ConfigError, ParseError, ProviderError
+from ..errors import ConfigError, ParseError, ProviderError, SpendingCapExceeded
 from . import structured
 from .aliases import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_support, schema_form, schema_support
 from .cache.keys import cache_key
@@ -146,7 +146,7 @@ def send(call: Call) -> Generator[ProviderCall | Sleep, Any, Reply]:
             reply: Reply = yield ProviderCall(
                 {"model": call.req.target, "messages": call.messages, **timed}, call.reply_key()
             )
-        except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
+        except (SpendingCapExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
             raise
         except Exception as e:
             call.latency += time.perf_counter() - t0

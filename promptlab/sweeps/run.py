@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..events import EventHandler
-from ..llm.spending_cap import LEDGER_NAME, Budget
+from ..llm.spending_cap import LEDGER_NAME, SpendingCap
 from .cells import Cell, preflight_cells
 from .executors import EXECUTORS, get_executor
 from .experiment import Experiment, load_experiment
@@ -147,7 +147,7 @@ def sweep(
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
     cap = max_cost if max_cost is not None else exp.max_cost
-    budget = Budget(out / LEDGER_NAME, cap) if cap is not None else None
+    budget = SpendingCap(out / LEDGER_NAME, cap) if cap is not None else None
     models = preflight_cells(cells, tasks, priced=budget is not None)
     if settings is not None:  # a concurrency override for a model no cell calls is a typo, not a no-op
         settings.check_models(models, "per_model_concurrency (--max-concurrency)")
