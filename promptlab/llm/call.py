@@ -94,6 +94,14 @@ def _from_cache(store: CacheBackend | None, req: Request) -> Completion | None:
     return hit
 
 
+def _answered(store: CacheBackend | None, req: Request, on_token: TokenHandler | None) -> Completion | None:
+    """The cached Completion of `req`, its whole text sent to `on_token` (None on a miss)."""
+    hit = _from_cache(store, req)
+    if hit is not None and on_token is not None:
+        on_token(hit.text)
+    return hit
+
+
 def complete(
     model: str,
     prompt: Prompt,
@@ -144,19 +152,13 @@ def complete(
         params=params,
     )
     store = _resolve_cache(cache)
-    hit = _from_cache(store, req)
+    hit = _answered(store, req, on_token)
     if hit is not None:
-        if on_token is not None:
-            on_token(hit.text)
         return hit
-    check_model(model, params)
+    check_model(req.resolved, params)
     with THREAD_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext():
-        hit = _from_cache(store, req)  # another thread may have made this very call while we waited
-        if hit is not None:
-            if on_token is not None:
-                on_token(hit.text)
-            return hit
-        return _drive(req, store, on_token)
+        hit = _answered(store, req, on_token)  # another thread may have made this very call while we waited
+        return hit if hit is not None else _drive(req, store, on_token)
 
 
 def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
@@ -178,9 +180,9 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
         value = _replayed(store, op, on_token)
         if value is None:
             try:
-                rpm, tpm = req.rates()
+                rpm, tpm = req.resolved.rates
                 if rpm or tpm:
-                    rate_wait(req.endpoint, rpm, tpm, op.kwargs)
+                    rate_wait(req.resolved.endpoint, rpm, tpm, op.kwargs)
                 budget = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                 reply = fetch(req, op.kwargs, on_token)
             except Exception as e:
@@ -240,20 +242,14 @@ async def acomplete(
         params=params,
     )
     store = _resolve_cache(cache)
-    hit = _from_cache(store, req)
+    hit = _answered(store, req, on_token)
     if hit is not None:
-        if on_token is not None:
-            on_token(hit.text)
         return hit
-    check_model(model, params)
+    check_model(req.resolved, params)
     async with ASYNC_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext(False) as waited:
         # an identical call in flight finished while we waited: its result
-        hit = _from_cache(store, req) if waited else None
-        if hit is not None:
-            if on_token is not None:
-                on_token(hit.text)
-            return hit
-        return await _adrive(req, store, on_token)
+        hit = _answered(store, req, on_token) if waited else None
+        return hit if hit is not None else await _adrive(req, store, on_token)
 
 
 async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
@@ -262,8 +258,8 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
     gen = protocol(req)
     value: Any = None
     error: BaseException | None = None
-    rpm, tpm = req.rates()
-    async with slot(req.endpoint, req.concurrency()):
+    rpm, tpm = req.resolved.rates
+    async with slot(req.resolved.endpoint, req.concurrency()):
         while True:
             try:
                 op = gen.throw(error) if error is not None else gen.send(value)
@@ -278,7 +274,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
             if value is None:
                 try:
                     if rpm or tpm:
-                        await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
+                        await arate_wait(req.resolved.endpoint, rpm, tpm, op.kwargs)
                     budget = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                     reply = await afetch(req, op.kwargs, on_token)
                 except Exception as e:

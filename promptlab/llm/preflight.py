@@ -11,6 +11,7 @@ from ..critics.simulated import is_simulated, parse_sim
 from ..errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
 from .aliases import get_alias, missing_key_vars, registered_models
 from .model_names import is_own, litellm
+from .resolved import ResolvedModel
 
 _checked: set[str] = set()
 _checked_aliases: dict[str, Any] = {}
@@ -72,25 +73,26 @@ def validate_model_name(model: str) -> None:
             raise UnknownModelError(model, reason) from e
 
 
-def check_model(model: str, params: dict[str, Any]) -> None:
-    """Fail early, with a clear message, on an unknown model or a missing API key (before a call)."""
-    if is_simulated(model):
+def check_model(model: ResolvedModel, params: dict[str, Any]) -> None:
+    """Fail early, with a clear message, on an unknown model or a missing API key (before a call); `params` are
+    the caller's own (an `api_key` there needs no key in the environment)."""
+    name, alias = model.name, model.alias
+    if is_simulated(name):
         raise ConfigError(
-            f"{model!r} is a simulated critic (promptlab.critics.simulated): it makes no model call and "
+            f"{name!r} is a simulated critic (promptlab.critics.simulated): it makes no model call and "
             "can only play a critic role of a grounded P³RO or Creator/Critic run"
         )
-    alias = get_alias(model)
-    if model in _checked or (alias is not None and _checked_aliases.get(model) is alias):
+    if name in _checked or (alias is not None and _checked_aliases.get(name) is alias):
         return
-    validate_model_name(model)
-    if not is_own(model) and "api_key" not in params and "mock_response" not in params:
-        missing = key_env_vars(model)
+    validate_model_name(name)
+    if not model.own and "api_key" not in params and "mock_response" not in params:
+        missing = key_env_vars(name)
         if missing:
-            raise MissingKeyError(model, missing)
+            raise MissingKeyError(name, missing)
     if alias is None:
-        _checked.add(model)
+        _checked.add(name)
     else:  # checked while this very alias is registered (its key is read again at each call)
-        _checked_aliases[model] = alias
+        _checked_aliases[name] = alias
 
 
 def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None) -> None:

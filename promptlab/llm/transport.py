@@ -41,20 +41,20 @@ def _streams(kwargs: dict[str, Any], on_token: TokenHandler | None) -> bool:
 
 def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (blocking) and read its reply."""
-    if req.own or "mock_response" in kwargs:
+    if req.resolved.own or "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
 
 async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (async) and read its reply; the request's timeout bounds all of it."""
-    if req.own:
+    if req.resolved.own:
         return await _afetch(req, kwargs, on_token)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
     except TimeoutError as e:
-        raise timed_out(req.target, e) from e
+        raise timed_out(req.resolved.target, e) from e
 
 
 async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
@@ -66,11 +66,16 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
             response = await openai_http.astream(way, kwargs, on_token, cap)
         else:
             response = await openai_http.apost(way, kwargs, cap)
-        return _checked(req, reply_of(req.target, response, own=req.own), on_token, streams)
+        return _checked(req, reply_of(req.resolved.target, response, own=req.resolved.own), on_token, streams)
     lm = litellm()
     try:
         if not streams:
-            return _checked(req, reply_of(req.target, await lm.acompletion(**kwargs), own=req.own), on_token, False)
+            return _checked(
+                req,
+                reply_of(req.resolved.target, await lm.acompletion(**kwargs), own=req.resolved.own),
+                on_token,
+                False,
+            )
         assert on_token is not None
         stream = await lm.acompletion(**kwargs, stream=True, stream_options={"include_usage": True})
         chunks = [chunk async for chunk in _pieces_of(stream, on_token)]
@@ -86,7 +91,9 @@ def _fetch_here(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | N
     """A request made through litellm in this thread (in-process models, mock responses)."""
     lm = litellm()
     if not _streams(kwargs, on_token):
-        return _checked(req, reply_of(req.target, lm.completion(**kwargs), own=req.own), on_token, False)
+        return _checked(
+            req, reply_of(req.resolved.target, lm.completion(**kwargs), own=req.resolved.own), on_token, False
+        )
     assert on_token is not None
     stream = lm.completion(**kwargs, stream=True, stream_options={"include_usage": True})
     chunks = []
@@ -130,7 +137,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
         raise InvalidReply(NO_END)
     sent_usage = any(getattr(c, "usage", None) is not None for c in getattr(stream, "chunks", ()))
     built = litellm().stream_chunk_builder(chunks, messages=kwargs["messages"])
-    return reply_of(req.target, built, own=req.own, usage=sent_usage or req.own)
+    return reply_of(req.resolved.target, built, own=req.resolved.own, usage=sent_usage or req.resolved.own)
 
 
 def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed: bool) -> Reply:
