@@ -7,8 +7,8 @@ Where each part of a call is, in the order a call meets them:
   `preflight`: the checks before any call (a name that can be served, its API key); `aliases`: served models
   registered by name;
 - `steps`: the steps of one call, as a generator both entry points drive (retries, schema fallback, re-asks);
-- `transport`: how one request is sent (litellm, or `openai_http`: a direct POST to an OpenAI-compatible server),
-  and `reply`: what one request returns; `completion`: what a call returns (`Completion`, `Usage`, `Tally`);
+- `transport`: how one request is sent (litellm, or `openai_http`: a direct POST to an OpenAI-compatible server)
+  and what it returns (`Reply`); `completion`: what a call returns (`Completion`, `Usage`, `Tally`);
 - `concurrency/`: calls in flight and rates (`limits`), one call per cache key (`single_flight`), the event loop
   thread of blocking calls (`call_loop`);
 - `spending_cap`: the USD cap of a sweep and its ledger; `failures`: how a failed request or an invalid reply

@@ -38,12 +38,11 @@ from .completion import Completion
 from .concurrency.limits import arate_wait, rate_wait, slot
 from .concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from .preflight import check_model
-from .reply import Reply
 from .request import Prompt, Request, build_request
 from .settings import Settings
 from .spending_cap import gate
 from .steps import ProviderCall, Sleep, priced, protocol
-from .transport import TokenHandler, afetch, fetch
+from .transport import Reply, TokenHandler, afetch, fetch
 
 CacheArg = Union[CacheBackend, str, Path, bool, None]
 """None or True: the default cache; False: no cache; a directory, a URL (redis://host:port/db) or a cache

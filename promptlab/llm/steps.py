@@ -30,9 +30,9 @@ from .aliases import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_supp
 from .cache.keys import reply_key
 from .completion import Completion, total
 from .failures import describe_cause, raise_if_auth, retry_after, transient
-from .reply import Reply
 from .request import Request
 from .settings import Settings
+from .transport import Reply
 
 
 @dataclass
