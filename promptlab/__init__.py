@@ -43,9 +43,10 @@ from .llm.cache.disk import Cache  # noqa: E402
 from .llm.cache.keys import cache_key  # noqa: E402
 from .llm.cache.location import open_cache  # noqa: E402
 from .llm.call import acomplete, complete  # noqa: E402
-from .llm.completion import Completion, Tally, TokenLogprob, TopLogprob, Usage  # noqa: E402
+from .llm.completion import Completion, TokenLogprob, TopLogprob
 from .llm.fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
 from .llm.settings import Settings  # noqa: E402
+from .llm.tally import Tally, Usage  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
 
 try:

@@ -8,7 +8,8 @@ Where each part of a call is, in the order a call meets them:
   registered by name;
 - `steps`: the steps of one call, as a generator both entry points drive (retries, schema fallback, re-asks);
 - `transport`: how one request is sent (litellm, or `openai_http`: a direct POST to an OpenAI-compatible server)
-  and what it returns (`Reply`); `completion`: what a call returns (`Completion`, `Usage`, `Tally`);
+  and what it returns (`Reply`); `completion`: what a call returns (`Completion`); `tally`: running
+  totals over calls (`Tally`, `Usage`);
 - `concurrency/`: calls in flight and rates (`limits`), one call per cache key (`single_flight`), the event loop
   thread of blocking calls (`call_loop`);
 - `spending_cap`: the USD cap of a sweep and its ledger; `failures`: how a failed request or an invalid reply
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 from .aliases import ModelAlias, Price, register_model, registered_models, unregister_model
 from .call import CacheArg, acomplete, complete
-from .completion import Completion, Tally, TokenLogprob, TopLogprob, Usage
+from .completion import Completion, TokenLogprob, TopLogprob
 from .fake import ScriptedModel, ScriptedReply, scripted
 from .request import Prompt
 from .settings import DEFAULT_SETTINGS, Settings
 from .spending_cap import SpendingCap
+from .tally import Tally, Usage
 
 __all__ = [
     "CacheArg",

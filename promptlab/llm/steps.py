@@ -28,10 +28,11 @@ from ..errors import ConfigError, ParseError, ProviderError, SpendingCapExceeded
 from . import structured
 from .aliases import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_support, schema_form, schema_support
 from .cache.keys import reply_key
-from .completion import Completion, total
+from .completion import Completion
 from .failures import describe_cause, raise_if_auth, retry_after, transient
 from .request import Request
 from .settings import Settings
+from .tally import total
 from .transport import Reply
 
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import SpendingCapExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.completion import Tally
 from ..llm.spending_cap import LEDGER_NAME, SpendingCap, charges
+from ..llm.tally import Tally
 from ..record import Run, Task
 from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment

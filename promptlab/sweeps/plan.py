@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError
 from ..events import Event, EventHandler
-from ..llm.completion import Tally
+from ..llm.tally import Tally
 from ..record import Run, Task
 from .cells import Cell
 from .experiment import Experiment
