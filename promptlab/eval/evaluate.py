@@ -28,7 +28,8 @@ from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
 from ..llm.tally import Tally, Usage
 from ..record import Example, GroundedScore
-from .scorers import Scored, Scorer, get_scorer, score_safely
+from .scorers import get_scorer
+from .scoring import Scored, Scorer, score_safely
 from .stats import mean_ci
 from .tasks import format_prompt
 
