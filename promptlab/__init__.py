@@ -62,8 +62,8 @@ if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gate
     from .eval.scoring import Scorer
     from .eval.tasks import check_task, examples_of, format_prompt, read_tasks, split_examples
     from .llm.aliases import ModelAlias, Price, register_model, registered_models, unregister_model
-    from .llm.budget import Budget
     from .llm.cache.redis import RedisCache
+    from .llm.spending_cap import SpendingCap
     from .loops.ape.loop import APEConfig, arun_ape, run_ape
     from .loops.creator_critic.config import CreatorCriticConfig
     from .loops.creator_critic.loop import arun_creator_critic, run_creator_critic
@@ -287,7 +287,7 @@ __all__ = [  # literal, so checkers see the lazy names as the public API too
     "delta_table",
     "equal_budget",
     "reliability",
-    "Budget",
+    "SpendingCap",
     "RedisCache",
     "register_model",
     "unregister_model",
