@@ -66,7 +66,13 @@ def native_schema(model: str) -> bool:
     alias says so itself (`native_schema`; when it leaves it None, as its target model would)."""
     alias = get_alias(model)
     if alias is not None:
-        return alias.native_schema if alias.native_schema is not None else native_schema(alias.model)
+        return alias.native_schema if alias.native_schema is not None else target_native_schema(alias.model)
+    return target_native_schema(model)
+
+
+def target_native_schema(model: str) -> bool:
+    """`native_schema` of a litellm model name (not an alias): `local/` yes, a scripted model as scripted, a hosted
+    model as litellm says."""
     provider, _, name = model.partition("/")
     if provider == "local":
         return True

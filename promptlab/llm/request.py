@@ -13,11 +13,9 @@ from typing import Any, Union
 
 from pydantic import BaseModel
 
-from .aliases import ModelAlias, get_alias
 from .cache.keys import call_key
 from .concurrency.limits import shared_concurrency
 from .inprocess import MODEL_THREADS
-from .model_names import is_local
 from .resolved import ResolvedModel, resolve_model
 from .settings import DEFAULT_SETTINGS, Settings
 
@@ -45,28 +43,27 @@ class Request:
 
     def concurrency(self) -> int:
         """Calls in flight allowed to this request's endpoint (`concurrency_limit`)."""
-        return concurrency_limit(self.model, self.settings, self.resolved.alias)
+        return concurrency_limit(self.resolved, self.settings)
 
 
-def concurrency_limit(model: str, settings: Settings | None = None, alias: ModelAlias | None = None) -> int:
+def concurrency_limit(model: str | ResolvedModel, settings: Settings | None = None) -> int:
     """Calls in flight allowed to a model's endpoint in this process: the settings' override for the name written
     (or the model an alias stands for), else the alias's max_concurrency, else the settings' max_concurrency;
-    this process's share of it (`shared_concurrency`). `alias` is the one `model` names, when already looked up.
+    this process's share of it (`shared_concurrency`). `model` is a name, or one a call already resolved.
 
     An in-process local model (`local/...`) without an override takes `MODEL_THREADS` calls at once: its llama.cpp
     instances (PROMPTLAB_LOCAL_INSTANCES) are what limit it, and the calls beyond them wait in its instance queue,
     which hands a freed instance to the call that shares most of its prompt (`promptlab.llm.local.instance`); a
     limit of a few calls would keep the others from that queue, and interleaved evaluations would then read every
     prompt anew."""
+    m = model if isinstance(model, ResolvedModel) else resolve_model(model)
     s = settings or DEFAULT_SETTINGS
-    alias = alias or get_alias(model)
-    target = alias.model if alias is not None else model
     overrides = s.per_model_concurrency
-    if model in overrides or target in overrides:
-        limit = s.concurrency(model if model in overrides else target)
-    elif alias is not None:
-        limit = alias.max_concurrency or s.max_concurrency
-    elif is_local(target):
+    if m.name in overrides or m.target in overrides:
+        limit = s.concurrency(m.name if m.name in overrides else m.target)
+    elif m.alias is not None:
+        limit = m.alias.max_concurrency or s.max_concurrency
+    elif m.local:
         limit = MODEL_THREADS  # its llama.cpp instances limit it; the calls beyond them queue where affinity sees them
     else:
         limit = s.max_concurrency

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .aliases import ModelAlias, Price, endpoint_identity, get_alias
-from .model_names import OWN_PROVIDERS, litellm, native_schema
+from .model_names import OWN_PROVIDERS, litellm, target_native_schema
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,10 @@ class ResolvedModel:
     @cached_property
     def native_schema(self) -> bool:
         """Whether the JSON schema goes as `response_format` (else in the prompt): the alias's choice, else
-        what its target supports (`promptlab.llm.model_names.native_schema`); read on first use, once."""
+        what its target supports (`promptlab.llm.model_names.target_native_schema`); read on first use, once."""
         if self.alias is not None and self.alias.native_schema is not None:
             return self.alias.native_schema
-        return native_schema(self.target)
+        return target_native_schema(self.target)
 
     @cached_property
     def host(self) -> str:

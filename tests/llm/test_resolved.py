@@ -120,3 +120,14 @@ def test_a_call_looks_its_model_up_once(monkeypatch: pytest.MonkeyPatch) -> None
     assert looked["door"] == 1
     asyncio.run(pl.acomplete("door", "and once more", schema=Verdict, cache=False))
     assert looked["door"] == 2
+
+
+def test_a_call_to_a_plain_model_name_looks_nothing_up_after_the_door(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every alias lookup of a call, of any name, counted: only `resolve_model`'s (the limits, the schema choice
+    and the in-process test read the ResolvedModel)."""
+    pl.scripted("plain-door", respond=lambda _: '{"score": 5}', native_schema=True)
+    assert pl.complete("fake/plain-door", "rate it", schema=Verdict, cache=False).parsed == Verdict(score=5)
+    looked = count_alias_lookups(monkeypatch)
+
+    asyncio.run(pl.acomplete("fake/plain-door", "rate it again", schema=Verdict, cache=False))
+    assert dict(looked) == {"fake/plain-door": 1}
