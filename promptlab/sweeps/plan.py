@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError
 from ..events import Event, EventHandler
-from ..llm.completion import Tally
+from ..llm.tally import Tally
 from ..record import Run, Task
 from .cells import Cell
 from .experiment import Experiment
 
 if TYPE_CHECKING:
-    from ..llm.budget import Budget
     from ..llm.settings import Settings
+    from ..llm.spending_cap import SpendingCap
     from ..results.store import Results
 
 
@@ -159,7 +159,7 @@ class SweepPlan:
     """The run_cell notebook (papermill executor only)."""
     scheduler: str | None = None
     """A Dask scheduler address (dask executor only; None: a LocalCluster)."""
-    budget: Budget | None = None
+    budget: SpendingCap | None = None
     """The spending cap every cell runs under (None: none); executors hand it to their cells."""
     runs_per_cell: int = 1
     """Runs in each cell (tasks x replicates): what the bar advances by when a cell ends."""
