@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..llm.simulated import is_simulated
+from ..critics.simulated import is_simulated
 
 MODEL_FIELDS = frozenset({"model", "generator_model", "critic_model", "target_model"})
 """Config fields that name one model."""
@@ -78,7 +78,7 @@ def models_of(cells: list[Any]) -> list[str]:
 def preview(name: str, cells: list[Any], tasks: int, replicates: int) -> str:
     """What a sweep will run, in two lines: cells x tasks x replicates = runs, and the models it calls (an
     embedded llama.cpp model marked as the slow part)."""
-    from ..llm.providers import is_local
+    from ..llm.model_names import is_local
 
     runs = len(cells) * tasks * replicates
     models = [f"{m} (embedded, runs on this machine's CPU)" if is_local(m) else m for m in models_of(cells)]

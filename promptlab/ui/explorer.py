@@ -29,7 +29,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..events import Event
-from ..llm.providers import is_local
+from ..llm.model_names import is_local
 from ..loops.runtime.interrupt import stop_scope
 from ..record import Run, Task
 from .explorer_view import (

@@ -62,9 +62,9 @@ def write_critics_sweep(results_dir: Path, samples: int = 4) -> Path:
                 for it, dev in zip(run.iterations, (start, rewrite), strict=True):
                     it.grounded = acc("dev", dev, 20)
                     it.decision_score = it.average
-                pick = max(run.iterations, key=lambda it: it.average or 0)
-                run.final_output = pick.candidate
-                test_start, test_final = start - 0.02, (pick.grounded.score if pick.grounded else start) - 0.03
+                pick = max(range(2), key=lambda k: scores[k])  # the critic's choice, the start on a tie
+                run.final_output = run.iterations[pick].candidate
+                test_start, test_final = start - 0.02, (start, rewrite)[pick] - 0.03
                 run.baseline_test, run.final_test = acc("test", test_start, 60), acc("test", test_final, 60)
                 gain = test_final - test_start
                 run.delta = Delta(value=gain, n=60, ci_low=gain - 0.08, ci_high=gain + 0.08)
