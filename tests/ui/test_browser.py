@@ -147,6 +147,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     settings = tmp_path_factory.mktemp("lab-settings") / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    notebook = settings.parent / "notebook-extension"  # every cell rendered (no windowing), so a page's text is whole
+    notebook.mkdir()
+    (notebook / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
