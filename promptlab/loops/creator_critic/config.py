@@ -195,17 +195,22 @@ def critique_schema(cfg: CreatorCriticConfig) -> type[Critique]:
     return Critique if cfg.schema_hints else LongCritique
 
 
-def in_range_score(value: float | None, rule: OutOfRange) -> tuple[float | None, str | None]:
-    """A critic's score under the `out_of_range_score` rule: (the score used, a note when it was outside 1-10)."""
+def judged_score(value: float | None, problem: str | None, rule: OutOfRange) -> tuple[float | None, str | None, bool]:
+    """A critic's score as the loop counts it: (the score, a note, whether the note is an error to record).
+
+    `problem` says why the reply gave no score; a score outside 1-10 follows `rule` (`out_of_range_score`):
+    'missing' and 'clamp' lose or change what the critic said (an error), 'keep' takes it as written."""
+    if problem:
+        return None, f"missing: {problem}", True
     if value is None or 1 <= value <= 10:
-        return value, None
+        return value, None, False
     said = f"the critic's score {value:g} is outside 1-10"
     if rule == "keep":
-        return value, f"{said}: kept as written (out_of_range_score='keep')"
+        return value, f"{said}: kept as written (out_of_range_score='keep')", False
     if rule == "clamp":
         clamped = min(10.0, max(1.0, value))
-        return clamped, f"{said}: clamped to {clamped:g} (out_of_range_score='clamp')"
-    return None, f"{said}: missing (out_of_range_score='missing')"
+        return clamped, f"{said}: clamped to {clamped:g} (out_of_range_score='clamp')", True
+    return None, f"{said}: missing (out_of_range_score='missing')", True
 
 
 # Pure helpers ---------------------------------------------------------------------------------------

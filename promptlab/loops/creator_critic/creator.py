@@ -60,6 +60,16 @@ def clean_prompt_text(text: str) -> str:
     return t
 
 
+def critique_summary(c: Critique) -> str:
+    """A critique's strengths and weaknesses as one short line (a critic Score's justification)."""
+    parts = [
+        f"{label}: {'; '.join(items)}"
+        for label, items in (("strengths", c.strengths), ("weaknesses", c.weaknesses))
+        if items
+    ]
+    return cut(" | ".join(parts), 300)
+
+
 def critique_text(critiques: list[tuple[str, Critique | None]], limit: int | None = None) -> str:
     """Every critic's score, strengths, weaknesses and suggestions, then any other key the critic wrote (as the
     design document passes the whole critique), items cut to `limit` only when given."""
@@ -142,6 +152,7 @@ __all__ = [
     "FallbackCritique",
     "clean_prompt_text",
     "creator_prompt",
+    "critique_summary",
     "critique_text",
     "fallback_critique",
     "seed_critique_text",

@@ -59,19 +59,10 @@ from .config import (
     aggregate,
     critique_schema,
     decide_with_reason,
-    in_range_score,
+    judged_score,
     threshold_streak,
 )
-from .creator import clean_prompt_text, creator_prompt, fallback_critique
-
-
-def _justification(c: Critique) -> str:
-    parts = [
-        f"{label}: {'; '.join(items)}"
-        for label, items in (("strengths", c.strengths), ("weaknesses", c.weaknesses))
-        if items
-    ]
-    return cut(" | ".join(parts), 300)
+from .creator import clean_prompt_text, creator_prompt, critique_summary, fallback_critique
 
 
 # The loop -----------------------------------------------------------------------------------------
@@ -127,21 +118,18 @@ async def _one_critic(
             Score(criterion="overall", score=fallback, judge=judge, justification=why, mode="fallback"),
             step,
         )
-    value, note = crit.score, _justification(crit)
+    value, note = crit.score, critique_summary(crit)
     if expected:
         assert c is not None
         found = expected_scores(c.text, c.logprobs, field="score")
         value = found[0].expected if found else None
         if value is None:
             note = f"missing: no expected score ({found[0].reason if found else 'no score field'}); " + note
-    elif crit.score_problem:  # the words are kept (the creator sees them); the score is missing, and why
-        ctx.fail(step, ValueError(f"{judge}: {crit.score_problem}"), raw=c.text if c else None)
-        note = f"missing: {crit.score_problem}; " + note
-    value, ranged = in_range_score(value, cfg.out_of_range_score)
-    if ranged:
-        note = f"{ranged}; " + note
-    if ranged and cfg.out_of_range_score != "keep":  # the score was lost or changed: recorded as an error
-        ctx.fail(step, ValueError(f"{judge}: {ranged}"), raw=c.text if c else None)
+    value, ruling, lost = judged_score(value, None if expected else crit.score_problem, cfg.out_of_range_score)
+    if ruling:  # the words are kept either way (the creator sees them)
+        note = f"{ruling}; {note}"
+    if lost:
+        ctx.fail(step, ValueError(f"{judge}: {ruling}"), raw=c.text if c else None)
     return (
         crit,
         Score(
