@@ -14,12 +14,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ...record import Iteration, Score, Step, Task
 from ...tools.registry import ToolRegistry, ToolResult
 from ..runtime.base import cut
 from ..runtime.context import RunContext
+from ..runtime.replies import reply_config
 from ..runtime.tool_steps import run_tool_step
 from .config import PCEEConfig
 from .schemas import PlaceholderError, Plan, PlanStep, Verdict, fill_placeholders, placeholder_steps
@@ -61,7 +62,7 @@ class PCEEState:
 class Extraction(BaseModel):
     """The controller's reply: the value to put in place of one placeholder."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     value: str = Field(json_schema_extra={"maxLength": 500})
     """The exact text the step needs (the length is a generation hint)."""

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ...tools.registry import ToolRegistry
+from ..runtime.replies import reply_config
 
 MAX_TOOL_CALLS = 3
 """Most tool calls the generation schema offers in one planning reply (validation accepts any number)."""
@@ -28,7 +29,7 @@ def schema_limit(**limits: int) -> Any:
 class ToolCallRequest(BaseModel):
     """One tool call the planner asks for."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     tool: str
     """Tool name."""
@@ -39,7 +40,7 @@ class ToolCallRequest(BaseModel):
 class PlanningOutput(BaseModel):
     """The planner's reply for one iteration."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     title: str = schema_limit(maxLength=80)
     """A short title for the conversation."""
@@ -71,7 +72,7 @@ def _planning_schema(branches_json: str) -> type[PlanningOutput]:
         schema["anyOf"] = branches
 
     class ToolCall(ToolCallRequest):
-        model_config = ConfigDict(extra="forbid", json_schema_extra=known_calls)
+        model_config = ConfigDict(extra="allow", json_schema_extra=known_calls)
 
     return create_model(
         "PlanningOutput",
@@ -86,7 +87,7 @@ def _planning_schema(branches_json: str) -> type[PlanningOutput]:
 class SynthesisMetadata(BaseModel):
     """Extra information shown next to the answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     sources: list[str] = schema_limit(maxItems=5)
     """Documents or tools the answer relies on."""
@@ -97,7 +98,7 @@ class SynthesisMetadata(BaseModel):
 class SynthesisOutput(BaseModel):
     """The synthesizer's reply: the answer and its metadata."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     content: str = schema_limit(maxLength=2000)
     """The answer to the user."""
@@ -108,7 +109,7 @@ class SynthesisOutput(BaseModel):
 class JudgeGrade(BaseModel):
     """The judge's grade of the final answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     justification: str = schema_limit(maxLength=600)
     """Why the answer earns the score."""
