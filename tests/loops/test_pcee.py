@@ -216,8 +216,9 @@ def test_the_corrector_is_not_asked_when_no_fix_and_retry_can_run(tmp_path: Path
         (plan(step(1, "shell", "true")),),
     )
     run = run_pcee("Cap", config(tmp_path, p, e, c, retry_budget=2, max_iterations=3))
-    assert run.stop_reason == "max_iterations" and not c.requests
+    assert run.stop_reason == "failed_step" and not c.requests  # named for what happened (#29 item 13)
     assert "too few for a fix and a retry" in (run.iterations[-1].reason or "")
+    assert run.info["failed_step"]["step_id"] == 2
 
 
 def test_a_forward_reference_in_the_plan_is_refused_when_the_plan_is_made(tmp_path: Path) -> None:

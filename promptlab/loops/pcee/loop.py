@@ -18,7 +18,8 @@ next correction, with a fresh draw from the corrector. With the budget spent the
 "failed_step" (`info["failed_step"]` says which). All steps succeeding gives "plan_complete";
 `max_iterations` caps the tool executions of the run (plan steps, retries and fix steps together) and stops
 it with "max_iterations"; the corrector is not asked when fewer than two executions are left (a fix step and
-the retry), since nothing it proposes could then lead to the step passing. A plan whose placeholder names a
+the retry), since nothing it proposes could then lead to the step passing: the run then stops with
+"failed_step", the reason naming the cap. A plan whose placeholder names a
 step that does not come before it (a forward reference) is refused when it is made (the planner is re-asked,
 then the run stops with "error"). A planner call that fails gives "error". Each run gets its own workspace
 `<base>/<run_id>-<n>`, never shared with another run.
@@ -116,11 +117,11 @@ async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str)
     return entry["succeeded"], last, "" if entry["succeeded"] else "the fix plan could not finish within max_iterations"
 
 
-def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> str:
-    """Stop with failed_step (budget spent) and record which step failed."""
-    s.ctx.decide(
-        it, "stop", f"step {step.step_id} failed ({reason}) and the retry budget ({s.cfg.retry_budget}) is spent"
-    )
+def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str, why: str | None = None) -> str:
+    """Stop with failed_step (no correction can be made: `why`, by default the retry budget is spent) and
+    record which step failed."""
+    why = why or f"the retry budget ({s.cfg.retry_budget}) is spent"
+    s.ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}) and {why}")
     s.ctx.run.info["failed_step"] = {
         "step_id": step.step_id,
         "instruction": step.instruction,
@@ -140,14 +141,11 @@ async def _recover(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> 
         if s.retries_used >= s.cfg.retry_budget:
             return _give_up(s, step, it, reason)
         left = s.cfg.max_iterations - len(ctx.run.iterations)
-        if left < 2:
-            ctx.decide(
-                it,
-                "stop",
-                f"step {step.step_id} failed ({reason}); {left} execution(s) left under "
-                f"max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry",
+        if left < 2:  # the step failed and cannot be corrected: named for what happened, not for the cap
+            why = (
+                f"{left} execution(s) left under max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry"
             )
-            return "max_iterations"
+            return _give_up(s, step, it, reason, why)
         s.retries_used += 1
         ctx.decide(
             it, "correct", f"step {step.step_id} failed ({reason}); correction {s.retries_used} of {s.cfg.retry_budget}"
