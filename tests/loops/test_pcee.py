@@ -257,7 +257,7 @@ def test_a_placeholder_without_output_fails_in_the_controller(tmp_path: Path) ->
     assert run.stop_reason == "failed_step" and len(e.requests) == 1  # no evaluator call for the fix step
     fix = run.iterations[1]
     assert fix.metrics["kind"] == "fix" and fix.steps[0].role == "controller"
-    assert run.errors[0].kind == "PlaceholderError"
+    assert [e.kind for e in run.errors] == ["ToolError", "PlaceholderError"]  # step 1's exit 3, then the fix
     assert "refers to step 2, which has no output" in fix.scores[0].justification
 
 
@@ -560,7 +560,7 @@ def test_the_corrector_sees_the_whole_execution_history_uncut(tmp_path: Path) ->
 
     seen = one_run("history-all")
     assert all(f"step {k} (plan) shell(echo step{k})" in seen for k in range(1, 10))  # all 11 executions
-    assert "step 11 (plan) shell(exit 3) ->\nexit code: 3" in seen
+    assert "step 11 (plan) shell(exit 3) ->\nthe tool failed: exit code: 3" in seen
     assert long in seen.split("Executions so far:")[1]  # uncut
     bounded = one_run("history-bounded", correction_history=2, result_chars=200).split("Executions so far:")[1]
     assert "step 9 (plan)" not in bounded and "step 10 (plan)" in bounded and "step 11 (plan)" in bounded

@@ -168,14 +168,14 @@ async def evaluate(s: PCEEState, step: PlanStep, it: Iteration, filled: Any, res
 
 def result_text(s: PCEEState, result: ToolResult) -> str:
     """A tool result as the evaluator and the corrector read it (cut to `result_chars` per part, if set)."""
-    if not result.ok:
-        return f"the tool failed: {s.clip(result.error or '')}"
-    if isinstance(result.output, dict) and "exit_code" in result.output:
+    if isinstance(result.output, dict) and "exit_code" in result.output:  # a shell step, failed or not
         o = result.output
         return (
-            f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{s.clip(o['stdout'])}\n"
-            f"stderr:\n{s.clip(o['stderr'])}"
+            f"{'' if result.ok else 'the tool failed: '}exit code: {o['exit_code']}, timed out: {o['timed_out']}\n"
+            f"stdout:\n{s.clip(o['stdout'])}\nstderr:\n{s.clip(o['stderr'])}"
         )
+    if not result.ok:
+        return f"the tool failed: {s.clip(result.error or '')}"
     return s.clip(result.text)
 
 
