@@ -165,16 +165,19 @@ class Reflection(BaseModel):
 
 
 @cache
-def decomposed_schema(low: int, high: int, strict: bool = False) -> type[DecomposedGoal]:
+def decomposed_schema(low: int, high: int, strict: bool = False, as_written: bool = False) -> type[DecomposedGoal]:
     """`DecomposedGoal` whose JSON schema asks for `low` to `high` criteria; with `strict` a reply outside
-    those bounds (repeats removed for the lower one) fails validation, else any non-empty list is taken."""
+    those bounds (repeats removed for the lower one) fails validation, else any non-empty list is taken;
+    `as_written` takes any list of strings, as the design document's `List[str]` (empty, repeats and
+    wordless entries too)."""
+    hint = Field(min_length=0 if as_written else 1, json_schema_extra={"minItems": low, "maxItems": high})
     model = create_model(
-        "DecomposedGoal",
-        __base__=DecomposedGoal,
-        criteria=(list[Criterion], Field(min_length=1, json_schema_extra={"minItems": low, "maxItems": high})),
+        "DecomposedGoal", __base__=DecomposedGoal, criteria=(list[str] if as_written else list[Criterion], hint)
     )
     if strict:
         model.MIN_DISTINCT, model.MAX_COUNT = low, high
+    if as_written:
+        model.MIN_DISTINCT = 0
     return model
 
 
