@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 import promptlab as pl
+from promptlab.llm.fake import get_scripted
 from promptlab.llm.settings import Settings
 from promptlab.loops.creator_critic.loop import run_creator_critic
 from promptlab.loops.p3ro.loop import run_p3ro
@@ -108,37 +109,37 @@ def scripted(name: str, replies: dict[str, Any]) -> dict[str, str]:
     return names
 
 
-def run_p3ro_with(name: str, replies: dict[str, Any], tmp_path: Path) -> Run:
+def run_p3ro_with(name: str, replies: dict[str, Any], tmp_path: Path, **kw: Any) -> Run:
     roles = scripted(name, replies)
     return run_p3ro(
         {"id": "poem", "prompt": "Write a poem about the sea.", "goal": "Make it vivid."},
-        {"role_models": roles, "max_iterations": 1},
+        {"role_models": roles, "max_iterations": 1, **kw},
         settings=Settings(parse_attempts=1),
     )
 
 
-def run_cc_with(name: str, replies: dict[str, Any], tmp_path: Path) -> Run:
+def run_cc_with(name: str, replies: dict[str, Any], tmp_path: Path, **kw: Any) -> Run:
     roles = scripted(name, replies)
     creator = pl.scripted(f"{name}-creator", respond=lambda m: "Write the launch email with the date.")
     return run_creator_critic(
         {"id": "email", "prompt": "Write an email.", "goal": "Say when the launch is."},
-        {"model": creator.name, "critic_model": roles["critic"], "max_iterations": 2},
+        {"model": creator.name, "critic_model": roles["critic"], "max_iterations": 2, **kw},
         settings=Settings(parse_attempts=1),
     )
 
 
-def run_pes_with(name: str, replies: dict[str, Any], tmp_path: Path) -> Run:
+def run_pes_with(name: str, replies: dict[str, Any], tmp_path: Path, **kw: Any) -> Run:
     roles = scripted(name, replies)
-    return run_pes("What is 6*7?", {"role_models": roles, "judge": True}, settings=Settings(parse_attempts=1))
+    return run_pes("What is 6*7?", {"role_models": roles, "judge": True, **kw}, settings=Settings(parse_attempts=1))
 
 
-def run_pcee_with(name: str, replies: dict[str, Any], tmp_path: Path) -> Run:
+def run_pcee_with(name: str, replies: dict[str, Any], tmp_path: Path, **kw: Any) -> Run:
     roles = scripted(name, replies)
-    cfg = {"role_models": roles, "workspace_base": str(tmp_path / "ws"), "tools": ["calculator"]}
+    cfg = {"role_models": roles, "workspace_base": str(tmp_path / "ws"), "tools": ["calculator"], **kw}
     return run_pcee("Add 2 and 3, then double it.", cfg, settings=Settings(parse_attempts=1))
 
 
-LOOPS: dict[str, tuple[dict[str, Any], Callable[[str, dict[str, Any], Path], Run]]] = {
+LOOPS: dict[str, tuple[dict[str, Any], Callable[..., Run]]] = {
     "p3ro": (P3RO, run_p3ro_with),
     "creator_critic": (CREATOR_CRITIC, run_cc_with),
     "pes": (PES, run_pes_with),
@@ -193,3 +194,16 @@ def test_the_types_the_seed_declares_are_still_checked(schema: str, reply: dict[
     model = getattr(import_module(f"promptlab.loops.{package}.schemas"), name)
     with pytest.raises(ValidationError):
         model.model_validate_json(json.dumps(reply), strict=True)
+
+
+@pytest.mark.parametrize("loop", list(LOOPS))
+def test_max_tokens_none_sends_no_cap_as_the_seeds(loop: str, tmp_path: Path) -> None:
+    """Every loop caps each reply at 400 tokens by default (a table row says so); the seeds set no cap, and
+    `max_tokens=None` sends none, to any role."""
+    replies, run_with = LOOPS[loop]
+    capped = run_with(f"tok-{loop}-400", replies, tmp_path / "a")
+    free = run_with(f"tok-{loop}-none", replies, tmp_path / "b", max_tokens=None)
+    assert capped.config["max_tokens"] == 400 and free.config["max_tokens"] is None
+    for prefix, want in ((f"tok-{loop}-400", 400), (f"tok-{loop}-none", None)):
+        sent = [r["params"].get("max_tokens") for role in replies for r in get_scripted(f"{prefix}-{role}").requests]
+        assert sent and set(sent) == {want}, (prefix, sent)
