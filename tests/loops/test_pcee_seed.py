@@ -1,5 +1,5 @@
 """PCEE as its design document runs it (issue #29): no execution cap and no correction budget when the fields
-say None (scripted models)."""
+say None, and the seed's `python` steps in the sandbox, a failing command read as a failure (scripted models)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import promptlab as pl
 from promptlab.loops.pcee.config import PCEEConfig
 from promptlab.loops.pcee.loop import run_pcee
+from promptlab.tools.sandbox import sandbox_problem
 
 
 def step(n: int, tool: str, tool_input: Any) -> dict[str, Any]:
@@ -54,3 +57,27 @@ def test_retry_budget_none_corrects_until_the_step_passes(tmp_path: Path) -> Non
     assert len(run.info["corrections"]) == 4
     assert any("correction 4 of unlimited" in (it.reason or "") for it in run.iterations)
     assert PCEEConfig(retry_budget=50, max_iterations=500).retry_budget == 50  # no upper bound either
+
+
+@pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here ({sandbox_problem()})")
+def test_the_seeds_python_step_runs_and_a_command_not_found_reaches_the_evaluator_as_a_failure(
+    tmp_path: Path,
+) -> None:
+    """The seed's plans run `python x.py` (only python3 exists here: the sandbox links python to it); a
+    command that exits 127 is a failed tool result, which the evaluator reads as such (issue #29 item 12)."""
+    steps = [
+        step(1, "write_file", {"file": "hello.py", "content": "print('hi from python')"}),
+        step(2, "workspace_shell", "python hello.py"),
+        step(3, "workspace_shell", "no_such_tool_xyz --version"),
+    ]
+    planner = pl.scripted("seedpy-planner", respond=lambda m: plan(*steps))
+    judge = pl.scripted("seedpy-eval", respond=judge_errors)
+    cfg = PCEEConfig(
+        model=planner.name, role_models={"evaluator": judge.name}, retry_budget=0, workspace_base=str(tmp_path / "ws")
+    )
+    run = run_pcee("Run the script, then the tool", cfg)
+    ran, missing = run.iterations[1], run.iterations[2]
+    assert ran.metrics["exit_code"] == 0 and ran.average == 1.0 and "hi from python" in (ran.candidate or "")
+    assert missing.metrics["exit_code"] == 127 and missing.average == 0.0
+    assert "the tool failed: exit code: 127" in judge.prompts[-1]
+    assert run.stop_reason == "failed_step" and run.info["failed_step"]["step_id"] == 3
