@@ -18,11 +18,11 @@ from promptlab.record import Run
 TASK = {"id": "poem", "prompt": "Write a poem about the sea.", "goal": "Make it vivid."}
 
 
-def run_with(name: str, criteria: list[str], **kw: Any) -> Run:
+def run_with(name: str, criteria: list[str], prompt: str = "Write a vivid poem about the sea.", **kw: Any) -> Run:
     replies = {
         "decomposer": {"criteria": criteria},
         "strategist": {"plan": "be vivid"},
-        "generator": {"prompt_text": "Write a vivid poem about the sea.", "reasoning": "vivid"},
+        "generator": {"prompt_text": prompt, "reasoning": "vivid"},
         "evaluator": {
             "scores": [{"criterion": c, "score": 7, "justification": "ok"} for c in criteria or ["Vivid"]],
             "qualitative_feedback": "fine",
@@ -50,3 +50,10 @@ def test_criteria_as_written_takes_an_empty_list_and_mean_reply_averages_the_rep
     assert taken.info["criteria"] == [] and taken.iterations[0].average == 7.0
     with pytest.raises(ValidationError, match="exclude each other"):
         P3ROConfig(strict_criteria=True, criteria_as_written=True)
+
+
+def test_an_empty_generated_prompt_is_no_candidate_with_the_error_recorded() -> None:
+    """promptlab's own check on the seed's `prompt_text: str`: an empty prompt cannot be evaluated, so it is
+    asked for again and then the iteration has no candidate (disclosed in docs/loops.md)."""
+    run = run_with("p3-emptyprompt", ["Vivid"], prompt="  ")
+    assert run.iterations[0].candidate is None and run.errors and run.errors[0].role == "generator"

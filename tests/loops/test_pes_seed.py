@@ -47,3 +47,18 @@ def test_each_thread_level_overrides_only_the_roles_it_covers() -> None:
     assert crit.model_for("judge") == "fake/crit" and crit.model_for("planner") == "fake/auto"
     one = with_provider(cfg, {"role_models": {"synthesizer": "fake/syn"}})
     assert one.role_models == {"planner": "fake/auto", "judge": "fake/auto", "synthesizer": "fake/syn"}
+
+
+def test_planning_and_synthesis_fields_the_seed_makes_optional_may_be_left_out() -> None:
+    """The seed's `planningOutput` has every field optional (`plan?: any`) and extracts the synthesis metadata
+    where the reply gives it: a plan of tool calls only, a plan given as a list, and an answer without
+    metadata are used (before: refused, so the run ended in error)."""
+    replies = [
+        json.dumps({"tool_calls": [{"tool": "calculator", "input": "6*7"}]}),
+        json.dumps({"plan": ["answer", "stop"], "tool_calls": []}),
+        json.dumps({"content": "42"}),
+    ]
+    m = pl.scripted("pes-optional", replies)
+    run = PESAgent("a", config=PESConfig(model=m.name)).process("What is 6*7?")
+    assert run.errors == [] and run.stop_reason == "no_tool_calls" and run.final_output == "42"
+    assert run.iterations[1].candidate == '["answer", "stop"]' and run.info["metadata"]["sources"] == []

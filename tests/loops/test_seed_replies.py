@@ -175,9 +175,12 @@ def test_a_reply_with_an_extra_key_is_taken_as_the_seeds_schema_takes_it(
 
 
 def test_an_empty_reflection_summary_is_taken_as_the_seeds_summary_str(tmp_path: Path) -> None:
-    """P³RO's seed declares `summary: str`: an empty one is a reflection, not a reply to ask for again."""
+    """P³RO's seed declares `summary: str` and `plan: str`: an empty one is a reflection (a plan), not a reply to
+    ask for again."""
     run = run_p3ro_with("x-empty-reflection", {**P3RO, "reflector": {"summary": ""}}, tmp_path)
     assert run.errors == [] and run.iterations[-1].reflection == ""
+    planless = run_p3ro_with("x-empty-plan", {**P3RO, "strategist": {"plan": ""}}, tmp_path)
+    assert planless.errors == [] and planless.iterations[-1].candidate == P3RO["generator"]["prompt_text"]
 
 
 @pytest.mark.parametrize(

@@ -63,12 +63,11 @@ class DecomposedGoal(BaseModel):
 
 
 class ImprovementPlan(BaseModel):
-    """The strategist's reply: an ordered plan."""
+    """The strategist's reply: an ordered plan (any string, an empty one too, as the design document's
+    `plan: str`; the lengths are generation hints)."""
 
     model_config = reply_config()
-    plan: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1), Field(json_schema_extra={"maxLength": 2000})
-    ]
+    plan: str = Field(json_schema_extra={"minLength": 1, "maxLength": 2000})
 
 
 class GeneratedPrompt(BaseModel):

@@ -9,11 +9,20 @@ constrained decoder or a schema-following provider keeps to; only validation is 
 from __future__ import annotations
 
 from pydantic import ConfigDict
+from pydantic.json_schema import JsonDict
 
 
-def reply_config() -> ConfigDict:
-    """The `model_config` of a schema a model writes: extra keys allowed and kept, none asked for."""
-    return ConfigDict(extra="allow", json_schema_extra={"additionalProperties": False})
+def reply_config(*asked: str) -> ConfigDict:
+    """The `model_config` of a schema a model writes: extra keys allowed and kept, none asked for; `asked`
+    names fields the generation schema requires although validation gives them a default (where the seed's
+    field is optional, a grammar should still write it)."""
+
+    def shape(schema: JsonDict) -> None:
+        schema["additionalProperties"] = False
+        if asked:
+            schema["required"] = list(asked)
+
+    return ConfigDict(extra="allow", json_schema_extra=shape)
 
 
 __all__ = ["reply_config"]
