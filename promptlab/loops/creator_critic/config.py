@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonDict
 
-from ...llm.providers import validate_model_name
+from ...llm.preflight import validate_model_name
 from ..runtime.grounding import PromptLoopConfig
 
 Decision = Literal["FINISH", "CONTINUE"]
