@@ -57,19 +57,12 @@ from .config import (
     CreatorCriticConfig,
     Critique,
     aggregate,
+    critique_schema,
     decide_with_reason,
+    judged_score,
     threshold_streak,
 )
-from .creator import clean_prompt_text, creator_prompt, fallback_critique
-
-
-def _justification(c: Critique) -> str:
-    parts = [
-        f"{label}: {'; '.join(items)}"
-        for label, items in (("strengths", c.strengths), ("weaknesses", c.weaknesses))
-        if items
-    ]
-    return cut(" | ".join(parts), 300)
+from .creator import clean_prompt_text, creator_prompt, critique_summary, fallback_critique
 
 
 # The loop -----------------------------------------------------------------------------------------
@@ -95,7 +88,7 @@ async def _one_critic(
         "critic",
         "critique",
         prompt,
-        schema=Critique,
+        schema=critique_schema(cfg),
         iteration=it,
         sample_offset=k,
         model=model,
@@ -125,14 +118,18 @@ async def _one_critic(
             Score(criterion="overall", score=fallback, judge=judge, justification=why, mode="fallback"),
             step,
         )
-    value: float | None = float(crit.score)
-    note = _justification(crit)
+    value, note = crit.score, critique_summary(crit)
     if expected:
         assert c is not None
         found = expected_scores(c.text, c.logprobs, field="score")
         value = found[0].expected if found else None
         if value is None:
             note = f"missing: no expected score ({found[0].reason if found else 'no score field'}); " + note
+    value, ruling, lost = judged_score(value, None if expected else crit.score_problem, cfg.out_of_range_score)
+    if ruling:  # the words are kept either way (the creator sees them)
+        note = f"{ruling}; {note}"
+    if lost:
+        ctx.fail(step, ValueError(f"{judge}: {ruling}"), raw=c.text if c else None)
     return (
         crit,
         Score(
@@ -174,9 +171,10 @@ async def _rewrite(
     retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
     text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry, token_type="creator")
     candidate = (clean_prompt_text(text) if cfg.clean_creator_reply else text) if text is not None else None
-    if text is not None and not candidate:
+    if text is not None and not candidate and cfg.clean_creator_reply:
         ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
-    if not candidate:
+        candidate = None  # with clean_creator_reply=False an empty reply is the candidate, as the seed stores it
+    if candidate is None:
         return [
             Score(criterion="overall", score=None, judge=judge, justification="no candidate: the creator failed")
             for judge, _ in cfg.critics()

@@ -257,13 +257,13 @@ async def arun_p3ro(
         "plan",
         prompt,
         token_type="decomposer",
-        schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria, cfg.strict_criteria),
+        schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria, cfg.strict_criteria, cfg.criteria_as_written),
     )
     if decomposed is None:
         ctx.run.info["criteria"] = []
         ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
         return ctx.finish("error", None)
-    s.criteria = distinct(decomposed.criteria)
+    s.criteria = list(decomposed.criteria) if cfg.criteria_as_written else distinct(decomposed.criteria)
     ctx.run.info["criteria"] = s.criteria
     start = cfg.starts_with_start(task)
     ctx.run.info.update(include_start=start, simulated_critics=simulated_info([cfg.model_for("evaluator")]))
