@@ -22,6 +22,9 @@ from ..llm.call import CacheArg, acomplete
 from ..llm.settings import Settings
 from ..llm.simulated import is_simulated, parse_sim
 
+MAX_TOKENS = 120
+"""Room for the verdict and a one-sentence reason."""
+
 
 class PairVerdict(BaseModel):
     """The pairwise judge's reply (extra keys ignored: a model adding a field is not an error)."""
@@ -75,7 +78,9 @@ async def ajudge_pair(
         return PairJudgement(parse_sim(model).prefer((a, first), (b, second), sample=sample, criterion="pairwise"))
     text = (prompt or PAIRWISE_PROMPT).format(goal=goal, first=first, second=second)
     try:
-        done = await acomplete(model, text, schema=PairVerdict, sample=sample, cache=cache, settings=settings)
+        done = await acomplete(
+            model, text, schema=PairVerdict, max_tokens=MAX_TOKENS, sample=sample, cache=cache, settings=settings
+        )
     except PromptlabError as e:
         return PairJudgement(None, f"{type(e).__name__}: {e}")
     verdict: Any = done.parsed
@@ -103,4 +108,4 @@ order in which they are shown. Answer with JSON: {{"better": "A" or "B", "reason
 """The pairwise judge's prompt (override with `ajudge_pair(prompt=...)`)."""
 
 
-__all__ = ["PAIRWISE_PROMPT", "PairJudgement", "PairVerdict", "ajudge_pair"]
+__all__ = ["MAX_TOKENS", "PAIRWISE_PROMPT", "PairJudgement", "PairVerdict", "ajudge_pair"]
