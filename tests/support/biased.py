@@ -49,6 +49,17 @@ def critic_reply(messages: list[dict[str, Any]]) -> str:
     return json.dumps({"score": min(10, 3 + len(text) // 400)})
 
 
+def register_models(samples: int = 3) -> Any:
+    """Register the sweep's scripted models by name (what re-asking its runs needs in another process, e.g. a
+    notebook's kernel); returns the model critic. Creators answer a fixed rewrite: a re-ask never calls them."""
+    for cell_id in CRITICS:
+        for k in range(3):
+            for s in range(samples):
+                promptlab.scripted(f"bias-creator-{cell_id}-{k}-{s}", respond=lambda _m: "unused")
+    promptlab.scripted("bias-target", respond=target_reply)
+    return promptlab.scripted("bias-critic", respond=critic_reply)
+
+
 def write_biased_sweep(results_dir: Path, samples: int = 3) -> tuple[Path, Any]:
     """Three cells (one per critic) of 3 tasks x `samples` runs of 3 rewrites; returns (dir, the model critic)."""
     model_critic = promptlab.scripted("bias-critic", respond=critic_reply)
