@@ -179,10 +179,18 @@ async def _rescores(critic: str, run: Run, it: Iteration, anchor: float, cache: 
         "iteration": it.index,
         "plain": plain,
         "padded": padded,
-        "added_chars": len(text) - len(it.candidate),
+        "added_chars": _shown(critic, run, text) - _shown(critic, run, it.candidate),
         "anchored": anchored,
         "anchor": anchor,
     }
+
+
+def _shown(critic: str, run: Run, text: str) -> int:
+    """How many characters of `text` the critic is shown: a loop's `history_chars` cuts the candidate in a
+    model critic's prompt (a simulated critic scores the whole text)."""
+    limit = run.config.get("history_chars")
+    whole = len(text.strip())
+    return whole if is_simulated(critic) or not isinstance(limit, int) else min(whole, limit)
 
 
 def _mean_of(critic: str, run: Run, scores: list[Any]) -> float | None:

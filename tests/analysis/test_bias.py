@@ -135,3 +135,17 @@ def test_a_critic_whose_reasks_fail_is_reported_not_measured(swept, monkeypatch)
     assert row["finding"] == "Not measured: the re-asks failed: ConfigError: critic_model: no longer configured"
     logged = table[(table["critic_model"] == "fake/bias-critic") & (table["probe"] == "length")].iloc[0]
     assert not logged["finding"].startswith("Not measured")  # the logs still answer
+
+
+def test_padding_counts_only_the_characters_the_critic_is_shown(swept) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.results.store import read_runs, write_cell
+
+    results_dir, _ = swept
+    for cell, critic in (("model", "fake/bias-critic"), ("oracle", "sim/oracle")):
+        runs = read_runs(results_dir, cell)
+        for run in runs:
+            run.config["history_chars"] = 60  # a model critic sees at most 60 characters of a candidate
+        write_cell(results_dir, cell, {"loop": "creator_critic", "critic_model": critic}, runs)
+    padded = probe_frames(load(results_dir), budget=6)["padding"].set_index("critic_model")["added_chars"]
+    assert (padded.loc[["fake/bias-critic"]] < 60).all()  # the candidates are 60+ characters: little pad shown
+    assert (padded.loc[["sim/oracle"]] >= 300).all()  # a simulated critic scores the whole text
