@@ -104,7 +104,7 @@ async def aprobe_frames(
     rows: dict[str, list[dict[str, Any]]] = {"padding": [], "anchoring": [], "order": []}
     skipped: list[dict[str, Any]] = []
     for critic in sorted({c for r in runs for c in critics_of(r)}):
-        own = [r for r in runs if critic in critics_of(r) and getattr(get_loop(r.loop), "rescore", None)]
+        own = [r for r in runs if critic in critics_of(r) and _rescorable(r)]
         try:
             found = await _ask_critic(critic, own, budget, cache, settings)
         except (PromptlabError, ValidationError) as e:  # e.g. a model no longer configured: say so, go on
@@ -155,6 +155,14 @@ async def _ask_critic(
         "anchoring": [{k: v for k, v in s.items() if k not in ("padded", "added_chars")} for s in scored],
         "order": [row for rows in judged for row in rows],
     }
+
+
+def _rescorable(run: Run) -> bool:
+    """Whether the run's loop is registered and can re-score its candidates (a `rescore` hook)."""
+    try:
+        return get_loop(run.loop).rescore is not None
+    except PromptlabError:  # a loop this installation does not know: its runs are read from the logs only
+        return False
 
 
 def _pairable(a: Iteration, b: Iteration) -> bool:

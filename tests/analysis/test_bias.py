@@ -149,3 +149,16 @@ def test_padding_counts_only_the_characters_the_critic_is_shown(swept) -> None: 
     padded = probe_frames(load(results_dir), budget=6)["padding"].set_index("critic_model")["added_chars"]
     assert (padded.loc[["fake/bias-critic"]] < 60).all()  # the candidates are 60+ characters: little pad shown
     assert (padded.loc[["sim/oracle"]] >= 300).all()  # a simulated critic scores the whole text
+
+
+def test_runs_of_an_unknown_loop_are_read_from_the_logs_only(swept) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.results.store import read_runs, write_cell
+
+    results_dir, _ = swept
+    runs = read_runs(results_dir, "oracle")
+    for run in runs:
+        run.loop = "retired_loop"  # made by a loop this installation no longer has
+    write_cell(results_dir, "oracle", {"loop": "retired_loop", "critic_model": "sim/oracle"}, runs)
+    table = bias_table(probe_frames(load(results_dir), budget=0))
+    oracle = table[table["critic_model"] == "sim/oracle"]
+    assert set(oracle["probe"]) == {"length", "inflation"}  # no re-ask, no error
