@@ -17,7 +17,7 @@ partly the critic's own consistency.
 A verdict (`BIAS_COLUMNS`' `finding`) says "biased" only when the CI excludes 0, and "no evidence of bias" only
 when the CI lies inside +/- the probe's stated size (MARGINS: an equivalence reading, not "the CI spans 0"); a
 CI that spans 0 but not inside the margin is inconclusive. `tests/analysis/test_bias_validity.py` checks each
-probe on simulated critics with a planted bias (`sim/biased`, `promptlab.llm.simulated`).
+probe on simulated critics with a planted bias (`sim/biased`, `promptlab.critics.simulated`).
 """
 
 from __future__ import annotations

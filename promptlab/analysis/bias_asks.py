@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..aio import run_sync
+from ..critics.simulated import is_simulated
 from ..errors import PromptlabError
 from ..eval.pairwise import ajudge_pair
-from ..llm.simulated import is_simulated
 from ..loops.registry import get_loop
 from ..loops.runtime.base import goal_of, rescore_sample
 from ..results.store import read_runs

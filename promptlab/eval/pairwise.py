@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..critics.simulated import is_simulated, parse_sim
 from ..errors import PromptlabError
 from ..llm.call import CacheArg, acomplete
 from ..llm.settings import Settings
-from ..llm.simulated import is_simulated, parse_sim
 
 MAX_TOKENS = 120
 """Room for the verdict and a one-sentence reason."""

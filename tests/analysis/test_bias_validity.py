@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from promptlab.analysis.bias import anchoring_bias, inflation, length_bias, order_bias, padding_bias
-from promptlab.llm.simulated import parse_sim
+from promptlab.critics.simulated import parse_sim
 
 DATASETS = 400
 """Simulated data sets per check (coverage's standard error: about 1.1 points)."""
