@@ -53,6 +53,7 @@ from ..runtime.grounding import (
     simulated_score,
     simulated_step,
 )
+from ..runtime.rescoring import rescoring_goal, rescoring_iteration
 from .config import (
     CreatorCriticConfig,
     Critique,
@@ -339,10 +340,18 @@ async def arun_creator_critic(
 
 
 async def rescore_creator_critic(
-    run: Run, iteration: int, *, sample: int, cache: CacheArg = None, settings: Settings | None = None
+    run: Run,
+    iteration: int,
+    *,
+    sample: int,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    candidate: str | None = None,
+    anchor: float | None = None,
 ) -> list[Score]:
     """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, as
-    re-score number `sample` (1, 2, ...; cached).
+    re-score number `sample` (1, 2, ...; cached). `candidate` replaces its text and `anchor` shows a previous
+    score (`promptlab.loops.runtime.rescoring`: the bias probes).
 
     The calls draw at `rescore_sample(run.sample, sample)` plus the critic's index, so no re-score is a
     cache hit of a logged critic call (of this run, its replicates or another critic) or of another
@@ -360,9 +369,9 @@ async def rescore_creator_critic(
         settings=settings,
         models=[m for _, m in cfg.critics()],
     )
-    scratch = ctx.new_iteration()
-    scratch.grounded = it.grounded  # what a simulated critic scores from
-    results = await critique_all(ctx, cfg, scratch, str(run.info.get("goal") or goal_of(run.task)), it.candidate)
+    scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated critic scores from
+    goal = rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor)
+    results = await critique_all(ctx, cfg, scratch, goal, it.candidate if candidate is None else candidate)
     return [sc for _, _, sc in results]
 
 
