@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import PromptlabError
+from ..errors import ConfigError, PromptlabError
 
 FIRST_STEPS = {
     "demo": "run `scripts/demo` (about 10 minutes) or notebook 02 first",
@@ -29,8 +29,9 @@ FIRST_STEPS = {
 OTHER_FIRST_STEP = "run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first"
 
 
-class NoResultsError(PromptlabError):
-    """A notebook's results directory holds no finished cell yet; the message says what to run first."""
+class NoResultsError(ConfigError):
+    """A notebook's results directory (its `results_dir`) holds no finished cell yet; the message says what to
+    run first."""
 
 
 def finished_cells(results_dir: Path) -> int:
