@@ -594,6 +594,7 @@ def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tup
     wait_idle(page)
     errors = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     expect(errors.filter(has_text="run the same sweep again to resume").first).to_be_visible(timeout=60_000)
+    expect(errors.last).to_have_text(re.compile(r"^\s*KeyboardInterrupt\s*$"), timeout=30_000)  # it renders last
     shown = nb.inner_text()
     assert "KeyboardInterrupt" in shown and "Traceback" not in shown and "File " not in shown, shown
     last = errors.last.inner_text().strip()
