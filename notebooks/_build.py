@@ -238,7 +238,8 @@ else:
     reports.plot_final_by(runs, x="finish_threshold", hue=hue, y=measure)
     plt.show()
 else:
-    print("No chart by finish threshold: the sweep has no finish_threshold column" if measure else no_measure)""",
+    why = "the sweep has no finish_threshold column" if measure else no_measure
+    print(f"No chart by finish threshold: {why}.")""",
     ),
     ("code", """display(reports.summary_table(results))"""),
     ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),
