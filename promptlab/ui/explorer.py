@@ -6,7 +6,8 @@ The initial values are checked before anything is shown: a value outside a contr
 or loop, a missing or empty task file is a ConfigError naming the field and what it allows (never a silent
 clamp). A local critic scores with its expected (G-Eval) score unless `score_mode` says otherwise. **Stop**
 asks the run to stop before its next step (`promptlab.loops.runtime.interrupt`): it ends with stop reason
-`interrupted`, keeping what it recorded; no call is cut off, so the call cache stays consistent.
+`interrupted`, keeping what it recorded; no call is cut off, so the call cache stays consistent. Kernel ▸
+Interrupt during a run does the same as Stop (`promptlab.ui.sigint`), also for a run started by a click.
 
 Each run starts with an empty log. An error is shown once, in the error area under the Run button (full text,
 wrapped); the status line beside the button stays short, and marks a run that ended in error (stop reason
@@ -43,6 +44,7 @@ from .explorer_view import (
     result_outputs,
     status_html,
 )
+from .sigint import sigint_calls
 
 RANGES: dict[str, tuple[float, float]] = {
     "finish_threshold": (1.0, 10.0),
@@ -300,8 +302,8 @@ class Explorer:
         """Run the loop with the controls' values; show the log and the result in the widgets.
 
         Errors are shown in the log and the status line, never lost. `echo` also receives every log line (for
-        papermill runs, whose widget state a saved notebook does not keep). The Stop button ends the run
-        before its next step, with stop reason `interrupted`.
+        papermill runs, whose widget state a saved notebook does not keep). The Stop button, or Kernel ▸
+        Interrupt, ends the run before its next step, with stop reason `interrupted`.
         """
         from ..loops.registry import arun_loop
 
@@ -322,7 +324,7 @@ class Explorer:
 
         try:
             config = self.config()
-            with stop_scope(self.stop_flag):
+            with stop_scope(self.stop_flag), sigint_calls(self.stop):  # Kernel > Interrupt: as Stop
                 run = await arun_loop(self.loop_w.value, self.tasks[self.task_w.value], config, on_event=handler)
             params = {"loop": run.loop, **{k: v for k, v in config.items() if k != "max_tokens"}}
             self.result.outputs = tuple(result_outputs(run, params))

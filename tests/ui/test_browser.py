@@ -583,6 +583,27 @@ def test_01_explore_stop_ends_the_run_as_interrupted(page: Any, lab: tuple[str, 
     keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
 
 
+def test_01_explore_kernel_interrupt_stops_a_clicked_run(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="01_slow"))
+    run = nb.locator(".widget-button", has_text="Run")
+    run.wait_for(timeout=120_000)
+    wait_idle(page)  # no cell is executing: the run below is a task a click started
+    expect = playwright_api.expect
+    run.click()
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+    status = nb.locator(".widget-html", has_text="stop")
+    expect(status.first).to_contain_text("stopping after the current step", timeout=1_000)  # answered at once
+    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
+    summary = nb.locator(".widget-output").first.inner_text()
+    iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
+    assert 1 <= iterations < 11, summary
+    expect(run).to_be_enabled()
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_kernel_interrupt")
+
+
 def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tuple[str, Path]) -> None:
     url, root = lab
     nb = open_and_run_all(page, url.format(name="02_slow"))

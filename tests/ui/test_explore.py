@@ -259,3 +259,38 @@ def test_labels_agree_for_opro_and_pes() -> None:
     assert run is not None and run.best_score is not None
     assert ex.result.outputs[0].get("data", {}).get("image/png")  # a chart: the score the log and summary give
     assert f"best critic score {run.best_score:.3g}" in ex.result.outputs[1]["text"]
+
+
+def test_kernel_interrupt_stops_a_clicked_run_like_the_stop_button() -> None:
+    """Between cells ipykernel ignores SIGINT; during a run started by a click, Kernel > Interrupt (a SIGINT to
+    the kernel) asks the run to stop before its next step, as Stop does, and the ignoring is back after it."""
+    import os
+    import signal
+
+    from wording import TASK
+
+    ex = Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=5, finish_threshold=10.0)
+    original = ex.on_event
+
+    def interrupt_after_the_first_rewrite(event) -> str | None:  # type: ignore[no-untyped-def]
+        if event.kind == "decision" and event.iteration == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # what Kernel > Interrupt sends
+        return original(event)
+
+    ex.on_event = interrupt_after_the_first_rewrite  # type: ignore[method-assign]
+
+    async def click_and_wait() -> None:
+        ex.clicked()
+        assert ex.task is not None
+        await ex.task
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # an idle kernel's SIGINT handler
+    try:
+        asyncio.run(click_and_wait())
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    run = ex.last_run
+    assert run is not None and run.stop_reason == "interrupted", run and run.stop_reason
+    assert 2 <= len(run.iterations) <= 3  # stopped at the next turn of the event loop, long before the cap of 5
+    assert "interrupted" in ex.status.value and ex.stop_w.disabled and not ex.run_w.disabled
