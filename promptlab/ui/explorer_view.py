@@ -181,6 +181,8 @@ def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
         ax.set(title=label, ylabel=label.split(" (")[0])
         if value == "grounded_score":
             fit_accuracy(ax, its[value].dropna().astype(float).tolist())
+        else:
+            fit_critic_score(ax, its[value].dropna().astype(float).tolist())
         integer_ticks(ax, sorted(int(i) for i in its["iteration"].dropna().unique()))
         legend = ax.get_legend()
         if legend is not None:
@@ -196,6 +198,21 @@ def fit_accuracy(ax: Any, values: list[float]) -> None:
     from ..reports.charts import accuracy_limits
 
     ax.set_ylim(*accuracy_limits(pd.DataFrame({"accuracy": values})))
+
+
+CRITIC_SPAN = 1.0
+"""The fewest points of the 1-10 scale the critic's-score axis spans: SmolLM2's expected score moves in the third
+decimal, and an axis fitted to 2.357-2.361 draws that as a steep fall."""
+
+
+def fit_critic_score(ax: Any, values: list[float]) -> None:
+    """A critic's-score axis around its values, at least CRITIC_SPAN points tall, inside [1, 10]."""
+    if not values:
+        return
+    low, high = min(values), max(values)
+    half = max((high - low) * 0.55, CRITIC_SPAN / 2)
+    middle = min(max((low + high) / 2, 1 + half), 10 - half)
+    ax.set_ylim(max(1.0, middle - half), min(10.0, middle + half))
 
 
 def run_summary(run: Run, config: dict[str, Any]) -> str:

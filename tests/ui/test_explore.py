@@ -294,3 +294,24 @@ def test_kernel_interrupt_stops_a_clicked_run_like_the_stop_button() -> None:
     assert run is not None and run.stop_reason == "interrupted", run and run.stop_reason
     assert 2 <= len(run.iterations) <= 3  # stopped at the next turn of the event loop, long before the cap of 5
     assert "interrupted" in ex.status.value and ex.stop_w.disabled and not ex.run_w.disabled
+
+
+def test_a_critic_score_that_moves_in_the_third_decimal_is_drawn_flat() -> None:
+    """SmolLM2's expected score on the default run: 2.361, then 2.357 three times. An axis fitted to the values
+    drew a steep fall; the axis spans at least one point of the 1-10 scale, inside it."""
+    import matplotlib.pyplot as plt
+
+    for scores in ([[2.361], [2.357], [2.357], [2.357]], [[1.0], [1.02]]):
+        fig = trajectory_figure(make_run(scores), {"loop": "p3ro"})
+        try:
+            low, high = fig.axes[0].get_ylim()
+            assert high - low >= 1.0 and 1.0 <= low and high <= 10.0, (low, high)
+            assert low <= min(min(s) for s in scores) and max(max(s) for s in scores) <= high
+        finally:
+            plt.close(fig)
+    fig = trajectory_figure(make_run([[2.0], [9.0]]), {"loop": "p3ro"})
+    try:
+        low, high = fig.axes[0].get_ylim()
+        assert low <= 2.0 and 9.0 <= high and high - low < 9.5  # a wide move still fills the axis
+    finally:
+        plt.close(fig)
