@@ -24,8 +24,11 @@ SILENT = frozenset({"token", "model_call", "observation"})
 
 PLUMBING_NOTE = (
     "local/smollm2 is SmolLM2-135M, a 135M-parameter model embedded so that everything runs offline and free: "
-    "it is here to check the plumbing (every role, every call, the records), not to judge prompts. As a critic "
-    "its score is its G-Eval expected score; the dev accuracy on the right is what to read."
+    "it is here to check the plumbing (every role, every call, the records), not to improve prompts. Its "
+    "rewrites are usually worse than the starting prompt (on the default run, P³RO's rewrite drops the {input} "
+    "slot and dev accuracy falls from 0.35 to 0.05, so P³RO returns the starting prompt), and its G-Eval score "
+    "as a critic barely moves. Read the dev accuracy on the right; for a loop that improves a prompt, type a "
+    "stronger model (any litellm name) as generator and critic."
 )
 """The note shown while a role is played by the embedded model."""
 
@@ -231,6 +234,8 @@ def run_summary(run: Run, config: dict[str, Any]) -> str:
         parts.append(f"best dev accuracy {score:.3g} (iteration {index})")
     if run.best_score is None and not dev:
         parts.append("no iteration has a score")
+    if len(run.iterations) > 1 and run.final_output == run.task.prompt:
+        parts.append("the final prompt is the starting prompt (the loop kept no rewrite)")
     return ", ".join(parts)
 
 

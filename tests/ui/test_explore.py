@@ -315,3 +315,26 @@ def test_a_critic_score_that_moves_in_the_third_decimal_is_drawn_flat() -> None:
         assert low <= 2.0 and 9.0 <= high and high - low < 9.5  # a wide move still fills the axis
     finally:
         plt.close(fig)
+
+
+def test_the_default_run_caps_each_example_reply_and_says_what_the_embedded_model_shows() -> None:
+    """The default run on local/smollm2 spent most of its time on 100 dev/test replies of up to 256 tokens;
+    the explorer caps them at 64 (a label, a number, a date) for the loops that measure candidates, and the
+    note says what the embedded model can and cannot show."""
+    ex = Explorer(TASKS)  # the notebook's defaults; no call is made
+    assert ex.config()["eval_max_tokens"] == 64
+    assert "rewrites are usually worse" in ex.note.value and "stronger model" in ex.note.value
+    assert Explorer(TASKS, eval_max_tokens=200).config()["eval_max_tokens"] == 200
+    ex.loop_w.value = "pes"  # measures no candidate on examples: no such field
+    assert "eval_max_tokens" not in ex.config()
+    with pytest.raises(ConfigError, match="eval_max_tokens: 0 is not allowed"):
+        Explorer(TASKS, eval_max_tokens=0)
+
+
+def test_the_summary_says_when_the_loop_kept_the_starting_prompt() -> None:
+    from promptlab.ui.explorer_view import run_summary
+
+    run = make_run([[2.4], [2.3]])
+    kept = run.model_copy(update={"final_output": run.task.prompt})
+    assert "the final prompt is the starting prompt (the loop kept no rewrite)" in run_summary(kept, {})
+    assert "starting prompt" not in run_summary(run.model_copy(update={"final_output": "a rewrite"}), {})
