@@ -310,6 +310,10 @@ def test_01_explore_run_shows_the_plot_and_the_final_prompt(page: Any, lab: tupl
     nb = open_and_run_all(page, url.format(name="01_explore"))
     run = nb.locator(".widget-button", has_text="Run")
     run.wait_for(timeout=120_000)
+    # with the defaults (the embedded model), a note says what SmolLM2-135M can and cannot show
+    note = nb.locator(".promptlab-note")
+    playwright_api.expect(note).to_contain_text("rewrites are usually worse than the starting prompt")
+    assert note.bounding_box()["height"] > 0
     for label in ("generator", "critic"):
         explorer_field(nb, label, "fake/auto")
     run.click()
