@@ -59,7 +59,7 @@ _LAZY = {
     "run_loop": "promptlab.loops.registry",
     "arun_loop": "promptlab.loops.registry",
     "get_loop": "promptlab.loops.registry",
-    "LoopConfig": "promptlab.loops.runtime.base",
+    "LoopConfig": "promptlab.loops.runtime.config",
     "run_p3ro": "promptlab.loops.p3ro.loop",
     "arun_p3ro": "promptlab.loops.p3ro.loop",
     "P3ROConfig": "promptlab.loops.p3ro.config",

@@ -21,29 +21,17 @@ the role.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from ...errors import ConfigError
 from ...eval.expected import expected_scores
-from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
 from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Step, Task
-from ..runtime.base import (
-    LoopSpec,
-    as_config,
-    as_task,
-    best_iteration,
-    by_decision_score,
-    cut,
-    goal_of,
-    register_loop,
-    rescore_sample,
-    sync_twin,
-)
 from ..runtime.budget import BUDGET, last_step_cost
+from ..runtime.config import goal_of
 from ..runtime.context import RunContext
+from ..runtime.define import define_loop, rescore_sample
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
@@ -53,14 +41,14 @@ from ..runtime.grounding import (
     simulated_score,
     simulated_step,
 )
+from ..runtime.toolkit import best_iteration, by_decision_score, cut
 from .config import (
     CreatorCriticConfig,
     Critique,
     aggregate,
-    decide_with_reason,
-    threshold_streak,
 )
 from .creator import clean_prompt_text, creator_prompt, fallback_critique
+from .router import route
 
 
 def _justification(c: Critique) -> str:
@@ -234,112 +222,6 @@ def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> st
     return "\n".join(lines)
 
 
-async def arun_creator_critic(
-    task: Task | str | dict[str, Any],
-    config: CreatorCriticConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> Run:
-    """Run Creator/Critic on a task and return its record.
-
-    Args:
-        task: a Task, a dict of its fields, or a bare prompt (no goal: `DEFAULT_GOAL` is used).
-        config: a CreatorCriticConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (independent cached draws).
-        on_event: called with each Event as the run goes.
-        cache: the call cache (None: default, False: none, or a directory).
-        settings: retries, structured re-asks, timeouts.
-        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
-
-    Returns:
-        The Run: `final_output` is the last prompt written (`final="best"`: the best-scoring one),
-        `info['final_iteration']` its iteration, `stop_reason` 'threshold' or 'max_iterations';
-        `info['critics']` names the critics and `info['per_critic']` holds each critic's score by iteration.
-        With examples: `Iteration.grounded` (dev), `Run.baseline_test`, `Run.final_test`, `Run.delta`.
-
-    Raises:
-        ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
-    """
-    task, cfg = as_task(task), as_config(CreatorCriticConfig, config)
-    critics = cfg.critics()
-    extra = check_prompt_loop(task, cfg, [m for _, m in critics])
-    ctx = RunContext(
-        "creator_critic",
-        task,
-        cfg,
-        sample=sample,
-        on_event=on_event,
-        cache=cache,
-        settings=settings,
-        provenance=provenance,
-        models=[*(m for _, m in critics), *extra],
-        rank_by=by_decision_score,
-    )
-    ctx.run.models.update({judge: model for judge, model in critics})
-    ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
-    if task.grounded:
-        ctx.run.models["target"] = cfg.target()
-    ctx.emit("run_started", f"creator_critic on task {task.id}", task=task.id, models=ctx.run.models)
-    goal = goal_of(task)
-    ctx.run.info.update(
-        goal=goal,
-        aggregate=cfg.aggregate,
-        final=cfg.final,
-        score_source=cfg.score_source,
-        score_mode=cfg.score_mode,
-        parse_failure_score=cfg.parse_failure_score,
-        critics=[{"judge": judge, "model": model, "sample_offset": k} for k, (judge, model) in enumerate(critics)],
-    )
-    per_critic: dict[str, list[float | None]] = {judge: [] for judge, _ in critics}
-    current, latest = task.prompt, list[tuple[str, Critique | None]]()
-    decisions: list[float | None] = []
-    start = cfg.starts_with_start(task)
-    ctx.run.info.update(include_start=start, simulated_critics=simulated_info([m for _, m in critics]))
-    budget: str | None = None
-    while True:
-        budget = ctx.budget_stop(*last_step_cost(ctx))
-        if budget:
-            break
-        it = ctx.new_iteration(0 if start and not ctx.run.iterations else None)
-        if it.index == 0:  # candidate 0: the starting prompt, scored like a rewrite (generation is unchanged)
-            it.candidate = task.prompt
-            scores = [sc for _, _, sc in await _assess(ctx, cfg, it, goal, task.prompt)]
-        else:
-            scores, critiques = await _rewrite(ctx, cfg, it, goal, current, latest)
-            if it.candidate is not None:
-                current, latest = it.candidate, critiques
-        for sc in scores:
-            per_critic[sc.judge or ""].append(sc.score)
-        ctx.score(it, scores, aggregate([sc.score for sc in scores], cfg.aggregate))
-        it.metrics.update(
-            critics_scored=sum(sc.score is not None for sc in scores),
-            critics_missing=sum(sc.score is None for sc in scores),
-        )
-        it.decision_score = decision_score(it, cfg)
-        decisions.append(it.decision_score)
-        decision, reason = decide_with_reason(decisions, cfg, start=start)
-        chosen = returned(ctx.run.iterations, cfg)
-        ctx.decide(it, decision, reason, incumbent=chosen.index if chosen else None)
-        if decision == "FINISH":
-            break
-    t = cfg.finish_threshold
-    early = t is not None and threshold_streak(decisions, t) >= cfg.patience
-    stop_reason = BUDGET if budget else "threshold" if early else "max_iterations"
-    chosen = returned(ctx.run.iterations, cfg)
-    ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
-    if budget:
-        ctx.run.info["budget_stop"] = budget
-    if task.grounded:
-        await measure_test(ctx, cfg, chosen.candidate if chosen else None)
-    run = ctx.finish(stop_reason, chosen.candidate if chosen else None)
-    run.summary = _summary(run, cfg, chosen)
-    return run
-
-
 async def rescore_creator_critic(
     run: Run, iteration: int, *, sample: int, cache: CacheArg = None, settings: Settings | None = None
 ) -> list[Score]:
@@ -368,17 +250,93 @@ async def rescore_creator_critic(
     return [sc for _, _, sc in results]
 
 
-run_creator_critic = sync_twin(arun_creator_critic)
+def _check(task: Task, cfg: CreatorCriticConfig) -> list[str]:
+    """The critics' models and what `check_prompt_loop` adds (the target, a judge scorer's model)."""
+    critics = [m for _, m in cfg.critics()]
+    return [*critics, *check_prompt_loop(task, cfg, critics)]
 
-register_loop(
-    LoopSpec(
-        "creator_critic",
-        CreatorCriticConfig,
-        arun_creator_critic,
-        "Creator rewrites, one or more critics score 1-10; early stop with patience",
-        rescore=rescore_creator_critic,
-    )
+
+@define_loop(
+    "creator_critic",
+    CreatorCriticConfig,
+    "Creator rewrites, one or more critics score 1-10; early stop with patience",
+    check=_check,
+    rank_by=by_decision_score,
+    rescore=rescore_creator_critic,
 )
+async def arun_creator_critic(ctx: RunContext, task: Task, cfg: CreatorCriticConfig) -> Run:
+    """Run Creator/Critic on a task (a bare prompt has no goal: `DEFAULT_GOAL` is used) and return its record.
+
+    Returns:
+        The Run: `final_output` is the last prompt written (`final="best"`: the best-scoring one),
+        `info['final_iteration']` its iteration, `stop_reason` 'threshold', 'max_iterations' or 'budget';
+        `info['critics']` names the critics and `info['per_critic']` holds each critic's score by iteration.
+        With examples: `Iteration.grounded` (dev), `Run.baseline_test`, `Run.final_test`, `Run.delta`.
+
+    Raises:
+        ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
+    """
+    critics = cfg.critics()
+    ctx.run.models.update({judge: model for judge, model in critics})
+    ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
+    if task.grounded:
+        ctx.run.models["target"] = cfg.target()
+    ctx.emit("run_started", f"creator_critic on task {task.id}", task=task.id, models=ctx.run.models)
+    goal = goal_of(task)
+    ctx.run.info.update(
+        goal=goal,
+        aggregate=cfg.aggregate,
+        final=cfg.final,
+        score_source=cfg.score_source,
+        score_mode=cfg.score_mode,
+        parse_failure_score=cfg.parse_failure_score,
+        critics=[{"judge": judge, "model": model, "sample_offset": k} for k, (judge, model) in enumerate(critics)],
+    )
+    per_critic: dict[str, list[float | None]] = {judge: [] for judge, _ in critics}
+    current, latest = task.prompt, list[tuple[str, Critique | None]]()
+    decisions: list[float | None] = []
+    start = cfg.starts_with_start(task)
+    ctx.run.info.update(include_start=start, simulated_critics=simulated_info([m for _, m in critics]))
+    budget: str | None = None
+    stop_reason: str | None = None
+    while stop_reason is None:
+        budget = ctx.budget_stop(*last_step_cost(ctx))
+        if budget:
+            stop_reason = BUDGET
+            break
+        it = ctx.new_iteration(0 if start and not ctx.run.iterations else None)
+        if it.index == 0:  # candidate 0: the starting prompt, scored like a rewrite (generation is unchanged)
+            it.candidate = task.prompt
+            scores = [sc for _, _, sc in await _assess(ctx, cfg, it, goal, task.prompt)]
+        else:
+            scores, critiques = await _rewrite(ctx, cfg, it, goal, current, latest)
+            if it.candidate is not None:
+                current, latest = it.candidate, critiques
+        for sc in scores:
+            per_critic[sc.judge or ""].append(sc.score)
+        ctx.score(it, scores, aggregate([sc.score for sc in scores], cfg.aggregate))
+        it.metrics.update(
+            critics_scored=sum(sc.score is not None for sc in scores),
+            critics_missing=sum(sc.score is None for sc in scores),
+        )
+        it.decision_score = decision_score(it, cfg)
+        decisions.append(it.decision_score)
+        decision = route(decisions, cfg, start=start)
+        chosen = returned(ctx.run.iterations, cfg)
+        ctx.decide(it, decision.action, decision.reason, incumbent=chosen.index if chosen else None)
+        stop_reason = decision.stop_reason
+    chosen = returned(ctx.run.iterations, cfg)
+    ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
+    if budget:
+        ctx.run.info["budget_stop"] = budget
+    if task.grounded:
+        await measure_test(ctx, cfg, chosen.candidate if chosen else None)
+    run = ctx.finish(stop_reason, chosen.candidate if chosen else None)
+    run.summary = _summary(run, cfg, chosen)
+    return run
+
+
+run_creator_critic = arun_creator_critic.sync
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------

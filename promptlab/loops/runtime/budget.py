@@ -1,6 +1,6 @@
 """Budgets: whether a loop's next step may start, and what it is expected to cost.
 
-Every loop config takes `budget_calls` and `budget_tokens` (`promptlab.loops.runtime.base.LoopConfig`). The run
+Every loop config takes `budget_calls` and `budget_tokens` (`promptlab.loops.runtime.config.LoopConfig`). The run
 counts what it spends (`RunContext.spent`: every call but test-split measurement, a cache hit with its original
 call's tokens, so a replay spends exactly what the first run did), and before each step a loop asks
 `RunContext.budget_stop(calls, tokens)` with the step's expected cost; on a reason it stops with stop reason

@@ -19,7 +19,9 @@ from ...llm.providers import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
-from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
+from .config import LoopConfig
+from .provenance import base_provenance, scoped_provenance, text_hash
+from .toolkit import best_iteration, by_average, mean_present
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -44,7 +44,7 @@ from ...eval.tasks import check_task, examples_of, task_scorer
 from ...llm.providers import supports_logprobs, validate_model_name
 from ...llm.simulated import is_simulated, parse_sim
 from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
-from .base import LoopConfig
+from .config import LoopConfig
 from .context import RunContext
 
 ScoreSource = Literal["critic", "grounded", "both"]
