@@ -54,7 +54,7 @@ class LoopConfig(BaseModel):
     budget_calls: int | None = Field(None, ge=1)
     """Stop the run (stop reason 'budget') when its next step would pass this many model calls (None: no cap).
     Every call the loop makes counts, cache hits and a candidate's dev-split evaluation included; measuring
-    on the test split does not (`promptlab.loops.runtime.context.BUDGET_FREE_PHASES`)."""
+    on the test split does not (`promptlab.loops.runtime.budget.BUDGET_FREE_PHASES`)."""
     budget_tokens: int | None = Field(None, ge=1)
     """As `budget_calls`, in tokens (input + output, as the original call reported them, cache hits included)."""
 

@@ -14,13 +14,14 @@ from pydantic import BaseModel
 from ...errors import ConfigError, ParseError, ProviderError
 from ...events import Event, EventHandler, wants_tokens
 from ...llm.call import CacheArg, acomplete
-from ...llm.completion import Completion, Tally
+from ...llm.completion import Completion
 from ...llm.providers import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
+from .budget import Spending
 from .config import LoopConfig
-from .provenance import base_provenance, scoped_provenance, text_hash
+from .provenance import base_provenance, note_model, scoped_provenance, text_hash
 from .toolkit import best_iteration, by_average, mean_present
 
 M = TypeVar("M", bound=BaseModel)
@@ -28,11 +29,8 @@ M = TypeVar("M", bound=BaseModel)
 USER_INPUT = frozenset({"task", "config"})
 """Run fields recorded as the user gave them; everything else is cleaned by `finish` (`promptlab.sanitize`)."""
 
-BUDGET_FREE_PHASES = frozenset({"score_test"})
-"""Phases whose calls measure a run rather than drive it (the test split): left out of its budget spend."""
 
-
-class RunContext:
+class RunContext(Spending):
     """Records one run as it goes: model calls through the core path, steps, errors, events, totals."""
 
     def __init__(
@@ -65,11 +63,7 @@ class RunContext:
         self.clean = Cleaner()
         """Cleans model and tool output for the run's records and events (the secrets of the environment it started in)."""
         self.t0 = time.perf_counter()
-        self.spent = Tally()
-        """What the run has spent towards its budget: every call outside `BUDGET_FREE_PHASES`, a cache hit with
-        its original call's tokens and cost (so a replay spends what the first run did)."""
-        self.spent_by_phase: dict[str, Tally] = {}
-        """`spent` by phase: what a loop estimates its next step's cost from (`promptlab.loops.runtime.budget`)."""
+        super().__init__()
         self.run = Run(
             run_id=new_run_id(),
             loop=loop,
@@ -303,7 +297,7 @@ class RunContext:
         )
         self.run.totals.add(c)
         self.spend(step.phase, c.input_tokens or 0, c.output_tokens or 0, c.cost_usd)
-        self._reported(step.role, model, c)
+        note_model(self.run.provenance, step.role, model, c)
         if keep_raw:
             step.raw = c.text
         step.output = c.parsed.model_dump(mode="json") if c.parsed is not None else {"text": c.text}
@@ -318,52 +312,6 @@ class RunContext:
             output_tokens=c.output_tokens,
             cost_usd=c.cost_usd,
         )
-
-    def _reported(self, role: str, model: str, c: Completion) -> None:
-        """Provenance: per role, the model requested, the id the provider reported and the endpoint."""
-        roles = self.run.provenance.setdefault("models", {})
-        if role not in roles:
-            roles[role] = {"requested": model, "reported": c.response_model, "endpoint": c.endpoint}
-
-    # budget -------------------------------------------------------------------------------------
-    def spend(
-        self,
-        phase: str,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        cost_usd: float | None = 0.0,
-        *,
-        failed: bool = False,
-    ) -> None:
-        """Count one call of `phase` towards the run's budget (`spent`), unless the phase is budget-free."""
-        if phase not in BUDGET_FREE_PHASES:
-            for tally in (self.spent, self.spent_by_phase.setdefault(phase, Tally())):
-                tally.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
-
-    def spend_tally(self, phase: str, tally: Tally) -> None:
-        """Count calls made outside `completion` (a judge scorer's, as a budget counts them) towards the
-        budget, unless the phase is budget-free."""
-        if tally.calls and phase not in BUDGET_FREE_PHASES:
-            self.spent.merge(tally)
-            self.spent_by_phase.setdefault(phase, Tally()).merge(tally)
-
-    def budget_stop(self, next_calls: int = 0, next_tokens: int = 0) -> str | None:
-        """Why the next step, expected to make `next_calls` calls of `next_tokens` tokens, must not start
-        (its spend would pass `budget_calls` or `budget_tokens`), or None when it may. A loop asks before each
-        step and stops with stop reason 'budget' on a reason; an estimate that falls short can pass a budget
-        by at most that one step."""
-        cfg, s = self.config, self.spent
-        if cfg.budget_calls is not None and s.calls + next_calls > cfg.budget_calls:
-            return (
-                f"budget: {s.calls} calls spent, the next step needs about {next_calls} more "
-                f"(budget_calls {cfg.budget_calls})"
-            )
-        if cfg.budget_tokens is not None and s.tokens + next_tokens > cfg.budget_tokens:
-            return (
-                f"budget: {s.tokens} tokens spent, the next step needs about {next_tokens} more "
-                f"(budget_tokens {cfg.budget_tokens})"
-            )
-        return None
 
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
         """Record an error on a step and on the run, and emit it."""

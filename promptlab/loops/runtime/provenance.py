@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+from ...llm.completion import Completion
 from ...record import Task
 
 
@@ -62,4 +63,11 @@ def base_provenance(task: Task) -> dict[str, Any]:
     }
 
 
-__all__ = ["base_provenance", "package_version", "provenance_scope", "scoped_provenance", "text_hash"]
+def note_model(provenance: dict[str, Any], role: str, model: str, c: Completion) -> None:
+    """Record, once per role, the model requested, the id the provider reported and the endpoint."""
+    roles = provenance.setdefault("models", {})
+    if role not in roles:
+        roles[role] = {"requested": model, "reported": c.response_model, "endpoint": c.endpoint}
+
+
+__all__ = ["base_provenance", "note_model", "package_version", "provenance_scope", "scoped_provenance", "text_hash"]
