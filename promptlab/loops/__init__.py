@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .runtime.config import LoopConfig, as_config, as_task
 from .runtime.context import RunContext
+from .runtime.decision import Decision
 from .runtime.define import LOOPS, LoopSpec, define_loop, register_loop, rescore_sample
 from .runtime.provenance import provenance_scope
 
@@ -34,6 +35,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "LOOPS",
+    "Decision",
     "LoopConfig",
     "LoopSpec",
     "RunContext",
