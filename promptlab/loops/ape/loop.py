@@ -34,19 +34,16 @@ from pydantic import Field
 
 from ...eval.tasks import input_text
 from ...record import Iteration, Run, Task
-from ..runtime.context import RunContext
-from ..runtime.define import define_loop
 from ..runtime.search import (
     PARAPHRASE_PROMPT,
     Instruction,
     Rewrite,
     Search,
     SearchConfig,
-    check_search_loop,
+    define_search_loop,
     dev_score,
 )
 from ..runtime.search_router import route
-from ..runtime.toolkit import by_decision_score
 
 
 class APEConfig(SearchConfig):
@@ -87,25 +84,18 @@ def best(search: Search, n: int) -> list[Iteration]:
     return sorted(scored, key=lambda it: (-(dev_score(it) or 0.0), it.index))[:n]
 
 
-@define_loop(
-    "ape",
-    APEConfig,
-    "APE: instructions proposed from input/output demonstrations, the best on dev kept",
-    check=lambda task, cfg: check_search_loop(task, cfg, "ape"),
-    rank_by=by_decision_score,
+@define_search_loop(
+    "ape", APEConfig, "APE: instructions proposed from input/output demonstrations, the best on dev kept"
 )
-async def arun_ape(ctx: RunContext, task: Task, cfg: APEConfig) -> Run:
+async def arun_ape(search: Search, task: Task, cfg: APEConfig) -> Run:
     """Run APE on a grounded task (examples, scorer, split) and return its record.
 
     Returns:
         The Run: iteration 0 is the starting prompt, each later iteration a proposal (`metrics['set']`) or a
         rewording (`metrics['round']`) with its dev score; `final_output` is the best on dev;
         `Run.baseline_test`, `Run.final_test`, `Run.delta` and each incumbent's `Iteration.test`.
-
-    Raises:
-        ConfigError: a bad config, or a task without examples, before any call.
     """
-    search = Search.begin(ctx, cfg)
+    ctx = search.ctx
     decision = await search.start()
     requests = [ctx.prompt("proposer", PROPOSER_PROMPT, demos=demo_text(search, cfg, k)) for k in range(cfg.demo_sets)]
     schedule: list[tuple[str, str, str, dict[str, int]]] = [

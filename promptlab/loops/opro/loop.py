@@ -32,11 +32,8 @@ from pydantic import Field
 
 from ...eval.tasks import input_text
 from ...record import Run, Task
-from ..runtime.context import RunContext
-from ..runtime.define import define_loop
-from ..runtime.search import Instruction, Search, SearchConfig, check_search_loop, dev_score
+from ..runtime.search import Instruction, Search, SearchConfig, define_search_loop, dev_score
 from ..runtime.search_router import route
-from ..runtime.toolkit import by_decision_score
 
 
 class OPROConfig(SearchConfig):
@@ -97,30 +94,22 @@ def _target(target: Any) -> str:
     return target if isinstance(target, str) else json.dumps(target, ensure_ascii=False)
 
 
-@define_loop(
-    "opro",
-    OPROConfig,
-    "OPRO: an optimizer model sees the best instructions with their dev scores and proposes more",
-    check=lambda task, cfg: check_search_loop(task, cfg, "opro"),
-    rank_by=by_decision_score,
+@define_search_loop(
+    "opro", OPROConfig, "OPRO: an optimizer model sees the best instructions with their dev scores and proposes more"
 )
-async def arun_opro(ctx: RunContext, task: Task, cfg: OPROConfig) -> Run:
+async def arun_opro(search: Search, task: Task, cfg: OPROConfig) -> Run:
     """Run OPRO on a grounded task (examples, scorer, split) and return its record.
 
     Returns:
         The Run: iteration 0 is the starting prompt, each later iteration one optimizer proposal with its dev
         score (`metrics['step']`); `final_output` is the best on dev; `Run.baseline_test`, `Run.final_test`,
         `Run.delta` and each incumbent's `Iteration.test`.
-
-    Raises:
-        ConfigError: a bad config, or a task without examples, before any call.
     """
-    search = Search.begin(ctx, cfg)
+    ctx = search.ctx
     decision = await search.start()
     steps = 0
     while not decision.stops:
-        decision = route(cfg.max_iterations - steps, None)  # steps left
-        if decision.stops:
+        if (decision := route(cfg.max_iterations - steps, None)).stops:  # no step left
             break
         steps += 1
         prompt = meta_prompt(search, cfg, steps)

@@ -315,14 +315,7 @@ async def arun_pes(task: Task, cfg: PESConfig, args: RunArgs) -> Run:
         The Run: `final_output` is the answer; `stop_reason` 'no_tool_calls', 'max_iterations', 'budget',
         'planning_error' (an answer after a failed planning call) or 'error' (no answer); see the module.
     """
-    return await PESAgent("pes", config=cfg).arun_task(
-        task,
-        sample=args.sample,
-        on_event=args.on_event,
-        cache=args.cache,
-        settings=args.settings,
-        provenance=args.provenance,
-    )
+    return await PESAgent("pes", config=cfg).arun_task(task, **args.options())
 
 
 run_pes = arun_pes.sync

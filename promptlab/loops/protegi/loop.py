@@ -44,12 +44,10 @@ from typing import Any
 
 from ...eval.tasks import input_text
 from ...record import Iteration, Run, Task
-from ..runtime.context import RunContext
 from ..runtime.decision import Decision
-from ..runtime.define import define_loop
-from ..runtime.search import PARAPHRASE_PROMPT, Rewrite, Search, check_search_loop
+from ..runtime.search import PARAPHRASE_PROMPT, Rewrite, Search, define_search_loop
 from ..runtime.search_router import Action, route
-from ..runtime.toolkit import by_decision_score, cut
+from ..runtime.toolkit import cut
 from .bandit import SELECTIONS, Arms
 from .config import Prompts, ProTeGiConfig, Reasons
 
@@ -153,25 +151,20 @@ class _Stopped(Exception):
         self.decision = decision
 
 
-@define_loop(
+@define_search_loop(
     "protegi",
     ProTeGiConfig,
     "ProTeGi: textual gradients from dev errors, edits and paraphrases, a beam chosen by a bandit",
-    check=lambda task, cfg: check_search_loop(task, cfg, "protegi"),
-    rank_by=by_decision_score,
 )
-async def arun_protegi(ctx: RunContext, task: Task, cfg: ProTeGiConfig) -> Run:
+async def arun_protegi(search: Search, task: Task, cfg: ProTeGiConfig) -> Run:
     """Run ProTeGi on a grounded task (examples, scorer, split) and return its record.
 
     Returns:
         The Run: iteration 0 is the starting prompt, each later iteration a successor with its bandit estimate
         on dev; `final_output` is the head of the last beam; `info['beams']` the beams by round;
         `Run.baseline_test`, `Run.final_test`, `Run.delta` and each incumbent's `Iteration.test`.
-
-    Raises:
-        ConfigError: a bad config, or a task without examples, before any call.
     """
-    search = Search.begin(ctx, cfg)
+    ctx = search.ctx
     arms = Arms(search, search.rng("dev order").sample(range(len(search.dev)), len(search.dev)))
     decision = await search.start()
     start = search.incumbent
@@ -181,8 +174,7 @@ async def arun_protegi(ctx: RunContext, task: Task, cfg: ProTeGiConfig) -> Run:
     beams: list[list[int]] = [[it.index for it in beam]]
     rounds = 0
     while not decision.stops:
-        decision = route(cfg.max_iterations - rounds, None)  # rounds left
-        if decision.stops:
+        if (decision := route(cfg.max_iterations - rounds, None)).stops:  # no round left
             break
         rounds += 1
         expansion = _Round(search, cfg, arms, rounds)

@@ -18,10 +18,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ...record import Run, Task
-from ..runtime.context import RunContext
-from ..runtime.define import define_loop
-from ..runtime.search import PARAPHRASE_PROMPT, Rewrite, Search, SearchConfig, check_search_loop
-from ..runtime.toolkit import by_decision_score
+from ..runtime.search import PARAPHRASE_PROMPT, Rewrite, Search, SearchConfig, define_search_loop
 
 
 class ResampleConfig(SearchConfig):
@@ -35,25 +32,18 @@ class ResampleConfig(SearchConfig):
     """Paraphrases of the starting prompt at most (each one iteration)."""
 
 
-@define_loop(
-    "resample",
-    ResampleConfig,
-    "No-feedback control: paraphrases of the starting prompt, the best on dev",
-    check=lambda task, cfg: check_search_loop(task, cfg, "resample"),
-    rank_by=by_decision_score,
+@define_search_loop(
+    "resample", ResampleConfig, "No-feedback control: paraphrases of the starting prompt, the best on dev"
 )
-async def arun_resample(ctx: RunContext, task: Task, cfg: ResampleConfig) -> Run:
+async def arun_resample(search: Search, task: Task, cfg: ResampleConfig) -> Run:
     """Run the no-feedback control on a grounded task (examples, scorer, split) and return its record.
 
     Returns:
         The Run: iteration 0 is the starting prompt, each later iteration one paraphrase with its dev score;
         `final_output` is the best on dev; `Run.baseline_test`, `Run.final_test`, `Run.delta` and each
         incumbent's `Iteration.test`.
-
-    Raises:
-        ConfigError: a bad config, or a task without examples, before any call.
     """
-    search = Search.begin(ctx, cfg)
+    ctx = search.ctx
     decision = await search.start()
     request = ctx.prompt("paraphraser", PARAPHRASER_PROMPT, prompt=task.prompt)
     done = 0

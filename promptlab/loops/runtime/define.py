@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from ...aio import run_sync
@@ -116,6 +116,10 @@ class RunArgs:
     settings: Settings | None = None
     provenance: dict[str, Any] | None = None
 
+    def options(self) -> dict[str, Any]:
+        """The arguments by name (for a call that takes them as keywords: `RunContext`, `PESAgent.arun_task`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def open(
         self,
         loop: str,
@@ -126,18 +130,7 @@ class RunArgs:
         rank_by: Callable[[Iteration], float | None] = by_average,
     ) -> RunContext:
         """The run context of one run of `loop` with these arguments (see `RunContext`)."""
-        return RunContext(
-            loop,
-            task,
-            config,
-            sample=self.sample,
-            on_event=self.on_event,
-            cache=self.cache,
-            settings=self.settings,
-            provenance=self.provenance,
-            models=models,
-            rank_by=rank_by,
-        )
+        return RunContext(loop, task, config, **self.options(), models=models, rank_by=rank_by)
 
 
 LOOP_ARGS_DOC = """Args:

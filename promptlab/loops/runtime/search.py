@@ -25,8 +25,10 @@ measured on the dev split, and the run returns its incumbent.
 
 from __future__ import annotations
 
+import functools
 import random
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,8 +39,10 @@ from ...record import GroundedScore, Iteration, Run, Step, Task
 from .budget import phase_tokens, rough_tokens
 from .context import RunContext
 from .decision import Decision
+from .define import AsyncLoop, define_loop
 from .grounding import GroundedConfig, grounded_decision_score, measure, measure_test
 from .search_router import Action, route
+from .toolkit import by_decision_score
 
 DRAWS_PER_RUN = 1000
 """Room for the draws of one request within a run: the k-th sending of a request is sample `run.sample x
@@ -262,6 +266,40 @@ class Search:
         return run
 
 
+S = TypeVar("S", bound=SearchConfig)
+SearchBody = Callable[[Search, Task, S], Awaitable[Run]]
+"""A search loop's own code: the run's `Search` (its context is `search.ctx`), the task and the config."""
+
+SEARCH_RAISES = """
+
+    Raises:
+        ConfigError: a bad config, or a task without examples, before any call.
+"""
+
+
+def define_search_loop(name: str, config_cls: type[S], description: str) -> Callable[[SearchBody[S]], AsyncLoop[S]]:
+    """`define_loop` for a prompt-search baseline: the task must be grounded (`check_search_loop`, before any
+    call), the run's best iteration is by decision score (its dev score), and the body gets the run's `Search`,
+    opened by `Search.begin`, in place of its context."""
+
+    def wrap(body: SearchBody[S]) -> AsyncLoop[S]:
+        @functools.wraps(body)
+        async def opened(ctx: RunContext, task: Task, cfg: S) -> Run:
+            return await body(Search.begin(ctx, cfg), task, cfg)
+
+        opened.__doc__ = (body.__doc__ or "").rstrip() + SEARCH_RAISES
+        define = define_loop(
+            name,
+            config_cls,
+            description,
+            check=lambda task, cfg: check_search_loop(task, cfg, name),
+            rank_by=by_decision_score,
+        )
+        return define(opened)
+
+    return wrap
+
+
 # Shared role prompt (each loop's `prompts` may override it under its role's name; field: prompt) -------------
 PARAPHRASE_PROMPT = """Rewrite the instruction below in other words. Keep its meaning and everything it asks \
 for; change only the wording.
@@ -279,5 +317,6 @@ __all__ = [
     "Search",
     "SearchConfig",
     "check_search_loop",
+    "define_search_loop",
     "dev_score",
 ]
