@@ -183,6 +183,8 @@ its roles (a target model, a judge scorer's model, several critics), which are c
 
 @dataclass(frozen=True)
 class _Definition(Generic[C]):
+    """What `define_loop` and `define_loop_runner` were given: the loop's name, config class, line and hook."""
+
     name: str
     config_cls: type[C]
     description: str
@@ -211,8 +213,7 @@ class _Definition(Generic[C]):
         run = sync_twin(arun)
         run.__name__ = run.__qualname__ = like.__name__.removeprefix("a")
         spec = register_loop(LoopSpec(self.name, cls, arun, self.description, rescore=self.rescore))
-        setattr(arun, "sync", run)  # noqa: B010 (attributes of a function object)
-        setattr(arun, "spec", spec)  # noqa: B010
+        arun.sync, arun.spec = run, spec  # type: ignore[attr-defined]
         return cast("AsyncLoop[C]", arun)
 
 
