@@ -76,7 +76,7 @@ if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gate
     from .loops.protegi.loop import arun_protegi, run_protegi
     from .loops.registry import arun_loop, get_loop, run_loop
     from .loops.resample.loop import ResampleConfig, arun_resample, run_resample
-    from .loops.runtime.base import LoopConfig
+    from .loops.runtime.config import LoopConfig
     from .record import Example, GroundedScore, Split
     from .reports.summary import report
     from .results.store import Results, load
