@@ -34,7 +34,7 @@ def route(aggregates: list[float | None], config: CreatorCriticConfig, *, start:
         ValueError: `aggregates` is empty.
     """
     if not aggregates:
-        raise ValueError("decide needs the aggregate of at least one iteration")
+        raise ValueError("route needs the aggregate of at least one iteration")
     last, t = aggregates[-1], config.finish_threshold
     if t is not None and threshold_streak(aggregates, t) >= config.patience:
         reason = f"aggregate {last:g} >= threshold {t:g} for {config.patience} iteration(s) in a row"

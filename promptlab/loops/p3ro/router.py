@@ -35,7 +35,7 @@ def route(averages: list[float | None], config: P3ROConfig, *, start: bool = Fal
         ValueError: `averages` is empty.
     """
     if not averages:
-        raise ValueError("decide needs the averages of at least one iteration")
+        raise ValueError("route needs the averages of at least one iteration")
     n, last = len(averages), averages[-1]
     if last is not None and last >= config.finish_threshold:
         return Decision("FINISH", f"average {last:g} >= threshold {config.finish_threshold:g}", "threshold")

@@ -2,7 +2,8 @@
 `LOOPS`), what a router returns (`decision`), the config base and reading a task and config (`config`), the
 small helpers loops share (`toolkit`), what a run records about its origin (`provenance`), the run context that
 records calls, steps and events (`context`), grounded scoring of candidates (`grounding`), budgets (`budget`),
-the prompt-search baselines' shared toolkit (`search`) and tool steps (`tool_steps`)."""
+the prompt-search baselines' shared toolkit (`search`) and router (`search_router`), and tool steps
+(`tool_steps`)."""
 
 from __future__ import annotations
 
