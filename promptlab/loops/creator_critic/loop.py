@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import asyncio
 
+from ...critics.simulated import is_simulated
 from ...errors import ConfigError
 from ...eval.expected import expected_scores
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
-from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Step, Task
 from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.config import goal_of

@@ -20,7 +20,7 @@ What a step is, per loop:
 
 from __future__ import annotations
 
-from ...llm.completion import Tally
+from ...llm.tally import Tally
 from ...record import Run
 from .config import LoopConfig
 

@@ -7,9 +7,9 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ...critics.simulated import is_simulated
 from ...errors import ConfigError
-from ...llm.providers import validate_model_name
-from ...llm.simulated import is_simulated
+from ...llm.preflight import validate_model_name
 from ...record import Task
 
 DEFAULT_GOAL = "Make the prompt clearer, more specific and more likely to get a useful answer."

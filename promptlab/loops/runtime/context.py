@@ -15,7 +15,7 @@ from ...errors import ConfigError, ParseError, ProviderError
 from ...events import Event, EventHandler, wants_tokens
 from ...llm.call import CacheArg, acomplete
 from ...llm.completion import Completion
-from ...llm.providers import preflight
+from ...llm.preflight import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
