@@ -59,7 +59,7 @@ CFG = PCEEConfig(model="fake/auto", max_iterations=6, retry_budget=2)
             "failed_step",
             "retry budget (2)",
         ),
-        (Progress(executions=5, ok=False, step_id=1, reason="x"), "stop", "max_iterations", "1 execution(s) left"),
+        (Progress(executions=5, ok=False, step_id=1, reason="x"), "stop", "failed_step", "x) and 1 execution(s) left"),
         (
             Progress(executions=6, ok=False, reason="x", correction_failed="fix 1 failed"),
             "stop",
@@ -84,6 +84,13 @@ CFG = PCEEConfig(model="fake/auto", max_iterations=6, retry_budget=2)
 def test_pcee_router(progress: Progress, expected: str, stop: str | None, reason_part: str) -> None:
     d = pcee_route(progress, CFG)
     assert (d.action, d.stop_reason) == (expected, stop) and reason_part in d.reason, d
+
+
+def test_pcee_router_without_caps() -> None:
+    free = PCEEConfig(model="fake/auto", max_iterations=None, retry_budget=None)
+    assert pcee_route(Progress(executions=500), free).action == "next_step"
+    failed = pcee_route(Progress(executions=500, ok=False, step_id=3, reason="x", retries_used=90), free)
+    assert failed.action == "correct" and "correction 91 of unlimited" in failed.reason
 
 
 def test_search_router_stops_for_the_plan_first_then_for_the_budget() -> None:

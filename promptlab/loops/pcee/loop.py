@@ -18,7 +18,8 @@ next correction, with a fresh draw from the corrector. With the budget spent the
 "failed_step" (`info["failed_step"]` says which). All steps succeeding gives "plan_complete";
 `max_iterations` caps the tool executions of the run (plan steps, retries and fix steps together) and stops
 it with "max_iterations"; the corrector is not asked when fewer than two executions are left (a fix step and
-the retry), since nothing it proposes could then lead to the step passing. A plan whose placeholder names a
+the retry), since nothing it proposes could then lead to the step passing: the run then stops with
+"failed_step", the reason naming the cap. A plan whose placeholder names a
 step that does not come before it (a forward reference) is refused when it is made (the planner is re-asked,
 then the run stops with "error"). A planner call that fails gives "error". Each run gets its own workspace
 `<base>/<run_id>-<n>`, never shared with another run.
@@ -107,7 +108,7 @@ async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str)
             return False, last, f"fix step {fix_step.step_id} failed ({why}); the rest of the fix plan is skipped"
         decision = route(_progress(s, ok=True, step_id=fix_step.step_id, reason=f"fix step succeeded: {why}"), s.cfg)
         ctx.decide(last, decision.action, decision.reason)
-    entry["succeeded"] = len(ctx.run.iterations) < s.cfg.max_iterations
+    entry["succeeded"] = len(ctx.run.iterations) < s.cfg.execution_cap
     return entry["succeeded"], last, "" if entry["succeeded"] else "the fix plan could not finish within max_iterations"
 
 

@@ -50,16 +50,17 @@ def route(p: Progress, cfg: PCEEConfig) -> Decision[Action]:
     After a success: stop with 'plan_complete' after the plan's last step, else next_step.
     After a failure, in order: 'max_iterations' when a correction just failed with no execution left;
     'budget' when the budget refuses the next execution; 'failed_step' when `retry_budget` corrections are
-    spent; 'max_iterations' when fewer than two executions are left (a fix step and the retry: nothing the
-    corrector proposes could then lead to the step passing); else correct (correction `retries_used + 1`).
+    spent, or when fewer than two executions are left (a fix step and the retry: nothing the corrector
+    proposes could then lead to the step passing; the stop is named for what happened, not for the cap);
+    else correct (correction `retries_used + 1`). None for `max_iterations` or `retry_budget`: no cap.
     """
-    cap, left = cfg.max_iterations, cfg.max_iterations - p.executions
+    cap, left = cfg.max_iterations, cfg.execution_cap - p.executions
     if p.ok is None:
         if left <= 0:
             return Decision("stop", f"max_iterations ({cap}) tool executions reached", "max_iterations")
         if p.budget:
             return Decision("stop", p.budget, BUDGET)
-        return Decision("next_step", f"{left} execution(s) left")
+        return Decision("next_step", f"{left:g} execution(s) left")
     if p.ok:
         if p.last_step:
             return Decision("stop", f"all {p.plan_steps} plan steps succeeded", "plan_complete")
@@ -70,12 +71,13 @@ def route(p: Progress, cfg: PCEEConfig) -> Decision[Action]:
     if p.budget:
         return Decision("stop", p.budget, BUDGET)
     failed = f"step {p.step_id} failed ({p.reason})"
-    if p.retries_used >= cfg.retry_budget:
+    if p.retries_used >= cfg.correction_cap:
         return Decision("stop", f"{failed} and the retry budget ({cfg.retry_budget}) is spent", "failed_step")
     if left < 2:
-        few = f"{left} execution(s) left under max_iterations ({cap}), too few for a fix and a retry"
-        return Decision("stop", f"{failed}; {few}", "max_iterations")
-    return Decision("correct", f"{failed}; correction {p.retries_used + 1} of {cfg.retry_budget}")
+        few = f"{left:g} execution(s) left under max_iterations ({cap}), too few for a fix and a retry"
+        return Decision("stop", f"{failed} and {few}", "failed_step")
+    budget = "unlimited" if cfg.retry_budget is None else cfg.retry_budget
+    return Decision("correct", f"{failed}; correction {p.retries_used + 1} of {budget}")
 
 
 __all__ = ["Action", "Progress", "route"]

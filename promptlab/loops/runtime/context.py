@@ -311,6 +311,7 @@ class RunContext(Spending):
             input_tokens=c.input_tokens,
             output_tokens=c.output_tokens,
             cost_usd=c.cost_usd,
+            output=step.output,  # the node's output, which PrintLog shows readably
         )
 
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
