@@ -23,15 +23,12 @@ from __future__ import annotations
 import asyncio
 
 from ...critics.simulated import is_simulated
-from ...errors import ConfigError
 from ...eval.expected import expected_scores
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Iteration, Run, Score, Step, Task
 from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.config import goal_of
 from ..runtime.context import RunContext
-from ..runtime.define import define_loop, rescore_sample
+from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
@@ -41,7 +38,7 @@ from ..runtime.grounding import (
     simulated_score,
     simulated_step,
 )
-from ..runtime.rescoring import rescoring_goal, rescoring_iteration
+from ..runtime.rescoring import Rescore, define_rescore
 from ..runtime.toolkit import best_iteration, by_decision_score, cut
 from .config import (
     CreatorCriticConfig,
@@ -221,39 +218,11 @@ def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> st
     return "\n".join(lines)
 
 
-async def rescore_creator_critic(
-    run: Run,
-    iteration: int,
-    *,
-    sample: int,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    candidate: str | None = None,
-    anchor: float | None = None,
-) -> list[Score]:
-    """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, as
-    re-score number `sample` (1, 2, ...; cached). `candidate` replaces its text and `anchor` shows a previous
-    score (`promptlab.loops.runtime.rescoring`: the bias probes).
-
-    The calls draw at `rescore_sample(run.sample, sample)` plus the critic's index, so no re-score is a
-    cache hit of a logged critic call (of this run, its replicates or another critic) or of another
-    re-score. Raises ConfigError for an iteration without a candidate or a re-score index below 1."""
-    cfg = CreatorCriticConfig.model_validate(run.config)
-    it = next((i for i in run.iterations if i.index == iteration), None)
-    if it is None or it.candidate is None:
-        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext(
-        "creator_critic",
-        run.task,
-        cfg,
-        sample=rescore_sample(run.sample, sample),
-        cache=cache,
-        settings=settings,
-        models=[m for _, m in cfg.critics()],
-    )
-    scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated critic scores from
-    goal = rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor)
-    results = await critique_all(ctx, cfg, scratch, goal, it.candidate if candidate is None else candidate)
+@define_rescore("creator_critic", CreatorCriticConfig, models=lambda cfg: [m for _, m in cfg.critics()])
+async def rescore_creator_critic(r: Rescore[CreatorCriticConfig]) -> list[Score]:
+    """Re-ask the run's critics about a logged candidate with the loop's prompt and schema, each at the re-score's
+    sample plus its index (the hook's arguments: `promptlab.loops.runtime.rescoring.define_rescore`)."""
+    results = await critique_all(r.ctx, r.config, r.iteration, r.goal, r.candidate)
     return [sc for _, _, sc in results]
 
 

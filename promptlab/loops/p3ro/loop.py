@@ -29,15 +29,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ConfigError
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Iteration, Run, Score, Task
 from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.config import goal_of
 from ..runtime.context import RunContext
 from ..runtime.decision import Decision
-from ..runtime.define import define_loop, rescore_sample
+from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
@@ -45,7 +42,7 @@ from ..runtime.grounding import (
     measure_test,
     simulated_info,
 )
-from ..runtime.rescoring import rescoring_goal, rescoring_iteration
+from ..runtime.rescoring import Rescore, define_rescore
 from ..runtime.toolkit import best_iteration, by_decision_score
 from .config import P3ROConfig, average_of
 from .evaluate import Evaluation, evaluate
@@ -177,38 +174,12 @@ async def _probe(s: _State, it: Iteration) -> None:
         it.reflection = s.reflection = refl.summary
 
 
-async def rescore_p3ro(
-    run: Run,
-    iteration: int,
-    *,
-    sample: int,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    candidate: str | None = None,
-    anchor: float | None = None,
-) -> list[Score]:
-    """Re-ask the run's evaluator about iteration `iteration`'s candidate with the loop's prompt, criteria and
-    schema, as re-score number `sample` (1, 2, ...; cached). `candidate` replaces its text and `anchor` shows a
-    previous score (`promptlab.loops.runtime.rescoring`: the bias probes).
-
-    The call draws at `rescore_sample(run.sample, sample)`, so no re-score is a cache hit of a logged
-    evaluator call (of this run or its replicates) or of another re-score. Raises ConfigError for an
-    iteration without a candidate or a re-score index below 1."""
-    cfg = P3ROConfig.model_validate(run.config)
-    it = next((i for i in run.iterations if i.index == iteration), None)
-    if it is None or it.candidate is None:
-        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache, settings=settings)
-    scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated evaluator scores from
-    ev = await evaluate(
-        ctx,
-        cfg,
-        rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor),
-        list(run.info.get("criteria") or []),
-        it.candidate if candidate is None else candidate,
-        scratch,
-    )
-    return ev.scores
+@define_rescore("p3ro", P3ROConfig)
+async def rescore_p3ro(r: Rescore[P3ROConfig]) -> list[Score]:
+    """Re-ask the run's evaluator about a logged candidate with the loop's prompt, criteria and schema (the
+    hook's arguments: `promptlab.loops.runtime.rescoring.define_rescore`)."""
+    criteria = list(r.run.info.get("criteria") or [])
+    return (await evaluate(r.ctx, r.config, r.goal, criteria, r.candidate, r.iteration)).scores
 
 
 @define_loop(
