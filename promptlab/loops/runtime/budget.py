@@ -23,6 +23,7 @@ from __future__ import annotations
 from ...llm.tally import Tally
 from ...record import Run
 from .config import LoopConfig
+from .interrupt import INTERRUPTED, stop_requested
 
 BUDGET_FREE_PHASES = frozenset({"score_test"})
 """Phases whose calls measure a run rather than drive it (the test split): left out of its budget spend."""
@@ -65,11 +66,19 @@ class Spending:
             self.spent.merge(tally)
             self.spent_by_phase.setdefault(phase, Tally()).merge(tally)
 
+    @staticmethod
+    def recorded_stop(stop_reason: str) -> str:
+        """The stop reason a run records: 'budget' is INTERRUPTED while a Stop is asked (`stop_scope`), since the
+        loop then stopped as on a budget."""
+        return INTERRUPTED if stop_reason == BUDGET and stop_requested() else stop_reason
+
     def budget_stop(self, next_calls: int = 0, next_tokens: int = 0) -> str | None:
         """Why the next step, expected to make `next_calls` calls of `next_tokens` tokens, must not start
         (its spend would pass `budget_calls` or `budget_tokens`), or None when it may. A loop asks before each
         step and stops with stop reason 'budget' on a reason; an estimate that falls short can pass a budget
-        by at most that one step."""
+        by at most that one step. While a `stop_scope` flag is set, every step must not start."""
+        if stop_requested():
+            return f"{INTERRUPTED}: asked to stop"
         cfg, s = self.config, self.spent
         if cfg.budget_calls is not None and s.calls + next_calls > cfg.budget_calls:
             return (

@@ -4,6 +4,7 @@ events, totals) and closes it into a `Run`."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
@@ -102,8 +103,6 @@ class RunContext(Spending):
         try:
             self.on_event(event)
         except Exception as e:  # the run is worth more than the display
-            import logging
-
             logging.getLogger("promptlab").warning("on_event callback failed: %s", e)
 
     # prompts ----------------------------------------------------------------------------------
@@ -376,14 +375,14 @@ class RunContext(Spending):
         """Close the run: stop reason, output, best iteration (by `rank_by`, the rule the loop chooses its
         best prompt by) and its average, wall time; emits run_finished."""
         r = self.run
-        r.stop_reason, r.final_output = stop_reason, final_output
+        r.stop_reason, r.final_output = self.recorded_stop(stop_reason), final_output
         best = best_iteration(r.iterations, key=self.rank_by)
         if best is not None:
             r.best_iteration, r.best_score = best.index, best.average
         r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
         r.spent = self.spent.model_copy()
         self.clean.model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
-        self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
+        self.emit("run_finished", f"stopped: {r.stop_reason}", stop_reason=r.stop_reason, best_score=r.best_score)
         return r
 
 
