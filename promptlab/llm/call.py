@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from ..errors import CacheUnavailableError
 from . import structured
-from .budget import gate
+from .budget import Budget, gate
 from .cache.backend import CacheBackend
 from .cache.location import open_cache
 from .completion import Completion
@@ -65,6 +65,14 @@ def _keep(store: CacheBackend | None, op: ProviderCall, reply: Reply) -> Reply:
     if store is not None and op.reply_key is not None:
         store.add(op.reply_key, reply)
     return reply
+
+
+def _charge(budget: Budget, req: Request, request: dict[str, Any], reply: Reply) -> None:
+    """Charge a paid reply to the spending cap: its cost, or an estimate when the cost is unknown."""
+    paid = priced(req, reply)
+    budget.charge(
+        req.model, paid.cost_usd, paid.input_tokens, paid.output_tokens, request=request, reply_text=paid.text
+    )
 
 
 def _resolve_cache(cache: CacheArg) -> CacheBackend | None:
@@ -187,7 +195,7 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
                 error = e
                 continue
             if budget is not None:
-                budget.charge(req.model, priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens)
+                _charge(budget, req, op.kwargs, reply)
             value = _keep(store, op, reply)
     return _settle(store, req, done)
 
@@ -285,9 +293,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                     error = e
                     continue
                 if budget is not None:  # a locked file update: off the event loop
-                    await asyncio.to_thread(
-                        budget.charge, req.model, priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens
-                    )
+                    await asyncio.to_thread(_charge, budget, req, op.kwargs, reply)
                 keep = store is not None and op.reply_key is not None  # else there is nothing to write
                 value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
     if store is None:

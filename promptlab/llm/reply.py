@@ -3,6 +3,7 @@ made the request), with its cost from litellm's price map: None for an unknown p
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel
@@ -63,20 +64,34 @@ def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
         return None  # litellm does not know this model's price: unknown, not zero
 
 
+def tokens_of(usage: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of a reported usage, when it is usage: both counts whole numbers >= 0 (not
+    a bool, a string, a fraction or a negative), and not both zero (what litellm fills in for a reply without
+    usage: a chat request has at least one prompt token). Anything else is unknown (None), never counted."""
+    if usage is None:
+        return None
+    get = usage.get if isinstance(usage, dict) else lambda name: getattr(usage, name, None)
+    prompt, completion = get("prompt_tokens"), get("completion_tokens")
+    if type(prompt) is not int or type(completion) is not int or prompt < 0 or completion < 0:
+        return None
+    return None if prompt == completion == 0 else (prompt, completion)
+
+
 def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True) -> Reply:
     """The Reply in a litellm ModelResponse for a call to `model` (`own`: an in-process model). Usage the
-    provider did not send is unknown (None), and so is the cost: with `usage` False (a stream that carried
-    none), or zero tokens both ways (what litellm fills in for a plain reply without usage)."""
+    provider did not send, or sent as something that is not usage (`tokens_of`), is unknown (None), and so is
+    the cost; with `usage` False (a stream that carried none) it is unknown too."""
     reported: Any = getattr(response, "usage", None) if usage else None
-    known = reported is not None and getattr(reported, "prompt_tokens", None) is not None
-    if known and not own and not reported.prompt_tokens and not reported.completion_tokens:
-        known = False  # litellm's zeros for a reply without usage: a chat request has at least one prompt token
+    counts = tokens_of(reported)
+    if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
+        counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
     choice = response.choices[0]
+    cost = cost_of(model, response, own=own) if counts is not None or own else None
     return Reply(
         text=choice.message.content or "",
-        input_tokens=int(reported.prompt_tokens or 0) if known else None,
-        output_tokens=int(reported.completion_tokens or 0) if known else None,
-        cost_usd=cost_of(model, response, own=own) if known or own else None,
+        input_tokens=counts[0] if counts is not None else None,
+        output_tokens=counts[1] if counts is not None else None,
+        cost_usd=cost if cost is None or (math.isfinite(cost) and cost >= 0) else None,
         finish_reason=getattr(choice, "finish_reason", None),
         logprobs=logprobs_of(getattr(choice, "logprobs", None)),
         response_model=reported_model(model, response),
@@ -84,4 +99,4 @@ def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True
     )
 
 
-__all__ = ["Reply", "cost_of", "reply_of"]
+__all__ = ["Reply", "cost_of", "reply_of", "tokens_of"]
