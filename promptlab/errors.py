@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .sanitize import mask_userinfo
+
 
 class PromptlabError(Exception):
-    """Base class of every error promptlab raises on purpose."""
+    """Base class of every error promptlab raises on purpose. Its message never shows a URL's password
+    (`sanitize.mask_userinfo`), wherever it is printed, logged or recorded."""
+
+    def __str__(self) -> str:
+        return mask_userinfo(super().__str__())
 
     infrastructure: bool = False
     """True when the failure lies outside the model's reply (provider down, key missing, bad setup): the

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
-from .aliases import base_host, get_alias, missing_key_vars, registered_models
+from .aliases import base_host, check_bases, get_alias, missing_key_vars, registered_models
 from .simulated import is_simulated, parse_sim
 
 OWN_PROVIDERS = ("fake", "local")
@@ -241,7 +241,15 @@ def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None)
         except PromptlabError as e:  # e.g. the embedded model's packages are missing
             problems.append(f"- {model!r}: {e}")
             continue
-        if is_own(model) or is_simulated(model) or "api_key" in given or "mock_response" in given:
+        if is_own(model) or is_simulated(model):
+            continue
+        alias = get_alias(model)
+        try:
+            check_bases(alias.api_base if alias is not None else given.get("api_base"))
+        except ConfigError as e:
+            problems.append(f"- {model!r}: {e}")
+            continue
+        if "api_key" in given or "mock_response" in given:
             continue
         missing = key_env_vars(model)
         if missing:

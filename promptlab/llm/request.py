@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from . import structured
-from .aliases import ModelAlias, endpoint_identity, get_alias
+from .aliases import ModelAlias, check_bases, endpoint_identity, get_alias
 from .cache.keys import SECRET_FIELDS, cache_key
 from .limits import shared_concurrency
 from .providers import MODEL_THREADS, OWN_PROVIDERS, is_local, litellm
@@ -72,7 +72,7 @@ class Request:
         """Where the requests go, as errors name it: the api_base's host, 'in-process', or the provider's
         default endpoint ('<provider> default endpoint')."""
         if self.base:
-            return urlsplit(self.base).netloc or self.base
+            return urlsplit(self.base).netloc.rpartition("@")[2] or self.base
         if self.own:
             return "in-process"
         try:
@@ -162,6 +162,8 @@ def build_request(
     base = gen.get("api_base") or gen.get("base_url")
     endpoint = target
     own = target.split("/", 1)[0] in OWN_PROVIDERS
+    if not own:
+        check_bases(base)
     if base and not own:  # two servers with one model name never share replies (host only)
         payload["endpoint"] = endpoint_identity(target, str(base))
         endpoint = f"{target}@{payload['endpoint']}"
