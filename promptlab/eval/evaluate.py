@@ -27,7 +27,8 @@ from ..llm.completion import Completion, Tally, Usage
 from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
 from ..record import Example, GroundedScore
-from .scorers import Scored, Scorer, get_scorer, score_safely
+from .scorers import get_scorer
+from .scoring import Scored, Scorer, score_safely
 from .stats import mean_ci
 from .tasks import format_prompt
 
