@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import direct
-from .failures import NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
+from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
+from .guarded_http import REPLY_CAP, install
 from .loopthread import CALLS
 from .providers import litellm
 from .reply import Reply, reply_of
@@ -68,17 +69,24 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
             response = await direct.apost(way, kwargs, cap)
         return _checked(req, reply_of(req.target, response, own=req.own), on_token, streams)
     lm = litellm()
+    install(lm)  # litellm's OpenAI-compatible replies read by the same rule (`promptlab.llm.guarded_http`)
+    token, chunks = REPLY_CAP.set(cap), []
     try:
         if not streams:
             return _checked(req, reply_of(req.target, await lm.acompletion(**kwargs), own=req.own), on_token, False)
         assert on_token is not None
         stream = await lm.acompletion(**kwargs, stream=True, stream_options={"include_usage": True})
-        chunks = [chunk async for chunk in _pieces_of(stream, on_token)]
+        async for chunk in _pieces_of(stream, on_token):
+            chunks.append(chunk)
     except Exception as e:
         invalid = invalid_reply_of(e)  # a broken body that litellm read as an HTTP 500 of its own
         if invalid is None:
             raise
+        if invalid.detail == NO_END and not _chosen(chunks):
+            invalid = InvalidReply(NO_CHOICE)  # as the direct path says it
         raise invalid from e
+    finally:
+        REPLY_CAP.reset(token)
     return _checked(req, _streamed(req, kwargs, stream, chunks), on_token, True)
 
 
@@ -110,6 +118,12 @@ def _send_piece(chunk: Any, on_token: TokenHandler) -> None:
             on_token(text)
 
 
+def _chosen(chunks: list[Any]) -> bool:
+    """Whether any chunk of a stream carried a choice the provider sent (text or a role: litellm adds an empty
+    one of its own when it met none)."""
+    return any(c.choices and (c.choices[0].delta.content or c.choices[0].delta.role) for c in chunks)
+
+
 def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[Any]) -> Reply:
     """The Reply of a stream litellm read, checked: litellm makes up a finish reason and counts tokens
     itself when the provider sent neither, so both are read from what the provider did send."""
@@ -127,7 +141,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
         getattr(stream, "received_finish_reason", None) is None
         and getattr(stream, "intermittent_finish_reason", None) is None
     ):
-        raise InvalidReply(NO_END)
+        raise InvalidReply(NO_END if _chosen(chunks) else NO_CHOICE)  # only [DONE]: no reply, as direct says
     sent_usage = any(getattr(c, "usage", None) is not None for c in getattr(stream, "chunks", ()))
     built = litellm().stream_chunk_builder(chunks, messages=kwargs["messages"])
     return reply_of(req.target, built, own=req.own, usage=sent_usage or req.own)

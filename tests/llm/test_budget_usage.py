@@ -49,7 +49,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FaultServer:
 
 
 @pytest.mark.parametrize("transport", ["auto", "litellm"])
-@pytest.mark.parametrize("kind", ["negative", "none", "zero"])
+@pytest.mark.parametrize("kind", sorted(BAD_USAGE))
 def test_usage_that_is_not_usage_counts_against_the_cap(
     server: FaultServer, tmp_path: Path, kind: str, transport: str
 ) -> None:
