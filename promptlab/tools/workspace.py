@@ -47,6 +47,12 @@ MAX_WORKSPACE_BYTES = 64 * 2**20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def printable(name: str) -> str:
+    """A file name as text a record can hold: bytes that are not UTF-8 (which Python keeps as lone surrogates)
+    are shown as \\xNN escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 class WorkspaceError(PromptlabError, ValueError):
     """A path that leaves the workspace, or a file operation that cannot be done; the message says which."""
 
@@ -329,9 +335,9 @@ class Workspace:
             here = Path(dirpath)
             for name in dirnames + filenames:
                 p = here / name
-                entry = str(p.relative_to(self.root))
+                entry = printable(str(p.relative_to(self.root)))
                 if p.is_symlink():
-                    entries.append(f"{entry} -> {os.readlink(p)}")
+                    entries.append(f"{entry} -> {printable(os.readlink(p))}")
                 elif p.is_dir():
                     entries.append(entry + "/")
                 else:

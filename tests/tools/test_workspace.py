@@ -183,3 +183,13 @@ def test_for_run_gives_a_fresh_folder_under_the_base(tmp_path: Path) -> None:
         Workspace(tmp_path / "w", shell_timeout_s=0)
     with pytest.raises(WorkspaceError, match="max_file_bytes"):
         Workspace(tmp_path / "w", max_file_bytes=10, max_workspace_bytes=5)
+
+
+def test_a_file_name_that_is_not_utf8_lists_as_text(ws: Workspace) -> None:
+    """#28 item 8: a command that makes a file whose name is not UTF-8 must not fail the next list_files step."""
+    ws.write_file("ok.txt", "x")
+    (ws.root / os.fsdecode(b"bad\xff.txt")).write_text("y")
+    os.symlink(os.fsdecode(b"to\xfe"), ws.root / "link")
+    listed = ws.list_files()
+    assert listed["entries"] == ["bad\\xff.txt", "link -> to\\xfe", "ok.txt"]
+    "\n".join(listed["entries"]).encode("utf-8")  # storable: no lone surrogate left
