@@ -13,6 +13,7 @@ import pytest
 
 import promptlab as pl
 from promptlab.cli import main
+from promptlab.errors import CacheUnavailableError
 from promptlab.llm.cache.backend import encode_record
 from promptlab.llm.cache.disk import Cache
 from promptlab.llm.cache.readonly import ReadOnlyCache
@@ -116,3 +117,24 @@ def test_a_value_file_inside_the_cache_is_still_read_and_removed(tmp_path: Path)
     assert got is not None and got.text == big
     cache.discard("big")
     assert not files[0].exists() and not files[0].parent.exists() and folder.is_dir()
+
+
+@pytest.mark.parametrize("kind", ["other-schema", "directory"])
+def test_a_cache_db_that_cannot_be_opened_is_named_with_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """#28 item 5: a raw sqlite3 traceback before; now one line naming the file and what to do, exit 2."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    if kind == "directory":
+        (folder / "cache.db").mkdir()
+    else:
+        con = sqlite3.connect(folder / "cache.db")
+        con.execute("CREATE TABLE Cache (id INTEGER, payload TEXT)")
+        con.commit()
+        con.close()
+    with pytest.raises(CacheUnavailableError, match=r"cannot open .*cache\.db.*(move it away|another cache)"):
+        Cache(folder)
+    assert main(["cache", "stats", "--dir", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "cache.db" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

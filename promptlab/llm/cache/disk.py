@@ -94,6 +94,8 @@ class Cache(CacheBackend):
 
     Raises:
         CacheDiskFullError: the directory's disk is full and the database cannot be opened.
+        CacheUnavailableError: its cache.db cannot be opened (a directory, another program's database), naming
+            the file and what to do.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -110,12 +112,25 @@ class Cache(CacheBackend):
             self._dc, self._ident = self._open_checked()
         except (sqlite3.Error, OSError) as e:
             if not is_disk_full(e):
-                raise
+                raise CacheUnavailableError(
+                    self.location,
+                    f"cannot open {self._db} ({e}): {self._what_to_do()}",
+                    origin="the cache directory",
+                ) from e
             raise CacheDiskFullError(
                 self.location,
                 f"its disk is full ({e}); free space there or use another cache directory",
                 origin="the cache directory",
             ) from e
+
+    def _what_to_do(self) -> str:
+        """What to do about a cache.db that cannot be opened (not corrupt, which heals by itself)."""
+        if self._db.is_dir():
+            return "it is a directory, not a database file; move it away or use another cache directory"
+        return (
+            "it is not a promptlab cache (another program's database, or another version's); move it away "
+            "or use another cache directory"
+        )
 
     def _open_checked(self) -> tuple[Any, tuple[int, int] | None]:
         try:
