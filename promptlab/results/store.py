@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
+from ..reading import jsonl_lines
 from ..record import Run
 from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
 from .frames import (
@@ -247,7 +248,7 @@ def cell_status(results_dir: str | os.PathLike[str], cell_id: str) -> dict[str, 
 def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
     """The lossless Run records of a cell (its runs.jsonl)."""
     path = _cell_dir(results_dir, cell_id) / "runs.jsonl"
-    return [Run.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+    return [Run.model_validate_json(line) for line in jsonl_lines(path.read_text()) if line.strip()]
 
 
 def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:

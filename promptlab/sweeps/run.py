@@ -143,6 +143,8 @@ def sweep(
     if cell_concurrency is not None and cell_concurrency < 1:
         raise ConfigError(f"cell_concurrency: {cell_concurrency} must be at least 1")
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
+    if out_dir is not None and not str(out_dir).strip():
+        raise ConfigError("out_dir (--out): an empty path would write the results into the working directory")
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
