@@ -90,6 +90,12 @@ def mask_userinfo(text: str) -> str:
     return USERINFO.sub(rf"\1{MASK}@", text) if "@" in text and "://" in text else text
 
 
+def printable(name: str) -> str:
+    """A file name as text a record can hold: bytes that are not UTF-8 (which Python keeps as lone surrogates)
+    are shown as \\xNN escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -184,6 +190,7 @@ __all__ = [
     "clean_model",
     "is_secret_name",
     "mask_userinfo",
+    "printable",
     "redact",
     "secret_values",
     "strip_controls",

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PromptlabError
+from ..sanitize import printable
 from .bwrap import prlimit_path
 from .limits import SandboxLimits
 from .running import run_capped
@@ -45,12 +46,6 @@ MAX_FILE_BYTES = 4 * 2**20
 MAX_WORKSPACE_BYTES = 64 * 2**20
 """Default cap of the whole workspace for a write by the file tools."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def printable(name: str) -> str:
-    """A file name as text a record can hold: bytes that are not UTF-8 (which Python keeps as lone surrogates)
-    are shown as \\xNN escapes."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class WorkspaceError(PromptlabError, ValueError):

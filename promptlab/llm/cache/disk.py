@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from ...errors import CacheUnavailableError
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
-from .entries import SafeDisk, problem_of
+from .entries import SafeDisk, problem_of, unopenable
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
@@ -114,7 +114,7 @@ class Cache(CacheBackend):
             if not is_disk_full(e):
                 raise CacheUnavailableError(
                     self.location,
-                    f"cannot open {self._db} ({e}): {self._what_to_do()}",
+                    f"cannot open {self._db} ({e}): {unopenable(self._db)}",
                     origin="the cache directory",
                 ) from e
             raise CacheDiskFullError(
@@ -122,15 +122,6 @@ class Cache(CacheBackend):
                 f"its disk is full ({e}); free space there or use another cache directory",
                 origin="the cache directory",
             ) from e
-
-    def _what_to_do(self) -> str:
-        """What to do about a cache.db that cannot be opened (not corrupt, which heals by itself)."""
-        if self._db.is_dir():
-            return "it is a directory, not a database file; move it away or use another cache directory"
-        return (
-            "it is not a promptlab cache (another program's database, or another version's); move it away "
-            "or use another cache directory"
-        )
 
     def _open_checked(self) -> tuple[Any, tuple[int, int] | None]:
         try:

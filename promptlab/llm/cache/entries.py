@@ -57,6 +57,16 @@ def problem_of(raw: int, mode: int, filename: str | None, directory: str | os.Pa
     return None
 
 
+def unopenable(db: Path) -> str:
+    """What to do about a cache.db that cannot be opened (not a corrupt one, which heals by itself)."""
+    if db.is_dir():
+        return "it is a directory, not a database file; move it away or use another cache directory"
+    return (
+        "it is not a promptlab cache (another program's database, or another version's); move it away "
+        "or use another cache directory"
+    )
+
+
 class SafeDisk(diskcache.Disk):  # type: ignore[misc]
     """diskcache's Disk, reading rows as data only and never a path outside the cache directory."""
 
@@ -92,4 +102,14 @@ class SafeDisk(diskcache.Disk):  # type: ignore[misc]
             parent = parent.parent
 
 
-__all__ = ["MODE_BINARY", "MODE_PICKLE", "MODE_RAW", "MODE_TEXT", "SafeDisk", "UnsafeEntry", "inside", "problem_of"]
+__all__ = [
+    "MODE_BINARY",
+    "MODE_PICKLE",
+    "MODE_RAW",
+    "MODE_TEXT",
+    "SafeDisk",
+    "UnsafeEntry",
+    "inside",
+    "problem_of",
+    "unopenable",
+]
