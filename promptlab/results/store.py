@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ResultsDiskFull, is_disk_full
 from ..reading import jsonl_lines
 from ..record import Run
 from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
@@ -252,8 +252,14 @@ def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
 
 
 def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:
-    """Write bytes (or call `data(tmp_path)`) to a temp file beside `path`, fsync it, then os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write bytes (or call `data(tmp_path)`) to a temp file beside `path`, fsync it, then os.replace; a full
+    disk raises ResultsDiskFull naming `path` (the temp file removed, `path` as it was)."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        if is_disk_full(e):
+            raise ResultsDiskFull(str(path), e) from e
+        raise
     try:
         if isinstance(data, bytes):
             with os.fdopen(fd, "wb") as f:
@@ -267,8 +273,10 @@ def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:
                 os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise ResultsDiskFull(str(path), e) from e
         raise
 
 
