@@ -28,12 +28,12 @@ from hardening_battery import Row
 
 import promptlab as pl
 from promptlab.cli import main
-from promptlab.errors import BudgetExceeded, CacheUnavailableError, ConfigError, ProviderError
-from promptlab.llm.budget import Budget
+from promptlab.errors import CacheUnavailableError, ConfigError, ProviderError, SpendingCapExceeded
 from promptlab.llm.cache.backend import encode_record
 from promptlab.llm.cache.disk import Cache
-from promptlab.llm.providers import litellm
+from promptlab.llm.model_names import litellm
 from promptlab.llm.settings import Settings
+from promptlab.llm.spending_cap import SpendingCap
 from promptlab.reading import load_yaml
 from promptlab.sweeps.dirlock import ResultsDirBusy, hold_results_dir
 
@@ -91,10 +91,10 @@ def usage_under_a_cap(base: Path) -> Row:
     for kind, usage in USAGES.items():
         for transport in TRANSPORTS:
             tried += 1
-            budget = Budget(base / f"{kind}-{transport}.json", cap=0.004)
+            budget = SpendingCap(base / f"{kind}-{transport}.json", cap=0.004)
             settings = Settings(transport=transport, retries=0, timeout_s=10, deadline_s=30)
             with FaultServer(default=Reply(LONG, **usage), model="gpt-4o-mini") as server, _routed(server):
-                with budget.scope(), contextlib.suppress(BudgetExceeded):
+                with budget.scope(), contextlib.suppress(SpendingCapExceeded):
                     for i in range(40):
                         pl.complete(server.model, f"p{i}", max_tokens=100, settings=settings, cache=False)
                 paid = _paid(server, LONG)

@@ -1,6 +1,6 @@
 """What a reply is: one rule for the bytes an OpenAI-compatible server sends back, applied on both transports.
 
-The direct transport (`promptlab.llm.direct`) reads each body with `completion_of` and each streamed event with
+The direct transport (`promptlab.llm.openai_http`) reads each body with `completion_of` and each streamed event with
 `chunk_of`; litellm's requests to such servers read theirs through the same functions
 (`promptlab.llm.guarded_http`), before litellm sees them. So a shape of reply gets one answer, whichever way:
 
@@ -11,7 +11,7 @@ The direct transport (`promptlab.llm.direct`) reads each body with `completion_o
   a number is not a reply);
 - lone UTF-16 surrogates (half an emoji pair, `\\ud83d`) in the text are replaced by U+FFFD, so a reply can be
   stored and re-read (UTF-8 cannot encode a lone surrogate);
-- usage that is not usage (`promptlab.llm.reply.tokens_of`: counts that are not whole numbers >= 0) is dropped:
+- usage that is not usage (`tokens_of`: counts that are not whole numbers >= 0) is dropped:
   the reply stands, its tokens and cost are unknown (and a spending cap estimates them).
 
 Anything that is not a reply raises `InvalidReply` naming what it is not.
@@ -24,7 +24,6 @@ import re
 from typing import Any
 
 from .failures import NOT_CHAT, NOT_JSON, NOT_UTF8, InvalidReply
-from .reply import tokens_of
 
 MAX_DEPTH = 64
 """The deepest nesting of arrays and objects a reply may have (a chat completion needs about 6)."""
@@ -33,6 +32,19 @@ LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 """A surrogate code point in a decoded str is always a lone one (a pair decodes to one code point)."""
 NOT_TEXT = "not a chat completion (its message content is not text)"
 TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
+
+
+def tokens_of(usage: Any) -> tuple[int, int] | None:
+    """(prompt, completion) tokens of a reported usage, when it is usage: both counts whole numbers >= 0 (not
+    a bool, a string, a fraction or a negative), and not both zero (what litellm fills in for a reply without
+    usage: a chat request has at least one prompt token). Anything else is unknown (None), never counted."""
+    if usage is None:
+        return None
+    get = usage.get if isinstance(usage, dict) else lambda name: getattr(usage, name, None)
+    prompt, completion = get("prompt_tokens"), get("completion_tokens")
+    if type(prompt) is not int or type(completion) is not int or prompt < 0 or completion < 0:
+        return None
+    return None if prompt == completion == 0 else (prompt, completion)
 
 
 def _depth_ok(text: str) -> bool:
@@ -129,4 +141,4 @@ def chunk_of(data: str) -> dict[str, Any]:
     return chunk
 
 
-__all__ = ["BOM", "MAX_DEPTH", "NOT_TEXT", "TOO_DEEP", "chunk_of", "completion_of", "loads"]
+__all__ = ["BOM", "MAX_DEPTH", "NOT_TEXT", "TOO_DEEP", "chunk_of", "completion_of", "loads", "tokens_of"]

@@ -12,11 +12,11 @@ import pytest
 from fault_server import FaultServer, Reply
 
 import promptlab as pl
-from promptlab.errors import BudgetExceeded, ConfigError
-from promptlab.llm.budget import Budget, price_of
-from promptlab.llm.providers import litellm
-from promptlab.llm.reply import tokens_of
+from promptlab.errors import ConfigError, SpendingCapExceeded
+from promptlab.llm.model_names import litellm
 from promptlab.llm.settings import Settings
+from promptlab.llm.spending_cap import SpendingCap, price_of
+from promptlab.llm.wire import tokens_of
 
 TEXT = '{"score": 7, "note": "' + "lorem ipsum dolor " * 600 + '"}'
 """A long reply (about 1,800 tokens): 0.0011 USD of gpt-4o-mini's output each."""
@@ -55,9 +55,9 @@ def test_usage_that_is_not_usage_counts_against_the_cap(
 ) -> None:
     server.default = Reply(TEXT, **BAD_USAGE[kind])
     cap, settings = 0.004, Settings(transport=transport, retries=0, timeout_s=10, deadline_s=30)
-    budget = Budget(tmp_path / "budget.json", cap=cap)
+    budget = SpendingCap(tmp_path / "budget.json", cap=cap)
     made: list[pl.Completion] = []
-    with budget.scope(), pytest.raises(BudgetExceeded):
+    with budget.scope(), pytest.raises(SpendingCapExceeded):
         for i in range(40):
             made.append(pl.complete(server.model, f"prompt {i}", max_tokens=100, settings=settings, cache=False))
     assert all(c.input_tokens is None and c.cost_usd is None for c in made)  # unknown, never 0 or negative
@@ -80,6 +80,6 @@ def test_a_ledger_that_went_negative_is_refused_not_a_cap_switched_off(tmp_path:
     path = tmp_path / "budget.json"
     path.write_text(json.dumps({"version": 1, "spent_usd": -1584000.0, "requests": 3, "by_model": {}}))
     with pytest.raises(ConfigError, match="budget ledger .*unreadable.*delete it"):
-        Budget(path, cap=0.5).spent()
+        SpendingCap(path, cap=0.5).spent()
     with pytest.raises(ConfigError, match="budget ledger"):
-        Budget(path, cap=0.5).charge("openai/gpt-4o-mini", 0.001, 10, 10)
+        SpendingCap(path, cap=0.5).charge("openai/gpt-4o-mini", 0.001, 10, 10)

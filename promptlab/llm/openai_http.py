@@ -27,7 +27,7 @@ Requests go over aiohttp, one session per event loop (blocking calls run theirs 
 `promptlab.llm.transport`). httpx's async pool scans every connection for each queued request, which costs
 milliseconds of CPU per call with tens in flight; aiohttp's pool hands a free connection over in constant
 time. Connections are not capped here: the limit on calls in flight is each call's own (`Settings`,
-enforced by `promptlab.llm.limits`).
+enforced by `promptlab.llm.concurrency.limits`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .failures import NO_CHOICE, NO_END, NOT_UTF8, InvalidReply, status_error, too_big, transport_error
-from .providers import litellm
+from .model_names import litellm
 from .wire import chunk_of, completion_of
 
 if TYPE_CHECKING:
