@@ -316,6 +316,7 @@ class RunContext:
             input_tokens=c.input_tokens,
             output_tokens=c.output_tokens,
             cost_usd=c.cost_usd,
+            output=step.output,  # the node's output, which PrintLog shows readably
         )
 
     def _reported(self, role: str, model: str, c: Completion) -> None:
