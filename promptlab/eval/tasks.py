@@ -45,7 +45,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..reading import jsonl_lines, read_text
 from ..record import Example, Split, Task
-from .scorers import get_scorer
+from .scorers import RegexTimeout, get_scorer
 from .scoring import Scorer, bounded
 
 DEFAULT_SCORER = "exact"
@@ -293,6 +293,8 @@ def _self_check(task: Task, scorer: Scorer, label: str) -> None:
         for reply, how in replies:
             try:
                 scored = scorer.score_example(reply, ex)
+            except RegexTimeout as e:  # it would hang every run on such a reply: refused at load
+                raise ConfigError(f"{label}: scorer: on examples[{i}] {how}, {e}") from None
             except Exception:
                 continue
             checked = bounded(scorer, scored)

@@ -105,3 +105,15 @@ def test_notebook_parameters_are_checked_before_anything_runs(
     with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
         run_cell_by_id(**{**kwargs, **given})
     assert not (tmp_path / "out").exists()
+
+
+def test_a_catastrophic_regex_scorer_is_refused_at_load_not_hung(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    examples = [{"input": "a", "target": "a" * 60 + "b"}, {"input": "b", "target": "b"}]
+    scorer = {"kind": "regex", "pattern": "(a|aa)+$"}  # exponential for a backtracking matcher
+    path.write_text(json.dumps({"id": "r", "prompt": "{input}", "examples": examples, "scorer": scorer}))
+    with pytest.raises(ConfigError, match=r"scorer: on examples\[0\].*regex '\(a\|aa\)\+\$' took over 1 s"):
+        read_tasks(path)
+    scorer = {"kind": "regex", "pattern": "^(a+)+$"}  # the classic one: the regex package matches it at once
+    path.write_text(json.dumps({"id": "r", "prompt": "{input}", "examples": examples, "scorer": scorer}))
+    assert read_tasks(path)[0].id == "r"
