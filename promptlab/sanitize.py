@@ -79,8 +79,8 @@ def strip_controls(text: str) -> str:
 _ANY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/?#@]*@")
-"""The user name and password of a URL (`scheme://user:pass@`)."""
+USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)(?![:*]*@)[^\s/?#@]*@")
+"""The user name and password of a URL (`scheme://user:pass@`), unless already masked (only `*` and `:`)."""
 MASK = "***"
 """What a URL's user name and password are replaced with."""
 
