@@ -23,8 +23,9 @@ from pydantic import BaseModel
 from . import structured
 from .aliases import ModelAlias, endpoint_identity, get_alias
 from .cache.keys import SECRET_FIELDS, cache_key
+from .inproc import MODEL_THREADS
 from .limits import shared_concurrency
-from .providers import MODEL_THREADS, OWN_PROVIDERS, is_local, litellm
+from .providers import OWN_PROVIDERS, is_local, litellm
 from .settings import DEFAULT_SETTINGS, Settings
 
 Prompt = Union[str, list[dict[str, Any]]]

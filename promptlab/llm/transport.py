@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from . import direct
+from . import direct, inproc
 from .failures import NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
 from .loopthread import CALLS
 from .providers import litellm
@@ -41,7 +41,9 @@ def _streams(kwargs: dict[str, Any], on_token: TokenHandler | None) -> bool:
 
 def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (blocking) and read its reply."""
-    if req.own or "mock_response" in kwargs:
+    if req.own:
+        return _checked(req, *inproc.generate(req.target, kwargs, on_token), on_token)
+    if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
@@ -49,7 +51,7 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
 async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (async) and read its reply; the request's timeout bounds all of it."""
     if req.own:
-        return await _afetch(req, kwargs, on_token)
+        return _checked(req, *await inproc.agenerate(req.target, kwargs, on_token), on_token)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
@@ -66,11 +68,11 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
             response = await direct.astream(way, kwargs, on_token, cap)
         else:
             response = await direct.apost(way, kwargs, cap)
-        return _checked(req, reply_of(req.target, response, own=req.own), on_token, streams)
+        return _checked(req, reply_of(req.target, response, own=req.own), streams, on_token)
     lm = litellm()
     try:
         if not streams:
-            return _checked(req, reply_of(req.target, await lm.acompletion(**kwargs), own=req.own), on_token, False)
+            return _checked(req, reply_of(req.target, await lm.acompletion(**kwargs), own=req.own), False, on_token)
         assert on_token is not None
         stream = await lm.acompletion(**kwargs, stream=True, stream_options={"include_usage": True})
         chunks = [chunk async for chunk in _pieces_of(stream, on_token)]
@@ -79,21 +81,21 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
         if invalid is None:
             raise
         raise invalid from e
-    return _checked(req, _streamed(req, kwargs, stream, chunks), on_token, True)
+    return _checked(req, _streamed(req, kwargs, stream, chunks), True, on_token)
 
 
 def _fetch_here(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
-    """A request made through litellm in this thread (in-process models, mock responses)."""
+    """A request made through litellm in this thread (litellm's mock responses)."""
     lm = litellm()
     if not _streams(kwargs, on_token):
-        return _checked(req, reply_of(req.target, lm.completion(**kwargs), own=req.own), on_token, False)
+        return _checked(req, reply_of(req.target, lm.completion(**kwargs), own=req.own), False, on_token)
     assert on_token is not None
     stream = lm.completion(**kwargs, stream=True, stream_options={"include_usage": True})
     chunks = []
     for chunk in stream:
         chunks.append(chunk)
         _send_piece(chunk, on_token)
-    return _checked(req, _streamed(req, kwargs, stream, chunks), on_token, True)
+    return _checked(req, _streamed(req, kwargs, stream, chunks), True, on_token)
 
 
 async def _pieces_of(stream: Any, on_token: TokenHandler) -> Any:
@@ -133,7 +135,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
     return reply_of(req.target, built, own=req.own, usage=sent_usage or req.own)
 
 
-def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed: bool) -> Reply:
+def _checked(req: Request, reply: Reply, streamed: bool, on_token: TokenHandler | None) -> Reply:
     """The reply, refused when it passes the size cap; a reply that was not streamed reaches `on_token` whole."""
     cap = req.settings.max_reply_bytes
     if len(reply.text) > cap // 4 and len(reply.text.encode("utf-8")) > cap:  # a char is at most 4 bytes

@@ -1,0 +1,192 @@
+"""promptlab's in-process models (`local/...`, `fake/...`) called directly, without litellm.
+
+A request to an in-process model is answered here: the scripted model (`promptlab.llm.fake`) or the local
+model (the batching engine, `promptlab.llm.engine`, or the instance pool, `promptlab.llm.local`) makes a
+`Generated`, read into the same `Reply` litellm's path made of it (text, token counts, finish reason,
+log-probabilities, cost 0.0, the reported model and the endpoint), so the `Completion`, its cache key and
+its record are unchanged; litellm's CustomLLM round trip (about 4 ms of CPU per call, and the text
+converted three times) is gone.
+
+Blocking calls run the model in the caller's thread; async calls run a scripted model or the instance pool
+in `MODEL_THREADS` worker threads (a scripted model may block), and wait for the engine without a thread.
+The call's `timeout` is the engine's deadline for that sequence; the scripted model and the instance pool
+are not cut short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import engine, fake, local
+from .completion import Generated, logprobs_of
+from .failures import InvalidReply
+from .reply import Reply
+
+MODEL_THREADS = 64
+"""Worker threads that run scripted models and the instance pool for async callers (asyncio's default
+executor has only cores + 4 threads, which would hide waiting requests from the pool's scheduler)."""
+NOT_PARAMS = frozenset(
+    {"model", "messages", "timeout", "api_key", "api_base", "base_url", "num_retries", "max_retries", "stream"}
+)
+"""Request fields that say how a request is made, not what the model is asked: not passed to the model."""
+
+TokenHandler = Callable[[str], None]
+
+
+@functools.cache
+def model_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """The executor of in-process model calls (made on first use; `MODEL_THREADS` threads)."""
+    return concurrent.futures.ThreadPoolExecutor(MODEL_THREADS, thread_name_prefix="promptlab-model")
+
+
+def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The generation parameters of a request (None values left out, as litellm left them out)."""
+    return {k: v for k, v in kwargs.items() if k not in NOT_PARAMS and v is not None}
+
+
+def reply_of_generated(target: str, done: Generated) -> Reply:
+    """The Reply of what an in-process model made for `target` (`fake/<id>` or `local/<name>`)."""
+    provider, _, name = target.partition("/")
+    where = f"local:{done.model}" if provider == "local" else f"fake:{name}"
+    return Reply(
+        text=done.text,
+        input_tokens=done.usage[0],
+        output_tokens=done.usage[1],
+        cost_usd=0.0,
+        finish_reason=done.finish_reason,
+        logprobs=done.logprobs,
+        response_model=done.model or target,
+        endpoint=where,
+    )
+
+
+def _engine_request(name: str, kwargs: dict[str, Any], stream: bool) -> tuple[engine.Engine, dict[str, Any]]:
+    params = local.engine_params(params_of(kwargs))
+    if kwargs.get("timeout") is not None:
+        params["deadline"] = time.time() + float(kwargs["timeout"])
+    params["stream"] = stream
+    path = local.resolve_model_path(name)
+    return engine.engine_for(path, local.N_CTX), params
+
+
+def _outcome(target: str, event: tuple[Any, ...], model_file: str) -> Generated:
+    """The Generated of an engine's last event, or the exception it stands for."""
+    kind = event[0]
+    if kind == "done":
+        body = event[2]
+        return Generated(
+            text=body["text"],
+            usage=tuple(body["usage"]),  # type: ignore[arg-type]
+            finish_reason=body["finish_reason"],
+            logprobs=logprobs_of({"content": body["logprobs"]}) if body["logprobs"] is not None else None,
+            model=model_file,
+        )
+    if kind == "crash":
+        raise engine.LocalModelCrashed(event[2])
+    what, message = event[2], event[3]
+    if what == "timeout":
+        raise TimeoutError(f"{target}: {message}")
+    if what == "bad_request":
+        raise ValueError(f"{target}: {message}")
+    raise InvalidReply(f"{target}: {message}")
+
+
+def _engine_generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
+    call = engine.Pending()
+    rid = eng.submit(kwargs["messages"], params, call)
+    try:
+        while (event := call.events.get())[0] == "piece":
+            if on_token is not None:
+                on_token(event[2])
+    except BaseException:
+        eng.cancel(rid)
+        raise
+    return _outcome(target, event, eng.path.name)
+
+
+async def _engine_agenerate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(ready.set)
+
+    call = engine.Pending(notify=wake)
+    rid = eng.submit(kwargs["messages"], params, call)
+    try:
+        while True:
+            await ready.wait()
+            ready.clear()
+            while not call.events.empty():
+                event = call.events.get_nowait()
+                if event[0] != "piece":
+                    return _outcome(target, event, eng.path.name)
+                if on_token is not None:
+                    on_token(event[2])
+    except BaseException:
+        eng.cancel(rid)
+        raise
+
+
+def _here(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    """A scripted model's or the instance pool's reply, made in this thread (pieces to `on_token`)."""
+    provider, _, name = target.partition("/")
+    params, messages = params_of(kwargs), kwargs["messages"]
+    if on_token is None or params.get("logprobs"):
+        return fake.reply(name, messages, params) if provider == "fake" else local.generate(name, messages, params)
+    pieces: Iterator[dict[str, Any]] = (
+        fake.reply_stream(name, messages, params)
+        if provider == "fake"
+        else local.generate_stream(name, messages, params)
+    )
+    text: list[str] = []
+    for piece in pieces:
+        if piece["text"]:
+            text.append(piece["text"])
+            on_token(piece["text"])
+        if "usage" in piece:
+            model = local.resolve_model_path(name).name if provider == "local" else None  # a stream reports no id
+            return Generated("".join(text), piece["usage"], piece.get("finish_reason") or "stop", None, model)
+    raise InvalidReply("the in-process model's stream ended without its last piece")
+
+
+def _batched(target: str) -> bool:
+    return target.startswith("local/") and engine.mode() == "batch"
+
+
+def generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None) -> tuple[Reply, bool]:
+    """Answer one request to an in-process model in this thread, and whether its text went to `on_token` in
+    pieces as it was made (when a handler is given and no log-probabilities are asked for)."""
+    handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
+    made = _engine_generate(target, kwargs, handler) if _batched(target) else _here(target, kwargs, handler)
+    return reply_of_generated(target, made), handler is not None
+
+
+async def agenerate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None) -> tuple[Reply, bool]:
+    """`generate` for async callers: the engine is awaited; the others run in `model_threads()`."""
+    handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
+    if _batched(target):
+        made = await _engine_agenerate(target, kwargs, handler)
+    else:
+        loop = asyncio.get_running_loop()
+        put: TokenHandler | None = None
+        if handler is not None:
+            shown = handler
+
+            def put(text: str) -> None:
+                loop.call_soon_threadsafe(shown, text)
+
+        run = functools.partial(_here, target, kwargs, put)
+        made = await loop.run_in_executor(model_threads(), contextvars.copy_context().run, run)
+    return reply_of_generated(target, made), handler is not None
+
+
+__all__ = ["MODEL_THREADS", "agenerate", "generate", "model_threads", "params_of", "reply_of_generated"]
