@@ -43,7 +43,7 @@ from .cpu import extra_bufts_safe
 from .failures import InvalidReply
 
 MODES = ("batch", "pool")
-DEFAULT_MODE = "pool"
+DEFAULT_MODE = "batch"
 """How local models run when PROMPTLAB_LOCAL_ENGINE is unset."""
 DEFAULT_THREADS = 1
 """Threads of a worker when PROMPTLAB_LOCAL_THREADS is unset (measured: docs/benchmarks.md)."""
@@ -68,6 +68,14 @@ def mode() -> str:
     if value not in MODES:
         raise ConfigError(f"PROMPTLAB_LOCAL_ENGINE must be one of {', '.join(MODES)}, got {value!r}")
     return value
+
+
+def capacity() -> int:
+    """How many calls to one local model are decoded at once: the engine's sequence slots
+    (PROMPTLAB_ENGINE_SEQS), or with the instance pool its instances (PROMPTLAB_LOCAL_INSTANCES)."""
+    from .local import instances
+
+    return _whole("PROMPTLAB_ENGINE_SEQS", DEFAULT_SEQS) if mode() == "batch" else instances()
 
 
 def _whole(env: str, default: int) -> int:
@@ -189,6 +197,19 @@ class Engine:
                 raise LocalModelCrashed(f"the local model {self.path.name}'s worker process has ended ({e})") from e
         return rid
 
+    def stats(self) -> dict[str, int]:
+        """The worker's counters: prompt tokens asked for and read (the rest were copied prefixes), decode
+        steps, the most sequences in one step."""
+        call = Pending()
+        with self.lock:
+            rid = next(self.ids)
+            self.pending[rid] = call
+            self.conn.send(("stats", rid))
+        event = call.events.get(timeout=60)
+        if event[0] != "stats":
+            raise LocalModelCrashed(str(event[-1]))
+        return dict(event[2])
+
     def cancel(self, rid: int) -> None:
         """Take a request out of the batch (a caller that stopped waiting)."""
         with self.lock:
@@ -234,4 +255,14 @@ def close_all() -> None:
         _engines.clear()
 
 
-__all__ = ["DEFAULT_THREADS", "Engine", "LocalModelCrashed", "Pending", "close_all", "engine_for", "mode", "running"]
+__all__ = [
+    "DEFAULT_THREADS",
+    "capacity",
+    "Engine",
+    "LocalModelCrashed",
+    "Pending",
+    "close_all",
+    "engine_for",
+    "mode",
+    "running",
+]

@@ -1,8 +1,9 @@
 """The batching engine's worker: one process owning one llama.cpp model, decoding many sequences together.
 
 Run by `promptlab.llm.engine` in a child process (so a native crash of llama.cpp ends this process, never
-the sweep's). Messages over the pipe: in, `("gen", id, messages, params)`, `("cancel", id)`; out,
-`("piece", id, text)` (streamed requests), `("done", id, reply)` and `("error", id, kind, message)`.
+the sweep's). Messages over the pipe: in, `("gen", id, messages, params)`, `("cancel", id)`, `("stats", id)`; out,
+`("piece", id, text)` (streamed requests), `("done", id, reply)`, `("error", id, kind, message)` and
+`("stats", id, counts)`.
 
 Continuous batching: a request joins the running batch as soon as a sequence slot and room in the KV cache
 are free, and leaves it when it stops; each step decodes one token of every live sequence (and chunks of
@@ -32,6 +33,10 @@ from .engine_model import Model, sampler_for
 TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
 (how the tests simulate a llama.cpp crash such as the NaN-weights abort)."""
+
+WAIT_FOR_PREFIX = 16
+"""A request waits one step for a shared prefix that another sequence is still reading when that saves more
+than this many tokens."""
 
 
 @dataclass
@@ -70,6 +75,9 @@ class Worker:
         """The tokens each slot's KV cells hold (kept after a sequence ends, for prefix reuse)."""
         self.busy: list[bool] = [False] * model.n_seq
         self.abort = os.environ.get(TEST_ABORT_ENV) == model.path.name
+        self.counts = {"prompt_tokens": 0, "prompt_tokens_read": 0, "steps": 0, "max_batch": 0}
+        """Prompt tokens asked for and actually decoded (the rest came from a copied prefix), decode steps,
+        the most sequences in one step."""
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -99,6 +107,8 @@ class Worker:
     def _take(self, msg: tuple[Any, ...]) -> None:
         if msg[0] == "gen":
             self.waiting.append((msg[1], msg[2], msg[3]))
+        elif msg[0] == "stats":
+            self._send("stats", msg[1], dict(self.counts))
         elif msg[0] == "cancel":
             self.waiting = deque(w for w in self.waiting if w[0] != msg[1])
             if msg[1] in self.live:
@@ -123,7 +133,9 @@ class Worker:
                 self.waiting.popleft()
                 self._send("error", rid, "bad_request", str(e))
                 continue
-            src, shared = self._best_prefix(prompt)
+            src, shared, ready = self._best_prefix(prompt)
+            if not ready:
+                return  # a live sequence is reading this prompt's prefix: copy it after this step
             need = len(prompt) - shared + budget
             if not self._room(need, keep=src):
                 return  # wait for room
@@ -150,15 +162,21 @@ class Worker:
             self.held[slot] = []
         return used + kept + need <= self.m.n_ctx or not self.live
 
-    def _best_prefix(self, prompt: list[int]) -> tuple[int, int]:
-        """(slot, length) of the longest prefix of `prompt` some slot's cells hold (at most all but its last
-        token: the last is decoded to get the first reply token's logits)."""
-        best, length = -1, 0
+    def _best_prefix(self, prompt: list[int]) -> tuple[int, int, bool]:
+        """(slot, length, ready) of the longest prefix of `prompt` some slot holds or is reading (at most all
+        but its last token, which is decoded for the first reply token's logits). Not `ready` when more than
+        `WAIT_FOR_PREFIX` of those tokens are still being read by a live sequence: the request then waits a step
+        and copies them, as the examples of one candidate arriving together do from the first of them."""
+        reading = {seq.slot: seq.pending for seq in self.live.values()}
+        best, length, have = -1, 0, 0
         for slot, held in enumerate(self.held):
-            n = _common(held, prompt)
+            n = _common(held + reading.get(slot, []), prompt)
             if n > length:
-                best, length = slot, n
-        return best, min(length, len(prompt) - 1)
+                best, length, have = slot, n, min(n, len(held))
+        length = min(length, len(prompt) - 1)
+        if length - have > WAIT_FOR_PREFIX:
+            return best, length, False
+        return best, min(have, length), True
 
     def _start(
         self,
@@ -183,6 +201,8 @@ class Worker:
             self.m.lib.llama_memory_seq_rm(mem, slot, shared, -1)
         self.held[slot] = prompt[:shared]
         self.busy[slot] = True
+        self.counts["prompt_tokens"] += len(prompt)
+        self.counts["prompt_tokens_read"] += len(prompt) - shared
         deadline = params.get("deadline")
         self.live[rid] = Seq(
             id=rid,
@@ -216,15 +236,19 @@ class Worker:
                 self.held[seq.slot].append(seq.out[-1])
                 rows.append((seq, True))
         for seq in self.live.values():
-            while seq.pending and n < m.n_batch:
-                token = seq.pending.pop(0)
-                last = not seq.pending
+            take, seq.pending = seq.pending[: m.n_batch - n], seq.pending[m.n_batch - n :]
+            for k, token in enumerate(take):
+                last = not seq.pending and k == len(take) - 1
                 n = m.add(n, token, len(self.held[seq.slot]), seq.slot, last)
                 self.held[seq.slot].append(token)
                 rows.append((seq, last))
+        if n == 0:  # every sequence just passed its deadline
+            return
         if self.abort:
             os.abort()
         batch.n_tokens = n
+        self.counts["steps"] += 1
+        self.counts["max_batch"] = max(self.counts["max_batch"], len({seq.id for seq, _ in rows}))
         rc = m.lib.llama_decode(m.ctx, batch)
         if rc != 0:
             self._fail_all(f"llama_decode returned {rc} (the KV cache is full or the batch is invalid)")

@@ -19,6 +19,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import queue
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,6 +36,10 @@ NOT_PARAMS = frozenset(
     {"model", "messages", "timeout", "api_key", "api_base", "base_url", "num_retries", "max_retries", "stream"}
 )
 """Request fields that say how a request is made, not what the model is asked: not passed to the model."""
+
+HUNG_GRACE_S = 30.0
+"""How long past a call's timeout a caller waits for the engine's worker before giving up on it (the worker
+itself ends a sequence at its deadline: this only catches a worker hung in native code)."""
 
 TokenHandler = Callable[[str], None]
 
@@ -101,10 +106,15 @@ def _engine_generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler
     eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
     call = engine.Pending()
     rid = eng.submit(kwargs["messages"], params, call)
+    # the worker ends a sequence at its deadline; a worker hung in native code is given up on a little later
+    limit = float(kwargs["timeout"]) + HUNG_GRACE_S if kwargs.get("timeout") is not None else None
     try:
-        while (event := call.events.get())[0] == "piece":
+        while (event := call.events.get(timeout=limit))[0] == "piece":
             if on_token is not None:
                 on_token(event[2])
+    except queue.Empty:
+        eng.cancel(rid)
+        raise TimeoutError(f"{target}: the local model's worker did not answer within {limit:g}s") from None
     except BaseException:
         eng.cancel(rid)
         raise
@@ -121,9 +131,13 @@ async def _engine_agenerate(target: str, kwargs: dict[str, Any], on_token: Token
 
     call = engine.Pending(notify=wake)
     rid = eng.submit(kwargs["messages"], params, call)
+    limit = float(kwargs["timeout"]) + HUNG_GRACE_S if kwargs.get("timeout") is not None else None
     try:
         while True:
-            await ready.wait()
+            try:
+                await asyncio.wait_for(ready.wait(), limit)
+            except TimeoutError:
+                raise TimeoutError(f"{target}: the local model's worker did not answer within {limit:g}s") from None
             ready.clear()
             while not call.events.empty():
                 event = call.events.get_nowait()

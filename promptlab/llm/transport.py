@@ -8,14 +8,15 @@ call has an `on_token` handler (and asks for no log-probabilities, which come wi
 
 Whichever way, the same rules hold:
 - the request's `timeout` bounds the whole request, however slowly the reply trickles in (the request is
-  cancelled: `asyncio.timeout`); in-process models (`local/...`, `fake/...`) are not cut short;
+  cancelled: `asyncio.timeout`); in-process models (`local/...`, `fake/...`) are answered by
+  `promptlab.llm.inproc` without litellm, where the timeout is the batching engine's deadline for the sequence;
 - a reply is valid only when it is one (`promptlab.llm.failures.InvalidReply` otherwise): a stream must come
   as an event stream and end with a finish reason (or `[DONE]`), and no reply may pass
   `Settings.max_reply_bytes`; usage a stream did not carry is unknown (None), never counted by litellm;
 - failures raise the same exceptions (`promptlab.llm.failures`).
 
 Blocking calls make network requests on the call loop thread (`promptlab.llm.loopthread`), so both paths
-share this code; in-process models and litellm's `mock_response` run in the caller's thread.
+share this code; in-process models and litellm's `mock_response` are answered in the caller's thread.
 """
 
 from __future__ import annotations

@@ -241,3 +241,25 @@ def test_a_native_crash_fails_its_cell_by_name_and_keeps_the_others(
     monkeypatch.delenv(TEST_ABORT_ENV)
     again = pl.complete(f"local/{crashing}", "Say yes.", max_tokens=2, cache=False)
     assert again.output_tokens
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+def test_a_shared_prefix_is_read_once_and_copied(batched: None) -> None:
+    """Six examples of one candidate prompt: the instruction they share is decoded for the first and copied to
+    the others (`llama_memory_seq_cp`), so the prompt tokens read are about one instruction plus six examples."""
+    eng = engine.engine_for(SMOLLM, local.N_CTX)
+    instruction = "You label product reviews. " * 20 + "Answer positive or negative.\n\nReview: "
+    before = eng.stats()
+    calls = [engine.Pending() for _ in range(6)]
+    for i, call in enumerate(calls):
+        messages = [{"role": "user", "content": f"{instruction}item {i} was fine"}]
+        eng.submit(messages, local.engine_params({"max_tokens": 2}), call)
+    assert all(call.events.get(timeout=120)[0] == "done" for call in calls)
+    after = eng.stats()
+    asked = after["prompt_tokens"] - before["prompt_tokens"]
+    read = after["prompt_tokens_read"] - before["prompt_tokens_read"]
+    per_prompt = asked / 6
+    assert per_prompt > 100  # the instruction is most of each prompt
+    assert read < per_prompt + 6 * 15  # one full prompt, then only what differs
+    assert after["max_batch"] >= 2
