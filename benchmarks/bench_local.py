@@ -19,7 +19,8 @@ example and per generated token, the ratios (targets: engine >= 3x the pool's ex
 accuracy with its 95% Wilson interval on each task.
 
 Run: .venv/bin/python benchmarks/bench_local.py [--candidates 2] [--sides engine,pool,llama-cpp,minimal]
-     [--threads N  (engine worker threads, for choosing the default)]
+     [--threads 1,2  (the engine again with each worker thread count, for choosing the default)]
+     [--save DIR  (each side's result kept there and reused: a run on a busy machine can be resumed)]
 """
 
 from __future__ import annotations
@@ -293,6 +294,14 @@ def report(results: dict[str, dict[str, Any]], candidates: int) -> None:
                 verdict = "PASS" if ratio >= target else "FAIL"
                 print(f"  engine / {other}: {ratio:.2f}x examples per CPU-second (target >= {target}) -> {verdict}")
     base = results.get("llama-cpp")
+    if base is not None and "engine" in results:
+        ref, got = accuracy(evals, base["outputs"]), accuracy(evals, results["engine"]["outputs"])
+        inside = {t: ref[t][1] <= got[t][0] <= ref[t][2] for t in ref}
+        print(
+            "  engine accuracy inside llama-cpp's 95% interval: "
+            + ", ".join(f"{t} {'yes' if ok else 'NO'}" for t, ok in inside.items())
+            + f" -> {'PASS' if all(inside.values()) else 'FAIL'}"
+        )
     for name, r in results.items():
         line = f"  accuracy {name:10s}"
         for task, (acc, low, high) in accuracy(evals, r["outputs"]).items():
@@ -309,25 +318,38 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--candidates", type=int, default=2)
     ap.add_argument("--sides", default="engine,pool,llama-cpp,minimal")
-    ap.add_argument("--threads", type=int, default=None, help="engine worker threads (default: promptlab's)")
+    ap.add_argument(
+        "--threads", default="", help="also run the engine with these worker threads, e.g. 1,2 (sides engine@1t, ...)"
+    )
+    ap.add_argument("--save", help="keep each side's result in this directory, and reuse the ones found there")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
         print(json.dumps(run_side(args.side, args.candidates)))
         return
     results = {}
-    for name in args.sides.split(","):
+    sides = args.sides.split(",") + [f"engine@{t}t" for t in args.threads.split(",") if t]
+    for name in sides:
+        kept = Path(args.save) / f"{name}-{args.candidates}.json" if args.save else None
+        if kept is not None and kept.is_file():
+            results[name] = json.loads(kept.read_text())
+            continue
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROMPTLAB_")}
         if name == "pool":
             env["PROMPTLAB_LOCAL_ENGINE"] = "pool"
-        if name == "engine" and args.threads:
-            env["PROMPTLAB_LOCAL_THREADS"] = str(args.threads)
-        cmd = [sys.executable, __file__, "--side", name, "--candidates", str(args.candidates)]
+        if name.startswith("engine@"):
+            env["PROMPTLAB_LOCAL_THREADS"] = name.split("@")[1].rstrip("t")
+        side = "engine" if name.startswith("engine@") else name
+        cmd = [sys.executable, __file__, "--side", side, "--candidates", str(args.candidates)]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             print(f"  {name}: failed\n{done.stderr[-2000:]}")
             continue
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+        results[name] = {**json.loads(done.stdout.strip().splitlines()[-1]), "side": name}
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(results[name]))
+        print(f"  ({name} done: {results[name]['wall']:.1f}s wall)", flush=True)
     report(results, args.candidates)
 
 
