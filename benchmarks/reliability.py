@@ -2,23 +2,23 @@
 sends again, sandbox escapes, the hardening kinds (tried, held, lost), secrets found on disk, malformed replies
 handled. Offline, loopback only, in one run:
 
-(a) sweeps of the toy loop against the loopback fault server (tests/support/reliability_scenarios.py): an outage then
+(a) sweeps of the toy loop against the loopback fault server (benchmarks/support/reliability_scenarios.py): an outage then
     recovery; a 429/500/503/hang/dropped-connection schedule; kill -9 between calls then resume; kill -9 while
     replies are on their way then resume; two sweep processes on one cache. Frames are compared with an
     uninterrupted sweep's, wall-clock columns aside. "Paid calls repeated" counts replies promptlab received and
     stored that were paid again (target 0). A kill -9 costs the calls in flight at that moment: no reply of
     theirs was stored, so the resumed sweep sends them again and a provider bills them twice; that is counted
     apart ("sent again after the kill", at most the calls the sweep had in flight), not hidden.
-(b) the sandbox escape battery (tests/support/escape_battery.py) through the workspace tools as the loops build them,
+(b) the sandbox escape battery (benchmarks/support/escape_battery.py) through the workspace tools as the loops build them,
     issue 21's kinds included (workspace fill, many files, /dev/shm, root-only files, terminal escapes, a secret
     the model writes).
-(c) the malformed-output corpus (tests/llm/test_parsing.py) through the call path, a scripted model sending each
+(c) the malformed-output corpus (benchmarks/support/malformed_corpus.py) through the call path, a scripted model sending each
     reply: a valid reply gives its score; any other gives a ParseError carrying the raw reply, never a score.
 (d) fake secrets (OPENAI_API_KEY=sk-bench-<random>, ...) set in the environment for (a)-(c), (e) and a one-cell
     papermill sweep; every file the run wrote (results, caches, workspaces, run records, notebooks; all under
     one temporary folder, also the working directory) is scanned for them, plain and base64 (parquet files
     also decoded).
-(e) issue 21's other kinds (tests/support/hardening_battery.py): a full cache disk (a 3 MiB tmpfs as root), a cache
+(e) issue 21's other kinds (benchmarks/support/hardening_battery.py): a full cache disk (a 3 MiB tmpfs as root), a cache
     truncated mid-run, `cache verify` on a corrupt database, a record under another key, files that are not
     UTF-8, YAML alias bombs, bad flags, the spend of cut cells, a Redis password and the papermill notebooks:
     tried, held, lost.
@@ -44,13 +44,12 @@ from pathlib import Path
 import pandas as pd
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-TESTS = Path(__file__).resolve().parent.parent / "tests"
-sys.path[:0] = [str(TESTS / "support"), str(TESTS / "llm")]  # the scenarios and the corpus live with the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the scenarios, batteries and corpus
 
 import escape_battery  # noqa: E402
 import hardening_battery  # noqa: E402
+import malformed_corpus  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
-import test_parsing  # noqa: E402
 
 import promptlab as pl  # noqa: E402
 from promptlab.errors import ParseError  # noqa: E402
@@ -228,11 +227,15 @@ def bench_hardening(root: Path) -> None:
 # (c) malformed replies --------------------------------------------------------------------------------------
 def bench_corpus() -> None:
     rows, handled = [], 0
-    for i, (kind, text, expected) in enumerate(test_parsing.CORPUS):
+    for i, (kind, text, expected) in enumerate(malformed_corpus.CORPUS):
         model = pl.scripted(f"bench-corpus-{i}", respond=lambda m, text=text: text)
         try:
             c = pl.complete(
-                model.name, "Rate this.", schema=test_parsing.Verdict, cache=False, settings=Settings(parse_attempts=2)
+                model.name,
+                "Rate this.",
+                schema=malformed_corpus.Verdict,
+                cache=False,
+                settings=Settings(parse_attempts=2),
             )
             got, ok = c.parsed.score, type(c.parsed.score) is int and c.parsed.score == expected
         except ParseError as e:
@@ -243,7 +246,7 @@ def bench_corpus() -> None:
     print("## (c) Malformed-output corpus through the call path\n")
     print(table(["kind", "expected", "got", "handled"], rows))
     print()
-    n = len(test_parsing.CORPUS)
+    n = len(malformed_corpus.CORPUS)
     check("malformed replies handled (kinds)", f"{handled} of {n}", "all, >= 20 kinds", handled == n and n >= 20)
 
 

@@ -3,7 +3,7 @@
 The package's map (each subpackage's `__init__` names its public API):
 
 - `llm/`: the one call path (`complete` / `acomplete`) over litellm: cache, structured output, retries,
-  limits, budget, model aliases, the embedded local model and the scripted model.
+  limits, the spending cap, model aliases, the embedded local model and the scripted model.
 - `eval/`: grounded evaluation: a prompt measured on labelled examples, scorers, task files, statistics.
 - `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE) on a shared runtime.
 - `tools/`: tools for the agent loops, the per-run workspace and its sandbox.
@@ -18,6 +18,7 @@ Beside them: `record` (the Run record), `events`, `errors`, `aio` (running a cor
 """
 
 import os as _os
+from typing import TYPE_CHECKING
 
 # litellm fetches its price map at import unless told not to; offline that retries for seconds.
 _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -26,7 +27,6 @@ from importlib.metadata import PackageNotFoundError as _NotFound  # noqa: E402
 from importlib.metadata import version as _version  # noqa: E402
 
 from .errors import (  # noqa: E402
-    BudgetExceeded,
     CacheUnavailableError,
     ConfigError,
     MissingDependencyError,
@@ -34,6 +34,7 @@ from .errors import (  # noqa: E402
     ParseError,
     PromptlabError,
     ProviderError,
+    SpendingCapExceeded,
     SweepCellError,
     UnknownModelError,
 )
@@ -43,10 +44,47 @@ from .llm.cache.disk import Cache  # noqa: E402
 from .llm.cache.keys import cache_key  # noqa: E402
 from .llm.cache.location import open_cache  # noqa: E402
 from .llm.call import acomplete, complete  # noqa: E402
-from .llm.completion import Completion, Tally, TokenLogprob, TopLogprob, Usage  # noqa: E402
+from .llm.completion import Completion, TokenLogprob, TopLogprob
 from .llm.fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
 from .llm.settings import Settings  # noqa: E402
+from .llm.tally import Tally, Usage  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
+
+if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gates.py keeps this in step with _LAZY)
+    from .analysis.budget import equal_budget
+    from .analysis.consistency import reliability
+    from .analysis.critic import calibration
+    from .analysis.paired import compare, delta_table
+    from .analysis.stopping import counterfactual_stopping
+    from .eval.evaluate import EvalResult, aevaluate_prompt, evaluate_prompt
+    from .eval.expected import ExpectedScore, expected_scores
+    from .eval.scorers import SCORERS, get_scorer
+    from .eval.scoring import Scorer
+    from .eval.tasks import check_task, examples_of, format_prompt, read_tasks, split_examples
+    from .llm.aliases import ModelAlias, Price, register_model, registered_models, unregister_model
+    from .llm.cache.redis import RedisCache
+    from .llm.spending_cap import SpendingCap
+    from .loops.ape.loop import APEConfig, arun_ape, run_ape
+    from .loops.creator_critic.config import CreatorCriticConfig
+    from .loops.creator_critic.loop import arun_creator_critic, run_creator_critic
+    from .loops.opro.loop import OPROConfig, arun_opro, run_opro
+    from .loops.p3ro.config import P3ROConfig
+    from .loops.p3ro.loop import arun_p3ro, run_p3ro
+    from .loops.pcee.loop import PCEEConfig, arun_pcee, run_pcee
+    from .loops.pes.agent import PESAgent, arun_pes, run_pes
+    from .loops.pes.config import Persona, PESConfig
+    from .loops.protegi.config import ProTeGiConfig
+    from .loops.protegi.loop import arun_protegi, run_protegi
+    from .loops.registry import arun_loop, get_loop, run_loop
+    from .loops.resample.loop import ResampleConfig, arun_resample, run_resample
+    from .loops.runtime.base import LoopConfig
+    from .record import Example, GroundedScore, Split
+    from .reports.summary import report
+    from .results.store import Results, load
+    from .sweeps.experiment import Experiment, load_experiment
+    from .sweeps.run import sweep
+    from .ui.browser import RunBrowser
+    from .ui.explorer import Explorer
 
 try:
     __version__ = _version("promptlab-loops")
@@ -97,7 +135,7 @@ _LAZY = {
     "EvalResult": "promptlab.eval.evaluate",
     "get_scorer": "promptlab.eval.scorers",
     "SCORERS": "promptlab.eval.scorers",
-    "Scorer": "promptlab.eval.scorers",
+    "Scorer": "promptlab.eval.scoring",
     "format_prompt": "promptlab.eval.tasks",
     "split_examples": "promptlab.eval.tasks",
     "check_task": "promptlab.eval.tasks",
@@ -114,7 +152,7 @@ _LAZY = {
     "delta_table": "promptlab.analysis.paired",
     "equal_budget": "promptlab.analysis.budget",
     "reliability": "promptlab.analysis.consistency",
-    "Budget": "promptlab.llm.budget",
+    "SpendingCap": "promptlab.llm.spending_cap",
     "RedisCache": "promptlab.llm.cache.redis",
     "register_model": "promptlab.llm.aliases",
     "unregister_model": "promptlab.llm.aliases",
@@ -126,7 +164,21 @@ _LAZY = {
 }
 
 
+# Old names kept working for a while (with a DeprecationWarning): "budget" now means only a loop's call/token budget.
+_DEPRECATED = {
+    "Budget": ("promptlab.llm.spending_cap", "SpendingCap"),
+    "BudgetExceeded": ("promptlab.errors", "SpendingCapExceeded"),
+}
+
+
 def __getattr__(name: str) -> object:
+    if name in _DEPRECATED:
+        import importlib
+        import warnings
+
+        module, new = _DEPRECATED[name]
+        warnings.warn(f"promptlab.{name} is deprecated: use promptlab.{new}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), new)
     if name in _LAZY:
         import importlib
 
@@ -140,8 +192,7 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = [
-    *_LAZY,
+__all__ = [  # literal, so checkers see the lazy names as the public API too
     "Cache",
     "CacheBackend",
     "CacheUnavailableError",
@@ -153,7 +204,7 @@ __all__ = [
     "Completion",
     "Tally",
     "Usage",
-    "BudgetExceeded",
+    "SpendingCapExceeded",
     "ConfigError",
     "MissingDependencyError",
     "MissingKeyError",
@@ -178,4 +229,71 @@ __all__ = [
     "Task",
     "Totals",
     "__version__",
+    "run_loop",
+    "arun_loop",
+    "get_loop",
+    "LoopConfig",
+    "run_p3ro",
+    "arun_p3ro",
+    "P3ROConfig",
+    "run_creator_critic",
+    "arun_creator_critic",
+    "CreatorCriticConfig",
+    "run_pes",
+    "arun_pes",
+    "PESConfig",
+    "PESAgent",
+    "Persona",
+    "run_pcee",
+    "arun_pcee",
+    "PCEEConfig",
+    "run_opro",
+    "arun_opro",
+    "OPROConfig",
+    "run_ape",
+    "arun_ape",
+    "APEConfig",
+    "run_protegi",
+    "arun_protegi",
+    "ProTeGiConfig",
+    "run_resample",
+    "arun_resample",
+    "ResampleConfig",
+    "sweep",
+    "load_experiment",
+    "Experiment",
+    "load",
+    "Results",
+    "report",
+    "evaluate_prompt",
+    "aevaluate_prompt",
+    "EvalResult",
+    "get_scorer",
+    "SCORERS",
+    "Scorer",
+    "format_prompt",
+    "split_examples",
+    "check_task",
+    "examples_of",
+    "read_tasks",
+    "Example",
+    "Split",
+    "GroundedScore",
+    "expected_scores",
+    "ExpectedScore",
+    "calibration",
+    "counterfactual_stopping",
+    "compare",
+    "delta_table",
+    "equal_budget",
+    "reliability",
+    "SpendingCap",
+    "RedisCache",
+    "register_model",
+    "unregister_model",
+    "registered_models",
+    "ModelAlias",
+    "Price",
+    "Explorer",
+    "RunBrowser",
 ]

@@ -1,4 +1,4 @@
-"""Issue 21's faults beyond the sandbox (tests/support/hardening_battery.py), as benchmarks/reliability.py runs
+"""Issue 21's faults beyond the sandbox (benchmarks/support/hardening_battery.py), as benchmarks/reliability.py runs
 them: every kind held and nothing was lost."""
 
 from __future__ import annotations

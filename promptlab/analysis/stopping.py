@@ -97,8 +97,8 @@ def counterfactual_stopping(
     """
     import pandas as pd
 
+    from ..results.configs import run_configs
     from ..results.frames import iteration_frame
-    from ..results.store import run_configs
 
     traj = results if isinstance(results, pd.DataFrame) else results.trajectories
     run_frame = runs if runs is not None or isinstance(results, pd.DataFrame) else results.runs

@@ -17,114 +17,29 @@ Kinds:
 - ``python`` (``function``): ``module:function(output, target) -> float in [0, 1]`` (or ``(value, detail)``).
 - ``judge`` (``model``, ``rubric``): an LLM grades the reply 0-10 against a rubric through the one call path.
 
-`score_safely` is how callers use a scorer: an exception or a value outside [0, 1] becomes an error recorded
-on that example (its value is missing), never a crash of the run and never an invented number.
+`score_safely` (in `promptlab.eval.scoring`, beside the `Scorer` base) is how callers use a scorer: an exception
+or a value outside [0, 1] becomes an error recorded on that example (its value is missing), never a crash of the
+run and never an invented number.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import math
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ConfigError
 from ..llm.call import CacheArg, acomplete
-from ..llm.completion import Completion
 from ..llm.settings import Settings
 from ..llm.structured import extract_json
 from ..record import Example
 from .matching import alternatives, as_number, normalise, numbers, same_value
-
-
-@dataclass
-class Scored:
-    """One example's score: a value in [0, 1], or None with the error that prevented it."""
-
-    value: float | None
-    detail: str | None = None
-    error: str | None = None
-    calls: list[Completion] = field(default_factory=list)
-    """Model calls the scorer made (a judge's), for the caller's usage totals."""
-    failed_calls: list[str] = field(default_factory=list)
-    """Models of calls the scorer made that failed for good (for the caller's usage totals)."""
-    out_of_range: bool = False
-    """True when the scorer returned something that is not a number in [0, 1] (a defect of the scorer)."""
-
-
-class Scorer(BaseModel):
-    """Base of every scorer kind: its fields are the kind's options (unknown options are refused)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: ClassVar[str] = ""
-    needs_target: ClassVar[bool] = True
-    """Whether every example must carry a non-null target."""
-    needs_model: ClassVar[bool] = False
-    """Whether scoring makes model calls (such scorers are not self-checked before a run)."""
-
-    def score(self, output: str, target: Any) -> float | tuple[float, str | None]:
-        """The value (or value and detail) of `output` against `target`; raise on a failure."""
-        raise NotImplementedError
-
-    def score_example(self, output: str, example: Example) -> Scored:
-        """Score one reply to one example without model calls (exceptions propagate)."""
-        result = self.score(output, example.target)
-        value, detail = result if isinstance(result, tuple) else (result, None)
-        return Scored(value, detail)
-
-    async def ascore(
-        self, output: str, example: Example, *, cache: CacheArg = None, settings: Settings | None = None
-    ) -> Scored:
-        """Score one reply to one example (exceptions propagate; see `score_safely`)."""
-        return self.score_example(output, example)
-
-    def check_target(self, target: Any) -> None:
-        """Raise ValueError when `target` cannot be scored by this scorer (checked before any model call)."""
-
-    def models(self) -> list[str]:
-        """Model names the scorer calls (for a preflight check)."""
-        return []
-
-    def spec(self) -> dict[str, Any]:
-        """The spec that rebuilds this scorer."""
-        return {"kind": self.kind, **self.model_dump(mode="json")}
-
-
-def bounded(scorer: Scorer, scored: Scored) -> Scored:
-    """`scored` with its value checked: a value that is not a number in [0, 1] becomes an error."""
-    if scored.error is not None:
-        scored.value = None
-        return scored
-    value = float(scored.value) if isinstance(scored.value, bool) else scored.value
-    if not isinstance(value, (int, float)) or math.isnan(value) or not 0.0 <= value <= 1.0:
-        return Scored(
-            None,
-            scored.detail,
-            f"scorer {scorer.kind} returned {value!r}, not a number in [0, 1]",
-            scored.calls,
-            scored.failed_calls,
-            out_of_range=True,
-        )
-    scored.value = float(value)
-    return scored
-
-
-async def score_safely(
-    scorer: Scorer, output: str, example: Example, *, cache: CacheArg = None, settings: Settings | None = None
-) -> Scored:
-    """Score one example; a failure or an out-of-range value becomes a recorded error with no value."""
-    try:
-        scored = await scorer.ascore(output, example, cache=cache, settings=settings)
-    except Exception as e:
-        return Scored(None, error=f"{type(e).__name__}: {e}")
-    return bounded(scorer, scored)
+from .scoring import Scored, Scorer
 
 
 # kinds -----------------------------------------------------------------------------------------------------
@@ -425,10 +340,6 @@ __all__ = [
     "Numeric",
     "Python",
     "Regex",
-    "Scored",
-    "Scorer",
     "Verdict",
-    "bounded",
     "get_scorer",
-    "score_safely",
 ]

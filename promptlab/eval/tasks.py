@@ -45,7 +45,8 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..reading import read_text
 from ..record import Example, Split, Task
-from .scorers import Scorer, bounded, get_scorer
+from .scorers import get_scorer
+from .scoring import Scorer, bounded
 
 DEFAULT_SCORER = "exact"
 """The scorer of a task with examples and no `scorer`."""

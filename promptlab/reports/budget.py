@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis.budget import Unit, equal_budget
 from ..analysis.paired import compare
-from ..results.configs import config_columns, config_labels
-from ..results.store import run_configs
+from ..results.configs import config_columns, config_labels, run_configs
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -24,8 +24,7 @@ from ..analysis.critic import ALL, calibration
 from ..analysis.paired import compare, delta_table, standing
 from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping
-from ..results.configs import config_columns, config_labels
-from ..results.store import run_configs
+from ..results.configs import config_columns, config_labels, run_configs
 from .budget import BudgetFindings, budget_findings, budget_markdown
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
-from .configs import config_columns, config_groups, config_labels
+from .configs import config_columns, config_groups, config_labels, run_configs
 from .frames import iteration_frame, tidy
 from .store import (
     BUDGET_KIND,
@@ -15,7 +15,6 @@ from .store import (
     incomplete_error,
     load,
     read_runs,
-    run_configs,
     write_cell,
 )
 

@@ -10,8 +10,12 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .store import read_runs
+
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .store import Results
 
 By = str | Sequence[str] | None
 MODEL_COLUMNS = ("generator_model", "critic_model")
@@ -82,7 +86,21 @@ def fmt_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def run_configs(results: Results) -> dict[str, dict[str, Any]]:
+    """run_id -> the run's logged config (`Run.config`, every field) for the runs of `results.runs`, read from
+    the cells' runs.jsonl (a cell whose file is missing or unreadable is left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
+        try:
+            records = read_runs(results.path, str(cell))
+        except (OSError, ValueError):
+            continue
+        out.update({r.run_id: dict(r.config) for r in records})
+    return out
+
+
 __all__ = [
+    "run_configs",
     "By",
     "CONFIG_VARYING",
     "MODEL_COLUMNS",

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..llm.completion import Tally
+from ..llm.tally import Tally
 from ..record import GroundedScore, Run, Step
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 
@@ -318,3 +318,29 @@ def _array(values: Sequence[Any], dtype: str) -> Any:
 
     dtype_: Any = dtype
     return pd.array(list(values), dtype=dtype_)
+
+
+def conform_frame(
+    frame: pd.DataFrame, spec: Columns, params: Mapping[str, Any], dtypes: Mapping[str, str]
+) -> pd.DataFrame:
+    """A cell's frame with every param column of the directory (unified dtypes) and documented dtypes; a
+    documented column that a cell written by an older promptlab lacks is <NA> (e.g. `critic_score`)."""
+    n = len(frame)
+    return build_frame(
+        {name: list(frame[name]) if name in frame.columns else [None] * n for name in spec},
+        spec,
+        params,
+        dtypes,
+        n,
+        params_first=True,
+    )
+
+
+def concat_frames(frames: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
+    """The frames that have rows, concatenated in `empty`'s column order; `empty` when none has rows."""
+    import pandas as pd
+
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return empty
+    return pd.concat(frames, ignore_index=True)[list(empty.columns)]

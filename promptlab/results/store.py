@@ -41,8 +41,17 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
 from ..record import Run
-from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
-from .frames import arrow_table, build_frame, check_params, frame_columns, iteration_frame, param_dtype
+from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
+from .frames import (
+    arrow_table,
+    build_frame,
+    check_params,
+    concat_frames,
+    conform_frame,
+    frame_columns,
+    iteration_frame,
+    param_dtype,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -241,19 +250,6 @@ def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
     return [Run.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run_configs(results: Results) -> dict[str, dict[str, Any]]:
-    """run_id -> the run's logged config (`Run.config`, every field) for the runs of `results.runs`, read from
-    the cells' runs.jsonl (a cell whose file is missing or unreadable is left out)."""
-    out: dict[str, dict[str, Any]] = {}
-    for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
-        try:
-            records = read_runs(results.path, str(cell))
-        except (OSError, ValueError):
-            continue
-        out.update({r.run_id: dict(r.config) for r in records})
-    return out
-
-
 def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:
     """Write bytes (or call `data(tmp_path)`) to a temp file beside `path`, fsync it, then os.replace."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -355,43 +351,20 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
         for name, value in row["params"].items():
             names.setdefault(name, []).append(value)
     dtypes = {name: param_dtype(values) for name, values in names.items()}
-    traj = _concat(
-        [_conform(t, TRAJECTORY_COLUMNS, p, dtypes) for p, t, _ in parts],
+    traj = concat_frames(
+        [conform_frame(t, TRAJECTORY_COLUMNS, p, dtypes) for p, t, _ in parts],
         build_frame({}, TRAJECTORY_COLUMNS, {}, dtypes, 0, params_first=True),
     )
-    runs = _concat(
-        [_conform(r, RUN_COLUMNS, p, dtypes) for p, _, r in parts],
+    runs = concat_frames(
+        [conform_frame(r, RUN_COLUMNS, p, dtypes) for p, _, r in parts],
         build_frame({}, RUN_COLUMNS, {}, dtypes, 0, params_first=True),
     )
     cell_frames = [
         build_frame({k: [row.get(k)] for k in CELL_COLUMNS}, CELL_COLUMNS, row["params"], dtypes, 1, params_first=False)
         for row in cells
     ]
-    cell_frame = _concat(cell_frames, build_frame({}, CELL_COLUMNS, {}, dtypes, 0, params_first=False))
+    cell_frame = concat_frames(cell_frames, build_frame({}, CELL_COLUMNS, {}, dtypes, 0, params_first=False))
     return Results(trajectories=traj, runs=runs, cells=cell_frame, path=root)
-
-
-def _conform(frame: pd.DataFrame, spec: Columns, params: Mapping[str, Any], dtypes: Mapping[str, str]) -> pd.DataFrame:
-    """A cell's frame with every param column of the directory (unified dtypes) and documented dtypes; a
-    documented column that a cell written by an older promptlab lacks is <NA> (e.g. `critic_score`)."""
-    n = len(frame)
-    return build_frame(
-        {name: list(frame[name]) if name in frame.columns else [None] * n for name in spec},
-        spec,
-        params,
-        dtypes,
-        n,
-        params_first=True,
-    )
-
-
-def _concat(frames: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
-
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return empty
-    return pd.concat(frames, ignore_index=True)[list(empty.columns)]
 
 
 def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
@@ -418,6 +391,5 @@ __all__ = [
     "incomplete_error",
     "load",
     "read_runs",
-    "run_configs",
     "write_cell",
 ]

@@ -12,7 +12,8 @@ import pytest
 
 import promptlab as pl
 from promptlab.eval.matching import normalise, numbers
-from promptlab.eval.scorers import SCORERS, Scored, get_scorer, score_safely
+from promptlab.eval.scorers import SCORERS, get_scorer
+from promptlab.eval.scoring import Scored, score_safely
 from promptlab.record import Example
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic.json_schema import JsonDict
 
-from ...llm.providers import validate_model_name
+from ...llm.preflight import validate_model_name
 from ..runtime.grounding import PromptLoopConfig
 
 Decision = Literal["FINISH", "CONTINUE"]

@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ...critics.simulated import is_simulated
 from ...errors import ConfigError
 from ...eval.expected import expected_scores
 from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
-from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Step, Task
 from ..runtime.base import (
     LoopSpec,

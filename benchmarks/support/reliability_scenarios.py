@@ -2,7 +2,7 @@
 
 tests/test_reliability.py asserts on them and benchmarks/reliability.py prints them as a table. Offline:
 every model call goes to `FaultServer` on 127.0.0.1 (`openai/test-model` through OPENAI_API_BASE), every
-run is the "toy" loop of tests/toyloop.py (a writer and a structured judge).
+run is the "toy" loop of toyloop.py (beside this file) (a writer and a structured judge).
 
 "Paid calls repeated" counts request bodies the server answered with a reply more than once: a call whose
 reply promptlab received and stored is never sent again. What a kill -9 costs is measured apart: a request in
@@ -39,8 +39,10 @@ from promptlab.results.store import Results, load
 from promptlab.sweeps.plan import SweepResult
 from promptlab.sweeps.run import sweep
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
+SUPPORT = Path(__file__).resolve().parent
+"""This folder: a sweep's subprocess imports the toy loop from it."""
+ROOT = SUPPORT.parent.parent
+"""The repository, on the subprocess's path too (a source tree that was never installed)."""
 REPLY = Reply('{"score": 7}')
 """Every role's reply: the writer's text and a judge grade that validates."""
 VOLATILE = frozenset({"run_id", "wall_time_s", "finished_at", "cache_hits", "spent_tokens", "spent_cost_usd"})
@@ -228,7 +230,7 @@ def sweep_process(
         **os.environ,
         **env,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(SUPPORT), str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],

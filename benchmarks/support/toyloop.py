@@ -1,4 +1,5 @@
-"""A loop small enough to read, for sweep tests: importable by a subprocess or a kernel (PYTHONPATH=tests).
+"""A loop small enough to read, for sweep tests and benchmarks: importable by a subprocess or a
+kernel (PYTHONPATH=benchmarks/support).
 
 A writer rewrites the prompt, a judge grades it 1-10 (structured); `counter` appends a line per run,
 `marks` a line per iteration once its calls are done, `fail_on` makes the loop raise on that task, `exit_on`

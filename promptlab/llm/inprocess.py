@@ -2,10 +2,10 @@
 
 A request to an in-process model is answered here: the scripted model (`promptlab.llm.fake`) or the local
 model (the batching engine, `promptlab.llm.engine`, or the instance pool, `promptlab.llm.local`) makes a
-`Generated`, read into the same `Reply` litellm's path made of it (text, token counts, finish reason,
-log-probabilities, cost 0.0, the reported model and the endpoint), so the `Completion`, its cache key and
-its record are unchanged; litellm's CustomLLM round trip (about 4 ms of CPU per call, and the text
-converted three times) is gone.
+`Generated`, which `promptlab.llm.transport.own_reply` reads into the same `Reply` litellm's path made of it
+(text, token counts, finish reason, log-probabilities, cost 0.0, the reported model and the endpoint), so the
+`Completion`, its cache key and its record are unchanged; litellm's CustomLLM round trip (about 4 ms of CPU
+per call, and the text converted three times) is gone.
 
 Blocking calls run the model in the caller's thread; async calls run a scripted model or the instance pool
 in `MODEL_THREADS` worker threads (a scripted model may block), and wait for the engine without a thread.
@@ -27,7 +27,6 @@ from typing import Any
 from . import engine, fake, local
 from .completion import Generated, logprobs_of
 from .failures import InvalidReply
-from .reply import Reply
 
 MODEL_THREADS = 64
 """Worker threads that run scripted models and the instance pool for async callers (asyncio's default
@@ -53,22 +52,6 @@ def model_threads() -> concurrent.futures.ThreadPoolExecutor:
 def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The generation parameters of a request (None values left out, as litellm left them out)."""
     return {k: v for k, v in kwargs.items() if k not in NOT_PARAMS and v is not None}
-
-
-def reply_of_generated(target: str, done: Generated) -> Reply:
-    """The Reply of what an in-process model made for `target` (`fake/<id>` or `local/<name>`)."""
-    provider, _, name = target.partition("/")
-    where = f"local:{done.model}" if provider == "local" else f"fake:{name}"
-    return Reply(
-        text=done.text,
-        input_tokens=done.usage[0],
-        output_tokens=done.usage[1],
-        cost_usd=0.0,
-        finish_reason=done.finish_reason,
-        logprobs=done.logprobs,
-        response_model=done.model or target,
-        endpoint=where,
-    )
 
 
 def _engine_request(name: str, kwargs: dict[str, Any], stream: bool) -> tuple[engine.Engine, dict[str, Any]]:
@@ -176,15 +159,17 @@ def _batched(target: str) -> bool:
     return target.startswith("local/") and engine.mode() == "batch"
 
 
-def generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None) -> tuple[Reply, bool]:
-    """Answer one request to an in-process model in this thread, and whether its text went to `on_token` in
-    pieces as it was made (when a handler is given and no log-probabilities are asked for)."""
+def generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None) -> tuple[Generated, bool]:
+    """Answer one request to an in-process model in this thread, and say whether its text went to `on_token`
+    in pieces as it was made (when a handler is given and no log-probabilities are asked for)."""
     handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
     made = _engine_generate(target, kwargs, handler) if _batched(target) else _here(target, kwargs, handler)
-    return reply_of_generated(target, made), handler is not None
+    return made, handler is not None
 
 
-async def agenerate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None) -> tuple[Reply, bool]:
+async def agenerate(
+    target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None
+) -> tuple[Generated, bool]:
     """`generate` for async callers: the engine is awaited; the others run in `model_threads()`."""
     handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
     if _batched(target):
@@ -200,7 +185,7 @@ async def agenerate(target: str, kwargs: dict[str, Any], on_token: TokenHandler 
 
         run = functools.partial(_here, target, kwargs, put)
         made = await loop.run_in_executor(model_threads(), contextvars.copy_context().run, run)
-    return reply_of_generated(target, made), handler is not None
+    return made, handler is not None
 
 
-__all__ = ["MODEL_THREADS", "agenerate", "generate", "model_threads", "params_of", "reply_of_generated"]
+__all__ = ["MODEL_THREADS", "agenerate", "generate", "model_threads", "params_of"]
