@@ -231,13 +231,24 @@ def run_side(name: str, candidates: int) -> dict[str, Any]:
         fn = side_promptlab
     fn(warm)
     workers = [e.proc.pid for e in engine.running().values()]
-    cpu0, t0 = time.process_time() + sum(cpu_of(p) for p in workers), time.perf_counter()
+    own0, work0, t0 = time.process_time(), sum(cpu_of(p) for p in workers), time.perf_counter()
     outs, tokens = fn(evals)
     wall = time.perf_counter() - t0
-    cpu = time.process_time() + sum(cpu_of(p) for p in workers) - cpu0
+    caller, worker = time.process_time() - own0, sum(cpu_of(p) for p in workers) - work0
+    cpu = caller + worker
+    stats = {str(p): e.stats() for p, e in engine.running().items()}
     if name in ("engine", "pool"):
         tokens = [_count_tokens(outs)]
-    return {"side": name, "wall": wall, "cpu": cpu, "tokens": tokens[0], "outputs": outs}
+    return {
+        "side": name,
+        "wall": wall,
+        "cpu": cpu,
+        "cpu_caller": caller,
+        "cpu_worker": worker,
+        "engine_stats": stats,
+        "tokens": tokens[0],
+        "outputs": outs,
+    }
 
 
 def _count_tokens(outs: list[list[str]]) -> int:
@@ -287,6 +298,10 @@ def report(results: dict[str, dict[str, Any]], candidates: int) -> None:
             f"{1000 * r['cpu'] / max(r['tokens'], 1):6.1f} CPU-ms/token  ({r['tokens']} tokens, {r['wall']:.1f}s wall, "
             f"{r['cpu']:.1f} CPU-s)"
         )
+        if r.get("engine_stats"):
+            print(
+                f"             caller {r['cpu_caller']:.1f} + worker {r['cpu_worker']:.1f} CPU-s; {r['engine_stats']}"
+            )
     if "engine" in rate:
         for other, target in (("pool", 3.0), ("llama-cpp", 3.0), ("minimal", 0.8)):
             if other in rate:
