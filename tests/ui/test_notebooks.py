@@ -18,7 +18,7 @@ from promptlab.sweeps.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "06_baselines", "run_cell")
+NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "06_baselines", "07_critic", "run_cell")
 
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
@@ -66,6 +66,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, nbfo
 def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.NotebookNode]) -> None:
     results_dir, nb = swept
     assert "4 cells: 4 done, 0 failed" in text(nb)
+    assert "= 4 runs\nmodels: fake/auto" in text(nb)  # what it runs, said before it starts
     assert "final_score_mean" in text(nb) and images(nb) == 1
     assert len(load(results_dir).runs) == 4
 
@@ -74,8 +75,10 @@ def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.Notebook
 def test_compare_notebook_draws_the_charts(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
     results_dir, _ = swept
     nb = execute("03_compare", tmp_path / "03.ipynb", results_dir=str(results_dir))
-    assert images(nb) == 3  # trajectories, score vs cost, stop reasons (one pairing, no threshold column)
-    assert "pairing heatmap skipped" in text(nb) and "4 cells, 4 runs" in text(nb)
+    assert images(nb) == 2  # trajectories, score vs cost (one pairing, one stop reason, no threshold column)
+    shown = text(nb)
+    assert "No pairing heatmap: one generator model only" in shown and "4 cells, 4 runs" in shown
+    assert "Stop reasons: every run (4) stopped with" in shown  # one bar would say only this
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))  # browser
 
 
@@ -119,6 +122,59 @@ def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.Note
     assert "4 runs; grounded data: no" in text(nb) and "No grounded data" in markdown(nb)
 
 
+SUPPORT = ROOT / "tests" / "support"
+REGISTER_BIAS_MODELS = (
+    f"import sys\nsys.path.insert(0, {str(SUPPORT)!r})\nfrom biased import register_models\n_ = register_models(2)"
+)
+"""Appended to 07_critic's parameters cell: the kernel knows the scripted models the runs were made with."""
+
+
+def with_prelude(name: str, dest: Path, prelude: str) -> Path:
+    """notebooks/<name> copied to dest with `prelude` appended to its parameters cell."""
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    cell.source += "\n" + prelude
+    nbformat.write(nb, dest)
+    return dest
+
+
+@pytest.mark.slow
+def test_critic_notebook_runs_the_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from biased import PLANTED, write_biased_sweep
+
+    monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    results_dir, _ = write_biased_sweep(tmp_path / "results", samples=2)
+    source = with_prelude("07_critic", tmp_path / "07_in.ipynb", REGISTER_BIAS_MODELS)
+    pm.execute_notebook(
+        str(source),
+        str(tmp_path / "07.ipynb"),
+        parameters={"results_dir": str(results_dir), "budget": 10},
+        cwd=str(ROOT),
+        progress_bar=False,
+        extra_arguments=["--log-level=CRITICAL"],
+    )
+    nb = nbformat.read(tmp_path / "07.ipynb", as_version=4)
+    shown = markdown(nb)
+    assert f"**{PLANTED}**" in shown and "**sim/oracle**" in shown and "**fake/bias-critic**" in shown
+    assert shown.split("**sim/oracle**", 1)[1].count("No evidence of bias") == 5
+    assert "| order | +1.000 [+1.000, +1.000] |" in shown  # the scripted judge always names the first shown
+    assert "fake/bias-critic: 100% of 2 pairs flip under swapped order" in text(nb)
+    assert images(nb) == 1
+
+
+@pytest.mark.slow
+def test_critic_notebook_without_results_says_to_run_the_demo(tmp_path: Path) -> None:
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        execute("07_critic", tmp_path / "07.ipynb", results_dir=str(tmp_path / "nothing"))
+    assert e.value.ename == "NoResultsError"  # a ConfigError: one line, as every notebook on a fresh clone says
+    assert e.value.evalue == (
+        f"No results in {tmp_path / 'nothing'} yet: run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first."
+    )
+    nb = nbformat.read(tmp_path / "07.ipynb", as_version=4)
+    failed = [c for c in nb.cells if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.outputs)]
+    assert len(failed) == 1 and "notebook_setup(results=results_dir)" in failed[0].source  # its first cell
+
+
 @pytest.mark.slow
 def test_baselines_notebook_on_a_budgeted_directory(tmp_path: Path) -> None:
     from wording import write_baselines_sweep
@@ -147,11 +203,12 @@ def test_baselines_notebook_says_when_no_run_records_incumbents(
 @pytest.mark.slow
 def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
     nb = execute(
-        "01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2, task_id="email"
+        "01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2, task_id="dates"
     )
-    assert "p3ro on email:" in text(nb) and "stop reason" in text(nb)
-    assert "[it1] model_call generator" in text(nb)  # the live log, as cell output under autorun
-    assert images(nb) == 1  # the trajectory plot
+    assert "p3ro on dates:" in text(nb) and "stop reason" in text(nb) and "best dev accuracy" in text(nb)
+    assert "[it1] phase generator" in text(nb)  # the live log, as cell output under autorun
+    assert "measuring the candidate on the dev examples" in text(nb)  # the grounded tasks are the default
+    assert images(nb) == 1  # the trajectory chart (critic's score beside the dev accuracy)
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
     assert "<b>original</b>" in html and "<b>final</b>" in html  # final prompt beside the original
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))
@@ -215,6 +272,7 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
         "04_findings": build.FINDINGS,
         "05_runs": build.RUNS,
         "06_baselines": build.BASELINES,
+        "07_critic": build.CRITIC,
         "run_cell": build.stable_ids(run_cell_notebook()),
     }
     for name in NAMES:

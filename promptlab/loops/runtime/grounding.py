@@ -229,7 +229,15 @@ def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, c
     "simulated", or missing when the candidate has no dev score."""
     critic = parse_sim(model)
     accuracy = it.grounded.score if it.grounded is not None else None
-    value = critic.score(accuracy, candidate, sample=sample, criterion=criterion)
+    anchor = it.metrics.get("anchor")  # a previous score shown to it (a re-score of the anchoring probe)
+    value = critic.score(
+        accuracy,
+        candidate,
+        sample=sample,
+        criterion=criterion,
+        iteration=it.index,
+        anchor=float(anchor) if isinstance(anchor, int | float) else None,
+    )
     if value is None:
         return Score(
             criterion=criterion,
