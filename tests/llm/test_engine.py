@@ -263,3 +263,21 @@ def test_a_shared_prefix_is_read_once_and_copied(batched: None) -> None:
     assert per_prompt > 100  # the instruction is most of each prompt
     assert read < per_prompt + 6 * 15  # one full prompt, then only what differs
     assert after["max_batch"] >= 2
+
+
+def test_a_gguf_file_llama_cpp_cannot_load_is_a_one_line_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batched: None
+) -> None:
+    bad = tmp_path / "truncated.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00 not a model")  # passes the magic-byte check, fails to load
+    with pytest.raises(pl.ConfigError, match=r"local model truncated.gguf: .*could not load") as info:
+        pl.complete(f"local/{bad}", "hi", max_tokens=2, cache=False)
+    assert "\n" not in str(info.value)
+
+
+def test_a_file_that_is_not_gguf_is_refused_before_any_call(tmp_path: Path) -> None:
+    text = tmp_path / "notes.gguf"
+    text.write_text("my notes")
+    with pytest.raises(pl.UnknownModelError, match="is not a GGUF file"):
+        local.resolve_model_path(str(text))
+    assert not any(text.name in str(p) for p in engine.running())  # no worker was started for it
