@@ -10,14 +10,15 @@ call has an `on_token` handler (and asks for no log-probabilities, which come wi
 
 Whichever way, the same rules hold:
 - the request's `timeout` bounds the whole request, however slowly the reply trickles in (the request is
-  cancelled: `asyncio.timeout`); in-process models (`local/...`, `fake/...`) are not cut short;
+  cancelled: `asyncio.timeout`); in-process models (`local/...`, `fake/...`) are answered by
+  `promptlab.llm.inprocess` without litellm, where the timeout is the batching engine's deadline for a sequence;
 - a reply is valid only when it is one (`promptlab.llm.failures.InvalidReply` otherwise): a stream must come
   as an event stream and end with a finish reason (or `[DONE]`), and no reply may pass
   `Settings.max_reply_bytes`; usage a stream did not carry is unknown (None), never counted by litellm;
 - failures raise the same exceptions (`promptlab.llm.failures`).
 
 Blocking calls make network requests on the call loop thread (`promptlab.llm.concurrency.call_loop`), so both paths
-share this code; in-process models and litellm's `mock_response` run in the caller's thread.
+share this code; in-process models and litellm's `mock_response` are answered in the caller's thread.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import openai_http
-from .completion import TokenLogprob, logprobs_of
+from . import inprocess, openai_http
+from .completion import Generated, TokenLogprob, logprobs_of
 from .concurrency.call_loop import CALLS
 from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
 from .guarded_http import REPLY_CAP, install
@@ -113,6 +114,22 @@ def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True
     )
 
 
+def own_reply(target: str, done: Generated) -> Reply:
+    """The Reply of what an in-process model made for `target` (`fake/<id>` or `local/<name>`): what litellm's
+    custom-provider round trip made of it before, without that round trip."""
+    provider, _, name = target.partition("/")
+    return Reply(
+        text=done.text,
+        input_tokens=done.usage[0],
+        output_tokens=done.usage[1],
+        cost_usd=0.0,
+        finish_reason=done.finish_reason,
+        logprobs=done.logprobs,
+        response_model=done.model or target,
+        endpoint=f"local:{done.model}" if provider == "local" else f"fake:{name}",
+    )
+
+
 TokenHandler = Callable[[str], None]
 """Receives each piece of reply text as it is generated (or the whole text once, for a cache hit)."""
 
@@ -123,7 +140,10 @@ def _streams(kwargs: dict[str, Any], on_token: TokenHandler | None) -> bool:
 
 def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (blocking) and read its reply."""
-    if req.resolved.own or "mock_response" in kwargs:
+    if req.resolved.own:
+        made, streamed = inprocess.generate(req.resolved.target, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
+    if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
@@ -131,7 +151,8 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
 async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (async) and read its reply; the request's timeout bounds all of it."""
     if req.resolved.own:
-        return await _afetch(req, kwargs, on_token)
+        made, streamed = await inprocess.agenerate(req.resolved.target, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
@@ -177,7 +198,7 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
 
 
 def _fetch_here(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
-    """A request made through litellm in this thread (in-process models, mock responses)."""
+    """A request made through litellm in this thread (litellm's mock responses)."""
     lm = litellm()
     if not _streams(kwargs, on_token):
         return _checked(
