@@ -47,7 +47,7 @@ async def arun_cell(
     once, `runs_in_flight`); returns the finished runs (in task, sample order) and the first exception raised, if
     any. `provenance` (e.g. {"experiment_hash": ...}) is added to every run's `Run.provenance`."""
     from ..loops.registry import get_loop
-    from ..loops.runtime.base import provenance_scope
+    from ..loops.runtime.provenance import provenance_scope
 
     spec = get_loop(cell.loop)
     config = spec.config_cls.model_validate(cell.config)

@@ -402,7 +402,7 @@ def test_the_loop_toolkit_is_public_and_the_sync_twins_are_shared() -> None:
 
 
 def test_one_cut_helper_writes_values_as_json_and_can_say_how_much_is_left_out() -> None:
-    from promptlab.loops.runtime.base import cut
+    from promptlab.loops.runtime.toolkit import cut
 
     assert cut({"b": 1, "a": "é"}, None) == '{"a": "é", "b": 1}'
     assert cut("x" * 10, 6) == "xxx..." and cut("  short  ", 6) == "short"

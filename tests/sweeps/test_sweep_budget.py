@@ -145,7 +145,7 @@ async def _arun_swallowing(
     on past an error does)."""
     from toyloop import ToyConfig
 
-    from promptlab.loops.runtime.base import as_config, as_task
+    from promptlab.loops.runtime.config import as_config, as_task
     from promptlab.loops.runtime.context import RunContext
 
     task, config = as_task(task), as_config(ToyConfig, config)
@@ -163,7 +163,7 @@ def test_a_refusal_the_loop_swallows_still_cuts_the_cell(toy_dir: Path, server: 
     leave an ok cell: the cell knows that a call of its was refused."""
     from toyloop import ToyConfig
 
-    from promptlab.loops.runtime.base import LoopSpec, register_loop
+    from promptlab.loops.runtime.define import LoopSpec, register_loop
 
     register_loop(LoopSpec("budget_swallow", ToyConfig, _arun_swallowing, "swallows every error"))
     exp, out = experiment(tmp_path, loops=["budget_swallow"]), tmp_path / "out"
