@@ -7,8 +7,8 @@ import json
 import re
 
 from ...record import Task
-from ..runtime.base import cut
 from ..runtime.context import RunContext
+from ..runtime.toolkit import cut
 from .config import CreatorCriticConfig, Critique
 
 FALLBACK_WEAKNESS = "Critic returned invalid JSON"
