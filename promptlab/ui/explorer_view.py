@@ -25,10 +25,10 @@ SILENT = frozenset({"token", "model_call", "observation"})
 PLUMBING_NOTE = (
     "local/smollm2 is SmolLM2-135M, a 135M-parameter model embedded so that everything runs offline and free: "
     "it is here to check the plumbing (every role, every call, the records), not to improve prompts. Its "
-    "rewrites are usually worse than the starting prompt (on the default run, P³RO's rewrite drops the {input} "
-    "slot and dev accuracy falls from 0.35 to 0.05, so P³RO returns the starting prompt), and its G-Eval score "
-    "as a critic barely moves. Read the dev accuracy on the right; for a loop that improves a prompt, type a "
-    "stronger model (any litellm name) as generator and critic."
+    "rewrites are usually worse than the starting prompt (on sentiment they tend to drop the {input} slot), and "
+    "its G-Eval score as a critic does not track the dev accuracy, so a loop that trusts it can return a worse "
+    "prompt. Read the dev accuracy on the right; to watch a loop improve a prompt, type a stronger model (any "
+    "litellm name) as generator and critic."
 )
 """The note shown while a role is played by the embedded model."""
 
@@ -236,7 +236,18 @@ def run_summary(run: Run, config: dict[str, Any]) -> str:
         parts.append("no iteration has a score")
     if len(run.iterations) > 1 and run.final_output == run.task.prompt:
         parts.append("the final prompt is the starting prompt (the loop kept no rewrite)")
+    parts.extend(below_start(run))
     return ", ".join(parts)
+
+
+def below_start(run: Run) -> list[str]:
+    """A clause when the final prompt's dev accuracy is below the starting prompt's (a loop that trusted its
+    critic over the measurement), else none."""
+    dev = {it.candidate: it.grounded.score for it in run.iterations if it.grounded and it.grounded.score is not None}
+    start, final = dev.get(run.task.prompt), dev.get(run.final_output)
+    if start is None or final is None or final >= start:
+        return []
+    return [f"the final prompt's dev accuracy {final:.3g} is below the starting prompt's {start:.3g}"]
 
 
 def result_outputs(run: Run, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -338,3 +338,19 @@ def test_the_summary_says_when_the_loop_kept_the_starting_prompt() -> None:
     kept = run.model_copy(update={"final_output": run.task.prompt})
     assert "the final prompt is the starting prompt (the loop kept no rewrite)" in run_summary(kept, {})
     assert "starting prompt" not in run_summary(run.model_copy(update={"final_output": "a rewrite"}), {})
+
+
+def test_the_summary_says_when_the_final_prompt_measures_below_the_start() -> None:
+    """On the batched engine the default run's critic scored a rewrite that dropped {input} higher (2.34
+    against 1.57) while its dev accuracy fell from 0.30 to 0.05; P³RO returned it. The summary says so."""
+    from promptlab.record import GroundedScore
+    from promptlab.ui.explorer_view import run_summary
+
+    run = make_run([[1.57], [2.34]])
+    grounded = [GroundedScore(split="dev", score=s, n=20) for s in (0.30, 0.05)]
+    its = [it.model_copy(update={"grounded": g}) for it, g in zip(run.iterations, grounded, strict=True)]
+    its[0] = its[0].model_copy(update={"index": 0, "candidate": run.task.prompt})  # the starting prompt
+    worse = run.model_copy(update={"iterations": its, "final_output": its[1].candidate})
+    assert "the final prompt's dev accuracy 0.05 is below the starting prompt's 0.3" in run_summary(worse, {})
+    kept = worse.model_copy(update={"final_output": its[0].candidate})
+    assert "below the starting prompt" not in run_summary(kept, {})
