@@ -384,6 +384,94 @@ else:
 )
 
 
+CRITIC = notebook(
+    (
+        "md",
+        (
+            "# Can the critic be trusted? Its biases\n\nFive probes of the judge biases a refinement loop is "
+            "exposed to, run on any results directory. Each gives an estimate with its n and 95% CI; the verdict "
+            'says "biased" only when the CI excludes 0 and "no evidence of bias" only when the CI lies inside a '
+            "stated size (`promptlab.analysis.bias.MARGINS`), else inconclusive. Two probes read the logs (no "
+            "model call); three re-ask the critic on a sample of logged candidates, at most `budget` calls per "
+            "model critic, through the call cache, so running this notebook again costs nothing. Simulated "
+            "critics (`sim/...`) are re-asked without a call. docs/analysis.md (Critic biases) gives each "
+            "probe's validity on simulated critics with a planted bias."
+        ),
+    ),
+    (
+        "parameters",
+        """results_dir = "results/demo"
+budget = 40  # model calls per model critic for the re-asks (0: the logged probes only)""",
+    ),
+    ("code", ROOT_CELL),
+    (
+        "code",
+        """import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
+
+from promptlab.analysis.bias import bias_table, flip_rate
+from promptlab.analysis.bias_asks import probe_frames
+from promptlab.reports.bias_charts import plot_biases
+from promptlab.reports.findings import bias_markdown
+from promptlab.results import load
+from promptlab.ui.notebook import require_results
+
+results = load(require_results(here(results_dir)))  # on a fresh clone: stops here, saying to run scripts/demo first
+frames = probe_frames(results, budget=budget)
+table = bias_table(frames)
+print(f"{len(results.runs)} runs; critics: {', '.join(sorted(table['critic_model'].unique())) or 'none'}")
+display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a critic score and a dev score."])))""",
+    ),
+    (
+        "md",
+        (
+            "## From the logs: length and self-inflation\n\n**Length**: does the critic give longer candidates "
+            "higher scores at the same dev accuracy? The estimate is the slope of score on characters / 100 in "
+            "a regression with one level per dev accuracy and the iteration as covariates (points per 100 "
+            "characters; CI clustered by run). **Self-inflation**: along each run, does the critic's score rise "
+            "when the dev accuracy does not? The estimate is the intercept of the score change on the accuracy "
+            "change (and the length change) over consecutive iterations (points per step). Left: each "
+            "candidate's length and score as deviations from the mean of its accuracy level; right: one point "
+            "per step, the estimate at no accuracy change in red."
+        ),
+    ),
+    (
+        "code",
+        """logged = frames["length"]
+if logged.empty:
+    print("no candidate has both a critic score and a dev score")
+else:
+    fig = plt.figure(figsize=(11, 3.8 * logged["critic_model"].nunique() + 0.5))
+    plot_biases(frames, table, fig)
+    plt.show()""",
+    ),
+    (
+        "md",
+        (
+            "## By re-asking: padding, anchoring and order\n\n**Padding**: the same candidate re-scored as it "
+            "is and with neutral sentences appended (`PAD_BANK`, about 300 characters, same meaning): the "
+            "score change per 100 characters added. **Anchoring**: the same candidate re-scored with a previous "
+            "score shown in the critic's context (drawn at random from 2-9, so it is independent of the "
+            "candidate's quality): the slope of the score change on the shown score, the weight the critic "
+            "gives it. **Order**: two candidates of a run judged by the critic's model as a pairwise judge, in "
+            "both orders: the first-position preference (0: none, 1: always the first shown) and the share of "
+            "pairs whose verdict changes candidate when the order is swapped."
+        ),
+    ),
+    (
+        "code",
+        """for probe in ("padding", "anchoring", "order"):
+    print(f"{probe}: {len(frames[probe])} re-asks")
+    display(frames[probe].head(8))
+for critic, pairs in frames["order"].groupby("critic_model"):
+    rate, n = flip_rate(pairs)
+    print(f"{critic}: {'no pairs' if rate is None else f'{rate:.0%} of {n} pairs flip under swapped order'}")
+if len(frames["skipped"]):
+    display(frames["skipped"])""",
+    ),
+)
+
+
 def main() -> None:
     """Write the notebooks next to this script."""
     from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
@@ -399,6 +487,7 @@ def main() -> None:
                 ("04_findings", FINDINGS),
                 ("05_runs", RUNS),
                 ("06_baselines", BASELINES),
+                ("07_critic", CRITIC),
                 ("run_cell", run_cell),
             )
         ),

@@ -3,7 +3,7 @@
 The package's map (each subpackage's `__init__` names its public API):
 
 - `llm/`: the one call path (`complete` / `acomplete`) over litellm: cache, structured output, retries,
-  limits, budget, model aliases, the embedded local model and the scripted model.
+  limits, the spending cap, model aliases, the embedded local model and the scripted model.
 - `eval/`: grounded evaluation: a prompt measured on labelled examples, scorers, task files, statistics.
 - `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE) on a shared runtime.
 - `tools/`: tools for the agent loops, the per-run workspace and its sandbox.
@@ -27,7 +27,6 @@ from importlib.metadata import PackageNotFoundError as _NotFound  # noqa: E402
 from importlib.metadata import version as _version  # noqa: E402
 
 from .errors import (  # noqa: E402
-    BudgetExceeded,
     CacheUnavailableError,
     ConfigError,
     MissingDependencyError,
@@ -35,6 +34,7 @@ from .errors import (  # noqa: E402
     ParseError,
     PromptlabError,
     ProviderError,
+    SpendingCapExceeded,
     SweepCellError,
     UnknownModelError,
 )
@@ -44,9 +44,10 @@ from .llm.cache.disk import Cache  # noqa: E402
 from .llm.cache.keys import cache_key  # noqa: E402
 from .llm.cache.location import open_cache  # noqa: E402
 from .llm.call import acomplete, complete  # noqa: E402
-from .llm.completion import Completion, Tally, TokenLogprob, TopLogprob, Usage  # noqa: E402
+from .llm.completion import Completion, TokenLogprob, TopLogprob
 from .llm.fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
 from .llm.settings import Settings  # noqa: E402
+from .llm.tally import Tally, Usage  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
 
 if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gates.py keeps this in step with _LAZY)
@@ -61,8 +62,8 @@ if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gate
     from .eval.scoring import Scorer
     from .eval.tasks import check_task, examples_of, format_prompt, read_tasks, split_examples
     from .llm.aliases import ModelAlias, Price, register_model, registered_models, unregister_model
-    from .llm.budget import Budget
     from .llm.cache.redis import RedisCache
+    from .llm.spending_cap import SpendingCap
     from .loops.ape.loop import APEConfig, arun_ape, run_ape
     from .loops.creator_critic.config import CreatorCriticConfig
     from .loops.creator_critic.loop import arun_creator_critic, run_creator_critic
@@ -151,7 +152,7 @@ _LAZY = {
     "delta_table": "promptlab.analysis.paired",
     "equal_budget": "promptlab.analysis.budget",
     "reliability": "promptlab.analysis.consistency",
-    "Budget": "promptlab.llm.budget",
+    "SpendingCap": "promptlab.llm.spending_cap",
     "RedisCache": "promptlab.llm.cache.redis",
     "register_model": "promptlab.llm.aliases",
     "unregister_model": "promptlab.llm.aliases",
@@ -163,7 +164,21 @@ _LAZY = {
 }
 
 
+# Old names kept working for a while (with a DeprecationWarning): "budget" now means only a loop's call/token budget.
+_DEPRECATED = {
+    "Budget": ("promptlab.llm.spending_cap", "SpendingCap"),
+    "BudgetExceeded": ("promptlab.errors", "SpendingCapExceeded"),
+}
+
+
 def __getattr__(name: str) -> object:
+    if name in _DEPRECATED:
+        import importlib
+        import warnings
+
+        module, new = _DEPRECATED[name]
+        warnings.warn(f"promptlab.{name} is deprecated: use promptlab.{new}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), new)
     if name in _LAZY:
         import importlib
 
@@ -189,7 +204,7 @@ __all__ = [  # literal, so checkers see the lazy names as the public API too
     "Completion",
     "Tally",
     "Usage",
-    "BudgetExceeded",
+    "SpendingCapExceeded",
     "ConfigError",
     "MissingDependencyError",
     "MissingKeyError",
@@ -272,7 +287,7 @@ __all__ = [  # literal, so checkers see the lazy names as the public API too
     "delta_table",
     "equal_budget",
     "reliability",
-    "Budget",
+    "SpendingCap",
     "RedisCache",
     "register_model",
     "unregister_model",

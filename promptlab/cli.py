@@ -122,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write charts and the summary table of a results dir")
     rep.add_argument("results_dir")
     rep.add_argument("--out", help="where the charts go (default: the results dir)")
+    rep.add_argument(
+        "--bias-budget",
+        type=_non_negative,
+        default=None,
+        help="model calls per model critic for the bias probes' re-asks (cached; default 40, 0: none)",
+    )
     rep.set_defaults(func=_report)
 
     c = sub.add_parser("cache", help="call cache: stats, clear, or verify every entry")
@@ -144,6 +150,17 @@ def _at_least_one(raw: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {raw!r}")
+    return value
+
+
+def _non_negative(raw: str) -> int:
+    """A flag's whole number >= 0 (argparse names the flag and exits 2 on anything else)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {raw!r}")
     return value
 
 
@@ -302,7 +319,8 @@ def _report(args: argparse.Namespace) -> int:
             f"{args.results_dir} is not a results dir: it has no cells/ folder (a sweep writes "
             "one; run `promptlab sweep EXPERIMENT --out DIR` first)"
         )
-    paths = report(args.results_dir, args.out)
+    budget = {} if args.bias_budget is None else {"bias_budget": args.bias_budget}
+    paths = report(args.results_dir, args.out, **budget)
     _print_summary(args.results_dir)
     for name, path in paths.items():
         print(f"{name}: {path}")

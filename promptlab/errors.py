@@ -67,7 +67,7 @@ class ProviderError(PromptlabError):
         super().__init__(f"{model}{where}: {message} (after {attempts} attempt{'s' if attempts != 1 else ''})")
 
 
-class BudgetExceeded(PromptlabError):
+class SpendingCapExceeded(PromptlabError):
     """A provider request was not made: what was spent plus its estimated cost would pass the sweep's cap
     (`max_cost`). Not a model failure and not an outage: the work was cut, and a re-run with a higher cap
     resumes it (its earlier calls replay from the cache)."""

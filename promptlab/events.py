@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -64,14 +65,68 @@ def wants_tokens(handler: EventHandler | None) -> bool:
     return bool(getattr(handler, "wants_tokens", False))
 
 
-class PrintLog:
-    """An `on_event` handler that prints a readable line per event (`tokens=True`: the reply pieces too, and
-    then replies are streamed); terminal control sequences are stripped and secret values redacted from what it
-    prints."""
+LABELS = {
+    "prompt_text": "prompt",
+    "summary": "reflection",
+    "qualitative_feedback": "feedback",
+    "content": "answer",
+    "text": "reply",
+    "tool_calls": "tool calls",
+}
+"""How `describe_output` names a reply's keys (others go by their own name)."""
+ITEM_VIEWS: dict[frozenset[str], Callable[[dict[str, Any]], str]] = {
+    frozenset({"criterion", "score"}): lambda e: (
+        f"{e['criterion']}: {_flat(e['score'])} ({e.get('justification', '')})"
+    ),
+    frozenset({"step_id", "tool_name"}): lambda e: (
+        f"step {e['step_id']}: {e['tool_name']}({_flat(e.get('tool_input'))}): {e.get('instruction', '')}"
+    ),
+    frozenset({"tool", "input"}): lambda e: f"{e['tool']}({_flat(e['input'])})",
+}
+"""One-line views of a reply's list entries, by the keys that identify them (P³RO's score entries, PCEE's
+plan steps, PES's tool calls); other entries are shown as compact JSON."""
 
-    def __init__(self, stream: TextIO | None = None, *, tokens: bool = False) -> None:
+
+def _flat(value: Any, limit: int | None = None) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _item(value: Any, limit: int) -> str:
+    view = next((f for keys, f in ITEM_VIEWS.items() if isinstance(value, dict) and keys <= set(value)), None)
+    return _flat(view(value) if view else value, limit)
+
+
+def describe_output(output: dict[str, Any], limit: int = 600) -> list[str]:
+    """A role's reply as readable lines: each key (named as `LABELS` says) with its text, its list entries one
+    per line (numbered), nested objects by their keys; every text cut to `limit` characters."""
+    lines: list[str] = []
+    for key, value in output.items():
+        label = LABELS.get(key, key)
+        if isinstance(value, list):
+            lines.append(f"{label}:" + ("" if value else " (none)"))
+            lines += [f"  {k}. {_item(v, limit)}" for k, v in enumerate(value, 1)]
+        elif isinstance(value, dict):
+            lines.append(f"{label}:")
+            lines += [f"  {line}" for line in describe_output(value, limit)]
+        else:
+            text = _flat(value, limit)
+            lines += [f"{label}:", *(f"  {t}" for t in text.splitlines())] if "\n" in text else [f"{label}: {text}"]
+    return lines
+
+
+class PrintLog:
+    """An `on_event` handler that prints a readable line per event, and under each model call the reply it
+    gave, readably (the criteria, the plan, the prompt, the scores, the reflection...: `describe_output`;
+    `outputs=False` leaves them out); `tokens=True` prints the reply pieces too (and then replies are streamed).
+    Terminal control sequences are stripped and secret values redacted from what it prints."""
+
+    def __init__(self, stream: TextIO | None = None, *, tokens: bool = False, outputs: bool = True) -> None:
         self.stream = stream
         self.tokens = tokens
+        self.outputs = outputs
         self.wants_tokens = tokens
 
     def __call__(self, event: Event) -> None:
@@ -79,8 +134,12 @@ class PrintLog:
             return
         where = f"it{event.iteration}" if event.iteration is not None else "--"
         who = f" {event.role}" if event.role else ""
-        line = f"[{event.loop} {where}] {event.kind}{who}: {event.message}"
-        print(clean(line), file=self.stream or sys.stdout, flush=True)  # a terminal obeys no model-written escape
+        lines = [f"[{event.loop} {where}] {event.kind}{who}: {event.message}"]
+        output = event.data.get("output")
+        if self.outputs and event.kind == "model_call" and isinstance(output, dict):
+            lines += [f"    {line}" for line in describe_output(output)]
+        text = "\n".join(clean(line) for line in lines)  # a terminal obeys no model-written escape
+        print(text, file=self.stream or sys.stdout, flush=True)
 
 
 class EventList(list[Event]):

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .llm.completion import Tally
+from .llm.tally import Tally
 
 
 class Example(BaseModel):

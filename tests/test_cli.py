@@ -47,6 +47,20 @@ def test_sweep_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "trajectories.png:" in printed and "final_score_mean" in printed
 
 
+def test_report_bias_budget_bounds_the_reasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from biased import write_biased_sweep
+
+    out, critic = write_biased_sweep(tmp_path / "results", samples=1)
+    logged = len(critic.requests)
+    assert main(["report", str(out), "--bias-budget", "0"]) == 0
+    assert len(critic.requests) == logged and "biases.png:" in capsys.readouterr().out  # no re-ask of the model
+    assert main(["report", str(out), "--bias-budget", "6"]) == 0
+    assert len(critic.requests) == logged + 5  # one candidate (3 re-scores) and one pair (2 orders): within 6
+    with pytest.raises(SystemExit) as e:
+        main(["report", str(out), "--bias-budget", "-1"])
+    assert e.value.code == 2 and "--bias-budget: expected a whole number >= 0, got '-1'" in capsys.readouterr().err
+
+
 def test_run_prints_events_output_and_totals(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [

@@ -37,7 +37,7 @@ from promptlab.cli import main
 from promptlab.llm.cache.disk import Cache, CacheDiskFullError
 from promptlab.llm.cache.location import open_cache
 from promptlab.llm.cache.readonly import ReadOnlyCache
-from promptlab.llm.reply import Reply
+from promptlab.llm.transport import Reply
 
 KINDS = (
     "cache disk full",
@@ -360,7 +360,7 @@ class Battery:
         from fault_server import FaultServer
         from fault_server import Reply as ServerReply
 
-        from promptlab.llm.budget import LEDGER_NAME, Budget
+        from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap
         from promptlab.results.store import load
         from promptlab.sweeps.run import sweep
 
@@ -389,7 +389,7 @@ class Battery:
         ):
             sweep(d / "exp.yaml", d / "out", workers=1, cell_concurrency=1, progress=False, max_cost=0.0094)
         cells = load(d / "out").cells
-        ledger = Budget(d / "out" / LEDGER_NAME, 0.0094).spent()
+        ledger = SpendingCap(d / "out" / LEDGER_NAME, 0.0094).spent()
         cut = cells[cells["status"] == "cut"]
         spends = [float(v) for v in cut["spent_cost_usd"].dropna()]
         missing = round(ledger - float(cells["spent_cost_usd"].fillna(0).sum()), 10)

@@ -7,7 +7,7 @@ grounded score would measure the grounded score against itself.
 
 A critic whose scores (nearly) do not vary carries no information about accuracy: its row has no correlation
 and says so in words (`finding`), as does a set of candidates whose dev scores are all equal. Simulated
-critics (`sim/...` models, see `promptlab.llm.simulated`) are computed from the dev score by a known formula;
+critics (`sim/...` models, see `promptlab.critics.simulated`) are computed from the dev score by a known formula;
 their rows say so, and are what checks this function against a known truth.
 
 Correlations are Spearman's rho and Kendall's tau-b with percentile-bootstrap 95% CIs over candidates

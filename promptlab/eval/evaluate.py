@@ -23,9 +23,10 @@ from ..aio import run_sync
 from ..errors import ConfigError
 from ..llm.cache.location import open_cache
 from ..llm.call import CacheArg, acomplete
-from ..llm.completion import Completion, Tally, Usage
+from ..llm.completion import Completion
 from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
+from ..llm.tally import Tally, Usage
 from ..record import Example, GroundedScore
 from .scorers import get_scorer
 from .scoring import Scored, Scorer, score_safely

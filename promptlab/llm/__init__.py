@@ -1,24 +1,34 @@
 """The call path: `complete` / `acomplete` over litellm, cached, structured, retried, limited and priced.
 
-Modules: `call` (the two entry points), `request` (a call's arguments -> `Request`), `protocol` (the steps of one
-call), `transport` / `direct` (how a request is sent; `loopthread`: where blocking calls send theirs),
-`reply` / `completion` (what comes back, and `Tally`, the running totals over calls), `structured`
-(schemas and JSON in replies), `settings`, `limits`, `flight` (single-flight), `budget` (spending cap),
-`failures` (how a failed request or an invalid reply reads), `providers` (model names), `aliases` (served models by name), `local`
-(the embedded model), `fake` (the scripted model), `cache/` (the call cache)."""
+Where each part of a call is, in the order a call meets them:
+- `call`: the two entry points (`complete`, `acomplete`), which drive the steps and read and write the cache;
+- `request`: a call's arguments made into a `Request` (messages, parameters, cache key, where its limits apply);
+- `model_names`: what a model name says (litellm imported lazily, in-process or not, schema and logprob support);
+  `preflight`: the checks before any call (a name that can be served, its API key); `aliases`: served models
+  registered by name;
+- `steps`: the steps of one call, as a generator both entry points drive (retries, schema fallback, re-asks);
+- `transport`: how one request is sent (litellm, or `openai_http`: a direct POST to an OpenAI-compatible server)
+  and what it returns (`Reply`); `completion`: what a call returns (`Completion`); `tally`: running
+  totals over calls (`Tally`, `Usage`);
+- `concurrency/`: calls in flight and rates (`limits`), one call per cache key (`single_flight`), the event loop
+  thread of blocking calls (`call_loop`);
+- `spending_cap`: the USD cap of a sweep and its ledger; `failures`: how a failed request or an invalid reply
+  reads; `structured`: schemas and JSON in replies; `settings`;
+- the models promptlab serves itself: `inprocess` (their litellm handler), `local` (the embedded llama.cpp
+  model), `fake` (the scripted model); `cache/`: the call cache."""
 
 from __future__ import annotations
 
 from .aliases import ModelAlias, Price, register_model, registered_models, unregister_model
-from .budget import Budget
 from .call import CacheArg, acomplete, complete
-from .completion import Completion, Tally, TokenLogprob, TopLogprob, Usage
+from .completion import Completion, TokenLogprob, TopLogprob
 from .fake import ScriptedModel, ScriptedReply, scripted
 from .request import Prompt
 from .settings import DEFAULT_SETTINGS, Settings
+from .spending_cap import SpendingCap
+from .tally import Tally, Usage
 
 __all__ = [
-    "Budget",
     "CacheArg",
     "Completion",
     "DEFAULT_SETTINGS",
@@ -28,6 +38,7 @@ __all__ = [
     "ScriptedModel",
     "ScriptedReply",
     "Settings",
+    "SpendingCap",
     "Tally",
     "TokenLogprob",
     "TopLogprob",

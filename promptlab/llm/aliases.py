@@ -18,7 +18,7 @@ What the alias changes (see docs/servers.md):
   (`endpoint_identity`: provider and host[:port] of the base, never its path, query or credentials) and the
   served model to its key, so two servers with one model name never share replies. Calls without an
   api_base keep their keys. The Completion's `model` stays the name the caller wrote (the alias).
-- limits: `max_concurrency` per endpoint, `rpm`/`tpm` (`promptlab.llm.limits`);
+- limits: `max_concurrency` per endpoint, `rpm`/`tpm` (`promptlab.llm.concurrency.limits`);
 - structured output: `native_schema` True sends the schema as `response_format`, False puts it in the
   prompt, None (the default) detects it per endpoint for an `openai/` model with an api_base;
 - cost: `price` prices every reply of the alias (litellm's price map does not know served models).

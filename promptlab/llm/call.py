@@ -1,23 +1,23 @@
 """The one call path: `complete` and `acomplete`, over litellm, cached, structured, retried.
 
 A call's arguments become a `promptlab.llm.request.Request` (alias resolved, cache key computed); its steps are
-the one generator `promptlab.llm.protocol.protocol`, which yields provider calls and sleeps. Here it is driven
+the one generator `promptlab.llm.steps.protocol`, which yields provider calls and sleeps. Here it is driven
 twice over: `complete` with blocking calls and `time.sleep`, so it works inside a running Jupyter event loop,
 and `acomplete` with async calls and `asyncio.sleep`. The drivers read and write the cache, hold the limits
 and charge the spending cap; the protocol never sees them.
 
 Each request goes out through `promptlab.llm.transport`: litellm, or, for a plain chat request to an
 OpenAI-compatible endpoint (`openai/<name>` with an api_base), a direct HTTP post that skips litellm's
-per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.llm.direct`). The async path
+per-request CPU (`Settings(transport="litellm")` turns that off; see `promptlab.llm.openai_http`). The async path
 writes the cache from a worker thread, so SQLite's commit never holds up the event loop.
 
 A model alias (`promptlab.llm.aliases`) is resolved before any model call: its target model, api_base,
 extra params and (at call time, from its `api_key_env`) key; its limits (concurrency per endpoint, rpm,
-tpm: `promptlab.llm.limits`), its price and its `native_schema` choice. A call with an api_base adds the
+tpm: `promptlab.llm.concurrency.limits`), its price and its `native_schema` choice. A call with an api_base adds the
 endpoint identity to its cache key; the Completion's `model` is the name the caller wrote.
 
-Under a spending cap (`promptlab.llm.budget`, e.g. a sweep's `max_cost`) each provider request is checked first
-and refused with BudgetExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
+Under a spending cap (`promptlab.llm.spending_cap`, e.g. a sweep's `max_cost`) each provider request is checked first
+and refused with SpendingCapExceeded when it would pass the cap; what a paid reply cost goes to the cap's ledger.
 """
 
 from __future__ import annotations
@@ -32,18 +32,17 @@ from pydantic import BaseModel
 
 from ..errors import CacheUnavailableError
 from . import structured
-from .budget import gate
 from .cache.backend import CacheBackend
 from .cache.location import open_cache
 from .completion import Completion
-from .flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
-from .limits import arate_wait, rate_wait, slot
-from .protocol import ProviderCall, Sleep, priced, protocol
-from .providers import check_model
-from .reply import Reply
+from .concurrency.limits import arate_wait, rate_wait, slot
+from .concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
+from .preflight import check_model
 from .request import Prompt, Request, build_request
 from .settings import Settings
-from .transport import TokenHandler, afetch, fetch
+from .spending_cap import gate
+from .steps import ProviderCall, Sleep, priced, protocol
+from .transport import Reply, TokenHandler, afetch, fetch
 
 CacheArg = Union[CacheBackend, str, Path, bool, None]
 """None or True: the default cache; False: no cache; a directory, a URL (redis://host:port/db) or a cache
@@ -91,6 +90,14 @@ def _from_cache(store: CacheBackend | None, req: Request) -> Completion | None:
             return None
     hit.cache_hit = True
     hit.model = req.model  # the name this caller wrote (an alias of the same endpoint shares the record)
+    return hit
+
+
+def _answered(store: CacheBackend | None, req: Request, on_token: TokenHandler | None) -> Completion | None:
+    """The cached Completion of `req`, its whole text sent to `on_token` (None on a miss)."""
+    hit = _from_cache(store, req)
+    if hit is not None and on_token is not None:
+        on_token(hit.text)
     return hit
 
 
@@ -144,19 +151,13 @@ def complete(
         params=params,
     )
     store = _resolve_cache(cache)
-    hit = _from_cache(store, req)
+    hit = _answered(store, req, on_token)
     if hit is not None:
-        if on_token is not None:
-            on_token(hit.text)
         return hit
-    check_model(model, params)
+    check_model(req.resolved, params)
     with THREAD_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext():
-        hit = _from_cache(store, req)  # another thread may have made this very call while we waited
-        if hit is not None:
-            if on_token is not None:
-                on_token(hit.text)
-            return hit
-        return _drive(req, store, on_token)
+        hit = _answered(store, req, on_token)  # another thread may have made this very call while we waited
+        return hit if hit is not None else _drive(req, store, on_token)
 
 
 def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
@@ -178,10 +179,10 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
         value = _replayed(store, op, on_token)
         if value is None:
             try:
-                rpm, tpm = req.rates()
+                rpm, tpm = req.resolved.rates
                 if rpm or tpm:
-                    rate_wait(req.endpoint, rpm, tpm, op.kwargs)
-                budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
+                    rate_wait(req.resolved.endpoint, rpm, tpm, op.kwargs)
+                budget = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                 reply = fetch(req, op.kwargs, on_token)
             except Exception as e:
                 error = e
@@ -240,20 +241,14 @@ async def acomplete(
         params=params,
     )
     store = _resolve_cache(cache)
-    hit = _from_cache(store, req)
+    hit = _answered(store, req, on_token)
     if hit is not None:
-        if on_token is not None:
-            on_token(hit.text)
         return hit
-    check_model(model, params)
+    check_model(req.resolved, params)
     async with ASYNC_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext(False) as waited:
         # an identical call in flight finished while we waited: its result
-        hit = _from_cache(store, req) if waited else None
-        if hit is not None:
-            if on_token is not None:
-                on_token(hit.text)
-            return hit
-        return await _adrive(req, store, on_token)
+        hit = _answered(store, req, on_token) if waited else None
+        return hit if hit is not None else await _adrive(req, store, on_token)
 
 
 async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
@@ -262,8 +257,8 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
     gen = protocol(req)
     value: Any = None
     error: BaseException | None = None
-    rpm, tpm = req.rates()
-    async with slot(req.endpoint, req.concurrency()):
+    rpm, tpm = req.resolved.rates
+    async with slot(req.resolved.endpoint, req.concurrency()):
         while True:
             try:
                 op = gen.throw(error) if error is not None else gen.send(value)
@@ -278,8 +273,8 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
             if value is None:
                 try:
                     if rpm or tpm:
-                        await arate_wait(req.endpoint, rpm, tpm, op.kwargs)
-                    budget = gate(req.model, op.kwargs)  # BudgetExceeded before a request that would pass the cap
+                        await arate_wait(req.resolved.endpoint, rpm, tpm, op.kwargs)
+                    budget = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                     reply = await afetch(req, op.kwargs, on_token)
                 except Exception as e:
                     error = e

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import MissingKeyError, ProviderError
-from .providers import key_env_vars, litellm
+from .model_names import litellm
+from .preflight import key_env_vars
 
 
 class InvalidReply(Exception):

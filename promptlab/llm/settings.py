@@ -49,7 +49,7 @@ class Settings:
     transport: str = "auto"
     """How requests reach the provider: 'auto' posts chat requests to an OpenAI-compatible endpoint (an
     `openai/<name>` model with an api_base) directly over HTTP, plain or streamed, and sends everything else
-    through litellm; 'litellm' sends every request through litellm (see `promptlab.llm.direct`)."""
+    through litellm; 'litellm' sends every request through litellm (see `promptlab.llm.openai_http`)."""
     max_reply_bytes: int = 8 * 2**20
     """The largest reply accepted (8 MiB): a bigger one is refused as an infrastructure failure (not retried,
     never cached). The direct transport stops reading there; through litellm the text's size is checked."""

@@ -1,7 +1,9 @@
-"""How one provider request is made: through litellm, or directly to an OpenAI-compatible endpoint.
+"""How one provider request is made (through litellm, or directly to an OpenAI-compatible endpoint) and what it
+returns: a `Reply`, read from a litellm ModelResponse whichever way the request went (`reply_of`), with its cost
+from litellm's price map (`cost_of`: None for an unknown price, never 0.0).
 
 `afetch` (async) and `fetch` (blocking) take a `Request` and litellm's keyword arguments for one provider
-request and return a `Reply`. `Settings.transport` picks the way: 'auto' posts what `promptlab.llm.direct`
+request and return a `Reply`. `Settings.transport` picks the way: 'auto' posts what `promptlab.llm.openai_http`
 can post itself (a chat request to an `openai/<name>` model with an api_base), plain or streamed, and sends
 the rest through litellm; 'litellm' sends everything through litellm. A request is streamed only when the
 call has an `on_token` handler (and asks for no log-probabilities, which come with a whole reply only).
@@ -14,7 +16,7 @@ Whichever way, the same rules hold:
   `Settings.max_reply_bytes`; usage a stream did not carry is unknown (None), never counted by litellm;
 - failures raise the same exceptions (`promptlab.llm.failures`).
 
-Blocking calls make network requests on the call loop thread (`promptlab.llm.loopthread`), so both paths
+Blocking calls make network requests on the call loop thread (`promptlab.llm.concurrency.call_loop`), so both paths
 share this code; in-process models and litellm's `mock_response` run in the caller's thread.
 """
 
@@ -24,12 +26,88 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from . import direct
+from pydantic import BaseModel
+
+from . import openai_http
+from .completion import TokenLogprob, logprobs_of
+from .concurrency.call_loop import CALLS
 from .failures import NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
-from .loopthread import CALLS
-from .providers import litellm
-from .reply import Reply, reply_of
+from .model_names import endpoint, litellm, reported_model
 from .request import Request
+
+
+class Reply(BaseModel):
+    """One provider reply, as the protocol needs it (and as a structured call's reply is cached)."""
+
+    text: str
+    """The reply's text ('' when the provider sent none)."""
+    input_tokens: int | None = None
+    """Prompt tokens the provider reported; None when it reported no usage."""
+    output_tokens: int | None = None
+    """Completion tokens the provider reported; None when it reported no usage."""
+    cost_usd: float | None = None
+    """Cost in USD by litellm's price map; None where the price is unknown."""
+    finish_reason: str | None = None
+    """Why the provider stopped generating, where it says."""
+    logprobs: list[TokenLogprob] | None = None
+    """Per-token log-probabilities, when asked for and given."""
+    response_model: str | None = None
+    """The model id the provider reported."""
+    endpoint: str | None = None
+    """Which endpoint answered, without secrets (see `promptlab.llm.model_names.endpoint`)."""
+    replayed: bool = False
+    """True when this reply came from the cache: its figures are the original ones, nothing was spent."""
+
+
+_unpriced: set[tuple[str, str | None, int]] = set()
+"""(model, reported model, size of litellm's price map) found without a price: asking again would raise
+and catch the same error on every call. A price registered later grows the map and so misses this set."""
+
+
+def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
+    """The reply's cost by litellm's price map: 0.0 for promptlab's in-process models (`own`), None when
+    unknown.
+
+    litellm prices a response it made itself while logging it (`_hidden_params['response_cost']`): that
+    figure is used rather than pricing the same response twice.
+    """
+    if own:
+        return 0.0  # in-process models cost nothing by construction
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        priced = hidden["response_cost"]
+        return None if priced is None else float(priced)
+    lm = litellm()
+    seen = (model, getattr(response, "model", None), len(lm.model_cost))
+    if seen in _unpriced:
+        return None
+    try:
+        return float(lm.completion_cost(completion_response=response))
+    except Exception:
+        _unpriced.add(seen)
+        return None  # litellm does not know this model's price: unknown, not zero
+
+
+def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True) -> Reply:
+    """The Reply in a litellm ModelResponse for a call to `model` (`own`: an in-process model). Usage the
+    provider did not send is unknown (None), and so is the cost: with `usage` False (a stream that carried
+    none), or zero tokens both ways (what litellm fills in for a plain reply without usage)."""
+    reported: Any = getattr(response, "usage", None) if usage else None
+    known = reported is not None and getattr(reported, "prompt_tokens", None) is not None
+    if known and not own and not reported.prompt_tokens and not reported.completion_tokens:
+        known = False  # litellm's zeros for a reply without usage: a chat request has at least one prompt token
+    choice = response.choices[0]
+    return Reply(
+        text=choice.message.content or "",
+        input_tokens=int(reported.prompt_tokens or 0) if known else None,
+        output_tokens=int(reported.completion_tokens or 0) if known else None,
+        cost_usd=cost_of(model, response, own=own) if known or own else None,
+        finish_reason=getattr(choice, "finish_reason", None),
+        logprobs=logprobs_of(getattr(choice, "logprobs", None)),
+        response_model=reported_model(model, response),
+        endpoint=endpoint(model, response),
+    )
+
 
 TokenHandler = Callable[[str], None]
 """Receives each piece of reply text as it is generated (or the whole text once, for a cache hit)."""
@@ -41,36 +119,41 @@ def _streams(kwargs: dict[str, Any], on_token: TokenHandler | None) -> bool:
 
 def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (blocking) and read its reply."""
-    if req.own or "mock_response" in kwargs:
+    if req.resolved.own or "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
 
 async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (async) and read its reply; the request's timeout bounds all of it."""
-    if req.own:
+    if req.resolved.own:
         return await _afetch(req, kwargs, on_token)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
     except TimeoutError as e:
-        raise timed_out(req.target, e) from e
+        raise timed_out(req.resolved.target, e) from e
 
 
 async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     streams, cap = _streams(kwargs, on_token), req.settings.max_reply_bytes
-    way = direct.route(kwargs) if req.settings.transport == "auto" else None
+    way = openai_http.route(kwargs) if req.settings.transport == "auto" else None
     if way is not None:
         if streams:
             assert on_token is not None
-            response = await direct.astream(way, kwargs, on_token, cap)
+            response = await openai_http.astream(way, kwargs, on_token, cap)
         else:
-            response = await direct.apost(way, kwargs, cap)
-        return _checked(req, reply_of(req.target, response, own=req.own), on_token, streams)
+            response = await openai_http.apost(way, kwargs, cap)
+        return _checked(req, reply_of(req.resolved.target, response, own=req.resolved.own), on_token, streams)
     lm = litellm()
     try:
         if not streams:
-            return _checked(req, reply_of(req.target, await lm.acompletion(**kwargs), own=req.own), on_token, False)
+            return _checked(
+                req,
+                reply_of(req.resolved.target, await lm.acompletion(**kwargs), own=req.resolved.own),
+                on_token,
+                False,
+            )
         assert on_token is not None
         stream = await lm.acompletion(**kwargs, stream=True, stream_options={"include_usage": True})
         chunks = [chunk async for chunk in _pieces_of(stream, on_token)]
@@ -86,7 +169,9 @@ def _fetch_here(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | N
     """A request made through litellm in this thread (in-process models, mock responses)."""
     lm = litellm()
     if not _streams(kwargs, on_token):
-        return _checked(req, reply_of(req.target, lm.completion(**kwargs), own=req.own), on_token, False)
+        return _checked(
+            req, reply_of(req.resolved.target, lm.completion(**kwargs), own=req.resolved.own), on_token, False
+        )
     assert on_token is not None
     stream = lm.completion(**kwargs, stream=True, stream_options={"include_usage": True})
     chunks = []
@@ -115,7 +200,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
     itself when the provider sent neither, so both are read from what the provider did send."""
     headers = (getattr(chunks[-1], "_hidden_params", None) or {}).get("additional_headers") or {} if chunks else {}
     kind = str(headers.get("llm_provider-content-type") or "")
-    if kind and direct.EVENT_STREAM not in kind:
+    if kind and openai_http.EVENT_STREAM not in kind:
         if "json" in kind:
             raise InvalidReply(
                 f"a stream was asked for and the server answered one {kind} reply (it ignores "
@@ -130,7 +215,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
         raise InvalidReply(NO_END)
     sent_usage = any(getattr(c, "usage", None) is not None for c in getattr(stream, "chunks", ()))
     built = litellm().stream_chunk_builder(chunks, messages=kwargs["messages"])
-    return reply_of(req.target, built, own=req.own, usage=sent_usage or req.own)
+    return reply_of(req.resolved.target, built, own=req.resolved.own, usage=sent_usage or req.resolved.own)
 
 
 def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed: bool) -> Reply:
@@ -143,4 +228,4 @@ def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed
     return reply
 
 
-__all__ = ["TokenHandler", "afetch", "fetch"]
+__all__ = ["Reply", "TokenHandler", "afetch", "cost_of", "fetch", "reply_of"]

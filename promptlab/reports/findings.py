@@ -4,7 +4,9 @@
 gain per configuration (`analysis.delta_table`) and the paired differences between configurations
 (`analysis.compare`), the calibration of each critic's OWN scores (`analysis.calibration`), and the
 counterfactual stopping table per configuration (`analysis.counterfactual_stopping`, whose grounded score is
-the returned prompt's DEV-split score) with its best rule per unit of cost, and the provenance warnings.
+the returned prompt's DEV-split score) with its best rule per unit of cost, the provenance warnings, and each
+critic's biases (`analysis.bias`: the logged probes always; the re-asked ones for simulated critics, which
+make no call, and, with `bias_budget` > 0, for model critics: MODEL CALLS, cached).
 
 `findings_markdown` answers the questions in one sentence each, with n and the 95% CI: did refinement help,
 when to stop, can the critic be trusted, and (runs that record incumbents) which loop leads at which budget
@@ -20,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..analysis.bias import bias_table
+from ..analysis.bias_asks import probe_frames
 from ..analysis.critic import ALL, calibration
 from ..analysis.paired import compare, delta_table, standing
 from ..analysis.provenance import provenance_warnings
@@ -63,6 +67,10 @@ class Findings:
     """Critic model -> how its scores were produced (sampled, expected, simulated, ...)."""
     budget: BudgetFindings | None = None
     """Which configuration leads at which budget (`promptlab.reports.budget`); None without incumbents."""
+    biases: pd.DataFrame | None = None
+    """`analysis.bias.bias_table` per critic (None: not computed); its probes' data in `bias_frames`."""
+    bias_frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+    """The probes' tidy frames (`analysis.bias_asks.probe_frames`), what the bias charts draw."""
 
     @property
     def grounded(self) -> bool:
@@ -70,8 +78,9 @@ class Findings:
         return not (self.deltas.empty and self.calibration.empty and self.counterfactual.empty)
 
 
-def findings(results: Results) -> Findings:
-    """The findings of a loaded results directory (see the module docstring)."""
+def findings(results: Results, *, bias_budget: int = 0, cache: Any = None) -> Findings:
+    """The findings of a loaded results directory (see the module docstring). `bias_budget` is the model calls
+    per model critic for the bias probes' re-asks (0: none; simulated critics are re-asked without a call)."""
     import pandas as pd
 
     runs, traj = results.runs, results.trajectories
@@ -98,7 +107,10 @@ def findings(results: Results) -> Findings:
         if rule is not None:
             zero = g[(g["cap"] == 0) & (g["threshold"] == g["threshold"].max())]
             best[str(label)] = {**rule, "start": zero.iloc[0].to_dict() if len(zero) else None}
+    frames = probe_frames(results, budget=bias_budget, cache=cache) if has_grounded else {}
     return Findings(
+        biases=bias_table(frames) if frames else None,
+        bias_frames=frames,
         deltas=deltas,
         calibration=cal,
         counterfactual=counterfactual,
@@ -241,7 +253,24 @@ def _critics(f: Findings) -> list[str]:
             f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} candidates; "
             f"its scores range {r.critic_min:.3g}-{r.critic_max:.3g} (sd {r.critic_sd:.2g}).{sim}"
         )
-    return [*lines, ""]
+    return [*lines, "", *bias_markdown(f.biases)]
+
+
+def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
+    """The bias table of each critic (`analysis.bias`), under "Can the critic be trusted?"."""
+    if biases is None or biases.empty:
+        return []
+    lines = [
+        'Is the critic biased? Each probe\'s estimate with its 95% CI; "no evidence of bias" only where the CI '
+        "lies inside the stated size (docs/analysis.md, Critic biases):",
+        "",
+    ]
+    for critic, g in biases.groupby("critic_model", sort=True):
+        lines += [f"**{critic}**", "", "| probe | estimate [95% CI] | n | unit | finding |", "|---|---|---|---|---|"]
+        for r in g.itertuples():
+            lines.append(f"| {r.probe} | {_ci(r.estimate, r.ci_low, r.ci_high)} | {r.n} | {r.unit} | {r.finding} |")
+        lines.append("")
+    return lines
 
 
 def _rule(row: dict[str, Any]) -> str:
@@ -278,6 +307,7 @@ __all__ = [
     "STOPPING_PARAMS",
     "THRESHOLDS",
     "Findings",
+    "bias_markdown",
     "budget_lines",
     "findings",
     "findings_markdown",

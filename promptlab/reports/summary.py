@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..analysis.bias_asks import BUDGET
 from ..results.configs import MODEL_COLUMNS, By, by_columns, config_columns, config_groups, fmt_value
+from .bias_charts import plot_biases
 from .charts import (
     plot_budget_curve,
     plot_calibration,
@@ -100,18 +102,27 @@ class Report(dict[str, Path]):
         self.skipped: dict[str, str] = {}
 
 
-def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.PathLike[str] | None = None) -> Report:
+def report(
+    results_dir: str | os.PathLike[str] | Results,
+    out_dir: str | os.PathLike[str] | None = None,
+    *,
+    bias_budget: int = BUDGET,
+) -> Report:
     """Load a results directory and write its charts, summary.csv and summary.md.
 
     Charts: trajectories.png, pairings.png, score_vs_cost.png, stop_reasons.png, final_by_threshold.png, and
     the findings charts calibration.png, grounded_trajectories.png, counterfactual.png (one panel per
-    configuration), budget_curve.png (dev and test accuracy against spend at equal budget) and deltas.png; one whose columns are absent or that has nothing to compare is skipped,
+    configuration), budget_curve.png (dev and test accuracy against spend at equal budget), deltas.png and
+    biases.png (score against length at equal accuracy, score change against accuracy change, per critic); one
+    whose columns are absent or that has nothing to compare is skipped,
     with the reason in `Report.skipped` and in summary.md. summary.md has a "Findings" section (see
     `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data or experiment files.
 
     Args:
         results_dir: The sweep's results directory, or its loaded `Results`.
         out_dir: Where to write (default `<results_dir>/report`).
+        bias_budget: Model calls per model critic for the bias probes' re-asks (MODEL CALLS, cached: a second
+            report makes none; 0 for none). Simulated critics are re-asked without a call.
 
     Returns:
         A `Report`: file name -> path of every file written.
@@ -203,8 +214,17 @@ def report(results_dir: str | os.PathLike[str] | Results, out_dir: str | os.Path
         (9, 5),
     )
 
-    found = findings(res)
+    found = findings(res, bias_budget=bias_budget)
     _findings_charts(res, found, chart)
+    logged = found.bias_frames.get("length")
+    chart(
+        "biases.png",
+        "no grounded data"
+        if logged is None
+        else ("no candidate has both a critic score and a dev score" if logged.empty else None),
+        lambda fig: plot_biases(found.bias_frames, found.biases, fig),
+        (11, 3.8 * (logged["critic_model"].nunique() if logged is not None and len(logged) else 1) + 0.5),
+    )
     table.to_csv(out / "summary.csv", index=False)
     written["summary.csv"] = out / "summary.csv"
     (out / "summary.md").write_text(_summary_md(res, table, written, found))

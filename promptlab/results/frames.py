@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..llm.completion import Tally
+from ..llm.tally import Tally
 from ..record import GroundedScore, Run, Step
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 

@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..critics.simulated import is_simulated
 from ..llm.local import instances
-from ..llm.providers import is_local
+from ..llm.model_names import is_local
 from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
-from ..llm.simulated import is_simulated
 from ..record import Task
 
 ID_LENGTH = 12
@@ -75,9 +75,9 @@ def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> i
 
 def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> list[str]:
     """Check every cell before anything is written or called: every model of every cell
-    (`promptlab.llm.providers.preflight`), then, given the tasks, each cell's loop config against every task
+    (`promptlab.llm.preflight.preflight`), then, given the tasks, each cell's loop config against every task
     (`promptlab.sweeps.checks`) and the models those checks add (target, judge scorer). With `priced` (a
-    spending cap is set), every one of those models must have a known price (`promptlab.llm.budget.check_prices`).
+    spending cap is set), every one of those models must have a known price (`promptlab.llm.spending_cap.check_prices`).
 
     Returns:
         Every model the cells will call, each once.
@@ -86,7 +86,7 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, price
         ConfigError: listing every problem at once; a config problem names the cell's params, the task and
             the field.
     """
-    from ..llm.providers import preflight
+    from ..llm.preflight import preflight
     from .checks import check_configs
 
     models = [m for cell in cells for m in cell_models(cell)]
@@ -95,7 +95,7 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, price
     extra = check_configs(labelled, tasks or [])
     preflight(extra)
     if priced:
-        from ..llm.budget import check_prices
+        from ..llm.spending_cap import check_prices
 
         check_prices([*models, *extra])
     return list(dict.fromkeys([*models, *extra]))

@@ -4,7 +4,7 @@ runs one cell in another process (the papermill notebook, a Dask task).
 
 A cell whose code raises is recorded as failed (kind SweepCellError); an infrastructure failure (a provider
 error after retries, a missing key, a lost worker) fails it with kind "infrastructure", so the next sweep
-runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.budget`) is "cut"
+runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.spending_cap`) is "cut"
 (kind "budget"), however its loop handled the refusal: a sweep with a higher cap runs it again.
 """
 
@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import BudgetExceeded, SweepCellError
+from ..errors import SpendingCapExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.budget import LEDGER_NAME, Budget, charges
-from ..llm.completion import Tally
+from ..llm.spending_cap import LEDGER_NAME, SpendingCap, charges
+from ..llm.tally import Tally
 from ..record import Run, Task
 from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment
@@ -99,7 +99,7 @@ def cell_error(
     infrastructure = infrastructure or bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
     kind = (
         "budget"
-        if isinstance(exc, BudgetExceeded) or ename == BudgetExceeded.__name__
+        if isinstance(exc, SpendingCapExceeded) or ename == SpendingCapExceeded.__name__
         else "infrastructure"
         if infrastructure
         else "SweepCellError"
@@ -125,14 +125,14 @@ async def aexecute_cell(
     concurrency: int | None = None,
     notebook: str | None = None,
     settings: Settings | None = None,
-    budget: Budget | None = None,
+    budget: SpendingCap | None = None,
 ) -> tuple[dict[str, Any], BaseException | None]:
     """Run a cell and write its results (failed, with the error, when a run raised; cut when `budget`, the
     sweep's spending cap, refused one of its model calls, even where the loop recorded the refusal and went on)."""
     from ..results.store import cell_status, write_cell
 
     t0 = time.perf_counter()
-    scope: contextlib.AbstractContextManager[list[BudgetExceeded]] = (
+    scope: contextlib.AbstractContextManager[list[SpendingCapExceeded]] = (
         budget.scope() if budget is not None else contextlib.nullcontext([])
     )
     with scope as refused, charges() as paid:  # what the cell paid, runs the cap stopped included
@@ -149,7 +149,7 @@ async def aexecute_cell(
             )
         except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
             runs, exc = [], e
-    if refused and not isinstance(exc, BudgetExceeded):
+    if refused and not isinstance(exc, SpendingCapExceeded):
         exc = refused[0]
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
     wall = round(time.perf_counter() - t0, 4)
@@ -176,16 +176,18 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
     return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
 
 
-def cell_budget(results_dir: str | Path, max_cost: float | None = None, default: float | None = None) -> Budget | None:
+def cell_budget(
+    results_dir: str | Path, max_cost: float | None = None, default: float | None = None
+) -> SpendingCap | None:
     """The spending cap a cell process runs under, on the results dir's ledger: `max_cost` when given (a
     Dask task gets it as an argument), else the one a sweep handed over in the environment (a papermill
-    kernel: `Budget.from_env`), else `default` (the experiment file's max_cost), else None."""
+    kernel: `SpendingCap.from_env`), else `default` (the experiment file's max_cost), else None."""
     if max_cost is None:
-        handed = Budget.from_env()
+        handed = SpendingCap.from_env()
         if handed is not None or default is None:
             return handed
         max_cost = default
-    return Budget(Path(results_dir) / LEDGER_NAME, max_cost)
+    return SpendingCap(Path(results_dir) / LEDGER_NAME, max_cost)
 
 
 def run_cell_by_id(

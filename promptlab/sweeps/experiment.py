@@ -23,7 +23,7 @@ An experiment is a YAML file (see `experiments/demo.yaml` for a commented exampl
     models:                       # optional model aliases (promptlab.llm.aliases), usable as model names
       judge: {model: openai/qwen2.5-7b, api_base: "http://localhost:8000/v1", api_key_env: VLLM_KEY}
     max_cost: 5.0                 # optional: stop new paid model calls once they would pass 5 USD
-                                  # (see promptlab.llm.budget; `promptlab sweep --max-cost` overrides it)
+                                  # (see promptlab.llm.spending_cap; `promptlab sweep --max-cost` overrides it)
 
 `models:` aliases are registered on load (papermill kernels too) and enter the YAML and its hash (a key
 never does); what they stand for (model, endpoint, params) enters cell ids (docs/servers.md).

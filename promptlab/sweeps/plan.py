@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError
 from ..events import Event, EventHandler
-from ..llm.completion import Tally
+from ..llm.tally import Tally
 from ..record import Run, Task
 from .cells import Cell
 from .experiment import Experiment
 
 if TYPE_CHECKING:
-    from ..llm.budget import Budget
     from ..llm.settings import Settings
+    from ..llm.spending_cap import SpendingCap
     from ..results.store import Results
 
 
@@ -156,7 +156,7 @@ class SweepPlan:
     """The run_cell notebook (papermill executor only)."""
     scheduler: str | None = None
     """A Dask scheduler address (dask executor only; None: a LocalCluster)."""
-    budget: Budget | None = None
+    budget: SpendingCap | None = None
     """The spending cap every cell runs under (None: none); executors hand it to their cells."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     live: dict[str, Tally] = field(default_factory=dict)

@@ -50,7 +50,7 @@ notebook, cell_index, ename, evalue) and the sweep goes on. An infrastructure fa
 after retries, a missing key, a run left incomplete by one, `Run.incomplete`, or a lost Dask worker) fails its cell with
 kind "infrastructure", never "ok": the next sweep runs it again, its successful calls replayed from the
 cache. A model failure (an unparseable reply) is research data: its cell is ok. Under a spending cap
-(`max_cost`, `promptlab.llm.budget`) a cell whose model call the cap refused is "cut" (status.json status "cut",
+(`max_cost`, `promptlab.llm.spending_cap`) a cell whose model call the cap refused is "cut" (status.json status "cut",
 error kind "budget"): counted apart (`SweepResult.cut`), re-run by a sweep with a higher cap. Ctrl-C stops scheduling, lets running
 writes finish (every file is written atomically) and re-raises KeyboardInterrupt; run again to resume.
 """
@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..events import EventHandler
-from ..llm.budget import LEDGER_NAME, Budget
+from ..llm.spending_cap import LEDGER_NAME, SpendingCap
 from .cells import Cell, preflight_cells
 from .executors import EXECUTORS, get_executor
 from .experiment import Experiment, load_experiment
@@ -114,7 +114,7 @@ def sweep(
         scheduler: a Dask scheduler address (e.g. tcp://10.0.0.5:8786) for the dask executor; None starts a
             LocalCluster of `workers` processes.
         max_cost: a cap in USD on what model calls pay in this results dir, over every sweep of it (default:
-            the experiment's `max_cost`; see `promptlab.llm.budget`): a request that would pass it is not made and
+            the experiment's `max_cost`; see `promptlab.llm.spending_cap`): a request that would pass it is not made and
             its cell is "cut"; a sweep with a higher cap resumes the cut cells.
 
     Returns:
@@ -147,7 +147,7 @@ def sweep(
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
     cap = max_cost if max_cost is not None else exp.max_cost
-    budget = Budget(out / LEDGER_NAME, cap) if cap is not None else None
+    budget = SpendingCap(out / LEDGER_NAME, cap) if cap is not None else None
     models = preflight_cells(cells, tasks, priced=budget is not None)
     if settings is not None:  # a concurrency override for a model no cell calls is a typo, not a no-op
         settings.check_models(models, "per_model_concurrency (--max-concurrency)")

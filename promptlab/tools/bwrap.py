@@ -12,7 +12,8 @@ and sees:
   urandom, tty, pts); the sandbox's root folder itself is read-only (the folders leading to the workspace
   exist there, empty);
 - no network: only a loopback device of its own, so even 127.0.0.1 of the host is unreachable;
-- an environment of PATH, LANG and HOME (the workspace) only.
+- an environment of PATH, LANG and HOME (the workspace) only; where the system has python3 but no `python`,
+  `python` runs python3 (a link in `SHIM_DIR`, last on the PATH).
 
 With a stage (`promptlab.tools.stager`), the workspace, /tmp and /dev/shm are size- and file-capped tmpfs
 filesystems; without one (a non-root user where no mount namespace can be made), the workspace is the host
@@ -32,7 +33,10 @@ from pathlib import Path
 
 from .limits import SandboxLimits
 
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+SHIM_DIR = "/etc/promptlab/bin"
+"""A sandbox-only folder (under the sandbox's own /etc, where nothing of the host is shown), last on its PATH,
+holding `python` (a link to python3) where the system has none: the design document's plans run `python x.py`."""
+SANDBOX_PATH = f"/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin:{SHIM_DIR}"
 """PATH inside the sandbox (the parent's PATH is not passed on: it may name folders the sandbox cannot see)."""
 SANDBOX_LANG = "C.UTF-8"
 """LANG inside the sandbox."""
@@ -150,6 +154,7 @@ def bwrap_argv(
     for f in ETC_FILES:
         if os.path.exists(f):
             argv += ["--ro-bind", f, f]
+    argv += _python_shim()
     if data_fds is not None:
         argv += ["--ro-bind-data", str(data_fds[0]), "/etc/passwd", "--ro-bind-data", str(data_fds[1]), "/etc/group"]
     argv += ["--proc", "/proc", "--dev", "/dev"] + _scratch(stage, limits, known) + ["--remount-ro", "/dev"]
@@ -159,6 +164,16 @@ def bwrap_argv(
         argv += ["--bind", str(root), str(root)]
     argv += ["--remount-ro", "/", "--chdir", str(root), "--", "prlimit", *limits.prlimit_args(), "--", *command]
     return argv
+
+
+def _python_shim() -> list[str]:
+    """The options making `python` run python3 in the sandbox, when the system's PATH has python3 but no
+    python (none otherwise: a real `python` is never shadowed)."""
+    system = SANDBOX_PATH.removesuffix(f":{SHIM_DIR}")
+    python3 = shutil.which("python3", path=system)
+    if python3 is None or shutil.which("python", path=system) is not None:
+        return []
+    return ["--dir", SHIM_DIR, "--symlink", python3, f"{SHIM_DIR}/python"]
 
 
 def _scratch(stage: Path | None, limits: SandboxLimits, known: frozenset[str]) -> list[str]:
@@ -173,6 +188,7 @@ __all__ = [
     "ETC_FILES",
     "SANDBOX_LANG",
     "SANDBOX_PATH",
+    "SHIM_DIR",
     "SYSTEM_DIRS",
     "bwrap_argv",
     "bwrap_options",

@@ -56,6 +56,11 @@ def _shell_text(out: dict[str, Any]) -> str:
     return f"[{state}]\nstdout:\n{out['stdout']}\nstderr:\n{out['stderr']}"
 
 
+def _shell_failure(out: dict[str, Any]) -> str | None:
+    """A shell step's failure (a non-zero exit code, or killed at its time limit) as an error message."""
+    return None if out["exit_code"] == 0 else _shell_text(out)
+
+
 def workspace_tools(ws: Workspace) -> list[Tool]:
     """The four workspace tools bound to `ws` (file paths are confined to it)."""
 
@@ -103,5 +108,6 @@ def workspace_tools(ws: Workspace) -> list[Tool]:
             input_model=ShellInput,
             string_arg="command",
             render=_shell_text,
+            failure=_shell_failure,
         ),
     ]

@@ -40,7 +40,8 @@ class ToolResult(BaseModel):
     status: Literal["success", "error"]
     """Whether the tool ran and produced an output."""
     output: Any = None
-    """The tool's JSON-safe output (None on error)."""
+    """The tool's JSON-safe output (None on error, except where the tool ran and its output says it failed:
+    a shell command's non-zero exit code keeps its exit code, stdout and stderr)."""
     error: str | None = None
     """What went wrong, on error."""
     text: str = ""
@@ -72,7 +73,8 @@ class Tool:
     validated by it, defaults filled in) or `input_schema` (a JSON schema dict, checked with
     jsonschema). `execute` takes the validated dict and may be sync or async; it returns a
     JSON-safe value. `string_arg` names the field a bare string input fills (`"2+2"` for the
-    calculator means `{"expression": "2+2"}`); `render` turns the output into text.
+    calculator means `{"expression": "2+2"}`); `render` turns the output into text; `failure` tells an
+    output that is a failure (the result is then an error, the output kept).
     """
 
     name: str
@@ -82,6 +84,9 @@ class Tool:
     input_model: type[BaseModel] | None = None
     string_arg: str | None = None
     render: Callable[[Any], str] = _default_render
+    failure: Callable[[Any], str | None] | None = None
+    """Says from an output whether the tool failed (the message) or not (None): a shell command that exits
+    non-zero ran, but its result is an error, with the output kept."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -150,12 +155,14 @@ class Tool:
                 json.dumps(value, allow_nan=False)
             except (TypeError, ValueError) as e:
                 raise ToolError(f"tool {self.name!r} returned an output that is not JSON-safe: {e}") from e
+            failed = self.failure(value) if self.failure is not None else None
             return ToolResult(
                 tool=self.name,
                 input=clean(_json_safe(raw)),
-                status="success",
+                status="error" if failed else "success",
                 output=clean(value),
-                text=clean(self.render(value)),
+                error=clean(failed) if failed else None,
+                text="" if failed else clean(self.render(value)),
             )
         except Exception as e:  # a tool failure is a result for the loop, never a crash
             message = str(e) if isinstance(e, ToolError) else f"{type(e).__name__}: {e}"

@@ -61,4 +61,15 @@ def notebook_setup(start: str | os.PathLike[str] | None = None, *, tracebacks: b
     return root
 
 
-__all__ = ["notebook_setup", "project_root", "short_errors"]
+def require_results(results_dir: str | os.PathLike[str], name: str = "results_dir") -> Path:
+    """`results_dir` when it holds a sweep's results (a `cells/` folder); else ConfigError, one line saying to
+    run scripts/demo first (what a notebook on a fresh clone, with no results yet, stops with)."""
+    from ..errors import ConfigError
+
+    path = Path(results_dir)
+    if not (path / "cells").is_dir():
+        raise ConfigError(f"{name}: no results in {path} yet: run scripts/demo first (or set {name})")
+    return path
+
+
+__all__ = ["notebook_setup", "project_root", "require_results", "short_errors"]

@@ -24,8 +24,8 @@ import pytest
 
 import promptlab
 from promptlab import analysis
+from promptlab.critics.simulated import parse_sim
 from promptlab.eval.stats import bootstrap_ci, mean_ci, paired_delta_ci
-from promptlab.llm.simulated import parse_sim
 from promptlab.loops.creator_critic.config import CreatorCriticConfig
 from promptlab.loops.creator_critic.loop import run_creator_critic
 from promptlab.loops.p3ro.config import P3ROConfig

@@ -17,7 +17,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 import promptlab as pl
 from promptlab.eval.stats import bootstrap_ci
-from promptlab.llm import providers
+from promptlab.llm import model_names
 from promptlab.llm.settings import Settings
 from promptlab.record import Example
 
@@ -123,7 +123,7 @@ def flaky_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_failed_call_and_failed_scorer_are_recorded_per_example(flaky_scorer: str) -> None:
-    lm = providers.litellm()
+    lm = model_names.litellm()
 
     def respond(messages: list[dict[str, Any]]) -> str:
         text = messages[-1]["content"]
@@ -152,7 +152,7 @@ def test_failed_call_and_failed_scorer_are_recorded_per_example(flaky_scorer: st
 
 
 def test_everything_failing_gives_no_score() -> None:
-    lm = providers.litellm()
+    lm = model_names.litellm()
     m = pl.scripted(
         "eval-down",
         respond=lambda msgs: (_ for _ in ()).throw(

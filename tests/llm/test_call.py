@@ -18,7 +18,7 @@ from fault_server import FaultServer, Reply
 from pydantic import BaseModel, Field
 
 import promptlab as pl
-from promptlab.llm import providers
+from promptlab.llm import model_names
 from promptlab.llm.completion import FLOOR_LOGPROB, TokenLogprob, TopLogprob, logprobs_of
 from promptlab.llm.fake import ScriptedReply
 from promptlab.llm.settings import Settings
@@ -88,7 +88,7 @@ def test_api_keys_and_base_urls_never_reach_key_or_disk(cache_dir: Path) -> None
 
 
 def test_errors_are_never_cached(cache_dir: Path) -> None:
-    lm = providers.litellm()
+    lm = model_names.litellm()
     m = pl.scripted(
         "boom", [lm.BadRequestError("provider refused", model="fake/boom", llm_provider="fake"), "recovered"]
     )
@@ -148,14 +148,14 @@ def test_schema_told_in_prompt_when_provider_has_no_native_support(cache_dir: Pa
 
 
 def test_rate_limit_is_retried_then_succeeds(cache_dir: Path) -> None:
-    lm = providers.litellm()
+    lm = model_names.litellm()
     m = pl.scripted("429", [lm.RateLimitError("slow down", llm_provider="fake", model="fake/429"), "done"])
     c = pl.complete(m.name, "q", cache=cache_dir, settings=FAST)
     assert c.text == "done" and c.attempts == 2 and len(m.requests) == 2
 
 
 def test_retries_are_bounded(cache_dir: Path) -> None:
-    lm = providers.litellm()
+    lm = model_names.litellm()
     errors = [lm.RateLimitError("slow down", llm_provider="fake", model="fake/x") for _ in range(5)]
     m = pl.scripted("429-forever", errors)
     with pytest.raises(pl.ProviderError) as info:
@@ -164,7 +164,7 @@ def test_retries_are_bounded(cache_dir: Path) -> None:
 
 
 def test_authentication_error_is_not_retried(cache_dir: Path) -> None:
-    lm = providers.litellm()
+    lm = model_names.litellm()
     m = pl.scripted("401", [lm.AuthenticationError("bad key", llm_provider="fake", model="fake/401"), "never"])
     with pytest.raises(pl.ProviderError, match="authentication") as info:
         pl.complete(m.name, "q", cache=cache_dir, settings=FAST)
@@ -267,7 +267,9 @@ def test_two_processes_share_one_cache_directory(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_litellm_price_map_is_not_fetched() -> None:
-    code = "import promptlab, os; promptlab.llm.providers.litellm(); print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
+    code = (
+        "import promptlab, os; promptlab.llm.model_names.litellm(); print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
+    )
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True"
@@ -296,7 +298,7 @@ def test_hosted_structured_call(cache_dir: Path) -> None:
 
 def test_preflight_lists_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from promptlab.errors import ConfigError
-    from promptlab.llm.providers import preflight
+    from promptlab.llm.preflight import preflight
 
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)
@@ -418,23 +420,23 @@ def test_logprobs_of_reads_objects_and_dicts_and_floors_infinity() -> None:
 
 def test_supports_logprobs() -> None:
     pl.scripted("lp-support")
-    assert providers.supports_logprobs("fake/lp-support") and providers.supports_logprobs("local/smollm2")
-    assert providers.supports_logprobs("gpt-4o-mini")
-    assert not providers.supports_logprobs("anthropic/claude-3-5-haiku-latest")
-    assert not providers.supports_logprobs("no-such-model-xyz")
+    assert model_names.supports_logprobs("fake/lp-support") and model_names.supports_logprobs("local/smollm2")
+    assert model_names.supports_logprobs("gpt-4o-mini")
+    assert not model_names.supports_logprobs("anthropic/claude-3-5-haiku-latest")
+    assert not model_names.supports_logprobs("no-such-model-xyz")
 
 
 def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
     assert (
-        providers.endpoint("openai/m", api_base="https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s")
+        model_names.endpoint("openai/m", api_base="https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s")
         == "litellm:openai@gw.example.com:8443"
     )
-    assert providers.endpoint("gpt-4o-mini") == "litellm:openai"
+    assert model_names.endpoint("gpt-4o-mini") == "litellm:openai"
     weights = tmp_path / "private-dir" / "tiny-q4.gguf"
     weights.parent.mkdir()
     weights.write_bytes(b"")
-    assert providers.endpoint(f"local/{weights}") == "local:tiny-q4.gguf"
-    assert providers.endpoint("fake/judge") == "fake:judge"
+    assert model_names.endpoint(f"local/{weights}") == "local:tiny-q4.gguf"
+    assert model_names.endpoint("fake/judge") == "fake:judge"
 
 
 def dated_with_logprobs(body: dict[str, Any]) -> Reply:

@@ -16,9 +16,9 @@ from pydantic import BaseModel
 
 import promptlab as pl
 from promptlab.errors import ConfigError, ProviderError
-from promptlab.llm import direct
+from promptlab.llm import openai_http
 from promptlab.llm.cache.location import open_cache
-from promptlab.llm.limits import Limiter
+from promptlab.llm.concurrency.limits import Limiter
 from promptlab.llm.settings import Settings
 
 KEY = "sk-test-direct"
@@ -65,18 +65,18 @@ def reply_body(text: str, *, model: str = "gpt-4o-mini-2024-07-18", logprobs: bo
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records each request the direct transport makes: 'apost' (plain) or 'astream' (streamed)."""
     made: list[str] = []
-    apost, astream = direct.apost, direct.astream
+    apost, astream = openai_http.apost, openai_http.astream
 
-    async def counted_apost(r: direct.Route, kwargs: dict[str, Any], max_bytes: int) -> Any:
+    async def counted_apost(r: openai_http.Route, kwargs: dict[str, Any], max_bytes: int) -> Any:
         made.append("apost")
         return await apost(r, kwargs, max_bytes)
 
-    async def counted_astream(r: direct.Route, kwargs: dict[str, Any], on_token: Any, max_bytes: int) -> Any:
+    async def counted_astream(r: openai_http.Route, kwargs: dict[str, Any], on_token: Any, max_bytes: int) -> Any:
         made.append("astream")
         return await astream(r, kwargs, on_token, max_bytes)
 
-    monkeypatch.setattr(direct, "apost", counted_apost)
-    monkeypatch.setattr(direct, "astream", counted_astream)
+    monkeypatch.setattr(openai_http, "apost", counted_apost)
+    monkeypatch.setattr(openai_http, "astream", counted_astream)
     return made
 
 
@@ -277,7 +277,9 @@ def test_what_the_direct_path_leaves_to_litellm(
     elif case == "content parts":
         prompt = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # type: ignore[assignment]
     if case == "no base":  # a call would go to api.openai.com: only ask the router
-        assert direct.route({"model": model, "messages": [{"role": "user", "content": "hi"}], "api_key": KEY}) is None
+        assert (
+            openai_http.route({"model": model, "messages": [{"role": "user", "content": "hi"}], "api_key": KEY}) is None
+        )
         return
     pl.complete(model, prompt, **kw)
     assert spy == [] and fault_server.requests == 1

@@ -21,8 +21,8 @@ from pydantic import BaseModel
 import promptlab as pl
 from promptlab.errors import ParseError, ProviderError
 from promptlab.llm.cache.location import open_cache
-from promptlab.llm.completion import Usage
 from promptlab.llm.settings import Settings
+from promptlab.llm.tally import Usage
 
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, deadline_s=20)
 KEY = "sk-test-not-a-real-key"

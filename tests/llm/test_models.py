@@ -17,8 +17,9 @@ from pydantic import BaseModel
 import promptlab as pl
 from promptlab.errors import ConfigError, MissingKeyError, UnknownModelError
 from promptlab.llm import aliases as models
-from promptlab.llm import limits, providers
 from promptlab.llm.cache.keys import cache_key
+from promptlab.llm.concurrency import limits
+from promptlab.llm.preflight import preflight, validate_model_name
 from promptlab.llm.settings import Settings
 
 KEY = "sk-alias-secret-7731"
@@ -107,10 +108,10 @@ def test_register_get_and_unregister() -> None:
 def test_unknown_names_list_the_aliases() -> None:
     pl.register_model("judge", model="openai/qwen", api_base="http://gpu:8000/v1")
     with pytest.raises(UnknownModelError, match=r"not a registered model alias \(judge\)"):
-        providers.validate_model_name("judgee")
+        validate_model_name("judgee")
     pl.register_model("broken", model="nosuchprovider/zzz")
     with pytest.raises(UnknownModelError, match="'broken'.*alias of 'nosuchprovider/zzz'"):
-        providers.validate_model_name("broken")
+        validate_model_name("broken")
 
 
 # the call path -----------------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def test_a_missing_key_variable_is_named(server: FaultServer, monkeypatch: pytes
     with pytest.raises(MissingKeyError, match="ALIAS_UNSET_KEY"):
         pl.complete("judge", "hello", cache=False)
     with pytest.raises(ConfigError, match="'judge': needs an API key: set ALIAS_UNSET_KEY"):
-        providers.preflight(["judge"])
+        preflight(["judge"])
     assert server.bodies == []
 
 

@@ -216,8 +216,9 @@ def test_the_corrector_is_not_asked_when_no_fix_and_retry_can_run(tmp_path: Path
         (plan(step(1, "shell", "true")),),
     )
     run = run_pcee("Cap", config(tmp_path, p, e, c, retry_budget=2, max_iterations=3))
-    assert run.stop_reason == "max_iterations" and not c.requests
+    assert run.stop_reason == "failed_step" and not c.requests  # named for what happened (#29 item 13)
     assert "too few for a fix and a retry" in (run.iterations[-1].reason or "")
+    assert run.info["failed_step"]["step_id"] == 2
 
 
 def test_a_forward_reference_in_the_plan_is_refused_when_the_plan_is_made(tmp_path: Path) -> None:
@@ -256,7 +257,7 @@ def test_a_placeholder_without_output_fails_in_the_controller(tmp_path: Path) ->
     assert run.stop_reason == "failed_step" and len(e.requests) == 1  # no evaluator call for the fix step
     fix = run.iterations[1]
     assert fix.metrics["kind"] == "fix" and fix.steps[0].role == "controller"
-    assert run.errors[0].kind == "PlaceholderError"
+    assert [e.kind for e in run.errors] == ["ToolError", "PlaceholderError"]  # step 1's exit 3, then the fix
     assert "refers to step 2, which has no output" in fix.scores[0].justification
 
 
@@ -559,7 +560,7 @@ def test_the_corrector_sees_the_whole_execution_history_uncut(tmp_path: Path) ->
 
     seen = one_run("history-all")
     assert all(f"step {k} (plan) shell(echo step{k})" in seen for k in range(1, 10))  # all 11 executions
-    assert "step 11 (plan) shell(exit 3) ->\nexit code: 3" in seen
+    assert "step 11 (plan) shell(exit 3) ->\nthe tool failed: exit code: 3" in seen
     assert long in seen.split("Executions so far:")[1]  # uncut
     bounded = one_run("history-bounded", correction_history=2, result_chars=200).split("Executions so far:")[1]
     assert "step 9 (plan)" not in bounded and "step 10 (plan)" in bounded and "step 11 (plan)" in bounded

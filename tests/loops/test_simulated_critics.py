@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 import promptlab
+from promptlab.critics.simulated import SIM_CRITICS, parse_sim
 from promptlab.errors import ConfigError, UnknownModelError
-from promptlab.llm.providers import preflight, validate_model_name
-from promptlab.llm.simulated import SIM_CRITICS, parse_sim
+from promptlab.llm.preflight import preflight, validate_model_name
 from promptlab.loops.creator_critic.config import CreatorCriticConfig
 from promptlab.loops.creator_critic.loop import run_creator_critic
 from promptlab.loops.p3ro.config import P3ROConfig
@@ -97,7 +97,27 @@ def test_formulas_of_every_kind() -> None:
     errors = [noisy.score(0.5, f"p{i}", sample=0, criterion="c") - 5.5 for i in range(2000)]
     assert abs(sum(errors) / len(errors)) < 0.1 and 1.4 < (sum(e * e for e in errors) / len(errors)) ** 0.5 < 1.6
     assert noisy.score(None, "x", sample=0, criterion="c") is None
-    assert set(SIM_CRITICS) == {"oracle", "noisy", "length", "constant", "random"}
+    assert set(SIM_CRITICS) == {"oracle", "noisy", "length", "constant", "random", "biased"}
+
+
+def test_biased_critic_plants_each_bias_at_its_size() -> None:
+    critic = parse_sim("sim/biased?per_100=0.5&inflation=0.25&anchor=0.4")
+    assert critic.params == {"per_100": 0.5, "inflation": 0.25, "first": 0.0, "anchor": 0.4, "sd": 0.0, "seed": 0}
+    plain = critic.score(0.5, "x" * 200, sample=0, criterion="c", iteration=2)
+    assert plain == pytest.approx(1 + 4.5 + 1.0 + 0.5)
+    shown = critic.score(0.5, "x" * 200, sample=0, criterion="c", iteration=2, anchor=9.0)
+    assert shown == pytest.approx(0.6 * plain + 0.4 * 9.0)
+    assert parse_sim("sim/biased").score(0.5, "x" * 900, sample=0, criterion="c", iteration=5, anchor=1) == 5.5
+    # pairwise: always the first shown at first=1; by the higher score otherwise
+    always = parse_sim("sim/biased?first=1")
+    assert {always.prefer((0.1, "a"), (0.9, "b"), sample=s, criterion="c") for s in range(20)} == {0}
+    fair = parse_sim("sim/biased")
+    assert fair.prefer((0.1, "a"), (0.9, "b"), sample=0, criterion="c") == 1
+    assert fair.prefer((0.9, "b"), (0.1, "a"), sample=0, criterion="c") == 0
+    half = parse_sim("sim/biased?first=0.5")
+    firsts = sum(half.prefer((0.1, f"a{s}"), (0.9, "b"), sample=s, criterion="c") == 0 for s in range(2000))
+    assert 900 < firsts < 1100
+    assert fair.prefer((None, "a"), (0.5, "b"), sample=0, criterion="c") is None
 
 
 @pytest.mark.parametrize(
@@ -110,6 +130,9 @@ def test_formulas_of_every_kind() -> None:
         ("sim/noisy?seed=1.5", "seed must be a whole number >= 0"),
         ("sim/constant?value=11", "value must be a number from 1 to 10"),
         ("sim/oracle?sd=1", "no parameter sd (its parameters: none)"),
+        ("sim/biased?first=1.5", "first must be a probability from 0 to 1, got '1.5'"),
+        ("sim/biased?anchor=-0.1", "anchor must be a weight from 0 to 1, got '-0.1'"),
+        ("sim/biased?inflation=nan", "inflation must be a number, got 'nan'"),
     ],
 )
 def test_bad_names_say_what_is_wrong(name: str, words: str) -> None:

@@ -32,6 +32,7 @@ from promptlab.results.store import Results, load, write_cell
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FINDINGS_CHARTS = (
+    "biases.png",
     "calibration.png",
     "grounded_trajectories.png",
     "counterfactual.png",

@@ -17,8 +17,8 @@ from fault_server import FaultServer, Reply
 
 import promptlab as pl
 from promptlab.cli import main
-from promptlab.llm.limits import SHARE_ENV
-from promptlab.llm.providers import MODEL_THREADS
+from promptlab.llm.concurrency.limits import SHARE_ENV
+from promptlab.llm.inprocess import MODEL_THREADS
 from promptlab.llm.request import concurrency_limit
 from promptlab.llm.settings import Settings
 from promptlab.sweeps.cells import runs_in_flight

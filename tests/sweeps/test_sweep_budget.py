@@ -14,7 +14,7 @@ from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
 from promptlab.errors import ConfigError
-from promptlab.llm.budget import LEDGER_NAME, Budget
+from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap
 from promptlab.results.store import cell_status, load
 from promptlab.sweeps.run import sweep
 
@@ -62,7 +62,7 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
     assert server.requests == 4  # no request once the next one would pass the cap
     assert (first.done, first.cut, first.failed) == (1, 2, 0)
     assert statuses(out) == ["cut", "cut", "ok"]
-    spent = Budget(out / LEDGER_NAME, CAP).spent()
+    spent = SpendingCap(out / LEDGER_NAME, CAP).spent()
     assert spent == pytest.approx(4 * EACH) and spent <= CAP
     assert first.budget_spent_usd == pytest.approx(spent)
     cut = [c for c in first.cells if c.status == "cut"]
@@ -73,7 +73,7 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
 
     again = sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=CAP)
     assert server.requests == 4 and (again.skipped, again.cut) == (1, 2)  # the same cap: nothing more spent
-    assert Budget(out / LEDGER_NAME, CAP).spent() == pytest.approx(spent)
+    assert SpendingCap(out / LEDGER_NAME, CAP).spent() == pytest.approx(spent)
 
     more = sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=1.0)
     assert (more.skipped, more.done, more.cut, more.failed) == (1, 2, 0, 0)
@@ -81,7 +81,7 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
     assert server.requests == 7  # the cut cell's paid call was replayed from the cache, not made again
     bodies = [json.dumps(b["messages"]) for b in server.bodies]
     assert len(set(bodies)) == len(bodies)
-    assert Budget(out / LEDGER_NAME, 1.0).spent() == pytest.approx(7 * EACH)
+    assert SpendingCap(out / LEDGER_NAME, 1.0).spent() == pytest.approx(7 * EACH)
     assert len(load(out).runs) == 6
 
 
@@ -94,7 +94,7 @@ def test_cells_cut_by_the_cap_show_what_they_paid_in_the_cells_frame(
     cells = load(out).cells.set_index("status", append=True)
     by_status = cells.groupby(level="status")["spent_cost_usd"].sum()
     assert by_status["cut"] > 0  # the cut cells paid for requests before the cap stopped them
-    assert cells["spent_cost_usd"].sum() == pytest.approx(Budget(out / LEDGER_NAME, CAP).spent())  # = budget.json
+    assert cells["spent_cost_usd"].sum() == pytest.approx(SpendingCap(out / LEDGER_NAME, CAP).spent())  # = budget.json
     assert cells["spent_tokens"].sum() == 4 * 11_000 and cells["spent_cost_usd"].notna().all()
     ok = load(out)
     assert ok.cells.loc[ok.cells["status"] == "ok", "spent_cost_usd"].sum() == pytest.approx(
@@ -191,7 +191,7 @@ def test_papermill_kernels_run_under_the_sweeps_cap(
         exp, out, executor="papermill", workers=1, cell_concurrency=1, progress=False, max_cost=CAP, template=template
     )
     assert server.requests == 4 and (result.done, result.cut, result.failed) == (1, 2, 0)
-    assert Budget(out / LEDGER_NAME, CAP).spent() == pytest.approx(server.requests * EACH)
+    assert SpendingCap(out / LEDGER_NAME, CAP).spent() == pytest.approx(server.requests * EACH)
     assert "PROMPTLAB_MAX_COST" not in os.environ  # handed to the kernels only
     more = sweep(
         exp, out, executor="papermill", workers=1, cell_concurrency=1, progress=False, max_cost=1.0, template=template
@@ -214,4 +214,4 @@ def test_a_dask_task_runs_under_the_sweeps_cap(
         assert server.requests == 4 and (first.done, first.cut, first.failed) == (1, 2, 0), str(first)
         more = sweep(exp, out, executor="dask", workers=1, cell_concurrency=1, progress=False, max_cost=1.0)
     assert (more.done, more.cut, more.failed) == (2, 0, 0) and server.requests == 7
-    assert Budget(out / LEDGER_NAME, 1.0).spent() == pytest.approx(7 * EACH)
+    assert SpendingCap(out / LEDGER_NAME, 1.0).spent() == pytest.approx(7 * EACH)

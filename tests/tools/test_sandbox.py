@@ -354,3 +354,23 @@ def test_a_pcee_env_step_leaks_no_key_into_the_run_or_the_evaluator(
     for value in (SECRET, SECRET[::-1]):
         assert value not in record and not any(value in s for s in seen)
     assert "ANTHROPIC_API_KEY" not in record and "OPENAI_API_KEY" not in record
+
+
+@needs_bwrap
+def test_python_runs_python3_in_the_sandbox(ws: Workspace) -> None:
+    """The seed's plans run `python script.py`; only python3 exists here, so the sandbox links `python` to it
+    (issue #29 item 12)."""
+    out = sh(ws, "python -c 'print(6*7)'")
+    assert out["exit_code"] == 0 and out["stdout"] == "42\n", out
+
+
+@needs_bwrap
+def test_a_command_that_exits_non_zero_is_a_failed_shell_result(ws: Workspace) -> None:
+    """A command not found exits 127: the shell tool's result is an error (with the exit code, stdout and
+    stderr kept), so the evaluator reads a failure, never 'success' (issue #29 item 12)."""
+    tools = build_tools(["shell"], ToolEnv(workspace=ws))
+    missing = asyncio.run(tools.run("shell", "no_such_command_xyz"))
+    assert missing.status == "error" and "exit code 127" in (missing.error or "")
+    assert missing.output["exit_code"] == 127 and "not found" in missing.output["stderr"]
+    ok = asyncio.run(tools.run("shell", "echo hi"))
+    assert ok.status == "success" and ok.text == "hi"

@@ -25,6 +25,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from biased import PLANTED, write_biased_sweep
 from factories import LONG_CRITERION, make_wide_run, write_sweep
 from grounded import write_grounded_sweep
 from wording import write_baselines_sweep
@@ -56,6 +57,11 @@ ARGS = [
 ]
 BROKEN = 'import promptlab as pl\n\npl.scripted("broken", ["not json"] * 200)  # a model whose replies never parse'
 """Code a user adds to 01_explore to have a scripted model that makes P³RO end in error."""
+REGISTER_BIAS_MODELS = (
+    f"import sys\n\nsys.path.insert(0, {str(ROOT / 'tests' / 'support')!r})\nfrom biased import register_models\n\n"
+    "_ = register_models(2)  # the scripted models the runs of results/biased were made with"
+)
+"""Added to 07_critic's parameters cell, so that its kernel can re-ask the scripted critic."""
 LONG_MODEL = "fake/" + "no-such-model-" * 20
 """A model name of 285 characters: its error is long."""
 
@@ -93,6 +99,9 @@ def scratch_project(root: Path) -> None:
     with_parameters("04_findings", nbs / "04_findings.ipynb", results_dir="results/grounded")
     with_parameters("05_runs", nbs / "05_runs.ipynb", results_dir="results/browse")
     with_parameters("06_baselines", nbs / "06_baselines.ipynb", results_dir="results/baselines")
+    with_parameters(
+        "07_critic", nbs / "07_critic.ipynb", prelude=REGISTER_BIAS_MODELS, results_dir="results/biased", budget=10
+    )
     shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
     browse = write_sweep(root / "results" / "browse")
     write_cell(
@@ -109,6 +118,7 @@ def scratch_project(root: Path) -> None:
     )
     write_grounded_sweep(root / "results" / "grounded")
     write_baselines_sweep(root / "results" / "baselines")
+    write_biased_sweep(root / "results" / "biased", samples=2)
 
 
 @pytest.fixture(scope="module")
@@ -371,6 +381,20 @@ def test_06_baselines_runs_top_to_bottom(page: Any, lab: tuple[str, Path]) -> No
     shown = nb.inner_text()  # OPRO holds the best wording at 94 calls, but 2 pairs cannot prove a lead after Holm
     assert "loop=opro: 1.000 [1.000, 1.000], n=2" in shown and "Inconclusive after Holm's correction" in shown
     tables_fit_or_scroll(nb, 2)  # the equal-budget table and the paired differences
+
+
+def test_07_critic_shows_the_bias_tables_and_charts(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="07_critic"))
+    nb.locator(".jp-RenderedMarkdown:has-text('first-position preference')").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    assert "Traceback" not in nb.inner_text()
+    assert nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+    playwright_api.expect(nb.locator(".jp-OutputArea-output img").first).to_be_visible(timeout=60_000)
+    shown = nb.inner_text()
+    assert PLANTED in shown and "fake/bias-critic: 100% of 2 pairs flip under swapped order" in shown
+    tables_fit_or_scroll(nb, 3)  # the three critics' bias tables (and the re-asks' frames)
+    keep(page, nb.locator(".jp-Notebook"), "07_critic")
 
 
 def test_05_runs_steps_through_iterations(page: Any, lab: tuple[str, Path]) -> None:

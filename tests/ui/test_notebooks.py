@@ -18,7 +18,7 @@ from promptlab.sweeps.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "06_baselines", "run_cell")
+NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "06_baselines", "07_critic", "run_cell")
 
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
@@ -119,6 +119,60 @@ def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.Note
     assert "4 runs; grounded data: no" in text(nb) and "No grounded data" in markdown(nb)
 
 
+SUPPORT = ROOT / "tests" / "support"
+REGISTER_BIAS_MODELS = (
+    f"import sys\nsys.path.insert(0, {str(SUPPORT)!r})\nfrom biased import register_models\n_ = register_models(2)"
+)
+"""Appended to 07_critic's parameters cell: the kernel knows the scripted models the runs were made with."""
+
+
+def with_prelude(name: str, dest: Path, prelude: str) -> Path:
+    """notebooks/<name> copied to dest with `prelude` appended to its parameters cell."""
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    cell.source += "\n" + prelude
+    nbformat.write(nb, dest)
+    return dest
+
+
+@pytest.mark.slow
+def test_critic_notebook_runs_the_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from biased import PLANTED, write_biased_sweep
+
+    monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(tmp_path / "cache"))
+    results_dir, _ = write_biased_sweep(tmp_path / "results", samples=2)
+    source = with_prelude("07_critic", tmp_path / "07_in.ipynb", REGISTER_BIAS_MODELS)
+    pm.execute_notebook(
+        str(source),
+        str(tmp_path / "07.ipynb"),
+        parameters={"results_dir": str(results_dir), "budget": 10},
+        cwd=str(ROOT),
+        progress_bar=False,
+        extra_arguments=["--log-level=CRITICAL"],
+    )
+    nb = nbformat.read(tmp_path / "07.ipynb", as_version=4)
+    shown = markdown(nb)
+    assert f"**{PLANTED}**" in shown and "**sim/oracle**" in shown and "**fake/bias-critic**" in shown
+    assert shown.split("**sim/oracle**", 1)[1].count("No evidence of bias") == 5
+    assert "| order | +1.000 [+1.000, +1.000] |" in shown  # the scripted judge always names the first shown
+    assert "fake/bias-critic: 100% of 2 pairs flip under swapped order" in text(nb)
+    assert images(nb) == 1
+
+
+@pytest.mark.slow
+def test_critic_notebook_without_results_says_to_run_the_demo(tmp_path: Path) -> None:
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        execute("07_critic", tmp_path / "07.ipynb", results_dir=str(tmp_path / "nothing"))
+    assert e.value.ename == "ConfigError"
+    assert (
+        e.value.evalue
+        == f"results_dir: no results in {tmp_path / 'nothing'} yet: run scripts/demo first (or set results_dir)"
+    )
+    nb = nbformat.read(tmp_path / "07.ipynb", as_version=4)
+    failed = [c for c in nb.cells if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.outputs)]
+    assert len(failed) == 1 and "require_results" in failed[0].source  # the first cell that reads results
+
+
 @pytest.mark.slow
 def test_baselines_notebook_on_a_budgeted_directory(tmp_path: Path) -> None:
     from wording import write_baselines_sweep
@@ -215,6 +269,7 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
         "04_findings": build.FINDINGS,
         "05_runs": build.RUNS,
         "06_baselines": build.BASELINES,
+        "07_critic": build.CRITIC,
         "run_cell": build.stable_ids(run_cell_notebook()),
     }
     for name in NAMES:

@@ -1,10 +1,19 @@
-"""Cache keys: the sha256 of a request's canonical JSON, with secrets left out."""
+"""Cache keys, all decided here: the sha256 of canonical JSON, with secrets left out.
+
+`call_key`: a call's final Completion (model, messages, generation parameters, the schema's JSON, the sample
+index, and the endpoint's identity when a hosted model is called with an api_base, so two servers with one model
+name never share replies); `reply_key`: one provider reply of a structured call, under its call's key.
+`cache_key` hashes any payload."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from typing import Any
+
+from pydantic import BaseModel
+
+from ..structured import schema_json
 
 # Request fields that never enter a key nor the disk: secrets and where the secret is sent.
 SECRET_FIELDS = frozenset(
@@ -31,4 +40,32 @@ def cache_key(payload: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-__all__ = ["SECRET_FIELDS", "cache_key"]
+def call_key(
+    model: str,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    schema: type[BaseModel] | None,
+    sample: int,
+    endpoint_id: str | None = None,
+) -> str:
+    """The key of a call's final Completion: `model` is the litellm model the requests go to, `params` every
+    generation parameter (secrets left out), `endpoint_id` the '<provider>@<host>' of an api_base."""
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "params": {k: v for k, v in params.items() if k not in SECRET_FIELDS},
+        "schema": schema_json(schema) if schema is not None else None,
+        "sample": sample,
+    }
+    if endpoint_id is not None:
+        payload["endpoint"] = endpoint_id
+    return cache_key(payload)
+
+
+def reply_key(call: str, messages: list[dict[str, Any]]) -> str:
+    """The key of the provider reply to `messages` within the call whose key is `call` (structured calls cache
+    each reply, so a replay re-parses the same replies)."""
+    return cache_key({"reply_of": call, "messages": messages})
+
+
+__all__ = ["SECRET_FIELDS", "cache_key", "call_key", "reply_key"]

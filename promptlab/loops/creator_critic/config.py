@@ -5,18 +5,30 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from pydantic.json_schema import JsonDict
 
-from ...llm.providers import validate_model_name
+from ...llm.preflight import validate_model_name
 from ..runtime.grounding import PromptLoopConfig
 
 Decision = Literal["FINISH", "CONTINUE"]
 Aggregate = Literal["mean", "median", "min"]
 Final = Literal["last", "best"]
 RoleInputs = Literal["extended", "seed"]
+OutOfRange = Literal["missing", "clamp", "keep"]
+
+SEED_ITERATION_CEILING = 25
+"""The design document's hardcoded safety: "LangGraph enforces max 25 iterations"."""
 
 
 class CreatorCriticConfig(PromptLoopConfig):
@@ -27,8 +39,18 @@ class CreatorCriticConfig(PromptLoopConfig):
 
     temperature: float = Field(0.7, ge=0.0, le=2.0)
     """Sampling temperature of the creator's and critics' calls (the design document's 0.7)."""
-    max_iterations: int = Field(3, ge=1, le=100)
-    """Create/critique rounds at most."""
+    max_iterations: int = Field(3, ge=1)
+    """Create/critique rounds at most (at most `iteration_ceiling`)."""
+    iteration_ceiling: int | None = Field(SEED_ITERATION_CEILING, ge=1)
+    """The highest `max_iterations` accepted: 25, the design document's hardcoded safety (a larger
+    `max_iterations` is refused before any call); None: no ceiling."""
+    out_of_range_score: OutOfRange = "missing"
+    """A critic's score outside 1-10: 'missing' (no score, the note recorded; the critique's words still reach
+    the creator), 'clamp' (to 1 or 10, the note recorded) or 'keep' (as written, as the design document's
+    `json.loads` keeps it)."""
+    schema_hints: bool = True
+    """The critic's generation schema asks for at most 3 items of at most 150 characters per list (a local
+    model's grammar keeps to it); False: no length in the schema, as the design document's lists."""
     final: Final = "last"
     """The run's output: 'last' (the last prompt written, as the design document) or 'best' (best decision
     score, ties to the earliest)."""
@@ -70,6 +92,15 @@ class CreatorCriticConfig(PromptLoopConfig):
         return v
 
     @model_validator(mode="after")
+    def _under_the_ceiling(self) -> CreatorCriticConfig:
+        if self.iteration_ceiling is not None and self.max_iterations > self.iteration_ceiling:
+            raise ValueError(
+                f"max_iterations {self.max_iterations} is over iteration_ceiling {self.iteration_ceiling} (the "
+                "design document's hardcoded safety); raise iteration_ceiling or set it to None to go further"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_way_to_count(self) -> CreatorCriticConfig:
         if (
             self.critic_models is not None
@@ -88,20 +119,107 @@ class CreatorCriticConfig(PromptLoopConfig):
         return [(f"critic[{k}]", m) for k, m in enumerate(models, start=1)]
 
 
-Point = Annotated[str, StringConstraints(strip_whitespace=True), Field(json_schema_extra={"maxLength": 150})]
-_SHORT: JsonDict = {"maxItems": 3}  # guides generation (grammars, fake/auto); a longer valid reply is still accepted
+CRITIQUE_LISTS = ("strengths", "weaknesses", "suggestions")
+"""The critique's list keys (the design document's `Critique`)."""
+SCORE_SCHEMA: JsonDict = {"type": "number", "minimum": 1, "maximum": 10}
+"""The critic's score as the generation schema asks for it (validation reads any number, see `Critique`)."""
+
+
+def _generation_schema(hints: bool) -> Callable[[JsonDict], None]:
+    """The critique's JSON schema: a score 1-10 and three lists; with `hints`, at most 3 items of at most 150
+    characters per list (a local model's grammar keeps to them, so its reply stays inside its token budget)."""
+
+    def shape(schema: JsonDict) -> None:
+        item: JsonDict = {"type": "string", **({"maxLength": 150} if hints else {})}
+        lists: JsonDict = {
+            k: {"type": "array", "items": item, **({"maxItems": 3} if hints else {})} for k in CRITIQUE_LISTS
+        }
+        schema.update(additionalProperties=False, required=["score"], properties={"score": dict(SCORE_SCHEMA), **lists})
+
+    return shape
 
 
 class Critique(BaseModel):
-    """A critic's reply: validation is as lenient as the design document's (a number 1-10 and lists of
-    any length; other keys are ignored, as the seed's `json.loads` ignores them); the schema's hints keep a
-    small model's reply inside its token budget and ask for no other keys."""
+    """A critic's reply, read as the design document's `json.loads(raw)` reads it: any JSON object.
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
-    score: float = Field(ge=1, le=10)
-    strengths: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
-    weaknesses: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
-    suggestions: list[Point] = Field(default_factory=list, json_schema_extra=_SHORT)
+    Other keys are kept (`model_extra`) and passed on to the creator with the rest. A list given as one
+    string is a one-item list, and a null list an empty one. The score is any number (a numeric string is
+    read as its number); a reply without a readable score keeps its words and gives a missing score, with
+    `score_problem` saying why. Whether a score outside 1-10 counts is the loop's rule
+    (`CreatorCriticConfig.out_of_range_score`), not the schema's."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_generation_schema(hints=True))
+    score: float | None = None
+    strengths: list[str] = Field(default_factory=list)
+    weaknesses: list[str] = Field(default_factory=list)
+    suggestions: list[str] = Field(default_factory=list)
+    _score_problem: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_json_loads_keeps_it(cls, data: Any, handler: ModelWrapValidatorHandler[Critique]) -> Critique:
+        if not isinstance(data, dict):
+            return handler(data)
+        data = dict(data)
+        for key in CRITIQUE_LISTS:
+            if isinstance(data.get(key), str):
+                data[key] = [data[key]]
+            elif key in data and data[key] is None:
+                data[key] = []
+        score, problem = _read_score(data.get("score"), "score" in data)
+        result = handler({**data, "score": score})
+        result._score_problem = problem
+        return result
+
+    @property
+    def score_problem(self) -> str | None:
+        """Why the reply gives no score (None when it gives one)."""
+        return self._score_problem
+
+
+class LongCritique(Critique):
+    """`Critique` whose generation schema sets no list length or item length (`schema_hints=False`)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_generation_schema(hints=False))
+
+
+def _read_score(value: Any, given: bool) -> tuple[float | None, str | None]:
+    """A critique's score as a number, or None and why not."""
+    if not given or value is None:
+        return None, "the critique gives no score"
+    if isinstance(value, bool):
+        return None, f"the score {value!r} is not a number"
+    if isinstance(value, int | float):
+        return float(value), None
+    if isinstance(value, str):
+        try:
+            return float(value.strip()), None
+        except ValueError:
+            pass
+    return None, f"the score {value!r} is not a number"
+
+
+def critique_schema(cfg: CreatorCriticConfig) -> type[Critique]:
+    """The critic's reply schema: with the generation schema's length hints (`schema_hints`) or without."""
+    return Critique if cfg.schema_hints else LongCritique
+
+
+def judged_score(value: float | None, problem: str | None, rule: OutOfRange) -> tuple[float | None, str | None, bool]:
+    """A critic's score as the loop counts it: (the score, a note, whether the note is an error to record).
+
+    `problem` says why the reply gave no score; a score outside 1-10 follows `rule` (`out_of_range_score`):
+    'missing' and 'clamp' lose or change what the critic said (an error), 'keep' takes it as written."""
+    if problem:
+        return None, f"missing: {problem}", True
+    if value is None or 1 <= value <= 10:
+        return value, None, False
+    said = f"the critic's score {value:g} is outside 1-10"
+    if rule == "keep":
+        return value, f"{said}: kept as written (out_of_range_score='keep')", False
+    if rule == "clamp":
+        clamped = min(10.0, max(1.0, value))
+        return clamped, f"{said}: clamped to {clamped:g} (out_of_range_score='clamp')", True
+    return None, f"{said}: missing (out_of_range_score='missing')", True
 
 
 # Pure helpers ---------------------------------------------------------------------------------------

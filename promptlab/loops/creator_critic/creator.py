@@ -23,6 +23,11 @@ _LEAD = re.compile(
     r"|\**(?:improved|revised|new|final)?\s*prompt\**\s*:\**\s*)",  # "**Improved prompt:**"
     re.IGNORECASE,
 )
+_MID_LEAD = re.compile(  # "... Here is the improved prompt:" ending a preamble line
+    r"\bhere(?:'s| is)\b[^\n]{0,60}?\b(?:prompt|version)\b[^\n]{0,30}?:\**[ \t]*\n", re.IGNORECASE
+)
+_PREAMBLE_CHARS = 400
+"""A mid-text lead-in is cut only with what comes before it when that is at most this long (a preamble)."""
 _QUOTES = {'"': '"', "'": "'", "“": "”", "«": "»"}
 
 
@@ -41,28 +46,46 @@ def fallback_critique(score: float, raw: str | None) -> FallbackCritique:
 
 def clean_prompt_text(text: str) -> str:
     """The prompt inside a creator's reply: a wrapping code fence, a lead-in such as 'Improved prompt:'
-    or 'Here is the improved prompt:', and surrounding quotes are removed."""
+    or 'Here is the improved prompt:' (also at the end of a short preamble: 'This is the first rewritten
+    version... Here is the improved prompt:' and what precedes it), and surrounding quotes are removed."""
     t = text.strip()
     fenced = _FENCED.fullmatch(t)
     if fenced:
         t = fenced.group(1).strip()
     t = _LEAD.sub("", t, count=1).strip()
+    mid = _MID_LEAD.search(t)
+    if mid and mid.start() <= _PREAMBLE_CHARS and t[mid.end() :].strip():
+        t = t[mid.end() :].strip()
+        fenced = _FENCED.fullmatch(t)
+        t = fenced.group(1).strip() if fenced else t
     if len(t) >= 2 and _QUOTES.get(t[0]) == t[-1] and t[0] not in t[1:-1]:
         t = t[1:-1].strip()
     return t
 
 
+def critique_summary(c: Critique) -> str:
+    """A critique's strengths and weaknesses as one short line (a critic Score's justification)."""
+    parts = [
+        f"{label}: {'; '.join(items)}"
+        for label, items in (("strengths", c.strengths), ("weaknesses", c.weaknesses))
+        if items
+    ]
+    return cut(" | ".join(parts), 300)
+
+
 def critique_text(critiques: list[tuple[str, Critique | None]], limit: int | None = None) -> str:
-    """Every critic's score, strengths, weaknesses and suggestions (items cut to `limit` only when given)."""
+    """Every critic's score, strengths, weaknesses and suggestions, then any other key the critic wrote (as the
+    design document passes the whole critique), items cut to `limit` only when given."""
     if not critiques:
         return "(none yet: this is the first rewrite)"
     blocks = []
     for judge, c in critiques:
         if c is None:
             continue
-        parts = [f"{judge}: score {c.score:g}/10"]
+        parts = [f"{judge}: " + (f"score {c.score:g}/10" if c.score is not None else "no score")]
         for label, items in (("strength", c.strengths), ("weakness", c.weaknesses), ("suggestion", c.suggestions)):
             parts += [f"  {label}: {cut(item, limit)}" for item in items if item]
+        parts += [f"  {key}: {cut(value, limit)}" for key, value in (c.model_extra or {}).items()]
         blocks.append("\n".join(parts))
     return "\n".join(blocks) or "(no usable critique: the critics' replies could not be read)"
 
@@ -196,6 +219,7 @@ __all__ = [
     "FallbackCritique",
     "clean_prompt_text",
     "creator_prompt",
+    "critique_summary",
     "critique_text",
     "fallback_critique",
     "seed_critique_text",

@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ...critics.simulated import is_simulated
 from ...errors import ConfigError
 from ...eval.expected import expected_scores
 from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
-from ...llm.simulated import is_simulated
 from ...record import Iteration, Run, Score, Step, Task
 from ..runtime.base import (
     LoopSpec,
@@ -53,23 +53,17 @@ from ..runtime.grounding import (
     simulated_score,
     simulated_step,
 )
+from ..runtime.rescoring import rescoring_goal, rescoring_iteration
 from .config import (
     CreatorCriticConfig,
     Critique,
     aggregate,
+    critique_schema,
     decide_with_reason,
+    judged_score,
     threshold_streak,
 )
-from .creator import clean_prompt_text, creator_prompt, fallback_critique
-
-
-def _justification(c: Critique) -> str:
-    parts = [
-        f"{label}: {'; '.join(items)}"
-        for label, items in (("strengths", c.strengths), ("weaknesses", c.weaknesses))
-        if items
-    ]
-    return cut(" | ".join(parts), 300)
+from .creator import clean_prompt_text, creator_prompt, critique_summary, fallback_critique
 
 
 # The loop -----------------------------------------------------------------------------------------
@@ -95,7 +89,7 @@ async def _one_critic(
         "critic",
         "critique",
         prompt,
-        schema=Critique,
+        schema=critique_schema(cfg),
         iteration=it,
         sample_offset=k,
         model=model,
@@ -125,14 +119,18 @@ async def _one_critic(
             Score(criterion="overall", score=fallback, judge=judge, justification=why, mode="fallback"),
             step,
         )
-    value: float | None = float(crit.score)
-    note = _justification(crit)
+    value, note = crit.score, critique_summary(crit)
     if expected:
         assert c is not None
         found = expected_scores(c.text, c.logprobs, field="score")
         value = found[0].expected if found else None
         if value is None:
             note = f"missing: no expected score ({found[0].reason if found else 'no score field'}); " + note
+    value, ruling, lost = judged_score(value, None if expected else crit.score_problem, cfg.out_of_range_score)
+    if ruling:  # the words are kept either way (the creator sees them)
+        note = f"{ruling}; {note}"
+    if lost:
+        ctx.fail(step, ValueError(f"{judge}: {ruling}"), raw=c.text if c else None)
     return (
         crit,
         Score(
@@ -174,9 +172,10 @@ async def _rewrite(
     retry = sum(i.candidate is None for i in ctx.run.iterations if i is not it)
     text, step = await ctx.call("creator", "create", prompt, iteration=it, sample_offset=retry, token_type="creator")
     candidate = (clean_prompt_text(text) if cfg.clean_creator_reply else text) if text is not None else None
-    if text is not None and not candidate:
+    if text is not None and not candidate and cfg.clean_creator_reply:
         ctx.fail(step, ValueError("the creator's reply holds no prompt text"), raw=text)
-    if not candidate:
+        candidate = None  # with clean_creator_reply=False an empty reply is the candidate, as the seed stores it
+    if candidate is None:
         return [
             Score(criterion="overall", score=None, judge=judge, justification="no candidate: the creator failed")
             for judge, _ in cfg.critics()
@@ -341,10 +340,18 @@ async def arun_creator_critic(
 
 
 async def rescore_creator_critic(
-    run: Run, iteration: int, *, sample: int, cache: CacheArg = None, settings: Settings | None = None
+    run: Run,
+    iteration: int,
+    *,
+    sample: int,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    candidate: str | None = None,
+    anchor: float | None = None,
 ) -> list[Score]:
     """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, as
-    re-score number `sample` (1, 2, ...; cached).
+    re-score number `sample` (1, 2, ...; cached). `candidate` replaces its text and `anchor` shows a previous
+    score (`promptlab.loops.runtime.rescoring`: the bias probes).
 
     The calls draw at `rescore_sample(run.sample, sample)` plus the critic's index, so no re-score is a
     cache hit of a logged critic call (of this run, its replicates or another critic) or of another
@@ -362,9 +369,9 @@ async def rescore_creator_critic(
         settings=settings,
         models=[m for _, m in cfg.critics()],
     )
-    scratch = ctx.new_iteration()
-    scratch.grounded = it.grounded  # what a simulated critic scores from
-    results = await critique_all(ctx, cfg, scratch, str(run.info.get("goal") or goal_of(run.task)), it.candidate)
+    scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated critic scores from
+    goal = rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor)
+    results = await critique_all(ctx, cfg, scratch, goal, it.candidate if candidate is None else candidate)
     return [sc for _, _, sc in results]
 
 

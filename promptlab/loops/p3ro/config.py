@@ -34,6 +34,10 @@ class P3ROConfig(PromptLoopConfig):
     """False: any non-empty list of criteria is taken, as the design document's `List[str]` (repeats
     removed); True: a reply with fewer than `min_criteria` distinct criteria or more than `max_criteria` is
     asked for again."""
+    criteria_as_written: bool = False
+    """True: the decomposer's list is taken as written, as the design document's `List[str]`: repeats kept,
+    an empty list or an entry with no word taken (with no criteria, only `missing_criteria="mean_reply"` gives
+    an average); False: repeats are removed, and an empty list or a wordless entry is asked for again."""
     history_window: int | None = Field(None, ge=0, le=100)
     """Past attempts shown to the strategist and the generator (None: all, as the design document)."""
     history_chars: int | None = Field(None, ge=50, le=20000)
@@ -51,6 +55,8 @@ class P3ROConfig(PromptLoopConfig):
     def _criteria_bounds(self) -> P3ROConfig:
         if self.min_criteria > self.max_criteria:
             raise ValueError(f"min_criteria ({self.min_criteria}) must not exceed max_criteria ({self.max_criteria})")
+        if self.strict_criteria and self.criteria_as_written:
+            raise ValueError("strict_criteria and criteria_as_written exclude each other; give one")
         return self
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...critics.simulated import is_simulated
 from ...eval.expected import expected_scores
-from ...llm.simulated import is_simulated
 from ...record import Iteration, Score
 from ..runtime.context import RunContext
 from ..runtime.grounding import simulated_score, simulated_step

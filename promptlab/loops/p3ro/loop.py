@@ -54,6 +54,7 @@ from ..runtime.grounding import (
     measure_test,
     simulated_info,
 )
+from ..runtime.rescoring import rescoring_goal, rescoring_iteration
 from .config import Decision, P3ROConfig, average_of, decide_with_reason
 from .evaluate import Evaluation, evaluate
 from .schemas import GeneratedPrompt, ImprovementPlan, Reflection, decomposed_schema
@@ -257,13 +258,13 @@ async def arun_p3ro(
         "plan",
         prompt,
         token_type="decomposer",
-        schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria, cfg.strict_criteria),
+        schema=decomposed_schema(cfg.min_criteria, cfg.max_criteria, cfg.strict_criteria, cfg.criteria_as_written),
     )
     if decomposed is None:
         ctx.run.info["criteria"] = []
         ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
         return ctx.finish("error", None)
-    s.criteria = distinct(decomposed.criteria)
+    s.criteria = list(decomposed.criteria) if cfg.criteria_as_written else distinct(decomposed.criteria)
     ctx.run.info["criteria"] = s.criteria
     start = cfg.starts_with_start(task)
     ctx.run.info.update(include_start=start, simulated_critics=simulated_info([cfg.model_for("evaluator")]))
@@ -317,10 +318,18 @@ async def arun_p3ro(
 
 
 async def rescore_p3ro(
-    run: Run, iteration: int, *, sample: int, cache: CacheArg = None, settings: Settings | None = None
+    run: Run,
+    iteration: int,
+    *,
+    sample: int,
+    cache: CacheArg = None,
+    settings: Settings | None = None,
+    candidate: str | None = None,
+    anchor: float | None = None,
 ) -> list[Score]:
     """Re-ask the run's evaluator about iteration `iteration`'s candidate with the loop's prompt, criteria and
-    schema, as re-score number `sample` (1, 2, ...; cached).
+    schema, as re-score number `sample` (1, 2, ...; cached). `candidate` replaces its text and `anchor` shows a
+    previous score (`promptlab.loops.runtime.rescoring`: the bias probes).
 
     The call draws at `rescore_sample(run.sample, sample)`, so no re-score is a cache hit of a logged
     evaluator call (of this run or its replicates) or of another re-score. Raises ConfigError for an
@@ -330,14 +339,13 @@ async def rescore_p3ro(
     if it is None or it.candidate is None:
         raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
     ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache, settings=settings)
-    scratch = ctx.new_iteration()
-    scratch.grounded = it.grounded  # what a simulated evaluator scores from
+    scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated evaluator scores from
     ev = await evaluate(
         ctx,
         cfg,
-        str(run.info.get("goal") or goal_of(run.task)),
+        rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor),
         list(run.info.get("criteria") or []),
-        it.candidate,
+        it.candidate if candidate is None else candidate,
         scratch,
     )
     return ev.scores

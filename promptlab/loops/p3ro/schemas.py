@@ -9,7 +9,6 @@ from typing import Annotated, Any, ClassVar
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
@@ -20,6 +19,7 @@ from pydantic import (
 )
 
 from ...record import Score
+from ..runtime.replies import reply_config
 
 
 # Role reply schemas -------------------------------------------------------------------------------------
@@ -45,7 +45,7 @@ class DecomposedGoal(BaseModel):
     validated: fewer than `MIN_DISTINCT` distinct criteria (case, numbering and spacing ignored) or more than
     `MAX_COUNT` fails validation, so the call path asks again."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
     MIN_DISTINCT: ClassVar[int] = 1
     MAX_COUNT: ClassVar[int | None] = None
     criteria: list[Criterion] = Field(min_length=1)
@@ -63,18 +63,17 @@ class DecomposedGoal(BaseModel):
 
 
 class ImprovementPlan(BaseModel):
-    """The strategist's reply: an ordered plan."""
+    """The strategist's reply: an ordered plan (any string, an empty one too, as the design document's
+    `plan: str`; the lengths are generation hints)."""
 
-    model_config = ConfigDict(extra="forbid")
-    plan: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1), Field(json_schema_extra={"maxLength": 2000})
-    ]
+    model_config = reply_config()
+    plan: str = Field(json_schema_extra={"minLength": 1, "maxLength": 2000})
 
 
 class GeneratedPrompt(BaseModel):
     """The generator's reply: the full new prompt and why it was changed so."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
     prompt_text: Annotated[
         str, StringConstraints(strip_whitespace=True, min_length=1), Field(json_schema_extra={"maxLength": 4000})
     ]
@@ -86,7 +85,7 @@ class CriterionScore(BaseModel):
     a longer valid reply from another model is accepted). The score is a number from 1 to 10 (8.5 is
     accepted; 0 or 11 make the entry invalid)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
     criterion: str = Field(min_length=1, json_schema_extra={"maxLength": 200})
     score: float = Field(ge=1, le=10)
     justification: str = Field("", json_schema_extra={"maxLength": 150})
@@ -110,7 +109,7 @@ class EvaluationResult(BaseModel):
     is left out of `scores` and kept in `rejected` with its error, so it cannot discard the valid ones.
     A reply with no valid entry at all fails validation (the call path asks again)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
     scores: list[CriterionScore] = Field(min_length=1, json_schema_extra={"maxItems": 6})
     qualitative_feedback: str = Field(json_schema_extra={"maxLength": 300})
     _rejected: list[dict[str, Any]] = PrivateAttr(default_factory=list)
@@ -157,25 +156,27 @@ def entry_problems(e: ValidationError) -> str:
 
 
 class Reflection(BaseModel):
-    """The reflector's reply: one actionable directive for the next attempt."""
+    """The reflector's reply: one actionable directive for the next attempt (any string, an empty one too, as
+    the design document's `summary: str`; the lengths are generation hints)."""
 
-    model_config = ConfigDict(extra="forbid")
-    summary: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1), Field(json_schema_extra={"maxLength": 400})
-    ]
+    model_config = reply_config()
+    summary: str = Field(json_schema_extra={"minLength": 1, "maxLength": 400})
 
 
 @cache
-def decomposed_schema(low: int, high: int, strict: bool = False) -> type[DecomposedGoal]:
+def decomposed_schema(low: int, high: int, strict: bool = False, as_written: bool = False) -> type[DecomposedGoal]:
     """`DecomposedGoal` whose JSON schema asks for `low` to `high` criteria; with `strict` a reply outside
-    those bounds (repeats removed for the lower one) fails validation, else any non-empty list is taken."""
+    those bounds (repeats removed for the lower one) fails validation, else any non-empty list is taken;
+    `as_written` takes any list of strings, as the design document's `List[str]` (empty, repeats and
+    wordless entries too)."""
+    hint = Field(min_length=0 if as_written else 1, json_schema_extra={"minItems": low, "maxItems": high})
     model = create_model(
-        "DecomposedGoal",
-        __base__=DecomposedGoal,
-        criteria=(list[Criterion], Field(min_length=1, json_schema_extra={"minItems": low, "maxItems": high})),
+        "DecomposedGoal", __base__=DecomposedGoal, criteria=(list[str] if as_written else list[Criterion], hint)
     )
     if strict:
         model.MIN_DISTINCT, model.MAX_COUNT = low, high
+    if as_written:
+        model.MIN_DISTINCT = 0
     return model
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -19,10 +20,12 @@ class PCEEConfig(LoopConfig):
     ROLES: ClassVar[tuple[str, ...]] = ("planner", "controller", "corrector", "evaluator")
     CRITIC_ROLES: ClassVar[frozenset[str]] = frozenset({"evaluator"})
 
-    max_iterations: int = Field(8, ge=1, le=100)
-    """Most tool executions in the run: plan steps, retries and fix steps together."""
-    retry_budget: int = Field(2, ge=0, le=20)
-    """Corrections (fix plan + retry of the failed step) allowed per run."""
+    max_iterations: int | None = Field(8, ge=1)  # type: ignore[assignment]
+    """Most tool executions in the run: plan steps, retries and fix steps together (None: no cap, as the
+    design document)."""
+    retry_budget: int | None = Field(2, ge=0)
+    """Corrections (fix plan + retry of the failed step) allowed per run (None: no budget, as the design
+    document)."""
     tools: list[str] = Field(
         default_factory=lambda: ["write_file", "read_file", "list_files", "shell", "search", "calculator"]
     )
@@ -49,6 +52,16 @@ class PCEEConfig(LoopConfig):
     """Parent folder of run workspaces (None: .promptlab/workspaces); the run's is <base>/<run_id>-<n>."""
     docs_dir: str | None = None
     """Folder the search tool searches (None: the repository's data/docs)."""
+
+    @property
+    def execution_cap(self) -> float:
+        """`max_iterations` as a number to compare with (infinite when None)."""
+        return math.inf if self.max_iterations is None else self.max_iterations
+
+    @property
+    def correction_cap(self) -> float:
+        """`retry_budget` as a number to compare with (infinite when None)."""
+        return math.inf if self.retry_budget is None else self.retry_budget
 
     @field_validator("tools")
     @classmethod

@@ -18,7 +18,8 @@ next correction, with a fresh draw from the corrector. With the budget spent the
 "failed_step" (`info["failed_step"]` says which). All steps succeeding gives "plan_complete";
 `max_iterations` caps the tool executions of the run (plan steps, retries and fix steps together) and stops
 it with "max_iterations"; the corrector is not asked when fewer than two executions are left (a fix step and
-the retry), since nothing it proposes could then lead to the step passing. A plan whose placeholder names a
+the retry), since nothing it proposes could then lead to the step passing: the run then stops with
+"failed_step", the reason naming the cap. A plan whose placeholder names a
 step that does not come before it (a forward reference) is refused when it is made (the planner is re-asked,
 then the run stops with "error"). A planner call that fails gives "error". Each run gets its own workspace
 `<base>/<run_id>-<n>`, never shared with another run.
@@ -57,7 +58,7 @@ from .steps import PCEEState, execute, history_text
 def _cap_reached(s: PCEEState) -> bool:
     """True (after re-deciding the last iteration as a stop) when max_iterations executions are done."""
     its = s.ctx.run.iterations
-    if len(its) < s.cfg.max_iterations:
+    if len(its) < s.cfg.execution_cap:
         return False
     s.ctx.decide(its[-1], "stop", f"max_iterations ({s.cfg.max_iterations}) tool executions reached")
     return True
@@ -105,22 +106,22 @@ async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str)
     entry["fix_plan"] = fix.model_dump(mode="json")["plan"]
     last = failed
     for fix_step in fix.plan:
-        if len(ctx.run.iterations) >= s.cfg.max_iterations or ctx.budget_stop(*last_step_cost(ctx)):
+        if len(ctx.run.iterations) >= s.cfg.execution_cap or ctx.budget_stop(*last_step_cost(ctx)):
             break
         last, ok, why = await execute(s, fix_step, kind="fix", retries=s.retries_used, fix_for=step.step_id)
         if not ok:
             entry["succeeded"] = False
             return False, last, f"fix step {fix_step.step_id} failed ({why}); the rest of the fix plan is skipped"
         ctx.decide(last, "next_step", f"fix step succeeded: {why}")
-    entry["succeeded"] = len(ctx.run.iterations) < s.cfg.max_iterations
+    entry["succeeded"] = len(ctx.run.iterations) < s.cfg.execution_cap
     return entry["succeeded"], last, "" if entry["succeeded"] else "the fix plan could not finish within max_iterations"
 
 
-def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> str:
-    """Stop with failed_step (budget spent) and record which step failed."""
-    s.ctx.decide(
-        it, "stop", f"step {step.step_id} failed ({reason}) and the retry budget ({s.cfg.retry_budget}) is spent"
-    )
+def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str, why: str | None = None) -> str:
+    """Stop with failed_step (no correction can be made: `why`, by default the retry budget is spent) and
+    record which step failed."""
+    why = why or f"the retry budget ({s.cfg.retry_budget}) is spent"
+    s.ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}) and {why}")
     s.ctx.run.info["failed_step"] = {
         "step_id": step.step_id,
         "instruction": step.instruction,
@@ -137,25 +138,22 @@ async def _recover(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> 
     while True:
         if _over_budget(s):
             return BUDGET
-        if s.retries_used >= s.cfg.retry_budget:
+        if s.retries_used >= s.cfg.correction_cap:
             return _give_up(s, step, it, reason)
-        left = s.cfg.max_iterations - len(ctx.run.iterations)
-        if left < 2:
-            ctx.decide(
-                it,
-                "stop",
-                f"step {step.step_id} failed ({reason}); {left} execution(s) left under "
-                f"max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry",
-            )
-            return "max_iterations"
+        left = s.cfg.execution_cap - len(ctx.run.iterations)
+        if left < 2:  # the step failed and cannot be corrected: named for what happened, not for the cap
+            why = f"{left:g} execution(s) left under max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry"
+            return _give_up(s, step, it, reason, why)
         s.retries_used += 1
         ctx.decide(
-            it, "correct", f"step {step.step_id} failed ({reason}); correction {s.retries_used} of {s.cfg.retry_budget}"
+            it,
+            "correct",
+            f"step {step.step_id} failed ({reason}); correction {s.retries_used} of {'unlimited' if s.cfg.retry_budget is None else s.cfg.retry_budget}",
         )
         ok, it, why = await _correct(s, step, it, reason)
         if ok:
             return None
-        if len(ctx.run.iterations) >= s.cfg.max_iterations:
+        if len(ctx.run.iterations) >= s.cfg.execution_cap:
             ctx.decide(
                 it,
                 "stop",

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from ...errors import PromptlabError
 from ...tools.registry import ToolRegistry
+from ..runtime.replies import reply_config
 
 PLACEHOLDER = re.compile(r"\{step_(\d+)_output\}")
 """A `{step_N_output}` placeholder; group 1 is N."""
@@ -30,7 +31,7 @@ MAX_INSTRUCTION = 300
 class PlanStep(BaseModel):
     """One step of a plan."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     step_id: int = Field(ge=1)
     """The step's number (placeholders name it as {step_N_output})."""
@@ -45,7 +46,7 @@ class PlanStep(BaseModel):
 class Plan(BaseModel):
     """The planner's plan."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     plan: list[PlanStep] = Field(min_length=1, json_schema_extra={"maxItems": MAX_PLAN_STEPS})
     """Steps in execution order."""
@@ -71,7 +72,7 @@ class Plan(BaseModel):
 class FixPlan(BaseModel):
     """The corrector's short plan to repair a failed step before it is retried."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     plan: list[PlanStep] = Field(min_length=1, json_schema_extra={"maxItems": MAX_FIX_STEPS})
     """The fix steps (the generation schema asks for 1 to 3)."""
@@ -105,7 +106,7 @@ def _plan_schemas(branches_json: str) -> tuple[type[Plan], type[FixPlan]]:
         schema["anyOf"] = branches
 
     class Step(PlanStep):
-        model_config = ConfigDict(extra="forbid", json_schema_extra=known_steps)
+        model_config = ConfigDict(extra="allow", json_schema_extra=known_steps)
 
     plan = create_model(
         "Plan", __base__=Plan, plan=(list[Step], Field(min_length=1, json_schema_extra={"maxItems": MAX_PLAN_STEPS}))
@@ -121,7 +122,7 @@ def _plan_schemas(branches_json: str) -> tuple[type[Plan], type[FixPlan]]:
 class Verdict(BaseModel):
     """The evaluator's judgement of one executed step."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     verdict: Literal["success", "failure"]
     """Whether the step achieved its instruction."""

@@ -14,12 +14,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ...record import Iteration, Score, Step, Task
 from ...tools.registry import ToolRegistry, ToolResult
 from ..runtime.base import cut
 from ..runtime.context import RunContext
+from ..runtime.replies import reply_config
 from ..runtime.tool_steps import run_tool_step
 from .config import PCEEConfig
 from .schemas import PlaceholderError, Plan, PlanStep, Verdict, fill_placeholders, placeholder_steps
@@ -61,7 +62,7 @@ class PCEEState:
 class Extraction(BaseModel):
     """The controller's reply: the value to put in place of one placeholder."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = reply_config()
 
     value: str = Field(json_schema_extra={"maxLength": 500})
     """The exact text the step needs (the length is a generation hint)."""
@@ -167,14 +168,14 @@ async def evaluate(s: PCEEState, step: PlanStep, it: Iteration, filled: Any, res
 
 def result_text(s: PCEEState, result: ToolResult) -> str:
     """A tool result as the evaluator and the corrector read it (cut to `result_chars` per part, if set)."""
-    if not result.ok:
-        return f"the tool failed: {s.clip(result.error or '')}"
-    if isinstance(result.output, dict) and "exit_code" in result.output:
+    if isinstance(result.output, dict) and "exit_code" in result.output:  # a shell step, failed or not
         o = result.output
         return (
-            f"exit code: {o['exit_code']}, timed out: {o['timed_out']}\nstdout:\n{s.clip(o['stdout'])}\n"
-            f"stderr:\n{s.clip(o['stderr'])}"
+            f"{'' if result.ok else 'the tool failed: '}exit code: {o['exit_code']}, timed out: {o['timed_out']}\n"
+            f"stdout:\n{s.clip(o['stdout'])}\nstderr:\n{s.clip(o['stderr'])}"
         )
+    if not result.ok:
+        return f"the tool failed: {s.clip(result.error or '')}"
     return s.clip(result.text)
 
 

@@ -88,8 +88,20 @@ class ThreadState:
 
 
 def with_provider(cfg: PESConfig, provider: dict[str, Any]) -> PESConfig:
-    """The config with a thread's provider fields set (validated)."""
-    return cfg if not provider else PESConfig.model_validate({**cfg.model_dump(), **provider})
+    """The config with a thread's provider fields set (validated), the thread winning over the instance as in
+    the design document's call -> thread -> instance hierarchy: a thread's `model` replaces every model the
+    instance set (`generator_model`, `critic_model`, `role_models`), its `generator_model` or `critic_model`
+    the instance's `role_models` entries of those roles, and its `role_models` entries the instance's."""
+    if not provider:
+        return cfg
+    fields = cfg.model_dump()
+    if "model" in provider:
+        fields.update(generator_model=None, critic_model=None, role_models={})
+    dropped = {r for r in cfg.ROLES if r not in cfg.CRITIC_ROLES} if "generator_model" in provider else set()
+    dropped |= set(cfg.CRITIC_ROLES) if "critic_model" in provider else set()
+    roles = {r: m for r, m in fields["role_models"].items() if r not in dropped}
+    fields["role_models"] = {**roles, **provider.get("role_models", {})}
+    return PESConfig.model_validate({**fields, **{k: v for k, v in provider.items() if k != "role_models"}})
 
 
 __all__ = ["PROVIDER_FIELDS", "PESConfig", "Persona", "ThreadState", "with_provider"]

@@ -16,9 +16,9 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ...aio import run_sync
+from ...critics.simulated import is_simulated
 from ...errors import ConfigError
-from ...llm.providers import validate_model_name
-from ...llm.simulated import is_simulated
+from ...llm.preflight import validate_model_name
 from ...record import Iteration, Run, Score, Task
 
 T = TypeVar("T")

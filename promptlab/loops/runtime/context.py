@@ -14,9 +14,10 @@ from pydantic import BaseModel
 from ...errors import ConfigError, ParseError, ProviderError
 from ...events import Event, EventHandler, wants_tokens
 from ...llm.call import CacheArg, acomplete
-from ...llm.completion import Completion, Tally
-from ...llm.providers import preflight
+from ...llm.completion import Completion
+from ...llm.preflight import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
+from ...llm.tally import Tally
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
@@ -315,6 +316,7 @@ class RunContext:
             input_tokens=c.input_tokens,
             output_tokens=c.output_tokens,
             cost_usd=c.cost_usd,
+            output=step.output,  # the node's output, which PrintLog shows readably
         )
 
     def _reported(self, role: str, model: str, c: Completion) -> None:

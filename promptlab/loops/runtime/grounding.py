@@ -13,7 +13,7 @@ with `score_source="grounded"` and a best-of selection the returned prompt never
 dev. It does not change what the loop generates: its rewrites are what they would be without it (the same
 prompts, the same cached calls), and the iteration cap counts rewrites only.
 
-**Simulated critics** (`sim/...`, `promptlab.llm.simulated`) play a critic role without a model call:
+**Simulated critics** (`sim/...`, `promptlab.critics.simulated`) play a critic role without a model call:
 `simulated_score` scores a candidate from its dev accuracy (so `measure` runs before the critics), and
 `simulated_step` records what was done as a step without a call. `check_prompt_loop` refuses them on a task
 without examples, and `simulated_info` is what the Run records about them (`Run.info['simulated_critics']`).
@@ -37,12 +37,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ...critics.simulated import is_simulated, parse_sim
 from ...errors import ConfigError
 from ...eval.evaluate import aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
-from ...llm.providers import supports_logprobs, validate_model_name
-from ...llm.simulated import is_simulated, parse_sim
+from ...llm.model_names import supports_logprobs
+from ...llm.preflight import validate_model_name
 from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
 from .base import LoopConfig
 from .context import RunContext
@@ -228,7 +229,15 @@ def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, c
     "simulated", or missing when the candidate has no dev score."""
     critic = parse_sim(model)
     accuracy = it.grounded.score if it.grounded is not None else None
-    value = critic.score(accuracy, candidate, sample=sample, criterion=criterion)
+    anchor = it.metrics.get("anchor")  # a previous score shown to it (a re-score of the anchoring probe)
+    value = critic.score(
+        accuracy,
+        candidate,
+        sample=sample,
+        criterion=criterion,
+        iteration=it.index,
+        anchor=float(anchor) if isinstance(anchor, int | float) else None,
+    )
     if value is None:
         return Score(
             criterion=criterion,

@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...critics.simulated import is_simulated
 from ...errors import ConfigError
 from ...eval.tasks import check_task, examples_of, input_text
-from ...llm.simulated import is_simulated
 from ...record import GroundedScore, Iteration, Run, Step, Task
 from .budget import phase_tokens, rough_tokens
 from .context import RunContext

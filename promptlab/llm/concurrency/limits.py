@@ -113,7 +113,7 @@ def share() -> int:
     try:
         k = int(raw)
     except ValueError:
-        from ..errors import ConfigError
+        from ...errors import ConfigError
 
         raise ConfigError(f"{SHARE_ENV}: {raw!r} is not a whole number of processes") from None
     return max(1, k)

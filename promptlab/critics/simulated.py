@@ -14,6 +14,13 @@ a grounded task, and no other role or loop; `complete("sim/...")` refuses it.
 | `sim/length?per_100=B&sd=S&seed=K` | `clip(1 + 9 a + B x chars / 100 + e, 1, 10)`: rewards longer prompts by B points per 100 characters (B default 1, S default 0) |
 | `sim/constant?value=V` | `V` whatever the candidate (default 1): a critic that carries no information |
 | `sim/random?seed=K` | `Uniform(1, 10)`, independent of accuracy |
+| `sim/biased?per_100=B&inflation=I&first=P&anchor=W&sd=S&seed=K` | `clip((1 - W') (1 + 9 a + B x chars / 100 + I x t + e) + W' x s0, 1, 10)`: the four biases of `promptlab.analysis.bias`, planted (all default 0, S default 0) |
+
+`sim/biased` is the instrument that checks the bias probes against a known truth: `t` is the candidate's
+iteration (a critic that inflates by I points per step of the loop), `s0` a previous score shown to it (W' = W
+when one is shown, else 0: an anchoring weight W in [0, 1]), and in a pairwise judgement (`SimCritic.prefer`) it
+names the first-shown candidate outright with probability P in [0, 1] (a first-position preference), else the
+one it scores higher.
 
 The noise `e` (and `sim/random`'s draw) is a pure function of the seed K, the call's sample index, the
 candidate's text and the criterion, so a simulated critic behaves like a cached model call: the same
@@ -37,13 +44,27 @@ PREFIX = "sim/"
 
 
 @dataclass(frozen=True)
+class Seen:
+    """What a simulated critic is shown of a candidate."""
+
+    accuracy: float
+    """The candidate's dev accuracy `a`."""
+    candidate: str
+    """The candidate's text (its length is what a length-biased critic rewards)."""
+    iteration: int = 0
+    """The loop iteration that produced it (what an inflating critic rises with)."""
+    anchor: float | None = None
+    """A previous score shown in the critic's context (None: none shown)."""
+
+
+@dataclass(frozen=True)
 class SimKind:
     """One kind of simulated critic: its parameters (name -> (type, default, check, what it must be)) and score."""
 
     params: Mapping[str, tuple[type, float | int, Callable[[Any], bool], str]]
     formula: str
-    score: Callable[[float, str, Mapping[str, Any], Any], float]
-    """(accuracy, candidate, params, numpy Generator) -> the score before clipping to 1-10."""
+    score: Callable[[Seen, Mapping[str, Any], Any], float]
+    """(what it is shown, params, numpy Generator) -> the score before clipping to 1-10."""
 
 
 def _nonneg(v: Any) -> bool:
@@ -58,25 +79,50 @@ def _on_scale(v: Any) -> bool:
     return 1 <= v <= 10
 
 
+def _probability(v: Any) -> bool:
+    return 0 <= v <= 1
+
+
+def _biased(seen: Seen, p: Mapping[str, Any], rng: Any) -> float:
+    """sim/biased's score: the oracle plus a length slope, an inflation per step and noise, pulled towards
+    a shown previous score by the anchoring weight."""
+    own = 1 + 9 * seen.accuracy + p["per_100"] * len(seen.candidate) / 100 + p["inflation"] * seen.iteration
+    own += rng.normal(0.0, p["sd"])
+    return own if seen.anchor is None else (1 - p["anchor"]) * own + p["anchor"] * seen.anchor
+
+
 _SD = (float, 1.0, _nonneg, "a number >= 0")
 _SEED = (int, 0, _nonneg, "a whole number >= 0")
 
 SIM_CRITICS: dict[str, SimKind] = {
-    "oracle": SimKind({}, "1 + 9 a", lambda a, _c, _p, _rng: 1 + 9 * a),
+    "oracle": SimKind({}, "1 + 9 a", lambda s, _p, _rng: 1 + 9 * s.accuracy),
     "noisy": SimKind(
         {"sd": _SD, "seed": _SEED},
         "clip(1 + 9 a + Normal(0, sd), 1, 10)",
-        lambda a, _c, p, rng: 1 + 9 * a + rng.normal(0.0, p["sd"]),
+        lambda s, p, rng: 1 + 9 * s.accuracy + rng.normal(0.0, p["sd"]),
     ),
     "length": SimKind(
         {"per_100": (float, 1.0, _anything, "a number"), "sd": (float, 0.0, _nonneg, "a number >= 0"), "seed": _SEED},
         "clip(1 + 9 a + per_100 x characters / 100 + Normal(0, sd), 1, 10)",
-        lambda a, c, p, rng: 1 + 9 * a + p["per_100"] * len(c) / 100 + rng.normal(0.0, p["sd"]),
+        lambda s, p, rng: 1 + 9 * s.accuracy + p["per_100"] * len(s.candidate) / 100 + rng.normal(0.0, p["sd"]),
     ),
     "constant": SimKind(
-        {"value": (float, 1.0, _on_scale, "a number from 1 to 10")}, "value", lambda _a, _c, p, _rng: p["value"]
+        {"value": (float, 1.0, _on_scale, "a number from 1 to 10")}, "value", lambda _s, p, _rng: p["value"]
     ),
-    "random": SimKind({"seed": _SEED}, "Uniform(1, 10)", lambda _a, _c, _p, rng: rng.uniform(1.0, 10.0)),
+    "random": SimKind({"seed": _SEED}, "Uniform(1, 10)", lambda _s, _p, rng: rng.uniform(1.0, 10.0)),
+    "biased": SimKind(
+        {
+            "per_100": (float, 0.0, _anything, "a number"),
+            "inflation": (float, 0.0, _anything, "a number"),
+            "first": (float, 0.0, _probability, "a probability from 0 to 1"),
+            "anchor": (float, 0.0, _probability, "a weight from 0 to 1"),
+            "sd": (float, 0.0, _nonneg, "a number >= 0"),
+            "seed": _SEED,
+        },
+        "clip((1 - anchor') (1 + 9 a + per_100 x characters / 100 + inflation x iteration + Normal(0, sd))"
+        " + anchor' x shown score, 1, 10)",
+        _biased,
+    ),
 }
 """The kinds of simulated critic, by name (`sim/<kind>`)."""
 
@@ -102,16 +148,49 @@ class SimCritic:
         """What a Run records about it (`Run.info['simulated_critics']`)."""
         return {"kind": self.kind, "params": dict(self.params), "formula": self.formula}
 
-    def score(self, accuracy: float | None, candidate: str, *, sample: int, criterion: str) -> float | None:
-        """The critic's score of a candidate with dev accuracy `accuracy` (None: missing)."""
-        import numpy as np
-
+    def score(
+        self,
+        accuracy: float | None,
+        candidate: str,
+        *,
+        sample: int,
+        criterion: str,
+        iteration: int = 0,
+        anchor: float | None = None,
+    ) -> float | None:
+        """The critic's score of a candidate with dev accuracy `accuracy` (None: missing), produced at
+        `iteration`, with `anchor` a previous score shown to it (None: none shown)."""
         if accuracy is None:
             return None
-        digest = hashlib.sha256(f"{candidate}\x00{criterion}".encode()).digest()
-        rng = np.random.default_rng([int(self.params.get("seed", 0)), sample, int.from_bytes(digest[:8], "big")])
-        value = SIM_CRITICS[self.kind].score(float(accuracy), candidate, self.params, rng)
+        seen = Seen(float(accuracy), candidate, iteration, anchor)
+        value = SIM_CRITICS[self.kind].score(seen, self.params, self._rng(sample, candidate, criterion))
         return float(min(10.0, max(1.0, value)))
+
+    def prefer(
+        self, first: tuple[float | None, str], second: tuple[float | None, str], *, sample: int, criterion: str
+    ) -> int | None:
+        """A pairwise judgement: 0 when it prefers the candidate shown first, 1 the second (None: an accuracy is
+        missing). Each candidate is given as (dev accuracy, text). With probability `first` (sim/biased) it names
+        the first outright; else the one it scores higher at this judgement (its formula, with noise drawn for
+        this pair in this order), a tie by a coin. A swapped pair is an independent judgement."""
+        (acc_a, text_a), (acc_b, text_b) = first, second
+        if acc_a is None or acc_b is None:
+            return None
+        spec, rng = SIM_CRITICS[self.kind], self._rng(sample, f"{text_a}\x00{text_b}", f"pair\x00{criterion}")
+        if rng.uniform() < float(self.params.get("first", 0.0)):
+            return 0
+        a, b = (
+            min(10.0, max(1.0, spec.score(seen, self.params, rng)))
+            for seen in (Seen(acc_a, text_a), Seen(acc_b, text_b))
+        )
+        return (0 if rng.uniform() < 0.5 else 1) if a == b else (0 if a > b else 1)
+
+    def _rng(self, sample: int, candidate: str, criterion: str) -> Any:
+        """The draws of one call: a pure function of the seed, the sample, the candidate and the criterion."""
+        import numpy as np
+
+        digest = hashlib.sha256(f"{candidate}\x00{criterion}".encode()).digest()
+        return np.random.default_rng([int(self.params.get("seed", 0)), sample, int.from_bytes(digest[:8], "big")])
 
 
 def is_simulated(model: str | None) -> bool:
@@ -153,4 +232,4 @@ def parse_sim(model: str) -> SimCritic:
     return SimCritic(kind, params)
 
 
-__all__ = ["PREFIX", "SIM_CRITICS", "SimCritic", "SimKind", "is_simulated", "parse_sim"]
+__all__ = ["PREFIX", "SIM_CRITICS", "Seen", "SimCritic", "SimKind", "is_simulated", "parse_sim"]

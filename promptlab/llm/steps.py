@@ -24,16 +24,16 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import BudgetExceeded, ConfigError, ParseError, ProviderError
+from ..errors import ConfigError, ParseError, ProviderError, SpendingCapExceeded
 from . import structured
 from .aliases import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_support, schema_form, schema_support
-from .cache.keys import cache_key
-from .completion import Completion, total
+from .cache.keys import reply_key
+from .completion import Completion
 from .failures import describe_cause, raise_if_auth, retry_after, transient
-from .providers import native_schema
-from .reply import Reply
 from .request import Request
 from .settings import Settings
+from .tally import total
+from .transport import Reply
 
 
 @dataclass
@@ -73,7 +73,8 @@ class Call:
 
     def error(self, cause: str, *, retryable: bool) -> ProviderError:
         """A ProviderError of this call: model, host, cause and the requests made."""
-        return ProviderError(self.req.model, cause, attempts=self.attempts, retryable=retryable, host=self.req.host)
+        host = self.req.resolved.host
+        return ProviderError(self.req.model, cause, attempts=self.attempts, retryable=retryable, host=host)
 
     def left(self) -> float | None:
         """Seconds left before the deadline (None: no deadline)."""
@@ -84,29 +85,31 @@ class Call:
         """Where a structured call caches the reply to the current messages."""
         if self.req.schema is None:
             return None
-        return cache_key({"reply_of": self.req.key, "messages": self.messages})
+        return reply_key(self.req.key, self.messages)
 
 
 def schema_mode(req: Request) -> str:
     """How the schema goes out: 'native' (response_format), 'prompt', or 'detect' (native, the prompt once
     the endpoint refuses it: an alias without a `native_schema` choice, `openai/` model with an api_base)."""
+    m = req.resolved
     if req.schema is None:
         return "none"
-    if req.served and req.alias is not None and req.alias.native_schema is None:
-        learnt = schema_support(req.endpoint)
+    if m.served and m.alias is not None and m.alias.native_schema is None:
+        learnt = schema_support(m.endpoint)
         return "detect" if learnt is None else ("native" if learnt else "prompt")
-    return "native" if native_schema(req.model) else "prompt"
+    return "native" if m.native_schema else "prompt"
 
 
 def prepare(req: Request) -> Call:
     """The call's first request: its arguments, the key read now, the schema where it goes."""
     kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
-    if req.own:
+    m = req.resolved
+    if m.own:
         kwargs["seed"] = kwargs.get("seed", req.sample)
     else:  # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
         kwargs.update(num_retries=0, max_retries=0)
-    if req.alias is not None and "api_key" not in kwargs:
-        key = api_key(req.alias)  # read now, from the alias's variable; never stored
+    if m.alias is not None and "api_key" not in kwargs:
+        key = api_key(m.alias)  # read now, from the alias's variable; never stored
         if key is not None:
             kwargs["api_key"] = key
     call = Call(
@@ -114,7 +117,7 @@ def prepare(req: Request) -> Call:
         kwargs,
         list(req.messages),
         schema_mode(req),
-        (schema_form(req.endpoint) if req.served else None) or SCHEMA_FORMS[0],
+        (schema_form(m.endpoint) if m.served else None) or SCHEMA_FORMS[0],
     )
     if req.schema is not None:
         if call.mode != "prompt":
@@ -144,9 +147,9 @@ def send(call: Call) -> Generator[ProviderCall | Sleep, Any, Reply]:
         t0 = time.perf_counter()
         try:
             reply: Reply = yield ProviderCall(
-                {"model": call.req.target, "messages": call.messages, **timed}, call.reply_key()
+                {"model": call.req.resolved.target, "messages": call.messages, **timed}, call.reply_key()
             )
-        except (BudgetExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
+        except (SpendingCapExceeded, ConfigError):  # the budget refused: no request was made, nothing to retry
             raise
         except Exception as e:
             call.latency += time.perf_counter() - t0
@@ -185,7 +188,7 @@ def schema_fallback(call: Call, e: Exception, timeout: float | None) -> bool:
     prompt (remembered for the endpoint), and say the request should go again (True); raises when told
     native and every form was refused."""
     req, schema = call.req, call.req.schema
-    if schema is None or call.mode not in ("detect", "native") or not req.served or not refuses_schema(e):
+    if schema is None or call.mode not in ("detect", "native") or not req.resolved.served or not refuses_schema(e):
         return False
     if call.form != SCHEMA_FORMS[-1]:  # the server refused this form: try the next one
         call.form = SCHEMA_FORMS[SCHEMA_FORMS.index(call.form) + 1]
@@ -198,7 +201,7 @@ def schema_fallback(call: Call, e: Exception, timeout: float | None) -> bool:
             retryable=False,
         ) from e
     call.mode = "prompt"
-    remember_schema_support(req.endpoint, False)
+    remember_schema_support(req.resolved.endpoint, False)
     call.kwargs.pop("response_format", None)
     call.messages = call.messages + [{"role": "user", "content": structured.schema_instruction(schema)}]
     return True
@@ -206,7 +209,7 @@ def schema_fallback(call: Call, e: Exception, timeout: float | None) -> bool:
 
 def priced(req: Request, reply: Reply) -> Reply:
     """The reply priced by the alias's own price, when it has one and the reply reports its tokens."""
-    price = req.alias.price if req.alias is not None else None
+    price = req.resolved.price
     if price is None or reply.input_tokens is None:
         return reply
     return reply.model_copy(update={"cost_usd": price.cost(reply.input_tokens, reply.output_tokens or 0)})
@@ -252,9 +255,9 @@ def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
     failures: list[dict[str, Any]] = []
     for _ in range(max(1, req.settings.parse_attempts if req.schema is not None else 1)):
         reply = yield from send(call)
-        if call.mode in ("detect", "native") and req.served and not reply.replayed:
+        if call.mode in ("detect", "native") and req.resolved.served and not reply.replayed:
             call.mode = "native"
-            remember_schema_support(req.endpoint, True, call.form)
+            remember_schema_support(req.resolved.endpoint, True, call.form)
         replies.append(priced(req, reply))
         done = completion_of(call, replies)
         if req.schema is None:

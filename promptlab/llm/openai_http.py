@@ -26,7 +26,7 @@ Requests go over aiohttp, one session per event loop (blocking calls run theirs 
 `promptlab.llm.transport`). httpx's async pool scans every connection for each queued request, which costs
 milliseconds of CPU per call with tens in flight; aiohttp's pool hands a free connection over in constant
 time. Connections are not capped here: the limit on calls in flight is each call's own (`Settings`,
-enforced by `promptlab.llm.limits`).
+enforced by `promptlab.llm.concurrency.limits`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .failures import NO_END, NOT_CHAT, NOT_JSON, NOT_UTF8, InvalidReply, status_error, too_big, transport_error
-from .providers import litellm
+from .model_names import litellm
 
 if TYPE_CHECKING:
     import aiohttp

@@ -1,8 +1,8 @@
 """A spending cap for a sweep: a ledger of what paid requests cost, shared by every process of the sweep.
 
-    budget = Budget(results_dir / LEDGER_NAME, cap=5.0)
+    budget = SpendingCap(results_dir / LEDGER_NAME, cap=5.0)
     with budget.scope() as refused:        # every call made in this context is checked against the cap
-        ...                                # a request that would pass the cap raises BudgetExceeded
+        ...                                # a request that would pass the cap raises SpendingCapExceeded
     refused                                # the refusals made in this context (so a cell knows it was cut)
 
 The ledger (`budget.json` in the results dir, which every worker of a sweep shares) holds the cost actually
@@ -21,8 +21,8 @@ overshot by what those requests cost, plus the part of a reply's output that the
 
 A model whose price is unknown cannot be tracked: `check_prices` refuses it before any call (give the model
 a price, or drop the cap). In-process models (`local/...`, `fake/...`) cost nothing and are never refused.
-The sweep activates a budget in-process with `Budget.scope`; a papermill kernel or another worker process
-reads it from the environment (`Budget.from_env`, PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE).
+The sweep activates a budget in-process with `SpendingCap.scope`; a papermill kernel or another worker process
+reads it from the environment (`SpendingCap.from_env`, PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import BudgetExceeded, ConfigError
-from .providers import is_own, litellm
+from ..errors import ConfigError, SpendingCapExceeded
+from .model_names import is_own, litellm
 
 LEDGER_NAME = "budget.json"
 """The ledger's file name in a results dir."""
@@ -132,7 +132,7 @@ def _cap(value: Any, where: str) -> float:
 
 @dataclass
 class Charges:
-    """What the paid requests made in one context (a sweep cell, see `charges`) cost, as `Budget.charge`
+    """What the paid requests made in one context (a sweep cell, see `charges`) cost, as `SpendingCap.charge`
     counted them: runs that the cap stopped included, which no run record holds."""
 
     cost_usd: float = 0.0
@@ -165,14 +165,14 @@ def charges() -> Iterator[Charges]:
         _CHARGES.reset(token)
 
 
-_ACTIVE: ContextVar[Budget | None] = ContextVar("promptlab_budget", default=None)
-_REFUSED: ContextVar[list[BudgetExceeded] | None] = ContextVar("promptlab_budget_refused", default=None)
+_ACTIVE: ContextVar[SpendingCap | None] = ContextVar("promptlab_budget", default=None)
+_REFUSED: ContextVar[list[SpendingCapExceeded] | None] = ContextVar("promptlab_budget_refused", default=None)
 _CHARGES: ContextVar[Charges | None] = ContextVar("promptlab_budget_charges", default=None)
 _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
 
 
-class Budget:
+class SpendingCap:
     """A cap in USD on the ledger at `path`; `scope()` makes it the one the call path checks."""
 
     def __init__(self, path: str | os.PathLike[str], cap: float) -> None:
@@ -185,10 +185,10 @@ class Budget:
         self._dir_made = False
 
     def __repr__(self) -> str:
-        return f"Budget({str(self.path)!r}, cap={self.cap:g})"
+        return f"SpendingCap({str(self.path)!r}, cap={self.cap:g})"
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Budget | None:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SpendingCap | None:
         """The budget a sweep handed to this process (PROMPTLAB_MAX_COST, PROMPTLAB_BUDGET_FILE), or None."""
         env = os.environ if environ is None else environ
         raw, path = env.get(ENV_MAX_COST, "").strip(), env.get(ENV_BUDGET_FILE, "").strip()
@@ -272,7 +272,7 @@ class Budget:
         """Refuse a request (litellm keyword arguments) whose cost would pass the cap.
 
         Raises:
-            BudgetExceeded: spent plus this request's estimated cost would pass the cap (recorded in the
+            SpendingCapExceeded: spent plus this request's estimated cost would pass the cap (recorded in the
                 refusals of the current `scope`).
             ConfigError: the model's price is unknown.
         """
@@ -289,17 +289,17 @@ class Budget:
         estimate = out + _input_tokens(str(request.get("model") or model), request) * price.input
         if spent < self.cap and spent + estimate <= self.cap:
             return
-        refusal = BudgetExceeded(model, spent=spent, cap=self.cap, estimate=estimate)
+        refusal = SpendingCapExceeded(model, spent=spent, cap=self.cap, estimate=estimate)
         refused = _REFUSED.get()
         if refused is not None:
             refused.append(refusal)
         raise refusal
 
     @contextlib.contextmanager
-    def scope(self) -> Iterator[list[BudgetExceeded]]:
+    def scope(self) -> Iterator[list[SpendingCapExceeded]]:
         """Make this the budget of every call in this context (tasks started in it inherit it); yields the
         list of refusals made in the context, so the caller knows whether its work was cut."""
-        refused: list[BudgetExceeded] = []
+        refused: list[SpendingCapExceeded] = []
         tokens = _ACTIVE.set(self), _REFUSED.set(refused)
         try:
             yield refused
@@ -322,7 +322,7 @@ def _input_tokens(model: str, request: Mapping[str, Any]) -> int:
         return _input_bound(request)
 
 
-def gate(model: str, request: Mapping[str, Any]) -> Budget | None:
+def gate(model: str, request: Mapping[str, Any]) -> SpendingCap | None:
     """Check a provider request against the active budget (None when no budget is active: no cost)."""
     budget = _ACTIVE.get()
     if budget is not None:
@@ -330,7 +330,7 @@ def gate(model: str, request: Mapping[str, Any]) -> Budget | None:
     return budget
 
 
-def active() -> Budget | None:
+def active() -> SpendingCap | None:
     """The budget active in this context, if any."""
     return _ACTIVE.get()
 
@@ -340,7 +340,7 @@ __all__ = [
     "ENV_MAX_COST",
     "FREE",
     "LEDGER_NAME",
-    "Budget",
+    "SpendingCap",
     "Charges",
     "Ledger",
     "TokenPrice",

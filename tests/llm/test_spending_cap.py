@@ -13,9 +13,9 @@ import pytest
 from fault_server import FaultServer, Reply
 
 import promptlab as pl
-from promptlab.errors import BudgetExceeded, ConfigError
-from promptlab.llm.budget import ENV_BUDGET_FILE, ENV_MAX_COST, Budget, check_prices, gate, price_of
+from promptlab.errors import ConfigError, SpendingCapExceeded
 from promptlab.llm.settings import Settings
+from promptlab.llm.spending_cap import ENV_BUDGET_FILE, ENV_MAX_COST, SpendingCap, check_prices, gate, price_of
 from promptlab.sweeps.experiment import Experiment
 
 KEY = "sk-test-budget"
@@ -45,11 +45,11 @@ def test_no_active_budget_checks_nothing(server: FaultServer, tmp_path: Path) ->
 
 
 def test_a_request_that_would_pass_the_cap_is_never_made(server: FaultServer, tmp_path: Path) -> None:
-    budget = Budget(tmp_path / "budget.json", cap=0.005)
+    budget = SpendingCap(tmp_path / "budget.json", cap=0.005)
     with budget.scope() as refused:
         first, second = ask(server, "one"), ask(server, "two")
         # spent 0.0042; the next request's max_tokens alone (2000 x 0.6 USD/M = 0.0012) would pass 0.005
-        with pytest.raises(BudgetExceeded) as info:
+        with pytest.raises(SpendingCapExceeded) as info:
             ask(server, "three")
     assert server.requests == 2
     assert first.cost_usd == pytest.approx(EACH) and second.cost_usd == pytest.approx(EACH)
@@ -63,12 +63,12 @@ def test_a_request_that_would_pass_the_cap_is_never_made(server: FaultServer, tm
 
 
 def test_cache_hits_replays_and_free_models_pass_a_spent_budget(server: FaultServer, tmp_path: Path) -> None:
-    budget = Budget(tmp_path / "budget.json", cap=0.003)
+    budget = SpendingCap(tmp_path / "budget.json", cap=0.003)
     with budget.scope() as refused:
         ask(server, "one")  # spent 0.0021: no further paid request fits
         hit = ask(server, "one")
         free = pl.complete("fake/auto", "anything", max_tokens=2000)
-        with pytest.raises(BudgetExceeded):
+        with pytest.raises(SpendingCapExceeded):
             ask(server, "two")
     assert hit.cache_hit and hit.billed_cost_usd == 0.0 and free.cost_usd == 0.0
     assert server.requests == 1 and len(refused) == 1
@@ -76,32 +76,32 @@ def test_cache_hits_replays_and_free_models_pass_a_spent_budget(server: FaultSer
 
 
 def test_the_cap_counts_what_earlier_runs_spent(server: FaultServer, tmp_path: Path) -> None:
-    with Budget(tmp_path / "budget.json", cap=0.005).scope():
+    with SpendingCap(tmp_path / "budget.json", cap=0.005).scope():
         ask(server, "one")
         ask(server, "two")
-        with pytest.raises(BudgetExceeded):
+        with pytest.raises(SpendingCapExceeded):
             ask(server, "three")
-    with Budget(tmp_path / "budget.json", cap=0.005).scope():  # the same cap again: nothing more is spent
-        with pytest.raises(BudgetExceeded):
+    with SpendingCap(tmp_path / "budget.json", cap=0.005).scope():  # the same cap again: nothing more is spent
+        with pytest.raises(SpendingCapExceeded):
             ask(server, "three")
     assert server.requests == 2
-    with Budget(tmp_path / "budget.json", cap=0.01).scope():  # a higher cap goes on
+    with SpendingCap(tmp_path / "budget.json", cap=0.01).scope():  # a higher cap goes on
         assert ask(server, "three").text == "paid"
         assert ask(server, "one").cache_hit
     assert server.requests == 3
-    assert Budget(tmp_path / "budget.json", cap=1).spent() == pytest.approx(3 * EACH)
+    assert SpendingCap(tmp_path / "budget.json", cap=1).spent() == pytest.approx(3 * EACH)
 
 
 def test_a_refusal_is_not_retried_nor_read_as_a_provider_error(server: FaultServer, tmp_path: Path) -> None:
-    budget = Budget(tmp_path / "budget.json", cap=0.0001)  # below one request's max_tokens
-    with budget.scope(), pytest.raises(BudgetExceeded):
+    budget = SpendingCap(tmp_path / "budget.json", cap=0.0001)  # below one request's max_tokens
+    with budget.scope(), pytest.raises(SpendingCapExceeded):
         ask(server, "one", settings=Settings(retries=3, backoff_s=0.001))
     assert server.requests == 0 and budget.spent() == 0.0
 
 
 def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServer, tmp_path: Path) -> None:
     server.default = Reply("paid", prompt_tokens=10_000, completion_tokens=1_000, delay_s=0.05)
-    budget = Budget(tmp_path / "budget.json", cap=0.005)
+    budget = SpendingCap(tmp_path / "budget.json", cap=0.005)
     in_flight = 4
 
     async def main() -> list[object]:
@@ -114,7 +114,7 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
     with budget.scope() as refused:
         outcomes = asyncio.run(main())
     made = sum(isinstance(o, pl.Completion) for o in outcomes)
-    cut = [o for o in outcomes if isinstance(o, BudgetExceeded)]
+    cut = [o for o in outcomes if isinstance(o, SpendingCapExceeded)]
     assert made + len(cut) == 12 and made == server.requests and len(refused) == len(cut)
     assert 2 <= made <= 2 + in_flight  # at most the calls in flight when the cap was reached go over it
     assert budget.spent() == pytest.approx(made * EACH) and budget.spent() <= 0.005 + in_flight * EACH
@@ -124,13 +124,13 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
 def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "budget.json"
     code = (
-        "import sys; from promptlab.llm.budget import Budget\n"
-        "b = Budget(sys.argv[1], cap=100)\n"
+        "import sys; from promptlab.llm.spending_cap import SpendingCap\n"
+        "b = SpendingCap(sys.argv[1], cap=100)\n"
         "for _ in range(50): b.charge('openai/gpt-4o-mini', 0.001)\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0] * 4
-    led = Budget(path, cap=100).ledger()
+    led = SpendingCap(path, cap=100).ledger()
     assert led.requests == 200 and led.spent_usd == pytest.approx(0.2)
 
 
@@ -138,28 +138,28 @@ def test_unknown_price_is_refused_before_any_call(server: FaultServer, tmp_path:
     assert price_of("fake/auto") is not None and price_of("openai/gpt-4o-mini") is not None
     with pytest.raises(ConfigError, match=r"'openai/no-such-priced-model'.*price.*without max_cost"):
         check_prices(["fake/auto", "openai/no-such-priced-model"])
-    with Budget(tmp_path / "budget.json", cap=1).scope(), pytest.raises(ConfigError, match="price"):
+    with SpendingCap(tmp_path / "budget.json", cap=1).scope(), pytest.raises(ConfigError, match="price"):
         pl.complete("openai/no-such-priced-model", "hi", settings=FAST)
     assert server.requests == 0
 
 
 def test_budget_from_the_environment(tmp_path: Path) -> None:
-    assert Budget.from_env({}) is None
-    b = Budget(tmp_path / "budget.json", cap=2.5)
-    again = Budget.from_env(b.env())
+    assert SpendingCap.from_env({}) is None
+    b = SpendingCap(tmp_path / "budget.json", cap=2.5)
+    again = SpendingCap.from_env(b.env())
     assert again is not None and (again.path, again.cap) == (b.path, 2.5)
     with pytest.raises(ConfigError, match=ENV_MAX_COST):
-        Budget.from_env({ENV_MAX_COST: "lots", ENV_BUDGET_FILE: str(b.path)})
+        SpendingCap.from_env({ENV_MAX_COST: "lots", ENV_BUDGET_FILE: str(b.path)})
     with pytest.raises(ConfigError, match=ENV_BUDGET_FILE):
-        Budget.from_env({ENV_MAX_COST: "1"})
+        SpendingCap.from_env({ENV_MAX_COST: "1"})
     with pytest.raises(ConfigError, match="positive"):
-        Budget(b.path, cap=0)
+        SpendingCap(b.path, cap=0)
 
 
 def test_an_unreadable_ledger_says_how_to_recover(tmp_path: Path) -> None:
     (tmp_path / "budget.json").write_text("{not json")
     with pytest.raises(ConfigError, match="delete it"):
-        Budget(tmp_path / "budget.json", cap=1).spent()
+        SpendingCap(tmp_path / "budget.json", cap=1).spent()
 
 
 def test_max_cost_in_the_experiment_file(tmp_path: Path) -> None:
@@ -187,14 +187,25 @@ def test_a_model_alias_price_is_what_the_cap_counts(server: FaultServer, tmp_pat
         check_prices(["budget-served"])
         with pytest.raises(ConfigError, match="'budget-unpriced'.*register_model"):
             check_prices(["budget-served", "budget-unpriced"])
-        budget = Budget(tmp_path / "budget.json", cap=5.0)
+        budget = SpendingCap(tmp_path / "budget.json", cap=5.0)
         with budget.scope():
             first = pl.complete("budget-served", "one", max_tokens=2000, settings=FAST)
             pl.complete("budget-served", "two", max_tokens=2000, settings=FAST)
-            with pytest.raises(BudgetExceeded, match="budget-served"):  # 4.2 spent + 2000 x 600 / 1e6 > 5
+            with pytest.raises(SpendingCapExceeded, match="budget-served"):  # 4.2 spent + 2000 x 600 / 1e6 > 5
                 pl.complete("budget-served", "three", max_tokens=2000, settings=FAST)
     finally:
         unregister_model("budget-served")
         unregister_model("budget-unpriced")
     assert first.cost_usd == pytest.approx(2.1) and server.requests == 2
     assert budget.ledger().by_model == {"budget-served": pytest.approx(4.2)}
+
+
+def test_the_old_public_names_of_the_spending_cap_still_work_and_say_they_are_deprecated() -> None:
+    """`pl.Budget` and `pl.BudgetExceeded` were public: they stay, as the new classes, with a DeprecationWarning
+    (so "budget" can mean only a loop's call/token budget)."""
+    with pytest.warns(DeprecationWarning, match="use promptlab.SpendingCap$"):
+        assert pl.Budget is SpendingCap
+    with pytest.warns(DeprecationWarning, match="use promptlab.SpendingCapExceeded"):
+        assert pl.BudgetExceeded is SpendingCapExceeded
+    assert pl.SpendingCap is SpendingCap and pl.SpendingCapExceeded is SpendingCapExceeded
+    assert "Budget" not in pl.__all__ and "SpendingCap" in pl.__all__

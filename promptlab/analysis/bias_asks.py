@@ -1,0 +1,254 @@
+"""The data of the critic-bias probes (`promptlab.analysis.bias`) from a results directory. MAKES MODEL CALLS
+(cached) for the three intervention probes, within a budget of calls per critic.
+
+- `length`, `inflation`: from the logs alone (`bias.logged_frame` over the candidates' lengths).
+- `padding`: a logged candidate re-scored as it is and with PAD_CHARS of neutral text from PAD_BANK appended.
+- `anchoring`: the same candidate re-scored with a previous score shown (ANCHORS, drawn by a fixed seed).
+- `order`: two candidates of one run judged by the critic's model as a pairwise judge
+  (`promptlab.eval.pairwise`), in both orders.
+
+Re-scores go through the loop's `rescore` hook with the loop's own critic prompt (the hook's `candidate` and
+`anchor` arguments, `promptlab.loops.runtime.rescoring`), at re-score samples 101 (plain), 102 (padded) and
+103 (anchored), and the pairwise judgements at 104: disjoint from the logged calls and from `reliability`'s
+re-scores 1..k. The candidates and pairs are drawn by a fixed seed, so a second report asks the same calls and
+every one is a cache hit. A simulated critic (`sim/...`) makes no call and is not limited by the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from ..aio import run_sync
+from ..critics.simulated import is_simulated
+from ..errors import PromptlabError
+from ..eval.pairwise import ajudge_pair
+from ..loops.registry import get_loop
+from ..loops.runtime.base import goal_of, rescore_sample
+from ..results.store import read_runs
+from .bias import logged_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..record import Iteration, Run
+    from ..results.store import Results
+
+PAD_BANK = (
+    "The task is described above.",
+    "Please follow the instructions given above.",
+    "The instructions above say what to do.",
+    "Nothing else is required beyond the instructions above.",
+    "This is the end of the instructions.",
+)
+"""Neutral sentences appended in turn (same meaning, more characters) for the padding probe."""
+PAD_CHARS = 300
+"""Characters of padding added to each candidate (whole sentences of PAD_BANK, at least this many)."""
+ANCHORS = (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+"""The previous scores the anchoring probe shows, one drawn per candidate."""
+BUDGET = 40
+"""Default model calls per critic for the re-asks (3 per candidate for padding and anchoring, 2 per pair)."""
+SEED = 0
+"""Seed of the draw of candidates, pairs and shown scores."""
+SAMPLES = {"plain": 101, "padded": 102, "anchored": 103, "pair": 104}
+"""Re-score sample of each kind of re-ask."""
+
+
+def pad(text: str, chars: int = PAD_CHARS) -> str:
+    """`text` followed by PAD_BANK's sentences in turn until at least `chars` characters were added."""
+    added, k = "", 0
+    while len(added) < chars:
+        added += " " + PAD_BANK[k % len(PAD_BANK)]
+        k += 1
+    return text + added
+
+
+def logged_runs(results: Results) -> list[Run]:
+    """The Run records of the results' ok cells (a cell whose runs.jsonl cannot be read is left out)."""
+    runs: list[Run] = []
+    for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
+        try:
+            runs += read_runs(results.path, str(cell))
+        except (OSError, ValueError):
+            continue
+    return runs
+
+
+def candidate_lengths(runs: Sequence[Run]) -> pd.DataFrame:
+    """run_id, iteration, chars of every logged candidate."""
+    import pandas as pd
+
+    rows = [(r.run_id, it.index, len(it.candidate)) for r in runs for it in r.iterations if it.candidate is not None]
+    return pd.DataFrame(rows, columns=["run_id", "iteration", "chars"])
+
+
+def critics_of(run: Run) -> list[str]:
+    """The models that scored a run's candidates (its critic roles, else its critic_model or model)."""
+    roles = [m for role, m in run.models.items() if role.startswith("critic") or role == "evaluator"]
+    return list(dict.fromkeys(roles)) or [str(run.config.get("critic_model") or run.config.get("model"))]
+
+
+async def aprobe_frames(
+    results: Results, *, budget: int = BUDGET, cache: Any = None, settings: Any = None
+) -> dict[str, pd.DataFrame]:
+    """Probe name -> its tidy frame (`bias.bias_table`'s input) for every critic of a results directory, and
+    "skipped": critic_model, why, for a critic whose re-asks failed (the logged probes still count)."""
+    import pandas as pd
+
+    runs = logged_runs(results)
+    frames = {"length": logged_frame(results.trajectories, candidate_lengths(runs))}
+    frames["inflation"] = frames["length"]
+    rows: dict[str, list[dict[str, Any]]] = {"padding": [], "anchoring": [], "order": []}
+    skipped: list[dict[str, Any]] = []
+    for critic in sorted({c for r in runs for c in critics_of(r)}):
+        own = [r for r in runs if critic in critics_of(r) and _rescorable(r)]
+        try:
+            found = await _ask_critic(critic, own, budget, cache, settings)
+        except (PromptlabError, ValidationError) as e:  # e.g. a model no longer configured: say so, go on
+            skipped.append({"critic_model": critic, "why": f"the re-asks failed: {type(e).__name__}: {e}"[:300]})
+            continue
+        for probe, got in found.items():
+            rows[probe] += got
+    frames["skipped"] = pd.DataFrame(skipped, columns=["critic_model", "why"])
+    columns = {
+        "padding": ["critic_model", "run_id", "iteration", "plain", "padded", "added_chars"],
+        "anchoring": ["critic_model", "run_id", "iteration", "plain", "anchored", "anchor"],
+        "order": ["critic_model", "pair", "swapped", "first_won", "error"],
+    }
+    for probe, cols in columns.items():
+        frames[probe] = pd.DataFrame(rows[probe], columns=cols)
+    return frames
+
+
+def probe_frames(
+    results: Results, *, budget: int = BUDGET, cache: Any = None, settings: Any = None
+) -> dict[str, pd.DataFrame]:
+    """`aprobe_frames` from sync code (also inside a running event loop, e.g. a Jupyter kernel)."""
+    return run_sync(aprobe_frames(results, budget=budget, cache=cache, settings=settings))
+
+
+async def _ask_critic(
+    critic: str, runs: list[Run], budget: int, cache: Any, settings: Any
+) -> dict[str, list[dict[str, Any]]]:
+    """The re-asks of one critic: as many candidates (3 calls each) and pairs (2 calls each) as the budget
+    allows, about 60% of it on candidates; unlimited for a simulated critic."""
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+    items = [(r, it) for r in runs for it in r.iterations if it.candidate is not None and it.grounded is not None]
+    pairs = [(r, a, b) for r in runs for a, b in zip(r.iterations, r.iterations[1:], strict=False) if _pairable(a, b)]
+    items = [items[i] for i in rng.permutation(len(items))]
+    pairs = [pairs[i] for i in rng.permutation(len(pairs))]
+    if not is_simulated(critic):
+        n_items = min(len(items), max(budget * 3 // 5, budget - 2 * len(pairs)) // 3)
+        items, pairs = items[:n_items], pairs[: max(0, budget - 3 * n_items) // 2]
+    anchors = rng.choice(ANCHORS, size=len(items))
+    scored = await asyncio.gather(
+        *[_rescores(critic, r, it, float(a), cache, settings) for (r, it), a in zip(items, anchors, strict=True)]
+    )
+    judged = await asyncio.gather(*[_pair(critic, r, a, b, k, cache, settings) for k, (r, a, b) in enumerate(pairs)])
+    return {
+        "padding": [{k: v for k, v in s.items() if k not in ("anchored", "anchor")} for s in scored],
+        "anchoring": [{k: v for k, v in s.items() if k not in ("padded", "added_chars")} for s in scored],
+        "order": [row for rows in judged for row in rows],
+    }
+
+
+def _rescorable(run: Run) -> bool:
+    """Whether the run's loop is registered and can re-score its candidates (a `rescore` hook)."""
+    try:
+        return get_loop(run.loop).rescore is not None
+    except PromptlabError:  # a loop this installation does not know: its runs are read from the logs only
+        return False
+
+
+def _pairable(a: Iteration, b: Iteration) -> bool:
+    return a.candidate is not None and b.candidate is not None and a.candidate != b.candidate
+
+
+async def _rescores(critic: str, run: Run, it: Iteration, anchor: float, cache: Any, settings: Any) -> dict[str, Any]:
+    """One candidate re-scored plain, padded and with a shown score."""
+    assert it.candidate is not None
+    rescore = get_loop(run.loop).rescore
+    assert rescore is not None
+    text = pad(it.candidate)
+    asks = [
+        rescore(run, it.index, sample=SAMPLES["plain"], cache=cache, settings=settings),
+        rescore(run, it.index, sample=SAMPLES["padded"], cache=cache, settings=settings, candidate=text),
+        rescore(run, it.index, sample=SAMPLES["anchored"], cache=cache, settings=settings, anchor=anchor),
+    ]
+    plain, padded, anchored = [_mean_of(critic, run, s) for s in await asyncio.gather(*asks)]
+    return {
+        "critic_model": critic,
+        "run_id": run.run_id,
+        "iteration": it.index,
+        "plain": plain,
+        "padded": padded,
+        "added_chars": _shown(critic, run, text) - _shown(critic, run, it.candidate),
+        "anchored": anchored,
+        "anchor": anchor,
+    }
+
+
+def _shown(critic: str, run: Run, text: str) -> int:
+    """How many characters of `text` the critic is shown: a loop's `history_chars` cuts the candidate in a
+    model critic's prompt (a simulated critic scores the whole text)."""
+    limit = run.config.get("history_chars")
+    whole = len(text.strip())
+    return whole if is_simulated(critic) or not isinstance(limit, int) else min(whole, limit)
+
+
+def _mean_of(critic: str, run: Run, scores: list[Any]) -> float | None:
+    """The mean of the present scores given by `critic`'s model (a judge role maps to its model)."""
+    mine = [s.score for s in scores if run.models.get(s.judge or "", s.judge) == critic or len(critics_of(run)) == 1]
+    present = [float(v) for v in mine if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+async def _pair(
+    critic: str, run: Run, a: Iteration, b: Iteration, k: int, cache: Any, settings: Any
+) -> list[dict[str, Any]]:
+    """Two candidates of a run judged in both orders by the critic's model."""
+    goal = str(run.info.get("goal") or goal_of(run.task))
+    sample = rescore_sample(run.sample, SAMPLES["pair"])
+    pair = f"{run.run_id}:{a.index}-{b.index}"
+    rows = []
+    for swapped, (x, y) in enumerate(((a, b), (b, a))):
+        got = await ajudge_pair(
+            critic,
+            goal,
+            str(x.candidate),
+            str(y.candidate),
+            accuracies=(_dev(x), _dev(y)),
+            sample=sample,
+            cache=cache,
+            settings=settings,
+        )
+        first_won = None if got.preferred is None else got.preferred == 0
+        rows.append(
+            {"critic_model": critic, "pair": pair, "swapped": swapped, "first_won": first_won, "error": got.error}
+        )
+    return rows
+
+
+def _dev(it: Iteration) -> float | None:
+    return it.grounded.score if it.grounded is not None else None
+
+
+__all__ = [
+    "ANCHORS",
+    "BUDGET",
+    "PAD_BANK",
+    "PAD_CHARS",
+    "SAMPLES",
+    "SEED",
+    "aprobe_frames",
+    "candidate_lengths",
+    "critics_of",
+    "logged_runs",
+    "pad",
+    "probe_frames",
+]

@@ -1,0 +1,164 @@
+"""The critic-bias probes (promptlab.analysis.bias) on small known data, and their data from a results
+directory of real runs (promptlab.analysis.bias_asks): the planted sizes found, the budget kept, and a second
+pass answered from the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from biased import PLANTED, write_biased_sweep
+
+from promptlab.analysis.bias import (
+    Estimate,
+    anchoring_bias,
+    bias_table,
+    bias_verdict,
+    flip_rate,
+    inflation,
+    length_bias,
+    order_bias,
+    padding_bias,
+)
+from promptlab.analysis.bias_asks import PAD_BANK, pad, probe_frames
+from promptlab.results.store import load
+
+
+def test_length_slope_is_read_at_equal_accuracy() -> None:
+    # within each accuracy level, +100 characters adds 0.5 points; across levels accuracy moves the score a lot
+    rows = [
+        {"run_id": f"r{i % 4}", "iteration": i % 3, "accuracy": acc, "chars": c, "score": 2 + 8 * acc + 0.5 * c / 100}
+        for i, (acc, c) in enumerate((a, c) for a in (0.1, 0.4, 0.8) for c in (100, 250, 400, 900))
+    ]
+    frame = pd.DataFrame(rows)
+    frame["score"] += [0.01 * (-1) ** i for i in range(len(frame))]  # a little noise: a CI of some width
+    est = length_bias(frame)
+    assert est.n == 12 and est.value == pytest.approx(0.5, abs=0.01) and est.low < 0.5 < est.high
+    assert bias_verdict("length", est).startswith("Biased: the CI excludes 0 (above)")
+
+
+def test_inflation_is_the_intercept_of_score_change_on_accuracy_change() -> None:
+    rows = []
+    for r, accs in enumerate(([0.2, 0.3, 0.3, 0.25], [0.5, 0.4, 0.45, 0.6], [0.1, 0.1, 0.2, 0.15])):
+        for t, a in enumerate(accs):
+            rows.append(
+                {"run_id": f"r{r}", "iteration": t, "accuracy": a, "score": 1 + 9 * a + 0.3 * t + 0.02 * (r - t)}
+            )
+    est = inflation(pd.DataFrame(rows))
+    assert est.n == 9 and est.value == pytest.approx(0.3, abs=0.05)
+    tracking = pd.DataFrame(rows).assign(score=lambda d: 1 + 9 * d["accuracy"])  # moves only with accuracy
+    assert inflation(tracking).value == pytest.approx(0.0, abs=1e-9)
+
+
+def test_padding_order_and_anchoring_estimates() -> None:
+    padded = pd.DataFrame({"plain": [5.0, 6.0, 4.0], "padded": [6.5, 7.0, 5.5], "added_chars": [300, 200, 300]})
+    assert padding_bias(padded).value == pytest.approx(0.5)
+    # pair p0: first wins both orders (+1); p1: same candidate both times (0); p2: incomplete (left out)
+    pairs = pd.DataFrame(
+        {
+            "pair": ["p0", "p0", "p1", "p1", "p2"],
+            "swapped": [0, 1, 0, 1, 0],
+            "first_won": [True, True, True, False, True],
+        }
+    )
+    assert order_bias(pairs).value == pytest.approx(0.5) and order_bias(pairs).n == 2
+    assert flip_rate(pairs) == (0.5, 2)
+    plain = [5.0, 3.0, 7.0, 6.0, 4.0, 8.0]
+    anchors = [9.0, 2.0, 5.0, 8.0, 3.0, 2.0]
+    anchored = [0.7 * p + 0.3 * a + 0.01 * (-1) ** i for i, (p, a) in enumerate(zip(plain, anchors, strict=True))]
+    est = anchoring_bias(pd.DataFrame({"plain": plain, "anchored": anchored, "anchor": anchors}))
+    assert est.value == pytest.approx(0.3, abs=0.05)
+
+
+def test_verdicts_need_the_ci_inside_the_margin_to_say_no_bias() -> None:
+    assert bias_verdict("order", Estimate(0.01, 50, -0.05, 0.07)).startswith("No evidence of bias: the CI lies within")
+    assert bias_verdict("order", Estimate(0.01, 50, -0.05, 0.15)).startswith("Inconclusive: the CI spans 0")
+    assert bias_verdict("order", Estimate(-0.2, 50, -0.3, -0.1)) == "Biased: the CI excludes 0 (below)"
+    assert bias_verdict(
+        "length", length_bias(pd.DataFrame(columns=["run_id", "iteration", "score", "accuracy", "chars"]))
+    ) == ("Not measured: too few candidates whose length varies at equal accuracy (n=0) for the regression")
+
+
+def test_pad_adds_whole_neutral_sentences() -> None:
+    text = pad("Answer yes or no.")
+    assert text.startswith("Answer yes or no. " + PAD_BANK[0]) and len(text) - len("Answer yes or no.") >= 300
+
+
+@pytest.fixture
+def swept(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return write_biased_sweep(tmp_path / "results")
+
+
+def test_probes_find_planted_biases_and_none_in_the_oracle(swept) -> None:  # type: ignore[no-untyped-def]
+    results_dir, _ = swept
+    table = bias_table(probe_frames(load(results_dir), budget=20))
+    oracle = table[table["critic_model"] == "sim/oracle"].set_index("probe")
+    assert set(oracle.index) == {"length", "inflation", "padding", "order", "anchoring"}
+    assert (oracle["estimate"].abs() < 1e-9).all()
+    assert oracle["finding"].str.startswith("No evidence of bias").all()
+    planted = table[table["critic_model"] == PLANTED].set_index("probe")
+    sizes = {"padding": 0.3, "anchoring": 0.5, "order": 0.6, "inflation": 0.3}
+    for probe, size in sizes.items():
+        row = planted.loc[probe]
+        assert row["ci_low"] <= size <= row["ci_high"], (probe, row.to_dict())
+        assert row["finding"].startswith("Biased"), (probe, row["finding"])
+
+
+def test_reasks_keep_the_budget_and_a_second_pass_costs_nothing(swept) -> None:  # type: ignore[no-untyped-def]
+    results_dir, model_critic = swept
+    res = load(results_dir)
+    logged = len(model_critic.requests)
+    frames = probe_frames(res, budget=14)
+    first = len(model_critic.requests) - logged
+    mine = {k: f[f["critic_model"] == "fake/bias-critic"] for k, f in frames.items() if k != "skipped"}
+    # 14 calls: 2 candidates x 3 re-scores and 4 pairs x 2 orders
+    assert first == 14 and len(mine["padding"]) == 2 and len(mine["order"]) == 8
+    assert mine["order"]["first_won"].all()  # the scripted judge always says A
+    again = probe_frames(res, budget=14)
+    assert len(model_critic.requests) - logged == first  # every re-ask was a cache hit
+    pd.testing.assert_frame_equal(again["padding"], frames["padding"])
+
+
+def test_a_critic_whose_reasks_fail_is_reported_not_measured(swept, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.errors import ConfigError
+    from promptlab.loops.creator_critic import loop
+
+    results_dir, _ = swept
+
+    async def broken(*_a, **_k):  # type: ignore[no-untyped-def]
+        raise ConfigError("critic_model: no longer configured")
+
+    monkeypatch.setattr(loop, "critique_all", broken)
+    table = bias_table(probe_frames(load(results_dir), budget=6))
+    row = table[(table["critic_model"] == "fake/bias-critic") & (table["probe"] == "padding")].iloc[0]
+    assert row["finding"] == "Not measured: the re-asks failed: ConfigError: critic_model: no longer configured"
+    logged = table[(table["critic_model"] == "fake/bias-critic") & (table["probe"] == "length")].iloc[0]
+    assert not logged["finding"].startswith("Not measured")  # the logs still answer
+
+
+def test_padding_counts_only_the_characters_the_critic_is_shown(swept) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.results.store import read_runs, write_cell
+
+    results_dir, _ = swept
+    for cell, critic in (("model", "fake/bias-critic"), ("oracle", "sim/oracle")):
+        runs = read_runs(results_dir, cell)
+        for run in runs:
+            run.config["history_chars"] = 60  # a model critic sees at most 60 characters of a candidate
+        write_cell(results_dir, cell, {"loop": "creator_critic", "critic_model": critic}, runs)
+    padded = probe_frames(load(results_dir), budget=6)["padding"].set_index("critic_model")["added_chars"]
+    assert (padded.loc[["fake/bias-critic"]] < 60).all()  # the candidates are 60+ characters: little pad shown
+    assert (padded.loc[["sim/oracle"]] >= 300).all()  # a simulated critic scores the whole text
+
+
+def test_runs_of_an_unknown_loop_are_read_from_the_logs_only(swept) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.results.store import read_runs, write_cell
+
+    results_dir, _ = swept
+    runs = read_runs(results_dir, "oracle")
+    for run in runs:
+        run.loop = "retired_loop"  # made by a loop this installation no longer has
+    write_cell(results_dir, "oracle", {"loop": "retired_loop", "critic_model": "sim/oracle"}, runs)
+    table = bias_table(probe_frames(load(results_dir), budget=0))
+    oracle = table[table["critic_model"] == "sim/oracle"]
+    assert set(oracle["probe"]) == {"length", "inflation"}  # no re-ask, no error

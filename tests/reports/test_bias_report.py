@@ -1,0 +1,61 @@
+"""The critic-bias section of the report: a table per critic in summary.md under "Can the critic be trusted?",
+biases.png, and a second report that makes no model call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # this process only
+
+from biased import PLANTED, write_biased_sweep
+from matplotlib.figure import Figure
+
+from promptlab.analysis.bias import bias_table
+from promptlab.analysis.bias_asks import probe_frames
+from promptlab.reports.bias_charts import plot_inflation, plot_length_bias
+from promptlab.reports.summary import report
+from promptlab.results.store import load
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path: Path) -> None:
+    results_dir, model_critic = write_biased_sweep(tmp_path / "results", samples=2)
+    logged = len(model_critic.requests)
+    out = report(results_dir, bias_budget=10)
+    assert len(model_critic.requests) - logged == 10  # the budget, spent once
+    text = out["summary.md"].read_text()
+    section = text.split("### 3. Can the critic be trusted?", 1)[1].split("###", 1)[0]
+    for critic in ("fake/bias-critic", PLANTED, "sim/oracle"):
+        table = section.split(f"**{critic}**", 1)[1].split("\n\n", 2)[1]
+        assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [
+            "| anchoring",
+            "| inflation",
+            "| length",
+            "| order",
+            "| padding",
+        ]
+    oracle = section.split("**sim/oracle**", 1)[1]
+    assert oracle.count("No evidence of bias") == 5
+    assert "| order | +1.000 [+1.000, +1.000] |" in section  # the scripted judge always names the first shown
+    assert out["biases.png"].read_bytes().startswith(PNG)
+    report(results_dir, bias_budget=10)
+    assert len(model_critic.requests) - logged == 10  # every re-ask of the second report was a cache hit
+
+
+def test_bias_charts_draw_the_probes_estimates(tmp_path: Path) -> None:
+    results_dir, _ = write_biased_sweep(tmp_path / "results", samples=2)
+    frames = probe_frames(load(results_dir), budget=0)
+    table = bias_table(frames).set_index(["critic_model", "probe"])
+    mine = frames["length"][frames["length"]["critic_model"] == PLANTED]
+    ax = plot_inflation(mine, table.loc[(PLANTED, "inflation")].to_dict(), ax=Figure().add_subplot())
+    est = table.loc[(PLANTED, "inflation")]
+    assert ax.get_legend().get_texts()[0].get_text() == (
+        f"inflation per step {est['estimate']:+.2f} [{est['ci_low']:+.2f}, {est['ci_high']:+.2f}]"
+    )
+    steps = mine.sort_values(["run_id", "iteration"]).groupby("run_id")["score"].diff().dropna()
+    assert len(ax.collections[0].get_offsets()) == len(steps)
+    empty = plot_length_bias(mine.assign(accuracy=range(len(mine))), ax=Figure().add_subplot())
+    assert "no two candidates share a dev accuracy" in empty.texts[0].get_text()
