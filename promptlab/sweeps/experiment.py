@@ -60,6 +60,7 @@ from ..llm.aliases import ModelSpec, register_spec
 from ..reading import load_yaml, read_text
 from ..record import Task
 from .cells import Cell, cell_id, preflight_cells, task_fingerprint
+from .models import replace_models
 
 Scalar = bool | int | float | str | None
 """A grid value: a JSON scalar."""
@@ -136,6 +137,11 @@ class Experiment(BaseModel):
         data = self.model_dump(mode="json")
         data["config"] = {**data["config"], **fields}
         return Experiment.from_dict(data, self._base_dir)
+
+    def with_models(self, model: str) -> Experiment:
+        """A copy in which `model` plays every role: config, loop_config, grid and pairings (a dry run with
+        "fake/auto" makes no local-model call); simulated critics are kept (`promptlab.sweeps.models`)."""
+        return Experiment.from_dict(replace_models(self.model_dump(mode="json"), model), self._base_dir)
 
     @property
     def base_dir(self) -> Path | None:

@@ -1,9 +1,12 @@
 """What every executor of a sweep shares: the plan (experiment, results dir, tasks, cache, options), the
 outcome of each cell, the sweep's result and its progress bar, the run order and the results dir's setup.
 
-The progress bar counts cells (done / failed / skipped) and, over the cells run in this sweep, the calls,
-the tokens and cost actually spent (`Run.totals`: cache hits add none) and the cache hits. Each finished
-cell adds the exact figures of its runs; the inline executor also adds each call as it happens.
+The progress bar counts finished runs (a cell's tasks x replicates each; its time estimate is tqdm's, from the
+runs finished so far), and shows the cells done / failed / skipped and, over the cells run in this sweep, the
+calls, the tokens and cost actually spent (`Run.totals`: cache hits add none) and the cache hits. Each finished
+cell adds the exact figures of its runs (and the runs not yet counted); the inline executor also counts each
+call and each finished run as it happens. `progress_bar` makes the bar (the CLI, notebook 02 and scripts/demo
+use the same one).
 """
 
 from __future__ import annotations
@@ -158,18 +161,31 @@ class SweepPlan:
     """A Dask scheduler address (dask executor only; None: a LocalCluster)."""
     budget: SpendingCap | None = None
     """The spending cap every cell runs under (None: none); executors hand it to their cells."""
+    runs_per_cell: int = 1
+    """Runs in each cell (tasks x replicates): what the bar advances by when a cell ends."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     live: dict[str, Tally] = field(default_factory=dict)
     """Per running cell, the calls seen so far (inline executor); replaced by its runs' totals when it ends."""
+    runs_seen: dict[str, int] = field(default_factory=dict)
+    """Per running cell, the runs already counted on the bar (inline executor: from `run_finished` events)."""
     _shown: float = 0.0
 
     def record(self, outcome: CellOutcome) -> None:
-        """Add a cell's outcome to the result and advance the progress bar (thread-safe)."""
+        """Add a cell's outcome to the result and advance the progress bar by its runs not yet counted
+        (thread-safe)."""
         with self.lock:
             self.result.cells.append(outcome)
             self.live.pop(outcome.cell_id, None)
-            self.bar.update(1)
+            self.bar.update(max(0, self.runs_per_cell - self.runs_seen.pop(outcome.cell_id, 0)))
             self.bar.set_postfix(self._postfix())
+
+    def run_finished(self, cell_id: str) -> None:
+        """Count one finished run of a running cell on the bar (at most the cell's runs)."""
+        with self.lock:
+            seen = self.runs_seen.get(cell_id, 0)
+            if seen < self.runs_per_cell:
+                self.runs_seen[cell_id] = seen + 1
+                self.bar.update(1)
 
     def watch(self, cell_id: str) -> EventHandler:
         """An event handler for one cell: counts its model calls on the bar, then passes the event on."""
@@ -188,6 +204,8 @@ class SweepPlan:
                     if now - self._shown > 0.5:
                         self._shown = now
                         self.bar.set_postfix(self._postfix())
+            elif event.kind == "run_finished":
+                self.run_finished(cell_id)
             if self.on_event is not None:
                 self.on_event(event)
 
@@ -205,6 +223,13 @@ class SweepPlan:
             "skipped": str(self.result.skipped),
             **bar_figures(total),
         }
+
+
+def progress_bar(name: str, cells: int, runs_per_cell: int, *, disable: bool = False) -> Any:
+    """The sweep's progress bar (tqdm, notebook-aware): finished runs out of `cells` x `runs_per_cell`."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cells * runs_per_cell, desc=f"sweep {name}", unit="run", disable=disable)
 
 
 def schedule(cells: list[Cell]) -> list[Cell]:

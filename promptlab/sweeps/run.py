@@ -27,8 +27,9 @@ model's limit in every case: cells run at once (`workers`) share it.
   scheduler at `scheduler`); the task writes the cell's results itself into the results dir, which
   every worker must reach at the same absolute path (see docs/many-machines.md); `settings` go with each task.
 
-The progress bar shows cells done / failed / skipped and, for the cells run in this sweep, the calls,
-the tokens and cost spent and the cache hits (also on `SweepResult.spend`).
+The progress bar counts finished runs (cells x tasks x replicates; tqdm's time estimate follows from them) and shows
+cells done / failed / skipped and, for the cells run in this sweep, the calls, the tokens and cost spent and the
+cache hits (also on `SweepResult.spend`).
 
 One cell can be run by hand (params_json is optional when cell_id and experiment_path are given;
 `promptlab sweep EXPERIMENT --list` prints the cell ids)::
@@ -68,7 +69,16 @@ from ..llm.spending_cap import LEDGER_NAME, SpendingCap
 from .cells import Cell, preflight_cells
 from .executors import EXECUTORS, get_executor
 from .experiment import Experiment, load_experiment
-from .plan import CellOutcome, SweepPlan, SweepResult, frozen_heap, keep_notebook, prepare_results_dir, schedule
+from .plan import (
+    CellOutcome,
+    SweepPlan,
+    SweepResult,
+    frozen_heap,
+    keep_notebook,
+    prepare_results_dir,
+    progress_bar,
+    schedule,
+)
 
 if TYPE_CHECKING:
     from ..llm.settings import Settings
@@ -125,8 +135,6 @@ def sweep(
             dir holding another experiment's cells, or a cap with a model whose price is unknown.
         KeyboardInterrupt: on Ctrl-C, after running writes finished (run again to resume).
     """
-    from tqdm.auto import tqdm
-
     from ..llm.cache.location import cache_location, default_cache_location, open_cache
     from ..results.store import cell_status
 
@@ -168,7 +176,8 @@ def sweep(
             )
         else:
             pending.append(cell)
-    bar = tqdm(total=len(cells), desc=f"sweep {exp.name}", unit="cell", disable=not progress)
+    runs_per_cell = len(tasks) * exp.replicates
+    bar = progress_bar(exp.name, len(cells), runs_per_cell, disable=not progress)
     plan = SweepPlan(
         exp,
         out,
@@ -183,6 +192,7 @@ def sweep(
         template=Path(template) if template else None,
         scheduler=scheduler,
         budget=budget,
+        runs_per_cell=runs_per_cell,
     )
     for outcome in finished:
         plan.record(outcome)

@@ -82,6 +82,7 @@ def test_the_progress_bar_shows_the_runs_totals(
     last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
     assert f"calls={spend.calls}," in last and f"tokens={spend.tokens}," in last
     assert f"hits={spend.cache_hits}" in last and "done=4" in last
+    assert "16/16 [" in last and ("run/s" in last or "s/run" in last)  # it counts runs: 4 cells x 2 tasks x 2
     # a replay into another results dir: every call a hit, nothing spent
     again = sweep(
         experiment(tmp_path, config={"model": "fake/auto", "style": "progress"}),
@@ -91,6 +92,30 @@ def test_the_progress_bar_shows_the_runs_totals(
     )
     assert (again.spend.calls, again.spend.cache_hits, again.spend.tokens) == (spend.calls, spend.calls, 0)
     assert again.spend.cost_usd == 0 and f"{spend.calls} calls ({spend.calls} cached)" in str(again)
+
+
+def test_the_progress_bar_counts_each_run_as_it_finishes(toy_dir: Path, tmp_path: Path) -> None:
+    from promptlab.sweeps import plan
+
+    seen: list[int] = []
+    made = plan.progress_bar
+
+    def watched(name: str, cells: int, runs_per_cell: int, *, disable: bool = False) -> Any:
+        bar = made(name, cells, runs_per_cell, disable=True)
+        seen.append(bar.total)
+        bar.update = seen.append  # each step the bar would advance by
+        return bar
+
+    import promptlab.sweeps.run as run_module
+
+    run_module.progress_bar = watched  # type: ignore[assignment]
+    try:
+        sweep(experiment(tmp_path), tmp_path / "out", workers=1, cell_concurrency=1)
+    finally:
+        run_module.progress_bar = made  # type: ignore[assignment]
+    total, *steps = seen
+    assert total == sum(steps) == 16  # 4 cells x 2 tasks x 2 replicates
+    assert steps.count(1) >= 12  # run by run (a cell's end adds what was not yet counted), not 4 steps of 4
 
 
 def test_second_sweep_skips_finished_cells(toy_dir: Path, tmp_path: Path) -> None:
