@@ -29,6 +29,13 @@ def here(path):
     """A path relative to the project root (absolute paths are kept)."""
     return Path(path) if Path(path).is_absolute() else ROOT / path'''
 
+RESULTS_ROOT_CELL = ROOT_CELL.replace(
+    "ROOT = notebook_setup()",
+    "# With no finished cell in results_dir yet (a fresh clone), stop here with one line saying what to run first.\n"
+    "ROOT = notebook_setup(results=results_dir)",
+)
+"""The setup cell of a notebook that reads `results_dir` (03-06)."""
+
 
 def notebook(*cells: tuple[str, str]) -> nbformat.NotebookNode:
     """A notebook from (kind, source) pairs; kind is "md", "code" or "parameters"."""
@@ -58,24 +65,30 @@ EXPLORE = notebook(
         "md",
         (
             "# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
-            "iteration cap, and press **Run**. The event log fills as the loop works; afterwards the "
-            "score trajectory and the final prompt beside the original appear below. The logic lives in "
-            "`promptlab.ui.explorer`.\n\n"
+            "iteration cap, and press **Run** (**Stop** ends the run before its next step, keeping what it "
+            "recorded). The log follows the run, one line per step; afterwards the critic's score and the dev "
+            "accuracy per iteration, and the final prompt beside the original, appear below. The logic lives "
+            "in `promptlab.ui.explorer`.\n\n"
+            "The default tasks (`data/grounded_tasks.jsonl`) carry labelled examples, so every candidate's dev "
+            "accuracy is measured: every loop runs on them, and the accuracy says whether a rewrite helped. "
+            "`local/smollm2` is SmolLM2-135M, embedded so that everything runs offline: it is there to check "
+            "the plumbing, not to judge prompts (as a critic it gives its expected, G-Eval, score).\n\n"
             "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters."
         ),
     ),
     (
         "parameters",
-        """tasks_path = "data/prompt_tasks.jsonl"  # JSONL task file (relative to the repo root)
-loop = "p3ro"  # p3ro, creator_critic, pes, pcee
+        """tasks_path = "data/grounded_tasks.jsonl"  # JSONL task file (relative to the repo root); with examples
+loop = "p3ro"  # p3ro, creator_critic, pes, pcee; and, on tasks with examples: ape, opro, protegi, resample
 task_id = ""  # empty: the first task
 model = ""  # if set, it plays every role (fake/auto for a dry run)
 generator_model = "local/smollm2"
 critic_model = "local/smollm2"
-finish_threshold = 8.5
-max_iterations = 3
+score_mode = ""  # how the critic scores: expected (G-Eval) or sampled; empty: expected for a local critic
+finish_threshold = 8.5  # 1.0-10.0
+max_iterations = 3  # 1-10
 max_tokens = 256
-min_criteria = 0  # P³RO: fewest criteria the decomposer must give (0: P³RO's default)
+min_criteria = 0  # P³RO: fewest criteria the decomposer must give, 0-6 (0: P³RO's default)
 autorun = False  # run once without a click (papermill)""",
     ),
     ("code", ROOT_CELL),
@@ -84,7 +97,7 @@ autorun = False  # run once without a click (papermill)""",
         """from promptlab.ui.explorer import load_explorer
 
 explorer = load_explorer(here(tasks_path), loop=loop, task_id=task_id, model=model,
-                         generator_model=generator_model, critic_model=critic_model,
+                         generator_model=generator_model, critic_model=critic_model, score_mode=score_mode,
                          finish_threshold=finish_threshold, max_iterations=max_iterations, max_tokens=max_tokens,
                          min_criteria=min_criteria)
 explorer.display()""",
@@ -105,16 +118,19 @@ SWEEP = notebook(
     (
         "md",
         (
-            "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), runs every unfinished "
-            "cell with a progress bar and shows the summary table. Finished cells are skipped, so running "
-            "this again resumes an interrupted sweep. `model` overrides every role's model (e.g. "
-            "`fake/auto` for a dry run); the results then go to their own directory."
+            "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), says how many runs it "
+            "makes on which models, runs every unfinished cell with a progress bar that counts finished runs "
+            "(its time estimate follows from them) and shows the summary table. Finished cells are skipped, so "
+            "running this again resumes an interrupted sweep (Kernel > Interrupt stops it; what finished is "
+            "kept). `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
+            "no local-model call; simulated critics `sim/...` make none either and are kept); the results then "
+            "go to their own directory, results/NAME-MODEL."
         ),
     ),
     (
         "parameters",
         """experiment_path = "experiments/demo.yaml"
-model = ""  # empty: the models of the experiment; fake/auto for a dry run
+model = ""  # empty: the models of the experiment; fake/auto for a dry run (every role, pairings included)
 executor = "inline"  # or "papermill": one notebook kernel per cell
 workers = 2
 out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
@@ -125,21 +141,24 @@ out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
         """import pandas as pd
 from IPython.display import display
 
-from promptlab.reports import plot_trajectories, summary_table
+from promptlab.reports import summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
+from promptlab.sweeps.estimate import time_estimate
+from promptlab.sweeps.models import preview
 
 exp = load_experiment(here(experiment_path))
 if model:
-    exp = exp.with_config(model=model)
+    exp = exp.with_models(model)
 cells = exp.cells()
-print(f"{exp.name}: {len(cells)} cells x {len(exp.load_tasks())} tasks x {exp.replicates} replicate(s)")
+suffix = f"-{model.replace('/', '_')}" if model else ""
+out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
+print(preview(exp.name, cells, len(exp.load_tasks()), exp.replicates))
+print(time_estimate(cells, out, workers))
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),
     (
         "code",
-        """suffix = f"-{model.replace('/', '_')}" if model else ""
-out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
-result = sweep(exp, out, executor=executor, workers=workers)
+        """result = sweep(exp, out, executor=executor, workers=workers)
 print(result)""",
     ),
     (
@@ -148,8 +167,7 @@ print(result)""",
 
 results = result.load()
 display(summary_table(results))
-ax = plot_trajectories(results.trajectories)
-ax.set_title(f"{exp.name}: {ax.get_title()}", fontsize="medium")
+trajectory_charts(results.trajectories)  # dev accuracy across configurations; a critic's score within that critic
 plt.show()""",
     ),
 )
@@ -158,14 +176,15 @@ COMPARE = notebook(
     (
         "md",
         (
-            "# Compare configurations\n\nCharts over a results directory written by a sweep: model "
-            "pairings, score trajectories, score against cost, stop reasons, the final score by finish "
-            "threshold and iteration cap, and the summary table. Charts whose columns the sweep did not "
-            "vary are skipped with a note."
+            "# Compare configurations\n\nCharts over a results directory written by a sweep. Configurations are "
+            "compared by grounded measures (dev and test accuracy); a critic's own score is drawn only within "
+            "that critic, since critics' scales differ. Model pairings, trajectories, accuracy against cost, "
+            "stop reasons, the final accuracy by finish threshold and iteration cap, and the summary table; a "
+            "chart that would hold one number, or whose columns the sweep did not vary, is a sentence instead."
         ),
     ),
     ("parameters", '''results_dir = "results/demo"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """import matplotlib.pyplot as plt
@@ -176,46 +195,51 @@ from promptlab.results import load
 
 results = load(here(results_dir))
 runs, traj = results.runs, results.trajectories
+measure, no_measure = reports.run_measure(runs)
 print(f"{len(results.cells)} cells, {len(runs)} runs, {len(traj)} trajectory rows")
 display(results.cells)""",
     ),
     (
         "code",
-        '''def varies(frame, *columns):
-    """Whether every column exists and takes more than one value."""
-    return all(c in frame.columns and frame[c].nunique(dropna=True) > 1 for c in columns)
-
-
-if varies(runs, "generator_model") or varies(runs, "critic_model"):
-    reports.plot_pairing_heatmap(runs)
-    plt.show()
+        """why = reports.pairing_why_not(runs)
+if why:
+    print(f"No pairing heatmap: {why}.")
 else:
-    print("pairing heatmap skipped: one generator/critic pairing only")''',
+    reports.plot_pairing_heatmap(runs, value=reports.pairing_value(runs))
+    plt.show()""",
     ),
     (
         "code",
-        """reports.plot_trajectories(traj)
+        """reports.trajectory_charts(traj)  # dev accuracy across configurations; each critic's score in its own panel
 plt.show()""",
     ),
     (
         "code",
         """cost = "cost_usd" if runs["cost_usd"].fillna(0).sum() > 0 else "tokens"
-reports.plot_score_vs_cost(runs, x=cost)
-plt.show()""",
-    ),
-    (
-        "code",
-        """reports.plot_stop_reasons(runs)
-plt.show()""",
-    ),
-    (
-        "code",
-        """if "finish_threshold" in runs.columns:
-    hue = "max_iterations" if "max_iterations" in runs.columns else None
-    reports.plot_final_by(runs, x="finish_threshold", hue=hue)
+if measure:
+    reports.plot_score_vs_cost(runs, x=cost, y=measure)
     plt.show()
 else:
-    print("final-by-threshold chart skipped: the sweep has no finish_threshold column")""",
+    print(f"No accuracy-against-cost chart: {no_measure}.")""",
+    ),
+    (
+        "code",
+        """why = reports.stop_reasons_why_not(runs)
+if why:
+    print(f"Stop reasons: {why}.")
+else:
+    reports.plot_stop_reasons(runs)
+    plt.show()""",
+    ),
+    (
+        "code",
+        """if "finish_threshold" in runs.columns and measure:
+    hue = "max_iterations" if "max_iterations" in runs.columns else None
+    reports.plot_final_by(runs, x="finish_threshold", hue=hue, y=measure)
+    plt.show()
+else:
+    why = "the sweep has no finish_threshold column" if measure else no_measure
+    print(f"No chart by finish threshold: {why}.")""",
     ),
     ("code", """display(reports.summary_table(results))"""),
     ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),
@@ -238,7 +262,7 @@ RUNS = notebook(
         ),
     ),
     ("parameters", '''results_dir = "results/demo"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """from promptlab.ui.browser import RunBrowser
@@ -263,7 +287,7 @@ FINDINGS = notebook(
         ),
     ),
     ("parameters", '''results_dir = "results/demo"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """import matplotlib.pyplot as plt
@@ -290,18 +314,6 @@ else:
     plt.show()
     display(analysis.compare(results.runs))""",
     ),
-    ("md", "## 3. Can the critic be trusted? Its own score against the dev accuracy of the same candidate"),
-    (
-        "code",
-        """if found.calibration.empty:
-    print("no calibration (no iteration has both a critic and a grounded score)")
-else:
-    display(found.calibration)
-    reports.plot_calibration(results.trajectories)
-    plt.show()
-    reports.plot_grounded_trajectories(results.trajectories)
-    plt.show()""",
-    ),
     (
         "md",
         (
@@ -316,6 +328,18 @@ else:
 fig = plt.figure(figsize=(11, 3.6 * configs + 1))
 reports.plot_counterfactual_grid(found.counterfactual, fig)
 plt.show()""",
+    ),
+    ("md", "## 3. Can the critic be trusted? Its own score against the dev accuracy of the same candidate"),
+    (
+        "code",
+        """if found.calibration.empty:
+    print("no calibration (no iteration has both a critic and a grounded score)")
+else:
+    display(found.calibration)
+    reports.plot_calibration(results.trajectories)
+    plt.show()
+    reports.plot_grounded_trajectories(results.trajectories)
+    plt.show()""",
     ),
 )
 
@@ -334,7 +358,7 @@ BASELINES = notebook(
         ),
     ),
     ("parameters", '''results_dir = "results/baselines"'''),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """import matplotlib.pyplot as plt
@@ -354,15 +378,16 @@ display(Markdown("\\n".join(budget_lines(found))))""",
     ),
     (
         "md",
-        "## Score against spend\n\nOne line per configuration, with the 95% CI as a band; a hollow marker is a "
-        "point past the spend of a run its budget stopped (not exact).",
+        "## Score against spend\n\nOne line per configuration, with the 95% CI as a band (lines that coincide are "
+        "drawn slightly apart, each with its own marker and style); a hollow marker is a point past the spend of a "
+        "run its budget stopped (not exact).",
     ),
     (
         "code",
         """if budget is None:
     print("no equal-budget table (no run records what it would return at each spend)")
 else:
-    fig, (dev, test) = plt.subplots(1, 2, figsize=(15, 5.5), layout="constrained")
+    fig, (dev, test) = plt.subplots(2, 1, figsize=(9, 9), layout="constrained")  # readable at a notebook's width
     reports.plot_budget_curve(budget.table, "dev", ax=dev, budget=budget.unit)
     reports.plot_budget_curve(budget.table, "test", ax=test, budget=budget.unit)
     plt.show()
@@ -403,7 +428,7 @@ CRITIC = notebook(
         """results_dir = "results/demo"
 budget = 40  # model calls per model critic for the re-asks (0: the logged probes only)""",
     ),
-    ("code", ROOT_CELL),
+    ("code", RESULTS_ROOT_CELL),
     (
         "code",
         """import matplotlib.pyplot as plt

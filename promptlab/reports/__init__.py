@@ -1,8 +1,18 @@
-"""Reports over sweep results: charts (`plots`, and the findings' `charts`), the findings as tables and text
+"""Reports over sweep results: charts (`plots`, the findings' `charts`, and `by_critic`, the rule that keeps a
+critic's own score within that critic), the findings as tables and text
 (`findings`), and `report`, which writes them all with summary.csv / summary.md."""
 
 from __future__ import annotations
 
+from .by_critic import (
+    critics_differ,
+    pairing_value,
+    pairing_why_not,
+    plot_critic_trajectories,
+    run_measure,
+    stop_reasons_why_not,
+    trajectory_charts,
+)
 from .charts import (
     plot_budget_curve,
     plot_calibration,
@@ -24,6 +34,13 @@ from .summary import report, summary_table
 
 __all__ = [
     "Findings",
+    "critics_differ",
+    "pairing_value",
+    "pairing_why_not",
+    "plot_critic_trajectories",
+    "run_measure",
+    "stop_reasons_why_not",
+    "trajectory_charts",
     "findings",
     "findings_markdown",
     "plot_budget_curve",

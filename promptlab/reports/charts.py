@@ -299,7 +299,8 @@ def plot_budget_curve(
     """Score against spend at equal budget: one line per configuration (`by`) through the mean `value` ("test"
     or "dev") of the prompts the runs would return at each budget point, with its 95% CI as a band (the
     intervals of `analysis.equal_budget`'s table, so band and table agree); hollow markers where some run's
-    point is not exact (past the spend of a run its budget stopped)."""
+    point is not exact (past the spend of a run its budget stopped). The y axis fits the data; lines that
+    coincide stay visible (each its own marker and line style, drawn slightly offset along x)."""
     ax = _axes(ax, (8, 5))
     split = "test" if value == "test" else "dev"
     title = f"Equal budget: {split} accuracy of the prompt\neach run would return, by {budget} spent"
@@ -308,26 +309,49 @@ def plot_budget_curve(
         return say_why(ax, title, f"no run has a {split} score at any budget point")
     groups = list(table.groupby(by, sort=True))
     alpha = max(0.05, 0.3 / len(groups))  # overlapping bands stay see-through
+    points = table["point"].astype(float)
+    step = 0.012 * (points.max() - points.min() or 1.0)
     for k, (label, g) in enumerate(groups):
         g = g.sort_values("point")
-        xs = g["point"].astype(float).to_numpy()
+        xs = g["point"].astype(float).to_numpy() + (k - (len(groups) - 1) / 2) * step
         ys = g[mean].astype(float).to_numpy(na_value=math.nan)
         lo = g[f"{value}_ci_low"].astype(float).to_numpy(na_value=math.nan)
         hi = g[f"{value}_ci_high"].astype(float).to_numpy(na_value=math.nan)
         exact = (g["n_exact"] == g["n_runs"]).to_numpy(dtype=bool)
         n = int(g["n_runs"].max())
-        line = ax.plot(xs, ys, marker="osD^vPX*"[k % 8], markersize=4, label=f"{label} (n={n} runs)")[0]
+        line = ax.plot(
+            xs,
+            ys,
+            marker="osD^vPX*"[k % 8],
+            markersize=5,
+            linestyle=("-", "--", ":", "-.")[k % 4],
+            label=f"{label} (n={n} runs)",
+        )[0]
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=alpha, linewidth=0)
         ax.scatter(xs[~exact], ys[~exact], s=40, facecolors="white", edgecolors=line.get_color(), zorder=3)
     ax.set(
         xlabel=f"{budget} spent (the budget point)",
         ylabel=f"mean {split} accuracy (95% CI)",
         title=title,
-        ylim=(-0.02, 1.02),
+        ylim=accuracy_limits(table[[mean, f"{value}_ci_low", f"{value}_ci_high"]]),
     )
     ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
     return ax
+
+
+def accuracy_limits(values: pd.DataFrame) -> tuple[float, float]:
+    """y limits that fit accuracies (means and CI bounds) with a margin, inside [0, 1] (at least 0.1 tall)."""
+    present = values.astype(float).to_numpy(na_value=math.nan).ravel()
+    present = present[~(present != present)]  # NaN never equals itself
+    if not len(present):
+        return 0.0, 1.0
+    lo, hi = float(present.min()), float(present.max())
+    pad = max(0.02, 0.08 * (hi - lo))
+    bottom, top = max(0.0, lo - pad), min(1.0, hi + pad)
+    if top - bottom < 0.1:
+        bottom, top = (max(0.0, top - 0.1), top) if top >= 0.1 else (0.0, 0.1)
+    return bottom, top
 
 
 def _na(v: Any) -> bool:
@@ -346,6 +370,7 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
 
 
 __all__ = [
+    "accuracy_limits",
     "plot_budget_curve",
     "plot_calibration",
     "plot_counterfactual_grid",

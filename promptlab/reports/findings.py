@@ -88,7 +88,7 @@ def findings(results: Results, *, bias_budget: int = 0, cache: Any = None) -> Fi
     runs, traj = results.runs, results.trajectories
     deltas = delta_table(runs) if len(runs) else pd.DataFrame()
     comparisons = compare(runs) if len(deltas) > 1 else None
-    cal = calibration(traj)
+    cal = with_findings(calibration(traj))
     counterfactual = pd.DataFrame()
     has_grounded = "grounded_score" in traj.columns and traj["grounded_score"].notna().any()
     if has_grounded:
@@ -122,6 +122,20 @@ def findings(results: Results, *, bias_budget: int = 0, cache: Any = None) -> Fi
         critic_modes=_modes(traj),
         budget=budget_findings(results) if has_grounded else None,
     )
+
+
+def with_findings(cal: pd.DataFrame) -> pd.DataFrame:
+    """The calibration table with its `finding` filled on every row: where there is a correlation, what its CI
+    says (the words of `verdict`); where there is none, the analysis' sentence saying why."""
+    if cal.empty or "finding" not in cal.columns:
+        return cal
+    out = cal.copy()
+    missing = out["finding"].isna()
+    out.loc[missing, "finding"] = [
+        verdict(lo, hi, up="ranks candidates as accuracy does", down="ranks candidates against accuracy")
+        for lo, hi in zip(out.loc[missing, "spearman_ci_low"], out.loc[missing, "spearman_ci_high"], strict=True)
+    ]
+    return out
 
 
 def _modes(traj: pd.DataFrame) -> dict[str, str]:
@@ -263,7 +277,7 @@ def _critics(f: Findings) -> list[str]:
             if str(r.critic_model).startswith("sim/")
             else ""
         )
-        if not _na(r.finding):
+        if _na(r.spearman):
             lines.append(f"- {name}: **No: {r.finding}.**{sim}")
             continue
         answer = verdict(

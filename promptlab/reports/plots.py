@@ -39,6 +39,9 @@ VALUE_LABELS = {
     "critic_score": "critic score (the critic's own, 1-10)",
     "decision_score": "decision score (what the router used, 1-10)",
     "grounded_score": "dev accuracy (grounded score, 0-1)",
+    "final_test_score": "test accuracy of the final prompt (0-1)",
+    "final_score": "critic's score of the final prompt (1-10)",
+    "delta": "test-split gain, final minus starting prompt",
 }
 """How a trajectories column is named on an axis and in a title (other columns are named as they are)."""
 
@@ -204,15 +207,20 @@ def plot_score_vs_cost(
     runs: pd.DataFrame, x: str = "cost_usd", y: str = "final_score", by: By = "config", ax: Axes | None = None
 ) -> Axes:
     """Each run's `y` against its `x` (cost_usd or tokens), coloured by configuration, with the Pareto
-    front (highest score for the least cost) drawn as a step line through its points."""
+    front (highest score for the least cost) drawn as a step line through its points. Compare configurations
+    by a grounded `y` (final_test_score); a critic's own final_score only within one critic
+    (`promptlab.reports.by_critic.run_measure` picks). Configurations are drawn slightly apart along x, so
+    runs of equal cost stay visible."""
     need_columns(runs, [x, y])
     data = runs.dropna(subset=[x, y])
     ax = _axes(ax, (8, 4.5))
     groups = config_groups(data, by)
+    xs = data[x].astype(float)
+    dodge = 0.01 * (float(xs.max() - xs.min()) or float(xs.abs().max()) or 1.0) if len(xs) else 0.0
     for k, (label, group) in enumerate(groups):
         style = _style(k, len(groups))
         ax.scatter(
-            group[x].astype(float),
+            group[x].astype(float) + (k - (len(groups) - 1) / 2) * dodge,
             group[y].astype(float),
             alpha=0.7,
             label=label,
@@ -233,7 +241,8 @@ def plot_score_vs_cost(
         ax.scatter(
             front[x].astype(float), front[y].astype(float), s=120, facecolors="none", edgecolors="black", linewidths=1.2
         )
-    ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x} (front: max {y}, min {x})")
+    what = VALUE_LABELS.get(y, y)
+    ax.set(xlabel=x, ylabel=what, title=f"{what.split(' (')[0]} vs {x} (Pareto front: most for least)")
     _legend(ax, "configuration")
     return ax
 

@@ -8,8 +8,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.bias_asks import BUDGET
-from ..results.configs import MODEL_COLUMNS, By, by_columns, config_columns, config_groups, fmt_value
+from ..results.configs import By, by_columns, config_columns, config_groups, fmt_value
 from .bias_charts import plot_biases
+from .by_critic import (
+    ACCURACY,
+    critics_differ,
+    pairing_value,
+    pairing_why_not,
+    plot_critic_trajectories,
+    run_measure,
+    stop_reasons_why_not,
+)
 from .charts import (
     plot_budget_curve,
     plot_calibration,
@@ -37,7 +46,10 @@ def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFram
         A frame with the `by` columns then: runs, final_score_n (runs with a final score),
         final_score_mean, final_score_sd, best_score_mean, iterations_mean, stop_reasons ("reason: count"),
         tokens_mean, tokens_total, cost_usd_total (<NA> when some run's cost is unknown), n_errors,
-        runs_with_errors.
+        runs_with_errors; where runs were measured on a test split, test_accuracy_mean (the final prompt's) and
+        gain_mean (final minus starting prompt) after `runs`. The critic-score columns (final_score_*,
+        best_score_mean) are left out when the runs have more than one critic: critics' scales differ, so a
+        column of them would compare what is not comparable (`promptlab.reports.by_critic`).
     """
     import pandas as pd
 
@@ -91,6 +103,20 @@ def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFram
         table[c] = table[c].astype("Float64")
     for c in ("runs", "final_score_n", "tokens_total", "n_errors", "runs_with_errors"):
         table[c] = table[c].astype("Int64")
+    return by_the_rule(table, runs, cols)
+
+
+def by_the_rule(table: pd.DataFrame, runs: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """The summary table with the grounded measures beside the run count, and without the critics' own scores
+    when more than one critic made the runs."""
+    if ACCURACY in runs.columns and runs[ACCURACY].notna().any() and len(table):
+        grouped = runs.groupby(cols, dropna=False, sort=True)
+        at = list(table.columns).index("runs") + 1
+        table.insert(at, "test_accuracy_mean", grouped[ACCURACY].mean().astype("Float64").to_numpy())
+        if "delta" in runs.columns:
+            table.insert(at + 1, "gain_mean", grouped["delta"].mean().astype("Float64").to_numpy())
+    if critics_differ(runs):
+        table = table.drop(columns=["final_score_n", "final_score_mean", "final_score_sd", "best_score_mean"])
     return table
 
 
@@ -151,6 +177,9 @@ def report(
     facets = [c for c in config_columns(traj) if traj[c].nunique(dropna=False) > 1] if n_configs > 8 else []
 
     def trajectories(fig: Figure) -> None:
+        if critics_differ(traj):  # a critic's own score within that critic only: a panel per critic
+            plot_critic_trajectories(traj, fig)
+            return
         if len(facets) < 2:  # one line per configuration
             plot_trajectories(traj, ax=fig.add_subplot())
             return
@@ -160,42 +189,31 @@ def report(
             plot_trajectories(traj, by=[col], ax=ax)  # too many configurations: one panel per parameter
             ax.set_title(f"Score by iteration, by {col} (pooled over the other parameters)")
 
+    n_critics = runs["critic_model"].nunique() if "critic_model" in runs.columns else 1
     chart(
         "trajectories.png",
         "no scored iterations" if traj.empty or traj["average"].isna().all() else None,
         trajectories,
-        (9, 5 if len(facets) < 2 else 3.2 * len(facets)),
+        (4.5 * n_critics, 4.2) if critics_differ(traj) else (9, 5 if len(facets) < 2 else 3.2 * len(facets)),
     )
-    pairs = runs[list(MODEL_COLUMNS)].drop_duplicates()
     chart(
         "pairings.png",
-        no_runs
-        or (
-            f"a single generator/critic pairing ({fmt_value(pairs.iloc[0, 0])} x "
-            f"{fmt_value(pairs.iloc[0, 1])}): nothing to compare"
-            if len(pairs) == 1
-            else None
-        ),
+        no_runs or pairing_why_not(runs),
         # grounded runs: the test-split gain (critics' own final scores are on scales that differ by critic)
-        lambda fig: plot_pairing_heatmap(
-            runs,
-            ax=fig.add_subplot(),
-            value="delta" if "delta" in runs.columns and runs["delta"].notna().any() else "final_score",
-        ),
-        (2 * runs["critic_model"].nunique() + 4, runs["generator_model"].nunique() + 3),
+        lambda fig: plot_pairing_heatmap(runs, ax=fig.add_subplot(), value=pairing_value(runs)),
+        (2 * n_critics + 4, runs["generator_model"].nunique() + 3),
     )
     cost_x = next((c for c in ("cost_usd", "tokens") if (runs[c].fillna(0) > 0).any()), None)
+    measure, no_measure = run_measure(runs)
     chart(
         "score_vs_cost.png",
-        no_runs
-        or ("no run has a cost or token count" if cost_x is None else None)
-        or ("no final scores" if runs["final_score"].isna().all() else None),
-        lambda fig: plot_score_vs_cost(runs, x=cost_x or "tokens", ax=fig.add_subplot()),
+        no_runs or ("no run has a cost or token count" if cost_x is None else None) or no_measure or None,
+        lambda fig: plot_score_vs_cost(runs, x=cost_x or "tokens", y=measure or "final_score", ax=fig.add_subplot()),
         (9, 5),
     )
     chart(
         "stop_reasons.png",
-        no_runs,
+        no_runs or stop_reasons_why_not(runs),
         lambda fig: plot_stop_reasons(runs, ax=fig.add_subplot()),
         (9, 0.5 * len(table) + 3),
     )
@@ -209,8 +227,10 @@ def report(
     )
     chart(
         "final_by_threshold.png",
-        no_runs or threshold_why,
-        lambda fig: plot_final_by(runs, x="finish_threshold", hue=hue, ax=fig.add_subplot()),
+        no_runs or threshold_why or no_measure or None,
+        lambda fig: plot_final_by(
+            runs, x="finish_threshold", hue=hue, y=measure or "final_score", ax=fig.add_subplot()
+        ),
         (9, 5),
     )
 
@@ -264,7 +284,7 @@ def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
         "budget_curve.png",
         no_grounded or ("no run records what it would return at each spend (incumbents)" if budget is None else None),
         lambda fig: _budget_panels(fig, budget),
-        (15, 5.5),
+        (9, 9),
     )
     chart(
         "deltas.png",
@@ -280,9 +300,10 @@ def _findings_charts(res: Results, found: Findings, chart: Any) -> None:
 
 
 def _budget_panels(fig: Any, budget: Any) -> None:
-    """budget_curve.png: the dev and the test accuracy at equal budget side by side."""
+    """budget_curve.png: the dev and the test accuracy at equal budget, one above the other (as wide as a
+    notebook's output, so the legend stays readable)."""
     fig.set_layout_engine("constrained")
-    dev, test = fig.subplots(1, 2)
+    dev, test = fig.subplots(2, 1)
     plot_budget_curve(budget.table, "dev", ax=dev, budget=budget.unit)
     plot_budget_curve(budget.table, "test", ax=test, budget=budget.unit)
 

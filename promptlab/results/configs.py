@@ -47,12 +47,41 @@ def config_labels(frame: pd.DataFrame, by: By = "config") -> pd.Series:
     varying = [c for c in cols if frame[c].nunique(dropna=False) > 1] or cols
     # a field a row's loop does not have (NA: score_source on a search loop) is left out of its label, which
     # stays unique: rows that differ only there differ in which fields they name
-    parts = [
-        frame[c].map(lambda v, c=c: "" if fmt_value(v) == "NA" else f"{c}={fmt_value(v)}").tolist() for c in varying
-    ]
+    parts = []
+    for c in varying:
+        name, value = short_values(frame[c], c)
+        parts.append(frame[c].map(lambda v, n=name, f=value: "" if fmt_value(v) == "NA" else f"{n}={f(v)}").tolist())
     everything_na = ", ".join(f"{c}=NA" for c in varying)
     labels = [", ".join(p for p in row if p) or everything_na for row in zip(*parts, strict=True)]
     return pd.Series(labels, index=frame.index, dtype="string")
+
+
+SHORT_NAMES = {"generator_model": "generator", "critic_model": "critic", "target_model": "target"}
+"""How a model column is named in a label."""
+SHORT_PROVIDERS = ("local", "sim", "fake")
+"""Providers whose prefix a label leaves out (`sim/oracle` reads `oracle`)."""
+
+
+def short_model(name: str) -> str:
+    """A model name as a label shows it: `sim/noisy?sd=2&seed=0` -> `noisy sd 2`, `local/smollm2` -> `smollm2`
+    (promptlab's own providers' prefixes and a zero seed left out; hosted names unchanged)."""
+    provider, _, rest = name.partition("/")
+    base = rest if provider in SHORT_PROVIDERS and rest else name
+    base, _, query = base.partition("?")
+    params = [p.partition("=") for p in query.split("&") if p]
+    extra = [f"{k} {v}" for k, _, v in params if not (k == "seed" and v == "0")]
+    return " ".join([base, *extra])
+
+
+def short_values(column: pd.Series, name: str) -> tuple[str, Any]:
+    """(name, value formatter) of a column in a label: a model column shortened (`critic=oracle`) when the short
+    forms of its values stay distinct, every other column as it is."""
+    if name not in SHORT_NAMES:
+        return name, fmt_value
+    values = {fmt_value(v) for v in column.dropna().unique()}
+    if len({short_model(v) for v in values}) < len(values):
+        return name, fmt_value
+    return SHORT_NAMES[name], lambda v: short_model(fmt_value(v))
 
 
 def config_groups(frame: pd.DataFrame, by: By = "config") -> list[tuple[str, pd.DataFrame]]:
@@ -110,4 +139,6 @@ __all__ = [
     "config_labels",
     "fmt_value",
     "need_columns",
+    "short_model",
+    "short_values",
 ]

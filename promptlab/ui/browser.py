@@ -2,7 +2,8 @@
 
 For each iteration it shows the candidate (with a diff against the previous one), the per-criterion scores
 with their justifications, the reflection, the decision and its reason, the grounded (dev-split) score where
-there is one, and the tokens and cost of every step. `iteration_html(run, k)` renders one iteration as HTML
+there is one with each dev example's reply and whether it was scored correct, and the tokens and cost of every
+step. A menu jumps to any iteration. `iteration_html(run, k)` renders one iteration as HTML
 (pure, tested); `RunBrowser` wraps it in widgets for JupyterLab (notebooks 03_compare and 05_runs).
 """
 
@@ -160,6 +161,44 @@ def steps_table(steps: list[Step]) -> str:
     return _table("pl-steps", STEP_COLUMNS, rows) + details
 
 
+EXAMPLE_COLUMNS = [("example", 10), ("reply", 66), ("score", 10), ("scored", 14)]
+
+
+def examples_html(steps: list[Step], split: str = "dev") -> str:
+    """Each example's reply and whether it was scored correct, from the iteration's per-example steps (a
+    folded table under a one-line count); empty when the iteration was not measured on examples."""
+    rows, correct, scored = [], 0, 0
+    phase = f"score_{split}"
+    for s in steps:
+        if s.phase != phase or "example" not in s.output:
+            continue
+        score = s.output.get("score")
+        verdict = "error" if s.error else "missing" if score is None else "correct" if score >= 1 else "wrong"
+        if score is not None:
+            scored += 1
+            correct += score >= 1
+        reply = str(s.output.get("text") or (f"{s.error.kind}: {s.error.message}" if s.error else ""))
+        rows.append(
+            f"<tr class='pl-example pl-{verdict}'>{_num(str(s.output['example']))}{_cell(reply, 200)}"
+            f"{_num(_fmt(score))}{_cell(verdict)}</tr>"
+        )
+    if not rows:
+        return ""
+    summary = f"{split} examples: {correct} of {scored} scored correct ({len(rows)} replies; each reply and its score)"
+    return (
+        f"<details class='pl-examples'><summary>{html.escape(summary)}</summary>"
+        f"{_table('pl-examples', EXAMPLE_COLUMNS, rows)}</details>"
+    )
+
+
+def iterations_label(run: Run) -> str:
+    """The run's iterations by their own numbers ("iterations 0-1", as the position reads), not a count."""
+    if not run.iterations:
+        return "no iterations"
+    first, last = run.iterations[0].index, run.iterations[-1].index
+    return f"iteration {first}" if first == last else f"iterations {first}-{last}"
+
+
 def position_label(run: Run, index: int) -> str:
     """ "iteration k of n" for the `index`-th iteration (1-based position) by the iterations' own numbers, so a
     run whose iteration 0 is its starting prompt reads "iteration 0 of n" first."""
@@ -199,6 +238,7 @@ def iteration_html(run: Run, index: int) -> str:
 <details><summary>candidate text</summary><pre class='pl-candidate' {block}>{html.escape(it.candidate or "(none)")}</pre></details>
 <p><b>Scores</b> · <b>average (critic):</b> {_fmt(it.average)} · <b>grounded:</b> <span class='pl-grounded'>{grounded}</span></p>
 {_table("pl-scores", [("criterion", 22), ("score", 8), ("judge", 14), ("justification", 56)], scores)}
+{examples_html(it.steps)}
 <p><b>Decision:</b> <span class='pl-decision'>{html.escape(it.decision or "–")}</span> ·
 <b>decision score:</b> {_fmt(it.decision_score)} · <b>reason:</b> {html.escape(it.reason or "–")}</p>
 <p><b>Reflection:</b> {html.escape(it.reflection or "–")}</p>
@@ -237,14 +277,18 @@ class RunBrowser:
         self.prev_w = w.Button(description="previous", icon="arrow-left")
         self.next_w = w.Button(description="next", icon="arrow-right")
         self.position = w.Label("")
+        self.jump_w = w.Dropdown(options=[], description="go to", layout={"width": "260px"})
         self.view = w.HTML("", layout={"width": "auto"})  # the output's width, margins included
         self.runs: list[Run] = []
         self.index = 1
         self.cell_w.observe(lambda _c: self.load_cell(), names="value")
         self.run_w.observe(lambda _c: self.show(1), names="value")
+        self.jump_w.observe(lambda c: self.show(c["new"]) if c["new"] else None, names="value")
         self.prev_w.on_click(lambda _b: self.show(self.index - 1))
         self.next_w.on_click(lambda _b: self.show(self.index + 1))
-        self.widget = w.VBox([self.cell_w, self.run_w, w.HBox([self.prev_w, self.next_w, self.position]), self.view])
+        self.widget = w.VBox(
+            [self.cell_w, self.run_w, w.HBox([self.prev_w, self.next_w, self.jump_w, self.position]), self.view]
+        )
         self.load_cell()
 
     @property
@@ -256,7 +300,7 @@ class RunBrowser:
         """Read the selected cell's runs and show the first iteration of its first run."""
         self.runs = self.read_runs(self.results_dir, self.cell_w.value)
         self.run_w.options = [
-            (f"{r.task.id} · sample {r.sample} · {r.stop_reason} · {len(r.iterations)} it.", k)
+            (f"{r.task.id} · sample {r.sample} · {r.stop_reason} · {iterations_label(r)}", k)
             for k, r in enumerate(self.runs)
         ]
         self.run_w.value = 0 if self.runs else None
@@ -269,6 +313,10 @@ class RunBrowser:
             self.view.value = "<p>(no run)</p>"
             return
         self.index = max(1, min(index, max(1, len(run.iterations))))
+        jump = [(position_label(run, k).split(" (")[0], k) for k in range(1, len(run.iterations) + 1)]
+        if list(self.jump_w.options) != jump:
+            self.jump_w.options = jump
+        self.jump_w.value = self.index if jump else None
         self.view.value = iteration_html(run, self.index)
         self.position.value = position_label(run, self.index) if run.iterations else "no iterations"
         self.prev_w.disabled = self.index <= 1
@@ -282,6 +330,7 @@ class RunBrowser:
 
 
 __all__ = [
+    "EXAMPLE_COLUMNS",
     "FOLD_AT",
     "RunBrowser",
     "STEP_COLUMNS",
@@ -289,6 +338,8 @@ __all__ = [
     "WRAP",
     "candidate_diff",
     "cost_text",
+    "examples_html",
+    "iterations_label",
     "iteration_html",
     "position_label",
     "steps_table",

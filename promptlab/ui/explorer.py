@@ -1,5 +1,12 @@
 """The explorer behind notebooks/01_explore: pick a loop, a task and the models, press Run, watch the live
-event log, then see the score trajectory and the final prompt beside the original.
+event log, then see the score trajectory (the critic's score beside the dev accuracy) and the final prompt
+beside the original. What it shows is made by `promptlab.ui.explorer_view`.
+
+The initial values are checked before anything is shown: a value outside a control's range, an unknown task id
+or loop, a missing or empty task file is a ConfigError naming the field and what it allows (never a silent
+clamp). A local critic scores with its expected (G-Eval) score unless `score_mode` says otherwise. **Stop**
+asks the run to stop before its next step (`promptlab.loops.runtime.interrupt`): it ends with stop reason
+`interrupted`, keeping what it recorded; no call is cut off, so the call cache stays consistent.
 
 Each run starts with an empty log. An error is shown once, in the error area under the Run button (full text,
 wrapped); the status line beside the button stays short, and marks a run that ended in error (stop reason
@@ -14,166 +21,74 @@ works from a click, from `await explorer.run()` in a cell, and under papermill (
 from __future__ import annotations
 
 import asyncio
-import base64
 import html
-import io
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from ..events import Event
+from ..llm.model_names import is_local
+from ..loops.runtime.interrupt import stop_scope
 from ..record import Run, Task
+from .explorer_view import (
+    MODELS,
+    PLUMBING_NOTE,
+    LogLines,
+    error_box,
+    error_text,
+    errors_html,
+    log_html,
+    result_outputs,
+    status_html,
+)
 
-MODELS = ["local/smollm2", "fake/auto"]
-"""Model choices offered in the comboboxes (any litellm name can be typed)."""
+RANGES: dict[str, tuple[float, float]] = {
+    "finish_threshold": (1.0, 10.0),
+    "max_iterations": (1, 10),
+    "min_criteria": (0, 6),
+    "max_tokens": (1, 8192),
+    "budget_calls": (0, 1_000_000),
+}
+"""What each numeric control allows (min_criteria 0 and budget_calls 0 mean "the loop's default" and "none")."""
 
-
-def event_line(event: Event) -> str | None:
-    """One log line per event; token events are too many to show (None)."""
-    if event.kind == "token":
-        return None
-    where = f"it{event.iteration}" if event.iteration is not None else "--"
-    return f"[{where}] {event.kind} {event.role or ''}: {event.message}\n"
-
-
-def figure_png(fig: Any) -> dict[str, str]:
-    """A matplotlib figure as display data (PNG, base64) plus a text fallback."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": "<trajectory plot>"}
-
-
-def side_by_side(original: str, final: str | None) -> str:
-    """The original and the final prompt as a two-column HTML table, text left-aligned."""
-    cols = [("original", original), ("final", final if final is not None else "(none)")]
-    cells = "".join(
-        f"<td style='vertical-align:top;text-align:left;width:50%'><b>{name}</b>"
-        f"<pre class='promptlab-{name}' style='white-space:pre-wrap;text-align:left'>{html.escape(text)}</pre></td>"
-        for name, text in cols
-    )
-    return f"<table style='width:100%;text-align:left'><tr>{cells}</tr></table>"
+SCORE_MODES = ("expected", "sampled")
 
 
-def ended_in_error(run: Run) -> bool:
-    """Whether a run ended in error: stop reason `error` (or `*_error`), or an infrastructure failure."""
-    return run.stop_reason == "error" or run.stop_reason.endswith("_error") or run.incomplete
+def check_value(name: str, value: Any) -> None:
+    """ConfigError naming the field and its allowed range when `value` is not a number within RANGES[name]."""
+    lo, hi = RANGES[name]
+    whole = isinstance(lo, int)
+    kind = "a whole number" if whole else "a number"
+    ok = isinstance(value, int if whole else (int, float)) and not isinstance(value, bool)
+    if not ok or not lo <= value <= hi:
+        raise ConfigError(f"{name}: {value!r} is not allowed; give {kind} from {lo} to {hi}")
 
 
-def errors_html(run: Run, limit: int = 5) -> str:
-    """The errors a run recorded (the first `limit`), as wrapped HTML lines; empty when there are none."""
-    if not run.errors:
-        return ""
-    lines = [
-        f"{e.role} ({e.phase}{'' if e.iteration is None else f', iteration {e.iteration}'}): {e.kind}: {e.message}"
-        for e in run.errors[:limit]
-    ]
-    if len(run.errors) > limit:
-        lines.append(f"... and {len(run.errors) - limit} more (run.errors)")
-    return error_box("\n".join(lines), f"{len(run.errors)} error(s) recorded")
-
-
-def error_box(text: str, title: str) -> str:
-    """An error's full text under a title, wrapped to the output's width."""
-    return (
-        f"<div class='promptlab-error' style='color:#b00;white-space:pre-wrap;overflow-wrap:anywhere;"
-        f"line-height:1.4'>"
-        f"<b>{html.escape(title)}</b>\n{html.escape(text)}</div>"
-    )
-
-
-def error_text(e: BaseException) -> str:
-    """An exception's message; a config's ValidationError as one line per bad field, naming it and the value."""
-    from pydantic import ValidationError
-
-    from ..sweeps.experiment import describe_error
-
-    if isinstance(e, ValidationError):
-        return "\n".join(describe_error(err) for err in e.errors())
-    return str(e)
-
-
-def status_html(run: Run) -> str:
-    """The short status line after a run: done and its stop reason, or, in red, that it ended in error."""
-    reason = html.escape(run.stop_reason or "none")
-    if ended_in_error(run):
-        return f"<span class='promptlab-failed' style='color:#b00'><b>ended in error</b> (stop reason {reason})</span>"
-    note = f" · {len(run.errors)} error(s) recorded" if run.errors else ""
-    return f"done: stop reason <b>{reason}</b>{note}"
-
-
-def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
-    """The run's score per iteration as a matplotlib Figure (whole-number iteration ticks): the critic's score,
-    or, for a loop without a critic (the prompt-search baselines), the dev accuracy; None when no iteration has
-    either."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    from ..reports.plots import plot_trajectories
-    from ..results.frames import tidy
-
-    traj, _ = tidy([run], params, "explore")
-    value = next(
-        (
-            v
-            for c, v in (("score", "average"), ("grounded_score", "grounded_score"))
-            if len(traj) and traj[c].notna().any()
-        ),
-        None,
-    )
-    if value is None:
-        return None
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    plot_trajectories(traj, by=["loop"], ax=ax, value=value)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole iterations, even just one
-    ax.set_title(f"{run.loop} on {run.task.id}: stopped ({run.stop_reason})")
-    return fig
-
-
-def result_outputs(run: Run, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The result area's outputs: the trajectory plot (a line saying why when no iteration has a score), the
-    stop line and the prompts side by side."""
-    import matplotlib.pyplot as plt
-
-    fig = trajectory_figure(run, params)
-    plot: dict[str, Any]
-    if fig is None:
-        plot = {"output_type": "stream", "name": "stdout", "text": "(no plot: no iteration has a score)\n"}
-    else:
-        try:
-            plot = {"output_type": "display_data", "data": figure_png(fig), "metadata": {}}
-        finally:
-            plt.close(fig)
-    summary = (
-        f"{run.loop} on {run.task.id}: {len(run.iterations)} iteration(s), stop reason {run.stop_reason}, "
-        f"best score {run.best_score}"
-    )
-    return [
-        plot,
-        {"output_type": "stream", "name": "stdout", "text": summary + "\n"},
-        {
-            "output_type": "display_data",
-            "data": {
-                "text/html": side_by_side(run.task.prompt, run.final_output),
-                "text/plain": f"final: {run.final_output}",
-            },
-            "metadata": {},
-        },
-    ]
+def default_score_mode(critic: str) -> str:
+    """A local critic's default score: its expected (G-Eval) score; any other critic's: the one it writes."""
+    try:
+        return "expected" if is_local(critic) else "sampled"
+    except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
+        return "sampled"
 
 
 class Explorer:
     """The explorer's widgets and its run logic.
 
     Args:
-        tasks: the tasks to choose from (see `promptlab.sweeps.experiment.read_tasks`).
+        tasks: the tasks to choose from (see `promptlab.eval.tasks.read_tasks`).
         loop, task_id, generator_model, critic_model, finish_threshold, max_iterations, max_tokens: initial
-            values of the controls.
+            values of the controls (checked: see RANGES).
         min_criteria: P³RO's fewest criteria (0: P³RO's default); greyed out for the other loops.
         budget_calls: the run's `budget_calls` (0: none), e.g. to bound a search loop (APE's 250 proposals).
         model: if set, it plays every role (e.g. "fake/auto" for a dry run).
+        score_mode: how a critic scores, "expected" or "sampled" ("": expected for a local critic, else sampled);
+            greyed out for loops without critics.
+
+    Raises:
+        ConfigError: no task, an unknown loop or task id, or a value outside its control's range.
     """
 
     def __init__(
@@ -190,6 +105,7 @@ class Explorer:
         max_tokens: int = 256,
         min_criteria: int = 0,
         budget_calls: int = 0,
+        score_mode: str = "",
     ) -> None:
         import ipywidgets as w
 
@@ -198,8 +114,21 @@ class Explorer:
 
         get_loop(loop)  # imports the built-in loops (and fails early on an unknown name)
         if not tasks:
-            raise ValueError("the explorer needs at least one task")
+            raise ConfigError("tasks: the explorer needs at least one task")
         self.tasks = {t.id: t for t in tasks}
+        if task_id and task_id not in self.tasks:
+            raise ConfigError(f"task_id: {task_id!r} is not one of the tasks: {', '.join(self.tasks)}")
+        values = {
+            "finish_threshold": finish_threshold,
+            "max_iterations": max_iterations,
+            "min_criteria": min_criteria,
+            "max_tokens": max_tokens,
+            "budget_calls": budget_calls,
+        }
+        for name, value in values.items():
+            check_value(name, value)
+        if score_mode and score_mode not in SCORE_MODES:
+            raise ConfigError(f"score_mode: {score_mode!r} is not allowed; give one of {', '.join(SCORE_MODES)}")
         self.model, self.max_tokens = model, max_tokens
         style = {"description_width": "110px"}
         self.loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=style)
@@ -212,15 +141,17 @@ class Explorer:
         self.critic_w = w.Combobox(
             options=MODELS, value=model or critic_model, description="critic", style=style, ensure_option=False
         )
+        lo, hi = RANGES["finish_threshold"]
         self.threshold_w = w.FloatSlider(
-            value=finish_threshold, min=1.0, max=10.0, step=0.5, description="finish at", style=style
+            value=finish_threshold, min=lo, max=hi, step=0.5, description="finish at", style=style
         )
-        self.cap_w = w.IntSlider(value=max_iterations, min=1, max=10, description="max iterations", style=style)
+        lo, hi = RANGES["max_iterations"]
+        self.cap_w = w.IntSlider(value=max_iterations, min=lo, max=hi, description="max iterations", style=style)
         p3ro_min = get_loop("p3ro").config_cls.model_fields["min_criteria"]
         self.min_criteria_w = w.IntSlider(
             value=min_criteria or p3ro_min.default,
             min=1,
-            max=6,
+            max=RANGES["min_criteria"][1],
             description="min criteria",
             style=style,
             description_tooltip=p3ro_min.description or "",
@@ -228,47 +159,104 @@ class Explorer:
         self.budget_w = w.BoundedIntText(
             value=budget_calls,
             min=0,
-            max=1_000_000,
+            max=RANGES["budget_calls"][1],
             description="budget (calls)",
             style=style,
             description_tooltip="budget_calls: stop before a step that would pass this many model calls (0: no budget)",
         )
-        self.loop_fields = {"finish_threshold": self.threshold_w, "min_criteria": self.min_criteria_w}
+        self.score_mode_w = w.Dropdown(
+            options=SCORE_MODES,
+            value=score_mode or default_score_mode(self.critic_w.value),
+            description="critic score",
+            style=style,
+            description_tooltip="expected: the probability-weighted mean over 1-10 (G-Eval); sampled: the integer "
+            "the critic wrote",
+        )
+        self.loop_fields = {
+            "finish_threshold": self.threshold_w,
+            "min_criteria": self.min_criteria_w,
+            "score_mode": self.score_mode_w,
+        }
         """Controls of config fields that only some loops have (greyed out for the others)."""
-        # the button never shrinks; the status beside it takes the rest of the row and wraps
+        # the buttons never shrink; the status beside them takes the rest of the row and wraps
         self.run_w = w.Button(
             description="Run", button_style="primary", icon="play", layout={"flex": "0 0 auto", "width": "120px"}
         )
+        self.stop_w = w.Button(
+            description="Stop",
+            icon="stop",
+            disabled=True,
+            layout={"flex": "0 0 auto", "width": "100px", "margin": "0 0 0 6px"},
+            tooltip="stop the run before its next step (stop reason interrupted; what it recorded is kept)",
+        )
         self.status = w.HTML("", layout={"flex": "1 1 0%", "min_width": "0", "margin": "0 0 0 12px"})
+        self.note = w.HTML("", layout={"width": "auto"})
         self.error = w.HTML("", layout={"width": "auto"})
-        self.log = w.Output(layout={"border": "1px solid #ccc", "height": "220px", "overflow": "auto"})
+        self.log_lines = LogLines()
+        self.log = w.HTML(log_html([]), layout={"width": "auto"})
         self.result = w.Output()
         self.last_run: Run | None = None
         self.task: asyncio.Task[Run | None] | None = None
-        self.loop_w.observe(lambda _change: self.sync_threshold(), names="value")
-        self.sync_threshold()
+        self.stop_flag = threading.Event()
+        self.loop_w.observe(lambda _change: self.sync_controls(), names="value")
+        self.task_w.observe(lambda _change: self.sync_controls(), names="value")
+        for model_w in (self.gen_w, self.critic_w):
+            model_w.observe(lambda _change: self.sync_controls(), names="value")
+        self.critic_w.observe(self.critic_changed, names="value")
+        self.sync_controls()
         self.run_w.on_click(self.clicked)
+        self.stop_w.on_click(self.stop)
         self.widget = w.VBox(
             [
                 w.HBox([self.loop_w, self.task_w]),
                 w.HBox([self.gen_w, self.critic_w]),
                 w.HBox([self.threshold_w, self.cap_w]),
                 w.HBox([self.min_criteria_w, self.budget_w]),
-                w.HBox([self.run_w, self.status], layout={"width": "100%", "align_items": "center"}),
+                w.HBox([self.score_mode_w]),
+                self.note,
+                w.HBox([self.run_w, self.stop_w, self.status], layout={"width": "100%", "align_items": "center"}),
                 self.error,
                 self.log,
                 self.result,
             ]
         )
 
-    def sync_threshold(self) -> None:
+    def sync_controls(self) -> None:
         """Grey out the controls of fields the chosen loop lacks (no finish threshold in pes and pcee, min
-        criteria only in p3ro)."""
+        criteria only in p3ro, a critic score only where critics score), and say what needs saying before a
+        run: that the embedded model checks plumbing, that a search loop needs a task with examples."""
         from ..loops.registry import get_loop
+        from ..loops.runtime.search import SearchConfig
 
-        fields = get_loop(self.loop_w.value).config_cls.model_fields
+        spec = get_loop(self.loop_w.value)
+        fields = spec.config_cls.model_fields
         for name, widget in self.loop_fields.items():
             widget.disabled = name not in fields
+        notes = []
+        task = self.tasks[self.task_w.value]
+        if issubclass(spec.config_cls, SearchConfig) and not task.grounded:
+            notes.append(
+                f"<b>{html.escape(spec.name)}</b> scores every candidate on the task's examples, and task "
+                f"<b>{html.escape(task.id)}</b> has none: pick a task of data/grounded_tasks.jsonl "
+                '(tasks_path = "data/grounded_tasks.jsonl").'
+            )
+        if any(self.uses_local(m) for m in (self.gen_w.value, self.critic_w.value)):
+            notes.append(html.escape(PLUMBING_NOTE))
+        self.note.value = "".join(
+            f"<div class='promptlab-note' style='color:#555;line-height:1.4;margin:2px 0'>{n}</div>" for n in notes
+        )
+
+    @staticmethod
+    def uses_local(model: str) -> bool:
+        """Whether a model name is the embedded model (False for a name no provider knows)."""
+        try:
+            return is_local(model)
+        except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
+            return False
+
+    def critic_changed(self, change: dict[str, Any]) -> None:
+        """A new critic model takes its default score mode (expected for a local critic)."""
+        self.score_mode_w.value = default_score_mode(str(change["new"]))
 
     def config(self) -> dict[str, Any]:
         """The loop config the controls describe."""
@@ -292,38 +280,50 @@ class Explorer:
 
     def write(self, text: str) -> None:
         """Append a line to the event log."""
-        self.log.append_stdout(text)
+        self.log_lines.lines.append(text)
+        self.log.value = log_html(self.log_lines.lines)
 
-    def on_event(self, event: Event) -> None:
-        """The run's event handler: one log line per event."""
-        line = event_line(event)
+    def on_event(self, event: Event) -> str | None:
+        """The run's event handler: one log line per step (see `LogLines`); returns the line."""
+        line = self.log_lines.add(event)
         if line:
-            self.write(line)
+            self.log.value = log_html(self.log_lines.lines)
+        return line
+
+    def stop(self, _button: Any = None) -> None:
+        """The Stop button: ask the running loop to stop before its next step."""
+        self.stop_flag.set()
+        self.stop_w.disabled = True
+        self.status.value = "<i>stopping after the current step...</i>"
 
     async def run(self, *, echo: Callable[[str], None] | None = None) -> Run | None:
         """Run the loop with the controls' values; show the log and the result in the widgets.
 
         Errors are shown in the log and the status line, never lost. `echo` also receives every log line (for
-        papermill runs, whose widget state a saved notebook does not keep).
+        papermill runs, whose widget state a saved notebook does not keep). The Stop button ends the run
+        before its next step, with stop reason `interrupted`.
         """
         from ..loops.registry import arun_loop
 
         # set, not cleared through `clear_output()`: that message is lost when sent from a task a click started
-        self.log.outputs = ()
+        self.log_lines = LogLines()
+        self.log.value = log_html([])
         self.result.outputs = ()
         self.error.value = ""
         self.run_w.disabled = True
+        self.stop_flag.clear()
+        self.stop_w.disabled = False
         self.status.value = "<i>running...</i>"
 
         def handler(event: Event) -> None:
-            self.on_event(event)
-            line = event_line(event)
+            line = self.on_event(event)
             if echo is not None and line:
                 echo(line)
 
         try:
             config = self.config()
-            run = await arun_loop(self.loop_w.value, self.tasks[self.task_w.value], config, on_event=handler)
+            with stop_scope(self.stop_flag):
+                run = await arun_loop(self.loop_w.value, self.tasks[self.task_w.value], config, on_event=handler)
             params = {"loop": run.loop, **{k: v for k, v in config.items() if k != "max_tokens"}}
             self.result.outputs = tuple(result_outputs(run, params))
             self.status.value = status_html(run)
@@ -341,6 +341,7 @@ class Explorer:
             return None
         finally:
             self.run_w.disabled = False
+            self.stop_w.disabled = True
 
     def clicked(self, _button: Any = None) -> None:
         """The Run button: start a run on the kernel's event loop without blocking it."""
@@ -355,24 +356,16 @@ class Explorer:
 
 
 def load_explorer(tasks_path: str | Path, **kwargs: Any) -> Explorer:
-    """An Explorer over the tasks of a JSONL task file."""
+    """An Explorer over the tasks of a JSONL task file; a missing or empty file is a ConfigError naming it."""
     from ..eval.tasks import read_tasks
 
-    return Explorer(read_tasks(tasks_path), **kwargs)
+    path = Path(tasks_path)
+    if not path.is_file():
+        raise ConfigError(f"tasks_path: no task file {path} (data/grounded_tasks.jsonl holds tasks with examples)")
+    tasks = read_tasks(path)
+    if not tasks:
+        raise ConfigError(f"tasks_path: {path} holds no task (one JSON object per line)")
+    return Explorer(tasks, **kwargs)
 
 
-__all__ = [
-    "Explorer",
-    "MODELS",
-    "ended_in_error",
-    "error_box",
-    "error_text",
-    "errors_html",
-    "event_line",
-    "figure_png",
-    "load_explorer",
-    "result_outputs",
-    "side_by_side",
-    "status_html",
-    "trajectory_figure",
-]
+__all__ = ["RANGES", "SCORE_MODES", "Explorer", "check_value", "default_score_mode", "load_explorer"]

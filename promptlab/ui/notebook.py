@@ -7,6 +7,9 @@ are called. So that a notebook reads `experiments/tiny.yaml`, writes `results/..
 project root: the working directory when it holds an `experiments/` folder, else its parent when it is a
 `notebooks/` folder, else the working directory (nothing changes). Absolute paths are unaffected, and
 `$PROMPTLAB_CACHE` / `$PROMPTLAB_CACHE_DIR` still choose the cache.
+
+A notebook that reads a results directory (03-06) passes it as `results`: on a fresh clone, where nothing has
+run yet, the setup cell stops there with one line saying what to run first (`NoResultsError`, `FIRST_STEPS`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,40 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import PromptlabError
+from ..errors import ConfigError, PromptlabError
+
+FIRST_STEPS = {
+    "demo": "run `scripts/demo` (about 10 minutes) or notebook 02 first",
+    "baselines": "run `promptlab sweep experiments/baselines.yaml` first",
+}
+"""What makes a results directory, by its name (results/<name>); any other name gets `OTHER_FIRST_STEP`."""
+OTHER_FIRST_STEP = "run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first"
+
+
+class NoResultsError(ConfigError):
+    """A notebook's results directory (its `results_dir`) holds no finished cell yet; the message says what to
+    run first."""
+
+
+def finished_cells(results_dir: Path) -> int:
+    """How many cells of a results directory finished (status.json says "ok")."""
+    from ..results.store import cell_status
+
+    cells = results_dir / "cells"
+    if not cells.is_dir():
+        return 0
+    return sum(1 for d in cells.iterdir() if (cell_status(results_dir, d.name) or {}).get("status") == "ok")
+
+
+def require_results(results_dir: str | os.PathLike[str], root: Path | None = None) -> Path:
+    """The results directory (relative to `root`), or NoResultsError saying, in one line, what to run first
+    when it does not exist or holds no finished cell."""
+    given = Path(results_dir)
+    path = given if given.is_absolute() or root is None else root / given
+    if finished_cells(path):
+        return path
+    step = FIRST_STEPS.get(path.name, OTHER_FIRST_STEP)
+    raise NoResultsError(f"No results in {given} yet: {step}.")
 
 
 def project_root(start: str | os.PathLike[str] | None = None) -> Path:
@@ -30,8 +66,8 @@ def project_root(start: str | os.PathLike[str] | None = None) -> Path:
 
 
 def short_errors(shell: Any) -> None:
-    """Make an IPython shell show a PromptlabError as `ConfigError: <the whole message>`, with no traceback
-    frames (the message names the file, field, model or variable; `%tb` still prints the traceback). The cell
+    """Make an IPython shell show a PromptlabError as `ConfigError: <the whole message>`, and an interrupt as
+    `KeyboardInterrupt` (what was interrupted has said what it kept), with no traceback frames (the message names the file, field, model or variable; `%tb` still prints the traceback). The cell
     still fails, so "Run All" and papermill stop there."""
 
     def show(
@@ -41,35 +77,45 @@ def short_errors(shell: Any) -> None:
         # IPython's hook for showing a traceback (ipykernel sends it as the cell's error output)
         self._showtraceback(etype, value, self.InteractiveTB.get_exception_only(etype, value))
 
-    shell.set_custom_exc((PromptlabError,), show)
+    shell.set_custom_exc((PromptlabError, KeyboardInterrupt), show)
 
 
-def notebook_setup(start: str | os.PathLike[str] | None = None, *, tracebacks: bool = False) -> Path:
+def notebook_setup(
+    start: str | os.PathLike[str] | None = None,
+    *,
+    tracebacks: bool = False,
+    results: str | os.PathLike[str] | None = None,
+) -> Path:
     """Change to the project root (`project_root`) and, inside IPython, install `short_errors` unless
-    `tracebacks`; returns the root."""
+    `tracebacks`; returns the root. Given `results`, a results directory the notebook reads, raise
+    NoResultsError (shown as one line) when it holds no finished cell yet (`require_results`)."""
     root = project_root(start)
     os.chdir(root)
-    if tracebacks:
-        return root
-    try:
-        from IPython import get_ipython
-    except ImportError:  # plain Python (a script importing this): nothing to install
-        return root
-    shell = get_ipython()
-    if shell is not None:
-        short_errors(shell)
+    if not tracebacks:
+        install_short_errors()
+    if results is not None:
+        require_results(results, root)
     return root
 
 
-def require_results(results_dir: str | os.PathLike[str], name: str = "results_dir") -> Path:
-    """`results_dir` when it holds a sweep's results (a `cells/` folder); else ConfigError, one line saying to
-    run scripts/demo first (what a notebook on a fresh clone, with no results yet, stops with)."""
-    from ..errors import ConfigError
+def install_short_errors() -> None:
+    """`short_errors` on the running IPython shell (nothing outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # plain Python (a script importing this): nothing to install
+        return
+    shell = get_ipython()
+    if shell is not None:
+        short_errors(shell)
 
-    path = Path(results_dir)
-    if not (path / "cells").is_dir():
-        raise ConfigError(f"{name}: no results in {path} yet: run scripts/demo first (or set {name})")
-    return path
 
-
-__all__ = ["notebook_setup", "project_root", "require_results", "short_errors"]
+__all__ = [
+    "FIRST_STEPS",
+    "NoResultsError",
+    "finished_cells",
+    "install_short_errors",
+    "notebook_setup",
+    "project_root",
+    "require_results",
+    "short_errors",
+]

@@ -244,7 +244,7 @@ def make_wide_run(*, with_start: bool = False) -> Run:
                 phase="score_dev",
                 role="target",
                 model="fake/target",
-                output={"text": f"answer {k}"},
+                output={"text": f"answer {k}", "example": k, "score": 1.0 if k < 12 else 0.0},  # 12 of 20: 0.6
                 call=ModelCall(model="fake/target", input_tokens=7, output_tokens=2, cost_usd=None),
             )
             for k in range(20)

@@ -64,6 +64,24 @@ REGISTER_BIAS_MODELS = (
 """Added to 07_critic's parameters cell, so that its kernel can re-ask the scripted critic."""
 LONG_MODEL = "fake/" + "no-such-model-" * 20
 """A model name of 285 characters: its error is long."""
+SLOW = """import time
+
+import promptlab as pl
+import promptlab.llm.fake as fake
+
+pl.scripted("slow", respond=lambda messages: "")  # the name exists; its replies are fake/auto's, each 0.3 s late
+auto_reply = fake.reply
+
+
+def slow_reply(id, messages, params):
+    if id != "slow":
+        return auto_reply(id, messages, params)
+    time.sleep(0.3)
+    return auto_reply("auto", messages, params)
+
+
+fake.reply = slow_reply"""
+"""Code a user adds to 01_explore to have a slow model (a run long enough to stop)."""
 
 
 def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> None:
@@ -85,23 +103,32 @@ def scratch_project(root: Path) -> None:
     (root / "experiments").mkdir()
     shutil.copy(ROOT / "experiments" / "tiny.yaml", root / "experiments")
     (root / "data").mkdir()
-    for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl"):
+    for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl", "grounded_tasks.jsonl"):
         shutil.copy(ROOT / "data" / name, root / "data")
+    shutil.copytree(ROOT / "data" / "grounded", root / "data" / "grounded")
     nbs = root / "notebooks"
     nbs.mkdir()
     with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
+    with_parameters("01_explore", nbs / "01_slow.ipynb", prelude=SLOW, model="fake/slow", max_iterations=10)
+    with_parameters("01_explore", nbs / "01_bad_threshold.ipynb", finish_threshold=-1)
+    with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
+    with_parameters(
+        "02_sweep", nbs / "02_slow.ipynb", prelude=SLOW, experiment_path="experiments/tiny.yaml", model="fake/slow"
+    )
     with_parameters(
         "02_sweep", nbs / "02_bad_model.ipynb", experiment_path="experiments/tiny.yaml", model="fake/nobody"
     )
     with_parameters("03_compare", nbs / "03_compare.ipynb", results_dir="results/browse")
     with_parameters("04_findings", nbs / "04_findings.ipynb", results_dir="results/grounded")
     with_parameters("05_runs", nbs / "05_runs.ipynb", results_dir="results/browse")
-    with_parameters("06_baselines", nbs / "06_baselines.ipynb", results_dir="results/baselines")
+    with_parameters("06_baselines", nbs / "06_baselines.ipynb", results_dir="results/budgeted")
     with_parameters(
         "07_critic", nbs / "07_critic.ipynb", prelude=REGISTER_BIAS_MODELS, results_dir="results/biased", budget=10
     )
+    for name in FRESH:  # their defaults: results/demo and results/baselines, which a fresh clone lacks
+        shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", nbs / f"{name}_fresh.ipynb")
     shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
     browse = write_sweep(root / "results" / "browse")
     write_cell(
@@ -117,7 +144,7 @@ def scratch_project(root: Path) -> None:
         [make_wide_run(with_start=True)],
     )
     write_grounded_sweep(root / "results" / "grounded")
-    write_baselines_sweep(root / "results" / "baselines")
+    write_baselines_sweep(root / "results" / "budgeted")
     write_biased_sweep(root / "results" / "biased", samples=2)
 
 
@@ -130,6 +157,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     settings = tmp_path_factory.mktemp("lab-settings") / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    notebook = settings.parent / "notebook-extension"  # every cell rendered (no windowing), so a page's text is whole
+    notebook.mkdir()
+    (notebook / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -251,7 +281,28 @@ def explorer_field(nb: Any, label: str, value: str) -> None:
 
 
 def log_text(nb: Any) -> str:
-    return nb.locator(".widget-output").first.inner_text()
+    """The whole log (its folded part when there is one, else the lines in view)."""
+    whole = nb.locator(".promptlab-log-all pre")
+    return whole.first.text_content() if whole.count() else nb.locator(".promptlab-log-tail").first.inner_text()
+
+
+FRESH = {
+    "03_compare": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+    "04_findings": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+    "05_runs": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+    "06_baselines": "results/baselines yet: run `promptlab sweep experiments/baselines.yaml` first.",
+    "07_critic": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+}
+"""The notebooks that read a results directory, and what each says on a fresh clone."""
+
+
+def one_line_error(nb: Any) -> str:
+    """The notebook's first error output, checked to be one line with no traceback."""
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    error.first.wait_for(timeout=120_000)
+    text = error.first.inner_text().strip()
+    assert "\n" not in text and "Traceback" not in text and "File " not in text and "----" not in text, text
+    return text
 
 
 def test_01_explore_run_shows_the_plot_and_the_final_prompt(page: Any, lab: tuple[str, Path]) -> None:
@@ -266,18 +317,21 @@ def test_01_explore_run_shows_the_plot_and_the_final_prompt(page: Any, lab: tupl
     final.wait_for(timeout=120_000)
     expect = playwright_api.expect  # these assertions wait for the page to settle (an image renders late)
     expect(nb.locator(".widget-output img")).to_have_count(1)  # the trajectory plot
-    expect(nb.locator("pre.promptlab-original")).to_have_text("Write a poem about autumn.")  # the default task file
+    # the default task file is the grounded one: its first task's prompt, and a chart of dev accuracy too
+    expect(nb.locator("pre.promptlab-original")).to_have_text("What do you think of this review?\n\n{input}")
     expect(final).not_to_have_text("(none)")
     assert final.inner_text().strip()
-    expect(nb.locator(".widget-output").first).to_contain_text("run_finished")
+    expect(nb.locator(".promptlab-log")).to_contain_text("run_finished")
     expect(nb.locator(".widget-html", has_text="stop reason")).to_contain_text("done: stop reason")
+    assert "best dev accuracy" in nb.locator(".widget-output").first.inner_text()
     keep(page, nb.locator(".widget-vbox").first, "01_explore_after_click")
     # a second run starts with an empty log: one run_finished line, not two
     run.click()
     expect(run).to_be_disabled()
     expect(run).to_be_enabled(timeout=120_000)
-    expect(nb.locator(".widget-output").first).to_contain_text("run_finished")
+    expect(nb.locator(".promptlab-log")).to_contain_text("run_finished")
     assert log_text(nb).count("run_finished") == 1, log_text(nb)
+    assert "model_call" not in log_text(nb)  # one line per step, not per example
     # the call cache is the project's, not one under notebooks/
     assert (root / ".promptlab" / "cache").is_dir() and not (root / "notebooks" / ".promptlab").exists()
 
@@ -423,7 +477,10 @@ def test_05_runs_fits_long_cells_and_folds_per_example_rows(page: Any, lab: tupl
     cells = nb.locator(".widget-dropdown:has(label:text-is('cell')) select")
     cells.select_option(label=cells.locator("option", has_text="wide (").inner_text())
     expect(position).to_have_text("iteration 0 of 2 (the starting prompt)")  # the start comes first
-    nb.locator(".widget-button", has_text="next").click()
+    # the go-to menu jumps to an iteration in one step
+    nb.locator(".widget-dropdown:has(label:text-is('go to')) select").select_option(label="iteration 2 of 2")
+    expect(position).to_have_text("iteration 2 of 2")
+    nb.locator(".widget-dropdown:has(label:text-is('go to')) select").select_option(label="iteration 1 of 2")
     expect(position).to_have_text("iteration 1 of 2")
     view = nb.locator(".pl-iteration")
     output = nb.locator(".jp-OutputArea-output:has(.pl-iteration)").bounding_box()
@@ -443,6 +500,12 @@ def test_05_runs_fits_long_cells_and_folds_per_example_rows(page: Any, lab: tupl
     per_example.locator("summary").click()
     expect(per_example.locator("tr", has_text="score_dev").first).to_be_visible()
     assert "cost unknown" in text and "cost unknown USD" not in text
+    # each dev example's reply and whether it was scored correct, one click away
+    examples = view.locator("details.pl-examples")
+    expect(examples.locator("summary")).to_contain_text("dev examples: 12 of 20 scored correct")
+    examples.locator("summary").click()
+    expect(examples.locator("tr.pl-correct")).to_have_count(12)
+    expect(examples.locator("tr.pl-wrong").first).to_contain_text("answer 12")
     # a long step error is cut, its whole text on hover
     cut = view.locator("td[title*='no JSON object in the reply']").first
     assert cut.get_attribute("title").endswith("x" * 300) and len(cut.inner_text()) < 170
@@ -459,3 +522,83 @@ def test_run_cell_defaults_run_from_the_project_root(page: Any, lab: tuple[str, 
     assert (root / "results" / "manual" / "cells" / status["cell_id"] / "status.json").is_file()
     assert (root / ".promptlab" / "cache").is_dir()
     assert not (root / "notebooks" / "results").exists() and not (root / "notebooks" / ".promptlab").exists()
+
+
+@pytest.mark.parametrize("name", sorted(FRESH))
+def test_a_fresh_clone_says_what_to_run_first_at_the_first_cell(page: Any, lab: tuple[str, Path], name: str) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name=f"{name}_fresh"))
+    text = one_line_error(nb)
+    assert text == f"NoResultsError: No results in {FRESH[name]}", text
+    wait_idle(page)
+    code = nb.locator(".jp-CodeCell")
+    # the setup cell (after the parameters) stopped the notebook: no later cell has an output
+    assert code.nth(1).locator(".jp-OutputArea-output").count() == 1
+    for k in range(2, code.count()):
+        assert code.nth(k).locator(".jp-OutputArea-output").count() == 0, k
+    keep(
+        page,
+        nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first,
+        f"{name}_fresh",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("01_bad_threshold", "ConfigError: finish_threshold: -1 is not allowed; give a number from 1.0 to 10.0"),
+        ("01_bad_task", "ConfigError: task_id: 'nope' is not one of the tasks: sentiment, arithmetic, dates"),
+    ],
+)
+def test_01_explore_refuses_a_bad_parameter_in_one_line(
+    page: Any, lab: tuple[str, Path], name: str, message: str
+) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name=name))
+    assert one_line_error(nb) == message
+    assert nb.locator(".widget-button", has_text="Run").count() == 0  # no explorer with a clamped value
+    keep(page, nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first, name)
+
+
+def test_01_explore_stop_ends_the_run_as_interrupted(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="01_slow"))
+    run = nb.locator(".widget-button", has_text="Run")
+    run.wait_for(timeout=120_000)
+    stop = nb.locator(".widget-button", has_text="Stop")
+    expect = playwright_api.expect
+    expect(stop).to_be_disabled()  # nothing to stop yet
+    run.click()
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)  # the first rewrite is under way
+    stop.click()
+    status = nb.locator(".widget-html", has_text="stop")
+    expect(status.first).to_contain_text("stopping after the current step", timeout=1_000)  # answered at once
+    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
+    summary = nb.locator(".widget-output").first.inner_text()
+    iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
+    assert 1 <= iterations < 11, summary  # what it recorded is kept; the cap of 10 was not reached
+    expect(nb.locator(".widget-output img")).to_have_count(1)  # the chart of what it recorded
+    expect(run).to_be_enabled()
+    expect(stop).to_be_disabled()
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
+
+
+def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="02_slow"))
+    expect = playwright_api.expect
+    expect(nb.locator(".jp-OutputArea-output", has_text="models: fake/slow").first).to_be_visible(timeout=120_000)
+    expect(nb.locator(".jp-OutputArea-output", has_text="sweep tiny").first).to_be_visible(timeout=120_000)  # the bar
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+    wait_idle(page)
+    errors = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    expect(errors.filter(has_text="run the same sweep again to resume").first).to_be_visible(timeout=60_000)
+    expect(errors.last).to_have_text(re.compile(r"^\s*KeyboardInterrupt\s*$"), timeout=30_000)  # it renders last
+    shown = nb.inner_text()
+    assert "KeyboardInterrupt" in shown and "Traceback" not in shown and "File " not in shown, shown
+    last = errors.last.inner_text().strip()
+    assert last == "KeyboardInterrupt", last  # one line, not a 40-line traceback
+    statuses = list((root / "results" / "tiny-fake_slow").glob("cells/*/status.json"))
+    assert all(json.loads(p.read_text())["status"] == "ok" for p in statuses)  # kept cells are whole
+    keep(page, nb.locator(".jp-Notebook"), "02_interrupted")

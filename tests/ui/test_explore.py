@@ -9,13 +9,33 @@ import pytest
 from factories import make_run
 
 import promptlab as pl
+from promptlab.errors import ConfigError
 from promptlab.record import Task
-from promptlab.ui.explorer import Explorer, ended_in_error, side_by_side, trajectory_figure
+from promptlab.ui.explorer import Explorer, load_explorer
+from promptlab.ui.explorer_view import ended_in_error, side_by_side, trajectory_figure
 
 TASKS = [
     Task(id="email", prompt="Write an email asking for an extension.", goal="polite and short"),
     Task(id="haiku", prompt="Write a poem about autumn.", goal="a haiku"),
 ]
+
+
+def log_of(ex: Explorer) -> str:
+    """The explorer's log as text (what its log box shows)."""
+    text = "".join(ex.log_lines.lines)
+    assert html.escape("".join(ex.log_lines.lines[-12:])) in ex.log.value  # the newest lines are in view
+    return text
+
+
+def test_the_log_box_follows_the_run() -> None:
+    from promptlab.ui.explorer_view import log_html
+
+    lines = [f"line {k}\n" for k in range(30)]
+    box = log_html(lines)
+    tail = box[box.index("promptlab-log-tail") :]
+    assert "line 29" in tail and "line 18" in tail and "line 17" not in tail  # the newest 12 in view
+    assert "the whole log (30 lines)" in box and "line 0\n" in box  # the rest one click away
+    assert "whole log" not in log_html(lines[:5])
 
 
 def test_a_click_fills_the_log_and_the_result_area() -> None:
@@ -27,8 +47,8 @@ def test_a_click_fills_the_log_and_the_result_area() -> None:
         await ex.task
 
     asyncio.run(click_and_wait())
-    log = "".join(o["text"] for o in ex.log.outputs)
-    assert "[it1] model_call generator" in log and "run_finished" in log
+    log = log_of(ex)
+    assert "[it1] phase generator" in log and "run_finished" in log and "model_call" not in log
     kinds = [next(iter(o.get("data", {"text": 1}))) for o in ex.result.outputs]
     assert kinds == ["image/png", "text", "text/html"]
     html = ex.result.outputs[2]["data"]["text/html"]
@@ -41,7 +61,7 @@ def test_a_click_fills_the_log_and_the_result_area() -> None:
 def test_a_failing_run_shows_its_error_once_under_the_button() -> None:
     ex = Explorer(TASKS, generator_model="fake/nobody-scripted-this", critic_model="fake/auto", max_iterations=1)
     run = asyncio.run(ex.run())
-    log = "".join(o["text"] for o in ex.log.outputs)
+    log = log_of(ex)
     assert run is None and "Unknown model" not in log  # not in the log: once, in the error area
     assert "generator_model: 'fake/nobody-scripted-this': Value error, Unknown model" in html.unescape(ex.error.value)
     assert ex.error.value.count("Unknown model") == 1 and "promptlab-error" in ex.error.value
@@ -61,7 +81,7 @@ def test_each_run_starts_with_an_empty_log_and_no_old_error() -> None:
     ex.gen_w.value = "fake/auto"
     for _ in range(2):
         asyncio.run(ex.run())
-    log = "".join(o["text"] for o in ex.log.outputs)
+    log = log_of(ex)
     assert log.count("run_started") == 1 and log.count("run_finished") == 1
     assert ex.error.value == "" and "done: stop reason" in ex.status.value
 
@@ -75,7 +95,7 @@ def test_a_run_that_ends_in_error_is_marked_as_one() -> None:
     assert "decomposer (plan): ParseError: fake/explore-broken gave no valid DecomposedGoal" in html.unescape(
         ex.error.value
     )
-    assert ex.result.outputs[0]["text"] == "(no plot: no iteration has a score)\n"
+    assert ex.result.outputs[0]["text"] == "(no chart: no iteration has a score)\n"
 
 
 def test_the_one_iteration_plot_has_whole_number_ticks() -> None:
@@ -123,3 +143,119 @@ def test_a_search_loop_on_a_task_without_examples_says_why_under_the_button() ->
     ex = Explorer(TASKS, loop="opro", model="fake/auto", max_iterations=1)
     assert asyncio.run(ex.run()) is None
     assert "has no examples: opro scores every candidate on the dev split" in html.unescape(ex.error.value)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"finish_threshold": -1}, "finish_threshold: -1 is not allowed; give a number from 1.0 to 10.0"),
+        ({"max_iterations": 0}, "max_iterations: 0 is not allowed; give a whole number from 1 to 10"),
+        ({"min_criteria": 99}, "min_criteria: 99 is not allowed; give a whole number from 0 to 6"),
+        ({"max_iterations": 2.5}, "max_iterations: 2.5 is not allowed; give a whole number from 1 to 10"),
+        ({"task_id": "nope"}, "task_id: 'nope' is not one of the tasks: email, haiku"),
+        ({"score_mode": "mean"}, "score_mode: 'mean' is not allowed; give one of expected, sampled"),
+    ],
+)
+def test_a_bad_value_is_refused_in_one_line_naming_the_field_and_range(values: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Explorer(TASKS, model="fake/auto", **values)
+    assert str(caught.value) == message  # never clamped into the slider's range
+
+
+def test_a_missing_or_empty_task_file_names_the_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match=r"^tasks_path: no task file .*nowhere.jsonl \(data/grounded_tasks"):
+        load_explorer(tmp_path / "nowhere.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ConfigError, match=r"^tasks_path: .*empty.jsonl holds no task"):
+        load_explorer(tmp_path / "empty.jsonl")
+
+
+def test_stop_ends_the_run_as_interrupted_and_keeps_what_it_recorded() -> None:
+    from wording import TASK
+
+    ex = Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=5, finish_threshold=10.0)
+    decisions: list[int] = []
+
+    def stop_after_the_first_rewrite(event) -> None:  # type: ignore[no-untyped-def]
+        if event.kind == "decision" and event.iteration == 1:
+            decisions.append(event.iteration)
+            ex.stop()  # what the Stop button does, while the loop runs
+
+    original = ex.on_event
+    ex.on_event = lambda e: (stop_after_the_first_rewrite(e), original(e))[1]  # type: ignore[method-assign]
+    run = asyncio.run(ex.run())
+    assert decisions == [1]
+    assert run is not None and run.stop_reason == "interrupted"
+    assert [it.index for it in run.iterations] == [0, 1]  # what it recorded before the stop, nothing after
+    assert run.iterations[1].candidate and run.iterations[1].grounded is not None
+    assert "stopped" in ex.status.value and "interrupted" in ex.status.value and ex.stop_w.disabled
+    # the cache is consistent: a run that is not stopped replays the stopped run's calls, then goes on
+    again = asyncio.run(Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=2).run())
+    assert again is not None and again.stop_reason != "interrupted"
+    assert again.iterations[1].candidate == run.iterations[1].candidate
+    hits = [s.call.cache_hit for it in again.iterations[:2] for s in it.steps if s.call]
+    assert hits and all(hits)
+
+
+def test_the_log_has_one_line_per_step_not_per_example() -> None:
+    from wording import TASK
+
+    ex = Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=1)
+    run = asyncio.run(ex.run())
+    assert run is not None
+    log = log_of(ex)
+    assert "model_call" not in log
+    assert log.count("measuring the candidate on the dev examples") == len(run.iterations)  # not one per example
+    assert log.count("measuring the candidate on the test examples") <= 2  # the starting and the final prompt
+
+
+def test_a_local_critic_defaults_to_its_expected_score_and_a_note_says_what_it_is_for() -> None:
+    ex = Explorer(TASKS, generator_model="local/smollm2", critic_model="local/smollm2")  # no call is made
+    assert ex.score_mode_w.value == "expected" and ex.config()["score_mode"] == "expected"
+    assert "check the plumbing" in ex.note.value
+    ex.critic_w.value = "fake/auto"
+    assert ex.score_mode_w.value == "sampled"
+    ex.gen_w.value = "fake/auto"
+    assert "plumbing" not in ex.note.value
+    ex.critic_w.value = "local/smollm2"
+    assert ex.score_mode_w.value == "expected"
+    ex.loop_w.value = "pes"
+    assert ex.score_mode_w.disabled and "score_mode" not in ex.config()
+
+
+def test_a_search_loop_on_a_task_without_examples_is_pointed_to_the_grounded_tasks_before_a_run() -> None:
+    ex = Explorer(TASKS, loop="opro", model="fake/auto")
+    assert "data/grounded_tasks.jsonl" in ex.note.value and "has none" in ex.note.value
+    ex.loop_w.value = "p3ro"
+    assert "data/grounded_tasks.jsonl" not in ex.note.value
+
+
+def test_the_chart_shows_the_critic_score_beside_the_dev_accuracy() -> None:
+    import matplotlib.pyplot as plt
+    from wording import TASK
+
+    run = asyncio.run(Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=1).run())
+    assert run is not None
+    fig = trajectory_figure(run, {"loop": "p3ro"})
+    try:
+        assert [ax.get_title() for ax in fig.axes] == ["critic's score (1-10)", "dev accuracy (0-1)"]
+        low, high = fig.axes[1].get_ylim()
+        assert 0 <= low < high <= 1
+    finally:
+        plt.close(fig)
+
+
+def test_labels_agree_for_opro_and_pes() -> None:
+    from wording import TASK
+
+    ex = Explorer([TASK], loop="opro", model="fake/auto", max_iterations=1)
+    run = asyncio.run(ex.run())
+    assert run is not None and len(run.iterations) > 2  # one step of several candidates
+    summary = ex.result.outputs[1]["text"]
+    assert "max iterations 1 counts opro's steps" in summary and "None" not in summary
+    assert "best dev accuracy" in summary
+    ex = Explorer([TASK], loop="pes", model="fake/auto", max_iterations=1)
+    run = asyncio.run(ex.run())
+    assert run is not None and run.best_score is not None
+    assert ex.result.outputs[0].get("data", {}).get("image/png")  # a chart: the score the log and summary give
+    assert f"best critic score {run.best_score:.3g}" in ex.result.outputs[1]["text"]

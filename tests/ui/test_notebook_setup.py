@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from promptlab.errors import ConfigError
-from promptlab.ui.notebook import notebook_setup, project_root, short_errors
+from promptlab.ui.notebook import NoResultsError, notebook_setup, project_root, short_errors
 
 
 def test_the_project_root_is_found_from_the_root_or_its_notebooks_folder(tmp_path: Path) -> None:
@@ -46,9 +46,45 @@ def test_short_errors_show_a_promptlab_error_as_its_message_only(capsys: pytest.
         assert isinstance(result.error_in_exec, ConfigError)  # the cell still fails
         text = re.sub(r"\x1b\[[0-9;]*m", "", shown.out + shown.err)  # without IPython's colours
         assert "ConfigError: config.model: bad\nsecond line" in text and "Traceback" not in text
+        result = shell.run_cell("raise KeyboardInterrupt")  # an interrupt: one line, the sweep said what it kept
+        shown = capsys.readouterr()
+        text = re.sub(r"\x1b\[[0-9;]*m", "", shown.out + shown.err)
+        assert isinstance(result.error_in_exec, KeyboardInterrupt)
+        assert text.strip() == "KeyboardInterrupt" and "Traceback" not in text
         result = shell.run_cell("raise ValueError('not ours')")  # other errors keep their traceback
         shown = capsys.readouterr()
         assert isinstance(result.error_in_exec, ValueError) and "Traceback" in shown.out + shown.err
     finally:
         shell.set_custom_exc((), None)
         InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize(
+    ("folder", "first"),
+    [
+        ("demo", "run `scripts/demo` (about 10 minutes) or notebook 02 first."),
+        ("baselines", "run `promptlab sweep experiments/baselines.yaml` first."),
+        ("mine", "run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first."),
+    ],
+)
+def test_a_notebook_on_a_fresh_clone_says_what_to_run_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str, first: str
+) -> None:
+    (tmp_path / "experiments").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NoResultsError) as missing:
+        notebook_setup(results=f"results/{folder}")
+    text = str(missing.value)
+    assert text == f"No results in results/{folder} yet: {first}"  # the words: one line
+    (tmp_path / "results" / folder / "cells" / "abc").mkdir(parents=True)  # a cell that never finished
+    with pytest.raises(NoResultsError, match=f"^No results in results/{folder} yet: "):
+        notebook_setup(results=f"results/{folder}")
+
+
+def test_a_results_directory_with_a_finished_cell_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from factories import write_sweep
+
+    (tmp_path / "experiments").mkdir()
+    write_sweep(tmp_path / "results" / "demo")
+    monkeypatch.chdir(tmp_path)
+    assert notebook_setup(results="results/demo") == tmp_path.resolve()

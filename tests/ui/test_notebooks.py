@@ -66,6 +66,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, nbfo
 def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.NotebookNode]) -> None:
     results_dir, nb = swept
     assert "4 cells: 4 done, 0 failed" in text(nb)
+    assert "= 4 runs\nmodels: fake/auto" in text(nb)  # what it runs, said before it starts
     assert "final_score_mean" in text(nb) and images(nb) == 1
     assert len(load(results_dir).runs) == 4
 
@@ -74,8 +75,10 @@ def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.Notebook
 def test_compare_notebook_draws_the_charts(swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path) -> None:
     results_dir, _ = swept
     nb = execute("03_compare", tmp_path / "03.ipynb", results_dir=str(results_dir))
-    assert images(nb) == 3  # trajectories, score vs cost, stop reasons (one pairing, no threshold column)
-    assert "pairing heatmap skipped" in text(nb) and "4 cells, 4 runs" in text(nb)
+    assert images(nb) == 2  # trajectories, score vs cost (one pairing, one stop reason, no threshold column)
+    shown = text(nb)
+    assert "No pairing heatmap: one generator model only" in shown and "4 cells, 4 runs" in shown
+    assert "Stop reasons: every run (4) stopped with" in shown  # one bar would say only this
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))  # browser
 
 
@@ -163,14 +166,13 @@ def test_critic_notebook_runs_the_probes(tmp_path: Path, monkeypatch: pytest.Mon
 def test_critic_notebook_without_results_says_to_run_the_demo(tmp_path: Path) -> None:
     with pytest.raises(pm.PapermillExecutionError) as e:
         execute("07_critic", tmp_path / "07.ipynb", results_dir=str(tmp_path / "nothing"))
-    assert e.value.ename == "ConfigError"
-    assert (
-        e.value.evalue
-        == f"results_dir: no results in {tmp_path / 'nothing'} yet: run scripts/demo first (or set results_dir)"
+    assert e.value.ename == "NoResultsError"  # a ConfigError: one line, as every notebook on a fresh clone says
+    assert e.value.evalue == (
+        f"No results in {tmp_path / 'nothing'} yet: run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first."
     )
     nb = nbformat.read(tmp_path / "07.ipynb", as_version=4)
     failed = [c for c in nb.cells if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.outputs)]
-    assert len(failed) == 1 and "require_results" in failed[0].source  # the first cell that reads results
+    assert len(failed) == 1 and "notebook_setup(results=results_dir)" in failed[0].source  # its first cell
 
 
 @pytest.mark.slow
@@ -201,11 +203,12 @@ def test_baselines_notebook_says_when_no_run_records_incumbents(
 @pytest.mark.slow
 def test_explore_notebook_autoruns_with_the_button_handler(tmp_path: Path) -> None:
     nb = execute(
-        "01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2, task_id="email"
+        "01_explore", tmp_path / "01.ipynb", model="fake/auto", autorun=True, max_iterations=2, task_id="dates"
     )
-    assert "p3ro on email:" in text(nb) and "stop reason" in text(nb)
-    assert "[it1] model_call generator" in text(nb)  # the live log, as cell output under autorun
-    assert images(nb) == 1  # the trajectory plot
+    assert "p3ro on dates:" in text(nb) and "stop reason" in text(nb) and "best dev accuracy" in text(nb)
+    assert "[it1] phase generator" in text(nb)  # the live log, as cell output under autorun
+    assert "measuring the candidate on the dev examples" in text(nb)  # the grounded tasks are the default
+    assert images(nb) == 1  # the trajectory chart (critic's score beside the dev accuracy)
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
     assert "<b>original</b>" in html and "<b>final</b>" in html  # final prompt beside the original
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs(nb))

@@ -10,7 +10,7 @@ import pytest
 from factories import LONG_CRITERION, make_run, make_wide_run, write_sweep
 
 from promptlab.record import GroundedScore
-from promptlab.ui.browser import RunBrowser, candidate_diff, iteration_html
+from promptlab.ui.browser import RunBrowser, candidate_diff, examples_html, iteration_html, iterations_label
 
 
 class _Tables(HTMLParser):
@@ -152,3 +152,40 @@ def test_cells_with_unknown_columns_are_offered_by_their_params(tmp_path: Path) 
     assert set(labels) == {"a", "b", "wide"}
     assert "finish_threshold=8.0" in labels["wide"] and "loop=p3ro" in labels["wide"]
     assert "spent" not in " ".join(labels.values()) and "wall_time" not in " ".join(labels.values())
+
+
+def test_each_dev_example_shows_its_reply_and_whether_it_was_scored_correct() -> None:
+    from promptlab.record import Step, StepError
+
+    steps = [
+        Step(iteration=1, phase="score_dev", role="target", output={"text": "positive", "example": 0, "score": 1.0}),
+        Step(iteration=1, phase="score_dev", role="target", output={"text": "I think so", "example": 1, "score": 0.0}),
+        Step(
+            iteration=1,
+            phase="score_dev",
+            role="target",
+            output={"example": 2, "score": None},
+            error=StepError(kind="ProviderError", message="down", role="target", phase="score_dev"),
+        ),
+        Step(iteration=1, phase="generate", role="creator", output={"text": "not an example"}),
+    ]
+    shown = examples_html(steps)
+    assert "dev examples: 1 of 2 scored correct (3 replies" in shown
+    assert [r[1:] for r in rows(shown, "pl-examples")[1:]] == [  # after the header row
+        ["positive", "1", "correct"],
+        ["I think so", "0", "wrong"],
+        ["ProviderError: down", "–", "error"],
+    ]
+    assert examples_html(steps[3:]) == ""  # an iteration not measured on examples shows none
+
+
+def test_the_run_browser_jumps_to_an_iteration_and_counts_as_the_position_reads(tmp_path: Path) -> None:
+    b = RunBrowser(write_sweep(tmp_path / "results"))
+    b.run_w.value = 1
+    assert [label for label, _ in b.jump_w.options] == ["iteration 1 of 3", "iteration 2 of 3", "iteration 3 of 3"]
+    b.jump_w.value = 3  # one step, not two clicks on next
+    assert b.position.value == "iteration 3 of 3" and b.index == 3 and b.next_w.disabled
+    b.prev_w.click()
+    assert b.jump_w.value == 2
+    assert iterations_label(make_wide_run(with_start=True)) == "iterations 0-2"  # as "iteration 0 of 2" reads
+    assert "iterations 1-3" in [label for label, _ in b.run_w.options][1]

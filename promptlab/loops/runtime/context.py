@@ -21,6 +21,7 @@ from ...llm.tally import Tally
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
 from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
+from .interrupt import INTERRUPTED, stop_requested
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -351,7 +352,9 @@ class RunContext:
         """Why the next step, expected to make `next_calls` calls of `next_tokens` tokens, must not start
         (its spend would pass `budget_calls` or `budget_tokens`), or None when it may. A loop asks before each
         step and stops with stop reason 'budget' on a reason; an estimate that falls short can pass a budget
-        by at most that one step."""
+        by at most that one step. While a `stop_scope` flag is set, every step must not start."""
+        if stop_requested():
+            return f"{INTERRUPTED}: asked to stop"
         cfg, s = self.config, self.spent
         if cfg.budget_calls is not None and s.calls + next_calls > cfg.budget_calls:
             return (
@@ -427,6 +430,8 @@ class RunContext:
         """Close the run: stop reason, output, best iteration (by `rank_by`, the rule the loop chooses its
         best prompt by) and its average, wall time; emits run_finished."""
         r = self.run
+        if stop_reason == "budget" and stop_requested():  # the loop stopped as on a budget, on a Stop
+            stop_reason = INTERRUPTED
         r.stop_reason, r.final_output = stop_reason, final_output
         best = best_iteration(r.iterations, key=self.rank_by)
         if best is not None:

@@ -74,7 +74,7 @@ def check_search_loop(task: Task, cfg: SearchConfig, loop: str) -> list[str]:
     if not task.grounded:
         raise ConfigError(
             f"task {task.id!r} has no examples: {loop} scores every candidate on the dev split of a "
-            "grounded task (give the task examples, a scorer and a split)"
+            "grounded task: pick one of data/grounded_tasks.jsonl, or give the task examples, a scorer and a split"
         )
     check_task(task, where=f"task {task.id!r}")
     judge = (task.scorer or {}).get("model")
