@@ -22,6 +22,10 @@ handled. Offline, loopback only, in one run:
     truncated mid-run, `cache verify` on a corrupt database, a record under another key, files that are not
     UTF-8, YAML alias bombs, bad flags, the spend of cut cells, a Redis password and the papermill notebooks:
     tried, held, lost.
+(f) issue 28's kinds (benchmarks/support/round3_battery.py): usage that is not usage under a spending cap (none,
+    zero, negative, string, fraction; both transports), tampered cache.db rows (pickles, paths out, a link), a
+    password in api_base, reply shapes on both transports, a gzip bomb, a cache.db that cannot be opened, deep,
+    circular and duplicate YAML, two sweeps on one results dir, a full results disk: tried, held, lost.
 
 Targets: every fault survived, cells lost 0, paid calls repeated 0, sent again after a kill <= the calls in
 flight, escapes 0, every hardening kind held with 0 lost, secrets on disk 0, every corpus case handled. Prints
@@ -50,6 +54,7 @@ import escape_battery  # noqa: E402
 import hardening_battery  # noqa: E402
 import malformed_corpus  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
+import round3_battery  # noqa: E402
 
 import promptlab as pl  # noqa: E402
 from promptlab.errors import ParseError  # noqa: E402
@@ -224,6 +229,21 @@ def bench_hardening(root: Path) -> None:
     check("issue 21 kinds: replies, results or spend lost", lost, "0", lost == 0)
 
 
+def bench_round3(root: Path) -> None:
+    rows = round3_battery.run_battery(root / "round3")
+    print("## (f) Issue 28: spending cap, cache rows, URLs, reply shapes, input, results dir\n")
+    print(
+        table(
+            ["kind", "tried", "held", "lost", "what the host saw"],
+            [[r.kind, r.tried, r.held, r.lost, r.detail] for r in rows],
+        )
+    )
+    print()
+    tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
+    check("issue 28 kinds held", f"{held} of {tried} attempts ({len(rows)} kinds)", "all", held == tried)
+    check("issue 28 kinds: money past the cap, files touched, secrets shown", lost, "0", lost == 0)
+
+
 # (c) malformed replies --------------------------------------------------------------------------------------
 def bench_corpus() -> None:
     rows, handled = [], 0
@@ -318,6 +338,7 @@ def main() -> None:
         bench_sandbox(root, planted)
         bench_corpus()
         bench_hardening(root)
+        bench_round3(root)
         notebook_sweep(root / "notebook")
         scan(root, planted)
     finally:

@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gate
     from .loops.protegi.loop import arun_protegi, run_protegi
     from .loops.registry import arun_loop, get_loop, run_loop
     from .loops.resample.loop import ResampleConfig, arun_resample, run_resample
-    from .loops.runtime.base import LoopConfig
+    from .loops.runtime.config import LoopConfig
     from .record import Example, GroundedScore, Split
     from .reports.summary import report
     from .results.store import Results, load
@@ -97,7 +97,7 @@ _LAZY = {
     "run_loop": "promptlab.loops.registry",
     "arun_loop": "promptlab.loops.registry",
     "get_loop": "promptlab.loops.registry",
-    "LoopConfig": "promptlab.loops.runtime.base",
+    "LoopConfig": "promptlab.loops.runtime.config",
     "run_p3ro": "promptlab.loops.p3ro.loop",
     "arun_p3ro": "promptlab.loops.p3ro.loop",
     "P3ROConfig": "promptlab.loops.p3ro.config",

@@ -15,7 +15,8 @@
 Bad input (an experiment file, a config field, a model name, a missing API key, a cache or a path that
 cannot be used) prints the whole error message to stderr, without a traceback, and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
 1 when a cell failed (run it again to retry those cells), and 3 when none failed but the spending cap
-(`--max-cost` or the experiment's `max_cost`) cut some (run again with a higher cap to resume them).
+(`--max-cost` or the experiment's `max_cost`) cut some (run again with a higher cap to resume them), and 4
+when the disk holding the results filled up (the message names the file; free space and run it again).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import PromptlabError
+from .errors import PromptlabError, ResultsDiskFull
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ValidationError as e:
         return _fail("; ".join(_describe(err) for err in e.errors()))
+    except ResultsDiskFull as e:  # not "refused before it started" (2): the sweep ran and can resume
+        print(f"promptlab: error: {e}", file=sys.stderr)
+        return 4
     except (PromptlabError, ValueError, OSError) as e:
         return _fail(str(e).strip() or type(e).__name__)
     except KeyboardInterrupt:

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .sanitize import mask_userinfo
+
 
 class PromptlabError(Exception):
-    """Base class of every error promptlab raises on purpose."""
+    """Base class of every error promptlab raises on purpose. Its message never shows a URL's password
+    (`sanitize.mask_userinfo`), wherever it is printed, logged or recorded."""
+
+    def __str__(self) -> str:
+        return mask_userinfo(super().__str__())
 
     infrastructure: bool = False
     """True when the failure lies outside the model's reply (provider down, key missing, bad setup): the
@@ -170,3 +176,26 @@ class CacheUnavailableError(PromptlabError):
         self.cause = cause
         self.origin = origin
         super().__init__(f"call cache {location} (set by {origin}) is unavailable: {cause}")
+
+
+class ResultsDiskFull(PromptlabError):
+    """The disk holding the results directory is full: the write named stopped, nothing half-written is left
+    (writes go to a temporary file replaced whole), and the same sweep resumes once there is room. The CLI exits
+    4 for it, apart from 2 (refused before it started)."""
+
+    infrastructure = True
+
+    def __init__(self, path: str, cause: BaseException) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: no space left on the device holding the results ({cause.__class__.__name__}: "
+            f"{getattr(cause, 'strerror', None) or cause}); free space there and run the same sweep again: "
+            "finished cells are kept and skipped"
+        )
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """ENOSPC or EDQUOT (a full disk or a full quota)."""
+    import errno
+
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)

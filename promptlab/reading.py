@@ -8,7 +8,11 @@ values): text that is not UTF-8 and YAML that would blow up are refused with an 
   composes to a small graph that explodes only when a program walks it (pydantic validating a field, an
   error message printing the value, JSON hashing a config). The graph is measured while it is still nodes:
   past `MAX_YAML_NODES` nodes (counting every alias as the nodes it stands for) the document is refused,
-  naming the field and line where it grows, before any Python object is built.
+  naming the field and line where it grows, before any Python object is built. A mapping that gives one key
+  twice, an alias that refers to a node holding it (a circular reference) and nesting past what Python's
+  parser can follow are refused too, each naming the line.
+- `jsonl_lines(text)`: the lines of a JSONL text, split on "\n" only: U+2028, U+0085 and the other
+  characters `str.splitlines` also breaks on are valid inside a JSON string.
 """
 
 from __future__ import annotations
@@ -72,13 +76,37 @@ def load_yaml(text: str, source: str) -> Any:
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         raise NotYamlError(f"{source}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deep to read (past Python's recursion limit); refused") from None
     finally:
         loader.dispose()
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text: split on "\n" only (a trailing "\r" dropped), never on U+2028, U+0085 or the
+    other line breaks `str.splitlines` knows, which are valid inside a JSON string."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+class _Cycle(Exception):
+    """An alias that refers to a node holding it."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+
 def _check_size(root: Any, source: str) -> None:
     sizes: dict[int, int] = {}
-    if _size(root, sizes) <= MAX_YAML_NODES:
+    try:
+        total = _size(root, sizes)
+    except _Cycle as e:
+        raise ConfigError(
+            f"{source}:{e.node.start_mark.line + 1}: a YAML alias refers to a node that holds it (a circular "
+            "reference); refused"
+        ) from None
+    except _Duplicate as e:
+        raise ConfigError(f"{source}:{e.line}: the key {e.key!r} is given twice in one mapping") from None
+    if total <= MAX_YAML_NODES:
         return
     path, node = _where(root, sizes)
     raise ConfigError(
@@ -92,9 +120,13 @@ def _size(node: Any, sizes: dict[int, int]) -> int:
     """Nodes under `node`, every alias counted as what it stands for (memoised: linear in the graph's size)."""
     known = sizes.get(id(node))
     if known is not None:
+        if known < 0:  # still being measured: this node holds itself
+            raise _Cycle(node)
         return known
-    sizes[id(node)] = 1  # a recursive alias counts once instead of looping
+    sizes[id(node)] = -1
     total = 1
+    if isinstance(node.value, list) and node.value and isinstance(node.value[0], tuple):
+        _no_duplicates(node.value)
     if isinstance(node.value, list):
         for item in node.value:
             if isinstance(item, tuple):  # a mapping's (key, value)
@@ -103,6 +135,23 @@ def _size(node: Any, sizes: dict[int, int]) -> int:
                 total += _size(item, sizes)
     sizes[id(node)] = total
     return total
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        self.key, self.line = key, line
+
+
+def _no_duplicates(pairs: list[tuple[Any, Any]]) -> None:
+    """Refuse a mapping that gives one scalar key twice (YAML forbids it; PyYAML would keep the last)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        value = getattr(key, "value", None)
+        if not isinstance(value, str) or value == "<<":  # merge keys may repeat
+            continue
+        if value in seen:
+            raise _Duplicate(value, key.start_mark.line + 1)
+        seen.add(value)
 
 
 def _where(node: Any, sizes: dict[int, int]) -> tuple[str, Any]:
@@ -124,4 +173,4 @@ def _where(node: Any, sizes: dict[int, int]) -> tuple[str, Any]:
     return path, node
 
 
-__all__ = ["MAX_FILE_BYTES", "MAX_YAML_NODES", "NotYamlError", "load_yaml", "read_text"]
+__all__ = ["MAX_FILE_BYTES", "MAX_YAML_NODES", "NotYamlError", "jsonl_lines", "load_yaml", "read_text"]

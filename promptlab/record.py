@@ -10,7 +10,7 @@ import re
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from .llm.tally import Tally
 
@@ -35,9 +35,9 @@ class Split(BaseModel):
 
     seed: int = 0
     """Seed of the shuffle that assigns examples to splits (fixed: the same split on every run)."""
-    dev: int | float = Field(0.3, gt=0)
-    """Dev size: a count (int >= 1) or a fraction of the examples (float < 1)."""
-    test: int | float | None = Field(None, gt=0)
+    dev: StrictInt | StrictFloat = Field(0.3, gt=0, allow_inf_nan=False)
+    """Dev size: a count (int >= 1) or a fraction of the examples (float < 1); `true` is neither."""
+    test: StrictInt | StrictFloat | None = Field(None, gt=0, allow_inf_nan=False)
     """Test size: a count, a fraction, or None for every example not in dev."""
 
 

@@ -11,6 +11,8 @@
   named `*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*` and known provider
   variables, whose values are at least `MIN_SECRET_LEN` characters long.
 
+- the user name and password of a URL (`http://user:pass@host/v1`) are replaced by `***` (`mask_userinfo`).
+
 Redaction catches values verbatim only (not encoded, split or transformed).
 
 `clean` reads the environment on each call (about 10 us). A `Cleaner` reads it once, when it is made, and cleans
@@ -77,6 +79,23 @@ def strip_controls(text: str) -> str:
 _ANY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
+USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)(?![:*]*@)[^\s/?#@]*@")
+"""The user name and password of a URL (`scheme://user:pass@`), unless already masked (only `*` and `:`)."""
+MASK = "***"
+"""What a URL's user name and password are replaced with."""
+
+
+def mask_userinfo(text: str) -> str:
+    """`text` with the user name and password of every URL in it replaced by `***`."""
+    return USERINFO.sub(rf"\1{MASK}@", text) if "@" in text and "://" in text else text
+
+
+def printable(name: str) -> str:
+    """A file name as text a record can hold: bytes that are not UTF-8 (which Python keeps as lone surrogates)
+    are shown as \\xNN escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -105,7 +124,7 @@ class Cleaner:
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         redactor = _redactor(environ)
-        self._fix: Callable[[str], str] = lambda s: redactor(strip_controls(s))
+        self._fix: Callable[[str], str] = lambda s: mask_userinfo(redactor(strip_controls(s)))
 
     def __call__(self, value: Any) -> Any:
         """`value` cleaned as `clean` does."""
@@ -119,7 +138,7 @@ class Cleaner:
 
 def clean(value: Any, environ: Mapping[str, str] | None = None) -> Any:
     """`value` (a string, or lists, tuples and dicts of them; other values pass through) with terminal
-    controls stripped and secret values redacted; dict keys are cleaned too, pydantic records in place."""
+    controls stripped, secret values redacted and URLs' passwords masked; dict keys are cleaned too, pydantic records in place."""
     return Cleaner(environ)(value)
 
 
@@ -170,6 +189,8 @@ __all__ = [
     "clean",
     "clean_model",
     "is_secret_name",
+    "mask_userinfo",
+    "printable",
     "redact",
     "secret_values",
     "strip_controls",

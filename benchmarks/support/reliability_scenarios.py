@@ -259,6 +259,7 @@ def kill_and_resume(d: Path, *, after_marks: int = 11, key: str = KEY) -> Measur
         killed = proc.poll() is None
         proc.send_signal(signal.SIGKILL)
         _, err = proc.communicate()
+        before, m.calls_at_once = server.requests, 1  # one cell at a time, its runs' calls one after another
         done_before = m.finished_before_kill = len(list((out / "cells").glob("*/status.json")))
         m.notes.append(
             f"killed: {killed} after {len(marks.read_text().splitlines()) if marks.exists() else 0} "
@@ -266,12 +267,14 @@ def kill_and_resume(d: Path, *, after_marks: int = 11, key: str = KEY) -> Measur
             + ("" if killed else f"; the sweep had ended: {err.decode()[-300:]}")
         )
         passes = sweep_until_complete(path, out, cache)
-        m.paid_repeated, m.keys = paid_repeated(server), server.keys
+        m.sent_again, m.paid_repeated = split_repeats(server, before)
+        m.keys = server.keys
     m.sweeps, m.cells = 1 + len(passes), len(passes[0].cells)
     final = load(out)
     m.cells_lost = int((final.cells["status"] != "ok").sum())
     m.faults_injected = m.faults_survived = 1 if killed and m.cells_lost == 0 else 0
     m.frames_equal = frames_equal(final, reference(path, d / "ref", key))
+    m.notes.append(f"sent again after the kill: {m.sent_again} (at most the {m.calls_at_once} call(s) in flight)")
     return m
 
 

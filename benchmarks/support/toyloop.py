@@ -14,8 +14,9 @@ import os
 
 from pydantic import BaseModel, Field
 
-from promptlab.loops.runtime.base import LoopConfig, LoopSpec, as_config, as_task, register_loop
+from promptlab.loops.runtime.config import LoopConfig, as_config, as_task
 from promptlab.loops.runtime.context import RunContext
+from promptlab.loops.runtime.define import LoopSpec, register_loop
 from promptlab.record import Score
 
 

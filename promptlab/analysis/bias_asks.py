@@ -27,7 +27,8 @@ from ..critics.simulated import is_simulated
 from ..errors import PromptlabError
 from ..eval.pairwise import ajudge_pair
 from ..loops.registry import get_loop
-from ..loops.runtime.base import goal_of, rescore_sample
+from ..loops.runtime.config import goal_of
+from ..loops.runtime.define import rescore_sample
 from ..results.store import read_runs
 from .bias import logged_frame
 

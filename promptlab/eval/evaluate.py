@@ -140,6 +140,22 @@ def _examples(examples: Sequence[Example | dict[str, Any]]) -> list[Example]:
     return out
 
 
+DEFAULT_CONCURRENCY = 8
+"""Examples an evaluation keeps in flight when it does not say (a model other than a batched local one)."""
+
+
+def default_concurrency(model: str) -> int:
+    """Examples in flight by default: a local model on the batching engine takes as many as it decodes at once
+    (`promptlab.llm.engine.capacity`), any other `DEFAULT_CONCURRENCY`."""
+    from ..llm.engine import capacity, mode
+    from ..llm.model_names import is_local
+
+    try:
+        return capacity() if is_local(model) and mode() == "batch" else DEFAULT_CONCURRENCY
+    except Exception:  # an unknown model name or a bad setting: named by the call itself, before any request
+        return DEFAULT_CONCURRENCY
+
+
 async def aevaluate_prompt(
     prompt: str,
     examples: Sequence[Example | dict[str, Any]],
@@ -150,7 +166,7 @@ async def aevaluate_prompt(
     temperature: float = 0.0,
     max_tokens: int | None = 256,
     sample: int = 0,
-    concurrency: int = 8,
+    concurrency: int | None = None,
     cache: CacheArg = None,
     settings: Settings | None = None,
     call: CallFn | None = None,
@@ -169,7 +185,8 @@ async def aevaluate_prompt(
         max_tokens: cap on each reply.
         sample: the cache's sample index (independent draws at temperature > 0).
         concurrency: examples in flight at once (the model's call limit for these calls is raised to it when
-            lower).
+            lower); None: `DEFAULT_CONCURRENCY`, or for a local model on the batching engine as many as it
+            decodes at once (`promptlab.llm.engine.capacity`: a batch of more sequences costs less per example).
         cache: as for `promptlab.complete`.
         settings: retries, timeouts; its concurrency for `model` is replaced by `concurrency`.
         call: `async (index, formatted prompt, system) -> text` making the model call instead of
@@ -183,6 +200,8 @@ async def aevaluate_prompt(
     """
     items = _examples(examples)
     judge = get_scorer(scorer)
+    if concurrency is None:
+        concurrency = default_concurrency(model) if call is None else DEFAULT_CONCURRENCY
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigError(f"concurrency: a whole number >= 1, got {concurrency!r}")
     if call is not None and params:

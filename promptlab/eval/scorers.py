@@ -95,6 +95,14 @@ class Choice(Scorer):
         return float(normalise(given[0]) == normalise(target)), f"label: {given[0]}"
 
 
+MATCH_TIMEOUT_S = 1.0
+"""Longest a regex scorer's match may take on one reply."""
+
+
+class RegexTimeout(ValueError):
+    """A regex scorer's match ran past MATCH_TIMEOUT_S."""
+
+
 class Regex(Scorer):
     """A regular expression: a group of the first match against the target, or a match as a pass."""
 
@@ -107,8 +115,10 @@ class Regex(Scorer):
     flags: str = "i"
     """re flags as letters: i (ignore case), m (multiline), s (dot matches newline), x (verbose)."""
 
-    def _compiled(self, pattern: str) -> re.Pattern[str]:
-        bits = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+    def _compiled(self, pattern: str) -> Any:
+        import regex  # the `regex` package: re's syntax, and a time limit on a match (a well-kept library)
+
+        bits = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL, "x": regex.VERBOSE}
         unknown = set(self.flags) - set(bits)
         if unknown:
             raise ValueError(f"unknown regex flags {sorted(unknown)}; known: {''.join(bits)}")
@@ -116,9 +126,19 @@ class Regex(Scorer):
         for ch in self.flags:
             flags |= bits[ch]
         try:
-            return re.compile(pattern, flags)
-        except re.error as e:
+            return regex.compile(pattern, flags | regex.VERSION0)
+        except regex.error as e:
             raise ValueError(f"bad regex {pattern!r}: {e}") from e
+
+    def _search(self, pattern: str, output: str) -> Any:
+        """The first match, or RegexTimeout past MATCH_TIMEOUT_S (catastrophic backtracking never hangs a run)."""
+        try:
+            return self._compiled(pattern).search(output, timeout=MATCH_TIMEOUT_S)
+        except TimeoutError:
+            raise RegexTimeout(
+                f"the regex {pattern[:80]!r} took over {MATCH_TIMEOUT_S:g} s on a {len(output)}-character reply "
+                "(catastrophic backtracking?); simplify it"
+            ) from None
 
     def model_post_init(self, context: Any) -> None:
         if self.pattern is not None:
@@ -132,9 +152,9 @@ class Regex(Scorer):
 
     def score(self, output: str, target: Any) -> tuple[float, str | None]:
         if self.pattern is None:
-            m = self._compiled(str(target)).search(output)
+            m = self._search(str(target), output)
             return float(m is not None), None if m else "no match"
-        m = self._compiled(self.pattern).search(output)
+        m = self._search(self.pattern, output)
         if m is None:
             return 0.0, "no match"
         if target is None:
@@ -331,6 +351,7 @@ Give a short reason, then a score from 0 (fails the rubric) to 10 (fully meets i
 
 __all__ = [
     "JUDGE_PROMPT",
+    "MATCH_TIMEOUT_S",
     "SCORERS",
     "Choice",
     "Contains",
@@ -340,6 +361,7 @@ __all__ = [
     "Numeric",
     "Python",
     "Regex",
+    "RegexTimeout",
     "Verdict",
     "get_scorer",
 ]

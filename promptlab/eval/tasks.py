@@ -43,9 +43,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from ..reading import read_text
+from ..reading import jsonl_lines, read_text
 from ..record import Example, Split, Task
-from .scorers import get_scorer
+from .scorers import RegexTimeout, get_scorer
 from .scoring import Scorer, bounded
 
 DEFAULT_SCORER = "exact"
@@ -124,16 +124,24 @@ def examples_of(task: Task, split: str) -> list[Example]:
 
 
 # loading ---------------------------------------------------------------------------------------------------
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value (a number must be finite)")
+
+
 def jsonl_objects(p: Path, where: Callable[[int], str]) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) for each non-blank line of a JSONL file; a line that is not JSON is a
     ConfigError prefixed with `where(line number)`."""
-    for n, line in enumerate(read_text(p, "JSONL file").splitlines(), start=1):
+    for n, line in enumerate(jsonl_lines(read_text(p, "JSONL file")), start=1):
         if not line.strip():
             continue
         try:
-            yield n, json.loads(line)
+            yield n, json.loads(line, parse_constant=_not_json)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{where(n)}: not valid JSON: {e}") from None
+        except RecursionError:
+            raise ConfigError(f"{where(n)}: JSON nested too deep to read (past Python's recursion limit)") from None
+        except ValueError as e:  # NaN / Infinity, which Python's json would take
+            raise ConfigError(f"{where(n)}: {e}") from None
 
 
 def read_examples(path: str | Path, where: str, written: str | None = None) -> list[Example]:
@@ -285,6 +293,8 @@ def _self_check(task: Task, scorer: Scorer, label: str) -> None:
         for reply, how in replies:
             try:
                 scored = scorer.score_example(reply, ex)
+            except RegexTimeout as e:  # it would hang every run on such a reply: refused at load
+                raise ConfigError(f"{label}: scorer: on examples[{i}] {how}, {e}") from None
             except Exception:
                 continue
             checked = bounded(scorer, scored)

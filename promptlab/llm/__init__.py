@@ -14,8 +14,10 @@ Where each part of a call is, in the order a call meets them:
   thread of blocking calls (`call_loop`);
 - `spending_cap`: the USD cap of a sweep and its ledger; `failures`: how a failed request or an invalid reply
   reads; `structured`: schemas and JSON in replies; `settings`;
-- the models promptlab serves itself: `inprocess` (their litellm handler), `local` (the embedded llama.cpp
-  model), `fake` (the scripted model); `cache/`: the call cache."""
+- the models promptlab serves itself: `inprocess` (their calls, answered without litellm), `local` (the
+  embedded llama.cpp model and its instance pool), `engine` (the batching engine for local models, its worker
+  `engine_worker` and `engine_model`), `cpu` (what the CPU runs safely), `fake` (the scripted model);
+  `cache/`: the call cache."""
 
 from __future__ import annotations
 

@@ -34,9 +34,10 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError, MissingKeyError
+from ..sanitize import mask_userinfo
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$")
 """Alias names: letters, digits and `_.:@+-`, no '/' (a '/' would read as a provider prefix)."""
@@ -94,6 +95,13 @@ class ModelSpec(BaseModel):
                 "variable in api_key_env"
             )
         return data
+
+    @field_validator("api_base")
+    @classmethod
+    def _no_userinfo(cls, value: str | None) -> str | None:
+        if value is not None and "@" in value:
+            refuse_userinfo(value, "api_base")
+        return value
 
     def identity(self) -> dict[str, Any]:
         """What the replies depend on (target model, endpoint identity, params); not limits nor price."""
@@ -208,6 +216,45 @@ def base_host(url: str) -> str | None:
     return f"{host}:{port}" if port else host
 
 
+def refuse_userinfo(url: str, where: str) -> None:
+    """Refuse a server URL that carries a user name or password (`http://user:pass@host/v1`): promptlab never
+    sends nor stores credentials in a URL (an OpenAI-compatible server reads its key from the Authorization
+    header, which `api_key` fills).
+
+    Raises:
+        ConfigError: naming `where` and the URL, its user name and password masked.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        netloc = urlsplit(url if "//" in url else f"//{url}").netloc
+    except ValueError:
+        return
+    if "@" in netloc:
+        raise ConfigError(f"{where}: {USERINFO_REFUSED.format(url=mask_userinfo(url))}")
+
+
+USERINFO_REFUSED = (
+    "{url} carries a user name or password, which promptlab never sends nor stores; remove them from the URL "
+    "and give the server's key as api_key (or, for a model alias, name the variable holding it in api_key_env)"
+)
+"""Why a server URL with credentials in it is refused."""
+
+
+BASE_VARIABLES = ("OPENAI_API_BASE", "OPENAI_BASE_URL")
+"""Environment variables litellm and the direct transport read a server URL from."""
+
+
+def check_bases(base: Any = None) -> None:
+    """Refuse (ConfigError) a server URL with a user name or password in it: the call's `base`, or one in the
+    environment (`BASE_VARIABLES`); see `aliases.refuse_userinfo`."""
+    if base:
+        refuse_userinfo(str(base), "api_base")
+    for name in BASE_VARIABLES:
+        if "@" in os.environ.get(name, ""):
+            refuse_userinfo(os.environ[name], name)
+
+
 def endpoint_identity(model: str, api_base: str) -> str:
     """'<provider>@<host[:port]>' for a request to `model` at `api_base`: what enters the cache key and
     names the limits' endpoint (never a key, a path or a query). The provider is the model's prefix
@@ -281,6 +328,7 @@ def refuses_schema(error: BaseException) -> bool:
 
 
 __all__ = [
+    "BASE_VARIABLES",
     "NAME_PATTERN",
     "PLACEHOLDER_KEY",
     "SCHEMA_FORMS",
@@ -289,9 +337,11 @@ __all__ = [
     "Price",
     "api_key",
     "base_host",
+    "check_bases",
     "endpoint_identity",
     "get_alias",
     "missing_key_vars",
+    "refuse_userinfo",
     "refuses_schema",
     "register_model",
     "register_spec",

@@ -40,7 +40,7 @@ from .concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from .preflight import check_model
 from .request import Prompt, Request, build_request
 from .settings import Settings
-from .spending_cap import gate
+from .spending_cap import SpendingCap, gate
 from .steps import ProviderCall, Sleep, priced, protocol
 from .transport import Reply, TokenHandler, afetch, fetch
 
@@ -64,6 +64,14 @@ def _keep(store: CacheBackend | None, op: ProviderCall, reply: Reply) -> Reply:
     if store is not None and op.reply_key is not None:
         store.add(op.reply_key, reply)
     return reply
+
+
+def _charge(budget: SpendingCap, req: Request, request: dict[str, Any], reply: Reply) -> None:
+    """Charge a paid reply to the spending cap: its cost, or an estimate when the cost is unknown."""
+    paid = priced(req, reply)
+    budget.charge(
+        req.model, paid.cost_usd, paid.input_tokens, paid.output_tokens, request=request, reply_text=paid.text
+    )
 
 
 def _resolve_cache(cache: CacheArg) -> CacheBackend | None:
@@ -188,7 +196,7 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
                 error = e
                 continue
             if budget is not None:
-                budget.charge(req.model, priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens)
+                _charge(budget, req, op.kwargs, reply)
             value = _keep(store, op, reply)
     return _settle(store, req, done)
 
@@ -280,9 +288,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                     error = e
                     continue
                 if budget is not None:  # a locked file update: off the event loop
-                    await asyncio.to_thread(
-                        budget.charge, req.model, priced(req, reply).cost_usd, reply.input_tokens, reply.output_tokens
-                    )
+                    await asyncio.to_thread(_charge, budget, req, op.kwargs, reply)
                 keep = store is not None and op.reply_key is not None  # else there is nothing to write
                 value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
     if store is None:

@@ -39,6 +39,7 @@ NOT_UTF8 = "not UTF-8"
 NOT_JSON = "not JSON"
 NOT_CHAT = "not a chat completion (no choices)"
 NO_END = "the stream ended with no finish reason and no [DONE]"
+NO_CHOICE = "the stream carried no choice (only [DONE] or usage)"
 
 
 def too_big(cap: int) -> InvalidReply:
@@ -184,9 +185,12 @@ def invalid_reply_of(e: BaseException) -> InvalidReply | None:
     any other exception."""
     import openai
 
+    chain = _chain(e)
+    for x in chain:  # read by promptlab's rule before litellm saw it (`promptlab.llm.guarded_http`)
+        if isinstance(x, InvalidReply):
+            return x
     if not type(e).__module__.startswith("litellm"):
         return None
-    chain = _chain(e)
     if any(
         isinstance(x, (openai.APIStatusError, openai.APIConnectionError))
         and not type(x).__module__.startswith("litellm")

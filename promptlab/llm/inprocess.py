@@ -1,5 +1,17 @@
-"""promptlab's in-process models (`local/...`, `fake/...`) as a litellm custom provider: the handler that
-`promptlab.llm.model_names.litellm` registers, and the worker threads that run those models for async callers."""
+"""promptlab's in-process models (`local/...`, `fake/...`) called directly, without litellm.
+
+A request to an in-process model is answered here: the scripted model (`promptlab.llm.fake`) or the local
+model (the batching engine, `promptlab.llm.engine`, or the instance pool, `promptlab.llm.local`) makes a
+`Generated`, which `promptlab.llm.transport.own_reply` reads into the same `Reply` litellm's path made of it
+(text, token counts, finish reason, log-probabilities, cost 0.0, the reported model and the endpoint), so the
+`Completion`, its cache key and its record are unchanged; litellm's CustomLLM round trip (about 4 ms of CPU
+per call, and the text converted three times) is gone.
+
+Blocking calls run the model in the caller's thread; async calls run a scripted model or the instance pool
+in `MODEL_THREADS` worker threads (a scripted model may block), and wait for the engine without a thread.
+The call's `timeout` is the engine's deadline for that sequence; the scripted model and the instance pool
+are not cut short.
+"""
 
 from __future__ import annotations
 
@@ -7,68 +19,28 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import queue
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from types import ModuleType
+from collections.abc import Callable, Iterator
 from typing import Any
 
-
-def _reply(lm: ModuleType, model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
-    """Run a promptlab model and wrap its answer as a litellm ModelResponse (with its token
-    log-probabilities in the OpenAI chat shape when asked for, and what identifies the weights as `model`)."""
-    provider, _, name = model.partition("/")
-    if provider == "fake":
-        from .fake import reply as fake_reply
-
-        done = fake_reply(name, messages, params)
-    else:
-        from .local import generate
-
-        done = generate(name, messages, params)
-    choice: dict[str, Any] = {
-        "index": 0,
-        "finish_reason": done.finish_reason,
-        "message": {"role": "assistant", "content": done.text},
-    }
-    if done.logprobs is not None:
-        choice["logprobs"] = {"content": [t.model_dump() for t in done.logprobs]}
-    response = lm.ModelResponse(
-        model=done.model or model,
-        choices=[choice],
-        usage={"prompt_tokens": done.usage[0], "completion_tokens": done.usage[1], "total_tokens": sum(done.usage)},
-        created=int(time.time()),
-    )
-    return response
-
-
-def _stream(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A promptlab model's reply as litellm GenericStreamingChunk dicts."""
-    provider, _, name = model.partition("/")
-    from .fake import reply_stream
-    from .local import generate_stream
-
-    pieces = reply_stream if provider == "fake" else generate_stream
-    for piece in pieces(name, messages, params):
-        last = "usage" in piece
-        usage = None
-        if last:
-            i, o = piece["usage"]
-            usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
-        yield {
-            "text": piece["text"],
-            "tool_use": None,
-            "is_finished": last,
-            "finish_reason": piece.get("finish_reason", ""),
-            "usage": usage,
-            "index": 0,
-        }
-
+from . import engine, fake, local
+from .completion import Generated, logprobs_of
+from .failures import InvalidReply
 
 MODEL_THREADS = 64
-"""Worker threads that run in-process models (`local/`, `fake/`) for async callers. A request waiting for a
-llama.cpp instance waits in one of them, where the instance scheduler sees it (`promptlab.llm.local.instance`
-hands a freed instance to the waiting request that shares most of its prompt); asyncio's default executor has
-only a few threads (cores + 4), which hid the other waiting requests from it."""
+"""Worker threads that run scripted models and the instance pool for async callers (asyncio's default
+executor has only cores + 4 threads, which would hide waiting requests from the pool's scheduler)."""
+NOT_PARAMS = frozenset(
+    {"model", "messages", "timeout", "api_key", "api_base", "base_url", "num_retries", "max_retries", "stream"}
+)
+"""Request fields that say how a request is made, not what the model is asked: not passed to the model."""
+
+HUNG_GRACE_S = 30.0
+"""How long past a call's timeout a caller waits for the engine's worker before giving up on it (the worker
+itself ends a sequence at its deadline: this only catches a worker hung in native code)."""
+
+TokenHandler = Callable[[str], None]
 
 
 @functools.cache
@@ -77,57 +49,143 @@ def model_threads() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(MODEL_THREADS, thread_name_prefix="promptlab-model")
 
 
-def make_handler(lm: ModuleType) -> Any:
-    """The litellm CustomLLM that serves `fake/...` and `local/...`."""
-
-    def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
-        p = dict(kwargs.get("optional_params") or {})
-        return p
-
-    def model_of(kwargs: dict[str, Any], args: tuple[Any, ...]) -> str:
-        model = kwargs.get("model") or (args[0] if args else "")
-        provider = (kwargs.get("litellm_params") or {}).get("custom_llm_provider")
-        if provider and not str(model).startswith(f"{provider}/"):
-            model = f"{provider}/{model}"
-        elif "/" not in str(model):
-            model = f"fake/{model}"
-        return str(model)
-
-    class PromptlabProvider(lm.CustomLLM):  # type: ignore[name-defined,misc]
-        def completion(self, *args: Any, **kwargs: Any) -> Any:
-            return _reply(lm, model_of(kwargs, args), kwargs["messages"], params_of(kwargs))
-
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            call: Callable[[], Any] = lambda: self.completion(*args, **kwargs)  # noqa: E731
-            return await asyncio.get_running_loop().run_in_executor(
-                model_threads(), contextvars.copy_context().run, call
-            )
-
-        def streaming(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-            yield from _stream(model_of(kwargs, args), kwargs["messages"], params_of(kwargs))
-
-        async def astreaming(self, *args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
-            # the model runs in a worker thread; pieces come back through a queue as they are made
-            queue: asyncio.Queue[Any] = asyncio.Queue()
-            loop = asyncio.get_running_loop()
-            done = object()
-
-            def produce() -> None:
-                try:
-                    for piece in self.streaming(*args, **kwargs):
-                        loop.call_soon_threadsafe(queue.put_nowait, piece)
-                except BaseException as e:  # handed to the consumer, raised there
-                    loop.call_soon_threadsafe(queue.put_nowait, e)
-                loop.call_soon_threadsafe(queue.put_nowait, done)
-
-            worker = loop.run_in_executor(model_threads(), produce)
-            while (item := await queue.get()) is not done:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-            await worker
-
-    return PromptlabProvider()
+def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The generation parameters of a request (None values left out, as litellm left them out)."""
+    return {k: v for k, v in kwargs.items() if k not in NOT_PARAMS and v is not None}
 
 
-__all__ = ["MODEL_THREADS", "make_handler", "model_threads"]
+def _engine_request(name: str, kwargs: dict[str, Any], stream: bool) -> tuple[engine.Engine, dict[str, Any]]:
+    params = local.engine_params(params_of(kwargs))
+    if kwargs.get("timeout") is not None:
+        params["deadline"] = time.time() + float(kwargs["timeout"])
+    params["stream"] = stream
+    path = local.resolve_model_path(name)
+    return engine.engine_for(path, local.N_CTX), params
+
+
+def _outcome(target: str, event: tuple[Any, ...], model_file: str) -> Generated:
+    """The Generated of an engine's last event, or the exception it stands for."""
+    kind = event[0]
+    if kind == "done":
+        body = event[2]
+        return Generated(
+            text=body["text"],
+            usage=tuple(body["usage"]),  # type: ignore[arg-type]
+            finish_reason=body["finish_reason"],
+            logprobs=logprobs_of({"content": body["logprobs"]}) if body["logprobs"] is not None else None,
+            model=model_file,
+        )
+    if kind == "crash":
+        raise engine.LocalModelCrashed(event[2])
+    what, message = event[2], event[3]
+    if what == "timeout":
+        raise TimeoutError(f"{target}: {message}")
+    if what == "bad_request":
+        raise ValueError(f"{target}: {message}")
+    raise InvalidReply(f"{target}: {message}")
+
+
+def _engine_generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
+    call = engine.Pending()
+    rid = eng.submit(kwargs["messages"], params, call)
+    # the worker ends a sequence at its deadline; a worker hung in native code is given up on a little later
+    limit = float(kwargs["timeout"]) + HUNG_GRACE_S if kwargs.get("timeout") is not None else None
+    try:
+        while (event := call.events.get(timeout=limit))[0] == "piece":
+            if on_token is not None:
+                on_token(event[2])
+    except queue.Empty:
+        eng.cancel(rid)
+        raise TimeoutError(f"{target}: the local model's worker did not answer within {limit:g}s") from None
+    except BaseException:
+        eng.cancel(rid)
+        raise
+    return _outcome(target, event, eng.path.name)
+
+
+async def _engine_agenerate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
+    loop = asyncio.get_running_loop()
+    ready = asyncio.Event()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(ready.set)
+
+    call = engine.Pending(notify=wake)
+    rid = eng.submit(kwargs["messages"], params, call)
+    limit = float(kwargs["timeout"]) + HUNG_GRACE_S if kwargs.get("timeout") is not None else None
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(ready.wait(), limit)
+            except TimeoutError:
+                raise TimeoutError(f"{target}: the local model's worker did not answer within {limit:g}s") from None
+            ready.clear()
+            while not call.events.empty():
+                event = call.events.get_nowait()
+                if event[0] != "piece":
+                    return _outcome(target, event, eng.path.name)
+                if on_token is not None:
+                    on_token(event[2])
+    except BaseException:
+        eng.cancel(rid)
+        raise
+
+
+def _here(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    """A scripted model's or the instance pool's reply, made in this thread (pieces to `on_token`)."""
+    provider, _, name = target.partition("/")
+    params, messages = params_of(kwargs), kwargs["messages"]
+    if on_token is None or params.get("logprobs"):
+        return fake.reply(name, messages, params) if provider == "fake" else local.generate(name, messages, params)
+    pieces: Iterator[dict[str, Any]] = (
+        fake.reply_stream(name, messages, params)
+        if provider == "fake"
+        else local.generate_stream(name, messages, params)
+    )
+    text: list[str] = []
+    for piece in pieces:
+        if piece["text"]:
+            text.append(piece["text"])
+            on_token(piece["text"])
+        if "usage" in piece:
+            model = local.resolve_model_path(name).name if provider == "local" else None  # a stream reports no id
+            return Generated("".join(text), piece["usage"], piece.get("finish_reason") or "stop", None, model)
+    raise InvalidReply("the in-process model's stream ended without its last piece")
+
+
+def _batched(target: str) -> bool:
+    return target.startswith("local/") and engine.mode() == "batch"
+
+
+def generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None) -> tuple[Generated, bool]:
+    """Answer one request to an in-process model in this thread, and say whether its text went to `on_token`
+    in pieces as it was made (when a handler is given and no log-probabilities are asked for)."""
+    handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
+    made = _engine_generate(target, kwargs, handler) if _batched(target) else _here(target, kwargs, handler)
+    return made, handler is not None
+
+
+async def agenerate(
+    target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None
+) -> tuple[Generated, bool]:
+    """`generate` for async callers: the engine is awaited; the others run in `model_threads()`."""
+    handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
+    if _batched(target):
+        made = await _engine_agenerate(target, kwargs, handler)
+    else:
+        loop = asyncio.get_running_loop()
+        put: TokenHandler | None = None
+        if handler is not None:
+            shown = handler
+
+            def put(text: str) -> None:
+                loop.call_soon_threadsafe(shown, text)
+
+        run = functools.partial(_here, target, kwargs, put)
+        made = await loop.run_in_executor(model_threads(), contextvars.copy_context().run, run)
+    return made, handler is not None
+
+
+__all__ = ["MODEL_THREADS", "agenerate", "generate", "model_threads", "params_of"]

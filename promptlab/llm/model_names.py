@@ -1,5 +1,5 @@
-"""What a model name says: litellm imported lazily and offline (with promptlab's in-process models registered
-as its custom providers, `promptlab.llm.inprocess`), which models are in-process (`is_own`, `is_local`), what
+"""What a model name says: litellm imported lazily and offline (promptlab's in-process models never pass through
+it: `promptlab.llm.inprocess` answers them), which models are in-process (`is_own`, `is_local`), what
 they support (`native_schema`, `supports_logprobs`) and how a reply names its model and endpoint.
 
 The checks made before a call (a name that can be served, its key) are in `promptlab.llm.preflight`.
@@ -13,7 +13,6 @@ from types import ModuleType
 from typing import Any
 
 from .aliases import base_host, get_alias
-from .inprocess import make_handler
 
 OWN_PROVIDERS = ("fake", "local")
 _lm: ModuleType | None = None
@@ -21,7 +20,7 @@ _lm_lock = threading.Lock()
 
 
 def litellm() -> ModuleType:
-    """The litellm module, imported on first use with the offline price map and our providers."""
+    """The litellm module, imported on first use with the offline price map."""
     global _lm
     if _lm is not None:
         return _lm
@@ -32,14 +31,6 @@ def litellm() -> ModuleType:
             import litellm as lm
 
             lm.suppress_debug_info = True
-            handler = make_handler(lm)
-            existing = [p for p in (lm.custom_provider_map or []) if p.get("provider") not in OWN_PROVIDERS]
-            lm.custom_provider_map = existing + [
-                {"provider": name, "custom_handler": handler} for name in OWN_PROVIDERS
-            ]
-            from litellm.utils import custom_llm_setup
-
-            custom_llm_setup()
             _lm = lm
     return _lm
 

@@ -11,8 +11,9 @@ Everything observable stays as with litellm: the reply is read into a litellm `M
 usage, cost (litellm's price map; None for an unknown price), the reported model, the endpoint identity and
 log-probabilities come out of the same code; an HTTP error or a connection failure becomes the exception
 litellm would raise (`promptlab.llm.failures`), so retries, the deadline and `ProviderError` read the same.
-A reply is accepted only when it is one: a plain reply must be UTF-8 JSON with `choices`; a stream must come
-as `text/event-stream` and end with a finish reason or `[DONE]`; neither may pass `Settings.max_reply_bytes`
+A reply is accepted only when it is one, by the rule litellm's requests share (`promptlab.llm.wire`): a plain
+reply must be a chat completion; a stream must come as `text/event-stream`, carry a choice and end with a
+finish reason or `[DONE]`; neither may pass `Settings.max_reply_bytes`
 (reading stops there). Anything else raises `InvalidReply`. Usage the server does not send stays unknown. The
 API key comes from the call or `OPENAI_API_KEY` and is only sent.
 
@@ -42,8 +43,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from .failures import NO_END, NOT_CHAT, NOT_JSON, NOT_UTF8, InvalidReply, status_error, too_big, transport_error
+from .failures import NO_CHOICE, NO_END, NOT_UTF8, InvalidReply, status_error, too_big, transport_error
 from .model_names import litellm
+from .wire import chunk_of, completion_of
 
 if TYPE_CHECKING:
     import aiohttp
@@ -232,27 +234,6 @@ async def _post(r: Route, kwargs: dict[str, Any], stream: bool, max_bytes: int) 
         raise transport_error(kwargs["model"], e, r.url)  # noqa: B904 (it carries its own chain)
 
 
-def completion_of(content: bytes) -> dict[str, Any]:
-    """The chat completion in a reply's body (OpenAI's JSON), or InvalidReply naming what it is not."""
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidReply(NOT_UTF8) from None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise InvalidReply(NOT_JSON) from None
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if (
-        not isinstance(choices, list)
-        or not choices
-        or not isinstance(choices[0], dict)
-        or not isinstance(choices[0].get("message"), dict)
-    ):
-        raise InvalidReply(NOT_CHAT)
-    return data
-
-
 def _response(r: Route, model: str, data: dict[str, Any]) -> Any:
     """The litellm ModelResponse of a chat completion, reporting the endpoint as litellm would."""
     response = litellm().ModelResponse(**data)
@@ -264,7 +245,7 @@ async def apost(r: Route, kwargs: dict[str, Any], max_bytes: int) -> Any:
     """Make one plain request; returns a litellm ModelResponse."""
     async with _post(r, kwargs, False, max_bytes) as http:
         content = await _read(http, max_bytes)
-    return _response(r, kwargs["model"], completion_of(content))
+    return _response(r, kwargs["model"], completion_of(content))  # what a reply is: promptlab.llm.wire
 
 
 async def astream(r: Route, kwargs: dict[str, Any], on_token: Callable[[str], None], max_bytes: int) -> Any:
@@ -309,6 +290,8 @@ class Events:
         self.finish: str | None = None
         self.done = False
         self.usage: dict[str, Any] | None = None
+        self.chosen = False
+        """Whether any event carried a choice (a stream of only `[DONE]` is no reply)."""
 
     def line(self, raw: bytes) -> bool:
         """Take one line; True once the stream said [DONE]."""
@@ -327,14 +310,8 @@ class Events:
         if data == "[DONE]":
             self.done = True
             return
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            raise InvalidReply(f"a stream event is {NOT_JSON}") from None
-        if not isinstance(chunk, dict) or not isinstance(chunk.get("choices", []), list):
-            raise InvalidReply(f"a stream event is {NOT_CHAT}")
-        if "error" in chunk and not chunk.get("choices"):
-            raise InvalidReply(f"the stream carried an error: {str(chunk['error'])[:300]}")
+        chunk = chunk_of(data)  # what a reply is: promptlab.llm.wire
+        self.chosen = self.chosen or bool(chunk.get("choices"))
         self.model = chunk.get("model") or self.model
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
@@ -350,6 +327,8 @@ class Events:
     def completion(self) -> dict[str, Any]:
         """The whole reply as a chat completion; InvalidReply when the stream did not end (an event cut off
         before its blank line is dropped, as the event-stream standard says)."""
+        if not self.chosen:
+            raise InvalidReply(NO_CHOICE)
         if self.finish is None and not self.done:
             raise InvalidReply(NO_END)
         data: dict[str, Any] = {
@@ -370,4 +349,4 @@ class Events:
         return data
 
 
-__all__ = ["EVENT_STREAM", "PLAIN_PARAMS", "Events", "Route", "apost", "astream", "completion_of", "route"]
+__all__ = ["EVENT_STREAM", "PLAIN_PARAMS", "Events", "Route", "apost", "astream", "route"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..critics.simulated import is_simulated, parse_sim
 from ..errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
-from .aliases import get_alias, missing_key_vars, registered_models
+from .aliases import check_bases, get_alias, missing_key_vars, registered_models
 from .model_names import is_own, litellm
 from .resolved import ResolvedModel
 
@@ -113,7 +113,15 @@ def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None)
         except PromptlabError as e:  # e.g. the embedded model's packages are missing
             problems.append(f"- {model!r}: {e}")
             continue
-        if is_own(model) or is_simulated(model) or "api_key" in given or "mock_response" in given:
+        if is_own(model) or is_simulated(model):
+            continue
+        alias = get_alias(model)
+        try:  # no user name or password in a server URL (aliases.refuse_userinfo)
+            check_bases(alias.api_base if alias is not None else given.get("api_base"))
+        except ConfigError as e:
+            problems.append(f"- {model!r}: {e}")
+            continue
+        if "api_key" in given or "mock_response" in given:
             continue
         missing = key_env_vars(model)
         if missing:

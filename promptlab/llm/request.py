@@ -13,6 +13,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel
 
+from .aliases import check_bases
 from .cache.keys import call_key
 from .concurrency.limits import shared_concurrency
 from .inprocess import MODEL_THREADS
@@ -100,6 +101,8 @@ def build_request(
         raise ValueError(f"sample must be a whole number >= 0, got {sample!r}")
     messages = chat_messages(prompt, system)
     resolved = resolve_model(model, params)
+    if not resolved.own:
+        check_bases(resolved.api_base)  # no user name or password in a server URL (aliases.refuse_userinfo)
     gen = {"temperature": temperature, "max_tokens": max_tokens, **resolved.params}
     key = call_key(resolved.target, messages, gen, schema, sample, resolved.endpoint_id)
     return Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, key, resolved)

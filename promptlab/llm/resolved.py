@@ -84,7 +84,7 @@ class ResolvedModel:
         """Where the requests go, as errors name it: the api_base's host, 'in-process', or the provider's
         default endpoint ('<provider> default endpoint')."""
         if self.api_base:
-            return urlsplit(self.api_base).netloc or self.api_base
+            return urlsplit(self.api_base).netloc.rpartition("@")[2] or self.api_base
         if self.own:
             return "in-process"
         try:

@@ -19,6 +19,10 @@ cap) at the model's input price, plus `max_tokens` at its output price (nothing 
 `max_tokens` is set). Requests already in flight when the cap is reached are not stopped: the cap can be
 overshot by what those requests cost, plus the part of a reply's output that the estimate did not cover.
 
+A paid reply whose cost is unknown (no usage, usage that is not usage: `wire.tokens_of`) is never charged as
+0: `charge` estimates it from the request's and the reply's tokens at the model's price (`estimate`), and the
+ledger counts those apart. A ledger whose totals are negative is refused, never read as a cap switched off.
+
 A model whose price is unknown cannot be tracked: `check_prices` refuses it before any call (give the model
 a price, or drop the cap). In-process models (`local/...`, `fake/...`) cost nothing and are never refused.
 The sweep activates a budget in-process with `SpendingCap.scope`; a papermill kernel or another worker process
@@ -36,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -58,12 +62,16 @@ class Ledger(BaseModel):
 
     version: int = 1
     """Format version."""
-    spent_usd: float = 0.0
+    spent_usd: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
     """USD paid by requests that reached a provider (cache hits and replays add nothing)."""
-    requests: int = 0
+    requests: int = Field(default=0, ge=0)
     """Paid requests counted."""
-    by_model: dict[str, float] = Field(default_factory=dict)
+    by_model: dict[str, Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
     """USD paid per model name."""
+    estimated_usd: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    """The part of `spent_usd` that was estimated: replies whose cost was unknown (`SpendingCap.charge`)."""
+    estimated_requests: int = Field(default=0, ge=0)
+    """Paid requests whose cost was estimated."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +238,8 @@ class SpendingCap:
             return known[1]
         try:
             total = float(json.loads(self.path.read_text(encoding="utf-8"))["spent_usd"])
+            if not math.isfinite(total) or total < 0:  # a ledger that would switch the cap off: refused
+                raise ValueError(total)
         except FileNotFoundError:  # replaced between the stat and the read: read the new one
             return self.spent()
         except (ValueError, KeyError, TypeError):
@@ -238,12 +248,24 @@ class SpendingCap:
         return total
 
     def charge(
-        self, model: str, cost_usd: float | None, input_tokens: int | None = None, output_tokens: int | None = None
+        self,
+        model: str,
+        cost_usd: float | None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        *,
+        request: Mapping[str, Any] | None = None,
+        reply_text: str = "",
     ) -> None:
-        """Add one paid request to the ledger (under the lock). An unknown cost is priced from its tokens."""
-        if cost_usd is None:
-            price = price_of(model) or FREE
-            cost_usd = (input_tokens or 0) * price.input + (output_tokens or 0) * price.output
+        """Add one paid request to the ledger (under the lock).
+
+        A cost that is unknown (no usage, usage that is not usage, an unknown price), negative or not finite is
+        never counted as 0: it is estimated (`estimate`) from the request's input tokens and the reply's text,
+        counted by litellm's tokenizer, at the model's price, and the ledger counts it as estimated."""
+        estimated = cost_usd is None or not math.isfinite(cost_usd) or cost_usd < 0
+        if estimated:
+            cost_usd, input_tokens, output_tokens = estimate(model, request or {}, reply_text)
+        assert cost_usd is not None
         if cost_usd <= 0 and price_of(model) == FREE:  # an in-process model (or an alias of one)
             return
         import fcntl
@@ -258,6 +280,9 @@ class SpendingCap:
                 led.spent_usd = round(led.spent_usd + cost_usd, 10)
                 led.requests += 1
                 led.by_model[model] = round(led.by_model.get(model, 0.0) + cost_usd, 10)
+                if estimated:
+                    led.estimated_usd = round(led.estimated_usd + cost_usd, 10)
+                    led.estimated_requests += 1
                 tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
                 tmp.write_text(led.model_dump_json(indent=1), encoding="utf-8")
                 os.replace(tmp, self.path)
@@ -322,6 +347,20 @@ def _input_tokens(model: str, request: Mapping[str, Any]) -> int:
         return _input_bound(request)
 
 
+def estimate(model: str, request: Mapping[str, Any], reply_text: str) -> tuple[float, int, int]:
+    """The cost of a paid request whose cost is unknown: (USD, input tokens, output tokens), the tokens of the
+    request and of the reply's text counted by litellm's tokenizer, at the model's price (0 when it has none:
+    `check` refuses such a model under a cap before any call)."""
+    price = price_of(model) or FREE
+    name = str(request.get("model") or model)
+    tokens_in = _input_tokens(name, request)
+    try:
+        tokens_out = int(litellm().token_counter(model=name, text=reply_text)) if reply_text else 0
+    except Exception:
+        tokens_out = len(reply_text.encode("utf-8"))  # a token is at least one byte: an upper bound
+    return tokens_in * price.input + tokens_out * price.output, tokens_in, tokens_out
+
+
 def gate(model: str, request: Mapping[str, Any]) -> SpendingCap | None:
     """Check a provider request against the active budget (None when no budget is active: no cost)."""
     budget = _ACTIVE.get()
@@ -347,6 +386,7 @@ __all__ = [
     "active",
     "charges",
     "check_prices",
+    "estimate",
     "gate",
     "price_of",
 ]

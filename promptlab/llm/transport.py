@@ -10,30 +10,34 @@ call has an `on_token` handler (and asks for no log-probabilities, which come wi
 
 Whichever way, the same rules hold:
 - the request's `timeout` bounds the whole request, however slowly the reply trickles in (the request is
-  cancelled: `asyncio.timeout`); in-process models (`local/...`, `fake/...`) are not cut short;
+  cancelled: `asyncio.timeout`); in-process models (`local/...`, `fake/...`) are answered by
+  `promptlab.llm.inprocess` without litellm, where the timeout is the batching engine's deadline for a sequence;
 - a reply is valid only when it is one (`promptlab.llm.failures.InvalidReply` otherwise): a stream must come
   as an event stream and end with a finish reason (or `[DONE]`), and no reply may pass
   `Settings.max_reply_bytes`; usage a stream did not carry is unknown (None), never counted by litellm;
 - failures raise the same exceptions (`promptlab.llm.failures`).
 
 Blocking calls make network requests on the call loop thread (`promptlab.llm.concurrency.call_loop`), so both paths
-share this code; in-process models and litellm's `mock_response` run in the caller's thread.
+share this code; in-process models and litellm's `mock_response` are answered in the caller's thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
-from . import openai_http
-from .completion import TokenLogprob, logprobs_of
+from . import inprocess, openai_http
+from .completion import Generated, TokenLogprob, logprobs_of
 from .concurrency.call_loop import CALLS
-from .failures import NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
+from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
+from .guarded_http import REPLY_CAP, install
 from .model_names import endpoint, litellm, reported_model
 from .request import Request
+from .wire import tokens_of
 
 
 class Reply(BaseModel):
@@ -90,22 +94,39 @@ def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
 
 def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True) -> Reply:
     """The Reply in a litellm ModelResponse for a call to `model` (`own`: an in-process model). Usage the
-    provider did not send is unknown (None), and so is the cost: with `usage` False (a stream that carried
-    none), or zero tokens both ways (what litellm fills in for a plain reply without usage)."""
+    provider did not send, or sent as something that is not usage (`wire.tokens_of`), is unknown (None), and so
+    is the cost; with `usage` False (a stream that carried none) it is unknown too."""
     reported: Any = getattr(response, "usage", None) if usage else None
-    known = reported is not None and getattr(reported, "prompt_tokens", None) is not None
-    if known and not own and not reported.prompt_tokens and not reported.completion_tokens:
-        known = False  # litellm's zeros for a reply without usage: a chat request has at least one prompt token
+    counts = tokens_of(reported)
+    if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
+        counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
     choice = response.choices[0]
+    cost = cost_of(model, response, own=own) if counts is not None or own else None
     return Reply(
         text=choice.message.content or "",
-        input_tokens=int(reported.prompt_tokens or 0) if known else None,
-        output_tokens=int(reported.completion_tokens or 0) if known else None,
-        cost_usd=cost_of(model, response, own=own) if known or own else None,
+        input_tokens=counts[0] if counts is not None else None,
+        output_tokens=counts[1] if counts is not None else None,
+        cost_usd=cost if cost is None or (math.isfinite(cost) and cost >= 0) else None,
         finish_reason=getattr(choice, "finish_reason", None),
         logprobs=logprobs_of(getattr(choice, "logprobs", None)),
         response_model=reported_model(model, response),
         endpoint=endpoint(model, response),
+    )
+
+
+def own_reply(target: str, done: Generated) -> Reply:
+    """The Reply of what an in-process model made for `target` (`fake/<id>` or `local/<name>`): what litellm's
+    custom-provider round trip made of it before, without that round trip."""
+    provider, _, name = target.partition("/")
+    return Reply(
+        text=done.text,
+        input_tokens=done.usage[0],
+        output_tokens=done.usage[1],
+        cost_usd=0.0,
+        finish_reason=done.finish_reason,
+        logprobs=done.logprobs,
+        response_model=done.model or target,
+        endpoint=f"local:{done.model}" if provider == "local" else f"fake:{name}",
     )
 
 
@@ -119,7 +140,10 @@ def _streams(kwargs: dict[str, Any], on_token: TokenHandler | None) -> bool:
 
 def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (blocking) and read its reply."""
-    if req.resolved.own or "mock_response" in kwargs:
+    if req.resolved.own:
+        made, streamed = inprocess.generate(req.resolved.target, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
+    if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
@@ -127,7 +151,8 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
 async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (async) and read its reply; the request's timeout bounds all of it."""
     if req.resolved.own:
-        return await _afetch(req, kwargs, on_token)
+        made, streamed = await inprocess.agenerate(req.resolved.target, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
@@ -146,6 +171,8 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
             response = await openai_http.apost(way, kwargs, cap)
         return _checked(req, reply_of(req.resolved.target, response, own=req.resolved.own), on_token, streams)
     lm = litellm()
+    install(lm)  # litellm's OpenAI-compatible replies read by the same rule (`promptlab.llm.guarded_http`)
+    token, chunks = REPLY_CAP.set(cap), []
     try:
         if not streams:
             return _checked(
@@ -156,17 +183,22 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
             )
         assert on_token is not None
         stream = await lm.acompletion(**kwargs, stream=True, stream_options={"include_usage": True})
-        chunks = [chunk async for chunk in _pieces_of(stream, on_token)]
+        async for chunk in _pieces_of(stream, on_token):
+            chunks.append(chunk)
     except Exception as e:
         invalid = invalid_reply_of(e)  # a broken body that litellm read as an HTTP 500 of its own
         if invalid is None:
             raise
+        if invalid.detail == NO_END and not _chosen(chunks):
+            invalid = InvalidReply(NO_CHOICE)  # as the direct path says it
         raise invalid from e
+    finally:
+        REPLY_CAP.reset(token)
     return _checked(req, _streamed(req, kwargs, stream, chunks), on_token, True)
 
 
 def _fetch_here(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
-    """A request made through litellm in this thread (in-process models, mock responses)."""
+    """A request made through litellm in this thread (litellm's mock responses)."""
     lm = litellm()
     if not _streams(kwargs, on_token):
         return _checked(
@@ -195,6 +227,12 @@ def _send_piece(chunk: Any, on_token: TokenHandler) -> None:
             on_token(text)
 
 
+def _chosen(chunks: list[Any]) -> bool:
+    """Whether any chunk of a stream carried a choice the provider sent (text or a role: litellm adds an empty
+    one of its own when it met none)."""
+    return any(c.choices and (c.choices[0].delta.content or c.choices[0].delta.role) for c in chunks)
+
+
 def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[Any]) -> Reply:
     """The Reply of a stream litellm read, checked: litellm makes up a finish reason and counts tokens
     itself when the provider sent neither, so both are read from what the provider did send."""
@@ -212,7 +250,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
         getattr(stream, "received_finish_reason", None) is None
         and getattr(stream, "intermittent_finish_reason", None) is None
     ):
-        raise InvalidReply(NO_END)
+        raise InvalidReply(NO_END if _chosen(chunks) else NO_CHOICE)  # only [DONE]: no reply, as direct says
     sent_usage = any(getattr(c, "usage", None) is not None for c in getattr(stream, "chunks", ()))
     built = litellm().stream_chunk_builder(chunks, messages=kwargs["messages"])
     return reply_of(req.resolved.target, built, own=req.resolved.own, usage=sent_usage or req.resolved.own)

@@ -1,7 +1,7 @@
-"""The refinement loops: each a plain async function with a sync twin, registered by name.
+"""The refinement loops: each a plain async function with a sync twin, registered by name (`define_loop`).
 
-`runtime/` is what every loop runs on (config base, registry, run context, grounded scoring, budgets, the
-search loops' toolkit, tool steps); each loop is a subpackage: the design documents' `p3ro`, `creator_critic`,
+`runtime/` is what every loop runs on (defining and registering a loop, the config base, the run context,
+grounded scoring, budgets, the search loops' toolkit, tool steps); each loop is a subpackage: the design documents' `p3ro`, `creator_critic`,
 `pes`, `pcee`, and the field's baselines `opro`, `ape`, `protegi` and the no-feedback control `resample`. `get_loop`, `arun_loop` and `run_loop` (in
 `registry`) load every built-in loop on first use, so importing one loop does not import the others.
 """
@@ -10,17 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .runtime.base import (
-    LOOPS,
-    LoopConfig,
-    LoopSpec,
-    as_config,
-    as_task,
-    provenance_scope,
-    register_loop,
-    rescore_sample,
-)
+from .runtime.config import LoopConfig, as_config, as_task
 from .runtime.context import RunContext
+from .runtime.decision import Decision
+from .runtime.define import LOOPS, LoopSpec, define_loop, register_loop, rescore_sample
+from .runtime.provenance import provenance_scope
 
 if TYPE_CHECKING:
     from .registry import arun_loop, get_loop, run_loop
@@ -41,12 +35,14 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "LOOPS",
+    "Decision",
     "LoopConfig",
     "LoopSpec",
     "RunContext",
     "arun_loop",
     "as_config",
     "as_task",
+    "define_loop",
     "get_loop",
     "provenance_scope",
     "register_loop",

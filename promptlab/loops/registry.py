@@ -19,7 +19,8 @@ from .pcee import loop as pcee_loop
 from .pes import agent as pes_agent
 from .protegi import loop as protegi_loop
 from .resample import loop as resample_loop
-from .runtime.base import LOOPS, LoopSpec, as_config
+from .runtime.config import as_config
+from .runtime.define import LOOPS, LoopSpec
 
 BUILTIN = (ape_loop, creator_critic_loop, opro_loop, p3ro_loop, pcee_loop, pes_agent, protegi_loop, resample_loop)
 """The built-in loops' modules: importing them registers each loop."""

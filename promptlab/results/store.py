@@ -30,9 +30,8 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import os
-import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +39,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
+from ..reading import jsonl_lines
 from ..record import Run
+from .atomic import atomic_write
 from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
 from .frames import (
     arrow_table,
@@ -184,13 +185,13 @@ def write_cell(
     cell_dir.mkdir(parents=True, exist_ok=True)
     # a re-run must not leave the old status pointing at half-replaced files
     (cell_dir / "status.json").unlink(missing_ok=True)
-    _atomic_write(cell_dir / "runs.jsonl", "".join(r.model_dump_json() + "\n" for r in runs).encode())
+    atomic_write(cell_dir / "runs.jsonl", "".join(r.model_dump_json() + "\n" for r in runs).encode())
     for name, columns, spec in (
         ("trajectories.parquet", traj, TRAJECTORY_COLUMNS),
         ("runs.parquet", run_rows, RUN_COLUMNS),
     ):
         table = arrow_table(columns, spec, params)
-        _atomic_write(cell_dir / name, functools.partial(pq.write_table, table))
+        atomic_write(cell_dir / name, functools.partial(pq.write_table, table))
     tokens, cost = spent if spent is not None else _runs_spent(runs)
     status = CellStatus(
         cell_id=cell_id,
@@ -203,7 +204,7 @@ def write_cell(
         spent_tokens=tokens,
         spent_cost_usd=cost,
     )
-    _atomic_write(cell_dir / "status.json", status.model_dump_json(indent=1).encode())
+    atomic_write(cell_dir / "status.json", status.model_dump_json(indent=1).encode())
     return cell_dir
 
 
@@ -247,28 +248,7 @@ def cell_status(results_dir: str | os.PathLike[str], cell_id: str) -> dict[str, 
 def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
     """The lossless Run records of a cell (its runs.jsonl)."""
     path = _cell_dir(results_dir, cell_id) / "runs.jsonl"
-    return [Run.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _atomic_write(path: Path, data: bytes | Callable[[str], object]) -> None:
-    """Write bytes (or call `data(tmp_path)`) to a temp file beside `path`, fsync it, then os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        if isinstance(data, bytes):
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        else:
-            os.close(fd)
-            data(tmp)
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return [Run.model_validate_json(line) for line in jsonl_lines(path.read_text()) if line.strip()]
 
 
 def _cell_dir(results_dir: str | os.PathLike[str], cell_id: str) -> Path:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..critics.simulated import is_simulated
-from ..llm.local import instances
+from ..llm.engine import capacity
 from ..llm.model_names import is_local
 from ..llm.request import concurrency_limit
 from ..llm.settings import DEFAULT_SETTINGS, Settings
@@ -64,12 +64,13 @@ def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> i
     """How many of a cell's runs go at once when the sweep does not say (`cell_concurrency=None`): as many as
     the most limited of its models takes calls at once (`promptlab.llm.request.concurrency_limit`: a
     `--max-concurrency` override, else an alias's max_concurrency, else `Settings.max_concurrency`, 4; this
-    process's share of it), and no more runs than a local model has llama.cpp instances (PROMPTLAB_LOCAL_INSTANCES):
-    further runs would only wait for a call slot. With no model, the settings' max_concurrency."""
+    process's share of it), and no more runs than a local model decodes calls at once (`promptlab.llm.engine.capacity`:
+    the batching engine's sequence slots, or the instance pool's instances): further runs would only wait for a
+    call slot. With no model, the settings' max_concurrency."""
     limits = []
     for model in models:
         limit = concurrency_limit(model, settings)
-        limits.append(min(limit, instances()) if is_local(model) else limit)
+        limits.append(min(limit, capacity()) if is_local(model) else limit)
     return min(limits, default=(settings or DEFAULT_SETTINGS).max_concurrency)
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import SpendingCapExceeded, SweepCellError
+from ..errors import ConfigError, SpendingCapExceeded, SweepCellError
 from ..events import EventHandler
 from ..llm.spending_cap import LEDGER_NAME, SpendingCap, charges
 from ..llm.tally import Tally
@@ -46,7 +47,7 @@ async def arun_cell(
     once, `runs_in_flight`); returns the finished runs (in task, sample order) and the first exception raised, if
     any. `provenance` (e.g. {"experiment_hash": ...}) is added to every run's `Run.provenance`."""
     from ..loops.registry import get_loop
-    from ..loops.runtime.base import provenance_scope
+    from ..loops.runtime.provenance import provenance_scope
 
     spec = get_loop(cell.loop)
     config = spec.config_cls.model_validate(cell.config)
@@ -190,6 +191,28 @@ def cell_budget(
     return SpendingCap(Path(results_dir) / LEDGER_NAME, max_cost)
 
 
+def _checked_parameters(results_dir: Any, params_json: Any, concurrency: Any) -> dict[str, Any] | None:
+    """The cell's params from `params_json` (None when empty), once the notebook parameters are checked.
+
+    Raises:
+        ConfigError: naming the parameter (an empty results_dir, params_json that is not a JSON object,
+            concurrency that is not a whole number >= 1).
+    """
+    if not isinstance(results_dir, (str, os.PathLike)) or not str(results_dir).strip():
+        raise ConfigError(f"results_dir: {results_dir!r} is not a results directory (an empty path is refused)")
+    if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
+        raise ConfigError(f"concurrency: {concurrency!r} is not a whole number >= 1")
+    if not params_json:
+        return None
+    try:
+        params = json.loads(params_json)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ConfigError(f"params_json: {str(params_json)[:80]!r} is not JSON ({e})") from None
+    if not isinstance(params, dict):
+        raise ConfigError(f"params_json: {str(params_json)[:80]!r} is not a JSON object of the cell's params")
+    return params
+
+
 def run_cell_by_id(
     results_dir: str,
     cell_id: str = "",
@@ -213,10 +236,11 @@ def run_cell_by_id(
     from ..llm.settings import settings_from_env, settings_from_json
 
     settings = settings_from_json(settings_json, "settings_json") if settings_json else settings_from_env()
+    params = _checked_parameters(results_dir, params_json, concurrency)
     out = Path(results_dir).resolve()
     exp = load_experiment(experiment_path or out / "experiment.yaml")
     tasks = exp.load_tasks()
-    cell = exp.find_cell(cell_id, json.loads(params_json) if params_json else None)
+    cell = exp.find_cell(cell_id, params)
     budget = cell_budget(out, max_cost, default=exp.max_cost)
     preflight_cells([cell], tasks, priced=budget is not None)
     if not (out / "experiment.yaml").is_file():

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,12 @@ from .models import replace_models
 Scalar = bool | int | float | str | None
 """A grid value: a JSON scalar."""
 RESERVED_PARAMS = frozenset({"loop"})
+
+
+MAX_CELLS = 100_000
+"""Most cells an experiment may expand to (counted before any is built; a real sweep has tens to thousands)."""
+MAX_REPLICATES = 10_000
+"""Most replicates (samples per task and cell) an experiment may ask for."""
 
 
 class Pairing(BaseModel):
@@ -105,8 +112,8 @@ class Experiment(BaseModel):
     """Config field -> values to sweep; the cells cover the product."""
     pairings: list[Pairing] | None = None
     """Generator/critic model pairs crossed with the grid (None: the config's models)."""
-    replicates: int = Field(1, ge=1)
-    """Samples per task and cell (sample indices 0..n-1)."""
+    replicates: int = Field(1, ge=1, le=MAX_REPLICATES)
+    """Samples per task and cell (sample indices 0..n-1), at most MAX_REPLICATES."""
     max_cost: float | None = Field(None, gt=0, allow_inf_nan=False)
     """A cap in USD on what the sweep's model calls pay in its results dir, over every run and resume (None:
     no cap); cells cut by it are re-run by a sweep with a higher cap. Not part of the cells' identity."""
@@ -158,8 +165,16 @@ class Experiment(BaseModel):
 
     # validation ----------------------------------------------------------------------------------
     def check(self) -> None:
-        """Check names against the loops' config fields, grid values, and the task file."""
+        """Check names against the loops' config fields, grid values, and the task file; the number of cells
+        against MAX_CELLS (counted, not built)."""
         from ..loops.registry import get_loop
+
+        count = len(self.loops) * len(self.pairings or [None]) * math.prod(len(v) for v in self.grid.values())
+        if count > MAX_CELLS:
+            raise ConfigError(
+                f"grid: {len(self.loops)} loop(s) x {len(self.pairings or [None])} pairing(s) x the grid's product "
+                f"make {count:,} cells, over the limit of {MAX_CELLS:,}; sweep a smaller grid (or several)"
+            )
 
         specs = {name: get_loop(name) for name in self.loops}
         for loop in self.loop_config:

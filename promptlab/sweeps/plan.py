@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ResultsDiskFull, is_disk_full
 from ..events import Event, EventHandler
 from ..llm.tally import Tally
 from ..record import Run, Task
@@ -289,8 +289,14 @@ def keep_notebook(cell_dir: Path) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write `text` to a temp file beside `path`, then os.replace it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise ResultsDiskFull(str(path), e) from e
+        raise
 
 
 def settings_env(settings: Settings | None) -> dict[str, str]:

@@ -67,6 +67,7 @@ from ..errors import ConfigError
 from ..events import EventHandler
 from ..llm.spending_cap import LEDGER_NAME, SpendingCap
 from .cells import Cell, preflight_cells
+from .dirlock import hold_results_dir
 from .executors import EXECUTORS, get_executor
 from .experiment import Experiment, load_experiment
 from .plan import (
@@ -151,6 +152,8 @@ def sweep(
     if cell_concurrency is not None and cell_concurrency < 1:
         raise ConfigError(f"cell_concurrency: {cell_concurrency} must be at least 1")
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
+    if out_dir is not None and not str(out_dir).strip():
+        raise ConfigError("out_dir (--out): an empty path would write the results into the working directory")
     out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
@@ -162,62 +165,67 @@ def sweep(
     where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
     open_cache(where, origin="the cache argument" if cache else default_cache_location()[1])  # fails before any cell
     spec.precheck(given)  # e.g. a scheduler that does not answer: before the results dir is written
-    prepare_results_dir(out, exp, tasks, cells)
-    t0 = time.perf_counter()
-    result = SweepResult(exp.name, out, executor, max_cost=cap)
-    pending: list[Cell] = []
-    finished: list[CellOutcome] = []
-    for cell in cells:
-        keep_notebook(out / "cells" / cell.cell_id)
-        status = cell_status(out, cell.cell_id)
-        if status is not None and status.get("status") == "ok":
-            finished.append(
-                CellOutcome(cell.cell_id, cell.params, "skipped", wall_time_s=float(status.get("wall_time_s") or 0.0))
-            )
-        else:
-            pending.append(cell)
-    runs_per_cell = len(tasks) * exp.replicates
-    bar = progress_bar(exp.name, len(cells), runs_per_cell, disable=not progress)
-    plan = SweepPlan(
-        exp,
-        out,
-        tasks,
-        where,
-        on_event,
-        cell_concurrency,
-        result,
-        bar,
-        workers=workers,
-        settings=settings,
-        template=Path(template) if template else None,
-        scheduler=scheduler,
-        budget=budget,
-        runs_per_cell=runs_per_cell,
-    )
-    for outcome in finished:
-        plan.record(outcome)
-    try:
-        if pending:
-            with frozen_heap():  # full GC passes walk only what the sweep makes, not every imported module's objects
-                spec.load()(schedule(pending), plan)
-    except KeyboardInterrupt:
-        result.wall_time_s = round(time.perf_counter() - t0, 3)
-        print(
-            f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
-            f"{len(cells) - len(result.cells)} not finished; finished cells are saved in {out}; "
-            "run the same sweep again to resume",
-            file=sys.stderr,
-            flush=True,
+    with hold_results_dir(out):  # one sweep at a time per results dir: a second stops here, naming this one
+        prepare_results_dir(out, exp, tasks, cells)
+        t0 = time.perf_counter()
+        result = SweepResult(exp.name, out, executor, max_cost=cap)
+        pending: list[Cell] = []
+        finished: list[CellOutcome] = []
+        for cell in cells:
+            keep_notebook(out / "cells" / cell.cell_id)
+            status = cell_status(out, cell.cell_id)
+            if status is not None and status.get("status") == "ok":
+                finished.append(
+                    CellOutcome(
+                        cell.cell_id, cell.params, "skipped", wall_time_s=float(status.get("wall_time_s") or 0.0)
+                    )
+                )
+            else:
+                pending.append(cell)
+        runs_per_cell = len(tasks) * exp.replicates
+        bar = progress_bar(exp.name, len(cells), runs_per_cell, disable=not progress)
+        plan = SweepPlan(
+            exp,
+            out,
+            tasks,
+            where,
+            on_event,
+            cell_concurrency,
+            result,
+            bar,
+            workers=workers,
+            settings=settings,
+            template=Path(template) if template else None,
+            scheduler=scheduler,
+            budget=budget,
+            runs_per_cell=runs_per_cell,
         )
-        raise
-    finally:
-        bar.close()
-        if budget is not None:
-            result.budget_spent_usd = budget.spent()
-    order = {c.cell_id: i for i, c in enumerate(cells)}
-    result.cells.sort(key=lambda c: order[c.cell_id])
-    result.wall_time_s = round(time.perf_counter() - t0, 3)
-    return result
+        for outcome in finished:
+            plan.record(outcome)
+        try:
+            if pending:
+                with (
+                    frozen_heap()
+                ):  # full GC passes walk only what the sweep makes, not every imported module's objects
+                    spec.load()(schedule(pending), plan)
+        except KeyboardInterrupt:
+            result.wall_time_s = round(time.perf_counter() - t0, 3)
+            print(
+                f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
+                f"{len(cells) - len(result.cells)} not finished; finished cells are saved in {out}; "
+                "run the same sweep again to resume",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise
+        finally:
+            bar.close()
+            if budget is not None:
+                result.budget_spent_usd = budget.spent()
+        order = {c.cell_id: i for i, c in enumerate(cells)}
+        result.cells.sort(key=lambda c: order[c.cell_id])
+        result.wall_time_s = round(time.perf_counter() - t0, 3)
+        return result
 
 
 __all__ = ["Executor", "sweep"]

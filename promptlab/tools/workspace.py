@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PromptlabError
+from ..sanitize import printable
 from .bwrap import prlimit_path
 from .limits import SandboxLimits
 from .running import run_capped
@@ -329,9 +330,9 @@ class Workspace:
             here = Path(dirpath)
             for name in dirnames + filenames:
                 p = here / name
-                entry = str(p.relative_to(self.root))
+                entry = printable(str(p.relative_to(self.root)))
                 if p.is_symlink():
-                    entries.append(f"{entry} -> {os.readlink(p)}")
+                    entries.append(f"{entry} -> {printable(os.readlink(p))}")
                 elif p.is_dir():
                     entries.append(entry + "/")
                 else:

@@ -110,7 +110,7 @@ class Explorer:
         import ipywidgets as w
 
         from ..loops.registry import get_loop
-        from ..loops.runtime.base import LOOPS
+        from ..loops.runtime.define import LOOPS
 
         get_loop(loop)  # imports the built-in loops (and fails early on an unknown name)
         if not tasks:

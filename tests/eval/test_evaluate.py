@@ -345,3 +345,18 @@ def test_extra_model_parameters_reach_the_call() -> None:
 
     with pytest.raises(pl.ConfigError, match="top_p: model parameters have no effect"):
         pl.evaluate_prompt("{input}", REVIEWS[:2], model=m.name, scorer=LABELS, call=call, top_p=0.5)
+
+
+def test_a_local_model_on_the_engine_gets_as_many_examples_in_flight_as_it_decodes_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batching engine's cost per example falls as its batch grows, so an evaluation on it keeps as many
+    examples in flight as it decodes at once; other models, and the instance pool, keep the default of 8."""
+    from promptlab.eval.evaluate import DEFAULT_CONCURRENCY, default_concurrency
+
+    monkeypatch.setenv("PROMPTLAB_LOCAL_ENGINE", "batch")
+    monkeypatch.setenv("PROMPTLAB_ENGINE_SEQS", "24")
+    assert default_concurrency("local/smollm2") == 24
+    assert default_concurrency("fake/unused") == DEFAULT_CONCURRENCY == 8
+    monkeypatch.setenv("PROMPTLAB_LOCAL_ENGINE", "pool")
+    assert default_concurrency("local/smollm2") == DEFAULT_CONCURRENCY

@@ -304,6 +304,8 @@ def test_preflight_lists_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, 
         monkeypatch.delenv(var, raising=False)
     gguf = tmp_path / "model.gguf"
     gguf.write_bytes(b"GGUF")
+    text_file = tmp_path / "notes.gguf"
+    text_file.write_text("not weights")
     ok = pl.scripted("preflight-ok", ["x"])
     with pytest.raises(ConfigError) as info:
         preflight(
@@ -315,10 +317,12 @@ def test_preflight_lists_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, 
                 "fake/never-registered",
                 "gpt-4o-mini",
                 f"local/{gguf}",
+                f"local/{text_file}",
             ]
         )
     text = str(info.value)
-    assert text.startswith("4 model problem(s)")
+    assert text.startswith("5 model problem(s)")
+    assert "notes.gguf is not a GGUF file" in text
     assert "OPENAI_API_KEY" in text and "ANTHROPIC_API_KEY" in text
     assert "missing.gguf" in text and "fake/never-registered" in text
     assert ok.name not in text and str(gguf) + "'" not in text
@@ -434,7 +438,7 @@ def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
     assert model_names.endpoint("gpt-4o-mini") == "litellm:openai"
     weights = tmp_path / "private-dir" / "tiny-q4.gguf"
     weights.parent.mkdir()
-    weights.write_bytes(b"")
+    weights.write_bytes(b"GGUF")
     assert model_names.endpoint(f"local/{weights}") == "local:tiny-q4.gguf"
     assert model_names.endpoint("fake/judge") == "fake:judge"
 

@@ -15,9 +15,10 @@ from pydantic import ValidationError
 import promptlab
 from promptlab.events import EventList
 from promptlab.llm.settings import Settings
-from promptlab.loops.creator_critic.config import CreatorCriticConfig, Critique, aggregate, decide, decide_with_reason
+from promptlab.loops.creator_critic.config import CreatorCriticConfig, Critique, aggregate
 from promptlab.loops.creator_critic.creator import clean_prompt_text
 from promptlab.loops.creator_critic.loop import run_creator_critic
+from promptlab.loops.creator_critic.router import route
 from promptlab.loops.registry import get_loop, run_loop
 from promptlab.record import Run, Task
 
@@ -71,9 +72,17 @@ def test_aggregate_of_present_scores() -> None:
 )
 def test_stop_rule(aggs: list[float | None], kw: dict[str, Any], expected: str, reason_part: str) -> None:
     cfg = CreatorCriticConfig(model="fake/auto", **kw)
-    decision, reason = decide_with_reason(aggs, cfg)
-    assert decision == expected and decide(aggs, cfg) == expected
+    d = route(aggs, cfg)
+    decision, reason = d.action, d.reason
+    assert decision == expected
     assert reason_part in reason, reason
+
+
+def test_the_router_names_the_stop_reason_of_a_finish() -> None:
+    cfg = CreatorCriticConfig(model="fake/auto", finish_threshold=7.5, patience=2, max_iterations=3)
+    assert route([8.0, 8.0], cfg).stop_reason == "threshold"
+    assert route([9.0, 9.0, 9.0], cfg.model_copy(update={"finish_threshold": 9.5})).stop_reason == "max_iterations"
+    assert route([8.0], cfg).stop_reason is None and route([None], cfg).action == "CONTINUE"
 
 
 @pytest.mark.parametrize(

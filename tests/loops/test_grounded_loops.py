@@ -158,7 +158,7 @@ def test_provenance_is_recorded() -> None:
     assert p["models"]["creator"]["requested"] == "fake/g-cc-prov-creator"
     assert p["models"]["creator"]["reported"] and p["models"]["target"]["requested"] == "fake/g-cc-prov-target"
     other = TASK.model_copy(update={"split": Split(seed=1, dev=4)})
-    assert promptlab.loops.runtime.base.base_provenance(other)["task_hash"] != p["task_hash"]
+    assert promptlab.loops.runtime.provenance.base_provenance(other)["task_hash"] != p["task_hash"]
     assert run.info["final_iteration"] == 3
 
 
@@ -198,7 +198,7 @@ def test_rescore_asks_the_critic_again_at_another_sample(tmp_path: Path) -> None
 
 
 def test_sweep_provenance_reaches_every_run() -> None:
-    from promptlab.loops.runtime.base import provenance_scope
+    from promptlab.loops.runtime.provenance import provenance_scope
 
     with provenance_scope({"experiment_hash": "abc123"}):
         run, _ = cc_run("g-cc-exp", "critic")

@@ -15,8 +15,9 @@ import promptlab
 from promptlab.errors import ConfigError
 from promptlab.events import EventList
 from promptlab.llm.settings import Settings
-from promptlab.loops.p3ro.config import P3ROConfig, decide, decide_with_reason
+from promptlab.loops.p3ro.config import P3ROConfig
 from promptlab.loops.p3ro.loop import run_p3ro
+from promptlab.loops.p3ro.router import route
 from promptlab.loops.p3ro.schemas import EvaluationResult, match_scores
 from promptlab.loops.registry import get_loop, run_loop
 from promptlab.record import Run, Task
@@ -117,9 +118,10 @@ CFG = P3ROConfig(model="fake/auto", finish_threshold=8.5, max_iterations=5)
     ],
 )
 def test_router_rules(averages: list[float | None], expected: str, reason_part: str) -> None:
-    decision, reason = decide_with_reason(averages, CFG)
+    d = route(averages, CFG)
+    decision, reason = d.action, d.reason
     assert decision == expected
-    assert decide(averages, CFG) == expected
+    assert route(averages, CFG).action == expected
     assert reason_part in reason
 
 
@@ -135,21 +137,35 @@ def test_router_rules(averages: list[float | None], expected: str, reason_part: 
     ],
 )
 def test_router_missing_averages(averages: list[float | None], expected: str, reason_part: str) -> None:
-    decision, reason = decide_with_reason(averages, CFG)
+    d = route(averages, CFG)
+    decision, reason = d.action, d.reason
     assert (decision, reason_part in reason) == (expected, True), reason
 
 
 def test_router_missing_average_never_finishes_by_threshold() -> None:
     low = P3ROConfig(model="fake/auto", finish_threshold=1.0, max_iterations=5)
-    assert decide([None], low) == "CONTINUE_PROBING"
-    assert decide([1.0], low) == "FINISH"
+    assert route([None], low).action == "CONTINUE_PROBING"
+    assert route([1.0], low).action == "FINISH"
+
+
+def test_router_names_the_stop_reason_of_a_finish_and_none_otherwise() -> None:
+    assert route([9.0], CFG).stop_reason == "threshold" and route([9.0], CFG).stops
+    assert route([5.0, 6.0, 7.0, 8.0, 8.4], CFG).stop_reason == "max_iterations"
+    assert route([6.0, 6.0], CFG).stop_reason is None and not route([6.0, 7.0], CFG).stops
+    # candidate 0 finishes by the threshold alone: the cap counts rewrites, a lone score is never compared
+    one = P3ROConfig(model="fake/auto", max_iterations=1)
+    assert (
+        route([3.0], one, start=True).action == "CONTINUE_PROBING" and route([3.0], one).stop_reason == "max_iterations"
+    )
+    assert route([9.0], one, start=True).stop_reason == "threshold"
+    assert "candidate 0" in route([None], CFG, start=True).reason
 
 
 def test_router_cap_beats_revise_and_needs_averages() -> None:
     two = P3ROConfig(model="fake/auto", max_iterations=2)
-    assert decide([6.0, 5.0], two) == "FINISH"
+    assert route([6.0, 5.0], two).action == "FINISH"
     with pytest.raises(ValueError, match="at least one iteration"):
-        decide([], CFG)
+        route([], CFG)
 
 
 # Matching the evaluator's criteria ----------------------------------------------------------------------

@@ -300,9 +300,8 @@ def test_a_symlink_out_made_by_a_shell_step_is_refused(tmp_path: Path) -> None:
 
 def test_a_hung_shell_step_is_killed_and_fails(tmp_path: Path) -> None:
     p, e, c = models("hung", [plan(step(1, "shell", "sleep 60"))], by_exit_code)
-    t0 = time.perf_counter()
     run = run_pcee("Wait forever", config(tmp_path, p, e, c, retry_budget=0, shell_timeout_s=0.5))
-    assert time.perf_counter() - t0 < 5 and run.stop_reason == "failed_step"
+    assert run.stop_reason == "failed_step"
     out = run.iterations[0].steps[0].output["output"]
     assert out["timed_out"] is True and run.iterations[0].metrics["exit_code"] is None
 
@@ -390,7 +389,6 @@ def test_a_short_real_run_on_the_local_model(tmp_path: Path) -> None:
     assert Path(run.info["workspace"]).is_dir() and run.totals.calls >= 1
     assert Run.model_validate_json(run.model_dump_json()) == run
     print(f"PCEE local run: {elapsed:.1f} s, stop {run.stop_reason}, iterations {len(run.iterations)}")
-    assert elapsed < 120  # ~40 s on an idle 2-core machine; shared machines are slower
 
 
 def test_the_loop_toolkit_is_public_and_the_sync_twins_are_shared() -> None:
@@ -404,7 +402,7 @@ def test_the_loop_toolkit_is_public_and_the_sync_twins_are_shared() -> None:
 
 
 def test_one_cut_helper_writes_values_as_json_and_can_say_how_much_is_left_out() -> None:
-    from promptlab.loops.runtime.base import cut
+    from promptlab.loops.runtime.toolkit import cut
 
     assert cut({"b": 1, "a": "é"}, None) == '{"a": "é", "b": 1}'
     assert cut("x" * 10, 6) == "xxx..." and cut("  short  ", 6) == "short"

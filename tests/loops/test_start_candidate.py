@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import promptlab
-from promptlab.loops.creator_critic.config import CreatorCriticConfig, decide_with_reason
+from promptlab.loops.creator_critic.config import CreatorCriticConfig
 from promptlab.loops.creator_critic.loop import run_creator_critic
+from promptlab.loops.creator_critic.router import route
 from promptlab.loops.p3ro.config import P3ROConfig
 from promptlab.loops.p3ro.loop import run_p3ro
 from promptlab.record import Example, Split, Task
@@ -93,11 +94,11 @@ def test_a_start_at_the_threshold_ends_the_run_at_iteration_0() -> None:
 
 def test_patience_counts_candidate_0_and_the_cap_counts_rewrites() -> None:
     cfg = CreatorCriticConfig(finish_threshold=8, patience=2, max_iterations=2)
-    assert decide_with_reason([9.0], cfg, start=True)[0] == "CONTINUE"
-    assert decide_with_reason([9.0, 8.5], cfg, start=True)[0] == "FINISH"  # two in a row, the start included
-    assert decide_with_reason([1.0, 2.0], cfg, start=True)[0] == "CONTINUE"  # one rewrite of two
-    assert decide_with_reason([1.0, 2.0, 3.0], cfg, start=True)[0] == "FINISH"
-    assert decide_with_reason([1.0, 2.0], cfg)[0] == "FINISH"  # without a start both are rewrites
+    assert route([9.0], cfg, start=True).action == "CONTINUE"
+    assert route([9.0, 8.5], cfg, start=True).action == "FINISH"  # two in a row, the start included
+    assert route([1.0, 2.0], cfg, start=True).action == "CONTINUE"  # one rewrite of two
+    assert route([1.0, 2.0, 3.0], cfg, start=True).action == "FINISH"
+    assert route([1.0, 2.0], cfg).action == "FINISH"  # without a start both are rewrites
 
 
 def test_a_task_without_examples_has_no_candidate_0_unless_asked() -> None:

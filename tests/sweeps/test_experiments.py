@@ -11,7 +11,8 @@ from pydantic import Field
 
 from promptlab.errors import ConfigError
 from promptlab.eval.tasks import read_tasks
-from promptlab.loops.runtime.base import LoopConfig, LoopSpec, register_loop
+from promptlab.loops.runtime.config import LoopConfig
+from promptlab.loops.runtime.define import LoopSpec, register_loop
 from promptlab.record import Run
 from promptlab.sweeps.experiment import Experiment, load_experiment
 

@@ -84,7 +84,9 @@ def test_kill_9_mid_sweep_then_resume_gives_the_same_frames(tmp_path: Path) -> N
     m = rs.kill_and_resume(tmp_path)
     assert m.faults_injected == 1, m.notes  # the sweep was killed while running
     assert m.finished_before_kill is not None and 1 <= m.finished_before_kill < 3, m.notes  # mid-sweep
-    assert m.cells_lost == 0 and m.paid_repeated == 0, m
+    # the promise: calls paid again are at most those in flight at the kill (one at a time here), never more;
+    # the kill may land while one is in flight, however busy the machine (not within a sleep it cannot time)
+    assert m.cells_lost == 0 and m.paid_repeated == 0 and m.sent_again <= m.calls_at_once, m
     assert m.frames_equal, m
     statuses = [json.loads(p.read_text()) for p in (tmp_path / "out" / "cells").glob("*/status.json")]
     assert len(statuses) == 3 and all(s["status"] == "ok" for s in statuses)

@@ -134,6 +134,7 @@ def test_the_most_limited_model_sets_the_runs_in_flight(monkeypatch: pytest.Monk
 
 def test_a_local_model_takes_no_more_runs_than_it_has_instances(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SHARE_ENV, raising=False)
+    monkeypatch.setenv("PROMPTLAB_LOCAL_ENGINE", "pool")
     monkeypatch.setenv("PROMPTLAB_LOCAL_INSTANCES", "2")
     assert runs_in_flight(["local/smollm2"]) == 2
     assert runs_in_flight(["local/smollm2"], Settings(per_model_concurrency={"local/smollm2": 64})) == 2
@@ -141,6 +142,17 @@ def test_a_local_model_takes_no_more_runs_than_it_has_instances(monkeypatch: pyt
     assert runs_in_flight(["smol"]) == 2  # an alias of a local model too
     monkeypatch.setenv("PROMPTLAB_LOCAL_INSTANCES", "8")
     assert runs_in_flight(["local/smollm2"]) == 8  # its instances are its limit
+    assert runs_in_flight(["local/smollm2"], Settings(per_model_concurrency={"local/smollm2": 6})) == 6
+
+
+def test_a_local_model_on_the_batching_engine_takes_as_many_runs_as_it_decodes_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(SHARE_ENV, raising=False)
+    monkeypatch.setenv("PROMPTLAB_LOCAL_ENGINE", "batch")
+    monkeypatch.setenv("PROMPTLAB_LOCAL_INSTANCES", "2")  # the pool's setting: not the engine's limit
+    monkeypatch.setenv("PROMPTLAB_ENGINE_SEQS", "24")
+    assert runs_in_flight(["local/smollm2"]) == 24
     assert runs_in_flight(["local/smollm2"], Settings(per_model_concurrency={"local/smollm2": 6})) == 6
 
 

@@ -14,7 +14,8 @@ from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
 from promptlab.errors import ConfigError
-from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap
+from promptlab.llm.model_names import litellm
+from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap, price_of
 from promptlab.results.store import cell_status, load
 from promptlab.sweeps.run import sweep
 
@@ -144,7 +145,7 @@ async def _arun_swallowing(
     on past an error does)."""
     from toyloop import ToyConfig
 
-    from promptlab.loops.runtime.base import as_config, as_task
+    from promptlab.loops.runtime.config import as_config, as_task
     from promptlab.loops.runtime.context import RunContext
 
     task, config = as_task(task), as_config(ToyConfig, config)
@@ -162,7 +163,7 @@ def test_a_refusal_the_loop_swallows_still_cuts_the_cell(toy_dir: Path, server: 
     leave an ok cell: the cell knows that a call of its was refused."""
     from toyloop import ToyConfig
 
-    from promptlab.loops.runtime.base import LoopSpec, register_loop
+    from promptlab.loops.runtime.define import LoopSpec, register_loop
 
     register_loop(LoopSpec("budget_swallow", ToyConfig, _arun_swallowing, "swallows every error"))
     exp, out = experiment(tmp_path, loops=["budget_swallow"]), tmp_path / "out"
@@ -215,3 +216,35 @@ def test_a_dask_task_runs_under_the_sweeps_cap(
         more = sweep(exp, out, executor="dask", workers=1, cell_concurrency=1, progress=False, max_cost=1.0)
     assert (more.done, more.cut, more.failed) == (2, 0, 0) and server.requests == 7
     assert SpendingCap(out / LEDGER_NAME, 1.0).spent() == pytest.approx(7 * EACH)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [{"usage": False}, {"prompt_tokens": 0, "completion_tokens": 0}, {"prompt_tokens": -1_000_000}],
+    ids=["no-usage", "zero-usage", "negative-usage"],
+)
+def test_no_usage_the_server_reports_switches_the_cap_off(
+    toy_dir: Path, server: FaultServer, tmp_path: Path, usage: dict[str, Any]
+) -> None:
+    """#28 item 1: what the provider is paid (the tokens it was sent and sent back, at its prices) stays within
+    the cap plus the calls in flight (one here), whatever usage the server reports; a second sweep spends nothing."""
+    text = '{"score": 7, "note": "' + "lorem ipsum dolor " * 600 + '"}'
+    server.default = Reply(text, **usage)
+    exp = experiment(tmp_path, grid={"style": [f"s{i}" for i in range(6)]})
+    out, cap = tmp_path / "out", 0.004
+    first = sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=cap)
+    price = price_of("openai/gpt-4o-mini")
+    assert price is not None
+    lm = litellm()
+    costs = [
+        lm.token_counter(model="gpt-4o-mini", messages=b["messages"]) * price.input
+        + lm.token_counter(model="gpt-4o-mini", text=text) * price.output
+        for b in server.bodies
+    ]
+    assert first.cut >= 1 and sum(costs) <= cap + max(costs) * 1.05
+    led = SpendingCap(out / LEDGER_NAME, cap).ledger()
+    assert led.estimated_requests == led.requests == server.requests
+    assert led.spent_usd == pytest.approx(sum(costs), rel=0.05)
+    requests = server.requests
+    again = sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=cap)
+    assert again.cut == first.cut and server.requests == requests

@@ -207,9 +207,8 @@ def test_secret_values_are_redacted_from_tool_results(tmp_path: Path, monkeypatc
 @needs_bwrap
 def test_a_setsid_survivor_is_gone_after_the_step(ws: Workspace) -> None:
     marker = f"{37 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"
-    t0 = time.perf_counter()
     out = sh(ws, f"setsid sleep {marker} > /dev/null 2>&1 & nohup sleep {marker} > /dev/null 2>&1 & echo started")
-    assert out["exit_code"] == 0 and out["stdout"] == "started\n" and time.perf_counter() - t0 < 3
+    assert out["exit_code"] == 0 and out["stdout"] == "started\n" and not out["timed_out"]
     time.sleep(0.2)
     assert host_processes_with(f"sleep {marker}") == []
 
@@ -217,9 +216,8 @@ def test_a_setsid_survivor_is_gone_after_the_step(ws: Workspace) -> None:
 @needs_bwrap
 def test_the_wall_clock_limit_kills_the_whole_sandbox(ws: Workspace) -> None:
     marker = f"{41 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"
-    t0 = time.perf_counter()
     out = sh(ws, f"setsid sleep {marker} & echo started; sleep {marker}", timeout_s=1)
-    assert out["timed_out"] is True and out["exit_code"] is None and time.perf_counter() - t0 < 4
+    assert out["timed_out"] is True and out["exit_code"] is None
     assert "killed after the 1 s time limit" in out["stderr"] and out["stdout"] == "started\n"
     time.sleep(0.2)
     assert host_processes_with(f"sleep {marker}") == []
@@ -232,11 +230,10 @@ def test_the_wall_clock_limit_kills_the_whole_sandbox(ws: Workspace) -> None:
 )
 def test_a_bounded_fork_loop_hits_the_process_limit(ws: Workspace) -> None:
     marker = f"{43 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6:06d}"
-    t0 = time.perf_counter()
     out = sh(ws, f"for i in $(seq 1 200); do sleep {marker} & done; echo all-started")  # limits.processes == 24
     assert "all-started" not in out["stdout"] and out["exit_code"] != 0
     assert "Cannot fork" in out["stderr"] or "Resource temporarily unavailable" in out["stderr"]
-    assert time.perf_counter() - t0 < 5
+    assert not out["timed_out"]
     time.sleep(0.2)
     assert host_processes_with(f"sleep {marker}") == []
 

@@ -135,18 +135,15 @@ def test_shell_runs_in_the_workspace_and_reports_exit_codes(ws: Workspace) -> No
 
 @needs_bwrap
 def test_a_hung_command_is_killed_at_the_time_limit(ws: Workspace) -> None:
-    t0 = time.perf_counter()
     out = asyncio.run(ws.shell("echo started; sleep 60", timeout_s=1))
-    elapsed = time.perf_counter() - t0
-    assert out["timed_out"] is True and out["exit_code"] is None and elapsed < 4
+    assert out["timed_out"] is True and out["exit_code"] is None
     assert out["stdout"] == "started\n" and "killed after the 1 s time limit" in out["stderr"]
 
 
 @needs_bwrap
 def test_background_children_do_not_outlive_the_command(ws: Workspace) -> None:
-    t0 = time.perf_counter()
     out = asyncio.run(ws.shell("sleep 30.25 & echo $!", timeout_s=5))
-    assert time.perf_counter() - t0 < 4 and out["exit_code"] == 0 and int(out["stdout"]) < 100  # a pid in the sandbox
+    assert not out["timed_out"] and out["exit_code"] == 0 and int(out["stdout"]) < 100  # a pid in the sandbox
     time.sleep(0.2)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -186,3 +183,13 @@ def test_for_run_gives_a_fresh_folder_under_the_base(tmp_path: Path) -> None:
         Workspace(tmp_path / "w", shell_timeout_s=0)
     with pytest.raises(WorkspaceError, match="max_file_bytes"):
         Workspace(tmp_path / "w", max_file_bytes=10, max_workspace_bytes=5)
+
+
+def test_a_file_name_that_is_not_utf8_lists_as_text(ws: Workspace) -> None:
+    """#28 item 8: a command that makes a file whose name is not UTF-8 must not fail the next list_files step."""
+    ws.write_file("ok.txt", "x")
+    (ws.root / os.fsdecode(b"bad\xff.txt")).write_text("y")
+    os.symlink(os.fsdecode(b"to\xfe"), ws.root / "link")
+    listed = ws.list_files()
+    assert listed["entries"] == ["bad\\xff.txt", "link -> to\\xfe", "ok.txt"]
+    "\n".join(listed["entries"]).encode("utf-8")  # storable: no lone surrogate left

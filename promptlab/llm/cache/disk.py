@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from ...errors import CacheUnavailableError
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
+from .entries import SafeDisk, problem_of, unopenable
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
@@ -93,6 +94,8 @@ class Cache(CacheBackend):
 
     Raises:
         CacheDiskFullError: the directory's disk is full and the database cannot be opened.
+        CacheUnavailableError: its cache.db cannot be opened (a directory, another program's database), naming
+            the file and what to do.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -109,7 +112,11 @@ class Cache(CacheBackend):
             self._dc, self._ident = self._open_checked()
         except (sqlite3.Error, OSError) as e:
             if not is_disk_full(e):
-                raise
+                raise CacheUnavailableError(
+                    self.location,
+                    f"cannot open {self._db} ({e}): {unopenable(self._db)}",
+                    origin="the cache directory",
+                ) from e
             raise CacheDiskFullError(
                 self.location,
                 f"its disk is full ({e}); free space there or use another cache directory",
@@ -165,6 +172,7 @@ class Cache(CacheBackend):
                 sqlite_mmap_size=0,
                 sqlite_journal_mode="truncate",
                 sqlite_synchronous=0,
+                disk=SafeDisk,  # rows read as data only, never a path outside the directory (cache.entries)
             )
             dc._sql("SELECT count(*) FROM Cache").fetchone()
             return dc, self._identity()
@@ -337,30 +345,44 @@ class Cache(CacheBackend):
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
         """Read back every entry: its row, its value file, its JSON record and the key it was stored under;
-        with `fix`, remove bad ones. Databases copied aside as corrupt (also when opening) are reported."""
+        with `fix`, remove bad ones (the row; a value file only inside the directory). A row that would run code
+        or reach outside the directory (`cache.entries`) is reported and never read. Databases copied aside as
+        corrupt (also when opening) are reported."""
         report = VerifyReport()
         rows = self._guard(lambda dc: dc._sql("PRAGMA integrity_check").fetchall())
         report.database = "ok" if rows and rows[0][0] == "ok" else str(rows[0][0] if rows else "no answer")
-        for key in list(self._guard(lambda dc: list(dc.iterkeys()))):
+        bad: list[tuple[int, str | None]] = []
+        listing = "SELECT rowid, key, raw, mode, filename FROM Cache"
+        for rowid, key, raw, mode, filename in self._guard(lambda dc: dc._sql(listing).fetchall()):
             report.entries += 1
-            try:
-                raw = self._read(key)
-            except Exception as e:
-                report.problems[str(key)] = f"unreadable: {e}"
-                continue
-            if raw is None:
-                report.problems[str(key)] = "value file missing"
-                continue
-            problem = record_problem(str(key), raw)
+            name = str(key) if raw else f"row {rowid}"
+            problem = problem_of(raw, mode, filename, self.directory) or self._entry_problem(str(key))
             if problem is not None:
-                report.problems[str(key)] = problem
+                report.problems[name] = problem
+                bad.append((rowid, filename))
                 continue
             report.ok += 1
         report.moved_aside = list(self.moved_aside)
         if fix:
-            for key in report.problems:
-                self.discard(key)
+            for rowid, filename in bad:
+                self._drop_row(rowid)
+                if filename:
+                    self._dc._disk.remove(filename)  # SafeDisk: nothing outside the directory is touched
         return report
+
+    def _drop_row(self, rowid: int) -> None:
+        """Delete one row by its id (a row refused as unsafe cannot be found by its key)."""
+        self._guard(lambda dc: dc._sql("DELETE FROM Cache WHERE rowid = ?", (rowid,)))
+
+    def _entry_problem(self, key: str) -> str | None:
+        """What is wrong with a safe row's value (unreadable, missing, not the record of its key), or None."""
+        try:
+            raw = self._read(key)
+        except Exception as e:
+            return f"unreadable: {e}"
+        if raw is None:
+            return "value file missing"
+        return record_problem(key, raw)
 
     def __contains__(self, key: str) -> bool:
         return bool(self._guard(lambda dc: key in dc))

@@ -19,12 +19,10 @@ from pydantic import BaseModel
 from ...errors import CacheUnavailableError
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, record_problem
+from .entries import MODE_RAW, MODE_TEXT, inside
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
-
-MODE_RAW, MODE_TEXT = 1, 3
-"""diskcache's storage modes of a value: inline in the row, or a UTF-8 text file."""
 
 
 class ReadOnlyCache(CacheBackend):
@@ -71,7 +69,7 @@ class ReadOnlyCache(CacheBackend):
         if mode == MODE_RAW:
             return value.decode("utf-8") if isinstance(value, bytes) else value
         if mode == MODE_TEXT and filename:
-            return (self.directory / filename).read_text(encoding="utf-8")
+            return inside(self.directory, filename).read_text(encoding="utf-8")  # UnsafeEntry when outside
         return None
 
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
@@ -81,7 +79,7 @@ class ReadOnlyCache(CacheBackend):
             return None
         try:
             raw = self._value(*rows[0])
-        except OSError as e:
+        except (OSError, ValueError) as e:  # ValueError: UnsafeEntry, a row pointing outside the directory
             log.warning("promptlab cache: entry %s unreadable (%s); treating as a miss", key[:12], e)
             return None
         return None if raw is None else self.decode(key, raw, kind)
@@ -132,7 +130,7 @@ class ReadOnlyCache(CacheBackend):
             report.entries += 1
             try:
                 raw = self._value(mode, filename, value)
-            except OSError as e:
+            except (OSError, ValueError) as e:
                 report.problems[str(key)] = f"unreadable: {e}"
                 continue
             problem = "value file missing" if raw is None else record_problem(str(key), raw)

@@ -33,22 +33,17 @@ from typing import Any
 from pydantic import Field
 
 from ...eval.tasks import input_text
-from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Iteration, Run, Task
-from ..runtime.base import LoopSpec, as_config, as_task, by_decision_score, register_loop, sync_twin
-from ..runtime.budget import BUDGET
-from ..runtime.context import RunContext
 from ..runtime.search import (
     PARAPHRASE_PROMPT,
     Instruction,
     Rewrite,
     Search,
     SearchConfig,
-    check_search_loop,
+    define_search_loop,
     dev_score,
 )
+from ..runtime.search_router import route
 
 
 class APEConfig(SearchConfig):
@@ -89,71 +84,40 @@ def best(search: Search, n: int) -> list[Iteration]:
     return sorted(scored, key=lambda it: (-(dev_score(it) or 0.0), it.index))[:n]
 
 
-async def arun_ape(
-    task: Task | str | dict[str, Any],
-    config: APEConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> Run:
-    """Run APE on a grounded task and return its record.
-
-    Args:
-        task: a grounded Task (examples, scorer, split), or a dict of its fields.
-        config: an APEConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (independent draws).
-        on_event: called with each Event as the run goes.
-        cache: the call cache (None: default, False: none, or a directory).
-        settings: retries, structured re-asks, timeouts.
-        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+@define_search_loop(
+    "ape", APEConfig, "APE: instructions proposed from input/output demonstrations, the best on dev kept"
+)
+async def arun_ape(search: Search, task: Task, cfg: APEConfig) -> Run:
+    """Run APE on a grounded task (examples, scorer, split) and return its record.
 
     Returns:
         The Run: iteration 0 is the starting prompt, each later iteration a proposal (`metrics['set']`) or a
         rewording (`metrics['round']`) with its dev score; `final_output` is the best on dev;
         `Run.baseline_test`, `Run.final_test`, `Run.delta` and each incumbent's `Iteration.test`.
-
-    Raises:
-        ConfigError: a bad config, or a task without examples, before any call.
     """
-    task, cfg = as_task(task), as_config(APEConfig, config)
-    extra = check_search_loop(task, cfg, "ape")
-    ctx = RunContext(
-        "ape",
-        task,
-        cfg,
-        sample=sample,
-        on_event=on_event,
-        cache=cache,
-        settings=settings,
-        provenance=provenance,
-        models=extra,
-        rank_by=by_decision_score,
-    )
-    ctx.run.models["target"] = cfg.target()
-    ctx.emit("run_started", f"ape on task {task.id}", task=task.id, models=ctx.run.models)
-    search = Search(ctx, cfg)
-    stop = "max_iterations" if await search.start() is not None else BUDGET
+    ctx = search.ctx
+    decision = await search.start()
     requests = [ctx.prompt("proposer", PROPOSER_PROMPT, demos=demo_text(search, cfg, k)) for k in range(cfg.demo_sets)]
     schedule: list[tuple[str, str, str, dict[str, int]]] = [
         ("proposer", "propose", requests[j % cfg.demo_sets], {"set": j % cfg.demo_sets + 1})
         for j in range(cfg.demo_sets * cfg.proposals_per_set)
     ]
     rounds = 0
-    while stop != BUDGET:
-        for role, phase, request, where in schedule:
+    while not decision.stops:
+        for k, (role, phase, request, where) in enumerate(schedule):
             size = search.incumbent.candidate if search.incumbent else None
-            if search.stop(search.write_cost(phase, request), search.dev_cost(size or task.prompt)):
-                stop = BUDGET
+            cost = search.write_cost(phase, request), search.dev_cost(size or task.prompt)
+            decision = search.next_step(len(schedule) - k, *cost)
+            if decision.stops:
                 break
             it = ctx.new_iteration()
             it.metrics.update(where)
             out, call = await search.write(role, phase, request, Instruction if role == "proposer" else Rewrite, it)
             text = (out.instruction if role == "proposer" else out.prompt) if out is not None else None
             await search.take(it, text, call, "forward generation" if role == "proposer" else "rewording")
-        if stop == BUDGET or rounds >= cfg.max_iterations:
+        if not decision.stops:
+            decision = route(cfg.max_iterations - rounds, None)  # rounds left
+        if decision.stops:
             break
         rounds += 1
         schedule = [
@@ -168,17 +132,12 @@ async def arun_ape(
         ]
     ctx.run.info["rounds"] = rounds
     return await search.finish(
-        stop, f"APE on task {task.id!r}: {cfg.demo_sets} demonstration set(s), {rounds} round(s) of iterative search."
+        decision,
+        f"APE on task {task.id!r}: {cfg.demo_sets} demonstration set(s), {rounds} round(s) of iterative search.",
     )
 
 
-run_ape = sync_twin(arun_ape)
-
-register_loop(
-    LoopSpec(
-        "ape", APEConfig, arun_ape, "APE: instructions proposed from input/output demonstrations, the best on dev kept"
-    )
-)
+run_ape = arun_ape.sync
 
 
 # Role prompts (override with config.prompts[role]; fields: demos for the proposer, prompt for the resampler) ---

@@ -7,12 +7,9 @@ from .config import (
     Aggregate,
     CreatorCriticConfig,
     Critique,
-    Decision,
     Final,
     RoleInputs,
     aggregate,
-    decide,
-    decide_with_reason,
 )
 from .creator import CREATOR_PROMPT, CREATOR_SEED_PROMPT, FALLBACK_WEAKNESS, clean_prompt_text
 from .loop import (
@@ -23,6 +20,7 @@ from .loop import (
     rescore_creator_critic,
     run_creator_critic,
 )
+from .router import Action, route, threshold_streak
 
 __all__ = [
     "AGGREGATES",
@@ -33,7 +31,7 @@ __all__ = [
     "CRITIC_SEED_PROMPT",
     "CreatorCriticConfig",
     "Critique",
-    "Decision",
+    "Action",
     "FALLBACK_WEAKNESS",
     "Final",
     "RoleInputs",
@@ -41,8 +39,8 @@ __all__ = [
     "arun_creator_critic",
     "clean_prompt_text",
     "critique_all",
-    "decide",
-    "decide_with_reason",
     "rescore_creator_critic",
+    "route",
     "run_creator_critic",
+    "threshold_streak",
 ]

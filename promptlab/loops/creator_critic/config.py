@@ -1,5 +1,5 @@
-"""Creator/Critic's settings, the critic's reply schema and the router: `aggregate` combines the critics'
-scores, `decide_with_reason` stops or goes on (pure functions)."""
+"""Creator/Critic's settings, the critic's reply schema and `aggregate`, which combines the critics' scores
+(the router is `promptlab.loops.creator_critic.router`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from pydantic.json_schema import JsonDict
 from ...llm.preflight import validate_model_name
 from ..runtime.grounding import PromptLoopConfig
 
-Decision = Literal["FINISH", "CONTINUE"]
 Aggregate = Literal["mean", "median", "min"]
 Final = Literal["last", "best"]
 RoleInputs = Literal["extended", "seed"]
@@ -238,48 +237,3 @@ def aggregate(scores: list[float | None], how: Aggregate) -> float | None:
     if not present:
         return None
     return float(AGGREGATES[how](present))
-
-
-def threshold_streak(aggregates: list[float | None], threshold: float) -> int:
-    """Consecutive iterations, counted back from the last, whose aggregate is >= `threshold`."""
-    n = 0
-    for a in reversed(aggregates):
-        if a is None or a < threshold:
-            break
-        n += 1
-    return n
-
-
-def decide_with_reason(
-    aggregates: list[float | None], config: CreatorCriticConfig, *, start: bool = False
-) -> tuple[Decision, str]:
-    """Stop or go on after the last iteration, and why.
-
-    FINISH when the aggregate has been >= `finish_threshold` for the last `patience` iterations (a
-    missing aggregate breaks the run of iterations), or when `max_iterations` is reached; else CONTINUE.
-    With `start`, the first aggregate is the starting prompt's (candidate 0): it counts in the run of
-    iterations at or above the threshold but not towards `max_iterations`, which counts rewrites.
-
-    Raises:
-        ValueError: `aggregates` is empty.
-    """
-    if not aggregates:
-        raise ValueError("decide needs the aggregate of at least one iteration")
-    last, t = aggregates[-1], config.finish_threshold
-    if t is not None and threshold_streak(aggregates, t) >= config.patience:
-        return "FINISH", f"aggregate {last:g} >= threshold {t:g} for {config.patience} iteration(s) in a row"
-    if len(aggregates) - start >= config.max_iterations:
-        return "FINISH", f"reached max_iterations {config.max_iterations}"
-    if last is None:
-        return "CONTINUE", "no critic score this iteration"
-    if t is None:
-        return "CONTINUE", f"aggregate {last:g}; no early-stop threshold"
-    if last < t:
-        return "CONTINUE", f"aggregate {last:g} below threshold {t:g}"
-    streak = threshold_streak(aggregates, t)
-    return "CONTINUE", f"aggregate {last:g} >= threshold {t:g} for {streak} of {config.patience} iterations"
-
-
-def decide(aggregates: list[float | None], config: CreatorCriticConfig, *, start: bool = False) -> Decision:
-    """The decision only; see `decide_with_reason`."""
-    return decide_with_reason(aggregates, config, start=start)[0]

@@ -10,8 +10,8 @@ import re
 
 from ...eval.tasks import examples_of, input_text
 from ...record import Iteration, Task
-from ..runtime.base import cut
 from ..runtime.context import RunContext
+from ..runtime.toolkit import cut
 from .config import CreatorCriticConfig, Critique
 
 FALLBACK_WEAKNESS = "Critic returned invalid JSON"

@@ -21,29 +21,14 @@ the role.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from ...critics.simulated import is_simulated
-from ...errors import ConfigError
 from ...eval.expected import expected_scores
-from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Iteration, Run, Score, Step, Task
-from ..runtime.base import (
-    LoopSpec,
-    as_config,
-    as_task,
-    best_iteration,
-    by_decision_score,
-    cut,
-    goal_of,
-    register_loop,
-    rescore_sample,
-    sync_twin,
-)
 from ..runtime.budget import BUDGET, last_step_cost
+from ..runtime.config import goal_of
 from ..runtime.context import RunContext
+from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
@@ -53,17 +38,17 @@ from ..runtime.grounding import (
     simulated_score,
     simulated_step,
 )
-from ..runtime.rescoring import rescoring_goal, rescoring_iteration
+from ..runtime.rescoring import Rescore, define_rescore
+from ..runtime.toolkit import best_iteration, by_decision_score, cut
 from .config import (
     CreatorCriticConfig,
     Critique,
     aggregate,
     critique_schema,
-    decide_with_reason,
     judged_score,
-    threshold_streak,
 )
 from .creator import clean_prompt_text, creator_prompt, critique_summary, fallback_critique
+from .router import route
 
 
 # The loop -----------------------------------------------------------------------------------------
@@ -233,51 +218,41 @@ def _summary(run: Run, cfg: CreatorCriticConfig, chosen: Iteration | None) -> st
     return "\n".join(lines)
 
 
-async def arun_creator_critic(
-    task: Task | str | dict[str, Any],
-    config: CreatorCriticConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> Run:
-    """Run Creator/Critic on a task and return its record.
+@define_rescore("creator_critic", CreatorCriticConfig, models=lambda cfg: [m for _, m in cfg.critics()])
+async def rescore_creator_critic(r: Rescore[CreatorCriticConfig]) -> list[Score]:
+    """Re-ask the run's critics about a logged candidate with the loop's prompt and schema, each at the re-score's
+    sample plus its index (the hook's arguments: `promptlab.loops.runtime.rescoring.define_rescore`)."""
+    results = await critique_all(r.ctx, r.config, r.iteration, r.goal, r.candidate)
+    return [sc for _, _, sc in results]
 
-    Args:
-        task: a Task, a dict of its fields, or a bare prompt (no goal: `DEFAULT_GOAL` is used).
-        config: a CreatorCriticConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (independent cached draws).
-        on_event: called with each Event as the run goes.
-        cache: the call cache (None: default, False: none, or a directory).
-        settings: retries, structured re-asks, timeouts.
-        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+
+def _check(task: Task, cfg: CreatorCriticConfig) -> list[str]:
+    """The critics' models and what `check_prompt_loop` adds (the target, a judge scorer's model)."""
+    critics = [m for _, m in cfg.critics()]
+    return [*critics, *check_prompt_loop(task, cfg, critics)]
+
+
+@define_loop(
+    "creator_critic",
+    CreatorCriticConfig,
+    "Creator rewrites, one or more critics score 1-10; early stop with patience",
+    check=_check,
+    rank_by=by_decision_score,
+    rescore=rescore_creator_critic,
+)
+async def arun_creator_critic(ctx: RunContext, task: Task, cfg: CreatorCriticConfig) -> Run:
+    """Run Creator/Critic on a task (a bare prompt has no goal: `DEFAULT_GOAL` is used) and return its record.
 
     Returns:
         The Run: `final_output` is the last prompt written (`final="best"`: the best-scoring one),
-        `info['final_iteration']` its iteration, `stop_reason` 'threshold' or 'max_iterations';
+        `info['final_iteration']` its iteration, `stop_reason` 'threshold', 'max_iterations' or 'budget';
         `info['critics']` names the critics and `info['per_critic']` holds each critic's score by iteration.
         With examples: `Iteration.grounded` (dev), `Run.baseline_test`, `Run.final_test`, `Run.delta`.
 
     Raises:
         ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
     """
-    task, cfg = as_task(task), as_config(CreatorCriticConfig, config)
     critics = cfg.critics()
-    extra = check_prompt_loop(task, cfg, [m for _, m in critics])
-    ctx = RunContext(
-        "creator_critic",
-        task,
-        cfg,
-        sample=sample,
-        on_event=on_event,
-        cache=cache,
-        settings=settings,
-        provenance=provenance,
-        models=[*(m for _, m in critics), *extra],
-        rank_by=by_decision_score,
-    )
     ctx.run.models.update({judge: model for judge, model in critics})
     ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
     if task.grounded:
@@ -299,9 +274,11 @@ async def arun_creator_critic(
     start = cfg.starts_with_start(task)
     ctx.run.info.update(include_start=start, simulated_critics=simulated_info([m for _, m in critics]))
     budget: str | None = None
-    while True:
+    stop_reason: str | None = None
+    while stop_reason is None:
         budget = ctx.budget_stop(*last_step_cost(ctx))
         if budget:
+            stop_reason = BUDGET
             break
         it = ctx.new_iteration(0 if start and not ctx.run.iterations else None)
         if it.index == 0:  # candidate 0: the starting prompt, scored like a rewrite (generation is unchanged)
@@ -320,14 +297,10 @@ async def arun_creator_critic(
         )
         it.decision_score = decision_score(it, cfg)
         decisions.append(it.decision_score)
-        decision, reason = decide_with_reason(decisions, cfg, start=start)
+        decision = route(decisions, cfg, start=start)
         chosen = returned(ctx.run.iterations, cfg)
-        ctx.decide(it, decision, reason, incumbent=chosen.index if chosen else None)
-        if decision == "FINISH":
-            break
-    t = cfg.finish_threshold
-    early = t is not None and threshold_streak(decisions, t) >= cfg.patience
-    stop_reason = BUDGET if budget else "threshold" if early else "max_iterations"
+        ctx.decide(it, decision.action, decision.reason, incumbent=chosen.index if chosen else None)
+        stop_reason = decision.stop_reason
     chosen = returned(ctx.run.iterations, cfg)
     ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
     if budget:
@@ -339,53 +312,7 @@ async def arun_creator_critic(
     return run
 
 
-async def rescore_creator_critic(
-    run: Run,
-    iteration: int,
-    *,
-    sample: int,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    candidate: str | None = None,
-    anchor: float | None = None,
-) -> list[Score]:
-    """Re-ask the run's critics about iteration `iteration`'s candidate with the loop's prompt and schema, as
-    re-score number `sample` (1, 2, ...; cached). `candidate` replaces its text and `anchor` shows a previous
-    score (`promptlab.loops.runtime.rescoring`: the bias probes).
-
-    The calls draw at `rescore_sample(run.sample, sample)` plus the critic's index, so no re-score is a
-    cache hit of a logged critic call (of this run, its replicates or another critic) or of another
-    re-score. Raises ConfigError for an iteration without a candidate or a re-score index below 1."""
-    cfg = CreatorCriticConfig.model_validate(run.config)
-    it = next((i for i in run.iterations if i.index == iteration), None)
-    if it is None or it.candidate is None:
-        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext(
-        "creator_critic",
-        run.task,
-        cfg,
-        sample=rescore_sample(run.sample, sample),
-        cache=cache,
-        settings=settings,
-        models=[m for _, m in cfg.critics()],
-    )
-    scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated critic scores from
-    goal = rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor)
-    results = await critique_all(ctx, cfg, scratch, goal, it.candidate if candidate is None else candidate)
-    return [sc for _, _, sc in results]
-
-
-run_creator_critic = sync_twin(arun_creator_critic)
-
-register_loop(
-    LoopSpec(
-        "creator_critic",
-        CreatorCriticConfig,
-        arun_creator_critic,
-        "Creator rewrites, one or more critics score 1-10; early stop with patience",
-        rescore=rescore_creator_critic,
-    )
-)
+run_creator_critic = arun_creator_critic.sync
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------

@@ -31,14 +31,9 @@ from typing import Any
 from pydantic import Field
 
 from ...eval.tasks import input_text
-from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Run, Task
-from ..runtime.base import LoopSpec, as_config, as_task, by_decision_score, register_loop, sync_twin
-from ..runtime.budget import BUDGET
-from ..runtime.context import RunContext
-from ..runtime.search import Instruction, Search, SearchConfig, check_search_loop, dev_score
+from ..runtime.search import Instruction, Search, SearchConfig, define_search_loop, dev_score
+from ..runtime.search_router import route
 
 
 class OPROConfig(SearchConfig):
@@ -99,61 +94,30 @@ def _target(target: Any) -> str:
     return target if isinstance(target, str) else json.dumps(target, ensure_ascii=False)
 
 
-async def arun_opro(
-    task: Task | str | dict[str, Any],
-    config: OPROConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> Run:
-    """Run OPRO on a grounded task and return its record.
-
-    Args:
-        task: a grounded Task (examples, scorer, split), or a dict of its fields.
-        config: an OPROConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (independent draws).
-        on_event: called with each Event as the run goes.
-        cache: the call cache (None: default, False: none, or a directory).
-        settings: retries, structured re-asks, timeouts.
-        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+@define_search_loop(
+    "opro", OPROConfig, "OPRO: an optimizer model sees the best instructions with their dev scores and proposes more"
+)
+async def arun_opro(search: Search, task: Task, cfg: OPROConfig) -> Run:
+    """Run OPRO on a grounded task (examples, scorer, split) and return its record.
 
     Returns:
         The Run: iteration 0 is the starting prompt, each later iteration one optimizer proposal with its dev
         score (`metrics['step']`); `final_output` is the best on dev; `Run.baseline_test`, `Run.final_test`,
         `Run.delta` and each incumbent's `Iteration.test`.
-
-    Raises:
-        ConfigError: a bad config, or a task without examples, before any call.
     """
-    task, cfg = as_task(task), as_config(OPROConfig, config)
-    extra = check_search_loop(task, cfg, "opro")
-    ctx = RunContext(
-        "opro",
-        task,
-        cfg,
-        sample=sample,
-        on_event=on_event,
-        cache=cache,
-        settings=settings,
-        provenance=provenance,
-        models=extra,
-        rank_by=by_decision_score,
-    )
-    ctx.run.models["target"] = cfg.target()
-    ctx.emit("run_started", f"opro on task {task.id}", task=task.id, models=ctx.run.models)
-    search = Search(ctx, cfg)
-    stop = "max_iterations" if await search.start() is not None else BUDGET
+    ctx = search.ctx
+    decision = await search.start()
     steps = 0
-    while stop != BUDGET and steps < cfg.max_iterations:
+    while not decision.stops:
+        if (decision := route(cfg.max_iterations - steps, None)).stops:  # no step left
+            break
         steps += 1
         prompt = meta_prompt(search, cfg, steps)
         for k in range(cfg.candidates_per_step):
             incumbent = search.incumbent.candidate if search.incumbent else task.prompt
-            if search.stop(search.write_cost("optimize", prompt), search.dev_cost(incumbent or task.prompt)):
-                stop = BUDGET
+            cost = search.write_cost("optimize", prompt), search.dev_cost(incumbent or task.prompt)
+            decision = search.next_step(cfg.candidates_per_step - k, *cost)
+            if decision.stops:
                 break
             it = ctx.new_iteration()
             it.metrics.update(step=steps, draw=k + 1)
@@ -161,20 +125,11 @@ async def arun_opro(
             await search.take(it, out.instruction if out is not None else None, call, f"optimizer, step {steps}")
     ctx.run.info["steps"] = steps
     return await search.finish(
-        stop, f"OPRO on task {task.id!r}: {steps} step(s) of up to {cfg.candidates_per_step} instruction(s) each."
+        decision, f"OPRO on task {task.id!r}: {steps} step(s) of up to {cfg.candidates_per_step} instruction(s) each."
     )
 
 
-run_opro = sync_twin(arun_opro)
-
-register_loop(
-    LoopSpec(
-        "opro",
-        OPROConfig,
-        arun_opro,
-        "OPRO: an optimizer model sees the best instructions with their dev scores and proposes more",
-    )
-)
+run_opro = arun_opro.sync
 
 
 # Role prompt (override with config.prompts["optimizer"]; fields: history, exemplars, scale) ------------------

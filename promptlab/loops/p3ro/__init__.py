@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .config import Decision, MissingCriteria, P3ROConfig, ScoreType, average_of, decide, decide_with_reason
+from .config import MissingCriteria, P3ROConfig, ScoreType, average_of
 from .evaluate import EVALUATOR_PROMPT
 from .loop import (
     DECOMPOSER_PROMPT,
@@ -13,11 +13,12 @@ from .loop import (
     rescore_p3ro,
     run_p3ro,
 )
+from .router import Action, route
 from .text import journey_summary
 
 __all__ = [
+    "Action",
     "DECOMPOSER_PROMPT",
-    "Decision",
     "EVALUATOR_PROMPT",
     "GENERATOR_PROMPT",
     "MissingCriteria",
@@ -27,9 +28,8 @@ __all__ = [
     "ScoreType",
     "arun_p3ro",
     "average_of",
-    "decide",
-    "decide_with_reason",
     "journey_summary",
     "rescore_p3ro",
+    "route",
     "run_p3ro",
 ]

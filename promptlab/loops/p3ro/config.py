@@ -1,5 +1,5 @@
-"""P³RO's settings and its router: the config, `decide_with_reason` (the NextStepDecider, pure) and the
-iteration average under the `missing_criteria` policy."""
+"""P³RO's settings: the config and the iteration average under the `missing_criteria` policy (the router is
+`promptlab.loops.p3ro.router`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ...record import Score
-from ..runtime.base import mean_present
 from ..runtime.grounding import PromptLoopConfig
+from ..runtime.toolkit import mean_present
 
-Decision = Literal["FINISH", "REVISE_STRATEGY", "CONTINUE_PROBING"]
 MissingCriteria = Literal["missing", "mean_present", "mean_reply"]
 ScoreType = Literal["1-10", "int"]
 
@@ -58,54 +57,6 @@ class P3ROConfig(PromptLoopConfig):
         if self.strict_criteria and self.criteria_as_written:
             raise ValueError("strict_criteria and criteria_as_written exclude each other; give one")
         return self
-
-
-# The router (pure) ----------------------------------------------------------------------------------
-def decide_with_reason(averages: list[float | None], config: P3ROConfig) -> tuple[Decision, str]:
-    """The NextStepDecider: the next step after the last iteration, and why.
-
-    Rules, in order: FINISH when the last average >= `finish_threshold` or `len(averages)` >=
-    `max_iterations`; REVISE_STRATEGY when there are two or more iterations and the last average did not
-    increase; CONTINUE_PROBING otherwise.
-
-    A missing average (None: no candidate, or the evaluator failed) is never replaced by a number: it
-    never finishes by threshold, and as the last average it counts as "did not increase". When the
-    iteration just before has no average, the last one is compared with the most recent present average;
-    if there is none, there is nothing to compare with and probing continues.
-
-    Args:
-        averages: the average score of every iteration so far, in order (None where missing).
-        config: supplies `finish_threshold` and `max_iterations`.
-
-    Raises:
-        ValueError: `averages` is empty.
-    """
-    if not averages:
-        raise ValueError("decide needs the averages of at least one iteration")
-    n, last = len(averages), averages[-1]
-    if last is not None and last >= config.finish_threshold:
-        return "FINISH", f"average {last:g} >= threshold {config.finish_threshold:g}"
-    if n >= config.max_iterations:
-        return "FINISH", f"reached max_iterations {config.max_iterations}"
-    if n < 2:
-        if last is None:
-            return "CONTINUE_PROBING", "first iteration has no score; nothing to compare with"
-        return "CONTINUE_PROBING", f"first iteration (average {last:g}); nothing to compare with yet"
-    if last is None:
-        return "REVISE_STRATEGY", "average missing this iteration: counted as no improvement"
-    earlier = [(i, a) for i, a in enumerate(averages[:-1], start=1) if a is not None]
-    if not earlier:
-        return "CONTINUE_PROBING", f"average {last:g}; no earlier average to compare with"
-    idx, prev = earlier[-1]
-    where = f"iteration {idx}" + ("" if idx == n - 1 else f"; iteration {n - 1} had no score")
-    if last <= prev:
-        return "REVISE_STRATEGY", f"average {last:g} did not increase over {prev:g} ({where})"
-    return "CONTINUE_PROBING", f"average {last:g} increased over {prev:g} ({where})"
-
-
-def decide(averages: list[float | None], config: P3ROConfig) -> Decision:
-    """The next step only; see `decide_with_reason` for the rules."""
-    return decide_with_reason(averages, config)[0]
 
 
 def average_of(scores: list[Score], policy: MissingCriteria, reply: list[float | None] | None = None) -> float | None:

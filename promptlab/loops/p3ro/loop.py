@@ -4,7 +4,7 @@ PLAN: the decomposer turns the goal into measurable criteria (it is asked for 3-
 taken, as the design document's `List[str]`, repeats removed) and the strategist writes an ordered improvement
 plan. PROBE: each iteration the generator writes a full new prompt and the evaluator scores it 1-10 on every
 criterion (`promptlab.loops.p3ro.evaluate`). REFLECT & ORIENT: the reflector distils the evaluation into one
-directive, and `decide` (pure Python) picks FINISH, REVISE_STRATEGY (the strategist plans again, seeing the
+directive, and the router (`promptlab.loops.p3ro.router.route`, pure Python) picks FINISH, REVISE_STRATEGY (the strategist plans again, seeing the
 history) or CONTINUE_PROBING. POLISH is pure Python, no model call: the highest-scoring prompt of the whole
 history is the result (ties go to the earliest) and `Run.summary` tells the journey.
 
@@ -20,7 +20,7 @@ evaluated as iteration 0; it ends the run if it reaches the threshold (before an
 POLISH may return it, but the router, the history and the roles see only the rewrites.
 
 Missing scores are never invented: a criterion the evaluator did not score is `None`, an evaluator
-failure leaves every criterion `None` and the iteration's average `None` (see `decide_with_reason`).
+failure leaves every criterion `None` and the iteration's average `None` (see `route`).
 Calls stream with `token_type` = the role ("decomposer", "strategist", "generator", "evaluator",
 "reflector").
 """
@@ -29,24 +29,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ConfigError
-from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Iteration, Run, Score, Task
-from ..runtime.base import (
-    LoopSpec,
-    as_config,
-    as_task,
-    best_iteration,
-    by_decision_score,
-    goal_of,
-    register_loop,
-    rescore_sample,
-    sync_twin,
-)
 from ..runtime.budget import BUDGET, last_step_cost
+from ..runtime.config import goal_of
 from ..runtime.context import RunContext
+from ..runtime.decision import Decision
+from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
@@ -54,9 +42,11 @@ from ..runtime.grounding import (
     measure_test,
     simulated_info,
 )
-from ..runtime.rescoring import rescoring_goal, rescoring_iteration
-from .config import Decision, P3ROConfig, average_of, decide_with_reason
+from ..runtime.rescoring import Rescore, define_rescore
+from ..runtime.toolkit import best_iteration, by_decision_score
+from .config import P3ROConfig, average_of
 from .evaluate import Evaluation, evaluate
+from .router import Action, route
 from .schemas import GeneratedPrompt, ImprovementPlan, Reflection, decomposed_schema
 from .text import distinct, evaluation_text, history_text, journey_summary, missing_scores, numbered
 
@@ -116,19 +106,16 @@ async def _assess(s: _State, it: Iteration, candidate: str) -> Evaluation:
     return ev
 
 
-async def _start(s: _State) -> bool:
-    """Candidate 0: the starting prompt measured and scored as iteration 0; True when it already reaches the
-    finish threshold (then the loop stops there)."""
+async def _start(s: _State) -> Decision[Action]:
+    """Candidate 0: the starting prompt measured and scored as iteration 0, and the router's decision on it
+    (FINISH when it already reaches the threshold: then the loop stops there)."""
     it = s.ctx.new_iteration(0)
     it.candidate = s.task.prompt
     await _assess(s, it, s.task.prompt)
     it.decision_score = decision_score(it, s.cfg)
-    # the router's own threshold rule (a lone score is never compared, and the cap counts rewrites)
-    decision, reason = decide_with_reason([it.decision_score], s.cfg.model_copy(update={"max_iterations": 100}))
-    if decision != "FINISH":
-        decision, reason = "CONTINUE_PROBING", "the starting prompt (candidate 0) is below the threshold"
-    s.ctx.decide(it, decision, reason, incumbent=incumbent(s.ctx.run.iterations))
-    return decision == "FINISH"
+    decision = route([it.decision_score], s.cfg, start=True)
+    s.ctx.decide(it, decision.action, decision.reason, incumbent=incumbent(s.ctx.run.iterations))
+    return decision
 
 
 def incumbent(iterations: list[Iteration]) -> int | None:
@@ -187,51 +174,35 @@ async def _probe(s: _State, it: Iteration) -> None:
         it.reflection = s.reflection = refl.summary
 
 
-async def arun_p3ro(
-    task: Task | str | dict[str, Any],
-    config: P3ROConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> Run:
-    """Run P³RO on a task and return its record.
+@define_rescore("p3ro", P3ROConfig)
+async def rescore_p3ro(r: Rescore[P3ROConfig]) -> list[Score]:
+    """Re-ask the run's evaluator about a logged candidate with the loop's prompt, criteria and schema (the
+    hook's arguments: `promptlab.loops.runtime.rescoring.define_rescore`)."""
+    criteria = list(r.run.info.get("criteria") or [])
+    return (await evaluate(r.ctx, r.config, r.goal, criteria, r.candidate, r.iteration)).scores
 
-    Args:
-        task: a Task, a dict of its fields, or a bare prompt (no goal: `DEFAULT_GOAL` is used).
-        config: a P3ROConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (independent cached draws).
-        on_event: called with each Event as the run goes.
-        cache: the call cache (None: default, False: none, or a directory).
-        settings: retries, structured re-asks, timeouts.
-        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+
+@define_loop(
+    "p3ro",
+    P3ROConfig,
+    "P³RO: criteria and a strategy, then generate-evaluate-reflect until finished",
+    check=lambda task, cfg: check_prompt_loop(task, cfg, [cfg.model_for("evaluator")]),
+    rank_by=by_decision_score,
+    rescore=rescore_p3ro,
+)
+async def arun_p3ro(ctx: RunContext, task: Task, cfg: P3ROConfig) -> Run:
+    """Run P³RO on a task (a bare prompt has no goal: `DEFAULT_GOAL` is used) and return its record.
 
     Returns:
         The Run: `final_output` is the highest-scoring prompt by decision score (ties: earliest),
         `info['final_iteration']` its iteration, `info['criteria']` the criteria, `summary` the journey;
-        `stop_reason` is 'threshold', 'max_iterations' or 'error' (the goal could not be decomposed, so
-        there was nothing to score against). With examples: `Iteration.grounded` (dev),
+        `stop_reason` is 'threshold', 'max_iterations', 'budget' or 'error' (the goal could not be decomposed,
+        so there was nothing to score against). With examples: `Iteration.grounded` (dev),
         `Run.baseline_test`, `Run.final_test`, `Run.delta`.
 
     Raises:
         ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
     """
-    task, cfg = as_task(task), as_config(P3ROConfig, config)
-    extra = check_prompt_loop(task, cfg, [cfg.model_for("evaluator")])
-    ctx = RunContext(
-        "p3ro",
-        task,
-        cfg,
-        sample=sample,
-        on_event=on_event,
-        cache=cache,
-        settings=settings,
-        provenance=provenance,
-        models=extra,
-        rank_by=by_decision_score,
-    )
     if task.grounded:
         ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"p3ro on task {task.id}", task=task.id, models=ctx.run.models)
@@ -272,17 +243,19 @@ async def arun_p3ro(
     revisions: list[int] = []
     decisions: list[float | None] = []
     budget = ctx.budget_stop(*last_step_cost(ctx)) if start else None
-    decision: Decision = "FINISH" if budget or (start and await _start(s)) else "CONTINUE_PROBING"
-    if decision != "FINISH":
+    decision = await _start(s) if start and not budget else None
+    stop_reason = BUDGET if budget else decision.stop_reason if decision else None
+    if stop_reason is None:
         s.plan = await _formulate(s, None)
         plans.append({"before_iteration": 1, "plan": s.plan})
     # PROBE / REFLECT & ORIENT (the router sees the rewrites; candidate 0 only ends the loop at the threshold)
-    while decision != "FINISH":
+    while stop_reason is None:
         budget = ctx.budget_stop(*last_step_cost(ctx))
         if budget:
+            stop_reason = BUDGET
             break
         it = ctx.new_iteration()
-        if decision == "REVISE_STRATEGY":
+        if decision is not None and decision.action == "REVISE_STRATEGY":
             revisions.append(it.index)
             new_plan = await _formulate(s, it)
             if new_plan is not None:
@@ -292,13 +265,10 @@ async def arun_p3ro(
         await _probe(s, it)
         it.decision_score = decision_score(it, cfg)
         decisions.append(it.decision_score)
-        decision, reason = decide_with_reason(decisions, cfg)
-        ctx.decide(it, decision, reason, incumbent=incumbent(ctx.run.iterations))
+        decision = route(decisions, cfg)
+        ctx.decide(it, decision.action, decision.reason, incumbent=incumbent(ctx.run.iterations))
+        stop_reason = decision.stop_reason
     # POLISH (pure Python)
-    last = ctx.run.iterations[-1].decision_score if ctx.run.iterations else None
-    stop_reason = (
-        BUDGET if budget else "threshold" if last is not None and last >= cfg.finish_threshold else "max_iterations"
-    )
     if budget:
         ctx.run.info["budget_stop"] = budget
     best = best_iteration(ctx.run.iterations, key=by_decision_score)
@@ -317,51 +287,7 @@ async def arun_p3ro(
     return run
 
 
-async def rescore_p3ro(
-    run: Run,
-    iteration: int,
-    *,
-    sample: int,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    candidate: str | None = None,
-    anchor: float | None = None,
-) -> list[Score]:
-    """Re-ask the run's evaluator about iteration `iteration`'s candidate with the loop's prompt, criteria and
-    schema, as re-score number `sample` (1, 2, ...; cached). `candidate` replaces its text and `anchor` shows a
-    previous score (`promptlab.loops.runtime.rescoring`: the bias probes).
-
-    The call draws at `rescore_sample(run.sample, sample)`, so no re-score is a cache hit of a logged
-    evaluator call (of this run or its replicates) or of another re-score. Raises ConfigError for an
-    iteration without a candidate or a re-score index below 1."""
-    cfg = P3ROConfig.model_validate(run.config)
-    it = next((i for i in run.iterations if i.index == iteration), None)
-    if it is None or it.candidate is None:
-        raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
-    ctx = RunContext("p3ro", run.task, cfg, sample=rescore_sample(run.sample, sample), cache=cache, settings=settings)
-    scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated evaluator scores from
-    ev = await evaluate(
-        ctx,
-        cfg,
-        rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor),
-        list(run.info.get("criteria") or []),
-        it.candidate if candidate is None else candidate,
-        scratch,
-    )
-    return ev.scores
-
-
-run_p3ro = sync_twin(arun_p3ro)
-
-register_loop(
-    LoopSpec(
-        "p3ro",
-        P3ROConfig,
-        arun_p3ro,
-        "P³RO: criteria and a strategy, then generate-evaluate-reflect until finished",
-        rescore=rescore_p3ro,
-    )
-)
+run_p3ro = arun_p3ro.sync
 
 
 # Role prompts (override with config.prompts[role]; fields as in each template) ----------------------

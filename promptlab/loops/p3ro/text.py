@@ -4,7 +4,7 @@ account of the journey (`journey_summary`)."""
 from __future__ import annotations
 
 from ...record import Iteration, Run, Score
-from ..runtime.base import cut
+from ..runtime.toolkit import cut
 from .config import P3ROConfig
 from .schemas import norm_criterion
 

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from ...tools.builtin import check_tool_names
-from ..runtime.base import LoopConfig
+from ..runtime.config import LoopConfig
 
 Piping = Literal["extract", "paste"]
 

@@ -41,36 +41,30 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Iteration, Run, Task
 from ...tools.builtin import ToolEnv, build_tools
 from ...tools.workspace import Workspace
-from ..runtime.base import LoopSpec, as_config, as_task, register_loop, sync_twin
-from ..runtime.budget import BUDGET, last_step_cost
+from ..runtime.budget import last_step_cost
 from ..runtime.context import RunContext
+from ..runtime.define import define_loop
 from .config import PCEEConfig
+from .router import Progress, route
 from .schemas import PlanStep, plan_schemas
 from .steps import PCEEState, execute, history_text
 
 
-def _cap_reached(s: PCEEState) -> bool:
-    """True (after re-deciding the last iteration as a stop) when max_iterations executions are done."""
-    its = s.ctx.run.iterations
-    if len(its) < s.cfg.execution_cap:
-        return False
-    s.ctx.decide(its[-1], "stop", f"max_iterations ({s.cfg.max_iterations}) tool executions reached")
-    return True
+def _progress(s: PCEEState, **verdict: Any) -> Progress:
+    """The router's view of the run now (the budget asked about an execution like the last one) and `verdict`."""
+    budget = s.ctx.budget_stop(*last_step_cost(s.ctx))
+    return Progress(executions=len(s.ctx.run.iterations), budget=budget, retries_used=s.retries_used, **verdict)
 
 
-def _over_budget(s: PCEEState) -> bool:
-    """True (after re-deciding the last iteration as a stop) when the next execution, expected to cost what the
-    last one did, would pass the run's budget."""
-    reason = s.ctx.budget_stop(*last_step_cost(s.ctx))
-    if reason and s.ctx.run.iterations:
-        s.ctx.decide(s.ctx.run.iterations[-1], "stop", reason)
-    return reason is not None
+def _stop_before(s: PCEEState) -> str | None:
+    """The stop reason when the next execution must not start (the last execution is re-decided as a stop)."""
+    decision = route(_progress(s), s.cfg)
+    if decision.stops and s.ctx.run.iterations:
+        s.ctx.decide(s.ctx.run.iterations[-1], decision.action, decision.reason)
+    return decision.stop_reason
 
 
 async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str) -> tuple[bool, Iteration, str]:
@@ -106,22 +100,20 @@ async def _correct(s: PCEEState, step: PlanStep, failed: Iteration, reason: str)
     entry["fix_plan"] = fix.model_dump(mode="json")["plan"]
     last = failed
     for fix_step in fix.plan:
-        if len(ctx.run.iterations) >= s.cfg.execution_cap or ctx.budget_stop(*last_step_cost(ctx)):
+        if route(_progress(s), s.cfg).stops:
             break
         last, ok, why = await execute(s, fix_step, kind="fix", retries=s.retries_used, fix_for=step.step_id)
         if not ok:
             entry["succeeded"] = False
             return False, last, f"fix step {fix_step.step_id} failed ({why}); the rest of the fix plan is skipped"
-        ctx.decide(last, "next_step", f"fix step succeeded: {why}")
+        decision = route(_progress(s, ok=True, step_id=fix_step.step_id, reason=f"fix step succeeded: {why}"), s.cfg)
+        ctx.decide(last, decision.action, decision.reason)
     entry["succeeded"] = len(ctx.run.iterations) < s.cfg.execution_cap
     return entry["succeeded"], last, "" if entry["succeeded"] else "the fix plan could not finish within max_iterations"
 
 
-def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str, why: str | None = None) -> str:
-    """Stop with failed_step (no correction can be made: `why`, by default the retry budget is spent) and
-    record which step failed."""
-    why = why or f"the retry budget ({s.cfg.retry_budget}) is spent"
-    s.ctx.decide(it, "stop", f"step {step.step_id} failed ({reason}) and {why}")
+def _record_failed_step(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> None:
+    """`info['failed_step']`: which step failed for good, and why."""
     s.ctx.run.info["failed_step"] = {
         "step_id": step.step_id,
         "instruction": step.instruction,
@@ -129,57 +121,43 @@ def _give_up(s: PCEEState, step: PlanStep, it: Iteration, reason: str, why: str 
         "reason": reason,
         "iteration": it.index,
     }
-    return "failed_step"
 
 
 async def _recover(s: PCEEState, step: PlanStep, it: Iteration, reason: str) -> str | None:
-    """Corrections after a failed step until one succeeds (None: retry the step) or the run must stop."""
-    ctx = s.ctx
+    """Corrections after a failed step until one succeeds (None: retry the step) or the router stops the run."""
+    failed_correction: str | None = None
     while True:
-        if _over_budget(s):
-            return BUDGET
-        if s.retries_used >= s.cfg.correction_cap:
-            return _give_up(s, step, it, reason)
-        left = s.cfg.execution_cap - len(ctx.run.iterations)
-        if left < 2:  # the step failed and cannot be corrected: named for what happened, not for the cap
-            why = f"{left:g} execution(s) left under max_iterations ({s.cfg.max_iterations}), too few for a fix and a retry"
-            return _give_up(s, step, it, reason, why)
+        verdict = _progress(s, ok=False, step_id=step.step_id, reason=reason, correction_failed=failed_correction)
+        decision = route(verdict, s.cfg)
+        s.ctx.decide(it, decision.action, decision.reason)
+        if decision.stop_reason == "failed_step":
+            _record_failed_step(s, step, it, reason)
+        if decision.stop_reason is not None:
+            return decision.stop_reason
         s.retries_used += 1
-        ctx.decide(
-            it,
-            "correct",
-            f"step {step.step_id} failed ({reason}); correction {s.retries_used} of {'unlimited' if s.cfg.retry_budget is None else s.cfg.retry_budget}",
-        )
-        ok, it, why = await _correct(s, step, it, reason)
+        ok, it, failed_correction = await _correct(s, step, it, reason)
         if ok:
             return None
-        if len(ctx.run.iterations) >= s.cfg.execution_cap:
-            ctx.decide(
-                it,
-                "stop",
-                f"correction failed ({why}); max_iterations ({s.cfg.max_iterations}) tool executions reached",
-            )
-            return "max_iterations"
-        reason = f"{reason}; correction {s.retries_used} failed: {why}"
+        reason = f"{reason}; correction {s.retries_used} failed: {failed_correction}"
 
 
 async def _run_plan(s: PCEEState) -> str:
-    """Execute the plan with corrections; returns the stop reason."""
-    ctx, steps = s.ctx, s.plan.plan
+    """Execute the plan with corrections; returns the router's stop reason."""
+    steps = s.plan.plan
     for pos, step in enumerate(steps):
         retries = 0
         while True:
-            if _cap_reached(s):
-                return "max_iterations"
-            if _over_budget(s):
-                return BUDGET
+            stop = _stop_before(s)
+            if stop is not None:
+                return stop
             it, ok, reason = await execute(s, step, kind="retry" if retries else "plan", retries=retries)
             if ok:
                 s.last_output = s.outputs[step.step_id]
-                if pos == len(steps) - 1:
-                    ctx.decide(it, "stop", f"all {len(steps)} plan steps succeeded")
-                    return "plan_complete"
-                ctx.decide(it, "next_step", reason)
+                done = dict(ok=True, step_id=step.step_id, reason=reason, last_step=pos == len(steps) - 1)
+                decision = route(_progress(s, **done, plan_steps=len(steps)), s.cfg)
+                s.ctx.decide(it, decision.action, decision.reason)
+                if decision.stop_reason is not None:
+                    return decision.stop_reason
                 break
             stop = await _recover(s, step, it, reason)
             if stop is not None:
@@ -188,27 +166,20 @@ async def _run_plan(s: PCEEState) -> str:
     return "plan_complete"
 
 
-async def arun_pcee(
-    task: Task | str | dict[str, Any],
-    config: PCEEConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-) -> Run:
-    """Run PCEE once: plan, then execute, evaluate and correct step by step in a fresh workspace.
+@define_loop(
+    "pcee",
+    PCEEConfig,
+    "Planner-Controller-Executor-Evaluator: a JSON plan with placeholder piping, run step by step in a workspace, "
+    "with self-correction",
+)
+async def arun_pcee(ctx: RunContext, task: Task, cfg: PCEEConfig) -> Run:
+    """Run PCEE once (the task's prompt is the request, its goal optional guidance): plan, then execute,
+    evaluate and correct step by step in a fresh workspace.
 
-    Args:
-        task: a Task, a dict of its fields, or the request as a string (goal: optional guidance).
-        config: a PCEEConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (the cache's sample index).
-        on_event: a callback receiving every Event.
-        cache: None for the default cache, False for none, or a directory.
-        settings: call settings (retries, timeouts, concurrency).
+    Returns:
+        The Run: `final_output` is the output of the last plan step that succeeded; `stop_reason`
+        'plan_complete', 'failed_step', 'max_iterations', 'budget' or 'error' (no plan); see the module.
     """
-    task, cfg = as_task(task), as_config(PCEEConfig, config)
-    ctx = RunContext("pcee", task, cfg, sample=sample, on_event=on_event, cache=cache, settings=settings)
     ws = Workspace.claim(
         cfg.workspace_base,
         ctx.run.run_id,
@@ -238,18 +209,7 @@ async def arun_pcee(
     return ctx.finish(stop_reason, state.last_output)
 
 
-run_pcee = sync_twin(arun_pcee)
-
-
-register_loop(
-    LoopSpec(
-        "pcee",
-        PCEEConfig,
-        arun_pcee,
-        "Planner-Controller-Executor-Evaluator: a JSON plan with "
-        "placeholder piping, run step by step in a workspace, with self-correction",
-    )
-)
+run_pcee = arun_pcee.sync
 
 
 PLANNER_PROMPT = """Break the request below into a plan of tool calls, run one after another in a \

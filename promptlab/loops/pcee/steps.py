@@ -18,10 +18,10 @@ from pydantic import BaseModel, Field
 
 from ...record import Iteration, Score, Step, Task
 from ...tools.registry import ToolRegistry, ToolResult
-from ..runtime.base import cut
 from ..runtime.context import RunContext
 from ..runtime.replies import reply_config
 from ..runtime.tool_steps import run_tool_step
+from ..runtime.toolkit import cut
 from .config import PCEEConfig
 from .schemas import PlaceholderError, Plan, PlanStep, Verdict, fill_placeholders, placeholder_steps
 

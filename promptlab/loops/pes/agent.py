@@ -42,11 +42,14 @@ from ...record import Run, Task
 from ...tools.builtin import ToolEnv, build_tools, check_tool_names, needs_workspace
 from ...tools.registry import Tool, ToolRegistry
 from ...tools.workspace import Workspace
-from ..runtime.base import LoopSpec, as_config, as_task, register_loop, sync_twin, text_hash
+from ..runtime.config import as_config
 from ..runtime.context import RunContext
+from ..runtime.define import RunArgs, define_loop_runner
+from ..runtime.provenance import text_hash
 from .a2a import AgentDirectory, delegate_tool
 from .config import PROVIDER_FIELDS, Persona, PESConfig, ThreadState, with_provider
 from .observe import Observer, StreamTyper
+from .router import run_stop_reason
 from .run import (
     Turn,
     finalize,
@@ -186,8 +189,10 @@ class PESAgent:
         cache: CacheArg = None,
         settings: Settings | None = None,
         depth: int = 0,
+        provenance: dict[str, Any] | None = None,
     ) -> Run:
-        """Run the loop on a Task (its prompt is the query, its goal optional guidance)."""
+        """Run the loop on a Task (its prompt is the query, its goal optional guidance); `provenance` adds
+        entries to `Run.provenance`."""
         turn = self._begin(
             task,
             thread_id,
@@ -197,18 +202,15 @@ class PESAgent:
             on_event=on_event if on_event is not None else self.on_event,
             cache=cache if cache is not None else self.cache,
             settings=settings if settings is not None else self.settings,
+            provenance=provenance,
         )
         planning_stop = await plan_and_execute(turn)
         turn.ctx.run.info["planning_stop"] = planning_stop
         final = await synthesize(turn)
-        if final is None:
-            stop_reason = "error"  # no answer
-        else:
-            stop_reason = "planning_error" if planning_stop == "error" else planning_stop
-            if turn.cfg.judge:
-                turn.ctx.run.final_scores = [await judge(turn, final)]
+        if final is not None and turn.cfg.judge:
+            turn.ctx.run.final_scores = [await judge(turn, final)]
         finalize(turn, final)
-        return turn.ctx.finish(stop_reason, final)
+        return turn.ctx.finish(run_stop_reason(planning_stop, final is not None), final)
 
     def _begin(
         self,
@@ -221,6 +223,7 @@ class PESAgent:
         on_event: EventHandler | None,
         cache: CacheArg,
         settings: Settings | None,
+        provenance: dict[str, Any] | None = None,
     ) -> Turn:
         """Load the thread's configuration (persona, tools, provider config, workspace) and open the run."""
         state = self.thread(thread_id)
@@ -229,7 +232,9 @@ class PESAgent:
         for stage in ("planning", "synthesis"):
             systems[stage], sources[stage] = self._system(stage, persona, state)
         typed = StreamTyper(on_event) if on_event is not None else None
-        ctx = RunContext("pes", task, cfg, sample=sample, on_event=typed, cache=cache, settings=settings)
+        ctx = RunContext(
+            "pes", task, cfg, sample=sample, on_event=typed, cache=cache, settings=settings, provenance=provenance
+        )
         limit = state.history_limit if state.history_limit is not None else cfg.history_limit
         tools = self._tools(cfg, state, thread_id, depth)
         run = ctx.run
@@ -297,40 +302,23 @@ class PESAgent:
         return (PLANNING_SYSTEM if stage == "planning" else SYNTHESIS_SYSTEM), "default"
 
 
-async def arun_pes(
-    task: Task | str | dict[str, Any],
-    config: PESConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-) -> Run:
-    """Run PES once on a task with a fresh agent and the default persona.
-
-    Args:
-        task: a Task, a dict of its fields, or the user's query as a string (goal: optional guidance).
-        config: a PESConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (the cache's sample index).
-        on_event: a callback receiving every Event.
-        cache: None for the default cache, False for none, or a directory.
-        settings: call settings (retries, timeouts, concurrency).
-    """
-    agent = PESAgent("pes", config=as_config(PESConfig, config))
-    return await agent.arun_task(as_task(task), sample=sample, on_event=on_event, cache=cache, settings=settings)
-
-
-run_pes = sync_twin(arun_pes)
-
-
-register_loop(
-    LoopSpec(
-        "pes",
-        PESConfig,
-        arun_pes,
-        "Plan-Execute-Synthesize agent: plan tool calls, run them, iterate on their results, then synthesize an answer",
-    )
+@define_loop_runner(
+    "pes",
+    PESConfig,
+    "Plan-Execute-Synthesize agent: plan tool calls, run them, iterate on their results, then synthesize an answer",
 )
+async def arun_pes(task: Task, cfg: PESConfig, args: RunArgs) -> Run:
+    """Run PES once on a task (its prompt is the user's query, its goal optional guidance) with a fresh agent
+    and the default persona.
+
+    Returns:
+        The Run: `final_output` is the answer; `stop_reason` 'no_tool_calls', 'max_iterations', 'budget',
+        'planning_error' (an answer after a failed planning call) or 'error' (no answer); see the module.
+    """
+    return await PESAgent("pes", config=cfg).arun_task(task, **args.options())
+
+
+run_pes = arun_pes.sync
 
 __all__ = ["PLANNING_SYSTEM", "SYNTHESIS_SYSTEM", "PESAgent", "arun_pes", "run_pes"]
 

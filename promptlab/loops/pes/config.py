@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...tools.builtin import check_tool_names
 from ...tools.workspace import Workspace
-from ..runtime.base import LoopConfig
+from ..runtime.config import LoopConfig
 
 PROVIDER_FIELDS = frozenset({"model", "generator_model", "critic_model", "role_models", "temperature", "max_tokens"})
 """Config fields a thread's `provider_config` may set."""

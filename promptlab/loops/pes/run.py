@@ -14,10 +14,12 @@ from ...record import Iteration, Score, Task
 from ...tools.registry import ToolError, ToolRegistry, ToolResult
 from ..runtime.budget import BUDGET, last_step_cost
 from ..runtime.context import RunContext
+from ..runtime.decision import Decision
 from ..runtime.tool_steps import record_tool_result, run_tool_step
 from .a2a import DEFAULT_A2A_DIR, A2ATask, A2ATaskRepository, AgentDirectory, delegate_all
 from .config import PESConfig, ThreadState
 from .observe import ObservationType, Observer
+from .router import Action, route
 from .schemas import JudgeGrade, PlanningOutput, SynthesisOutput, planning_schema
 
 
@@ -52,11 +54,12 @@ class Turn:
 
 
 async def plan_and_execute(turn: Turn) -> str:
-    """The ReAct-like loop; returns why it ended (no_tool_calls, max_iterations, budget, error). A step of the
-    budget is one planning round with its tool calls, expected to cost what the last one did."""
-    ctx, cfg, observe = turn.ctx, turn.cfg, turn.observe
+    """The ReAct-like loop; returns why it ended (no_tool_calls, max_iterations, error: the router's,
+    `promptlab.loops.pes.router.route`; budget: the budget's). A step of the budget is one planning round with
+    its tool calls, expected to cost what the last one did."""
+    ctx, cfg = turn.ctx, turn.cfg
     schema = planning_schema(turn.tools)
-    for _ in range(cfg.max_iterations):
+    while True:
         if ctx.budget_stop(*last_step_cost(ctx)):
             return BUDGET  # the synthesis still answers from what was gathered
         it = ctx.new_iteration()
@@ -69,32 +72,31 @@ async def plan_and_execute(turn: Turn) -> str:
             steps="\n".join(turn.rounds) or "(none yet: this is the first round)",
         )
         plan = await stream_call(turn, "planning", it, "planner", "plan", prompt, schema)
-        if plan is None:
-            ctx.decide(it, "synthesize", "the planning call failed (see errors)")
-            return "error"
-        it.candidate = plan.plan
-        for kind, value in (
-            (ObservationType.TITLE, plan.title),
-            (ObservationType.INTENT, plan.intent),
-            (ObservationType.PLAN, plan.plan),
-            (ObservationType.THOUGHTS, plan.thoughts),
-        ):
-            observe(kind, value, it.index)
-        turn.state.title = plan.title or turn.state.title
-        results, tasks = await execute_round(turn, it, plan)
-        ok = sum(r.ok for r in results)
-        it.metrics = {"tool_calls": len(results), "tool_successes": ok, "tool_errors": len(results) - ok}
-        turn.rounds.append(round_text(it.index, plan, results, cfg.result_chars))
-        turn.steps.append(execution_step(turn, it, plan, results, tasks))
-        if not results:
-            ctx.decide(it, "synthesize", "the plan calls no tool")
-            return "no_tool_calls"
-        ctx.score(it, [], average=round(10 * ok / len(results), 4))
-        if it.index == cfg.max_iterations:
-            ctx.decide(it, "synthesize", f"reached max_iterations ({cfg.max_iterations})")
-        else:
-            ctx.decide(it, "continue", f"{ok} of {len(results)} tool calls succeeded; planning again")
-    return "max_iterations"
+        decision = route(it.index, None, 0, cfg.max_iterations) if plan is None else await run_round(turn, it, plan)
+        ctx.decide(it, decision.action, decision.reason)
+        if decision.stop_reason is not None:
+            return decision.stop_reason
+
+
+async def run_round(turn: Turn, it: Iteration, plan: PlanningOutput) -> Decision[Action]:
+    """One planned round: observe the plan, run its tool calls, record them, and ask the router what next."""
+    it.candidate = plan.plan
+    for kind, value in (
+        (ObservationType.TITLE, plan.title),
+        (ObservationType.INTENT, plan.intent),
+        (ObservationType.PLAN, plan.plan),
+        (ObservationType.THOUGHTS, plan.thoughts),
+    ):
+        turn.observe(kind, value, it.index)
+    turn.state.title = plan.title or turn.state.title
+    results, tasks = await execute_round(turn, it, plan)
+    ok = sum(r.ok for r in results)
+    it.metrics = {"tool_calls": len(results), "tool_successes": ok, "tool_errors": len(results) - ok}
+    turn.rounds.append(round_text(it.index, plan, results, turn.cfg.result_chars))
+    turn.steps.append(execution_step(turn, it, plan, results, tasks))
+    if results:
+        turn.ctx.score(it, [], average=round(10 * ok / len(results), 4))
+    return route(it.index, len(results), ok, turn.cfg.max_iterations)
 
 
 async def stream_call(

@@ -24,7 +24,7 @@ import math
 
 from ...eval.stats import mean_ci
 from ...record import GroundedScore, Iteration
-from ..runtime.base import text_hash
+from ..runtime.provenance import text_hash
 from ..runtime.search import Search
 from .config import ProTeGiConfig
 

@@ -43,14 +43,11 @@ import json
 from typing import Any
 
 from ...eval.tasks import input_text
-from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
 from ...record import Iteration, Run, Task
-from ..runtime.base import LoopSpec, as_config, as_task, by_decision_score, cut, register_loop, sync_twin
-from ..runtime.budget import BUDGET
-from ..runtime.context import RunContext
-from ..runtime.search import PARAPHRASE_PROMPT, Rewrite, Search, check_search_loop
+from ..runtime.decision import Decision
+from ..runtime.search import PARAPHRASE_PROMPT, Rewrite, Search, define_search_loop
+from ..runtime.search_router import Action, route
+from ..runtime.toolkit import cut
 from .bandit import SELECTIONS, Arms
 from .config import Prompts, ProTeGiConfig, Reasons
 
@@ -83,8 +80,9 @@ class _Round:
     async def write(self, role: str, phase: str, prompt: str, schema: Any, parent: Iteration) -> Any:
         """One call of the expansion as a step of the budget (placed on the parent's iteration); raises
         _Stopped when the budget refuses it."""
-        if self.search.stop(self.search.write_cost(phase, prompt)):
-            raise _Stopped
+        decision = self.search.next_step(1, self.search.write_cost(phase, prompt))
+        if decision.stops:
+            raise _Stopped(decision)
         out, _ = await self.search.write(role, phase, prompt, schema, parent)
         return out
 
@@ -93,7 +91,7 @@ class _Round:
         search, cfg, ctx = self.search, self.cfg, self.search.ctx
         assert parent.candidate is not None
         if not await self.arms.pull(parent, self.minibatch):
-            raise _Stopped
+            raise _Stopped(route(1, self.arms.stopped))
         ledger = self.arms.ledger(parent)
         errors = [i for i in self.minibatch if (s := ledger.get(i)) is not None and s < 1.0]
         edited: list[tuple[str, str]] = []
@@ -146,72 +144,46 @@ class _Round:
 
 
 class _Stopped(Exception):
-    """The budget refused the next step of the round."""
+    """The budget refused the next step of the round (`decision`: the router's, which stops)."""
+
+    def __init__(self, decision: Decision[Action]) -> None:
+        super().__init__(decision.reason)
+        self.decision = decision
 
 
-async def arun_protegi(
-    task: Task | str | dict[str, Any],
-    config: ProTeGiConfig | dict[str, Any] | None = None,
-    *,
-    sample: int = 0,
-    on_event: EventHandler | None = None,
-    cache: CacheArg = None,
-    settings: Settings | None = None,
-    provenance: dict[str, Any] | None = None,
-) -> Run:
-    """Run ProTeGi on a grounded task and return its record.
-
-    Args:
-        task: a grounded Task (examples, scorer, split), or a dict of its fields.
-        config: a ProTeGiConfig, a dict of its fields, or None for the defaults.
-        sample: replicate index (independent draws).
-        on_event: called with each Event as the run goes.
-        cache: the call cache (None: default, False: none, or a directory).
-        settings: retries, structured re-asks, timeouts.
-        provenance: extra entries for `Run.provenance` (the sweep's `experiment_hash`).
+@define_search_loop(
+    "protegi",
+    ProTeGiConfig,
+    "ProTeGi: textual gradients from dev errors, edits and paraphrases, a beam chosen by a bandit",
+)
+async def arun_protegi(search: Search, task: Task, cfg: ProTeGiConfig) -> Run:
+    """Run ProTeGi on a grounded task (examples, scorer, split) and return its record.
 
     Returns:
         The Run: iteration 0 is the starting prompt, each later iteration a successor with its bandit estimate
         on dev; `final_output` is the head of the last beam; `info['beams']` the beams by round;
         `Run.baseline_test`, `Run.final_test`, `Run.delta` and each incumbent's `Iteration.test`.
-
-    Raises:
-        ConfigError: a bad config, or a task without examples, before any call.
     """
-    task, cfg = as_task(task), as_config(ProTeGiConfig, config)
-    extra = check_search_loop(task, cfg, "protegi")
-    ctx = RunContext(
-        "protegi",
-        task,
-        cfg,
-        sample=sample,
-        on_event=on_event,
-        cache=cache,
-        settings=settings,
-        provenance=provenance,
-        models=extra,
-        rank_by=by_decision_score,
-    )
-    ctx.run.models["target"] = cfg.target()
-    ctx.emit("run_started", f"protegi on task {task.id}", task=task.id, models=ctx.run.models)
-    search = Search(ctx, cfg)
+    ctx = search.ctx
     arms = Arms(search, search.rng("dev order").sample(range(len(search.dev)), len(search.dev)))
-    start = await search.start()
-    stop = "max_iterations" if start is not None else BUDGET
+    decision = await search.start()
+    start = search.incumbent
     beam = [start] if start is not None else []
     if start is not None and start.grounded is not None:
         arms.ledgers[start.index] = dict(enumerate(start.grounded.scores))
     beams: list[list[int]] = [[it.index for it in beam]]
     rounds = 0
-    while stop != BUDGET and rounds < cfg.max_iterations:
+    while not decision.stops:
+        if (decision := route(cfg.max_iterations - rounds, None)).stops:  # no round left
+            break
         rounds += 1
         expansion = _Round(search, cfg, arms, rounds)
         successors: list[Successor] = []
         try:
             for parent in beam:
                 successors += await expansion.expand(parent)
-        except _Stopped:
-            stop = BUDGET
+        except _Stopped as stopped:
+            decision = stopped.decision
             break
         pool, new = list(beam), []
         for text, origin, parent_index in successors:
@@ -226,7 +198,7 @@ async def arun_protegi(
                 pool.append(it)
         ranked = await SELECTIONS[cfg.selection](arms, pool, cfg)
         if ranked is None:
-            stop = BUDGET
+            decision = route(1, arms.stopped)
             for it in new:
                 search.decide(it, "UNFINISHED", "the budget ended the round before its selection did")
             break
@@ -242,20 +214,12 @@ async def arun_protegi(
             )
     ctx.run.info.update(beams=beams, rounds=rounds)
     return await search.finish(
-        stop, f"ProTeGi on task {task.id!r}: {rounds} round(s), beam {cfg.beam_size}, {cfg.selection} selection on dev."
+        decision,
+        f"ProTeGi on task {task.id!r}: {rounds} round(s), beam {cfg.beam_size}, {cfg.selection} selection on dev.",
     )
 
 
-run_protegi = sync_twin(arun_protegi)
-
-register_loop(
-    LoopSpec(
-        "protegi",
-        ProTeGiConfig,
-        arun_protegi,
-        "ProTeGi: textual gradients from dev errors, edits and paraphrases, a beam chosen by a bandit",
-    )
-)
+run_protegi = arun_protegi.sync
 
 
 # Role prompts (override with config.prompts[role]; fields: prompt, errors, n, and reason for the editor) -----

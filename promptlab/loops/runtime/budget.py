@@ -1,6 +1,6 @@
 """Budgets: whether a loop's next step may start, and what it is expected to cost.
 
-Every loop config takes `budget_calls` and `budget_tokens` (`promptlab.loops.runtime.base.LoopConfig`). The run
+Every loop config takes `budget_calls` and `budget_tokens` (`promptlab.loops.runtime.config.LoopConfig`). The run
 counts what it spends (`RunContext.spent`: every call but test-split measurement, a cache hit with its original
 call's tokens, so a replay spends exactly what the first run did), and before each step a loop asks
 `RunContext.budget_stop(calls, tokens)` with the step's expected cost; on a reason it stops with stop reason
@@ -20,13 +20,80 @@ What a step is, per loop:
 
 from __future__ import annotations
 
-from .context import RunContext
+from ...llm.tally import Tally
+from ...record import Run
+from .config import LoopConfig
+from .interrupt import INTERRUPTED, stop_requested
+
+BUDGET_FREE_PHASES = frozenset({"score_test"})
+"""Phases whose calls measure a run rather than drive it (the test split): left out of its budget spend."""
 
 BUDGET = "budget"
 """The stop reason of a run its budget stopped."""
 
 
-def last_step_cost(ctx: RunContext) -> tuple[int, int]:
+class Spending:
+    """What a run has spent towards its budget, and whether its next step may start (`RunContext` is one)."""
+
+    config: LoopConfig
+    run: Run
+
+    def __init__(self) -> None:
+        self.spent = Tally()
+        """What the run has spent towards its budget: every call outside `BUDGET_FREE_PHASES`, a cache hit with
+        its original call's tokens and cost (so a replay spends what the first run did)."""
+        self.spent_by_phase: dict[str, Tally] = {}
+        """`spent` by phase: what a loop estimates its next step's cost from (`last_step_cost`, `phase_tokens`)."""
+
+    def spend(
+        self,
+        phase: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = 0.0,
+        *,
+        failed: bool = False,
+    ) -> None:
+        """Count one call of `phase` towards the run's budget (`spent`), unless the phase is budget-free."""
+        if phase not in BUDGET_FREE_PHASES:
+            for tally in (self.spent, self.spent_by_phase.setdefault(phase, Tally())):
+                tally.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
+
+    def spend_tally(self, phase: str, tally: Tally) -> None:
+        """Count calls made outside `completion` (a judge scorer's, as a budget counts them) towards the
+        budget, unless the phase is budget-free."""
+        if tally.calls and phase not in BUDGET_FREE_PHASES:
+            self.spent.merge(tally)
+            self.spent_by_phase.setdefault(phase, Tally()).merge(tally)
+
+    @staticmethod
+    def recorded_stop(stop_reason: str) -> str:
+        """The stop reason a run records: 'budget' is INTERRUPTED while a Stop is asked (`stop_scope`), since the
+        loop then stopped as on a budget."""
+        return INTERRUPTED if stop_reason == BUDGET and stop_requested() else stop_reason
+
+    def budget_stop(self, next_calls: int = 0, next_tokens: int = 0) -> str | None:
+        """Why the next step, expected to make `next_calls` calls of `next_tokens` tokens, must not start
+        (its spend would pass `budget_calls` or `budget_tokens`), or None when it may. A loop asks before each
+        step and stops with stop reason 'budget' on a reason; an estimate that falls short can pass a budget
+        by at most that one step. While a `stop_scope` flag is set, every step must not start."""
+        if stop_requested():
+            return f"{INTERRUPTED}: asked to stop"
+        cfg, s = self.config, self.spent
+        if cfg.budget_calls is not None and s.calls + next_calls > cfg.budget_calls:
+            return (
+                f"budget: {s.calls} calls spent, the next step needs about {next_calls} more "
+                f"(budget_calls {cfg.budget_calls})"
+            )
+        if cfg.budget_tokens is not None and s.tokens + next_tokens > cfg.budget_tokens:
+            return (
+                f"budget: {s.tokens} tokens spent, the next step needs about {next_tokens} more "
+                f"(budget_tokens {cfg.budget_tokens})"
+            )
+        return None
+
+
+def last_step_cost(ctx: Spending) -> tuple[int, int]:
     """(calls, tokens) the run spent between its last two decisions: the expected cost of the next step of a loop
     whose steps are alike. With one decision, what the run had spent by then (setup included: an
     over-estimate); with none, (0, 0)."""
@@ -39,7 +106,7 @@ def last_step_cost(ctx: RunContext) -> tuple[int, int]:
     return max(last.calls - before.calls, 0), max(last.tokens - before.tokens, 0)
 
 
-def phase_tokens(ctx: RunContext, phase: str, calls: int, fallback: int) -> int:
+def phase_tokens(ctx: Spending, phase: str, calls: int, fallback: int) -> int:
     """Expected tokens of `calls` calls of `phase`: the run's mean tokens per call of that phase so far, else
     `fallback` per call (e.g. the prompt's characters / 4 plus the reply cap)."""
     tally = ctx.spent_by_phase.get(phase)
@@ -54,4 +121,4 @@ def rough_tokens(text: str) -> int:
     return len(text) // 4
 
 
-__all__ = ["BUDGET", "last_step_cost", "phase_tokens", "rough_tokens"]
+__all__ = ["BUDGET", "BUDGET_FREE_PHASES", "Spending", "last_step_cost", "phase_tokens", "rough_tokens"]

@@ -4,6 +4,7 @@ events, totals) and closes it into a `Run`."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
@@ -17,22 +18,20 @@ from ...llm.call import CacheArg, acomplete
 from ...llm.completion import Completion
 from ...llm.preflight import preflight
 from ...llm.settings import DEFAULT_SETTINGS, Settings
-from ...llm.tally import Tally
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
-from .base import LoopConfig, base_provenance, best_iteration, by_average, mean_present, scoped_provenance, text_hash
-from .interrupt import INTERRUPTED, stop_requested
+from .budget import Spending
+from .config import LoopConfig
+from .provenance import base_provenance, note_model, scoped_provenance, text_hash
+from .toolkit import best_iteration, by_average, mean_present
 
 M = TypeVar("M", bound=BaseModel)
 
 USER_INPUT = frozenset({"task", "config"})
 """Run fields recorded as the user gave them; everything else is cleaned by `finish` (`promptlab.sanitize`)."""
 
-BUDGET_FREE_PHASES = frozenset({"score_test"})
-"""Phases whose calls measure a run rather than drive it (the test split): left out of its budget spend."""
 
-
-class RunContext:
+class RunContext(Spending):
     """Records one run as it goes: model calls through the core path, steps, errors, events, totals."""
 
     def __init__(
@@ -65,11 +64,7 @@ class RunContext:
         self.clean = Cleaner()
         """Cleans model and tool output for the run's records and events (the secrets of the environment it started in)."""
         self.t0 = time.perf_counter()
-        self.spent = Tally()
-        """What the run has spent towards its budget: every call outside `BUDGET_FREE_PHASES`, a cache hit with
-        its original call's tokens and cost (so a replay spends what the first run did)."""
-        self.spent_by_phase: dict[str, Tally] = {}
-        """`spent` by phase: what a loop estimates its next step's cost from (`promptlab.loops.runtime.budget`)."""
+        super().__init__()
         self.run = Run(
             run_id=new_run_id(),
             loop=loop,
@@ -108,8 +103,6 @@ class RunContext:
         try:
             self.on_event(event)
         except Exception as e:  # the run is worth more than the display
-            import logging
-
             logging.getLogger("promptlab").warning("on_event callback failed: %s", e)
 
     # prompts ----------------------------------------------------------------------------------
@@ -303,7 +296,7 @@ class RunContext:
         )
         self.run.totals.add(c)
         self.spend(step.phase, c.input_tokens or 0, c.output_tokens or 0, c.cost_usd)
-        self._reported(step.role, model, c)
+        note_model(self.run.provenance, step.role, model, c)
         if keep_raw:
             step.raw = c.text
         step.output = c.parsed.model_dump(mode="json") if c.parsed is not None else {"text": c.text}
@@ -319,54 +312,6 @@ class RunContext:
             cost_usd=c.cost_usd,
             output=step.output,  # the node's output, which PrintLog shows readably
         )
-
-    def _reported(self, role: str, model: str, c: Completion) -> None:
-        """Provenance: per role, the model requested, the id the provider reported and the endpoint."""
-        roles = self.run.provenance.setdefault("models", {})
-        if role not in roles:
-            roles[role] = {"requested": model, "reported": c.response_model, "endpoint": c.endpoint}
-
-    # budget -------------------------------------------------------------------------------------
-    def spend(
-        self,
-        phase: str,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        cost_usd: float | None = 0.0,
-        *,
-        failed: bool = False,
-    ) -> None:
-        """Count one call of `phase` towards the run's budget (`spent`), unless the phase is budget-free."""
-        if phase not in BUDGET_FREE_PHASES:
-            for tally in (self.spent, self.spent_by_phase.setdefault(phase, Tally())):
-                tally.count(failed=failed, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd)
-
-    def spend_tally(self, phase: str, tally: Tally) -> None:
-        """Count calls made outside `completion` (a judge scorer's, as a budget counts them) towards the
-        budget, unless the phase is budget-free."""
-        if tally.calls and phase not in BUDGET_FREE_PHASES:
-            self.spent.merge(tally)
-            self.spent_by_phase.setdefault(phase, Tally()).merge(tally)
-
-    def budget_stop(self, next_calls: int = 0, next_tokens: int = 0) -> str | None:
-        """Why the next step, expected to make `next_calls` calls of `next_tokens` tokens, must not start
-        (its spend would pass `budget_calls` or `budget_tokens`), or None when it may. A loop asks before each
-        step and stops with stop reason 'budget' on a reason; an estimate that falls short can pass a budget
-        by at most that one step. While a `stop_scope` flag is set, every step must not start."""
-        if stop_requested():
-            return f"{INTERRUPTED}: asked to stop"
-        cfg, s = self.config, self.spent
-        if cfg.budget_calls is not None and s.calls + next_calls > cfg.budget_calls:
-            return (
-                f"budget: {s.calls} calls spent, the next step needs about {next_calls} more "
-                f"(budget_calls {cfg.budget_calls})"
-            )
-        if cfg.budget_tokens is not None and s.tokens + next_tokens > cfg.budget_tokens:
-            return (
-                f"budget: {s.tokens} tokens spent, the next step needs about {next_tokens} more "
-                f"(budget_tokens {cfg.budget_tokens})"
-            )
-        return None
 
     def fail(self, step: Step, error: BaseException, *, raw: str | None = None) -> StepError:
         """Record an error on a step and on the run, and emit it."""
@@ -430,16 +375,14 @@ class RunContext:
         """Close the run: stop reason, output, best iteration (by `rank_by`, the rule the loop chooses its
         best prompt by) and its average, wall time; emits run_finished."""
         r = self.run
-        if stop_reason == "budget" and stop_requested():  # the loop stopped as on a budget, on a Stop
-            stop_reason = INTERRUPTED
-        r.stop_reason, r.final_output = stop_reason, final_output
+        r.stop_reason, r.final_output = self.recorded_stop(stop_reason), final_output
         best = best_iteration(r.iterations, key=self.rank_by)
         if best is not None:
             r.best_iteration, r.best_score = best.index, best.average
         r.totals.wall_time_s = round(time.perf_counter() - self.t0, 4)
         r.spent = self.spent.model_copy()
         self.clean.model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
-        self.emit("run_finished", f"stopped: {stop_reason}", stop_reason=stop_reason, best_score=r.best_score)
+        self.emit("run_finished", f"stopped: {r.stop_reason}", stop_reason=r.stop_reason, best_score=r.best_score)
         return r
 
 

@@ -39,13 +39,13 @@ from pydantic import Field
 
 from ...critics.simulated import is_simulated, parse_sim
 from ...errors import ConfigError
-from ...eval.evaluate import aevaluate_prompt
+from ...eval.evaluate import EvalResult, aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
 from ...llm.model_names import supports_logprobs
 from ...llm.preflight import validate_model_name
 from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
-from .base import LoopConfig
+from .config import LoopConfig
 from .context import RunContext
 
 ScoreSource = Literal["critic", "grounded", "both"]
@@ -209,6 +209,17 @@ async def measure(
         call=call,
         split=split,
     )
+    _record_scored(ctx, result, steps, iteration, n_errors)
+    _account_judge(ctx, result.usage.model_dump(), phase)
+    ctx.spend_tally(phase, result.spent)
+    return result.grounded(split)
+
+
+def _record_scored(
+    ctx: RunContext, result: EvalResult, steps: dict[int, Step], iteration: Iteration | None, n_errors: int
+) -> None:
+    """Place each example's step in example order with its score (and a scorer's error), and put the errors
+    the measurement added in that order too."""
     for rec in result.records:
         step = steps.get(rec.index)
         if step is None:
@@ -219,9 +230,6 @@ async def measure(
         ctx.place(step, iteration)
     order = {id(s.error): i for i, s in steps.items() if s.error is not None}
     ctx.run.errors[n_errors:] = sorted(ctx.run.errors[n_errors:], key=lambda e: order.get(id(e), -1))
-    _account_judge(ctx, result.usage.model_dump(), phase)
-    ctx.spend_tally(phase, result.spent)
-    return result.grounded(split)
 
 
 def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, criterion: str, judge: str) -> Score:

@@ -17,7 +17,7 @@ measured on the dev split, and the run returns its incumbent.
   replay from the cache is the same run. Random choices (exemplars, minibatches) come from `Search.rng`, seeded
   by the loop, the run's sample and what is drawn.
 - Budget (`promptlab.loops.runtime.budget`): a step is one candidate, its writing call(s) and its dev evaluation
-  (`Search.stop` before it); the calls are known, the tokens estimated from the run's calls so far.
+  (`Search.next_step` before it, which asks the router, `promptlab.loops.runtime.search_router`); the calls are known, the tokens estimated from the run's calls so far.
 - After the loop the starting prompt, the returned one and, with `test_incumbents` (on by default for these
   loops), every incumbent are measured on the test split (`Run.baseline_test`, `Run.final_test`, `Run.delta`,
   `Iteration.test`), outside the budget.
@@ -25,8 +25,10 @@ measured on the dev split, and the run returns its incumbent.
 
 from __future__ import annotations
 
+import functools
 import random
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,7 +38,11 @@ from ...eval.tasks import check_task, examples_of, input_text
 from ...record import GroundedScore, Iteration, Run, Step, Task
 from .budget import phase_tokens, rough_tokens
 from .context import RunContext
+from .decision import Decision
+from .define import AsyncLoop, define_loop
 from .grounding import GroundedConfig, grounded_decision_score, measure, measure_test
+from .search_router import Action, route
+from .toolkit import by_decision_score
 
 DRAWS_PER_RUN = 1000
 """Room for the draws of one request within a run: the k-th sending of a request is sample `run.sample x
@@ -102,6 +108,14 @@ class Search:
         self.measured = 0
         """Dev examples run so far (what the per-example cost estimate divides by)."""
 
+    @classmethod
+    def begin(cls, ctx: RunContext, cfg: SearchConfig) -> Search:
+        """Record the run's target model, announce the run (`run_started`) and open its search state."""
+        ctx.run.models["target"] = cfg.target()
+        task = ctx.run.task
+        ctx.emit("run_started", f"{ctx.run.loop} on task {task.id}", task=task.id, models=ctx.run.models)
+        return cls(ctx, cfg)
+
     # randomness and draws -------------------------------------------------------------------------
     def rng(self, *parts: Any) -> random.Random:
         """A generator seeded by the loop, the run's sample and `parts` (what is drawn, the round, ...)."""
@@ -143,6 +157,11 @@ class Search:
         """Why the next step, whose parts cost `costs`, must not start (its spend would pass a budget), or None."""
         return self.ctx.budget_stop(sum(c for c, _ in costs), sum(t for _, t in costs))
 
+    def next_step(self, left: int, *costs: tuple[int, int]) -> Decision[Action]:
+        """The router's decision before a step whose parts cost `costs`, with `left` planned steps left
+        (`promptlab.loops.runtime.search_router.route`)."""
+        return route(left, self.stop(*costs))
+
     # candidates ---------------------------------------------------------------------------------------
     async def measure(self, it: Iteration, indices: list[int] | None = None) -> GroundedScore:
         """Run `it`'s candidate on the dev split (or the dev examples at `indices`) and emit its score."""
@@ -163,17 +182,19 @@ class Search:
             n=g.n,
         )
 
-    async def start(self) -> Iteration | None:
-        """Candidate 0: the starting prompt on the whole dev split (None when the budget does not allow it)."""
-        if self.stop(self.dev_cost(self.task.prompt)):
-            return None
+    async def start(self) -> Decision[Action]:
+        """Candidate 0: the starting prompt on the whole dev split (it is then the incumbent), and the router's
+        decision on it (STOP 'budget' when the budget does not allow it)."""
+        decision = self.next_step(1, self.dev_cost(self.task.prompt))
+        if decision.stops:
+            return decision
         it = self.ctx.new_iteration(0)
         it.candidate = self.task.prompt
         self.by_text[it.candidate] = it
         self.scored(it, await self.measure(it))
         self.incumbent = it
         self.decide(it, "START", "the starting prompt (candidate 0)" + self.dev_note(it))
-        return it
+        return decision
 
     async def take(self, it: Iteration, text: str | None, step: Step, origin: str) -> bool:
         """Record `text` (a written candidate, None when the call failed) as `it`'s candidate: measure it on dev
@@ -219,10 +240,13 @@ class Search:
         return f": dev {g.score:.3f} (n={g.n})" if g is not None and g.score is not None else ""
 
     # the end ---------------------------------------------------------------------------------------------
-    async def finish(self, stop_reason: str, summary: str) -> Run:
+    async def finish(self, decision: Decision[Action], summary: str) -> Run:
         """Measure the start, the incumbent and (test_incumbents) every earlier incumbent on test, close the
-        run with the incumbent as its output and `summary` (the last line adds the output and the stop)."""
-        ctx, final = self.ctx, self.incumbent
+        run with the incumbent as its output, the router's stop reason and `summary` (the last line adds the
+        output and the stop). Raises ValueError for a decision that does not stop."""
+        if decision.stop_reason is None:
+            raise ValueError(f"finish needs the router's decision to stop, got {decision.action}")
+        ctx, final, stop_reason = self.ctx, self.incumbent, decision.stop_reason
         ctx.run.info.update(
             final_iteration=final.index if final else None,
             dev_examples=len(self.dev),
@@ -242,6 +266,40 @@ class Search:
         return run
 
 
+S = TypeVar("S", bound=SearchConfig)
+SearchBody = Callable[[Search, Task, S], Awaitable[Run]]
+"""A search loop's own code: the run's `Search` (its context is `search.ctx`), the task and the config."""
+
+SEARCH_RAISES = """
+
+    Raises:
+        ConfigError: a bad config, or a task without examples, before any call.
+"""
+
+
+def define_search_loop(name: str, config_cls: type[S], description: str) -> Callable[[SearchBody[S]], AsyncLoop[S]]:
+    """`define_loop` for a prompt-search baseline: the task must be grounded (`check_search_loop`, before any
+    call), the run's best iteration is by decision score (its dev score), and the body gets the run's `Search`,
+    opened by `Search.begin`, in place of its context."""
+
+    def wrap(body: SearchBody[S]) -> AsyncLoop[S]:
+        @functools.wraps(body)
+        async def opened(ctx: RunContext, task: Task, cfg: S) -> Run:
+            return await body(Search.begin(ctx, cfg), task, cfg)
+
+        opened.__doc__ = (body.__doc__ or "").rstrip() + SEARCH_RAISES
+        define = define_loop(
+            name,
+            config_cls,
+            description,
+            check=lambda task, cfg: check_search_loop(task, cfg, name),
+            rank_by=by_decision_score,
+        )
+        return define(opened)
+
+    return wrap
+
+
 # Shared role prompt (each loop's `prompts` may override it under its role's name; field: prompt) -------------
 PARAPHRASE_PROMPT = """Rewrite the instruction below in other words. Keep its meaning and everything it asks \
 for; change only the wording.
@@ -259,5 +317,6 @@ __all__ = [
     "Search",
     "SearchConfig",
     "check_search_loop",
+    "define_search_loop",
     "dev_score",
 ]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...record import Iteration, Step
 from ...tools.registry import ToolError, ToolRegistry, ToolResult
-from .base import cut
+from .toolkit import cut
 
 if TYPE_CHECKING:
     from .context import RunContext
