@@ -3,6 +3,7 @@
     promptlab run p3ro --prompt "Write a poem" --goal "A haiku about autumn" --model fake/auto
     promptlab sweep experiments/demo.yaml --executor papermill --workers 2
     promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
+    promptlab sweep experiments/demo.yaml --model fake/auto  # a dry run: no local-model call
     promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
     promptlab sweep experiments/demo.yaml --max-concurrency judge=32 --max-concurrency fake/auto=8
     promptlab sweep experiments/demo.yaml --max-cost 5       # no paid call past 5 USD in the results dir
@@ -82,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
         "$PROMPTLAB_CACHE_DIR or ./.promptlab/cache)",
     )
     s.add_argument("--list", action="store_true", help="list the cells and their ids, run nothing")
+    s.add_argument(
+        "--model",
+        help="play every role with this model (simulated critics kept), e.g. fake/auto for a dry run; "
+        "results default to results/<experiment name>-<model>",
+    )
     s.add_argument(
         "--cell-concurrency",
         type=_at_least_one,
@@ -202,7 +208,10 @@ def _sweep(args: argparse.Namespace) -> int:
     from .sweeps.experiment import load_experiment
     from .sweeps.run import sweep
 
-    exp = load_experiment(args.experiment, check_models=not args.list)
+    exp = load_experiment(args.experiment, check_models=not (args.list or args.model))
+    if args.model:
+        exp = exp.with_models(args.model)
+        args.out = args.out or f"results/{exp.name}-{args.model.replace('/', '-')}"
     if args.list:
         for cell in exp.cells():
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))

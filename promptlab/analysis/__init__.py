@@ -1,5 +1,5 @@
 """Findings over sweep results, pure functions over the frames of `promptlab.results` (except `reliability`,
-which re-asks the critics): `calibration`, counterfactual `stopping`, `equal_budget` comparisons, paired `compare`-isons, critic
+which re-asks the critics): `calibration`, counterfactual `stopping` (and its `check_counterfactual` against a real grid), `equal_budget` comparisons, paired `compare`-isons, critic
 `reliability` and `provenance` checks. Every estimate comes with its n and a 95% CI."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from .budget import compare_at_budget, equal_budget
 from .consistency import agreement, reliability
 from .critic import ALL, calibration
+from .grid_check import agreement_table, check_counterfactual
 from .paired import compare, delta_table, holm, sign_flip_p
 from .provenance import PROVENANCE_CHECKS, provenance_warnings
 from .stopping import (
@@ -14,6 +15,7 @@ from .stopping import (
     best_stopping_rule,
     counterfactual_stopping,
     default_final,
+    rank_rules,
     select,
     truncate,
 )
@@ -23,8 +25,10 @@ __all__ = [
     "PROVENANCE_CHECKS",
     "TRUNCATION_EXACT_LOOPS",
     "agreement",
+    "agreement_table",
     "best_stopping_rule",
     "calibration",
+    "check_counterfactual",
     "compare",
     "compare_at_budget",
     "counterfactual_stopping",
@@ -33,6 +37,7 @@ __all__ = [
     "equal_budget",
     "holm",
     "provenance_warnings",
+    "rank_rules",
     "reliability",
     "select",
     "sign_flip_p",

@@ -308,12 +308,39 @@ def best_stopping_rule(table: pd.DataFrame) -> dict[str, Any] | None:
     return {"best": best.to_dict(), "cheapest": cheapest.to_dict(), "cost": cost}
 
 
+def rank_rules(table: pd.DataFrame) -> pd.DataFrame:
+    """The exact rules of one configuration's `counterfactual_stopping` rows, best first: by grounded_mean
+    (descending), then tokens_mean and cap (ascending). Thresholds that give a cap the same outcome on every run
+    (same mean, CI, rewrites and tokens) are one row, their thresholds listed in `thresholds`; cap 0 is one row.
+
+    Returns:
+        Columns rank, cap, thresholds (sorted floats), grounded_n, grounded_mean, grounded_ci_low,
+        grounded_ci_high, iterations_mean, tokens_mean, stopped_early; empty without exact grounded rows.
+    """
+    import pandas as pd
+
+    t = table[table["grounded_mean"].notna() & (table["n_exact"] == table["n_runs"])]
+    same = ["cap", "grounded_n", "grounded_mean", "grounded_ci_low", "grounded_ci_high", "iterations_mean"]
+    same += ["tokens_mean", "stopped_early"]
+    cols = ["rank", "cap", "thresholds", *same[1:]]
+    if t.empty:
+        return pd.DataFrame(columns=cols)
+    rows = [
+        {**dict(zip(same, key, strict=True)), "thresholds": sorted(float(v) for v in g["threshold"])}
+        for key, g in t.groupby(same, sort=False, dropna=False)
+    ]
+    out = pd.DataFrame(rows).sort_values(["grounded_mean", "tokens_mean", "cap"], ascending=[False, True, True])
+    out.insert(0, "rank", range(1, len(out) + 1))
+    return out[cols].reset_index(drop=True)
+
+
 __all__ = [
     "DETAIL_COLUMNS",
     "TRUNCATION_EXACT_LOOPS",
     "best_stopping_rule",
     "counterfactual_stopping",
     "default_final",
+    "rank_rules",
     "select",
     "truncate",
 ]

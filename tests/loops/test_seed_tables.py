@@ -14,7 +14,13 @@ SEARCH = ("test_search_loops.py",)  # the four baselines
 REPLIES = "test_seed_replies.py"  # how every role's reply is read, and the reply cap, across the four seed loops
 LOOP_FILES = {
     "P³RO": ("test_p3ro.py", "test_p3ro_seed.py", SHARED, REPLIES),
-    "Creator/Critic (PromptForge)": ("test_creator_critic.py", "test_creator_critic_seed.py", SHARED, REPLIES),
+    "Creator/Critic (PromptForge)": (
+        "test_creator_critic.py",
+        "test_creator_critic_seed.py",
+        SHARED,
+        REPLIES,
+        "test_creator_feedback.py",
+    ),
     "PES (Plan-Execute-Synthesize)": ("test_pes.py", "test_pes_seed.py", REPLIES),
     "PCEE (Planner-Controller-Executor-Evaluator)": ("test_pcee.py", "test_pcee_seed.py", REPLIES),
     "OPRO (Yang et al. 2023)": SEARCH,

@@ -195,6 +195,26 @@ def test_findings_of_a_grounded_directory(res: Results) -> None:
     assert "**stop at threshold 7, cap 2**" in md and "mean dev accuracy 0.400 [0.233, 0.567], n=6 runs" in md
 
 
+def test_when_to_stop_ranks_every_exact_rule_best_first(res: Results) -> None:
+    """Issue #30: the answer ranks thresholds x caps up to the logged cap, each with its n and CI; thresholds
+    that give a cap the same outcome share a row."""
+    f = findings(res)
+    ranked = analysis.rank_rules(f.counterfactual)
+    assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+    assert list(ranked["grounded_mean"]) == sorted(ranked["grounded_mean"], reverse=True)
+    assert set(ranked["cap"]) == {1, 2, 3} and (ranked["grounded_n"] == 6).all()
+    covered = sorted((c, t) for r in ranked.itertuples() for c, t in [(r.cap, x) for x in r.thresholds])
+    assert covered == sorted(
+        {(int(c), float(t)) for c, t in zip(f.counterfactual["cap"], f.counterfactual["threshold"], strict=True)}
+    )
+    top = ranked.iloc[0]
+    assert top["cap"] == 3 and 8.0 in top["thresholds"] and top["grounded_mean"] == pytest.approx(1.6 / 3)
+    md = "\n".join(findings_markdown(f))
+    assert "Every rule for loop=p3ro, best first" in md
+    assert "| 1 | cap 3, threshold 8 | 0.533 [0.350, 0.683] | 6 | 2.67 |" in md
+    assert "| 2 | cap 3, threshold 9, 10 | 0.533" in md  # the same accuracy for more rewrites
+
+
 def test_a_claim_needs_its_ci_clear_of_0_and_its_holm_p_below_005() -> None:
     """An interval that excludes 0 is not enough in a family of comparisons: the Holm-corrected p must agree
     (the demo's equal-budget table once called a lead of +0.054 [+0.008, +0.115] with Holm p 0.125 a lead)."""

@@ -70,6 +70,15 @@ class CreatorCriticConfig(PromptLoopConfig):
     clean_creator_reply: bool = True
     """Take the prompt out of the creator's reply (a wrapping code fence, a lead-in such as 'Here is the
     improved prompt:', surrounding quotes); False keeps the reply as it is, as the design document."""
+    show_errors: int = Field(0, ge=0, le=20)
+    """Dev examples the latest version got wrong (input, expected output, the model's answer; at most this many,
+    drawn by the run's sample and the iteration) shown to the creator, as ProTeGi's gradient prompt shows them;
+    0: none, as the design document. Needs a grounded task and the starting prompt as candidate 0 for the first
+    rewrite to see the start's errors."""
+    show_critique: bool = True
+    """Show the critics' critiques to the creator (the design document). False: the creator never sees them, so
+    its rewrites depend on neither the critics nor the stopping rule, and every critic judges the same
+    candidates (a paired comparison of critics as judges)."""
     history_chars: int | None = Field(None, ge=50, le=20000)
     """The original prompt, the latest version and each critique's items are cut to this many characters in
     the creator's prompt, and the candidate in the critics' (None: never cut, as the design document)."""

@@ -1,12 +1,15 @@
 """Creator/Critic's creator side: what the creator is shown (the critiques, in promptlab's extended form or as
-the design document passes them) and how the prompt is taken out of its reply."""
+the design document passes them; optionally the latest version's wrong answers on dev, as ProTeGi shows them)
+and how the prompt is taken out of its reply."""
 
 from __future__ import annotations
 
 import json
+import random
 import re
 
-from ...record import Task
+from ...eval.tasks import examples_of, input_text
+from ...record import Iteration, Task
 from ..runtime.context import RunContext
 from ..runtime.toolkit import cut
 from .config import CreatorCriticConfig, Critique
@@ -98,6 +101,33 @@ def seed_critique_text(critiques: list[tuple[str, Critique | None]]) -> str:
     return texts[0] if len(texts) == 1 else "\n".join(f"{j}: {t}" for (j, _), t in zip(critiques, texts, strict=True))
 
 
+def wrong_answers(task: Task, it: Iteration | None, limit: int, sample: int) -> str:
+    """Up to `limit` dev examples the candidate of `it` got wrong (score below 1), each with its input, the
+    expected output and the model's answer, in dev order; which ones is drawn by (`sample`, the iteration), so
+    replicates see different errors and every critic's run the same. "" when there are none."""
+    if it is None or limit < 1:
+        return ""
+    replies = {st.output.get("example"): st.output for st in it.steps if st.phase == "score_dev"}
+    wrong = sorted(i for i, out in replies.items() if isinstance(i, int) and _wrong(out.get("score")))
+    if not wrong:
+        return ""
+    shown = sorted(random.Random(f"wrong-answers:{sample}:{it.index}").sample(wrong, min(limit, len(wrong))))
+    dev = examples_of(task, "dev")
+    blocks = []
+    for k, i in enumerate(shown, start=1):
+        target = dev[i].target
+        expected = target if isinstance(target, str) else json.dumps(target, ensure_ascii=False)
+        blocks.append(
+            f"Example {k}\nInput: {cut(input_text(dev[i].input), 300)}\nExpected output: {cut(expected, 100)}\n"
+            f"The model's answer: {cut(str(replies[i].get('text') or ''), 200)}"
+        )
+    return "\n\n".join(blocks)
+
+
+def _wrong(score: object) -> bool:
+    return isinstance(score, int | float) and score < 1
+
+
 def creator_prompt(
     ctx: RunContext,
     cfg: CreatorCriticConfig,
@@ -106,17 +136,39 @@ def creator_prompt(
     current: str,
     latest: list[tuple[str, Critique | None]],
 ) -> str:
-    """The creator's prompt for the next rewrite (`role_inputs` picks the template; every template may use
-    the fields original, goal, current and critique)."""
+    """The creator's prompt for the next rewrite of `current` (the latest candidate).
+
+    `role_inputs` picks the template when the creator sees the critique alone (every template may use the fields
+    original, goal, current and critique); with `show_errors` or without `show_critique` it is
+    `CREATOR_FEEDBACK_PROMPT` (fields original, goal, current, feedback: the critique and/or the wrong answers)."""
     limit = cfg.history_chars
     seed = cfg.role_inputs == "seed"
+    critique = seed_critique_text(latest) if seed else critique_text(latest, limit)
+    if cfg.show_critique and not cfg.show_errors:
+        return ctx.prompt(
+            "creator",
+            CREATOR_SEED_PROMPT if seed else CREATOR_PROMPT,
+            goal=goal,
+            original=cut(task.prompt, limit),
+            current=cut(current, limit),
+            critique=critique,
+        )
+    parts = [f"Critique of the latest version:\n{critique}"] if cfg.show_critique else []
+    shown = next((i for i in reversed(ctx.run.iterations) if i.candidate == current), None)
+    errors = wrong_answers(task, shown, cfg.show_errors, ctx.run.sample)
+    if cfg.show_errors:
+        parts.append(
+            f"With the latest version the model answered these examples wrongly:\n\n{errors}"
+            if errors
+            else "With the latest version the model answered every example it was tried on correctly."
+        )
     return ctx.prompt(
         "creator",
-        CREATOR_SEED_PROMPT if seed else CREATOR_PROMPT,
+        CREATOR_FEEDBACK_PROMPT,
         goal=goal,
         original=cut(task.prompt, limit),
         current=cut(current, limit),
-        critique=seed_critique_text(latest) if seed else critique_text(latest, limit),
+        feedback="\n\n".join(parts) or "(no feedback)",
     )
 
 
@@ -145,7 +197,22 @@ Previous critique:
 Rewrite the prompt so that it answers the critique. Reply with the improved prompt only."""
 
 
+CREATOR_FEEDBACK_PROMPT = """You improve prompts that users give to AI assistants. Do not answer the prompt: \
+rewrite it.
+
+Original prompt: {original}
+Goal: {goal}
+Latest version:
+{current}
+
+{feedback}
+
+Write an improved version that keeps the original's purpose, meets the goal and fixes what went wrong above. \
+Reply with the improved prompt only: no title, no quotes, no explanation."""
+
+
 __all__ = [
+    "CREATOR_FEEDBACK_PROMPT",
     "CREATOR_PROMPT",
     "CREATOR_SEED_PROMPT",
     "FALLBACK_WEAKNESS",
@@ -156,4 +223,5 @@ __all__ = [
     "critique_text",
     "fallback_critique",
     "seed_critique_text",
+    "wrong_answers",
 ]
