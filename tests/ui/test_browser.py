@@ -288,11 +288,11 @@ def log_text(nb: Any) -> str:
 
 
 FRESH = {
-    "03_compare": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
-    "04_findings": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
-    "05_runs": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+    "03_compare": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
+    "04_findings": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
+    "05_runs": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
     "06_baselines": "results/baselines yet: run `promptlab sweep experiments/baselines.yaml` first.",
-    "07_critic": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+    "07_critic": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
 }
 """The notebooks that read a results directory, and what each says on a fresh clone."""
 
