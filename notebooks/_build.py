@@ -65,14 +65,19 @@ EXPLORE = notebook(
         "md",
         (
             "# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
-            "iteration cap, and press **Run** (**Stop** ends the run before its next step, keeping what it "
-            "recorded). The log follows the run, one line per step; afterwards the critic's score and the dev "
+            "iteration cap, and press **Run** (**Stop**, or Kernel ▸ Interrupt, ends the run before its next "
+            "step, keeping what it recorded). The log follows the run, one line per step; afterwards the critic's score and the dev "
             "accuracy per iteration, and the final prompt beside the original, appear below. The logic lives "
             "in `promptlab.ui.explorer`.\n\n"
             "The default tasks (`data/grounded_tasks.jsonl`) carry labelled examples, so every candidate's dev "
             "accuracy is measured: every loop runs on them, and the accuracy says whether a rewrite helped. "
             "`local/smollm2` is SmolLM2-135M, embedded so that everything runs offline: it is there to check "
-            "the plumbing, not to judge prompts (as a critic it gives its expected, G-Eval, score).\n\n"
+            "the plumbing, not to improve prompts. The default run (P³RO on `sentiment`, 3 iterations, a few "
+            "minutes of CPU) shows what it can show: the starting prompt's dev accuracy (about 0.3), rewrites "
+            "that lose the `{input}` slot and fall near 0, and a critic whose expected (G-Eval) score does not "
+            "follow them (P³RO may keep a worse rewrite because its critic scored it higher; the summary line "
+            "says so). Read the dev accuracy. To watch a loop improve a prompt, type a "
+            "stronger model (any litellm name, e.g. one served by Ollama) as generator and critic.\n\n"
             "Under papermill there is nobody to click: `-p autorun True` runs once with the parameters."
         ),
     ),
@@ -87,7 +92,8 @@ critic_model = "local/smollm2"
 score_mode = ""  # how the critic scores: expected (G-Eval) or sampled; empty: expected for a local critic
 finish_threshold = 8.5  # 1.0-10.0
 max_iterations = 3  # 1-10
-max_tokens = 256
+max_tokens = 256  # cap on each reply of a loop's roles
+eval_max_tokens = 64  # cap on each reply on a dev/test example (a label, a number, a date fit)
 min_criteria = 0  # P³RO: fewest criteria the decomposer must give, 0-6 (0: P³RO's default)
 autorun = False  # run once without a click (papermill)""",
     ),
@@ -99,7 +105,7 @@ autorun = False  # run once without a click (papermill)""",
 explorer = load_explorer(here(tasks_path), loop=loop, task_id=task_id, model=model,
                          generator_model=generator_model, critic_model=critic_model, score_mode=score_mode,
                          finish_threshold=finish_threshold, max_iterations=max_iterations, max_tokens=max_tokens,
-                         min_criteria=min_criteria)
+                         eval_max_tokens=eval_max_tokens, min_criteria=min_criteria)
 explorer.display()""",
     ),
     (

@@ -6,7 +6,8 @@ The initial values are checked before anything is shown: a value outside a contr
 or loop, a missing or empty task file is a ConfigError naming the field and what it allows (never a silent
 clamp). A local critic scores with its expected (G-Eval) score unless `score_mode` says otherwise. **Stop**
 asks the run to stop before its next step (`promptlab.loops.runtime.interrupt`): it ends with stop reason
-`interrupted`, keeping what it recorded; no call is cut off, so the call cache stays consistent.
+`interrupted`, keeping what it recorded; no call is cut off, so the call cache stays consistent. Kernel ▸
+Interrupt during a run does the same as Stop (`promptlab.ui.sigint`), also for a run started by a click.
 
 Each run starts with an empty log. An error is shown once, in the error area under the Run button (full text,
 wrapped); the status line beside the button stays short, and marks a run that ended in error (stop reason
@@ -43,12 +44,14 @@ from .explorer_view import (
     result_outputs,
     status_html,
 )
+from .sigint import sigint_calls
 
 RANGES: dict[str, tuple[float, float]] = {
     "finish_threshold": (1.0, 10.0),
     "max_iterations": (1, 10),
     "min_criteria": (0, 6),
     "max_tokens": (1, 8192),
+    "eval_max_tokens": (1, 8192),
     "budget_calls": (0, 1_000_000),
 }
 """What each numeric control allows (min_criteria 0 and budget_calls 0 mean "the loop's default" and "none")."""
@@ -81,6 +84,9 @@ class Explorer:
         tasks: the tasks to choose from (see `promptlab.eval.tasks.read_tasks`).
         loop, task_id, generator_model, critic_model, finish_threshold, max_iterations, max_tokens: initial
             values of the controls (checked: see RANGES).
+        eval_max_tokens: the cap on each reply when a candidate runs on a dev or test example (loops that
+            measure candidates); 64 holds a label, a number or a date, and keeps the default run on the embedded
+            model to about 2 CPU-minutes (256, the loops' default, takes about twice as long).
         min_criteria: P³RO's fewest criteria (0: P³RO's default); greyed out for the other loops.
         budget_calls: the run's `budget_calls` (0: none), e.g. to bound a search loop (APE's 250 proposals).
         model: if set, it plays every role (e.g. "fake/auto" for a dry run).
@@ -103,6 +109,7 @@ class Explorer:
         finish_threshold: float = 8.5,
         max_iterations: int = 3,
         max_tokens: int = 256,
+        eval_max_tokens: int = 64,
         min_criteria: int = 0,
         budget_calls: int = 0,
         score_mode: str = "",
@@ -123,13 +130,14 @@ class Explorer:
             "max_iterations": max_iterations,
             "min_criteria": min_criteria,
             "max_tokens": max_tokens,
+            "eval_max_tokens": eval_max_tokens,
             "budget_calls": budget_calls,
         }
         for name, value in values.items():
             check_value(name, value)
         if score_mode and score_mode not in SCORE_MODES:
             raise ConfigError(f"score_mode: {score_mode!r} is not allowed; give one of {', '.join(SCORE_MODES)}")
-        self.model, self.max_tokens = model, max_tokens
+        self.model, self.max_tokens, self.eval_max_tokens = model, max_tokens, eval_max_tokens
         style = {"description_width": "110px"}
         self.loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=style)
         self.task_w = w.Dropdown(
@@ -273,6 +281,8 @@ class Explorer:
         if self.budget_w.value:
             config["budget_calls"] = self.budget_w.value
         fields = get_loop(self.loop_w.value).config_cls.model_fields
+        if "eval_max_tokens" in fields:
+            config["eval_max_tokens"] = self.eval_max_tokens
         config.update({name: widget.value for name, widget in self.loop_fields.items() if name in fields})
         if "max_criteria" in fields and "min_criteria" in config:  # asking for 6 criteria raises the cap with it
             config["max_criteria"] = max(config["min_criteria"], fields["max_criteria"].default)
@@ -300,8 +310,8 @@ class Explorer:
         """Run the loop with the controls' values; show the log and the result in the widgets.
 
         Errors are shown in the log and the status line, never lost. `echo` also receives every log line (for
-        papermill runs, whose widget state a saved notebook does not keep). The Stop button ends the run
-        before its next step, with stop reason `interrupted`.
+        papermill runs, whose widget state a saved notebook does not keep). The Stop button, or Kernel ▸
+        Interrupt, ends the run before its next step, with stop reason `interrupted`.
         """
         from ..loops.registry import arun_loop
 
@@ -322,9 +332,9 @@ class Explorer:
 
         try:
             config = self.config()
-            with stop_scope(self.stop_flag):
+            with stop_scope(self.stop_flag), sigint_calls(self.stop):  # Kernel > Interrupt: as Stop
                 run = await arun_loop(self.loop_w.value, self.tasks[self.task_w.value], config, on_event=handler)
-            params = {"loop": run.loop, **{k: v for k, v in config.items() if k != "max_tokens"}}
+            params = {"loop": run.loop, **{k: v for k, v in config.items() if not k.endswith("max_tokens")}}
             self.result.outputs = tuple(result_outputs(run, params))
             self.status.value = status_html(run)
             self.error.value = errors_html(run)

@@ -24,8 +24,11 @@ SILENT = frozenset({"token", "model_call", "observation"})
 
 PLUMBING_NOTE = (
     "local/smollm2 is SmolLM2-135M, a 135M-parameter model embedded so that everything runs offline and free: "
-    "it is here to check the plumbing (every role, every call, the records), not to judge prompts. As a critic "
-    "its score is its G-Eval expected score; the dev accuracy on the right is what to read."
+    "it is here to check the plumbing (every role, every call, the records), not to improve prompts. Its "
+    "rewrites are usually worse than the starting prompt (on sentiment they tend to drop the {input} slot), and "
+    "its G-Eval score as a critic does not track the dev accuracy, so a loop that trusts it can return a worse "
+    "prompt. Read the dev accuracy on the right; to watch a loop improve a prompt, type a stronger model (any "
+    "litellm name) as generator and critic."
 )
 """The note shown while a role is played by the embedded model."""
 
@@ -181,6 +184,8 @@ def trajectory_figure(run: Run, params: dict[str, Any]) -> Any:
         ax.set(title=label, ylabel=label.split(" (")[0])
         if value == "grounded_score":
             fit_accuracy(ax, its[value].dropna().astype(float).tolist())
+        else:
+            fit_critic_score(ax, its[value].dropna().astype(float).tolist())
         integer_ticks(ax, sorted(int(i) for i in its["iteration"].dropna().unique()))
         legend = ax.get_legend()
         if legend is not None:
@@ -196,6 +201,21 @@ def fit_accuracy(ax: Any, values: list[float]) -> None:
     from ..reports.charts import accuracy_limits
 
     ax.set_ylim(*accuracy_limits(pd.DataFrame({"accuracy": values})))
+
+
+CRITIC_SPAN = 1.0
+"""The fewest points of the 1-10 scale the critic's-score axis spans: SmolLM2's expected score moves in the third
+decimal, and an axis fitted to 2.357-2.361 draws that as a steep fall."""
+
+
+def fit_critic_score(ax: Any, values: list[float]) -> None:
+    """A critic's-score axis around its values, at least CRITIC_SPAN points tall, inside [1, 10]."""
+    if not values:
+        return
+    low, high = min(values), max(values)
+    half = max((high - low) * 0.55, CRITIC_SPAN / 2)
+    middle = min(max((low + high) / 2, 1 + half), 10 - half)
+    ax.set_ylim(max(1.0, middle - half), min(10.0, middle + half))
 
 
 def run_summary(run: Run, config: dict[str, Any]) -> str:
@@ -214,7 +234,20 @@ def run_summary(run: Run, config: dict[str, Any]) -> str:
         parts.append(f"best dev accuracy {score:.3g} (iteration {index})")
     if run.best_score is None and not dev:
         parts.append("no iteration has a score")
+    if len(run.iterations) > 1 and run.final_output == run.task.prompt:
+        parts.append("the final prompt is the starting prompt (the loop kept no rewrite)")
+    parts.extend(below_start(run))
     return ", ".join(parts)
+
+
+def below_start(run: Run) -> list[str]:
+    """A clause when the final prompt's dev accuracy is below the starting prompt's (a loop that trusted its
+    critic over the measurement), else none."""
+    dev = {it.candidate: it.grounded.score for it in run.iterations if it.grounded and it.grounded.score is not None}
+    start, final = dev.get(run.task.prompt), dev.get(run.final_output)
+    if start is None or final is None or final >= start:
+        return []
+    return [f"the final prompt's dev accuracy {final:.3g} is below the starting prompt's {start:.3g}"]
 
 
 def result_outputs(run: Run, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import ConfigError, PromptlabError
 
 FIRST_STEPS = {
-    "demo": "run `scripts/demo` (about 10 minutes) or notebook 02 first",
+    "demo": "run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first",
     "baselines": "run `promptlab sweep experiments/baselines.yaml` first",
 }
 """What makes a results directory, by its name (results/<name>); any other name gets `OTHER_FIRST_STEP`."""

@@ -111,6 +111,7 @@ def scratch_project(root: Path) -> None:
     with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
     with_parameters("01_explore", nbs / "01_slow.ipynb", prelude=SLOW, model="fake/slow", max_iterations=10)
+    shutil.copy(nbs / "01_slow.ipynb", nbs / "01_slow_interrupt.ipynb")  # a kernel of its own
     with_parameters("01_explore", nbs / "01_bad_threshold.ipynb", finish_threshold=-1)
     with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
@@ -287,11 +288,11 @@ def log_text(nb: Any) -> str:
 
 
 FRESH = {
-    "03_compare": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
-    "04_findings": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
-    "05_runs": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+    "03_compare": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
+    "04_findings": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
+    "05_runs": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
     "06_baselines": "results/baselines yet: run `promptlab sweep experiments/baselines.yaml` first.",
-    "07_critic": "results/demo yet: run `scripts/demo` (about 10 minutes) or notebook 02 first.",
+    "07_critic": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
 }
 """The notebooks that read a results directory, and what each says on a fresh clone."""
 
@@ -310,6 +311,10 @@ def test_01_explore_run_shows_the_plot_and_the_final_prompt(page: Any, lab: tupl
     nb = open_and_run_all(page, url.format(name="01_explore"))
     run = nb.locator(".widget-button", has_text="Run")
     run.wait_for(timeout=120_000)
+    # with the defaults (the embedded model), a note says what SmolLM2-135M can and cannot show
+    note = nb.locator(".promptlab-note")
+    playwright_api.expect(note).to_contain_text("rewrites are usually worse than the starting prompt")
+    assert note.bounding_box()["height"] > 0
     for label in ("generator", "critic"):
         explorer_field(nb, label, "fake/auto")
     run.click()
@@ -581,6 +586,28 @@ def test_01_explore_stop_ends_the_run_as_interrupted(page: Any, lab: tuple[str, 
     expect(run).to_be_enabled()
     expect(stop).to_be_disabled()
     keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
+
+
+def test_01_explore_kernel_interrupt_stops_a_clicked_run(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="01_slow_interrupt"))
+    run = nb.locator(".widget-button", has_text="Run")
+    run.wait_for(timeout=120_000)
+    wait_idle(page)  # no cell is executing: the run below is a task a click started
+    expect = playwright_api.expect
+    run.click()
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+    status = nb.locator(".widget-html", has_text="stop")
+    # answered as soon as the signal arrives (the server's round trip to the kernel comes first)
+    expect(status.first).to_contain_text("stopping after the current step", timeout=10_000)
+    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
+    summary = nb.locator(".widget-output").first.inner_text()
+    iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
+    assert 1 <= iterations < 11, summary  # stopped long before the cap of 10
+    expect(run).to_be_enabled()
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_kernel_interrupt")
 
 
 def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tuple[str, Path]) -> None:

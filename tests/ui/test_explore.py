@@ -259,3 +259,98 @@ def test_labels_agree_for_opro_and_pes() -> None:
     assert run is not None and run.best_score is not None
     assert ex.result.outputs[0].get("data", {}).get("image/png")  # a chart: the score the log and summary give
     assert f"best critic score {run.best_score:.3g}" in ex.result.outputs[1]["text"]
+
+
+def test_kernel_interrupt_stops_a_clicked_run_like_the_stop_button() -> None:
+    """Between cells ipykernel ignores SIGINT; during a run started by a click, Kernel > Interrupt (a SIGINT to
+    the kernel) asks the run to stop before its next step, as Stop does, and the ignoring is back after it."""
+    import os
+    import signal
+
+    from wording import TASK
+
+    ex = Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=5, finish_threshold=10.0)
+    original = ex.on_event
+
+    def interrupt_after_the_first_rewrite(event) -> str | None:  # type: ignore[no-untyped-def]
+        if event.kind == "decision" and event.iteration == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # what Kernel > Interrupt sends
+        return original(event)
+
+    ex.on_event = interrupt_after_the_first_rewrite  # type: ignore[method-assign]
+
+    async def click_and_wait() -> None:
+        ex.clicked()
+        assert ex.task is not None
+        await ex.task
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # an idle kernel's SIGINT handler
+    try:
+        asyncio.run(click_and_wait())
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    run = ex.last_run
+    assert run is not None and run.stop_reason == "interrupted", run and run.stop_reason
+    assert 2 <= len(run.iterations) <= 3  # stopped at the next turn of the event loop, long before the cap of 5
+    assert "interrupted" in ex.status.value and ex.stop_w.disabled and not ex.run_w.disabled
+
+
+def test_a_critic_score_that_moves_in_the_third_decimal_is_drawn_flat() -> None:
+    """SmolLM2's expected score on the default run: 2.361, then 2.357 three times. An axis fitted to the values
+    drew a steep fall; the axis spans at least one point of the 1-10 scale, inside it."""
+    import matplotlib.pyplot as plt
+
+    for scores in ([[2.361], [2.357], [2.357], [2.357]], [[1.0], [1.02]]):
+        fig = trajectory_figure(make_run(scores), {"loop": "p3ro"})
+        try:
+            low, high = fig.axes[0].get_ylim()
+            assert high - low >= 1.0 and 1.0 <= low and high <= 10.0, (low, high)
+            assert low <= min(min(s) for s in scores) and max(max(s) for s in scores) <= high
+        finally:
+            plt.close(fig)
+    fig = trajectory_figure(make_run([[2.0], [9.0]]), {"loop": "p3ro"})
+    try:
+        low, high = fig.axes[0].get_ylim()
+        assert low <= 2.0 and 9.0 <= high and high - low < 9.5  # a wide move still fills the axis
+    finally:
+        plt.close(fig)
+
+
+def test_the_default_run_caps_each_example_reply_and_says_what_the_embedded_model_shows() -> None:
+    """The default run on local/smollm2 spent most of its time on 100 dev/test replies of up to 256 tokens;
+    the explorer caps them at 64 (a label, a number, a date) for the loops that measure candidates, and the
+    note says what the embedded model can and cannot show."""
+    ex = Explorer(TASKS)  # the notebook's defaults; no call is made
+    assert ex.config()["eval_max_tokens"] == 64
+    assert "rewrites are usually worse" in ex.note.value and "stronger model" in ex.note.value
+    assert Explorer(TASKS, eval_max_tokens=200).config()["eval_max_tokens"] == 200
+    ex.loop_w.value = "pes"  # measures no candidate on examples: no such field
+    assert "eval_max_tokens" not in ex.config()
+    with pytest.raises(ConfigError, match="eval_max_tokens: 0 is not allowed"):
+        Explorer(TASKS, eval_max_tokens=0)
+
+
+def test_the_summary_says_when_the_loop_kept_the_starting_prompt() -> None:
+    from promptlab.ui.explorer_view import run_summary
+
+    run = make_run([[2.4], [2.3]])
+    kept = run.model_copy(update={"final_output": run.task.prompt})
+    assert "the final prompt is the starting prompt (the loop kept no rewrite)" in run_summary(kept, {})
+    assert "starting prompt" not in run_summary(run.model_copy(update={"final_output": "a rewrite"}), {})
+
+
+def test_the_summary_says_when_the_final_prompt_measures_below_the_start() -> None:
+    """On the batched engine the default run's critic scored a rewrite that dropped {input} higher (2.34
+    against 1.57) while its dev accuracy fell from 0.30 to 0.05; P³RO returned it. The summary says so."""
+    from promptlab.record import GroundedScore
+    from promptlab.ui.explorer_view import run_summary
+
+    run = make_run([[1.57], [2.34]])
+    grounded = [GroundedScore(split="dev", score=s, n=20) for s in (0.30, 0.05)]
+    its = [it.model_copy(update={"grounded": g}) for it, g in zip(run.iterations, grounded, strict=True)]
+    its[0] = its[0].model_copy(update={"index": 0, "candidate": run.task.prompt})  # the starting prompt
+    worse = run.model_copy(update={"iterations": its, "final_output": its[1].candidate})
+    assert "the final prompt's dev accuracy 0.05 is below the starting prompt's 0.3" in run_summary(worse, {})
+    kept = worse.model_copy(update={"final_output": its[0].candidate})
+    assert "below the starting prompt" not in run_summary(kept, {})
