@@ -60,7 +60,13 @@ def texts(steps: list[Step], phase: str, n: int) -> list[str | None]:
 
 
 @pytest.mark.local_model
-def test_grounded_creator_critic_on_the_local_model_scores_what_llama_cpp_replies() -> None:
+@pytest.mark.parametrize("engine", ["pool", "batch"])
+def test_grounded_creator_critic_on_the_local_model_scores_what_llama_cpp_replies(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool replies exactly as llama-cpp-python does one call at a time; the batching engine may differ at
+    near-ties (docs/calls.md), so there every score is the scorer's verdict on the reply the run recorded."""
+    monkeypatch.setenv("PROMPTLAB_LOCAL_ENGINE", engine)
     task = sentiment_task()
     dev, test = examples_of(task, "dev"), examples_of(task, "test")
     creator = promptlab.scripted("grounded-local-creator", respond=lambda messages: CANDIDATE)
@@ -90,6 +96,14 @@ def test_grounded_creator_critic_on_the_local_model_scores_what_llama_cpp_replie
     def scores(replies: list[str], examples: list[Example]) -> list[float | None]:
         return [scorer.score_example(r, ex).value for r, ex in zip(replies, examples, strict=True)]
 
+    if engine == "batch":
+        dev_seen = texts(it.steps, "score_dev", len(dev))
+        assert all(isinstance(r, str) for r in dev_seen)
+        assert it.grounded is not None and it.grounded.scores == scores(dev_seen, dev)  # type: ignore[arg-type]
+        test_seen = texts(run.final, "score_test", len(test))
+        assert run.baseline_test is not None and run.final_test is not None
+        assert run.baseline_test.scores + run.final_test.scores == scores(test_seen, test + test)  # type: ignore[arg-type]
+        return
     # dev: the candidate on the dev split, inside the iteration
     dev_direct = direct_replies(CANDIDATE, dev)
     assert texts(it.steps, "score_dev", len(dev)) == dev_direct

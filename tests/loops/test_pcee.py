@@ -377,7 +377,7 @@ def test_a_short_real_run_on_the_local_model(tmp_path: Path) -> None:
     run = run_pcee(
         "Run the shell command: echo hello",
         PCEEConfig(
-            model="local/smollm2", max_iterations=2, max_tokens=200, retry_budget=0, workspace_base=str(tmp_path / "ws")
+            model="local/smollm2", max_iterations=2, max_tokens=400, retry_budget=0, workspace_base=str(tmp_path / "ws")
         ),
         cache=tmp_path / "cache",
         settings=pl.Settings(parse_attempts=1),
