@@ -5,11 +5,14 @@ The package's map (each subpackage's `__init__` names its public API):
 - `llm/`: the one call path (`complete` / `acomplete`) over litellm: cache, structured output, retries,
   limits, the spending cap, model aliases, the embedded local model and the scripted model.
 - `eval/`: grounded evaluation: a prompt measured on labelled examples, scorers, task files, statistics.
-- `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE) on a shared runtime.
+- `critics/`: simulated critics (`sim/...`), critics with known properties called by model name.
+- `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE; the baselines OPRO, APE, ProTeGi and the
+  resample control), each made by `loops.runtime.define_loop`, with its stop rule in its `router`.
 - `tools/`: tools for the agent loops, the per-run workspace and its sandbox.
-- `sweep/`: experiment files, cells, and the executors that run them (inline, papermill, dask).
+- `sweeps/`: experiment files, cells, and the executors that run them (inline, papermill, dask).
 - `results/`: sweep results on disk and as tidy pandas frames.
-- `analysis/`: calibration, counterfactual stopping, paired comparisons, reliability, provenance.
+- `analysis/`: calibration, critic biases, counterfactual stopping, paired comparisons, equal budget,
+  reliability, provenance.
 - `reports/`: charts and the report (summary.md).
 - `ui/`: the notebooks' widgets (explorer, run browser).
 

@@ -1,4 +1,5 @@
-"""Tools for the agent loops (PES, PCEE): the Tool value, a registry, and the built-in tools by name.
+"""The built-in tools of the agent loops (PES, PCEE) by name, and `build_tools`, which makes a loop's registry
+of them (the `Tool` value and `ToolRegistry` themselves are in `promptlab.tools.registry`).
 
 Built-in tools (`BUILTIN_TOOLS`): `calculator`, `search_docs` (and its alias `search`) over a local
 folder of documents, and the workspace tools `write_file`, `read_file`, `list_files`, `shell`, which
