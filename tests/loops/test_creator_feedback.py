@@ -4,48 +4,29 @@ of a longer logged run (what counterfactual stopping relies on)."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pytest
+from yes_task import critique as yes_critique
+from yes_task import run_cc, target_reply, yes_task
 
 import promptlab
 from promptlab.analysis.stopping import counterfactual_stopping
 from promptlab.loops.creator_critic.config import CreatorCriticConfig
 from promptlab.loops.creator_critic.loop import run_creator_critic
-from promptlab.record import Example, Split, Task
 from promptlab.results.frames import tidy
 
-EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(12)]
-TASK = Task(
-    id="fb",
-    prompt="BAD start",
-    goal="answer yes",
-    examples=EXAMPLES,
-    scorer={"kind": "exact"},
-    split=Split(seed=0, dev=6),
-)
-
-
-def target_reply(messages: list[dict[str, Any]]) -> str:
-    """'yes' for a GOOD prompt, for a HALF prompt on even items only, else 'no'."""
-    text = messages[-1]["content"]
-    item = int(text.rsplit("item ", 1)[1])
-    return "yes" if text.startswith("GOOD") or (text.startswith("HALF") and item % 2 == 0) else "no"
+TASK = yes_task("BAD start", id="fb")
 
 
 def critique(score: float) -> str:
-    return json.dumps({"score": score, "strengths": [], "weaknesses": ["too vague"], "suggestions": ["t"]})
+    return yes_critique(score, "too vague")
 
 
 def cc(name: str, rewrites: list[str], scores: list[float], **kw: Any) -> tuple[Any, Any]:
     """A run whose creator writes `rewrites` in turn (and records its prompts) and whose critic gives `scores`."""
-    creator = promptlab.scripted(f"{name}-creator", respond=lambda m, q=list(rewrites): q.pop(0))
-    critic = promptlab.scripted(f"{name}-critic", respond=lambda m, q=[critique(c) for c in scores]: q.pop(0))
-    target = promptlab.scripted(f"{name}-target", respond=target_reply)
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name, **kw)
-    return run_creator_critic(TASK, cfg, cache=False), creator
+    return run_cc(name, rewrites, scores, TASK, weakness="too vague", **kw)
 
 
 def shown_items(prompt: str) -> list[int]:

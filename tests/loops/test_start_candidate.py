@@ -6,49 +6,22 @@ import json
 from typing import Any
 
 import pytest
+from yes_task import run_cc, target_reply, yes_task
 
 import promptlab
 from promptlab.loops.creator_critic.config import CreatorCriticConfig
-from promptlab.loops.creator_critic.loop import run_creator_critic
 from promptlab.loops.creator_critic.router import route
 from promptlab.loops.p3ro.config import P3ROConfig
 from promptlab.loops.p3ro.loop import run_p3ro
-from promptlab.record import Example, Split, Task
+from promptlab.record import Task
 from promptlab.results.frames import tidy
 
-EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(12)]
-
-
-def task(prompt: str = "GOOD start") -> Task:
-    return Task(
-        id="s",
-        prompt=prompt,
-        goal="answer yes",
-        examples=EXAMPLES,
-        scorer={"kind": "exact"},
-        split=Split(seed=0, dev=6),
-    )
-
-
-def target_reply(messages: list[dict[str, Any]]) -> str:
-    """'yes' for a GOOD prompt, for a HALF prompt on even items only, else 'no'."""
-    text = messages[-1]["content"]
-    item = int(text.rsplit("item ", 1)[1])
-    return "yes" if text.startswith("GOOD") or (text.startswith("HALF") and item % 2 == 0) else "no"
-
-
-def critique(score: float) -> str:
-    return json.dumps({"score": score, "strengths": [], "weaknesses": ["w"], "suggestions": ["t"]})
+task = yes_task
 
 
 def cc(name: str, rewrites: list[str], critic_scores: list[float], **kw: Any) -> tuple[Any, Any]:
     """A Creator/Critic run whose creator writes `rewrites` in turn and whose critic gives `critic_scores`."""
-    creator = promptlab.scripted(f"{name}-creator", respond=lambda m, q=list(rewrites): q.pop(0))
-    critic = promptlab.scripted(f"{name}-critic", respond=lambda m, q=[critique(c) for c in critic_scores]: q.pop(0))
-    target = promptlab.scripted(f"{name}-target", respond=target_reply)
-    on = kw.pop("task", None) or task()
-    cfg = CreatorCriticConfig(model=creator.name, critic_model=critic.name, target_model=target.name, **kw)
-    return run_creator_critic(on, cfg, cache=False), creator
+    return run_cc(name, rewrites, critic_scores, kw.pop("task", None) or task(), **kw)
 
 
 def test_creator_critic_returns_the_start_when_no_rewrite_beats_it() -> None:
