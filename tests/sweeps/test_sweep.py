@@ -163,15 +163,19 @@ def test_a_killed_sweep_resumes_without_redoing_finished_cells(toy_dir: Path, tm
         "import sys, toyloop; from promptlab.cli import main; "
         f"sys.exit(main(['sweep', {str(path)!r}, '--out', {str(out)!r}, '--workers', '1', '--no-progress']))"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")]),
+        "TOYLOOP_HOLD_AFTER_A_CELL": str(out),  # the second cell's runs wait: exactly one cell is done at the kill
+    }
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a hang guard only
     while not status_mtimes(out) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     finished = status_mtimes(out)
-    assert 1 <= len(finished) < 4, proc.stderr.read().decode() if proc.stderr else ""
+    assert len(finished) == 1, proc.stderr.read().decode() if proc.stderr else ""
     result = sweep(path, out, progress=False)
     assert result.skipped == len(finished) and result.done == 4 - len(finished)
     assert {k: v for k, v in status_mtimes(out).items() if k in finished} == finished
