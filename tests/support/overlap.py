@@ -1,4 +1,4 @@
-"""Counting calls in flight in a scripted model's worker threads, and holding each until `n` are in flight at once.
+"""Waiting for what happened rather than for a time: calls in flight held until `n` overlap, and a state polled.
 
 A test of a concurrency limit used to sleep inside each call and hope the others entered meanwhile: on a busy
 machine a thread can start after the first one's sleep ended, and the peak came out lower than the limit allows.
@@ -9,7 +9,8 @@ whatever the load, and a limit passed still shows as a higher peak; `timeout_s` 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -34,3 +35,15 @@ class InFlight:
         finally:
             with self._changed:
                 self.now -= 1
+
+
+def eventually(holds: Callable[[], bool], within_s: float = 20.0) -> bool:
+    """Whether `holds()` became true within `within_s` (polled): for a state another process reaches in its own
+    time (a killed process reaped, a connection accepted), where a fixed short sleep fails on a busy machine.
+    The bound is a hang guard: what the test proves is the state, not how soon it came."""
+    deadline = time.monotonic() + within_s
+    while not holds():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
