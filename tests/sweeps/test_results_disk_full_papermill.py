@@ -9,8 +9,6 @@ any user, ENOSPC injected into every kernel's results writer (a `sitecustomize` 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from fault_server import FaultServer, Reply
+from full_disk import enospc_in_kernels, fill, mount_tmpfs, unmount
 
 from promptlab.cli import main
 from promptlab.results.store import load
@@ -108,13 +107,12 @@ def resumes(exp: Path, out: Path, cache: Path, capsys: pytest.CaptureFixture[str
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs (root only), unmounted after."""
     disk = tmp_path / "disk"
-    disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)]).returncode:
+    if not mount_tmpfs(disk, "2m"):
         pytest.skip("mounting a tmpfs needs root")
     try:
         yield disk
     finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+        unmount(disk)
 
 
 def test_a_full_tmpfs_stops_a_papermill_sweep_named_and_it_resumes(
@@ -122,8 +120,7 @@ def test_a_full_tmpfs_stops_a_papermill_sweep_named_and_it_resumes(
 ) -> None:
     whole = uninterrupted_requests(tmp_path, server)
     exp, out, cache = experiment(tmp_path, server.url), small_disk / "out", tmp_path / "cache"
-    filler = small_disk / "filler"
-    filler.write_bytes(b"\0" * (2 * 2**20 - 120 * 2**10))  # room for a cell or two of results and notebooks
+    filler = fill(small_disk, 120 * 2**10)  # room for a cell or two of results and notebooks
     capsys.readouterr()
     before = server.requests
     assert main(sweep_args(exp, out, cache)) == 4
@@ -134,36 +131,18 @@ def test_a_full_tmpfs_stops_a_papermill_sweep_named_and_it_resumes(
     assert 0 <= paid_again <= WORKERS * 1  # at most the calls in flight: workers x cell concurrency x 1 call
 
 
-SITECUSTOMIZE = """
-import errno, os
-real_fsync = os.fsync
-def full_disk(fd):
-    under = os.environ.get("FULL_DISK_UNDER")
-    if under and os.readlink(f"/proc/self/fd/{fd}").startswith(under):
-        raise OSError(errno.ENOSPC, "No space left on device")
-    real_fsync(fd)
-os.fsync = full_disk
-"""
-
-
 def test_a_kernel_meeting_a_full_disk_stops_a_papermill_sweep_named_and_it_resumes(
-    server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     whole = uninterrupted_requests(tmp_path, server)
     exp, out, cache = experiment(tmp_path, server.url), tmp_path / "out", tmp_path / "cache"
-    (tmp_path / "site").mkdir()
-    (tmp_path / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
-    )
-    monkeypatch.setenv("FULL_DISK_UNDER", str(out / "cells"))  # kernels only: this process never fsyncs there
     capsys.readouterr()
     before = server.requests
-    assert main(sweep_args(exp, out, cache)) == 4
+    with enospc_in_kernels(tmp_path / "site", out / "cells"):  # kernels only: this process never fsyncs there
+        assert main(sweep_args(exp, out, cache)) == 4
     err = capsys.readouterr().err.strip()
     assert_stopped_named_and_whole(err, out)
     assert f"{out}/cells/" in err and "OSError: No space left on device" in err  # the kernel's own words
     assert not list(out.glob("cells/*/status.json"))
-    monkeypatch.delenv("FULL_DISK_UNDER")
     resumes(exp, out, cache, capsys)
     assert 0 <= server.requests - before - whole <= WORKERS * 1
