@@ -41,6 +41,9 @@ from .plan import (
 
 KERNEL_ARGS = ["--log-level=CRITICAL"]
 """Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""
+KERNEL_START_TIMEOUT_S = 300
+"""Seconds a cell's kernel may take to start before its cell fails (papermill's own default, 60 s, was passed on a
+busy machine starting several kernels at once; the cell then failed with "Kernel didn't respond")."""
 
 
 def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
@@ -113,6 +116,7 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
             log_output=False,
             cwd=os.getcwd(),
             extra_arguments=KERNEL_ARGS,
+            start_timeout=KERNEL_START_TIMEOUT_S,
         )
     except PapermillExecutionError as e:
         full = ResultsDiskFull.reported(e.evalue) if e.ename == ResultsDiskFull.__name__ else None

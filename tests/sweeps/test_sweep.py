@@ -296,3 +296,24 @@ def test_a_dead_kernel_is_recorded_and_the_sweep_goes_on(
     assert result.failed == 1
     err = cell_status(tmp_path / "out", result.cells[0].cell_id)["error"]  # type: ignore[index]
     assert err["kind"] == "SweepCellError" and err["ename"] == "DeadKernelError"
+
+
+def test_a_papermill_kernel_may_take_minutes_to_start(
+    toy_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """papermill's 60 s start timeout failed a cell on a busy machine ("Kernel didn't respond in 60 seconds"): the
+    executor gives each kernel KERNEL_START_TIMEOUT_S (300 s) to start. Checked on what papermill is asked for."""
+    import papermill
+
+    from promptlab.sweeps.papermill import KERNEL_START_TIMEOUT_S
+
+    asked: list[dict[str, Any]] = []
+
+    def execute_notebook(*args: Any, **kwargs: Any) -> None:
+        asked.append(kwargs)
+        raise RuntimeError("not run here")
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+    result = sweep(experiment(tmp_path, grid={"max_iterations": [1]}), tmp_path / "out", executor="papermill")
+    assert result.failed == 1 and "not run here" in str(result)
+    assert [a["start_timeout"] for a in asked] == [KERNEL_START_TIMEOUT_S] and KERNEL_START_TIMEOUT_S >= 300
