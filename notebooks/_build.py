@@ -422,8 +422,9 @@ CRITIC = notebook(
         "md",
         (
             "# Can the critic be trusted? Its biases\n\nFive probes of the judge biases a refinement loop is "
-            "exposed to, run on any results directory. Each gives an estimate with its n and 95% CI; the verdict "
-            'says "biased" only when the CI excludes 0 and "no evidence of bias" only when the CI lies inside a '
+            "exposed to, run on any results directory. Each gives an estimate with its n and a CI; a critic's "
+            "intervals hold together at 95% (each at 99% for five probes, `ci_level`), so a critic with no bias is "
+            'called biased on some probe at most 5% of the time. The verdict says "biased" only when the CI excludes 0 and "no evidence of bias" only when the CI lies inside a '
             "stated size (`promptlab.analysis.bias.MARGINS`), else inconclusive. Two probes read the logs (no "
             "model call); three re-ask the critic on a sample of logged candidates, at most `budget` calls per "
             "model critic, through the call cache, so running this notebook again costs nothing. Simulated "
