@@ -112,7 +112,7 @@ def sweep(
             a distributed cluster); see `EXECUTORS`.
         workers: cells at once (dask: the LocalCluster's worker processes, one thread each).
         on_event: receives every loop event (inline executor only).
-        progress: show a tqdm bar (notebook-aware) of cells done / failed / skipped, calls, tokens, cost and
+        progress: show a text tqdm bar (also in a notebook; `plan.progress_bar`) of cells done / failed / skipped, calls, tokens, cost and
             cache hits.
         cache: the call cache, a directory or a URL such as redis://host:6379/0 (default `$PROMPTLAB_CACHE`,
             else `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
