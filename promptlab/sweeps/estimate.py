@@ -16,6 +16,7 @@ takes less than the estimate; the lines say so.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 RESUME = "calls already in the call cache cost nothing: a re-run resumes from it (finished cells are skipped)"
 """What every estimate adds about the cache."""
+WIDTH = 100
+"""Lines are wrapped at words to this width (a notebook's output would cut a long one mid-word)."""
 
 
 def duration(seconds: float) -> str:
@@ -69,14 +72,20 @@ def calls_line(count: CallCount, replicates: int) -> str:
     )
 
 
-def probe_line(count: CallCount, probe: Probe) -> str:
-    """The time line from a probe: seconds per call x the made calls, scaled by their reply caps."""
+def probe_line(count: CallCount, probe: Probe, in_flight: int) -> str:
+    """The time line from a probe: seconds per call x the made calls, scaled by their reply caps; `in_flight` is
+    how many calls the sweep runs at once (more than the probe's: the time may be less)."""
     per_token = probe.per_call / probe.max_tokens
     total = per_token * count.token_cap
+    how = (
+        "as the sweep runs them"
+        if in_flight <= probe.at_once
+        else f"the sweep runs up to {in_flight}: it may be quicker"
+    )
     return (
         f"time: about {duration(total)}: {probe.model} took {probe.per_call:.2f} s per call just now on this "
-        f"machine ({probe.calls} timed calls of at most {probe.max_tokens} tokens, {probe.at_once} at once, as the "
-        f"sweep runs them), a call's time taken as proportional to its reply cap; {RESUME}"
+        f"machine ({probe.calls} timed calls of at most {probe.max_tokens} tokens, {probe.at_once} at once, {how}), "
+        f"a call's time taken as proportional to its reply cap; {RESUME}"
     )
 
 
@@ -122,14 +131,16 @@ def sweep_plan(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
             "dry run does not split them by model; the bar's estimate appears once the first runs finish"
         )
     elif not probe or not probed(models[0]):
+        why = "a hosted model is not probed: it would cost money" if probe else "the probe was turned off"
         lines.append(
-            f"time: not estimated: {models[0]}'s time per call is not measured here (a hosted model is "
-            "not probed: it would cost money); the bar's estimate appears once the first runs finish"
+            f"time: not estimated: {models[0]}'s time per call is not measured here ({why}); the bar's "
+            "estimate appears once the first runs finish"
         )
     else:
         at_once = runs_in_flight(models)
-        lines.append(probe_line(count, probe_model(models[0], tasks[0], first_eval_cap(cells), at_once)))
-    return "\n".join(lines)
+        measured = probe_model(models[0], tasks[0], first_eval_cap(cells), at_once)
+        lines.append(probe_line(count, measured, at_once))
+    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in "\n".join(lines).splitlines())
 
 
 __all__ = ["RESUME", "calls_line", "duration", "probe_line", "sweep_plan", "time_estimate"]

@@ -210,6 +210,7 @@ def sweep(
                     spec.load()(schedule(pending), plan)
         except KeyboardInterrupt:
             result.wall_time_s = round(time.perf_counter() - t0, 3)
+            bar.close()  # its last state before this line, not drawn again under it
             print(
                 f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
                 f"{len(cells) - len(result.cells)} not finished; finished cells are saved in {out}; "

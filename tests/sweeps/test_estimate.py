@@ -43,7 +43,9 @@ def test_the_calls_are_counted_by_a_dry_run_that_leaves_no_trace(tmp_path: Path,
     # the starting prompt's dev and test runs are shared by every sample and critic: each further replicate
     # adds its own calls only, so three replicates make less than three times one
     per_sample = two.made - one.made
-    assert 0 < per_sample < one.made and count.made == one.made + 2 * per_sample
+    assert 0 < per_sample < one.made
+    # (two identical calls in flight at once may each be made, or one answer both: a call or two either way)
+    assert abs(count.made - (one.made + 2 * per_sample)) <= 0.01 * count.made
     assert count.asked > count.made  # repeats across the critics' cells are answered by the cache
     assert not list(tmp_path.iterdir())  # nothing written here, no cache touched
 
@@ -59,7 +61,9 @@ def test_the_time_line_gives_its_basis(tmp_path: Path, monkeypatch) -> None:
         return Probe(model, 4, 2, 8.0, 64)
 
     monkeypatch.setattr(probe_module, "probe_model", measured)
-    lines = sweep_plan(exp, tmp_path / "out", workers=2).splitlines()
+    shown = sweep_plan(exp, tmp_path / "out", workers=2)
+    assert all(len(line) <= 100 for line in shown.splitlines())
+    lines = shown.replace("\n  ", " ").splitlines()  # one line per item, its wrapped parts joined
     assert lines[0] == "tiny: 4 cells x 1 tasks x 1 replicate(s) = 4 runs"
     assert lines[2].startswith("calls: about 12 model calls for the 4 runs (19 asked")
     # 12 made calls capped at 64 tokens each (tiny's max_tokens) at 2 s per 64-token call: 24 s
@@ -68,5 +72,5 @@ def test_the_time_line_gives_its_basis(tmp_path: Path, monkeypatch) -> None:
     # a hosted model is not probed: no invented number
     hosted = load_experiment(ROOT / "experiments" / "tiny.yaml").with_models("gpt-4o-mini")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    line = sweep_plan(hosted, tmp_path / "out2", workers=2).splitlines()[-1]
+    line = sweep_plan(hosted, tmp_path / "out2", workers=2).replace("\n  ", " ").splitlines()[-1]
     assert line.startswith("time: not estimated: gpt-4o-mini's time per call is not measured here"), line

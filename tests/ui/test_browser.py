@@ -657,6 +657,9 @@ def test_02_sweep_says_its_calls_and_time_before_it_starts(page: Any, lab: tuple
     plan.wait_for(timeout=120_000)
     text = plan.inner_text()
     # the calls counted by a dry run, the time from a probe of the model measured now, and the cache's part
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), lines  # wrapped at words, never cut mid-word by the page
+    text = " ".join(line.strip() for line in lines)
     assert "calls: about 12 model calls for the 4 runs (19 asked" in text, text
     assert "counted by a dry run of the experiment on fake/auto" in text, text
     seconds = re.search(r"fake/slow took (\d+\.\d+) s per call just now on this machine", text)
@@ -687,6 +690,7 @@ def test_02_sweep_shows_busy_while_it_runs_and_an_interrupt_stops_it_at_once(pag
     expect(status).to_contain_text("Idle", timeout=1_000)
     shown = sweeping.inner_text()
     assert "run the same sweep again to resume" in shown and "Traceback" not in shown, shown
+    assert shown.count("sweep tiny:") == 1, shown  # the bar's last state once, above the line, not again below
     statuses = [json.loads(p.read_text()) for p in (root / "results" / "stuck").glob("cells/*/status.json")]
     assert all(s["status"] == "ok" for s in statuses), statuses  # kept cells are whole
     keep(page, sweeping, "02_sweep_interrupted_at_once")
