@@ -10,7 +10,8 @@ records: a call answered by the cache is a repeat, the others are what a sweep f
 It runs replicate 0, then replicate 1 on the same cache: the first gives the calls every sample shares plus one
 sample's own, the second one further sample's own, so R replicates make about `first + (R - 1) x second`.
 A real model may stop a loop earlier or later than `fake/auto` does (a parse failure, a perfect score), so the
-count is an estimate; `CallCount` says what it was counted on.
+count is an estimate; `CallCount` says what it was counted on. A model the dry run cannot replace (a task's
+judge scorer names its own) would be called for real: then nothing is run, and `count_calls` names it.
 """
 
 from __future__ import annotations
@@ -75,13 +76,28 @@ def dry_sweep(exp: Experiment, out: Path, cache: Path) -> tuple[int, int, int]:
     return tally([run for cell in result.cells for run in read_runs(out, cell.cell_id)])
 
 
-def count_calls(exp: Experiment) -> CallCount:
-    """The calls a sweep of `exp` makes from an empty cache, by a dry run on fake/auto (see the module doc).
+def uncounted_models(dry: Experiment) -> list[str]:
+    """The models a dry run of `dry` would still call for real: those `with_models` cannot replace, such as a
+    task's judge scorer's model (simulated critics and scripted models cost nothing and are left out)."""
+    from ..critics.simulated import is_simulated
+    from .cells import preflight_cells
+
+    tasks = dry.load_tasks()
+    called = preflight_cells(dry.cells(tasks), tasks)
+    return [m for m in called if not (is_simulated(m) or m.startswith("fake/"))]
+
+
+def count_calls(exp: Experiment) -> CallCount | list[str]:
+    """The calls a sweep of `exp` makes from an empty cache, by a dry run on fake/auto (see the module doc); or,
+    when the dry run would call a real model (a judge scorer's), those models, and no dry run.
 
     Raises:
         ConfigError: the experiment does not check (as its sweep would).
     """
     dry = exp.with_models(DRY_MODEL)
+    real = uncounted_models(dry)
+    if real:
+        return real
     runs = len(dry.cells()) * len(dry.load_tasks()) * exp.replicates
     with tempfile.TemporaryDirectory(prefix="promptlab-count-") as scratch:
         root = Path(scratch)
@@ -95,4 +111,4 @@ def count_calls(exp: Experiment) -> CallCount:
     return CallCount(runs, asked, first[1] + more * both[1], first[2] + more * both[2], replicates_run=2)
 
 
-__all__ = ["DRY_MODEL", "EVAL_PHASES", "CallCount", "count_calls", "steps_of", "tally"]
+__all__ = ["DRY_MODEL", "EVAL_PHASES", "CallCount", "count_calls", "steps_of", "tally", "uncounted_models"]

@@ -118,6 +118,14 @@ def sweep_plan(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
     cells, tasks = exp.cells(), exp.load_tasks()
     lines = [preview(exp.name, cells, len(tasks), exp.replicates)]
     count = count_calls(exp)
+    if isinstance(count, list):  # a dry run would call these for real: neither calls nor time are estimated
+        return wrapped(
+            [
+                *lines,
+                f"calls and time: not estimated: a dry run would call {', '.join(count)} for real (a task's "
+                "judge scorer); the bar's estimate appears once the first runs finish",
+            ]
+        )
     lines.append(calls_line(count, exp.replicates))
     timed = time_estimate(cells, out, workers)
     models = real_models(cells)
@@ -140,6 +148,11 @@ def sweep_plan(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
         at_once = runs_in_flight(models)
         measured = probe_model(models[0], tasks[0], first_eval_cap(cells), at_once)
         lines.append(probe_line(count, measured, at_once))
+    return wrapped(lines)
+
+
+def wrapped(lines: list[str]) -> str:
+    """The lines, each wrapped at words to `WIDTH` columns with its further lines indented."""
     return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in "\n".join(lines).splitlines())
 
 

@@ -74,3 +74,29 @@ def test_the_time_line_gives_its_basis(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     line = sweep_plan(hosted, tmp_path / "out2", workers=2).replace("\n  ", " ").splitlines()[-1]
     assert line.startswith("time: not estimated: gpt-4o-mini's time per call is not measured here"), line
+
+
+def test_a_judge_scorer_is_never_called_to_estimate(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from promptlab.sweeps import Experiment
+
+    examples = tmp_path / "ex.jsonl"
+    examples.write_text("".join(json.dumps({"input": f"q{i}", "target": "a"}) + "\n" for i in range(6)))
+    task = {
+        "id": "t",
+        "prompt": "Answer: {input}",
+        "goal": "answer",
+        "examples": "ex.jsonl",
+        "scorer": {"kind": "judge", "model": "gpt-4o-mini", "rubric": "correct"},
+        "split": {"seed": 0, "dev": 3, "test": 3},
+    }
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    exp = Experiment.from_dict(
+        {"name": "judged", "loops": ["creator_critic"], "tasks": "tasks.jsonl", "config": {"model": "fake/auto"}},
+        tmp_path,
+    )
+    assert count_calls(exp) == ["gpt-4o-mini"]  # no dry run: it would have called the judge for real
+    shown = sweep_plan(exp, tmp_path / "out", workers=2).replace("\n  ", " ")
+    assert "calls and time: not estimated: a dry run would call gpt-4o-mini for real" in shown, shown
