@@ -234,7 +234,8 @@ def progress_bar(name: str, cells: int, runs_per_cell: int, *, disable: bool = F
 
     from tqdm import tqdm
 
-    out = sys.stdout if "ipykernel" in sys.modules else sys.stderr
+    kernel = sys.modules.get("ipykernel.kernelapp")  # a process that only launched kernels imports ipykernel too
+    out = sys.stdout if kernel is not None and kernel.IPKernelApp.initialized() else sys.stderr
     return tqdm(total=cells * runs_per_cell, desc=f"sweep {name}", unit="run", disable=disable, file=out)
 
 

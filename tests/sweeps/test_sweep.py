@@ -317,3 +317,18 @@ def test_a_papermill_kernel_may_take_minutes_to_start(
     result = sweep(experiment(tmp_path, grid={"max_iterations": [1]}), tmp_path / "out", executor="papermill")
     assert result.failed == 1 and "not run here" in str(result)
     assert [a["start_timeout"] for a in asked] == [KERNEL_START_TIMEOUT_S] and KERNEL_START_TIMEOUT_S >= 300
+
+
+def test_the_bar_goes_to_stderr_in_a_process_that_only_launched_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """A process that ran a papermill sweep has imported ipykernel (jupyter_client finds the kernel's spec with it)
+    without being a kernel: its bar stays on stderr, where a terminal shows it (stdout is for a kernel's cell)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from promptlab.sweeps.plan import progress_bar
+
+    KernelSpecManager().get_kernel_spec("python3")  # what launching a papermill kernel does here
+    bar = progress_bar("launched", 1, 1)
+    bar.update(1)
+    bar.close()
+    said = capsys.readouterr()
+    assert "sweep launched" in said.err and "sweep launched" not in said.out
