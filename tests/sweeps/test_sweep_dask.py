@@ -102,7 +102,6 @@ def reply_for(body: dict[str, Any]) -> Reply:
     return Reply(f"Improved prompt {digest[:12]}", 15, 6, delay_s=0.15)
 
 
-@pytest.mark.slow
 def ended(pid: int) -> bool:
     """Whether the process has exited (gone, or a zombie its parent has not reaped yet: its sockets are closed)."""
     import psutil
@@ -113,6 +112,7 @@ def ended(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
