@@ -2,15 +2,19 @@
 
 Run by `promptlab.llm.engine` in a child process (so a native crash of llama.cpp ends this process, never
 the sweep's). Messages over the pipe: in, `("gen", id, messages, params)`, `("cancel", id)`, `("stats", id)`; out,
-`("piece", id, text)` (streamed requests), `("done", id, reply)`, `("error", id, kind, message)` and
-`("stats", id, counts)`.
+`("admitted", id)` (the request's prompt starts to be read: its timeout starts), `("piece", id, text)`
+(streamed requests), `("done", id, reply)`, `("error", id, kind, message)`, `("stats", id, counts)` and
+`("alive", 0)` (a heartbeat, at most every `HEARTBEAT_S` while sequences are decoded, sent by the decoding loop
+itself, so a worker hung in native code falls silent).
 
 Continuous batching: a request joins the running batch as soon as a sequence slot and room in the KV cache
 are free, and leaves it when it stops; each step decodes one token of every live sequence (and chunks of
 new prompts) in one `llama_decode`. A new prompt starts from the longest prefix any slot holds: that slot's
 cells are copied to the new sequence (`llama_memory_seq_cp`: the unified KV cache tags the same cells with
 both ids), so a candidate's instruction is read once for all of its examples. Each sequence has its own
-sampler chain (grammar, top-k/top-p/min-p, temperature, seed), stop strings, token budget and deadline.
+sampler chain (grammar, top-k/top-p/min-p, temperature, seed), stop strings, token budget and timeout. A
+request's timeout counts from its admission into the batch, as a server's per-request timeout does: its wait
+in the queue (for a slot or room in the KV cache) is not its fault.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from .engine_model import Model, sampler_for
+from .engine_model import Model
 
 TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
 (how the tests simulate a llama.cpp crash such as the NaN-weights abort)."""
 
+HEARTBEAT_S = 1.0
+"""The most seconds between two `alive` messages while the worker decodes."""
 WAIT_FOR_PREFIX = 16
 """A request waits one step for a shared prefix that another sequence is still reading when that saves more
 than this many tokens."""
@@ -52,6 +58,7 @@ class Seq:
     sampler: Any
     max_tokens: int
     deadline: float | None
+    """When the sequence is cut short (monotonic clock): its admission plus the call's timeout."""
     stops: list[str]
     stream: bool
     reserved: int
@@ -75,6 +82,7 @@ class Worker:
         """The tokens each slot's KV cells hold (kept after a sequence ends, for prefix reuse)."""
         self.busy: list[bool] = [False] * model.n_seq
         self.abort = os.environ.get(TEST_ABORT_ENV) == model.path.name
+        self.beat = time.monotonic()
         self.counts = {"prompt_tokens": 0, "prompt_tokens_read": 0, "steps": 0, "max_batch": 0}
         """Prompt tokens asked for and actually decoded (the rest came from a copied prefix), decode steps,
         the most sequences in one step."""
@@ -141,7 +149,7 @@ class Worker:
                 return  # wait for room
             self.waiting.popleft()
             try:
-                sampler = sampler_for(self.m, params)
+                sampler = self.m.sampler(params)
             except ValueError as e:
                 self._send("error", rid, "bad_request", str(e))
                 continue
@@ -203,7 +211,8 @@ class Worker:
         self.busy[slot] = True
         self.counts["prompt_tokens"] += len(prompt)
         self.counts["prompt_tokens_read"] += len(prompt) - shared
-        deadline = params.get("deadline")
+        timeout = params.get("timeout")
+        self._send("admitted", rid)
         self.live[rid] = Seq(
             id=rid,
             slot=slot,
@@ -212,7 +221,7 @@ class Worker:
             params=params,
             sampler=sampler,
             max_tokens=budget,
-            deadline=float(deadline) if deadline else None,
+            deadline=time.monotonic() + float(timeout) if timeout is not None else None,
             stops=[s for s in (params.get("stop") or []) if s],
             stream=bool(params.get("stream")),
             reserved=need,
@@ -223,9 +232,13 @@ class Worker:
 
     def _step(self) -> None:
         """One llama_decode: a token of every decoding sequence, then prompt chunks up to the batch size."""
-        now = time.time()
+        now = time.monotonic()
+        if now - self.beat >= HEARTBEAT_S:
+            self.beat = now
+            self._send("alive", 0)
         for seq in [s for s in self.live.values() if s.deadline is not None and now >= s.deadline]:
-            self._end(seq, ("timeout", f"the local model passed the call's deadline after {len(seq.out)} tokens"))
+            why = f"the local model passed the call's deadline (its timeout, {seq.params['timeout']:g}s from admission)"
+            self._end(seq, ("timeout", f"{why} after {len(seq.out)} tokens"))
         m = self.m
         rows: list[tuple[Seq, bool]] = []  # (sequence, whether its row's logits are sampled)
         n = 0
