@@ -220,7 +220,7 @@ class Engine:
 
     def stats(self) -> dict[str, int]:
         """The worker's counters: prompt tokens asked for and read (the rest were copied prefixes), decode
-        steps, the most sequences in one step."""
+        steps, the most sequences in one step, and the KV cells idle slots keep for prefix reuse."""
         call = Pending()
         with self.lock:
             rid = next(self.ids)

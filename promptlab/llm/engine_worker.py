@@ -38,6 +38,11 @@ TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
 (how the tests simulate a llama.cpp crash such as the NaN-weights abort)."""
 
+IDLE_CELLS = 2048
+"""The most KV cells kept for idle slots (prefixes for later requests to copy); older ones are dropped first.
+Attention reads every cell up to the highest one in use, whether a sequence sees it or not (measured: 5.6
+CPU-ms per decoded token with 2k cells in use, 6.9 with 8k), so a cache left full of old prefixes makes every
+step dearer (docs/benchmarks.md)."""
 HEARTBEAT_S = 1.0
 """The most seconds between two `alive` messages while the worker decodes."""
 WAIT_FOR_PREFIX = 16
@@ -81,6 +86,8 @@ class Worker:
         self.held: list[list[int]] = [[] for _ in range(model.n_seq)]
         """The tokens each slot's KV cells hold (kept after a sequence ends, for prefix reuse)."""
         self.busy: list[bool] = [False] * model.n_seq
+        self.idle: dict[int, None] = {}
+        """The idle slots holding cells, oldest first."""
         self.abort = os.environ.get(TEST_ABORT_ENV) == model.path.name
         self.beat = time.monotonic()
         self.counts = {"prompt_tokens": 0, "prompt_tokens_read": 0, "steps": 0, "max_batch": 0}
@@ -116,7 +123,7 @@ class Worker:
         if msg[0] == "gen":
             self.waiting.append((msg[1], msg[2], msg[3]))
         elif msg[0] == "stats":
-            self._send("stats", msg[1], dict(self.counts))
+            self._send("stats", msg[1], {**self.counts, "idle_cells": sum(len(self.held[s]) for s in self.idle)})
         elif msg[0] == "cancel":
             self.waiting = deque(w for w in self.waiting if w[0] != msg[1])
             if msg[1] in self.live:
@@ -209,6 +216,7 @@ class Worker:
             self.m.lib.llama_memory_seq_rm(mem, slot, shared, -1)
         self.held[slot] = prompt[:shared]
         self.busy[slot] = True
+        self.idle.pop(slot, None)
         self.counts["prompt_tokens"] += len(prompt)
         self.counts["prompt_tokens_read"] += len(prompt) - shared
         timeout = params.get("timeout")
@@ -301,9 +309,11 @@ class Worker:
         """Take a sequence out of the batch: reply (or error) sent, slot freed, its cells kept for reuse."""
         self.live.pop(seq.id, None)
         self.busy[seq.slot] = False
+        self.idle[seq.slot] = None
         self.m.lib.llama_sampler_free(seq.sampler)
         if seq.pending:  # its prompt was not fully read: the slot holds only what was decoded
             self.m.lib.llama_memory_seq_rm(self.m.mem, seq.slot, len(self.held[seq.slot]), -1)
+        self._forget_old()
         if error is not None:
             self._send("error", seq.id, *error)
             return
@@ -318,6 +328,17 @@ class Worker:
             seq.id,
             {"text": body, "usage": (len(seq.prompt), len(seq.out)), "finish_reason": finish, "logprobs": logprobs},
         )
+
+    def _forget_old(self) -> None:
+        """Drop the cells of the oldest idle slots while the idle slots hold more than `IDLE_CELLS`."""
+        kept = sum(len(self.held[s]) for s in self.idle)
+        for slot in list(self.idle):
+            if kept <= IDLE_CELLS:
+                return
+            kept -= len(self.held[slot])
+            self.m.lib.llama_memory_seq_rm(self.m.mem, slot, -1, -1)
+            self.held[slot] = []
+            del self.idle[slot]
 
     def _fail_all(self, message: str) -> None:
         for seq in list(self.live.values()):
