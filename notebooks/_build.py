@@ -125,10 +125,12 @@ SWEEP = notebook(
         "md",
         (
             "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), says how many runs it "
-            "makes on which models, runs every unfinished cell with a progress bar that counts finished runs "
-            "(its time estimate follows from them) and shows the summary table. Finished cells are skipped, so "
-            "running this again resumes an interrupted sweep (Kernel > Interrupt stops it; what finished is "
-            "kept). `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
+            "makes on which models, how many model calls and how long they should take (measured on this "
+            "machine; the basis is in the line), runs every unfinished cell with a progress bar that counts "
+            "finished runs (its time estimate follows from them) and shows the summary table. While it runs the "
+            "kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
+            "are skipped and calls already made are answered by the cache, so running this again resumes an "
+            "interrupted sweep. `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
             "no local-model call; simulated critics `sim/...` make none either and are kept); the results then "
             "go to their own directory, results/NAME-MODEL."
         ),
@@ -149,8 +151,7 @@ from IPython.display import display
 
 from promptlab.reports import summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
-from promptlab.sweeps.estimate import time_estimate
-from promptlab.sweeps.models import preview
+from promptlab.sweeps.estimate import sweep_plan
 
 exp = load_experiment(here(experiment_path))
 if model:
@@ -158,8 +159,9 @@ if model:
 cells = exp.cells()
 suffix = f"-{model.replace('/', '_')}" if model else ""
 out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
-print(preview(exp.name, cells, len(exp.load_tasks()), exp.replicates))
-print(time_estimate(cells, out, workers))
+# the runs, the model calls (counted by a dry run on fake/auto, a few seconds) and the time they should take
+# (from the cells already finished in `out`, else from a timed probe of the model: a few seconds more)
+print(sweep_plan(exp, out, workers))
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),
     (
@@ -420,8 +422,9 @@ CRITIC = notebook(
         "md",
         (
             "# Can the critic be trusted? Its biases\n\nFive probes of the judge biases a refinement loop is "
-            "exposed to, run on any results directory. Each gives an estimate with its n and 95% CI; the verdict "
-            'says "biased" only when the CI excludes 0 and "no evidence of bias" only when the CI lies inside a '
+            "exposed to, run on any results directory. Each gives an estimate with its n and a CI; a critic's "
+            "intervals hold together at 95% (each at 99% for five probes, `ci_level`), so a critic with no bias is "
+            'called biased on some probe at most 5% of the time. The verdict says "biased" only when the CI excludes 0 and "no evidence of bias" only when the CI lies inside a '
             "stated size (`promptlab.analysis.bias.MARGINS`), else inconclusive. Two probes read the logs (no "
             "model call); three re-ask the critic on a sample of logged candidates, at most `budget` calls per "
             "model critic, through the call cache, so running this notebook again costs nothing. Simulated "

@@ -1,5 +1,6 @@
 """Is the critic biased? Five probes of the judge biases a refinement loop is exposed to, each an estimate with
-its n and a 95% CI. Pure functions over tidy frames; the re-asks that feed three of them are in
+its n and a CI (95% for one probe alone; `bias_table` widens each critic's intervals so they hold together at
+95%: FAMILY_ERROR). Pure functions over tidy frames; the re-asks that feed three of them are in
 `promptlab.analysis.reask` (model calls, cached, with a budget).
 
 | probe | data | statistic (unit) | 95% CI |
@@ -44,8 +45,14 @@ UNITS = {
     "anchoring": "weight towards the shown score",
 }
 """The unit of each probe's estimate."""
-BIAS_COLUMNS = ["critic_model", "probe", "unit", "estimate", "n", "ci_low", "ci_high", "margin", "finding"]
-"""Columns of `bias_table` (one row per critic x probe; n counts candidates, steps, pairs or re-asks)."""
+BIAS_COLUMNS = ["critic_model", "probe", "unit", "estimate", "n", "ci_low", "ci_high", "margin", "finding", "ci_level"]
+"""Columns of `bias_table` (one row per critic x probe; n counts candidates, steps, pairs or re-asks; ci_level
+is the confidence of that row's interval, 1 - FAMILY_ERROR / the critic's probes)."""
+FAMILY_ERROR = 0.05
+"""The chance, for a critic with no bias at all, that `bias_table` calls any of its probes "biased": each of
+its m measured probes' intervals is at 1 - 0.05 / m (Bonferroni), so the m intervals hold together with at
+least 95% confidence. Five probes at 95% each would call an unbiased critic biased on some probe about one
+time in four."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,7 @@ class Estimate:
     why: str | None = None
 
 
-def length_bias(frame: pd.DataFrame) -> Estimate:
+def length_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Score against candidate length at equal dev accuracy and iteration (columns run_id, iteration, score,
     accuracy, chars)."""
     import numpy as np
@@ -70,10 +77,11 @@ def length_bias(frame: pd.DataFrame) -> Estimate:
     x = np.column_stack([d["chars"].to_numpy(float) / 100, d["iteration"].to_numpy(float), levels.to_numpy()])
     if len(x) and np.ptp(x[:, 1]) == 0:  # one iteration only: nothing to hold fixed
         x = np.delete(x, 1, axis=1)
-    return _ols(d["score"].to_numpy(float), x, d["run_id"], 0, "candidates whose length varies at equal accuracy")
+    what = "candidates whose length varies at equal accuracy"
+    return _ols(d["score"].to_numpy(float), x, d["run_id"], 0, what, confidence)
 
 
-def inflation(frame: pd.DataFrame) -> Estimate:
+def inflation(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Score change at no change in accuracy (nor in length, when `chars` is given), step by step along each
     run (columns run_id, iteration, score, accuracy, optionally chars)."""
     import numpy as np
@@ -82,23 +90,23 @@ def inflation(frame: pd.DataFrame) -> Estimate:
     d = frame.dropna(subset=["score", "accuracy"]).sort_values(["run_id", "iteration"])
     steps = d.groupby("run_id", sort=False)[cols].diff().assign(run_id=d["run_id"]).dropna()
     x = np.column_stack([np.ones(len(steps)), steps[cols[1:]].to_numpy(float) / [1, 100][: len(cols) - 1]])
-    return _ols(steps["score"].to_numpy(float), x, steps["run_id"], 0, "consecutive scored iterations")
+    return _ols(steps["score"].to_numpy(float), x, steps["run_id"], 0, "consecutive scored iterations", confidence)
 
 
-def padding_bias(frame: pd.DataFrame) -> Estimate:
+def padding_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Score change per 100 characters of neutral padding (columns plain, padded, added_chars)."""
     d = frame.dropna(subset=["plain", "padded"])
     d = d[d["added_chars"] > 0]
     per_100 = ((d["padded"] - d["plain"]) / (d["added_chars"] / 100)).astype(float).tolist()
-    return _mean(per_100, "candidates with a plain and a padded score")
+    return _mean(per_100, "candidates with a plain and a padded score", confidence)
 
 
-def order_bias(frame: pd.DataFrame) -> Estimate:
+def order_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """First-position preference over pairs judged in both orders (columns pair, swapped, first_won)."""
     d = frame.dropna(subset=["first_won"])
     both = d.groupby("pair")["first_won"].agg(["sum", "count"])
     both = both[both["count"] == 2]
-    return _mean((both["sum"].astype(float) - 1).tolist(), "pairs judged in both orders")
+    return _mean((both["sum"].astype(float) - 1).tolist(), "pairs judged in both orders", confidence)
 
 
 def flip_rate(frame: pd.DataFrame) -> tuple[float | None, int]:
@@ -109,29 +117,30 @@ def flip_rate(frame: pd.DataFrame) -> tuple[float | None, int]:
     return (float((both["sum"] != 1).mean()) if len(both) else None), len(both)
 
 
-def anchoring_bias(frame: pd.DataFrame) -> Estimate:
+def anchoring_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Weight towards a shown previous score (columns plain, anchored, anchor)."""
     import numpy as np
 
     d = frame.dropna(subset=["plain", "anchored", "anchor"])
     x = np.column_stack([np.ones(len(d)), d["anchor"].to_numpy(float)])
-    return _ols((d["anchored"] - d["plain"]).to_numpy(float), x, None, 1, "re-asks with and without a shown score")
+    what = "re-asks with and without a shown score"
+    return _ols((d["anchored"] - d["plain"]).to_numpy(float), x, None, 1, what, confidence)
 
 
-PROBES: dict[str, Callable[[pd.DataFrame], Estimate]] = {
+PROBES: dict[str, Callable[[pd.DataFrame, float], Estimate]] = {
     "length": length_bias,
     "inflation": inflation,
     "padding": padding_bias,
     "order": order_bias,
     "anchoring": anchoring_bias,
 }
-"""Probe name -> its estimator."""
+"""Probe name -> its estimator (frame, confidence of its CI)."""
 REASKED = ("padding", "order", "anchoring")
 """The probes that re-ask the critic (`promptlab.analysis.bias_asks`); the others read the logs."""
 
 
-def _ols(y: Any, x: Any, clusters: Any, coef: int, what: str) -> Estimate:
-    """Coefficient `coef` of OLS y ~ x with its 95% CI: clustered by `clusters` (t with clusters - 1 df), or
+def _ols(y: Any, x: Any, clusters: Any, coef: int, what: str, confidence: float) -> Estimate:
+    """Coefficient `coef` of OLS y ~ x with its CI at `confidence`: clustered by `clusters` (t with clusters - 1 df), or
     HC2 without clusters (statsmodels)."""
     import numpy as np
     import statsmodels.api as sm
@@ -148,18 +157,18 @@ def _ols(y: Any, x: Any, clusters: Any, coef: int, what: str) -> Estimate:
             fit = sm.OLS(y, x).fit(cov_type="HC2", use_t=True)
         else:
             fit = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
-    low, high = np.round(fit.conf_int(0.05)[coef], 12)  # an exact fit's rounding error is no bias
+    low, high = np.round(fit.conf_int(1 - confidence)[coef], 12)  # an exact fit's rounding error is no bias
     value = round(float(fit.params[coef]), 12)
     if not (np.isfinite(low) and np.isfinite(high)):
         return Estimate(value, n, why=f"no CI (the {what} leave no residual variation)")
     return Estimate(value, n, float(low), float(high))
 
 
-def _mean(values: list[float], what: str) -> Estimate:
-    """The mean of `values` with `eval.stats.bootstrap_ci`."""
+def _mean(values: list[float], what: str, confidence: float) -> Estimate:
+    """The mean of `values` with `eval.stats.bootstrap_ci` at `confidence`."""
     if len(values) < 2:
         return Estimate(None, len(values), why=f"too few {what} (n={len(values)})")
-    low, high = bootstrap_ci(values)
+    low, high = bootstrap_ci(values, confidence)
     return Estimate(round(sum(values) / len(values), 12), len(values), round(low, 12), round(high, 12))
 
 
@@ -177,7 +186,9 @@ def bias_verdict(probe: str, est: Estimate) -> str:
 
 
 def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Every probe that has data, per critic: `BIAS_COLUMNS`.
+    """Every probe that has data, per critic: `BIAS_COLUMNS`. A critic's intervals are simultaneous: each at
+    1 - FAMILY_ERROR / (the probes measured for that critic), so "biased" on any probe is a family-wise 5% error
+    for a critic with no bias (the single-probe estimators themselves default to 95%).
 
     Args:
         frames: Probe name -> its tidy frame (with a `critic_model` column; see each estimator for the rest).
@@ -191,21 +202,29 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     skipped = frames.get("skipped")
     for r in skipped.itertuples() if skipped is not None else []:
         rows += [
-            [r.critic_model, p, UNITS[p], None, 0, None, None, MARGINS[p], f"Not measured: {r.why}"] for p in REASKED
+            [r.critic_model, p, UNITS[p], None, 0, None, None, MARGINS[p], f"Not measured: {r.why}", None]
+            for p in REASKED
         ]
-    for probe, frame in frames.items():
-        if probe == "skipped":
-            continue
-        for critic, g in frame.groupby("critic_model", sort=True) if len(frame) else []:
-            est = PROBES[probe](g)
-            finding = bias_verdict(probe, est)
-            if probe == "order":
-                rate, n = flip_rate(g)
-                finding += f"; {rate:.0%} of {n} pairs flip under swap" if rate is not None else ""
-            rows.append([critic, probe, UNITS[probe], est.value, est.n, est.low, est.high, MARGINS[probe], finding])
+    probed = [
+        (probe, str(critic), g)
+        for probe, frame in frames.items()
+        if probe != "skipped" and len(frame)
+        for critic, g in frame.groupby("critic_model", sort=True)
+    ]
+    family = pd.Series([critic for _, critic, _ in probed]).value_counts().to_dict()
+    for probe, critic, g in probed:
+        confidence = 1 - FAMILY_ERROR / family[critic]
+        est = PROBES[probe](g, confidence)
+        finding = bias_verdict(probe, est)
+        if probe == "order":
+            rate, n = flip_rate(g)
+            finding += f"; {rate:.0%} of {n} pairs flip under swap" if rate is not None else ""
+        rows.append(
+            [critic, probe, UNITS[probe], est.value, est.n, est.low, est.high, MARGINS[probe], finding, confidence]
+        )
     out = pd.DataFrame(rows, columns=BIAS_COLUMNS).sort_values(["critic_model", "probe"], kind="stable")
     out = out.reset_index(drop=True)
-    for c in ("estimate", "ci_low", "ci_high", "margin"):
+    for c in ("estimate", "ci_low", "ci_high", "margin", "ci_level"):
         out[c] = out[c].astype("Float64")
     out["n"] = out["n"].astype("Int64")
     for c in ("critic_model", "probe", "unit", "finding"):

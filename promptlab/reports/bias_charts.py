@@ -2,7 +2,7 @@
 
 - `plot_length_bias(frame)`: one critic's score against candidate length at equal dev accuracy: each
   candidate's length and score as deviations from the mean of the candidates with the same dev accuracy, with
-  the length probe's slope and 95% CI.
+  the length probe's slope and its CI (the bias table's, simultaneous over the critic's probes).
 - `plot_inflation(frame)`: one critic's score change against the dev-accuracy change, one point per step of a
   run, with the inflation probe's estimate (the score change at no accuracy change) and its CI at x = 0.
 - `plot_biases(frames, biases, fig)`: both, one row per critic (a critic's own score is drawn only within

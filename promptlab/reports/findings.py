@@ -299,12 +299,16 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
     if biases is None or biases.empty:
         return []
     lines = [
-        'Is the critic biased? Each probe\'s estimate with its 95% CI; "no evidence of bias" only where the CI '
-        "lies inside the stated size (docs/analysis.md, Critic biases):",
+        "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together at 95% (each "
+        "at 1 - 0.05 / its probes, Bonferroni), so an unbiased critic is called biased on any probe at most 5% of "
+        'the time. "No evidence of bias" only where the CI lies inside the stated size (docs/analysis.md, Critic '
+        "biases):",
         "",
     ]
     for critic, g in biases.groupby("critic_model", sort=True):
-        lines += [f"**{critic}**", "", "| probe | estimate [95% CI] | n | unit | finding |", "|---|---|---|---|---|"]
+        level = g["ci_level"].dropna()
+        head = f"{float(level.iloc[0]):.0%} CI" if len(level) and level.nunique() == 1 else "CI"
+        lines += [f"**{critic}**", "", f"| probe | estimate [{head}] | n | unit | finding |", "|---|---|---|---|---|"]
         for r in g.itertuples():
             lines.append(f"| {r.probe} | {_ci(r.estimate, r.ci_low, r.ci_high)} | {r.n} | {r.unit} | {r.finding} |")
         lines.append("")

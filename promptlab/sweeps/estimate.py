@@ -1,15 +1,34 @@
-"""How long a sweep will take, said before it starts, from what was measured on this machine.
+"""How long a sweep will take, said before it starts, from what was measured on this machine (`sweep_plan`).
 
-A results directory that already holds finished cells of the experiment (a resumed sweep) gives their wall
-times: the unfinished cells are expected to take as long each, `workers` at once. Before any cell has finished
-there is nothing measured to go on, and the line says so; the progress bar counts finished runs, so its own
-estimate (tqdm's, from the runs finished so far) appears after the first ones.
+Two bases, the more direct first:
+- **Finished cells** of the experiment in the results directory (a resumed sweep): the unfinished cells are
+  expected to take as long each as those did, `workers` at once (`time_estimate`).
+- **Calls x time per call**, before any cell has finished: the calls a sweep makes from an empty cache, counted
+  by a dry run on `fake/auto` (`promptlab.sweeps.callcount`), times the seconds per call of a short timed probe
+  of the model, run now at the sweep's calls in flight (`promptlab.sweeps.probe`). A call's time is taken as
+  proportional to its reply cap (`max_tokens`; `eval_max_tokens` for a prompt run on an example), the probe's
+  calls being evaluation calls. A hosted model is not probed (it would cost money), nor is the time split
+  between several models: the line then gives the calls and says there is no time per call to go on.
+
+Calls already in the call cache cost nothing (an interrupted sweep's calls answer its re-run), so a re-run
+takes less than the estimate; the lines say so.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .callcount import CallCount
+    from .experiment import Experiment
+    from .probe import Probe
+
+RESUME = "calls already in the call cache cost nothing: a re-run resumes from it (finished cells are skipped)"
+"""What every estimate adds about the cache."""
+WIDTH = 100
+"""Lines are wrapped at words to this width (a notebook's output would cut a long one mid-word)."""
 
 
 def duration(seconds: float) -> str:
@@ -33,15 +52,108 @@ def time_estimate(cells: list[Any], out: str | Path, workers: int) -> str:
         return f"every cell is finished in {out}: nothing to run"
     if not times:
         return (
-            f"time: no cell of this experiment has finished in {out} yet, so there is nothing measured to estimate "
-            "from; the bar's estimate appears once the first runs finish"
+            f"time: no cell of this experiment has finished in {out} yet, so there is nothing measured to estimate from"
         )
     each = sum(times) / len(times)
     at_once = max(1, min(workers, pending))
     return (
         f"time: about {duration(each * pending / at_once)} for the {pending} unfinished cell(s), {at_once} at once "
-        f"(the {len(times)} finished here took {duration(each)} each)"
+        f"(the {len(times)} finished here took {duration(each)} each); {RESUME}"
     )
 
 
-__all__ = ["duration", "time_estimate"]
+def calls_line(count: CallCount, replicates: int) -> str:
+    """The calls line: made from an empty cache, asked, and how they were counted."""
+    how = "replicate 0" if count.replicates_run == 1 else f"replicates 0 and 1, extrapolated to {replicates}"
+    return (
+        f"calls: about {count.made:,} model calls for the {count.runs} runs ({count.asked:,} asked, the repeats "
+        f"answered by the cache), counted by a dry run of the experiment on fake/auto ({how}); the real model "
+        "may stop a loop earlier or later"
+    )
+
+
+def probe_line(count: CallCount, probe: Probe, in_flight: int) -> str:
+    """The time line from a probe: seconds per call x the made calls, scaled by their reply caps; `in_flight` is
+    how many calls the sweep runs at once (more than the probe's: the time may be less)."""
+    per_token = probe.per_call / probe.max_tokens
+    total = per_token * count.token_cap
+    how = (
+        "as the sweep runs them"
+        if in_flight <= probe.at_once
+        else f"the sweep runs up to {in_flight}: it may be quicker"
+    )
+    return (
+        f"time: about {duration(total)}: {probe.model} took {probe.per_call:.2f} s per call just now on this "
+        f"machine ({probe.calls} timed calls of at most {probe.max_tokens} tokens, {probe.at_once} at once, {how}), "
+        f"a call's time taken as proportional to its reply cap; {RESUME}"
+    )
+
+
+def real_models(cells: list[Any]) -> list[str]:
+    """The models the cells call, simulated critics left out."""
+    from ..critics.simulated import is_simulated
+    from .models import models_of
+
+    return [m for m in models_of(cells) if not is_simulated(m)]
+
+
+def first_eval_cap(cells: list[Any]) -> int:
+    """The reply cap of the sweep's first evaluation calls (the first cell's `eval_max_tokens`)."""
+    from ..loops.runtime.grounding import GroundedConfig
+
+    given = cells[0].config.get("eval_max_tokens") if cells else None
+    return int(given or GroundedConfig.model_fields["eval_max_tokens"].default)
+
+
+def sweep_plan(exp: Experiment, out: str | Path, workers: int, *, probe: bool = True) -> str:
+    """What a sweep of `exp` into `out` will cost, in lines: the runs and models (`preview`), the model calls
+    (a dry run's count) and the time, from the finished cells in `out` when there are some, else from a timed
+    probe of the model (when `probe` and the experiment calls one model that is free to call), else a line
+    saying there is no basis for a time."""
+    from .callcount import count_calls
+    from .cells import runs_in_flight
+    from .models import preview
+    from .probe import probe_model, probed
+
+    cells, tasks = exp.cells(), exp.load_tasks()
+    lines = [preview(exp.name, cells, len(tasks), exp.replicates)]
+    count = count_calls(exp)
+    if isinstance(count, list):  # a dry run would call these for real: neither calls nor time are estimated
+        return wrapped(
+            [
+                *lines,
+                f"calls and time: not estimated: a dry run would call {', '.join(count)} for real (a task's "
+                "judge scorer); the bar's estimate appears once the first runs finish",
+            ]
+        )
+    lines.append(calls_line(count, exp.replicates))
+    timed = time_estimate(cells, out, workers)
+    models = real_models(cells)
+    if "no cell of this experiment has finished" not in timed:
+        lines.append(timed)
+    elif not models:
+        lines.append(f"time: no model call (simulated critics only): seconds; {RESUME}")
+    elif len(models) > 1:
+        lines.append(
+            f"time: not estimated: the calls go to {len(models)} models ({', '.join(models)}) and the "
+            "dry run does not split them by model; the bar's estimate appears once the first runs finish"
+        )
+    elif not probe or not probed(models[0]):
+        why = "a hosted model is not probed: it would cost money" if probe else "the probe was turned off"
+        lines.append(
+            f"time: not estimated: {models[0]}'s time per call is not measured here ({why}); the bar's "
+            "estimate appears once the first runs finish"
+        )
+    else:
+        at_once = runs_in_flight(models)
+        measured = probe_model(models[0], tasks[0], first_eval_cap(cells), at_once)
+        lines.append(probe_line(count, measured, at_once))
+    return wrapped(lines)
+
+
+def wrapped(lines: list[str]) -> str:
+    """The lines, each wrapped at words to `WIDTH` columns with its further lines indented."""
+    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in "\n".join(lines).splitlines())
+
+
+__all__ = ["RESUME", "calls_line", "duration", "probe_line", "sweep_plan", "time_estimate"]

@@ -226,10 +226,16 @@ class SweepPlan:
 
 
 def progress_bar(name: str, cells: int, runs_per_cell: int, *, disable: bool = False) -> Any:
-    """The sweep's progress bar (tqdm, notebook-aware): finished runs out of `cells` x `runs_per_cell`."""
-    from tqdm.auto import tqdm
+    """The sweep's progress bar: finished runs out of `cells` x `runs_per_cell`, as text (on stdout in a Jupyter
+    kernel, where stderr is drawn as an error; on stderr elsewhere). Not tqdm's widget: showing one makes
+    JupyterLab exchange widget messages with the kernel, and their status replies turn its status bar to "Idle"
+    while the sweep's cell still runs (jupyterlab#10701), so a user could not tell the sweep was running."""
+    import sys
 
-    return tqdm(total=cells * runs_per_cell, desc=f"sweep {name}", unit="run", disable=disable)
+    from tqdm import tqdm
+
+    out = sys.stdout if "ipykernel" in sys.modules else sys.stderr
+    return tqdm(total=cells * runs_per_cell, desc=f"sweep {name}", unit="run", disable=disable, file=out)
 
 
 def schedule(cells: list[Cell]) -> list[Cell]:

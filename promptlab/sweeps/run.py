@@ -112,8 +112,8 @@ def sweep(
             a distributed cluster); see `EXECUTORS`.
         workers: cells at once (dask: the LocalCluster's worker processes, one thread each).
         on_event: receives every loop event (inline executor only).
-        progress: show a tqdm bar (notebook-aware) of cells done / failed / skipped, calls, tokens, cost and
-            cache hits.
+        progress: show a text tqdm bar (also in a notebook; `plan.progress_bar`) of cells done / failed /
+            skipped, calls, tokens, cost and cache hits.
         cache: the call cache, a directory or a URL such as redis://host:6379/0 (default `$PROMPTLAB_CACHE`,
             else `$PROMPTLAB_CACHE_DIR` or ./.promptlab/cache).
         cell_concurrency: runs (tasks x replicates) at once inside a cell; None: as many as the most limited of
@@ -210,6 +210,7 @@ def sweep(
                     spec.load()(schedule(pending), plan)
         except KeyboardInterrupt:
             result.wall_time_s = round(time.perf_counter() - t0, 3)
+            bar.close()  # its last state before this line, not drawn again under it
             print(
                 f"\ninterrupted: {result.done} cells done, {result.failed} failed, "
                 f"{len(cells) - len(result.cells)} not finished; finished cells are saved in {out}; "

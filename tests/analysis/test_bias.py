@@ -11,6 +11,7 @@ import pytest
 from biased import PLANTED, write_biased_sweep
 
 from promptlab.analysis.bias import (
+    PROBES,
     Estimate,
     anchoring_bias,
     bias_table,
@@ -103,6 +104,11 @@ def test_probes_find_planted_biases_and_none_in_the_oracle(swept) -> None:  # ty
         row = planted.loc[probe]
         assert row["ci_low"] <= size <= row["ci_high"], (probe, row.to_dict())
         assert row["finding"].startswith("Biased"), (probe, row["finding"])
+    # five probes per critic: each interval at 1 - 0.05 / 5, and wider than the probe's own 95% interval
+    assert table["ci_level"].astype(float).tolist() == pytest.approx([0.99] * len(table))
+    alone = PROBES["order"](probe_frames(load(results_dir), budget=20)["order"].query("critic_model == @PLANTED"), 0.95)
+    assert alone.low is not None and alone.high is not None
+    assert planted.loc["order", "ci_high"] - planted.loc["order", "ci_low"] > alone.high - alone.low
 
 
 def test_reasks_keep_the_budget_and_a_second_pass_costs_nothing(swept) -> None:  # type: ignore[no-untyped-def]

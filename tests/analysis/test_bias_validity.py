@@ -2,7 +2,10 @@
 
 Each probe is run over many simulated data sets, each scored by `SimCritic` itself (the instrument the report's
 simulated critics use): with a bias planted, its 95% CI must cover the planted size in 93-97% of them; with
-none planted, it must report a bias (CI excluding 0) at about the nominal 5% (2-8%). Seeds fix every draw.
+none planted, it must report a bias (CI excluding 0) at about the nominal 5% (2-8%). And `bias_table`, which
+reads all five probes of a critic at once, calls a critic with no bias "biased" on any probe at most at the
+nominal 5% (its intervals are simultaneous), where five separate 95% intervals would about one time in four.
+Seeds fix every draw.
 """
 
 from __future__ import annotations
@@ -11,7 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promptlab.analysis.bias import anchoring_bias, inflation, length_bias, order_bias, padding_bias
+from promptlab.analysis.bias import (
+    anchoring_bias,
+    bias_table,
+    inflation,
+    length_bias,
+    order_bias,
+    padding_bias,
+)
 from promptlab.critics.simulated import parse_sim
 
 DATASETS = 400
@@ -108,3 +118,27 @@ def test_probe_recovers_the_planted_bias(probe: str) -> None:
 def test_probe_reports_no_bias_at_the_nominal_rate(probe: str) -> None:
     _, false_bias = _run(probe, 0.0)
     assert 0.02 <= false_bias <= 0.08, f"{probe}: a bias reported in {false_bias:.1%} of unbiased data sets"
+
+
+FAMILY_CRITICS = ["sim/biased?sd=0.7&seed=3", "sim/noisy?sd=2&seed=0"]
+"""Critics with no bias planted: sim/biased with every bias 0, and the demo's noisy critic."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("critic", FAMILY_CRITICS)
+def test_bias_table_calls_an_unbiased_critic_biased_at_most_at_the_nominal_rate(critic: str) -> None:
+    flagged = 0
+    for seed in range(DATASETS):
+        logged = _logged(critic, seed)
+        frames = {
+            "length": logged,
+            "inflation": logged,
+            "padding": _padded(critic, seed),
+            "order": _pairs(critic, seed),
+            "anchoring": _anchored(critic, seed),
+        }
+        table = bias_table({probe: f.assign(critic_model=critic) for probe, f in frames.items()})
+        assert len(table) == 5 and table["ci_low"].notna().all(), table
+        flagged += bool(table["finding"].str.startswith("Biased").any())
+    rate = flagged / DATASETS
+    assert 0.01 <= rate <= 0.07, f"{critic}: called biased on some probe in {rate:.1%} of unbiased data sets"

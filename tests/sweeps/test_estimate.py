@@ -6,7 +6,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from promptlab.results.store import write_cell
-from promptlab.sweeps.estimate import duration, time_estimate
+from promptlab.sweeps import load_experiment
+from promptlab.sweeps.callcount import count_calls
+from promptlab.sweeps.estimate import duration, sweep_plan, time_estimate
+from promptlab.sweeps.probe import Probe
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_estimate_comes_from_the_cells_finished_here(tmp_path: Path) -> None:
@@ -15,7 +20,10 @@ def test_the_estimate_comes_from_the_cells_finished_here(tmp_path: Path) -> None
     for cell_id in ("a", "b"):
         write_cell(tmp_path, cell_id, {"loop": "p3ro"}, [], wall_time_s=300.0)
     line = time_estimate(cells, tmp_path, workers=2)
-    assert line == "time: about 8 min for the 3 unfinished cell(s), 2 at once (the 2 finished here took 5 min each)"
+    assert line.startswith(
+        "time: about 8 min for the 3 unfinished cell(s), 2 at once (the 2 finished here took 5 min each)"
+    )
+    assert line.endswith("a re-run resumes from it (finished cells are skipped)")
     for cell_id in ("c", "d", "e"):
         write_cell(tmp_path, cell_id, {"loop": "p3ro"}, [], wall_time_s=1.0)
     assert time_estimate(cells, tmp_path, workers=2).startswith("every cell is finished")
@@ -23,3 +31,72 @@ def test_the_estimate_comes_from_the_cells_finished_here(tmp_path: Path) -> None
 
 def test_durations_read_at_a_glance() -> None:
     assert [duration(s) for s in (40, 720, 9000)] == ["40 s", "12 min", "2.5 h"]
+
+
+def test_the_calls_are_counted_by_a_dry_run_that_leaves_no_trace(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    exp = load_experiment(ROOT / "experiments" / "demo.yaml")
+    count = count_calls(exp.model_copy(update={"replicates": 3}))
+    two = count_calls(exp.model_copy(update={"replicates": 2}))
+    one = count_calls(exp.model_copy(update={"replicates": 1}))
+    assert count.runs == 3 * 3 * 3 and one.replicates_run == 1 and count.replicates_run == 2
+    # the starting prompt's dev and test runs are shared by every sample and critic: each further replicate
+    # adds its own calls only, so three replicates make less than three times one
+    per_sample = two.made - one.made
+    assert 0 < per_sample < one.made
+    # (two identical calls in flight at once may each be made, or one answer both: a call or two either way)
+    assert abs(count.made - (one.made + 2 * per_sample)) <= 0.01 * count.made
+    assert count.asked > count.made  # repeats across the critics' cells are answered by the cache
+    assert not list(tmp_path.iterdir())  # nothing written here, no cache touched
+
+
+def test_the_time_line_gives_its_basis(tmp_path: Path, monkeypatch) -> None:
+    import promptlab.sweeps.probe as probe_module
+
+    exp = load_experiment(ROOT / "experiments" / "tiny.yaml").with_models("fake/auto")
+    asked = []
+
+    def measured(model, task, max_tokens, at_once):  # a probe that took 8 s for 4 calls of 64 tokens
+        asked.append((model, max_tokens))
+        return Probe(model, 4, 2, 8.0, 64)
+
+    monkeypatch.setattr(probe_module, "probe_model", measured)
+    shown = sweep_plan(exp, tmp_path / "out", workers=2)
+    assert all(len(line) <= 100 for line in shown.splitlines())
+    lines = shown.replace("\n  ", " ").splitlines()  # one line per item, its wrapped parts joined
+    assert lines[0] == "tiny: 4 cells x 1 tasks x 1 replicate(s) = 4 runs"
+    assert lines[2].startswith("calls: about 12 model calls for the 4 runs (19 asked")
+    # 12 made calls capped at 64 tokens each (tiny's max_tokens) at 2 s per 64-token call: 24 s
+    assert lines[3].startswith("time: about 24 s: fake/auto took 2.00 s per call just now on this machine"), lines
+    assert asked == [("fake/auto", 256)]  # the probe's calls are evaluation-sized (eval_max_tokens' default)
+    # a hosted model is not probed: no invented number
+    hosted = load_experiment(ROOT / "experiments" / "tiny.yaml").with_models("gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    line = sweep_plan(hosted, tmp_path / "out2", workers=2).replace("\n  ", " ").splitlines()[-1]
+    assert line.startswith("time: not estimated: gpt-4o-mini's time per call is not measured here"), line
+
+
+def test_a_judge_scorer_is_never_called_to_estimate(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from promptlab.sweeps import Experiment
+
+    examples = tmp_path / "ex.jsonl"
+    examples.write_text("".join(json.dumps({"input": f"q{i}", "target": "a"}) + "\n" for i in range(6)))
+    task = {
+        "id": "t",
+        "prompt": "Answer: {input}",
+        "goal": "answer",
+        "examples": "ex.jsonl",
+        "scorer": {"kind": "judge", "model": "gpt-4o-mini", "rubric": "correct"},
+        "split": {"seed": 0, "dev": 3, "test": 3},
+    }
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    exp = Experiment.from_dict(
+        {"name": "judged", "loops": ["creator_critic"], "tasks": "tasks.jsonl", "config": {"model": "fake/auto"}},
+        tmp_path,
+    )
+    assert count_calls(exp) == ["gpt-4o-mini"]  # no dry run: it would have called the judge for real
+    shown = sweep_plan(exp, tmp_path / "out", workers=2).replace("\n  ", " ")
+    assert "calls and time: not estimated: a dry run would call gpt-4o-mini for real" in shown, shown

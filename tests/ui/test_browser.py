@@ -82,6 +82,9 @@ def slow_reply(id, messages, params):
 
 fake.reply = slow_reply"""
 """Code a user adds to 01_explore to have a slow model (a run long enough to stop)."""
+STUCK = SLOW.replace('"slow"', '"stuck"').replace("0.3 s late", "3 s late").replace("time.sleep(0.3)", "time.sleep(3)")
+"""A model, fake/stuck, whose every call takes 3 s (its own name: no call of it is in the cache): an interrupt
+that waited for the calls in flight would take seconds."""
 
 
 def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> None:
@@ -117,6 +120,22 @@ def scratch_project(root: Path) -> None:
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
     with_parameters(
         "02_sweep", nbs / "02_slow.ipynb", prelude=SLOW, experiment_path="experiments/tiny.yaml", model="fake/slow"
+    )
+    with_parameters(
+        "02_sweep",
+        nbs / "02_stuck.ipynb",
+        prelude=STUCK,
+        experiment_path="experiments/tiny.yaml",
+        model="fake/stuck",
+        out_dir="results/stuck",
+    )
+    with_parameters(  # a results directory of its own: no finished cell, so the time comes from a probe
+        "02_sweep",
+        nbs / "02_plan.ipynb",
+        prelude=SLOW,
+        experiment_path="experiments/tiny.yaml",
+        model="fake/slow",
+        out_dir="results/plan",
     )
     with_parameters(
         "02_sweep", nbs / "02_bad_model.ipynb", experiment_path="experiments/tiny.yaml", model="fake/nobody"
@@ -629,3 +648,49 @@ def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tup
     statuses = list((root / "results" / "tiny-fake_slow").glob("cells/*/status.json"))
     assert all(json.loads(p.read_text())["status"] == "ok" for p in statuses)  # kept cells are whole
     keep(page, nb.locator(".jp-Notebook"), "02_interrupted")
+
+
+def test_02_sweep_says_its_calls_and_time_before_it_starts(page: Any, lab: tuple[str, Path]) -> None:
+    url, _ = lab
+    nb = open_and_run_all(page, url.format(name="02_plan"))
+    plan = nb.locator(".jp-OutputArea-output", has_text="models: fake/slow").first
+    plan.wait_for(timeout=120_000)
+    text = plan.inner_text()
+    # the calls counted by a dry run, the time from a probe of the model measured now, and the cache's part
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), lines  # wrapped at words, never cut mid-word by the page
+    text = " ".join(line.strip() for line in lines)
+    assert "calls: about 12 model calls for the 4 runs (19 asked" in text, text
+    assert "counted by a dry run of the experiment on fake/auto" in text, text
+    seconds = re.search(r"fake/slow took (\d+\.\d+) s per call just now on this machine", text)
+    assert seconds and float(seconds.group(1)) >= 0.3 / 4, text  # 0.3 s a call, at most 4 at once
+    assert "a re-run resumes from it" in text, text
+    keep(page, plan, "02_sweep_plan")
+    wait_idle(page)
+
+
+def test_02_sweep_shows_busy_while_it_runs_and_an_interrupt_stops_it_at_once(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="02_stuck"))
+    expect = playwright_api.expect
+    sweeping = nb.locator(".jp-CodeCell", has_text="result = sweep(")
+    bar = sweeping.locator(".jp-OutputArea-output", has_text="sweep tiny")
+    bar.wait_for(timeout=180_000)  # the bar is there: the sweep runs (its calls take 3 s each)
+    status = page.locator("#jp-main-statusbar")
+    for _ in range(6):  # while the sweep's cell runs, the kernel says it is busy
+        assert sweeping.locator(".jp-InputPrompt").inner_text().strip() == "[*]:"
+        expect(status).to_contain_text("Busy")
+        expect(status).not_to_contain_text("Idle")
+        page.wait_for_timeout(300)
+    keep(page, nb.locator(".jp-Notebook"), "02_sweep_running")
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+    # stopped within a second, with the calls in flight (3 s each) left to end on their own
+    expect(sweeping.locator(".jp-OutputArea-output", has_text="KeyboardInterrupt")).to_be_visible(timeout=1_000)
+    expect(status).to_contain_text("Idle", timeout=1_000)
+    shown = sweeping.inner_text()
+    assert "run the same sweep again to resume" in shown and "Traceback" not in shown, shown
+    assert shown.count("sweep tiny:") == 1, shown  # the bar's last state once, above the line, not again below
+    statuses = [json.loads(p.read_text()) for p in (root / "results" / "stuck").glob("cells/*/status.json")]
+    assert all(s["status"] == "ok" for s in statuses), statuses  # kept cells are whole
+    keep(page, sweeping, "02_sweep_interrupted_at_once")
