@@ -24,8 +24,9 @@ handled. Offline, loopback only, in one run:
     tried, held, lost.
 (f) issue 28's kinds (benchmarks/support/round3_battery.py): usage that is not usage under a spending cap (none,
     zero, negative, string, fraction; both transports), tampered cache.db rows (pickles, paths out, a link), a
-    password in api_base, reply shapes on both transports, a gzip bomb, a cache.db that cannot be opened, deep,
-    circular and duplicate YAML, two sweeps on one results dir, a full results disk: tried, held, lost.
+    password in api_base, reply shapes on both transports, a lone surrogate plain and streamed, a gzip bomb, a
+    cache.db that cannot be opened, deep, circular and duplicate YAML, two sweeps on one results dir, a full results
+    disk (inline, and papermill on a 2 MiB tmpfs as root): tried, held, lost.
 
 Targets: every fault survived, cells lost 0, paid calls repeated 0, sent again after a kill <= the calls in
 flight, escapes 0, every hardening kind held with 0 lost, secrets on disk 0, every corpus case handled. Prints

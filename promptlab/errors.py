@@ -184,14 +184,28 @@ class ResultsDiskFull(PromptlabError):
     4 for it, apart from 2 (refused before it started)."""
 
     infrastructure = True
+    _SAID = " no space left on the device holding the results ("
+    _AFTER = "); free space there and run the same sweep again: finished cells are kept and skipped"
 
-    def __init__(self, path: str, cause: BaseException) -> None:
+    def __init__(self, path: str, cause: BaseException | str) -> None:
         self.path = path
-        super().__init__(
-            f"{path}: no space left on the device holding the results ({cause.__class__.__name__}: "
-            f"{getattr(cause, 'strerror', None) or cause}); free space there and run the same sweep again: "
-            "finished cells are kept and skipped"
+        self.why = (
+            cause
+            if isinstance(cause, str)
+            else f"{cause.__class__.__name__}: {getattr(cause, 'strerror', None) or cause}"
         )
+        super().__init__(f"{path}:{self._SAID}{self.why}{self._AFTER}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # another process's error arrives whole (a Dask task's)
+        return (type(self), (self.path, self.why))
+
+    @classmethod
+    def reported(cls, message: str) -> ResultsDiskFull | None:
+        """The error another process reported by its message alone (a papermill kernel's `evalue`), or None
+        when the message is not one."""
+        path, said, rest = message.partition(":" + cls._SAID)
+        why, after, _ = rest.rpartition(cls._AFTER)
+        return cls(path, why) if said and after and path else None
 
 
 def is_disk_full(e: BaseException) -> bool:

@@ -480,6 +480,37 @@ class Handler(BaseHTTPRequestHandler):
         )
 
 
+class Gather:
+    """An `on_request` hook that holds each request of a group until `n` of that group are in flight at once, then
+    holds none of it: a test of a concurrency limit then sees the peak the limit allows however slowly a busy
+    machine sends the requests (a reply's delay only makes that likely), and a limit passed still shows as a
+    higher peak. A group that never gathers `n` is let go after `timeout_s` (a hang guard), its lower peak shown.
+
+        server.on_request = Gather(server, 8)                           # one group
+        server.on_request = Gather(server, {"100": 2, "101": 2})        # per `group(body)` of the server
+    """
+
+    def __init__(self, server: FaultServer, n: int | dict[str, int], timeout_s: float = 60.0) -> None:
+        self.server = server
+        self.wanted = n if isinstance(n, dict) else {"": n}
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._arrived: dict[str, int] = {}
+        self._gathered = {name: threading.Event() for name in self.wanted}
+
+    def __call__(self, index: int, client_address: tuple[str, int]) -> None:
+        body = self.server.bodies[index]
+        name = self.server.group(body) if self.server.group is not None else ""
+        gathered = self._gathered.get(name)
+        if gathered is None:  # a group the test did not name: not held
+            return
+        with self._lock:
+            self._arrived[name] = self._arrived.get(name, 0) + 1
+            if self._arrived[name] >= self.wanted[name]:
+                gathered.set()
+        gathered.wait(self.timeout_s)
+
+
 def _peer_open(sock: socket.socket) -> bool:
     """Whether the client is still connected (it has not closed or reset the connection)."""
     try:

@@ -1,6 +1,7 @@
 """Issue 28's kinds (trustworthy under faults, round 3), as one runnable list: usage that is not usage under a
-spending cap, tampered cache rows, a password in a server URL, reply shapes on both transports, a gzip bomb,
-a cache.db that cannot be opened, bad input, two sweeps on one results directory, and a full results disk. Each
+spending cap, tampered cache rows, a password in a server URL, reply shapes on both transports, a lone surrogate
+plain and streamed, a gzip bomb, a cache.db that cannot be opened, bad input, two sweeps on one results directory,
+and a full results disk (inline, and papermill: a 2 MiB tmpfs as root, else ENOSPC in the kernels). Each
 kind is tried, and the host judges whether it *held* and what was *lost* (money past the cap's bound, a file
 outside the cache, a password on disk). benchmarks/reliability.py prints the table; the tests of each kind are
 named in its detail.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import io
 import json
 import os
 import pickle
@@ -24,6 +26,7 @@ from typing import Any
 import toyloop  # noqa: F401 (registers the "toy" loop)
 from experiment_files import topics, write_experiment
 from fault_server import FaultServer, Raw, Reply
+from full_disk import enospc_in_kernels, fill, mount_tmpfs, unmount
 from hardening_battery import Row
 
 import promptlab as pl
@@ -186,6 +189,31 @@ def reply_shapes(base: Path) -> Row:
     return Row("reply shapes, both transports alike", len(SHAPES), held, 0, "8 shapes; test_reply_rule")
 
 
+def lone_surrogate_replayed(base: Path) -> Row:
+    held = tried = 0
+    for transport in TRANSPORTS:
+        for streamed in (False, True):
+            tried += 1
+            pieces: list[str] = []
+            settings = Settings(transport=transport, retries=1, backoff_s=0.001, timeout_s=10, deadline_s=30)
+            with FaultServer(default=Reply("ab\ud83d", pieces=3)) as server:
+                texts = []
+                for _ in range(2):  # the second from the cache
+                    c = pl.complete(
+                        server.model,
+                        "hi",
+                        api_base=server.url,
+                        api_key="k",
+                        cache=base / f"{transport}-{streamed}",
+                        settings=settings,
+                        on_token=pieces.append if streamed else None,
+                    )
+                    texts.append(c.text)
+                sent = server.requests
+            held += all(t == "ab\ufffd" for t in texts) and _utf8("".join(pieces)) and sent == 1
+    return Row("lone surrogate, plain and streamed", tried, held, 0, "2 transports x 2 modes; test_reply_rule")
+
+
 def gzip_bomb(base: Path) -> Row:
     held = 0
     bomb = Raw(gzip.compress(json.dumps(_body("x" * 64 * 2**20)).encode(), 9), headers={"Content-Encoding": "gzip"})
@@ -271,6 +299,57 @@ def full_results_disk(base: Path) -> Row:
     return Row("full results disk", 1, int(ok), int(not ok), "exit 4, resumed; test_results_disk_full")
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def full_results_disk_papermill(base: Path) -> Row:
+    """A papermill sweep meeting a full results disk: a 2 MiB tmpfs nearly filled when root can mount one, else
+    ENOSPC in the kernels' results writer. Held: exit 4 naming a file, no notebook cut short, no cell failed for
+    it, and the same sweep resumes to every cell ok."""
+    spec = {"name": "fullpm", "loops": ["p3ro"], "config": {"model": "fake/auto", "max_tokens": 64}}
+    exp = write_experiment(base, {**spec, "grid": {"max_iterations": [1, 2, 3, 4]}}, topics(2))
+    disk = base / "disk"
+    tmpfs = mount_tmpfs(disk, "2m")
+    out, err = disk / "out", io.StringIO()
+    args = ["sweep", str(exp), "--out", str(out), "--executor", "papermill", "--workers", "2", "--no-progress"]
+    args += ["--cache", str(base / "cache")]
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            if tmpfs:
+                filler = fill(disk, 120 * 2**10)
+                first = main(args)
+                filler.unlink()
+            else:
+                with enospc_in_kernels(base / "site", out / "cells"):
+                    first = main(args)
+            whole = _notebooks_whole(out) and all(s == "ok" for s in _statuses(out))
+            again = main(args)
+        ok = first == 4 and f": {out}" in err.getvalue() and whole and again == 0 and set(_statuses(out)) == {"ok"}
+    finally:
+        if tmpfs:
+            unmount(disk)
+    how = "2 MiB tmpfs" if tmpfs else "ENOSPC in the kernels"
+    return Row("full results disk, papermill", 1, int(ok), int(not ok), f"{how}; test_results_disk_full_papermill")
+
+
+def _notebooks_whole(out: Path) -> bool:
+    try:
+        for notebook in out.rglob("*.ipynb"):
+            json.loads(notebook.read_bytes())
+    except ValueError:
+        return False
+    return True
+
+
+def _statuses(out: Path) -> list[str]:
+    return [json.loads(p.read_text())["status"] for p in out.glob("cells/*/status.json")]
+
+
 def run_battery(base: Path) -> list[Row]:
     """Every kind, each in a fresh folder under `base`."""
     kinds = [
@@ -278,11 +357,13 @@ def run_battery(base: Path) -> list[Row]:
         tampered_cache,
         password_in_url,
         reply_shapes,
+        lone_surrogate_replayed,
         gzip_bomb,
         unopenable_cache,
         bad_input,
         two_sweeps,
         full_results_disk,
+        full_results_disk_papermill,
     ]
     rows = []
     for kind in kinds:

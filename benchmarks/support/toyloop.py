@@ -4,13 +4,16 @@ kernel (PYTHONPATH=benchmarks/support).
 A writer rewrites the prompt, a judge grades it 1-10 (structured); `counter` appends a line per run,
 `marks` a line per iteration once its calls are done, `fail_on` makes the loop raise on that task, `exit_on`
 ends the whole process there (a dying worker), `env_log` appends the process's PROMPTLAB_LIMIT_SHARE per run,
-`delay_s` slows each iteration and `style` changes the writer's prompt (new calls per value).
+`delay_s` slows each iteration and `style` changes the writer's prompt (new calls per value). With
+$TOYLOOP_HOLD_AFTER_A_CELL set to a results dir, a run waits for ever once a cell of that dir has finished (a test
+then kills a sweep with exactly its first cell done, however fast or slow the machine).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +42,9 @@ class Grade(BaseModel):
 
 async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, settings=None):
     task, config = as_task(task), as_config(ToyConfig, config)
+    held = os.environ.get("TOYLOOP_HOLD_AFTER_A_CELL")
+    while held and any(Path(held).glob("cells/*/status.json")):
+        await asyncio.sleep(0.05)
     ctx = RunContext("toy", task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
     if config.counter:
         with open(config.counter, "a") as f:

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .wire import whole_text
 
 FLOOR_LOGPROB = -9999.0
 """Stands in for a log-probability of minus infinity (or NaN), which JSON cannot hold (OpenAI does the same)."""
@@ -93,6 +95,7 @@ class Completion(BaseModel):
     """The model name as the caller gave it."""
     text: str
     """The final raw text of the reply (the one that validated, for structured calls)."""
+    _whole_text = field_validator("text")(whole_text)  # a record stored with half an emoji pair replays as text
     parsed: Any = None
     """An instance of the requested schema, or None when no schema was given."""
     input_tokens: int | None = None

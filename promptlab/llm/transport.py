@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from . import inprocess, openai_http
 from .completion import Generated, TokenLogprob, logprobs_of
@@ -37,7 +37,7 @@ from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_o
 from .guarded_http import REPLY_CAP, install
 from .model_names import endpoint, litellm, reported_model
 from .request import Request
-from .wire import tokens_of
+from .wire import tokens_of, whole_text
 
 
 class Reply(BaseModel):
@@ -45,6 +45,7 @@ class Reply(BaseModel):
 
     text: str
     """The reply's text ('' when the provider sent none)."""
+    _whole_text = field_validator("text")(whole_text)  # however it was read: litellm assembles a stream itself
     input_tokens: int | None = None
     """Prompt tokens the provider reported; None when it reported no usage."""
     output_tokens: int | None = None
@@ -224,7 +225,7 @@ def _send_piece(chunk: Any, on_token: TokenHandler) -> None:
     if choices:
         text = getattr(choices[0].delta, "content", None)
         if text:
-            on_token(text)
+            on_token(whole_text(text))
 
 
 def _chosen(chunks: list[Any]) -> bool:

@@ -91,8 +91,10 @@ def _server_error(data: dict[str, Any]) -> InvalidReply | None:
     return None
 
 
-def _text(value: Any) -> Any:
-    """Text with its lone surrogates replaced (other values as they are)."""
+def whole_text(value: Any) -> Any:
+    """Text with its lone surrogates replaced by U+FFFD (other values as they are): what every reply's text and
+    every streamed piece goes through, whichever transport read it (`transport.Reply` and `Completion` apply it
+    too, so a text litellm assembled, or a record stored before this rule, is held to it)."""
     return LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
@@ -118,7 +120,7 @@ def completion_of(content: bytes | str) -> dict[str, Any]:
             raise InvalidReply(NOT_CHAT)
         if message.get("content") is not None and not isinstance(message["content"], str):
             raise InvalidReply(NOT_TEXT)
-        message["content"] = _text(message.get("content"))
+        message["content"] = whole_text(message.get("content"))
     _usage(data)
     return data
 
@@ -136,9 +138,9 @@ def chunk_of(data: str) -> dict[str, Any]:
         if isinstance(delta, dict) and delta.get("content") is not None:
             if not isinstance(delta["content"], str):
                 raise InvalidReply(f"a stream event is {NOT_TEXT}")
-            delta["content"] = _text(delta["content"])
+            delta["content"] = whole_text(delta["content"])
     _usage(chunk)
     return chunk
 
 
-__all__ = ["BOM", "MAX_DEPTH", "NOT_TEXT", "TOO_DEEP", "chunk_of", "completion_of", "loads", "tokens_of"]
+__all__ = ["BOM", "MAX_DEPTH", "NOT_TEXT", "TOO_DEEP", "chunk_of", "completion_of", "loads", "tokens_of", "whole_text"]

@@ -3,7 +3,8 @@
 `workers` threads each drive one papermill run at a time; the notebook writes the cell's results itself
 (status.json last) and the executed notebook is kept as cells/<cell_id>/run_cell.ipynb. A notebook that
 raises, or a kernel that dies, is recorded as a failed cell (cell index, ename, evalue) and the sweep
-goes on. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers share the cores, and
+goes on; a full results disk is not a cell's failure: it stops the sweep (ResultsDiskFull, naming the file) once the
+cells running have finished their calls, as the inline executor stops. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers share the cores, and
 PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. The
 sweep's call settings (e.g. `--max-concurrency`) reach each kernel as JSON in PROMPTLAB_SETTINGS
 (`promptlab.llm.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
@@ -21,14 +22,28 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import ResultsDiskFull, is_disk_full
 from ..llm.cache.backend import CACHE_URL_ENV, holds_secret
 from .cells import Cell
 from .execute import cell_error, cell_outcome
 from .notebook import TEMPLATE
-from .plan import CellOutcome, SweepPlan, cell_process_env, env_defaults, env_set, settings_env
+from .plan import (
+    PARTIAL_NOTEBOOK,
+    CellOutcome,
+    SweepPlan,
+    cell_process_env,
+    disk_full_named,
+    env_defaults,
+    env_set,
+    keep_notebook,
+    settings_env,
+)
 
 KERNEL_ARGS = ["--log-level=CRITICAL"]
 """Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""
+KERNEL_START_TIMEOUT_S = 300
+"""Seconds a cell's kernel may take to start before its cell fails (papermill's own default, 60 s, was passed on a
+busy machine starting several kernels at once; the cell then failed with "Kernel didn't respond")."""
 
 
 def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
@@ -76,48 +91,60 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
 
 
 def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
+    """Run one cell's notebook and return its outcome; a full results disk, met by the kernel (its results) or
+    here (the executed notebook, the cell's folder), raises ResultsDiskFull naming the file, after removing a
+    notebook cut short, so the sweep stops as the inline executor's does."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
     from ..results.store import cell_status, write_cell
 
     cell_dir = plan.out / "cells" / cell.cell_id
-    cell_dir.mkdir(parents=True, exist_ok=True)
+    final = cell_dir / "run_cell.ipynb"
+    with disk_full_named(cell_dir):
+        cell_dir.mkdir(parents=True, exist_ok=True)
     (cell_dir / "status.json").unlink(missing_ok=True)  # a failed earlier attempt; ok cells never get here
-    final, partial = cell_dir / "run_cell.ipynb", cell_dir / ".run_cell.partial.ipynb"
-    params = {
-        "results_dir": str(plan.out),
-        "cell_id": cell.cell_id,
-        "params_json": json.dumps(cell.params),
-        "experiment_path": str(plan.out / "experiment.yaml"),
-        "cache_dir": "" if holds_secret(plan.cache_dir) else plan.cache_dir,  # "": PROMPTLAB_CACHE
-        "notebook_path": str(final),
-        "concurrency": plan.cell_concurrency,
-    }
     t0 = time.perf_counter()
     error: dict[str, Any] | None = None
+    full: ResultsDiskFull | None = None
     try:
         pm.execute_notebook(
             str(template),
-            str(partial),
-            parameters=params,
+            str(cell_dir / PARTIAL_NOTEBOOK),
+            parameters=_parameters(cell, plan, final),
             progress_bar=False,
             log_output=False,
             cwd=os.getcwd(),
             extra_arguments=KERNEL_ARGS,
+            start_timeout=KERNEL_START_TIMEOUT_S,
         )
     except PapermillExecutionError as e:
+        full = ResultsDiskFull.reported(e.evalue) if e.ename == ResultsDiskFull.__name__ else None
         error = cell_error(cell, notebook=str(final), cell_index=e.cell_index, ename=e.ename, evalue=e.evalue)
     except Exception as e:  # noqa: BLE001 -- a dead kernel, a kernel that did not start: the cell failed
+        full = ResultsDiskFull(str(final), e) if is_disk_full(e) else None  # papermill writing the notebook
         error = cell_error(cell, e, notebook=str(final))
     finally:
-        if partial.exists():
-            os.replace(partial, final)
+        keep_notebook(cell_dir)  # a notebook papermill could not write whole is removed, not kept
+    if full is not None:
+        raise full
     wall = round(time.perf_counter() - t0, 4)
-    status = cell_status(plan.out, cell.cell_id)
-    if status is None:  # the notebook did not record the cell itself
+    if cell_status(plan.out, cell.cell_id) is None:  # the notebook did not record the cell itself
         error = error or cell_error(
             cell, notebook=str(final), ename="MissingStatus", evalue="the notebook finished without writing status.json"
         )
         write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=wall)
     return cell_outcome(plan, cell, wall)
+
+
+def _parameters(cell: Cell, plan: SweepPlan, notebook: Path) -> dict[str, Any]:
+    """The run_cell notebook's parameters for this cell."""
+    return {
+        "results_dir": str(plan.out),
+        "cell_id": cell.cell_id,
+        "params_json": json.dumps(cell.params),
+        "experiment_path": str(plan.out / "experiment.yaml"),
+        "cache_dir": "" if holds_secret(plan.cache_dir) else plan.cache_dir,  # "": PROMPTLAB_CACHE
+        "notebook_path": str(notebook),
+        "concurrency": plan.cell_concurrency,
+    }

@@ -234,7 +234,8 @@ def progress_bar(name: str, cells: int, runs_per_cell: int, *, disable: bool = F
 
     from tqdm import tqdm
 
-    out = sys.stdout if "ipykernel" in sys.modules else sys.stderr
+    kernel = sys.modules.get("ipykernel.kernelapp")  # a process that only launched kernels imports ipykernel too
+    out = sys.stdout if kernel is not None and kernel.IPKernelApp.initialized() else sys.stderr
     return tqdm(total=cells * runs_per_cell, desc=f"sweep {name}", unit="run", disable=disable, file=out)
 
 
@@ -284,12 +285,34 @@ def experiment_provenance(out: Path) -> dict[str, Any]:
     return {"experiment_hash": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}
 
 
+PARTIAL_NOTEBOOK = ".run_cell.partial.ipynb"
+"""Where papermill writes a cell's notebook as it runs (it writes in place, not atomically)."""
+
+
 def keep_notebook(cell_dir: Path) -> None:
-    """Keep a cell's last executed notebook as run_cell.ipynb: a sweep killed while papermill wrote it
-    leaves only .run_cell.partial.ipynb (a re-run of the cell replaces both)."""
-    partial = cell_dir / ".run_cell.partial.ipynb"
-    if partial.exists():
-        os.replace(partial, cell_dir / "run_cell.ipynb")
+    """Keep a cell's last executed notebook as run_cell.ipynb, if papermill wrote it whole: a sweep killed, or
+    a disk filled, while papermill wrote it leaves a cut-short .run_cell.partial.ipynb, which is removed (the
+    notebook before it, if any, stays; a re-run of the cell replaces both)."""
+    partial = cell_dir / PARTIAL_NOTEBOOK
+    try:
+        json.loads(partial.read_bytes())
+    except FileNotFoundError:
+        return
+    except ValueError:  # not JSON (cut short), or not UTF-8
+        partial.unlink(missing_ok=True)
+        return
+    os.replace(partial, cell_dir / "run_cell.ipynb")
+
+
+@contextlib.contextmanager
+def disk_full_named(path: Path) -> Iterator[None]:
+    """Turn a full disk met in the block into ResultsDiskFull naming `path`."""
+    try:
+        yield
+    except OSError as e:
+        if is_disk_full(e):
+            raise ResultsDiskFull(str(path), e) from e
+        raise
 
 
 def write_text_atomic(path: Path, text: str) -> None:

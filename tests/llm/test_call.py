@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fault_server import FaultServer, Reply
+from overlap import InFlight
 from pydantic import BaseModel, Field
 
 import promptlab as pl
@@ -212,14 +213,11 @@ def test_sync_complete_works_inside_a_running_event_loop(cache_dir: Path) -> Non
 
 
 def test_async_concurrency_is_limited_per_model(cache_dir: Path) -> None:
-    active, peak = 0, 0
+    calls = InFlight(2)  # each call waits until 2 are in flight: the peak the limit allows, however busy the machine
 
     def slow(messages: list[dict]) -> str:
-        nonlocal active, peak
-        active += 1
-        peak = max(peak, active)
-        time.sleep(0.05)
-        active -= 1
+        with calls.call():
+            time.sleep(0.01)  # a third call, were the limit passed, has time to enter
         return "ok"
 
     m = pl.scripted("limited", respond=slow)
@@ -231,7 +229,7 @@ def test_async_concurrency_is_limited_per_model(cache_dir: Path) -> None:
         )
 
     assert len(asyncio.run(many())) == 6
-    assert peak == 2
+    assert calls.peak == 2
 
 
 def test_streaming_sends_pieces_and_a_hit_sends_the_whole_text(cache_dir: Path) -> None:

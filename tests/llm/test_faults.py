@@ -21,6 +21,7 @@ from pydantic import BaseModel
 import promptlab as pl
 from promptlab.errors import ParseError, ProviderError
 from promptlab.llm.cache.location import open_cache
+from promptlab.llm.concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
 from promptlab.llm.settings import Settings
 from promptlab.llm.tally import Usage
 
@@ -198,8 +199,30 @@ def test_a_stored_record_is_never_overwritten(tmp_path: Path, fault_server: Faul
     assert kept is not None and (kept.input_tokens, kept.output_tokens) == (10, 2)
 
 
-def test_identical_async_calls_in_flight_make_one_request(tmp_path: Path, fault_server: FaultServer) -> None:
-    fault_server.default = Reply(VERDICT, 9, 4, delay_s=0.3)
+def all_waiting(
+    monkeypatch: pytest.MonkeyPatch, server: FaultServer, flights: object, n: int, timeout_s: float = 60.0
+) -> None:
+    """Hold the server's first reply until `n` calls have entered the single-flight `flights` (the one that
+    sent it and those that wait for it), so the followers are shown to wait however slowly a busy machine starts
+    them; a follower that skipped the single-flight would send its own request (a timeout is a hang guard)."""
+    entered, everyone = [], threading.Event()
+    real = flights.hold  # type: ignore[attr-defined]
+
+    def counted(key: str) -> object:
+        entered.append(key)
+        if len(entered) >= n:
+            everyone.set()
+        return real(key)
+
+    monkeypatch.setattr(flights, "hold", counted)
+    server.on_request = lambda index, address: everyone.wait(timeout_s) if index == 0 else None
+
+
+def test_identical_async_calls_in_flight_make_one_request(
+    tmp_path: Path, fault_server: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fault_server.default = Reply(VERDICT, 9, 4)
+    all_waiting(monkeypatch, fault_server, ASYNC_FLIGHTS, 6)
 
     async def many() -> list[pl.Completion]:
         return await asyncio.gather(
@@ -227,8 +250,11 @@ def test_identical_async_calls_in_flight_make_one_request(tmp_path: Path, fault_
     assert (usage.calls, usage.cache_hits, usage.input_tokens) == (6, 5, 9)
 
 
-def test_identical_blocking_calls_in_threads_make_one_request(tmp_path: Path, fault_server: FaultServer) -> None:
-    fault_server.default = Reply("threaded", 9, 4, delay_s=0.3)
+def test_identical_blocking_calls_in_threads_make_one_request(
+    tmp_path: Path, fault_server: FaultServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fault_server.default = Reply("threaded", 9, 4)
+    all_waiting(monkeypatch, fault_server, THREAD_FLIGHTS, 4)
     out: list[pl.Completion] = []
     threads = [
         threading.Thread(target=lambda: out.append(call(fault_server, "same", cache=tmp_path))) for _ in range(4)

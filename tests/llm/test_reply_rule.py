@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_server import FaultServer, Raw
+from fault_server import FaultServer, Raw, Reply
 
 import promptlab as pl
 from promptlab.errors import ProviderError
@@ -92,6 +92,24 @@ def test_a_lone_surrogate_is_stored_and_replayed(transport: str, tmp_path: Path)
         first = outcome(server, transport, cache=tmp_path)
         again = outcome(server, transport, cache=tmp_path)
     assert first == again == ("text='a\ufffd' in=3", 1)  # the second from the cache, no request
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_half_an_emoji_pair_is_replaced_plain_and_streamed_and_replays(
+    transport: str, streamed: bool, tmp_path: Path
+) -> None:
+    """The lone surrogate in a Reply the server sends (plain, or as a stream's last piece) reaches neither the
+    record nor `on_token`: both are text UTF-8 can write, and the stored reply replays without a request."""
+    pieces: list[str] = []
+    kw: dict[str, Any] = {"on_token": pieces.append} if streamed else {}
+    with FaultServer(default=Reply("ab\ud83d", prompt_tokens=3, pieces=3)) as server:
+        first = outcome(server, transport, cache=tmp_path, **kw)
+        again = outcome(server, transport, cache=tmp_path, **kw)
+        assert server.streamed == (1 if streamed else 0)
+    assert first == again == ("text='ab\ufffd' in=3", 1)  # the second from the cache, no request
+    if streamed:  # the pieces too, once as they came and once replayed whole
+        assert pieces == ["a", "b", "\ufffd", "ab\ufffd"], pieces
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

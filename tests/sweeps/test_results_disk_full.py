@@ -39,3 +39,32 @@ def test_a_full_results_disk_is_named_exits_4_and_resumes(
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert main(args) == 0
     assert sorted(load(out).cells["status"]) == ["ok", "ok", "ok"]
+
+
+def test_a_notebook_cut_short_is_removed_and_a_whole_one_kept(tmp_path: Path) -> None:
+    """What a sweep killed, or a disk filled, while papermill wrote the notebook leaves: only whole JSON is kept."""
+    from promptlab.sweeps.plan import PARTIAL_NOTEBOOK, keep_notebook
+
+    (tmp_path / "run_cell.ipynb").write_text('{"cells": "before"}')
+    (tmp_path / PARTIAL_NOTEBOOK).write_text('{"cells": [{"source": "cut he')
+    keep_notebook(tmp_path)
+    assert (
+        not (tmp_path / PARTIAL_NOTEBOOK).exists()
+        and (tmp_path / "run_cell.ipynb").read_text() == '{"cells": "before"}'
+    )
+    (tmp_path / PARTIAL_NOTEBOOK).write_text('{"cells": "whole"}')
+    keep_notebook(tmp_path)
+    assert (tmp_path / "run_cell.ipynb").read_text() == '{"cells": "whole"}'
+
+
+def test_a_full_disk_reported_by_another_process_is_the_same_error() -> None:
+    """A papermill kernel reports only the error's name and message; a Dask task pickles it."""
+    import pickle
+
+    from promptlab.errors import ResultsDiskFull
+
+    sent = ResultsDiskFull("/r/cells/c1/runs.jsonl", OSError(errno.ENOSPC, "No space left on device"))
+    got = ResultsDiskFull.reported(str(sent))
+    assert got is not None and (got.path, str(got)) == (sent.path, str(sent))
+    assert str(pickle.loads(pickle.dumps(sent))) == str(sent)
+    assert ResultsDiskFull.reported("RuntimeError: boom") is None

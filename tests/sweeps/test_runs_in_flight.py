@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from experiment_files import topics, write_experiment
-from fault_server import FaultServer, Reply
+from fault_server import FaultServer, Gather, Reply
 
 import promptlab as pl
 from promptlab.cli import main
@@ -55,6 +55,7 @@ def experiment(tmp_path: Path, url: str, max_concurrency: int | None = 6) -> Pat
 
 
 def test_the_runs_in_flight_follow_the_aliases_limit(server: FaultServer, tmp_path: Path) -> None:
+    server.on_request = Gather(server, 6)  # the peak the limit allows, however busy the machine
     result = sweep(experiment(tmp_path, server.url), tmp_path / "out", progress=False)
     assert (result.done, result.failed) == (1, 0), str(result)
     assert server.requests == RUNS + 2  # a writer call per run; the judge sees one reply text: one call per sample
@@ -65,6 +66,7 @@ def test_raising_max_concurrency_raises_the_runs_in_flight_without_a_second_flag
     server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = experiment(tmp_path, server.url, max_concurrency=None)  # an alias with no limit of its own: 4
+    server.on_request = Gather(server, 8)
     assert (
         main(["sweep", str(path), "--out", str(tmp_path / "out"), "--max-concurrency", "writer=8", "--no-progress"])
         == 0
@@ -77,6 +79,7 @@ def test_an_explicit_cell_concurrency_wins(
     server: FaultServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = experiment(tmp_path, server.url)
+    server.on_request = Gather(server, 3)
     assert (
         main(
             [
@@ -106,6 +109,7 @@ def test_a_cell_run_by_id_follows_the_limits_of_its_process(
     path = experiment(tmp_path, server.url, max_concurrency=None)
     cell = load_experiment(path).cells()[0]
     monkeypatch.setenv(SHARE_ENV, "2")  # two kernels share writer=8
+    server.on_request = Gather(server, 4)
     _, status, exc = run_cell_by_id(
         str(tmp_path / "out"),
         cell.cell_id,

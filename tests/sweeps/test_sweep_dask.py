@@ -17,6 +17,7 @@ import toyloop  # the "toy" loop; its folder goes on the workers' PYTHONPATH
 import yaml
 from executions import RUN_ORDER, WALL_CLOCK, comparable, worker_owning
 from fault_server import FaultServer, Reply, free_port
+from overlap import eventually
 
 from promptlab.errors import ConfigError
 from promptlab.results.store import cell_status, load, read_runs
@@ -102,6 +103,16 @@ def reply_for(body: dict[str, Any]) -> Reply:
 
 
 @pytest.mark.slow
+def ended(pid: int) -> bool:
+    """Whether the process has exited (gone, or a zombie its parent has not reaped yet: its sockets are closed)."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,6 +149,9 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
                 assert pid is not None and pid != os.getpid()
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+                # the reply goes out only once the worker is gone (its socket closed), however long a busy
+                # machine takes to end it: a reply sent before that could still reach the dying worker's socket
+                assert eventually(lambda: ended(pid), within_s=60)
 
     with FaultServer(responder=reply_for, on_request=kill_at_the_sixth) as server:
         for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from experiment_files import write_experiment
-from fault_server import FaultServer, Reply
+from fault_server import FaultServer, Gather, Reply
 
 from promptlab.cli import main
 from promptlab.errors import ConfigError
@@ -72,6 +72,7 @@ def run_cell_template(tmp_path: Path) -> Path:
 def test_max_concurrency_reaches_each_papermill_kernel_divided_by_the_kernels(
     server: FaultServer, tmp_path: Path
 ) -> None:
+    server.on_request = Gather(server, {"100": LIMIT // WORKERS, "101": LIMIT // WORKERS})  # however busy the machine
     result = sweep(
         experiment(tmp_path, server.url),
         tmp_path / "out",
@@ -94,6 +95,7 @@ def test_max_concurrency_reaches_each_dask_worker_divided_by_the_workers(server:
     pytest.importorskip("distributed")
     import dask
 
+    server.on_request = Gather(server, {"100": LIMIT // WORKERS, "101": LIMIT // WORKERS})  # however busy the machine
     with dask.config.set({"distributed.worker.preload": ["toyloop"]}):
         result = sweep(
             experiment(tmp_path, server.url),

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 import pytest
+from overlap import eventually
 
 from promptlab.tools.builtin import ToolEnv, build_tools
 from promptlab.tools.sandbox import sandbox_problem
@@ -144,13 +144,18 @@ def test_a_hung_command_is_killed_at_the_time_limit(ws: Workspace) -> None:
 def test_background_children_do_not_outlive_the_command(ws: Workspace) -> None:
     out = asyncio.run(ws.shell("sleep 30.25 & echo $!", timeout_s=5))
     assert not out["timed_out"] and out["exit_code"] == 0 and int(out["stdout"]) < 100  # a pid in the sandbox
-    time.sleep(0.2)
+    assert eventually(lambda: not any(b"sleep\x0030.25" in cmd for cmd in command_lines()))  # reaped in its own time
+
+
+def command_lines() -> list[bytes]:
+    """Every host process's command line (NUL-separated arguments)."""
+    lines = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            lines.append(Path(f"/proc/{pid}/cmdline").read_bytes())
         except OSError:
             continue
-        assert b"sleep\x0030.25" not in cmd
+    return lines
 
 
 @needs_bwrap
