@@ -3,7 +3,8 @@
 Concurrent calls to one `local/...` model join one running batch in a worker process of its own
 (`promptlab.llm.engine_worker`): a sequence enters when it arrives and leaves when it stops, a prompt
 prefix already in the KV cache is copied rather than read again, and each call keeps its own sampling
-parameters, JSON grammar, stop strings, token budget, log-probabilities and deadline (the call's timeout).
+parameters, JSON grammar, stop strings, token budget, log-probabilities and timeout (counted from the call's
+admission into the batch, not from its submission: the wait in the queue is not the call's fault).
 Decoding a batch reads the weights once for all its sequences, which is where the speed comes from
 (docs/benchmarks.md).
 
@@ -54,6 +55,10 @@ DEFAULT_SEQS = 32
 N_BATCH = 512
 
 
+PASSING = frozenset({"piece", "admitted", "alive"})
+"""The worker's messages that do not end a call."""
+
+
 class LocalModelCrashed(InvalidReply):
     """The local model's worker process died (a native crash): an infrastructure failure, not retried."""
 
@@ -101,6 +106,19 @@ def options(n_ctx_seq: int) -> dict[str, Any]:
     }
 
 
+def spawn_worker(path: Path, opts: dict[str, Any]) -> tuple[Any, Connection]:
+    """Start the worker process of a model file: the process (its stderr piped) and our end of its pipe."""
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "promptlab.llm.engine_worker", str(theirs.fileno()), str(path), json.dumps(opts)],
+        pass_fds=[theirs.fileno()],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    theirs.close()
+    return proc, Connection(ours.detach())
+
+
 @dataclass
 class Pending:
     """A call in flight on a worker: its events (`piece`, `done`, `error`) arrive in `events`."""
@@ -108,6 +126,12 @@ class Pending:
     events: queue.Queue[tuple[Any, ...]] = field(default_factory=queue.Queue)
     notify: Callable[[], None] | None = None
     """Called (from the reader thread) after each event, for an async waiter."""
+
+    def last(self, timeout: float | None = None) -> tuple[Any, ...]:
+        """The call's final event (`done` or `error`), past its `admitted` and `piece` events (blocking)."""
+        while (event := self.events.get(timeout=timeout))[0] in PASSING:
+            pass
+        return event
 
     def put(self, event: tuple[Any, ...]) -> None:
         self.events.put(event)
@@ -125,16 +149,9 @@ class Engine:
         self.ids = itertools.count(1)
         self.tail: collections.deque[str] = collections.deque(maxlen=20)
         self.alive = True
-        opts = options(n_ctx_seq)
-        ours, theirs = socket.socketpair()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "promptlab.llm.engine_worker", str(theirs.fileno()), str(path), json.dumps(opts)],
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        theirs.close()
-        self.conn = Connection(ours.detach())
+        self.heard = time.monotonic()
+        """When the worker last sent anything (the monotonic clock): how a caller tells a hung worker."""
+        self.proc, self.conn = spawn_worker(path, options(n_ctx_seq))
         threading.Thread(target=self._errors, daemon=True).start()
         first = self._recv()
         if first is None or first[0] != "ready":
@@ -147,7 +164,7 @@ class Engine:
     def _recv(self) -> tuple[Any, ...] | None:
         try:
             return tuple(self.conn.recv())
-        except (EOFError, OSError):
+        except (EOFError, OSError, TypeError):  # TypeError: the pipe was closed (`close`) while we read it
             return None
 
     def _errors(self) -> None:
@@ -173,9 +190,10 @@ class Engine:
 
     def _read(self) -> None:
         while (msg := self._recv()) is not None:
+            self.heard = time.monotonic()
             with self.lock:
                 call = self.pending.get(msg[1])
-                if call is not None and msg[0] != "piece":
+                if call is not None and msg[0] not in PASSING:
                     del self.pending[msg[1]]
             if call is not None:
                 call.put(msg)
@@ -202,7 +220,7 @@ class Engine:
 
     def stats(self) -> dict[str, int]:
         """The worker's counters: prompt tokens asked for and read (the rest were copied prefixes), decode
-        steps, the most sequences in one step."""
+        steps, the most sequences in one step, and the KV cells idle slots keep for prefix reuse."""
         call = Pending()
         with self.lock:
             rid = next(self.ids)
@@ -268,4 +286,5 @@ __all__ = [
     "engine_for",
     "mode",
     "running",
+    "spawn_worker",
 ]

@@ -155,6 +155,10 @@ class Model:
             got = self.pieces[token] = buf.raw[: max(n, 0)]
         return got
 
+    def sampler(self, params: dict[str, Any]) -> Any:
+        """The request's sampler chain (`sampler_for`)."""
+        return sampler_for(self, params)
+
     def logprob_entry(self, row: int, token: int, top: int) -> dict[str, Any]:
         """The token's log-probability at batch row `row` and the `top` most likely tokens there (the model's
         own distribution: before temperature and grammar), in the OpenAI chat shape."""

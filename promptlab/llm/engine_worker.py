@@ -2,15 +2,19 @@
 
 Run by `promptlab.llm.engine` in a child process (so a native crash of llama.cpp ends this process, never
 the sweep's). Messages over the pipe: in, `("gen", id, messages, params)`, `("cancel", id)`, `("stats", id)`; out,
-`("piece", id, text)` (streamed requests), `("done", id, reply)`, `("error", id, kind, message)` and
-`("stats", id, counts)`.
+`("admitted", id)` (the request's prompt starts to be read: its timeout starts), `("piece", id, text)`
+(streamed requests), `("done", id, reply)`, `("error", id, kind, message)`, `("stats", id, counts)` and
+`("alive", 0)` (a heartbeat, at most every `HEARTBEAT_S` while sequences are decoded, sent by the decoding loop
+itself, so a worker hung in native code falls silent).
 
 Continuous batching: a request joins the running batch as soon as a sequence slot and room in the KV cache
 are free, and leaves it when it stops; each step decodes one token of every live sequence (and chunks of
 new prompts) in one `llama_decode`. A new prompt starts from the longest prefix any slot holds: that slot's
 cells are copied to the new sequence (`llama_memory_seq_cp`: the unified KV cache tags the same cells with
 both ids), so a candidate's instruction is read once for all of its examples. Each sequence has its own
-sampler chain (grammar, top-k/top-p/min-p, temperature, seed), stop strings, token budget and deadline.
+sampler chain (grammar, top-k/top-p/min-p, temperature, seed), stop strings, token budget and timeout. A
+request's timeout counts from its admission into the batch, as a server's per-request timeout does: its wait
+in the queue (for a slot or room in the KV cache) is not its fault.
 """
 
 from __future__ import annotations
@@ -28,12 +32,19 @@ from typing import Any
 
 import numpy as np
 
-from .engine_model import Model, sampler_for
+from .engine_model import Model
 
 TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
 (how the tests simulate a llama.cpp crash such as the NaN-weights abort)."""
 
+IDLE_CELLS = 2048
+"""The most KV cells kept for idle slots (prefixes for later requests to copy); older ones are dropped first.
+Attention reads every cell up to the highest one in use, whether a sequence sees it or not (measured: 5.6
+CPU-ms per decoded token with 2k cells in use, 6.9 with 8k), so a cache left full of old prefixes makes every
+step dearer (docs/benchmarks.md)."""
+HEARTBEAT_S = 1.0
+"""The most seconds between two `alive` messages while the worker decodes."""
 WAIT_FOR_PREFIX = 16
 """A request waits one step for a shared prefix that another sequence is still reading when that saves more
 than this many tokens."""
@@ -52,6 +63,7 @@ class Seq:
     sampler: Any
     max_tokens: int
     deadline: float | None
+    """When the sequence is cut short (monotonic clock): its admission plus the call's timeout."""
     stops: list[str]
     stream: bool
     reserved: int
@@ -74,7 +86,10 @@ class Worker:
         self.held: list[list[int]] = [[] for _ in range(model.n_seq)]
         """The tokens each slot's KV cells hold (kept after a sequence ends, for prefix reuse)."""
         self.busy: list[bool] = [False] * model.n_seq
+        self.idle: dict[int, None] = {}
+        """The idle slots holding cells, oldest first."""
         self.abort = os.environ.get(TEST_ABORT_ENV) == model.path.name
+        self.beat = time.monotonic()
         self.counts = {"prompt_tokens": 0, "prompt_tokens_read": 0, "steps": 0, "max_batch": 0}
         """Prompt tokens asked for and actually decoded (the rest came from a copied prefix), decode steps,
         the most sequences in one step."""
@@ -108,7 +123,7 @@ class Worker:
         if msg[0] == "gen":
             self.waiting.append((msg[1], msg[2], msg[3]))
         elif msg[0] == "stats":
-            self._send("stats", msg[1], dict(self.counts))
+            self._send("stats", msg[1], {**self.counts, "idle_cells": sum(len(self.held[s]) for s in self.idle)})
         elif msg[0] == "cancel":
             self.waiting = deque(w for w in self.waiting if w[0] != msg[1])
             if msg[1] in self.live:
@@ -141,7 +156,7 @@ class Worker:
                 return  # wait for room
             self.waiting.popleft()
             try:
-                sampler = sampler_for(self.m, params)
+                sampler = self.m.sampler(params)
             except ValueError as e:
                 self._send("error", rid, "bad_request", str(e))
                 continue
@@ -201,9 +216,11 @@ class Worker:
             self.m.lib.llama_memory_seq_rm(mem, slot, shared, -1)
         self.held[slot] = prompt[:shared]
         self.busy[slot] = True
+        self.idle.pop(slot, None)
         self.counts["prompt_tokens"] += len(prompt)
         self.counts["prompt_tokens_read"] += len(prompt) - shared
-        deadline = params.get("deadline")
+        timeout = params.get("timeout")
+        self._send("admitted", rid)
         self.live[rid] = Seq(
             id=rid,
             slot=slot,
@@ -212,7 +229,7 @@ class Worker:
             params=params,
             sampler=sampler,
             max_tokens=budget,
-            deadline=float(deadline) if deadline else None,
+            deadline=time.monotonic() + float(timeout) if timeout is not None else None,
             stops=[s for s in (params.get("stop") or []) if s],
             stream=bool(params.get("stream")),
             reserved=need,
@@ -223,9 +240,13 @@ class Worker:
 
     def _step(self) -> None:
         """One llama_decode: a token of every decoding sequence, then prompt chunks up to the batch size."""
-        now = time.time()
+        now = time.monotonic()
+        if now - self.beat >= HEARTBEAT_S:
+            self.beat = now
+            self._send("alive", 0)
         for seq in [s for s in self.live.values() if s.deadline is not None and now >= s.deadline]:
-            self._end(seq, ("timeout", f"the local model passed the call's deadline after {len(seq.out)} tokens"))
+            why = f"the local model passed the call's deadline (its timeout, {seq.params['timeout']:g}s from admission)"
+            self._end(seq, ("timeout", f"{why} after {len(seq.out)} tokens"))
         m = self.m
         rows: list[tuple[Seq, bool]] = []  # (sequence, whether its row's logits are sampled)
         n = 0
@@ -288,9 +309,11 @@ class Worker:
         """Take a sequence out of the batch: reply (or error) sent, slot freed, its cells kept for reuse."""
         self.live.pop(seq.id, None)
         self.busy[seq.slot] = False
+        self.idle[seq.slot] = None
         self.m.lib.llama_sampler_free(seq.sampler)
         if seq.pending:  # its prompt was not fully read: the slot holds only what was decoded
             self.m.lib.llama_memory_seq_rm(self.m.mem, seq.slot, len(self.held[seq.slot]), -1)
+        self._forget_old()
         if error is not None:
             self._send("error", seq.id, *error)
             return
@@ -305,6 +328,17 @@ class Worker:
             seq.id,
             {"text": body, "usage": (len(seq.prompt), len(seq.out)), "finish_reason": finish, "logprobs": logprobs},
         )
+
+    def _forget_old(self) -> None:
+        """Drop the cells of the oldest idle slots while the idle slots hold more than `IDLE_CELLS`."""
+        kept = sum(len(self.held[s]) for s in self.idle)
+        for slot in list(self.idle):
+            if kept <= IDLE_CELLS:
+                return
+            kept -= len(self.held[slot])
+            self.m.lib.llama_memory_seq_rm(self.m.mem, slot, -1, -1)
+            self.held[slot] = []
+            del self.idle[slot]
 
     def _fail_all(self, message: str) -> None:
         for seq in list(self.live.values()):

@@ -9,8 +9,9 @@ per call, and the text converted three times) is gone.
 
 Blocking calls run the model in the caller's thread; async calls run a scripted model or the instance pool
 in `MODEL_THREADS` worker threads (a scripted model may block), and wait for the engine without a thread.
-The call's `timeout` is the engine's deadline for that sequence; the scripted model and the instance pool
-are not cut short.
+The call's `timeout` is the engine's deadline for that sequence, counted from its admission into the batch
+(`Watch` says when a caller gives up on a hung worker); the scripted model and the instance pool are not cut
+short.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ NOT_PARAMS = frozenset(
 """Request fields that say how a request is made, not what the model is asked: not passed to the model."""
 
 HUNG_GRACE_S = 30.0
-"""How long past a call's timeout a caller waits for the engine's worker before giving up on it (the worker
-itself ends a sequence at its deadline: this only catches a worker hung in native code)."""
+"""How much longer than a call's timeout a caller waits on a silent engine worker before giving up on it. The
+worker itself ends a sequence at its timeout (counted from its admission into the batch) and, while it
+decodes, says it is alive every `engine_worker.HEARTBEAT_S`: a worker that sends nothing for the call's
+timeout plus this grace is hung in native code, whether the call is queued or decoding."""
 
 TokenHandler = Callable[[str], None]
 
@@ -57,7 +60,7 @@ def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
 def _engine_request(name: str, kwargs: dict[str, Any], stream: bool) -> tuple[engine.Engine, dict[str, Any]]:
     params = local.engine_params(params_of(kwargs))
     if kwargs.get("timeout") is not None:
-        params["deadline"] = time.time() + float(kwargs["timeout"])
+        params["timeout"] = float(kwargs["timeout"])  # the worker counts it from the call's admission
     params["stream"] = stream
     path = local.resolve_model_path(name)
     return engine.engine_for(path, local.N_CTX), params
@@ -85,23 +88,52 @@ def _outcome(target: str, event: tuple[Any, ...], model_file: str) -> Generated:
     raise InvalidReply(f"{target}: {message}")
 
 
+class Watch:
+    """When a caller gives up on the engine's worker: it has sent nothing (no event, no heartbeat) for the
+    call's timeout plus `HUNG_GRACE_S` since the call was submitted, or the call was admitted longer ago than
+    that and the worker has not ended it. A call waiting in the queue behind a working batch waits on."""
+
+    def __init__(self, target: str, eng: engine.Engine, timeout: float | None) -> None:
+        self.target, self.eng = target, eng
+        self.limit = (timeout or 0.0) + HUNG_GRACE_S
+        self.since = time.monotonic()
+        self.admitted: float | None = None
+        self.bounded = timeout is not None
+
+    def seen(self, event: tuple[Any, ...]) -> None:
+        if event[0] == "admitted":
+            self.admitted = time.monotonic()
+
+    def left(self) -> float:
+        """Seconds to wait for the next event before giving up (raises TimeoutError when none are left)."""
+        silent = self.limit - (time.monotonic() - max(self.since, self.eng.heard))
+        running = self.limit - (time.monotonic() - self.admitted) if self.admitted and self.bounded else silent
+        left = min(silent, running)
+        if left <= 0:
+            why = "sent nothing" if silent <= 0 else "did not end the call"
+            raise TimeoutError(f"{self.target}: the local model's worker {why} within {self.limit:g}s (hung?)")
+        return left
+
+
 def _engine_generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
     eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
     call = engine.Pending()
     rid = eng.submit(kwargs["messages"], params, call)
-    # the worker ends a sequence at its deadline; a worker hung in native code is given up on a little later
-    limit = float(kwargs["timeout"]) + HUNG_GRACE_S if kwargs.get("timeout") is not None else None
+    watch = Watch(target, eng, params.get("timeout"))
     try:
-        while (event := call.events.get(timeout=limit))[0] == "piece":
-            if on_token is not None:
+        while True:
+            try:
+                event = call.events.get(timeout=watch.left())
+            except queue.Empty:
+                continue  # `left` says whether to wait on
+            watch.seen(event)
+            if event[0] == "piece" and on_token is not None:
                 on_token(event[2])
-    except queue.Empty:
-        eng.cancel(rid)
-        raise TimeoutError(f"{target}: the local model's worker did not answer within {limit:g}s") from None
+            elif event[0] not in engine.PASSING:
+                return _outcome(target, event, eng.path.name)
     except BaseException:
         eng.cancel(rid)
         raise
-    return _outcome(target, event, eng.path.name)
 
 
 async def _engine_agenerate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
@@ -114,20 +146,21 @@ async def _engine_agenerate(target: str, kwargs: dict[str, Any], on_token: Token
 
     call = engine.Pending(notify=wake)
     rid = eng.submit(kwargs["messages"], params, call)
-    limit = float(kwargs["timeout"]) + HUNG_GRACE_S if kwargs.get("timeout") is not None else None
+    watch = Watch(target, eng, params.get("timeout"))
     try:
         while True:
             try:
-                await asyncio.wait_for(ready.wait(), limit)
+                await asyncio.wait_for(ready.wait(), watch.left())
             except TimeoutError:
-                raise TimeoutError(f"{target}: the local model's worker did not answer within {limit:g}s") from None
+                continue  # `left` says whether to wait on
             ready.clear()
             while not call.events.empty():
                 event = call.events.get_nowait()
-                if event[0] != "piece":
-                    return _outcome(target, event, eng.path.name)
-                if on_token is not None:
+                watch.seen(event)
+                if event[0] == "piece" and on_token is not None:
                     on_token(event[2])
+                elif event[0] not in engine.PASSING:
+                    return _outcome(target, event, eng.path.name)
     except BaseException:
         eng.cancel(rid)
         raise

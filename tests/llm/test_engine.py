@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -154,12 +153,12 @@ def test_a_deadline_ends_one_sequence_and_leaves_the_others(batched: None) -> No
     eng = engine.engine_for(SMOLLM, local.N_CTX)
     messages = [{"role": "user", "content": "Write a long story about a lighthouse."}]
     slow, quick = engine.Pending(), engine.Pending()
-    # 400 tokens take seconds on any CPU: the one-second deadline passes mid-reply
-    eng.submit(messages, {**local.engine_params({"max_tokens": 400}), "deadline": time.time() + 1.0}, slow)
+    # 400 tokens take seconds on any CPU: the one-second timeout (from admission) passes mid-reply
+    eng.submit(messages, {**local.engine_params({"max_tokens": 400}), "timeout": 1.0}, slow)
     eng.submit(messages, local.engine_params({"max_tokens": 8}), quick)
-    ended = slow.events.get(timeout=120)
+    ended = slow.last(timeout=120)
     assert ended[0] == "error" and ended[2] == "timeout" and "deadline" in ended[3]
-    finished = quick.events.get(timeout=120)
+    finished = quick.last(timeout=120)
     assert finished[0] == "done" and finished[2]["usage"][1] == 8 and finished[2]["finish_reason"] == "length"
 
 
@@ -187,9 +186,10 @@ def test_concurrent_calls_share_one_batch(batched: None) -> None:
     lock = threading.Lock()
 
     def drain(i: int) -> None:
-        while (event := calls[i].events.get(timeout=120))[0] == "piece":
-            with lock:
-                order.append(("piece", i))
+        while (event := calls[i].events.get(timeout=120))[0] in engine.PASSING:
+            if event[0] == "piece":
+                with lock:
+                    order.append(("piece", i))
         with lock:
             order.append((event[0], i))
 
@@ -255,7 +255,7 @@ def test_a_shared_prefix_is_read_once_and_copied(batched: None) -> None:
     for i, call in enumerate(calls):
         messages = [{"role": "user", "content": f"{instruction}item {i} was fine"}]
         eng.submit(messages, local.engine_params({"max_tokens": 2}), call)
-    assert all(call.events.get(timeout=120)[0] == "done" for call in calls)
+    assert all(call.last(timeout=120)[0] == "done" for call in calls)
     after = eng.stats()
     asked = after["prompt_tokens"] - before["prompt_tokens"]
     read = after["prompt_tokens_read"] - before["prompt_tokens_read"]
