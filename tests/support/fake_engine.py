@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
+from promptlab.llm.engine_model import Model
 from promptlab.llm.engine_worker import Worker
 
 WORD = 7
@@ -119,7 +120,7 @@ def spawner(model: FakeModel) -> Any:
 
         def serve() -> None:
             theirs.send(("ready", {"n_seq": model.n_seq}))
-            Worker(theirs, model).run()
+            Worker(theirs, cast(Model, model)).run()  # the scripted stand-in has the methods the loop uses
             theirs.close()
 
         thread = threading.Thread(target=serve, daemon=True, name="fake-engine-worker")
