@@ -294,9 +294,9 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
     # it died), as the promise says; the sixth itself was never delivered
     in_flight = DEFAULT_SETTINGS.max_concurrency - 1
     assert sum(n - 1 for n in twice.values()) <= in_flight, f"{len(twice)} paid request(s) answered more than once"
-    # the retried cell replayed from the shared cache the calls its killed attempt had paid for: every call of
+    # the retried cell replayed from the shared cache whatever its killed attempt had paid for and stored (on a
+    # busy machine the killed worker may have stored nothing yet, so no count of hits is required): every call of
     # the final runs was paid exactly once
-    assert int(result["hits"]) >= 1
     assert int(runs["calls"].sum()) == int(result["calls"]) == len(delivered)
     assert float(runs["cost_usd"].sum()) > 0
 
