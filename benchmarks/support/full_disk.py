@@ -9,6 +9,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 SITECUSTOMIZE = """
 import errno, os
@@ -51,14 +52,6 @@ def enospc_in_kernels(site: Path, under: Path) -> Iterator[None]:
     fsync of a file under `under`; this process is untouched."""
     site.mkdir(parents=True, exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
-    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "FULL_DISK_UNDER")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), old["PYTHONPATH"]]))
-    os.environ["FULL_DISK_UNDER"] = str(under)
-    try:
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    with mock.patch.dict(os.environ, {"PYTHONPATH": path, "FULL_DISK_UNDER": str(under)}):
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
