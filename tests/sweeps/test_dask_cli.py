@@ -296,8 +296,8 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
     assert sum(n - 1 for n in twice.values()) <= in_flight, f"{len(twice)} paid request(s) answered more than once"
     # the retried cell replayed from the shared cache whatever its killed attempt had paid for and stored (on a
     # busy machine the killed worker may have stored nothing yet, so no count of hits is required): every call of
-    # the final runs was paid exactly once
-    assert int(runs["calls"].sum()) == int(result["calls"]) == len(delivered)
+    # the final runs (paid or replayed) was paid for at least once, and nothing else was paid for
+    assert int(runs["calls"].sum()) == int(result["calls"]) == len(set(delivered))
     assert float(runs["cost_usd"].sum()) > 0
 
 

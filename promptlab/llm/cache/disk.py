@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from ...errors import CacheUnavailableError
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
-from .entries import SafeDisk, problem_of, unopenable
+from .entries import open_diskcache, problem_of, unopenable
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
@@ -114,7 +114,7 @@ class Cache(CacheBackend):
             if not is_disk_full(e):
                 raise CacheUnavailableError(
                     self.location,
-                    f"cannot open {self._db} ({e}): {unopenable(self._db)}",
+                    f"cannot open {self._db} ({e}): {unopenable(self._db, e)}",
                     origin="the cache directory",
                 ) from e
             raise CacheDiskFullError(
@@ -149,8 +149,6 @@ class Cache(CacheBackend):
         return st.st_dev, st.st_ino
 
     def _connect(self, *, emptied: bool = False) -> tuple[Any, tuple[int, int] | None]:
-        import diskcache  # lazy: keeps `import promptlab` light
-
         with self._all_processes():  # no opener meets a database that another one is still creating
             if (
                 self._db.exists() and not emptied
@@ -160,20 +158,7 @@ class Cache(CacheBackend):
                     check.execute("SELECT count(*) FROM Cache").fetchone()  # a damaged file fails here
                 finally:
                     check.close()
-            # diskcache commits each set in one SQLite transaction: a reader never sees half an entry. No mmap:
-            # a database file truncated under a mapping kills the process with SIGBUS instead of an error.
-            # A rollback journal, not a write-ahead log: see the module docstring.
-            # No fsync (synchronous=0): a crash of the process loses nothing, one of the operating system may
-            # damage the file, which then heals; an fsync'd journal costs 0.4 ms of CPU per write, this 0.1 ms.
-            dc = diskcache.Cache(
-                str(self.directory),
-                size_limit=2**34,
-                eviction_policy="none",
-                sqlite_mmap_size=0,
-                sqlite_journal_mode="truncate",
-                sqlite_synchronous=0,
-                disk=SafeDisk,  # rows read as data only, never a path outside the directory (cache.entries)
-            )
+            dc = open_diskcache(self.directory)  # waits out another process's write (cache.entries)
             dc._sql("SELECT count(*) FROM Cache").fetchone()
             return dc, self._identity()
 

@@ -9,12 +9,19 @@ empty parent directories, a value file named by any path. So promptlab reads row
   does not is refused, never read, and never removed; removing a value file also removes its empty parent
   directories only up to the cache directory.
 A refused row is a miss (logged); `verify` reports it and `verify --fix` deletes the row alone.
+
+`open_diskcache` opens the directory with promptlab's settings, waiting out another process's write: diskcache
+sets up a connection with SQLite's busy timeout at 0 and one of its set-up statements (dropping its tag index)
+has no retry, so an opener that meets a commit in progress would otherwise fail at once with "database is
+locked".
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +64,48 @@ def problem_of(raw: int, mode: int, filename: str | None, directory: str | os.Pa
     return None
 
 
-def unopenable(db: Path) -> str:
+LOCK_WAIT_S = 60.0
+"""How long an opener waits for other processes' writes to end (diskcache's own wait for a lock)."""
+
+
+def is_locked(e: BaseException) -> bool:
+    """SQLite's 'database is locked' (another connection is writing): transient, neither damage nor a stranger."""
+    return isinstance(e, sqlite3.OperationalError) and "database is locked" in str(e).lower()
+
+
+def open_diskcache(directory: str | os.PathLike[str], wait_s: float = LOCK_WAIT_S) -> diskcache.Cache:
+    """The diskcache in `directory` with promptlab's settings, opened again while another process's write holds
+    the database locked, for up to `wait_s` seconds (its set-up is idempotent)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            # diskcache commits each set in one SQLite transaction: a reader never sees half an entry. No mmap:
+            # a database file truncated under a mapping kills the process with SIGBUS instead of an error.
+            # A rollback journal, not a write-ahead log: see `promptlab.llm.cache.disk`'s docstring.
+            # No fsync (synchronous=0): a crash of the process loses nothing, one of the operating system may
+            # damage the file, which then heals; an fsync'd journal costs 0.4 ms of CPU per write, this 0.1 ms.
+            return diskcache.Cache(
+                str(directory),
+                size_limit=2**34,
+                eviction_policy="none",
+                sqlite_mmap_size=0,
+                sqlite_journal_mode="truncate",
+                sqlite_synchronous=0,
+                disk=SafeDisk,  # rows read as data only, never a path outside the directory
+            )
+        except sqlite3.OperationalError as e:
+            if not is_locked(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
+def unopenable(db: Path, error: BaseException | None = None) -> str:
     """What to do about a cache.db that cannot be opened (not a corrupt one, which heals by itself)."""
+    if error is not None and is_locked(error):
+        return (
+            f"another process has held it locked for over {LOCK_WAIT_S:.0f} s; let that process finish (or stop "
+            "it) and try again, or use another cache directory"
+        )
     if db.is_dir():
         return "it is a directory, not a database file; move it away or use another cache directory"
     return (
@@ -110,6 +157,8 @@ __all__ = [
     "SafeDisk",
     "UnsafeEntry",
     "inside",
+    "is_locked",
+    "open_diskcache",
     "problem_of",
     "unopenable",
 ]
