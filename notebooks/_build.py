@@ -428,7 +428,9 @@ CRITIC = notebook(
             "stated size (`promptlab.analysis.bias.MARGINS`), else inconclusive. Two probes read the logs (no "
             "model call); three re-ask the critic on a sample of logged candidates, at most `budget` calls per "
             "model critic, through the call cache, so running this notebook again costs nothing. Simulated "
-            "critics (`sim/...`) are re-asked without a call. docs/analysis.md (Critic biases) gives each "
+            "critics (`sim/...`) are re-asked without a call, on every candidate and pair, five draws each "
+            "(averaged), and their tables show the size each bias was planted at (`planted`: 0 for sim/oracle "
+            "and sim/noisy) and whether the CI covers it. docs/analysis.md (Critic biases) gives each "
             "probe's validity on simulated critics with a planted bias."
         ),
     ),

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..critics.simulated import is_simulated, parse_sim
 from ..eval.stats import bootstrap_ci
 
 if TYPE_CHECKING:
@@ -45,9 +46,22 @@ UNITS = {
     "anchoring": "weight towards the shown score",
 }
 """The unit of each probe's estimate."""
-BIAS_COLUMNS = ["critic_model", "probe", "unit", "estimate", "n", "ci_low", "ci_high", "margin", "finding", "ci_level"]
+BIAS_COLUMNS = [
+    "critic_model",
+    "probe",
+    "unit",
+    "estimate",
+    "n",
+    "ci_low",
+    "ci_high",
+    "margin",
+    "finding",
+    "ci_level",
+    "planted",
+]
 """Columns of `bias_table` (one row per critic x probe; n counts candidates, steps, pairs or re-asks; ci_level
-is the confidence of that row's interval, 1 - FAMILY_ERROR / the critic's probes)."""
+is the confidence of that row's interval, 1 - FAMILY_ERROR / the critic's probes; planted is the size a
+simulated critic was built with, `planted`, NA for a model)."""
 FAMILY_ERROR = 0.05
 """The chance, for a critic with no bias at all, that `bias_table` calls any of its probes "biased": each of
 its m measured probes' intervals is at 1 - 0.05 / m (Bonferroni), so the m intervals hold together with at
@@ -102,19 +116,24 @@ def padding_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
 
 
 def order_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
-    """First-position preference over pairs judged in both orders (columns pair, swapped, first_won)."""
+    """First-position preference over pairs judged in both orders (columns pair, swapped, first_won; and draw
+    when a pair was judged several times: its share of first-shown wins in each order is averaged over them)."""
     d = frame.dropna(subset=["first_won"])
-    both = d.groupby("pair")["first_won"].agg(["sum", "count"])
-    both = both[both["count"] == 2]
-    return _mean((both["sum"].astype(float) - 1).tolist(), "pairs judged in both orders", confidence)
+    shares = d.assign(first_won=d["first_won"].astype(float)).groupby(["pair", "swapped"])["first_won"].mean()
+    both = shares.unstack("swapped")
+    values = (both[0] + both[1] - 1).dropna().tolist() if {0, 1} <= set(both.columns) else []
+    return _mean(values, "pairs judged in both orders", confidence)
 
 
 def flip_rate(frame: pd.DataFrame) -> tuple[float | None, int]:
-    """(share of pairs whose verdict changes candidate when the order is swapped, pairs judged in both orders)."""
+    """(share of judgements whose verdict changes candidate when the order is swapped, pairs judged in both
+    orders): over each pair's draws (column draw, when present) judged in both orders."""
     d = frame.dropna(subset=["first_won"])
-    both = d.groupby("pair")["first_won"].agg(["sum", "count"])
+    keys = ["pair", "draw"] if "draw" in d.columns else ["pair"]
+    both = d.groupby(keys)["first_won"].agg(["sum", "count"])
     both = both[both["count"] == 2]
-    return (float((both["sum"] != 1).mean()) if len(both) else None), len(both)
+    pairs = both.index.get_level_values("pair").nunique()
+    return (float((both["sum"] != 1).mean()) if len(both) else None), pairs
 
 
 def anchoring_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
@@ -172,6 +191,32 @@ def _mean(values: list[float], what: str, confidence: float) -> Estimate:
     return Estimate(round(sum(values) / len(values), 12), len(values), round(low, 12), round(high, 12))
 
 
+PLANTED: dict[str, Callable[[dict[str, Any]], dict[str, float]]] = {
+    "length": lambda p: {"length": p["per_100"], "padding": p["per_100"]},
+    "biased": lambda p: {
+        "length": p["per_100"],
+        "padding": p["per_100"],
+        "inflation": p["inflation"],
+        "order": p["first"],
+        "anchoring": p["anchor"],
+    },
+}
+"""Simulated-critic kind -> its parameters -> the size of each bias it was built with (probes not named: 0).
+The sizes are the formula's, before the clip to 1-10, which pulls a score near either end towards the middle;
+in a loop that shows the critic a previous score, sim/biased's anchoring weight also scales what the logs show
+of its length slope and inflation by (1 - anchor)."""
+
+
+def planted(critic_model: str) -> dict[str, float] | None:
+    """Probe -> the size of that bias a simulated critic was built with (0 for every probe of sim/oracle,
+    sim/noisy, sim/random, sim/constant); None for a model critic, whose biases are unknown."""
+    if not is_simulated(critic_model):
+        return None
+    sim = parse_sim(critic_model)
+    built = PLANTED.get(sim.kind, lambda _p: {})(sim.params)
+    return {probe: float(built.get(probe, 0.0)) for probe in PROBES}
+
+
 def bias_verdict(probe: str, est: Estimate) -> str:
     """The finding in words: biased (CI excludes 0), no evidence of bias (CI inside +/- the margin) or
     inconclusive."""
@@ -201,8 +246,9 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     rows = []
     skipped = frames.get("skipped")
     for r in skipped.itertuples() if skipped is not None else []:
+        sizes = planted(str(r.critic_model)) or {}
         rows += [
-            [r.critic_model, p, UNITS[p], None, 0, None, None, MARGINS[p], f"Not measured: {r.why}", None]
+            [r.critic_model, p, UNITS[p], None, 0, None, None, MARGINS[p], f"Not measured: {r.why}", None, sizes.get(p)]
             for p in REASKED
         ]
     probed = [
@@ -218,13 +264,28 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         finding = bias_verdict(probe, est)
         if probe == "order":
             rate, n = flip_rate(g)
-            finding += f"; {rate:.0%} of {n} pairs flip under swap" if rate is not None else ""
+            draws = int(g["draw"].nunique()) if "draw" in g.columns else 1
+            each = f" (each judged {draws} times)" if draws > 1 else ""
+            finding += f"; {rate:.0%} of {n} pairs{each} flip under swap" if rate is not None else ""
+        size = (planted(critic) or {}).get(probe)
         rows.append(
-            [critic, probe, UNITS[probe], est.value, est.n, est.low, est.high, MARGINS[probe], finding, confidence]
+            [
+                critic,
+                probe,
+                UNITS[probe],
+                est.value,
+                est.n,
+                est.low,
+                est.high,
+                MARGINS[probe],
+                finding,
+                confidence,
+                size,
+            ]
         )
     out = pd.DataFrame(rows, columns=BIAS_COLUMNS).sort_values(["critic_model", "probe"], kind="stable")
     out = out.reset_index(drop=True)
-    for c in ("estimate", "ci_low", "ci_high", "margin", "ci_level"):
+    for c in ("estimate", "ci_low", "ci_high", "margin", "ci_level", "planted"):
         out[c] = out[c].astype("Float64")
     out["n"] = out["n"].astype("Int64")
     for c in ("critic_model", "probe", "unit", "finding"):
@@ -257,6 +318,7 @@ def logged_frame(trajectories: pd.DataFrame, chars: pd.DataFrame) -> pd.DataFram
 __all__ = [
     "BIAS_COLUMNS",
     "MARGINS",
+    "PLANTED",
     "PROBES",
     "REASKED",
     "UNITS",
@@ -270,4 +332,5 @@ __all__ = [
     "logged_frame",
     "order_bias",
     "padding_bias",
+    "planted",
 ]

@@ -11,7 +11,10 @@ Re-scores go through the loop's `rescore` hook with the loop's own critic prompt
 `anchor` arguments, `promptlab.loops.runtime.rescoring`), at re-score samples 101 (plain), 102 (padded) and
 103 (anchored), and the pairwise judgements at 104: disjoint from the logged calls and from `reliability`'s
 re-scores 1..k. The candidates and pairs are drawn by a fixed seed, so a second report asks the same calls and
-every one is a cache hit. A simulated critic (`sim/...`) makes no call and is not limited by the budget.
+every one is a cache hit. A simulated critic (`sim/...`) makes no call and is not limited by the budget: every
+candidate and pair is asked, SIM_DRAWS times each (samples 101 + DRAW_STRIDE x j, ...), and a candidate's
+scores (a pair's verdicts in each order) are averaged over the draws. A model critic is asked once (j = 0);
+more draws would spend its budget on fewer candidates.
 """
 
 from __future__ import annotations
@@ -55,7 +58,12 @@ BUDGET = 40
 SEED = 0
 """Seed of the draw of candidates, pairs and shown scores."""
 SAMPLES = {"plain": 101, "padded": 102, "anchored": 103, "pair": 104}
-"""Re-score sample of each kind of re-ask."""
+"""Re-score sample of each kind of re-ask (its first draw)."""
+SIM_DRAWS = 5
+"""Draws per candidate and pair for a simulated critic: free, and its noise (sim/noisy's sd 2) would otherwise
+leave each probe's CI too wide to rule out the stated size."""
+DRAW_STRIDE = 10
+"""Sample step between draws: draw j of a kind is at SAMPLES[kind] + DRAW_STRIDE x j."""
 
 
 def pad(text: str, chars: int = PAD_CHARS) -> str:
@@ -117,7 +125,7 @@ async def aprobe_frames(
     columns = {
         "padding": ["critic_model", "run_id", "iteration", "plain", "padded", "added_chars"],
         "anchoring": ["critic_model", "run_id", "iteration", "plain", "anchored", "anchor"],
-        "order": ["critic_model", "pair", "swapped", "first_won", "error"],
+        "order": ["critic_model", "pair", "draw", "swapped", "first_won", "error"],
     }
     for probe, cols in columns.items():
         frames[probe] = pd.DataFrame(rows[probe], columns=cols)
@@ -147,10 +155,13 @@ async def _ask_critic(
         n_items = min(len(items), max(budget * 3 // 5, budget - 2 * len(pairs)) // 3)
         items, pairs = items[:n_items], pairs[: max(0, budget - 3 * n_items) // 2]
     anchors = rng.choice(ANCHORS, size=len(items))
+    draws = SIM_DRAWS if is_simulated(critic) else 1
     scored = await asyncio.gather(
-        *[_rescores(critic, r, it, float(a), cache, settings) for (r, it), a in zip(items, anchors, strict=True)]
+        *[_rescores(critic, r, it, float(a), draws, cache, settings) for (r, it), a in zip(items, anchors, strict=True)]
     )
-    judged = await asyncio.gather(*[_pair(critic, r, a, b, k, cache, settings) for k, (r, a, b) in enumerate(pairs)])
+    judged = await asyncio.gather(
+        *[_pair(critic, r, a, b, j, cache, settings) for r, a, b in pairs for j in range(draws)]
+    )
     return {
         "padding": [{k: v for k, v in s.items() if k not in ("anchored", "anchor")} for s in scored],
         "anchoring": [{k: v for k, v in s.items() if k not in ("padded", "added_chars")} for s in scored],
@@ -170,18 +181,22 @@ def _pairable(a: Iteration, b: Iteration) -> bool:
     return a.candidate is not None and b.candidate is not None and a.candidate != b.candidate
 
 
-async def _rescores(critic: str, run: Run, it: Iteration, anchor: float, cache: Any, settings: Any) -> dict[str, Any]:
-    """One candidate re-scored plain, padded and with a shown score."""
+async def _rescores(
+    critic: str, run: Run, it: Iteration, anchor: float, draws: int, cache: Any, settings: Any
+) -> dict[str, Any]:
+    """One candidate re-scored plain, padded and with a shown score, each `draws` times (averaged)."""
     assert it.candidate is not None
     rescore = get_loop(run.loop).rescore
     assert rescore is not None
     text = pad(it.candidate)
+    extra: dict[str, dict[str, Any]] = {"plain": {}, "padded": {"candidate": text}, "anchored": {"anchor": anchor}}
     asks = [
-        rescore(run, it.index, sample=SAMPLES["plain"], cache=cache, settings=settings),
-        rescore(run, it.index, sample=SAMPLES["padded"], cache=cache, settings=settings, candidate=text),
-        rescore(run, it.index, sample=SAMPLES["anchored"], cache=cache, settings=settings, anchor=anchor),
+        rescore(run, it.index, sample=SAMPLES[kind] + DRAW_STRIDE * j, cache=cache, settings=settings, **kw)
+        for kind, kw in extra.items()
+        for j in range(draws)
     ]
-    plain, padded, anchored = [_mean_of(critic, run, s) for s in await asyncio.gather(*asks)]
+    got = [_mean_of(critic, run, s) for s in await asyncio.gather(*asks)]
+    plain, padded, anchored = (_average(got[k * draws : (k + 1) * draws]) for k in range(3))
     return {
         "critic_model": critic,
         "run_id": run.run_id,
@@ -192,6 +207,12 @@ async def _rescores(critic: str, run: Run, it: Iteration, anchor: float, cache: 
         "anchored": anchored,
         "anchor": anchor,
     }
+
+
+def _average(scores: list[float | None]) -> float | None:
+    """The mean of the draws that gave a score (None: none did)."""
+    present = [v for v in scores if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 def _shown(critic: str, run: Run, text: str) -> int:
@@ -210,11 +231,11 @@ def _mean_of(critic: str, run: Run, scores: list[Any]) -> float | None:
 
 
 async def _pair(
-    critic: str, run: Run, a: Iteration, b: Iteration, k: int, cache: Any, settings: Any
+    critic: str, run: Run, a: Iteration, b: Iteration, draw: int, cache: Any, settings: Any
 ) -> list[dict[str, Any]]:
-    """Two candidates of a run judged in both orders by the critic's model."""
+    """Two candidates of a run judged in both orders by the critic's model (draw `draw` of the pair)."""
     goal = str(run.info.get("goal") or goal_of(run.task))
-    sample = rescore_sample(run.sample, SAMPLES["pair"])
+    sample = rescore_sample(run.sample, SAMPLES["pair"] + DRAW_STRIDE * draw)
     pair = f"{run.run_id}:{a.index}-{b.index}"
     rows = []
     for swapped, (x, y) in enumerate(((a, b), (b, a))):
@@ -230,7 +251,14 @@ async def _pair(
         )
         first_won = None if got.preferred is None else got.preferred == 0
         rows.append(
-            {"critic_model": critic, "pair": pair, "swapped": swapped, "first_won": first_won, "error": got.error}
+            {
+                "critic_model": critic,
+                "pair": pair,
+                "draw": draw,
+                "swapped": swapped,
+                "first_won": first_won,
+                "error": got.error,
+            }
         )
     return rows
 
@@ -242,10 +270,12 @@ def _dev(it: Iteration) -> float | None:
 __all__ = [
     "ANCHORS",
     "BUDGET",
+    "DRAW_STRIDE",
     "PAD_BANK",
     "PAD_CHARS",
     "SAMPLES",
     "SEED",
+    "SIM_DRAWS",
     "aprobe_frames",
     "candidate_lengths",
     "critics_of",

@@ -308,11 +308,29 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
     for critic, g in biases.groupby("critic_model", sort=True):
         level = g["ci_level"].dropna()
         head = f"{float(level.iloc[0]):.0%} CI" if len(level) and level.nunique() == 1 else "CI"
-        lines += [f"**{critic}**", "", f"| probe | estimate [{head}] | n | unit | finding |", "|---|---|---|---|---|"]
+        sim = "planted" in g.columns and bool(g["planted"].notna().any())
+        cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit", "finding"]
+        lines += [f"**{critic}**", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for r in g.itertuples():
-            lines.append(f"| {r.probe} | {_ci(r.estimate, r.ci_low, r.ci_high)} | {r.n} | {r.unit} | {r.finding} |")
+            truth = [_planted(r.planted, r.ci_low, r.ci_high)] if sim else []
+            cells = [r.probe, _ci(r.estimate, r.ci_low, r.ci_high), *truth, r.n, r.unit, r.finding]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        lines.append("")
+    if "planted" in biases.columns and biases["planted"].notna().any():
+        lines.append(
+            "A simulated critic's planted size is the bias it was built with (0: none; before the clip to 1-10); "
+            "a probe's CI covers it with the CI's confidence (99 times in 100 at 99%)."
+        )
         lines.append("")
     return lines
+
+
+def _planted(truth: Any, lo: Any, hi: Any) -> str:
+    """A simulated critic's planted size, and whether the probe's CI covers it."""
+    if _na(truth):
+        return "NA"
+    inside = "" if _na(lo) else (" (yes)" if float(lo) <= float(truth) <= float(hi) else " (**no**)")
+    return f"{float(truth):+g}{inside}"
 
 
 def _rule(row: dict[str, Any]) -> str:

@@ -21,8 +21,9 @@ from promptlab.analysis.bias import (
     length_bias,
     order_bias,
     padding_bias,
+    planted,
 )
-from promptlab.analysis.bias_asks import PAD_BANK, pad, probe_frames
+from promptlab.analysis.bias_asks import PAD_BANK, SIM_DRAWS, pad, probe_frames
 from promptlab.results.store import load
 
 
@@ -104,11 +105,63 @@ def test_probes_find_planted_biases_and_none_in_the_oracle(swept) -> None:  # ty
         row = planted.loc[probe]
         assert row["ci_low"] <= size <= row["ci_high"], (probe, row.to_dict())
         assert row["finding"].startswith("Biased"), (probe, row["finding"])
+    # the table carries the size each simulated critic was built with; a model critic's is unknown
+    assert planted.loc[list(sizes), "planted"].astype(float).tolist() == list(sizes.values())
+    assert (oracle["planted"] == 0).all()
+    assert table[table["critic_model"] == "fake/bias-critic"]["planted"].isna().all()
     # five probes per critic: each interval at 1 - 0.05 / 5, and wider than the probe's own 95% interval
     assert table["ci_level"].astype(float).tolist() == pytest.approx([0.99] * len(table))
     alone = PROBES["order"](probe_frames(load(results_dir), budget=20)["order"].query("critic_model == @PLANTED"), 0.95)
     assert alone.low is not None and alone.high is not None
     assert planted.loc["order", "ci_high"] - planted.loc["order", "ci_low"] > alone.high - alone.low
+
+
+def test_planted_sizes_of_each_kind_of_simulated_critic() -> None:
+    zero = dict.fromkeys(PROBES, 0.0)
+    assert planted("sim/oracle") == zero and planted("sim/noisy?sd=2&seed=0") == zero
+    assert planted("sim/length?per_100=0.7") == {**zero, "length": 0.7, "padding": 0.7}
+    assert planted("sim/biased?per_100=0.3&inflation=0.2&first=0.6&anchor=0.5") == {
+        "length": 0.3,
+        "padding": 0.3,
+        "inflation": 0.2,
+        "order": 0.6,
+        "anchoring": 0.5,
+    }
+    assert planted("local/smollm2") is None and planted("fake/auto") is None
+
+
+def test_pairs_judged_several_times_are_averaged_per_order() -> None:
+    # p0: draw 0 first wins both orders, draw 1 the same candidate both times: per order 1.0 and 0.5 -> +0.5;
+    # p1: the same candidate in both orders and draws -> 0
+    pairs = pd.DataFrame(
+        {
+            "pair": ["p0"] * 4 + ["p1"] * 4,
+            "draw": [0, 0, 1, 1] * 2,
+            "swapped": [0, 1] * 4,
+            "first_won": [True, True, True, False, True, False, True, False],
+        }
+    )
+    assert order_bias(pairs).value == pytest.approx(0.25) and order_bias(pairs).n == 2
+    assert flip_rate(pairs) == (0.25, 2)  # one of four judgements in both orders changed candidate
+
+
+def test_a_simulated_critic_is_asked_several_draws_a_model_critic_once(swept, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import promptlab.analysis.bias_asks as asks
+
+    results_dir, _ = swept
+    frames = probe_frames(load(results_dir), budget=14)
+    draws = frames["order"].groupby("critic_model")["draw"].nunique().to_dict()
+    assert draws == {"fake/bias-critic": 1, "sim/oracle": SIM_DRAWS, PLANTED: SIM_DRAWS}
+
+    def spread(f: pd.DataFrame) -> float:  # sd over candidates of the padding effect: noise, averaged over draws
+        d = f.query("critic_model == @PLANTED")
+        return float(((d["padded"] - d["plain"]) / (d["added_chars"] / 100)).std())
+
+    monkeypatch.setattr(asks, "SIM_DRAWS", 1)
+    single = probe_frames(load(results_dir), budget=14)
+    assert single["order"].groupby("critic_model")["draw"].nunique().max() == 1
+    # the planted critic's noise (sd 0.3) averaged over 5 draws: about 1/sqrt(5) = 0.45 of one draw's spread
+    assert spread(frames["padding"]) < 0.7 * spread(single["padding"])
 
 
 def test_reasks_keep_the_budget_and_a_second_pass_costs_nothing(swept) -> None:  # type: ignore[no-untyped-def]

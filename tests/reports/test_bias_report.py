@@ -39,6 +39,13 @@ def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path
         ]
     oracle = section.split("**sim/oracle**", 1)[1]
     assert oracle.count("No evidence of bias") == 5
+    # a simulated critic's table shows the size it was built with, and whether the CI covers it
+    assert "| probe | estimate [99% CI] | planted (in the CI?) | n | unit | finding |" in oracle
+    assert oracle.count(" | +0 (yes) | ") == 5
+    biased = section.split(f"**{PLANTED}**", 1)[1].split("**", 1)[0]
+    assert "| +0.6 (" in biased and "| +0.5 (" in biased  # order (first=0.6), anchoring (anchor=0.5)
+    model = section.split("**fake/bias-critic**", 1)[1].split("**", 1)[0]
+    assert "| probe | estimate [99% CI] | n | unit | finding |" in model and "planted" not in model
     assert "| order | +1.000 [+1.000, +1.000] |" in section  # the scripted judge always names the first shown
     assert out["biases.png"].read_bytes().startswith(PNG)
     report(results_dir, bias_budget=10)
