@@ -169,10 +169,13 @@ def complete(
 
 
 def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
-    """Run the protocol with blocking calls and store the Completion (write-once)."""
+    """Run the protocol with blocking calls and store the Completion (write-once). A paid reply whose charge to
+    the spending cap fails (a full results disk: `ResultsDiskFull`) is finished and stored before the error is
+    raised, so a resume replays it and never pays for it again."""
     gen = protocol(req)
     value: Any = None
     error: BaseException | None = None
+    unbilled: Exception | None = None
     while True:
         try:
             op = gen.throw(error) if error is not None else gen.send(value)
@@ -195,10 +198,16 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
             except Exception as e:
                 error = e
                 continue
-            if budget is not None:
-                _charge(budget, req, op.kwargs, reply)
             value = _keep(store, op, reply)
-    return _settle(store, req, done)
+            if budget is not None:
+                try:
+                    _charge(budget, req, op.kwargs, reply)
+                except Exception as e:  # noqa: BLE001 -- raised once the paid reply is stored
+                    unbilled = unbilled or e
+    settled = _settle(store, req, done)
+    if unbilled is not None:
+        raise unbilled
+    return settled
 
 
 def _settle(store: CacheBackend | None, req: Request, done: Completion) -> Completion:
@@ -265,6 +274,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
     gen = protocol(req)
     value: Any = None
     error: BaseException | None = None
+    unbilled: Exception | None = None
     rpm, tpm = req.resolved.rates
     async with slot(req.resolved.endpoint, req.concurrency()):
         while True:
@@ -287,13 +297,17 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                 except Exception as e:
                     error = e
                     continue
-                if budget is not None:  # a locked file update: off the event loop
-                    await asyncio.to_thread(_charge, budget, req, op.kwargs, reply)
                 keep = store is not None and op.reply_key is not None  # else there is nothing to write
                 value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply
-    if store is None:
-        return done
-    return await asyncio.to_thread(_settle, store, req, done)
+                if budget is not None:  # a locked file update: off the event loop
+                    try:
+                        await asyncio.to_thread(_charge, budget, req, op.kwargs, reply)
+                    except Exception as e:  # noqa: BLE001 -- raised once the paid reply is stored
+                        unbilled = unbilled or e
+    settled = done if store is None else await asyncio.to_thread(_settle, store, req, done)
+    if unbilled is not None:
+        raise unbilled
+    return settled
 
 
 __all__ = ["CacheArg", "acomplete", "complete"]

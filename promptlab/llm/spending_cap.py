@@ -25,6 +25,8 @@ ledger counts those apart. A ledger whose totals are negative is refused, never 
 
 A model whose price is unknown cannot be tracked: `check_prices` refuses it before any call (give the model
 a price, or drop the cap). In-process models (`local/...`, `fake/...`) cost nothing and are never refused.
+A full results disk does not lose a charge: the ledger is written into a reserve kept beside it
+(`promptlab.llm.ledger_file`), and fails, as `ResultsDiskFull`, only once that room is gone.
 The sweep activates a budget in-process with `SpendingCap.scope`; a papermill kernel or another worker process
 reads it from the environment (`SpendingCap.from_env`, PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE).
 """
@@ -45,6 +47,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, SpendingCapExceeded
+from .ledger_file import keep_room, write_whole
 from .model_names import is_own, litellm
 
 LEDGER_NAME = "budget.json"
@@ -191,6 +194,7 @@ class SpendingCap:
         self._known: tuple[tuple[int, int, int], float] | None = None
         """(the ledger file's inode, size and mtime, its total) as last read."""
         self._dir_made = False
+        self._room_kept = False
 
     def __repr__(self) -> str:
         return f"SpendingCap({str(self.path)!r}, cap={self.cap:g})"
@@ -283,9 +287,10 @@ class SpendingCap:
                 if estimated:
                     led.estimated_usd = round(led.estimated_usd + cost_usd, 10)
                     led.estimated_requests += 1
-                tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-                tmp.write_text(led.model_dump_json(indent=1), encoding="utf-8")
-                os.replace(tmp, self.path)
+                write_whole(self.path, led.model_dump_json(indent=1).encode())  # full disk: `ledger_file`
+                if not self._room_kept:
+                    keep_room(self.path)
+                    self._room_kept = True
             finally:
                 fcntl.lockf(lock, fcntl.LOCK_UN)
         counted = _CHARGES.get()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError, SpendingCapExceeded, SweepCellError
+from ..errors import ConfigError, ResultsDiskFull, SpendingCapExceeded, SweepCellError
 from ..events import EventHandler
 from ..llm.spending_cap import LEDGER_NAME, SpendingCap, charges
 from ..llm.tally import Tally
@@ -53,12 +53,19 @@ async def arun_cell(
     config = spec.config_cls.model_validate(cell.config)
     at_once = concurrency if concurrency is not None else runs_in_flight(config_models(config), settings)
     sem = asyncio.Semaphore(max(1, at_once))
+    full: list[ResultsDiskFull] = []  # once the results disk is full, no run starts: its paid calls would go uncounted
 
     async def one(task: Task, sample: int) -> Run:
         async with sem:
-            if settings is None:
-                return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
-            return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
+            if full:
+                raise full[0]
+            try:
+                if settings is None:
+                    return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache)
+                return await spec.arun(task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
+            except ResultsDiskFull as e:
+                full.append(e)
+                raise
 
     with provenance_scope(provenance or {}):
         jobs = [one(t, s) for t in tasks for s in range(replicates)]
@@ -68,7 +75,7 @@ async def arun_cell(
     for e in errors:
         if not isinstance(e, Exception):  # cancellation, Ctrl-C: not a cell failure
             raise e
-    return runs, (errors[0] if errors else None)
+    return runs, (full[0] if full else errors[0] if errors else None)
 
 
 INFRASTRUCTURE_ERRORS = frozenset({"ProviderError", "MissingKeyError", "CacheUnavailableError"})
@@ -150,6 +157,8 @@ async def aexecute_cell(
             )
         except Exception as e:  # noqa: BLE001 -- any failure to start the cell's runs fails the cell
             runs, exc = [], e
+    if isinstance(exc, ResultsDiskFull):  # not the cell's failure: the sweep stops, named, and resumes later
+        raise exc
     if refused and not isinstance(exc, SpendingCapExceeded):
         exc = refused[0]
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None

@@ -27,20 +27,28 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
         # the results writer's pyarrow (~0.15 s to import) loads while the first calls wait on the network
         writer = asyncio.create_task(asyncio.to_thread(load_writer))
 
+        stopped: list[BaseException] = []  # a cell raised (a full results disk): no other cell starts
+
         async def one(cell: Cell) -> None:
             async with sem:
+                if stopped:
+                    return
                 t0 = time.perf_counter()
-                await aexecute_cell(
-                    plan.out,
-                    cell,
-                    plan.tasks,
-                    plan.exp.replicates,
-                    cache=plan.cache_dir,
-                    on_event=plan.watch(cell.cell_id),
-                    concurrency=plan.cell_concurrency,
-                    settings=plan.settings,
-                    budget=plan.budget,
-                )
+                try:
+                    await aexecute_cell(
+                        plan.out,
+                        cell,
+                        plan.tasks,
+                        plan.exp.replicates,
+                        cache=plan.cache_dir,
+                        on_event=plan.watch(cell.cell_id),
+                        concurrency=plan.cell_concurrency,
+                        settings=plan.settings,
+                        budget=plan.budget,
+                    )
+                except BaseException as e:
+                    stopped.append(e)
+                    raise
                 plan.record(cell_outcome(plan, cell, time.perf_counter() - t0))
 
         await asyncio.gather(*(one(c) for c in pending))

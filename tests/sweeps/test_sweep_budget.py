@@ -3,6 +3,7 @@ the same cap spends nothing, a higher cap resumes them (earlier calls replayed),
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -248,3 +249,38 @@ def test_no_usage_the_server_reports_switches_the_cap_off(
     requests = server.requests
     again = sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=cap)
     assert again.cut == first.cut and server.requests == requests
+
+
+def test_a_full_disk_under_the_ledger_stops_the_sweep_named_and_loses_no_paid_reply(
+    toy_dir: Path,
+    server: FaultServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """#28 item 3 under a cap: the ledger write meets a full disk (with no reserve left to give room): exit 4
+    naming budget.json, no cell marked failed, and the replies paid so far were kept, so a resume replays them."""
+    exp, out = experiment(tmp_path), tmp_path / "out"
+    args = ["sweep", str(exp), "--out", str(out), "--workers", "1", "--cell-concurrency", "1", "--no-progress"]
+    real = Path.write_bytes
+
+    def full_for_the_ledger(self: Path, data: bytes) -> int:
+        if self.name.startswith(f".{LEDGER_NAME}."):  # the ledger's and its reserve's temporary files
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_for_the_ledger)
+    assert main([*args, "--max-cost", "1"]) == 4
+    err = capsys.readouterr().err.strip()
+    assert str(out / LEDGER_NAME) in err and "no space left" in err and "run the same sweep again" in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    # one call in flight (one worker, one run at a time): its reply paid, its charge refused by the full disk
+    assert server.requests == 1 and not (out / LEDGER_NAME).exists()  # the ledger as it was: never written
+    written = [json.loads(p.read_text())["status"] for p in out.glob("*/status.json")]
+    assert "failed" not in written, written
+    monkeypatch.setattr(Path, "write_bytes", real)
+    assert main([*args, "--max-cost", "1"]) == 0
+    assert statuses(out) == ["ok", "ok", "ok"]
+    assert server.requests == 7  # the reply paid before the stop was replayed from the cache, not paid again
+    # what the stop could not count: the one reply whose charge met the full disk (the calls in flight)
+    assert SpendingCap(out / LEDGER_NAME, 1.0).spent() == pytest.approx(6 * EACH)
