@@ -4,10 +4,11 @@ reason) when the embedded model's packages are missing."""
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from full_disk import mount_tmpfs, unmount
 
 from promptlab.llm import aliases as models
 
@@ -34,6 +35,24 @@ def isolated_aliases() -> Iterator[None]:
             models.unregister_model(name)
         elif alias is not before[name]:
             models.register_model(name, **before[name].spec())
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """Mounts a small tmpfs of the size asked (e.g. "2m") and returns its folder, unmounted after the test; the
+    test is skipped where mounting is not possible (not root)."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        disk = tmp_path / f"disk{len(mounted) or ''}"
+        if not mount_tmpfs(disk, size):
+            pytest.skip("mounting a tmpfs needs root")
+        mounted.append(disk)
+        return disk
+
+    yield mount
+    for disk in mounted:
+        unmount(disk)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -226,8 +226,7 @@ def _shown(critic: str, run: Run, text: str) -> int:
 def _mean_of(critic: str, run: Run, scores: list[Any]) -> float | None:
     """The mean of the present scores given by `critic`'s model (a judge role maps to its model)."""
     mine = [s.score for s in scores if run.models.get(s.judge or "", s.judge) == critic or len(critics_of(run)) == 1]
-    present = [float(v) for v in mine if v is not None]
-    return sum(present) / len(present) if present else None
+    return _average([None if v is None else float(v) for v in mine])
 
 
 async def _pair(

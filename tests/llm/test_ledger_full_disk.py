@@ -5,11 +5,11 @@ ResultsDiskFull naming the ledger, which is left as it was."""
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from full_disk import fill, mount_tmpfs, unmount
+from full_disk import fill
 
 from promptlab.errors import ResultsDiskFull
 from promptlab.llm.ledger_file import RESERVE_BYTES, reserve_of
@@ -18,19 +18,8 @@ from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap
 MODEL = "openai/gpt-4o-mini"
 
 
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs (root only), unmounted after."""
-    mount = tmp_path / "disk"
-    if not mount_tmpfs(mount, "1m"):
-        pytest.skip("mounting a tmpfs needs root")
-    try:
-        yield mount
-    finally:
-        unmount(mount)
-
-
-def test_a_full_disk_is_met_with_the_reserve_then_named(disk: Path) -> None:
+def test_a_full_disk_is_met_with_the_reserve_then_named(tmpfs: Callable[[str], Path]) -> None:
+    disk = tmpfs("1m")
     ledger = disk / LEDGER_NAME
     cap = SpendingCap(ledger, 10.0)
     cap.charge(MODEL, 0.5)

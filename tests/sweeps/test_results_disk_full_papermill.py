@@ -9,14 +9,14 @@ any user, ENOSPC injected into every kernel's results writer (a `sitecustomize` 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from fault_server import FaultServer, Reply
-from full_disk import enospc_in_kernels, fill, mount_tmpfs, unmount
+from full_disk import enospc_in_kernels, fill
 
 from promptlab.cli import main
 from promptlab.results.store import load
@@ -104,15 +104,9 @@ def resumes(exp: Path, out: Path, cache: Path, capsys: pytest.CaptureFixture[str
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
+def small_disk(tmpfs: Callable[[str], Path]) -> Path:
     """A 2 MiB tmpfs (root only), unmounted after."""
-    disk = tmp_path / "disk"
-    if not mount_tmpfs(disk, "2m"):
-        pytest.skip("mounting a tmpfs needs root")
-    try:
-        yield disk
-    finally:
-        unmount(disk)
+    return tmpfs("2m")
 
 
 def test_a_full_tmpfs_stops_a_papermill_sweep_named_and_it_resumes(
