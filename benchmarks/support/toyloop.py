@@ -6,7 +6,9 @@ A writer rewrites the prompt, a judge grades it 1-10 (structured); `counter` app
 ends the whole process there (a dying worker), `env_log` appends the process's PROMPTLAB_LIMIT_SHARE per run,
 `delay_s` slows each iteration and `style` changes the writer's prompt (new calls per value). With
 $TOYLOOP_HOLD_AFTER_A_CELL set to a results dir, a run waits for ever once a cell of that dir has finished (a test
-then kills a sweep with exactly its first cell done, however fast or slow the machine).
+then kills a sweep with exactly its first cell done, however fast or slow the machine). With
+$TOYLOOP_EXIT_AFTER_CELLS set to "N:<results dir>", `exit_on` first waits (up to a minute) until N cells of that
+dir have a status.json (a test then kills a worker only once the other cells have recorded their outcomes).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, se
         with open(config.env_log, "a") as f:
             f.write(f"{os.getpid()} {os.environ.get('PROMPTLAB_LIMIT_SHARE')}\n")
     if config.exit_on == task.id:
+        await cells_done(os.environ.get("TOYLOOP_EXIT_AFTER_CELLS", ""))
         os._exit(3)
     if config.fail_on == task.id:
         raise RuntimeError(f"toy loop fails on task {task.id}")
@@ -72,6 +75,17 @@ async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, se
             return ctx.finish("threshold", text)
         ctx.decide(it, "CONTINUE", "below threshold")
     return ctx.finish("max_iterations", text)
+
+
+async def cells_done(spec: str) -> None:
+    """Wait until the cells named by `spec` ("N:<results dir>") have a status.json, for up to a minute."""
+    if not spec:
+        return
+    count, _, results = spec.partition(":")
+    for _ in range(1200):
+        if len(list(Path(results).glob("cells/*/status.json"))) >= int(count):
+            return
+        await asyncio.sleep(0.05)
 
 
 register_loop(LoopSpec("toy", ToyConfig, arun_toy, "a tiny loop for sweep tests"))

@@ -22,7 +22,10 @@ that raises (the results dir unreachable from a worker, a missing key on one mac
 times; a task whose worker dies is rescheduled by the scheduler, up to its `distributed.scheduler.allowed-failures`
 (dask's config, default 3) times. Re-running a cell is safe: its earlier calls replay from the shared cache (no paid call is
 made twice) and its files are replaced atomically. A cell whose task still fails is recorded as failed with
-kind "infrastructure", never ok, so the next sweep runs it again.
+kind "infrastructure", never ok, so the next sweep runs it again. A full results disk (`ResultsDiskFull`) is
+returned by its task, not raised: a retry would pay for calls that the full disk can no longer count. The sweep
+then cancels the cells not yet finished and stops with that error (the CLI's exit 4), as the other executors do;
+a cell a worker was running when the disk filled meets the full disk too and stops there.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ import os
 import socket
 import time
 import uuid
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, MissingDependencyError
+from ..errors import ConfigError, MissingDependencyError, ResultsDiskFull
 from .cells import Cell
 from .execute import cell_error, cell_outcome, run_cell_by_id
 from .plan import CellOutcome, SweepPlan, cell_process_env
@@ -50,17 +54,20 @@ CACHE_URL_ENV, CACHE_DIR_ENV = "PROMPTLAB_CACHE", "PROMPTLAB_CACHE_DIR"
 
 
 def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
-    """Submit one task per cell to a LocalCluster (or `plan.scheduler`) and record each as it finishes.
+    """Run one task per cell on a LocalCluster (or `plan.scheduler`) and record each as it finishes.
+
+    A LocalCluster gets a cell per worker at a time, the next once one finishes: a cell never waits on a busy
+    worker (where a worker that dies would take it down too), and a sweep that must stop (a full results disk,
+    Ctrl-C) has no cell started behind the one that stopped it. A scheduler address gets every cell at once,
+    for its own scheduling (an adaptive cluster scales to what is queued).
 
     On Ctrl-C the cells not yet finished are cancelled, the cluster (a LocalCluster) is closed and the
     interrupt re-raised; a cell a worker was running is re-run by the next sweep."""
     try:
-        import dask
         from distributed import Client, LocalCluster, as_completed
     except ImportError as e:
         raise MissingDependencyError("distributed", "'promptlab-loops[dask]'", "the dask executor") from e
 
-    env = worker_env(plan.cache_dir)
     for cell in pending:  # a failed earlier attempt; ok cells never get here
         (plan.out / "cells" / cell.cell_id / "status.json").unlink(missing_ok=True)
     cluster: Any = None
@@ -70,44 +77,51 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
             client = Client(plan.scheduler, timeout=timeout)
         except (OSError, ValueError) as e:  # refused, timed out, a malformed address, not a scheduler
             raise unreachable(plan.scheduler, timeout, e) from e
+        at_once = len(pending)
     else:
-        n = min(plan.workers, len(pending))
-        process_env = {k: v for k, v in cell_process_env(plan.workers, n).items() if k not in os.environ}
-        # one cell at a time per worker: a cell queued behind a running one gains nothing, and a worker that
-        # dies would take it down too (every task assigned to a lost worker counts one failure)
-        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
-            cluster = LocalCluster(
-                n_workers=n,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",
-                silence_logs=logging.ERROR,
-                env=process_env,
-            )
+        at_once = min(plan.workers, len(pending))
+        process_env = {k: v for k, v in cell_process_env(plan.workers, at_once).items() if k not in os.environ}
+        cluster = LocalCluster(
+            n_workers=at_once,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+            env=process_env,
+        )
         client = Client(cluster)
     futures: dict[Any, Cell] = {}
+    waiting, running = iter(pending), as_completed()
+    env = worker_env(plan.cache_dir)
     sweep_id = uuid.uuid4().hex[:8]  # two sweeps of one experiment on one scheduler must not share task keys
+
+    def submit(cell: Cell) -> None:
+        future = client.submit(
+            run_cell_task,
+            str(plan.out),
+            cell.cell_id,
+            json.dumps(cell.params),
+            plan.cache_dir,
+            plan.cell_concurrency,
+            env,
+            key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
+            pure=False,
+            retries=RETRIES,
+            max_cost=plan.budget.cap if plan.budget else None,
+            settings_json=plan.settings.to_json() if plan.settings is not None else "",
+        )
+        futures[future] = cell
+        running.add(future)
+
     try:
         started = time.perf_counter()
-        for cell in pending:
-            future = client.submit(
-                run_cell_task,
-                str(plan.out),
-                cell.cell_id,
-                json.dumps(cell.params),
-                plan.cache_dir,
-                plan.cell_concurrency,
-                env,
-                key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
-                pure=False,
-                retries=RETRIES,
-                max_cost=plan.budget.cap if plan.budget else None,
-                settings_json=plan.settings.to_json() if plan.settings is not None else "",
-            )
-            futures[future] = cell
-        for future in as_completed(futures):
+        for cell in islice(waiting, at_once):
+            submit(cell)
+        for future in running:
             plan.record(_finished(future, futures[future], plan, time.perf_counter() - started))
-    except KeyboardInterrupt:
+            for cell in islice(waiting, at_once - running.count()):
+                submit(cell)
+    except (KeyboardInterrupt, ResultsDiskFull):
         client.cancel(list(futures))
         raise
     finally:
@@ -193,13 +207,15 @@ def run_cell_task(
     env: dict[str, str],
     max_cost: float | None = None,
     settings_json: str = "",
-) -> dict[str, Any]:
+) -> dict[str, Any] | ResultsDiskFull:
     """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
     sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.spending_cap`);
     `settings_json` the sweep's call settings (`Settings.to_json`; "" for the defaults).
 
     A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a
-    deterministic failure). Raises ConfigError when the results dir cannot be reached from this worker."""
+    deterministic failure); so is a full results disk, returned as the ResultsDiskFull it raised (a retry could
+    pay for calls the full disk cannot count). Raises ConfigError when the results dir cannot be reached from
+    this worker."""
     os.environ.update(env)
     if not (Path(results_dir) / "experiment.yaml").is_file():
         raise ConfigError(
@@ -207,27 +223,39 @@ def run_cell_task(
             f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
             "path that is the same on every machine"
         )
-    _, status, _ = run_cell_by_id(
-        results_dir,
-        cell_id,
-        params_json,
-        cache_dir=cache,
-        concurrency=concurrency,
-        max_cost=max_cost,
-        settings_json=settings_json,
-    )
+    try:
+        _, status, _ = run_cell_by_id(
+            results_dir,
+            cell_id,
+            params_json,
+            cache_dir=cache,
+            concurrency=concurrency,
+            max_cost=max_cost,
+            settings_json=settings_json,
+        )
+    except ResultsDiskFull as e:
+        return e
     return status
 
 
 def _finished(future: Any, cell: Cell, plan: SweepPlan, wall: float) -> CellOutcome:
-    """A finished task's outcome; a task that failed (after its retries) fails its cell as infrastructure."""
+    """A finished task's outcome; a task that failed (after its retries) fails its cell as infrastructure,
+    unless the cell recorded its own outcome first (its worker died after the cell was done, before Dask heard
+    back): run_dask removed every pending cell's status.json, and a cell writes it last, so one that is there
+    now is this sweep's complete outcome of that cell (ok, failed by its own error, or cut by the cap).
+
+    Raises:
+        ResultsDiskFull: the task met a full results disk (it returns that error rather than raising it).
+    """
     from ..results.store import cell_status, write_cell
 
     try:
-        future.result()
+        returned = future.result()
     except Exception as e:  # noqa: BLE001 -- KilledWorker, a task that raised: recorded, the sweep goes on
-        status = cell_status(plan.out, cell.cell_id)
-        if status is None or status.get("status") != "ok":  # an ok status.json is written last: the cell is done
+        if cell_status(plan.out, cell.cell_id) is None:
             error = cell_error(cell, e, infrastructure=True)
             write_cell(plan.out, cell.cell_id, cell.params, [], error=error, wall_time_s=round(wall, 4))
+    else:
+        if isinstance(returned, ResultsDiskFull):
+            raise returned
     return cell_outcome(plan, cell, wall)

@@ -217,17 +217,14 @@ def test_failures_are_recorded_on_a_scheduler_address(tmp_path: Path, monkeypatc
         ),
         encoding="utf-8",
     )
-    # a worker that dies fails its task at once (no retry on another worker); one task per worker at a time, so
-    # no other cell is assigned to a worker that dies
+    # a worker that dies fails its tasks at once (no retry on another worker). Dask places each of the 4 cells on
+    # a worker as it is submitted (too few to be held on the scheduler), so a dying worker may hold another cell
+    # too: with 4 threads a worker runs every cell it holds at once, and a dying one waits until the other two
+    # cells have written their status, so which cells shared its worker does not decide what is recorded
+    monkeypatch.setenv("TOYLOOP_EXIT_AFTER_CELLS", f"2:{tmp_path / 'out'}")
     with (
-        dask.config.set(
-            {
-                "distributed.scheduler.allowed-failures": 0,
-                "distributed.worker.preload": ["toyloop"],
-                "distributed.scheduler.worker-saturation": 1.0,
-            }
-        ),
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.preload": ["toyloop"]}),
+        LocalCluster(n_workers=2, threads_per_worker=4, processes=True, dashboard_address=":0") as cluster,
     ):
         result = sweep(
             path,
@@ -249,3 +246,25 @@ def test_failures_are_recorded_on_a_scheduler_address(tmp_path: Path, monkeypatc
     for err in errors.values():  # the two cells whose worker died: an outage, never ok
         assert (err["kind"], err["ename"]) == ("infrastructure", "KilledWorker"), err
     assert len(load(tmp_path / "out").runs) == 2  # the ok cell's
+
+
+@pytest.mark.slow
+def test_a_local_cluster_gives_each_worker_one_cell_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first cell kills its worker at once (and a dead worker fails its tasks, with no retry): the 3 others
+    finish ok, as none of them was waiting on the worker that died."""
+    import dask
+
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(Path(toyloop.__file__).parent), os.environ.get("PYTHONPATH", "")])
+    )
+    (tmp_path / "tasks.jsonl").write_text(
+        json.dumps({"id": "t0", "prompt": "Describe a harbour.", "goal": "Vivid."}) + "\n", encoding="utf-8"
+    )
+    path = tmp_path / "exp.yaml"
+    spec = {"name": "one-each", "loops": ["toy"], "tasks": "tasks.jsonl", "config": {"model": "fake/auto"}}
+    path.write_text(yaml.safe_dump({**spec, "grid": {"exit_on": ["t0", "x1", "x2", "x3"]}}), encoding="utf-8")
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.worker.preload": ["toyloop"]}):
+        result = sweep(path, tmp_path / "out", executor="dask", workers=2, progress=False)
+    failed = [c for c in result.cells if c.status == "failed"]
+    assert (result.done, [c.params["exit_on"] for c in failed]) == (3, ["t0"]), str(result)
+    assert cell_status(tmp_path / "out", failed[0].cell_id)["error"]["ename"] == "KilledWorker"  # type: ignore[index]
