@@ -119,7 +119,7 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
             submit(cell)
         for future in running:
             plan.record(_finished(future, futures[future], plan, time.perf_counter() - started))
-            for cell in islice(waiting, at_once - running.count()):
+            for cell in islice(waiting, max(0, at_once - running.count())):
                 submit(cell)
     except (KeyboardInterrupt, ResultsDiskFull):
         client.cancel(list(futures))
