@@ -46,6 +46,21 @@ def fill(folder: Path, leave_bytes: int) -> Path:
     return path
 
 
+def fill_up(folder: Path) -> Path:
+    """Append to a filler file on `folder`'s file system until not one more byte fits; returns its path. Called
+    again once some room was freed (a file removed), it takes that room too."""
+    path = folder / "filler"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for size in (2**16, 2**12, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return path
+
+
 @contextlib.contextmanager
 def enospc_in_kernels(site: Path, under: Path) -> Iterator[None]:
     """While the block runs, every Python process started from here (a papermill kernel) gets ENOSPC from an

@@ -15,6 +15,7 @@ import pytest
 import toyloop  # the "toy" loop; its folder goes on the workers' PYTHONPATH
 from experiment_files import topics, write_experiment
 from fault_server import FaultServer, Reply
+from full_disk import fill_up
 
 from promptlab.cli import main
 from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap
@@ -31,20 +32,6 @@ def distinct(body: dict[str, Any]) -> Reply:
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
     text = json.dumps({"score": int(digest, 16) % 5 + 1}) if "Grade 1-10" in json.dumps(body) else digest[:16]
     return Reply(text, prompt_tokens=10_000, completion_tokens=1_000)
-
-
-def fill(disk: Path) -> None:
-    """Write a file into `disk` until not one more byte fits."""
-    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        for size in (2**16, 2**12, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
 
 
 @pytest.mark.slow
@@ -75,7 +62,7 @@ def test_a_full_disk_stops_a_dask_sweep_without_retrying_its_cell(
         # the first charge writes the ledger and makes its reserve; the disk fills, and the second charge is
         # written into the reserve's room; that room is taken too, and the third charge fails
         if index in (1, 2):
-            fill(disk)
+            fill_up(disk)
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(toyloop.__file__).parent), os.getenv("PYTHONPATH", "")]))
     with (
