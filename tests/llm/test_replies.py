@@ -155,7 +155,7 @@ def test_a_retry_after_past_the_deadline_fails_at_once(transport: str, use_async
     assert "Retry-After" in str(info.value) and "60s" in str(info.value)
 
 
-def test_retry_after_reads_seconds_and_http_dates() -> None:
+def test_retry_after_reads_seconds_and_http_dates(monkeypatch: pytest.MonkeyPatch) -> None:
     class Limited(Exception):
         status_code = 429
 
@@ -167,7 +167,9 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     from promptlab.llm.failures import retry_after
 
     assert retry_after(Limited("7")) == 7.0
-    assert 8 <= (retry_after(Limited(formatdate(time.time() + 10, usegmt=True))) or 0) <= 10
+    now = 1_800_000_000.0  # the clock stands still: a date 10 s ahead is read as 10 s, however busy the machine
+    monkeypatch.setattr(time, "time", lambda: now)
+    assert retry_after(Limited(formatdate(now + 10, usegmt=True))) == 10.0
     assert retry_after(Limited("soon")) is None
     other = Limited("7")
     other.status_code = 500  # type: ignore[misc]
