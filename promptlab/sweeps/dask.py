@@ -215,7 +215,14 @@ def run_cell_task(
     A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a
     deterministic failure); so is a full results disk, returned as the ResultsDiskFull it raised (a retry could
     pay for calls the full disk cannot count). Raises ConfigError when the results dir cannot be reached from
-    this worker."""
+    this worker.
+
+    A cell that already has a status.json is not run again: its status is returned. run_dask removed every
+    pending cell's status before the sweep started, so that status is this task's own outcome, and the task
+    runs again only because Dask recomputes a finished task whose result was lost with its worker (a re-run
+    would rewrite the cell's files, and a cluster closing mid-way would leave them incomplete)."""
+    from ..results.store import cell_status
+
     os.environ.update(env)
     if not (Path(results_dir) / "experiment.yaml").is_file():
         raise ConfigError(
@@ -223,6 +230,9 @@ def run_cell_task(
             f"(pid {os.getpid()}): give a results dir on a path every worker shares, as an absolute "
             "path that is the same on every machine"
         )
+    done = cell_status(results_dir, cell_id)
+    if done is not None:
+        return done
     try:
         _, status, _ = run_cell_by_id(
             results_dir,

@@ -268,3 +268,25 @@ def test_a_local_cluster_gives_each_worker_one_cell_at_a_time(tmp_path: Path, mo
     failed = [c for c in result.cells if c.status == "failed"]
     assert (result.done, [c.params["exit_on"] for c in failed]) == (3, ["t0"]), str(result)
     assert cell_status(tmp_path / "out", failed[0].cell_id)["error"]["ename"] == "KilledWorker"  # type: ignore[index]
+
+
+def test_a_task_run_again_returns_its_cell_s_outcome_without_running_it(tmp_path: Path) -> None:
+    """Dask recomputes a finished task whose result was lost with its worker: the cell has this sweep's status
+    already (the sweep removed the old ones), so the task returns it, and runs and rewrites nothing."""
+    from promptlab.sweeps.dask import run_cell_task
+
+    (tmp_path / "tasks.jsonl").write_text(
+        json.dumps({"id": "t0", "prompt": "Describe a harbour.", "goal": "Vivid."}) + "\n", encoding="utf-8"
+    )
+    counter = tmp_path / "runs.txt"
+    path = tmp_path / "exp.yaml"
+    spec = {"name": "again", "loops": ["toy"], "tasks": "tasks.jsonl"}
+    path.write_text(yaml.safe_dump({**spec, "config": {"model": "fake/auto", "counter": str(counter)}}))
+    out = tmp_path / "out"
+    result = sweep(path, out, cache=tmp_path / "cache", progress=False)
+    (cell,) = result.cells
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "cells" / cell.cell_id).iterdir()}
+    status = run_cell_task(str(out), cell.cell_id, json.dumps(cell.params), str(tmp_path / "cache"), 1, {})
+    assert status == cell_status(out, cell.cell_id) and status["status"] == "ok"  # type: ignore[index]
+    assert counter.read_text().count("\n") == 1  # the sweep's run only
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "cells" / cell.cell_id).iterdir()} == before
