@@ -27,6 +27,7 @@ from .charts import (
     plot_grounded_trajectories,
 )
 from .findings import Findings, findings, findings_markdown
+from .markdown import table_lines
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
 
 if TYPE_CHECKING:
@@ -343,10 +344,8 @@ def _markdown(table: pd.DataFrame) -> str:
         return "(no runs)"
 
     def cell(v: Any) -> str:
-        text = fmt_value(v) if not isinstance(v, float) or math.isnan(v) else f"{v:.4g}"
-        return text.replace("|", "\\|")
+        return fmt_value(v) if not isinstance(v, float) or math.isnan(v) else f"{v:.4g}"
 
-    head = "| " + " | ".join(table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
+    return "\n".join(
+        table_lines(list(table.columns), ([cell(v) for v in row] for row in table.itertuples(index=False)))
+    )
