@@ -234,3 +234,12 @@ def test_reasks_need_only_the_critic_model_not_the_generator(swept) -> None:  # 
     frames = probe_frames(load(results_dir), budget=6)
     assert frames["skipped"].empty, frames["skipped"].to_dict("records")
     assert (frames["padding"]["critic_model"] == model_critic.name).sum() == 1  # budget 6: 1 candidate, 1 pair
+
+
+def test_bias_table_and_probe_frames_are_exported_where_the_docs_name_them() -> None:
+    import promptlab
+    from promptlab import analysis
+
+    assert promptlab.bias_table is analysis.bias_table is bias_table
+    assert promptlab.probe_frames is analysis.probe_frames is probe_frames
+    assert {"bias_table", "probe_frames"} <= set(promptlab.__all__) & set(analysis.__all__)

@@ -53,12 +53,10 @@ class RunContext(Spending):
 
         `provenance` adds entries to `Run.provenance` (e.g. the sweep's `experiment_hash`); `rank_by` is how
         `finish` picks `Run.best_iteration` (the loop's own rule: `by_decision_score` where the router uses
-        a score); `check_roles` limits the check to those roles' models (a re-score calls its critics only, so
-        a generator that is no longer configured does not stop it; default: every role)."""
+        a score); `check_roles` limits the check to those roles (a re-score calls its critics only)."""
         cfg = config.model_dump(mode="json")
         roles = config.ROLES or ()
-        checked = roles if check_roles is None else [r for r in roles if r in set(check_roles)]
-        preflight([*(config.model_for(r) for r in checked), *models])
+        preflight([*(config.model_for(r) for r in roles if check_roles is None or r in set(check_roles)), *models])
         self.config = config
         self.rank_by = rank_by
         self.cache = cache
