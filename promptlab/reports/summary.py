@@ -122,11 +122,22 @@ def by_the_rule(table: pd.DataFrame, runs: pd.DataFrame, cols: list[str]) -> pd.
 
 
 class Report(dict[str, Path]):
-    """The files `report()` wrote, by file name; `.skipped` says which charts were not drawn and why."""
+    """The files `report()` wrote, by file name; `.skipped` says which charts were not drawn and why; and the
+    frames it wrote them from: `.table` (summary.csv, `summary_table`), `.findings` (summary.md's Findings) and
+    `.biases` (its bias tables, `analysis.bias_table`; None when not computed)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.skipped: dict[str, str] = {}
+        self.table: pd.DataFrame | None = None
+        """The per-configuration table written to summary.csv and summary.md."""
+        self.findings: Findings | None = None
+        """The findings written to summary.md (and drawn in the findings charts)."""
+
+    @property
+    def biases(self) -> pd.DataFrame | None:
+        """The bias table of every critic (`analysis.bias_table`) that summary.md shows; None when not computed."""
+        return self.findings.biases if self.findings is not None else None
 
 
 def report(
@@ -152,7 +163,8 @@ def report(
             report makes none; 0 for none). Simulated critics are re-asked without a call.
 
     Returns:
-        A `Report`: file name -> path of every file written.
+        A `Report`: file name -> path of every file written, with the frames written (`.table`, `.findings`,
+        `.biases`) and the charts skipped (`.skipped`).
     """
     from matplotlib.figure import Figure
 
@@ -248,6 +260,7 @@ def report(
     )
     table.to_csv(out / "summary.csv", index=False)
     written["summary.csv"] = out / "summary.csv"
+    written.table, written.findings = table, found
     (out / "summary.md").write_text(_summary_md(res, table, written, found))
     written["summary.md"] = out / "summary.md"
     return written

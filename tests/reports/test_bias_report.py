@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # this process only
 
+import pandas as pd
 from biased import PLANTED, write_biased_sweep
 from matplotlib.figure import Figure
 
@@ -48,6 +49,11 @@ def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path
     assert "| probe | estimate [99% CI] | n | unit | finding |" in model and "planted" not in model
     assert "| order | +1.000 [+1.000, +1.000] |" in section  # the scripted judge always names the first shown
     assert out["biases.png"].read_bytes().startswith(PNG)
+    # the report returns the frames it wrote: summary.csv's table and the bias tables of summary.md
+    assert out.table is not None and out.biases is not None and out.findings is not None
+    assert len(out.table) == len(pd.read_csv(out["summary.csv"])) > 0
+    assert set(out.biases["critic_model"]) == {"fake/bias-critic", PLANTED, "sim/oracle"}
+    assert out.biases is out.findings.biases
     report(results_dir, bias_budget=10)
     assert len(model_critic.requests) - logged == 10  # every re-ask of the second report was a cache hit
 
@@ -69,8 +75,6 @@ def test_bias_charts_draw_the_probes_estimates(tmp_path: Path) -> None:
 
 
 def test_a_multi_line_error_stays_in_its_table_cell() -> None:
-    import pandas as pd
-
     from promptlab.reports.findings import bias_markdown
     from promptlab.reports.markdown import table_lines
 
@@ -84,8 +88,6 @@ def test_a_multi_line_error_stays_in_its_table_cell() -> None:
 
 
 def test_the_ci_level_is_printed_as_it_is() -> None:
-    import pandas as pd
-
     from promptlab.reports.findings import bias_markdown
     from promptlab.reports.markdown import percent
 
