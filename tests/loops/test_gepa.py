@@ -225,3 +225,42 @@ def test_gepa_runs_on_the_embedded_local_model_at_a_small_budget() -> None:
     assert run.iterations[0].grounded.n == 20 and len(run.iterations) >= 2
     assert any(st.phase == "reflect" for it in run.iterations for st in it.steps)
     assert run.final_test is not None and run.final_test.n > 0
+
+
+def test_a_reply_without_a_score_is_missing_in_the_record_and_zero_for_gepa() -> None:
+    failing = DEV_ITEMS[0]
+
+    def target(messages: list[dict[str, Any]]) -> str:
+        if messages[-1]["content"].endswith(f"item {failing}"):
+            raise ValueError("the server failed")
+        return target_reply(messages)
+
+    writer = promptlab.scripted("missing-reflector", respond=reflector)
+    promptlab.scripted("missing-target", respond=target)
+    cfg = {"model": writer.name, "target_model": "fake/missing-target", "budget_calls": 60}
+    run = run_loop("gepa", TASK, cfg, cache=False, settings=promptlab.Settings(retries=0))
+    start = run.iterations[0]
+    assert start.grounded.n == len(DEV) - 1 and start.grounded.scores[0] is None
+    present = [s for s in start.grounded.scores if s is not None]
+    assert start.grounded.score == pytest.approx(sum(present) / len(present))
+    assert start.metrics["gepa_val_score"] == pytest.approx(sum(present) / len(DEV))  # GEPA counted it 0
+
+
+def test_the_search_tree_joins_each_candidate_to_its_parent() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from promptlab.reports import plot_search_tree
+    from promptlab.results.frames import tidy
+
+    run, _, _ = run_gepa("tree", reflection_minibatch_size=2, budget_calls=150)
+    traj, _ = tidy([run], {"loop": "gepa"}, "c1")
+    ax = plot_search_tree(traj, budget="calls")
+    measured = {it.index for it in run.iterations if it.grounded is not None}
+    edges = [it for it in run.iterations if it.index in measured and set(it.parents) <= measured and it.parents]
+    assert len(ax.lines) == len(edges) + 1  # an edge per measured child, and the incumbent's step line
+    kept, rejected = ax.collections[0].get_offsets(), ax.collections[1].get_offsets()
+    assert len(kept) == sum(it.decision in ("START", "NEW_BEST", "ACCEPTED") for it in run.iterations)
+    assert len(rejected) == sum(it.decision == "REJECTED" for it in run.iterations) > 0
+    with pytest.raises(ValueError, match="no run 'nope'"):
+        plot_search_tree(traj, run_id="nope")
