@@ -172,6 +172,21 @@ async def measure(
 
     With `indices` (positions within the split), only those examples are run: the result's `scores` follow
     `indices`, and each step's `example` is the split position."""
+    return (await measure_examples(ctx, cfg, prompt, split, iteration, indices=indices)).grounded(split)
+
+
+async def measure_examples(
+    ctx: RunContext,
+    cfg: GroundedConfig,
+    prompt: str,
+    split: str,
+    iteration: Iteration | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+) -> EvalResult:
+    """`measure`, returning the whole EvalResult: per example its input, target, the model's reply, the
+    scorer's value and note, and any error (`records`, in the order of `indices`), for a loop that shows them
+    to a model (GEPA's reflective dataset)."""
     task = ctx.run.task
     split_examples = examples_of(task, split)
     positions = list(range(len(split_examples))) if indices is None else list(indices)
@@ -214,7 +229,7 @@ async def measure(
     _record_scored(ctx, result, steps, iteration, n_errors)
     _account_judge(ctx, result.usage.model_dump(), phase)
     ctx.spend_tally(phase, result.spent)
-    return result.grounded(split)
+    return result
 
 
 def _record_scored(
@@ -349,6 +364,7 @@ __all__ = [
     "decision_score",
     "grounded_decision_score",
     "measure",
+    "measure_examples",
     "measure_stopped",
     "measure_test",
     "simulated_info",
