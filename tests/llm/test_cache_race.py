@@ -26,7 +26,7 @@ def test_a_write_landing_between_a_miss_and_its_check_is_kept(
 ) -> None:
     cache, other = Cache(tmp_path / "c"), Cache(tmp_path / "c")  # two tasks (or processes) on one directory
     key = "a" * 64
-    real, reads = Cache._read, []
+    real, reads = Cache._read, list[str]()
 
     def read_then_the_other_write_lands(self: Cache, k: str) -> Any:
         raw = real(self, k)
