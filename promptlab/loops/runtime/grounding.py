@@ -42,9 +42,11 @@ from ...errors import ConfigError
 from ...eval.evaluate import EvalResult, aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
+from ...llm.call import CacheArg
 from ...llm.model_names import supports_logprobs
 from ...llm.preflight import validate_model_name
-from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
+from ...llm.settings import Settings
+from ...record import Delta, GroundedScore, Iteration, Run, Score, Step, Task
 from .config import LoopConfig
 from .context import RunContext
 
@@ -317,6 +319,26 @@ async def measure_test(ctx: RunContext, cfg: GroundedConfig, final_prompt: str |
         it.test = measured[it.candidate]
 
 
+async def measure_stopped(
+    run: Run, cfg: GroundedConfig, *, cache: CacheArg = None, settings: Settings | None = None
+) -> Run:
+    """Measure a run that was stopped before its test-split measurement (`until_stopped`): its starting and
+    returned prompts on the test split, as `measure_test` would have (`Run.baseline_test`, `final_test`,
+    `delta`), outside its budget; the calls and their steps are added to the run (`Run.final`), which is
+    returned. `cfg` is the run's config (`config_cls.model_validate(run.config)`).
+
+    Raises:
+        ConfigError: the run's task has no test examples.
+    """
+    if not examples_of(run.task, "test"):
+        raise ConfigError(f"task {run.task.id!r} has no test examples to measure the prompt on")
+    ctx = RunContext(run.loop, run.task, cfg, sample=run.sample, cache=cache, settings=settings)
+    ctx.run = run
+    await measure_test(ctx, cfg, run.final_output)
+    run.info["test_measured_after_stop"] = True
+    return run
+
+
 __all__ = [
     "EVAL_SAMPLE",
     "GroundedConfig",
@@ -327,6 +349,7 @@ __all__ = [
     "decision_score",
     "grounded_decision_score",
     "measure",
+    "measure_stopped",
     "measure_test",
     "simulated_info",
     "simulated_score",
