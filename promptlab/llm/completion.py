@@ -132,6 +132,10 @@ class Completion(BaseModel):
     endpoint: str | None = None
     """Which endpoint answered, as a short identity without secrets: 'litellm:<provider>@<host>',
     'local:<file>.gguf' or 'fake:<id>'."""
+    fingerprint: dict[str, Any] | None = None
+    """What the reply rests on (`promptlab.llm.fingerprint`), as the original call made it: a replay from the
+    cache keeps the fingerprint of the machine and build that made the reply. None for a scripted model and for
+    records stored before fingerprints."""
 
     @property
     def billed_input_tokens(self) -> int:

@@ -248,6 +248,7 @@ def completion_of(call: Call, replies: list[Reply]) -> Completion:
         logprobs=last.logprobs,
         response_model=last.response_model,
         endpoint=last.endpoint,
+        fingerprint=last.fingerprint,
     )
     if spent != original:  # some replies were replayed from the cache: this call spent less than the original did
         done.spent_input_tokens, done.spent_output_tokens, done.spent_cost_usd = spent[0] or 0, spent[1] or 0, spent[2]

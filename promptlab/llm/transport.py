@@ -34,7 +34,9 @@ from . import inprocess, openai_http
 from .completion import Generated, TokenLogprob, logprobs_of
 from .concurrency.call_loop import CALLS
 from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
+from .fingerprint import hosted_fingerprint, local_fingerprint
 from .guarded_http import REPLY_CAP, install
+from .local import resolve_model_path
 from .model_names import endpoint, litellm, reported_model
 from .request import Request
 from .wire import MAX_FIGURE, MAX_TOKENS, tokens_of, whole_text
@@ -60,6 +62,9 @@ class Reply(BaseModel):
     """The model id the provider reported."""
     endpoint: str | None = None
     """Which endpoint answered, without secrets (see `promptlab.llm.model_names.endpoint`)."""
+    fingerprint: dict[str, Any] | None = None
+    """What the reply rests on (`promptlab.llm.fingerprint`): the local build, kernels and engine, or the hosted
+    model's reported id and system fingerprint; None for a scripted model."""
     replayed: bool = False
     """True when this reply came from the cache: its figures are the original ones, nothing was spent."""
 
@@ -124,6 +129,7 @@ def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True
     except InvalidReply as e:
         e.paid_text = choice.message.content or ""  # delivered and billed: a spending cap charges its estimate
         raise
+    said = reported_model(model, response)
     return Reply(
         text=choice.message.content or "",
         input_tokens=counts[0] if counts is not None else None,
@@ -131,8 +137,9 @@ def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True
         cost_usd=cost,
         finish_reason=getattr(choice, "finish_reason", None),
         logprobs=logprobs_of(getattr(choice, "logprobs", None)),
-        response_model=reported_model(model, response),
+        response_model=said,
         endpoint=endpoint(model, response),
+        fingerprint=None if own else hosted_fingerprint(said, response),
     )
 
 
@@ -149,6 +156,7 @@ def own_reply(target: str, done: Generated) -> Reply:
         logprobs=done.logprobs,
         response_model=done.model or target,
         endpoint=f"local:{done.model}" if provider == "local" else f"fake:{name}",
+        fingerprint=local_fingerprint(resolve_model_path(name)) if provider == "local" else None,
     )
 
 

@@ -206,7 +206,16 @@ def _grounded_run(run: Run) -> dict[str, Any]:
         "task_hash": prov.get("task_hash"),
         "experiment_hash": prov.get("experiment_hash"),
         "reported_models": json.dumps(prov["models"], sort_keys=True) if prov.get("models") else None,
+        **_fingerprints(prov.get("fingerprints")),
     }
+
+
+def _fingerprints(prints: dict[str, dict[str, Any]] | None) -> dict[str, str | None]:
+    """The run's inference fingerprints: their ids (sorted, space-separated) and the whole record as JSON text."""
+    if not prints:
+        return {"fingerprint": None, "fingerprints": None}
+    ids = sorted({i for by_id in prints.values() for i in by_id})
+    return {"fingerprint": " ".join(ids), "fingerprints": json.dumps(prints, sort_keys=True)}
 
 
 _ARROW_TYPES = {"Float64": "float64", "Int64": "int64", "string": "string", "boolean": "bool_"}
