@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..events import Event
-from ..llm.model_names import is_local
+from ..llm.resolved import resolve_model
 from ..loops.runtime.interrupt import stop_scope
 from ..record import Run, Task
 from .explorer_view import (
@@ -72,7 +72,7 @@ def check_value(name: str, value: Any) -> None:
 def default_score_mode(critic: str) -> str:
     """A local critic's default score: its expected (G-Eval) score; any other critic's: the one it writes."""
     try:
-        return "expected" if is_local(critic) else "sampled"
+        return "expected" if resolve_model(critic).embedded else "sampled"
     except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
         return "sampled"
 
@@ -258,7 +258,7 @@ class Explorer:
     def uses_local(model: str) -> bool:
         """Whether a model name is the embedded model (False for a name no provider knows)."""
         try:
-            return is_local(model)
+            return resolve_model(model).embedded
         except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
             return False
 
