@@ -65,8 +65,9 @@ EXPLORE = notebook(
         "md",
         (
             "# Explore one loop\n\nPick a loop, a task and the models, set the finish threshold and the "
-            "iteration cap, and press **Run** (**Stop**, or Kernel ▸ Interrupt, ends the run before its next "
-            "step, keeping what it recorded). The log follows the run, one line per step; afterwards the critic's score and the dev "
+            "iteration cap, and press **Run** (**Stop**, or Kernel ▸ Interrupt, ends the run at once, keeping "
+            "what it recorded; its best prompt is then measured on the test examples only when you press "
+            "**Measure best prompt on test**). The log follows the run, one line per step; afterwards the critic's score and the dev "
             "accuracy per iteration, and the final prompt beside the original, appear below. The logic lives "
             "in `promptlab.ui.explorer`.\n\n"
             "The default tasks (`data/grounded_tasks.jsonl`) carry labelled examples, so every candidate's dev "

@@ -54,6 +54,8 @@ from .llm.tally import Tally, Usage  # noqa: E402
 from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
 
 if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gates.py keeps this in step with _LAZY)
+    from .analysis.bias import bias_table
+    from .analysis.bias_asks import probe_frames
     from .analysis.budget import equal_budget
     from .analysis.consistency import reliability
     from .analysis.critic import calibration
@@ -155,6 +157,8 @@ _LAZY = {
     "delta_table": "promptlab.analysis.paired",
     "equal_budget": "promptlab.analysis.budget",
     "reliability": "promptlab.analysis.consistency",
+    "bias_table": "promptlab.analysis.bias",
+    "probe_frames": "promptlab.analysis.bias_asks",
     "SpendingCap": "promptlab.llm.spending_cap",
     "RedisCache": "promptlab.llm.cache.redis",
     "register_model": "promptlab.llm.aliases",
@@ -290,6 +294,8 @@ __all__ = [  # literal, so checkers see the lazy names as the public API too
     "delta_table",
     "equal_budget",
     "reliability",
+    "bias_table",
+    "probe_frames",
     "SpendingCap",
     "RedisCache",
     "register_model",

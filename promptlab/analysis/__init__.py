@@ -1,15 +1,17 @@
 """Findings over sweep results, pure functions over the frames of `promptlab.results` (except `reliability`,
 which re-asks the critics): `calibration`, counterfactual `stopping` (and its `check_counterfactual` against a real grid), `equal_budget` comparisons, paired `compare`-isons, critic
-`reliability` and `provenance` checks. Every estimate comes with its n and a 95% CI."""
+`bias_table` (its data: `probe_frames`, which re-asks the critics), `reliability` and `provenance` checks. Every estimate comes with its n and a 95% CI."""
 
 from __future__ import annotations
 
+from .bias import bias_table
+from .bias_asks import probe_frames
 from .budget import compare_at_budget, equal_budget
 from .consistency import agreement, reliability
 from .critic import ALL, calibration
 from .grid_check import agreement_table, check_counterfactual
 from .paired import compare, delta_table, holm, sign_flip_p
-from .provenance import PROVENANCE_CHECKS, provenance_warnings
+from .provenance import PROVENANCE_CHECKS, mixed_fingerprints, provenance_warnings
 from .stopping import (
     TRUNCATION_EXACT_LOOPS,
     best_stopping_rule,
@@ -27,6 +29,7 @@ __all__ = [
     "agreement",
     "agreement_table",
     "best_stopping_rule",
+    "bias_table",
     "calibration",
     "check_counterfactual",
     "compare",
@@ -36,6 +39,8 @@ __all__ = [
     "delta_table",
     "equal_budget",
     "holm",
+    "mixed_fingerprints",
+    "probe_frames",
     "provenance_warnings",
     "rank_rules",
     "reliability",

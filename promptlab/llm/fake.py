@@ -12,6 +12,7 @@ supports log-probabilities.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import random
 import re
@@ -79,9 +80,40 @@ def _limit(tokens: list[TokenLogprob], k: int) -> list[TokenLogprob]:
     return [t.model_copy(update={"top_logprobs": sorted(t.top_logprobs, key=lambda a: -a.logprob)[:k]}) for t in tokens]
 
 
-Reply = Union[str, ScriptedReply, BaseException, Callable[[list[dict[str, Any]]], Union[str, ScriptedReply]]]
-"""A queued reply: a text, a ScriptedReply, an exception to raise, or a function of the messages returning
-a text or a ScriptedReply."""
+Respond = Callable[..., Union[str, ScriptedReply]]
+"""A function that answers a request: `respond(messages)`, or `respond(messages, params)` to see the call's
+parameters too (a function with a second positional parameter without a default, or one named `params`): what the call sends
+(temperature, max_tokens, response_format, seed, ...) and `sample`, the call's draw index (so a scripted critic
+can answer each sample with its own draw, as a sampled model does)."""
+Reply = Union[str, ScriptedReply, BaseException, Respond]
+"""A queued reply: a text, a ScriptedReply, an exception to raise, or a function (`Respond`) returning a text
+or a ScriptedReply."""
+
+
+def _answer(respond: Respond, messages: list[dict[str, Any]], params: dict[str, Any]) -> str | ScriptedReply:
+    """`respond`'s answer: given the call's parameters when its signature asks for them (`Respond`): a second
+    positional parameter without a default, *args, or a parameter named `params`."""
+    try:
+        signature = inspect.signature(respond).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: the messages only
+        return respond(messages)
+    if "params" in signature:
+        return respond(messages, params=params)
+    required = [p for p in signature.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in required if p.default is p.empty]
+    if len(required) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in signature.values()):
+        return respond(messages, params)
+    return respond(messages)
+    kinds = [p.kind for p in signature.parameters.values()]
+    positional = sum(
+        k in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        for p, k in zip(signature.parameters.values(), kinds, strict=True)
+    )
+    if "params" in signature.parameters and positional < 2:
+        return respond(messages, params=params)
+    if positional >= 2 or inspect.Parameter.VAR_POSITIONAL in kinds:
+        return respond(messages, params)
+    return respond(messages)
 
 
 @dataclass
@@ -90,7 +122,7 @@ class ScriptedModel:
 
     id: str
     replies: deque[Reply] = field(default_factory=deque)
-    respond: Callable[[list[dict[str, Any]]], str | ScriptedReply] | None = None
+    respond: Respond | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     native_schema: bool = True
     """Whether the call path passes the schema as `response_format` (False: it is told in the prompt)."""
@@ -122,7 +154,7 @@ class ScriptedModel:
         if isinstance(item, BaseException):
             raise item
         if callable(item):
-            item = item(messages)
+            item = _answer(item, messages, params)
         return item if isinstance(item, ScriptedReply) else ScriptedReply(str(item))
 
     @property
@@ -139,7 +171,7 @@ def scripted(
     id: str,
     replies: Iterable[Reply] = (),
     *,
-    respond: Callable[[list[dict[str, Any]]], str | ScriptedReply] | None = None,
+    respond: Respond | None = None,
     native_schema: bool = True,
 ) -> ScriptedModel:
     """Register (or replace) the scripted model `fake/<id>` and return it.
@@ -148,7 +180,8 @@ def scripted(
         id: the part after `fake/` in the model name.
         replies: queued replies, used first: texts, ScriptedReply objects (a text with scripted token
             log-probabilities and a reported model id), exceptions to raise, or functions of the messages.
-        respond: a function of the messages (returning a text or a ScriptedReply) used once the queue is empty.
+        respond: a function of the messages (returning a text or a ScriptedReply) used once the queue is empty;
+            `respond(messages, params)` also gets the call's parameters, its `sample` among them (`Respond`).
         native_schema: pass schemas as `response_format` (True) or as an instruction in the prompt.
     """
     if not id or id == "auto":

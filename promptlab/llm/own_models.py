@@ -10,6 +10,7 @@ from typing import Any
 
 from . import engine, fake, local
 from .completion import Generated
+from .fingerprint import local_fingerprint
 from .providers import ModelProvider, register_model_provider
 
 
@@ -83,6 +84,9 @@ class LocalProvider(ModelProvider):
 
     def stream_model(self, name: str) -> str | None:
         return local.resolve_model_path(name).name
+
+    def fingerprint(self, target: str) -> dict[str, Any] | None:
+        return local_fingerprint(local.resolve_model_path(target.partition("/")[2]))
 
     def batched(self, name: str) -> bool:
         return engine.mode() == "batch"

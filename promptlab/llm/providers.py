@@ -77,6 +77,10 @@ class ModelProvider:
         """A short identity of the endpoint that answers `target`, safe to store (no key, path or query)."""
         return f"{self.prefix}:{target.partition('/')[2]}"
 
+    def fingerprint(self, target: str) -> dict[str, Any] | None:
+        """What an in-process model's replies rest on (its weights and the code that ran them), or None."""
+        return None
+
     def detects_schema(self, target: str) -> bool:
         """Whether an alias's server for `target` is asked once which structured-output form it takes."""
         return False

@@ -155,6 +155,12 @@ class ResolvedModel:
             return urlsplit(self.api_base).netloc.rpartition("@")[2] or self.api_base
         return self.provider.default_host(self.target)
 
+    def fingerprint(self) -> dict[str, Any] | None:
+        """What an in-process model's replies rest on (`promptlab.llm.fingerprint`; None: its provider has
+        none, a hosted model's is read from each reply)."""
+        found: dict[str, Any] | None = self.provider.fingerprint(self.target)
+        return found
+
     def reported_model(self, response: Any) -> str | None:
         """The model id `response` reports (for promptlab's own models, what identifies the weights)."""
         return self.provider.reported_model(self.target, response)

@@ -28,17 +28,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from . import inprocess, openai_http
 from .completion import Generated, TokenLogprob, logprobs_of
 from .concurrency.call_loop import CALLS
 from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
+from .fingerprint import hosted_fingerprint
 from .guarded_http import REPLY_CAP, install
 from .model_names import litellm
 from .request import Request
 from .resolved import ResolvedModel
-from .wire import tokens_of, whole_text
+from .wire import MAX_FIGURE, MAX_TOKENS, tokens_of, whole_text
 
 
 class Reply(BaseModel):
@@ -47,11 +48,11 @@ class Reply(BaseModel):
     text: str
     """The reply's text ('' when the provider sent none)."""
     _whole_text = field_validator("text")(whole_text)  # however it was read: litellm assembles a stream itself
-    input_tokens: int | None = None
+    input_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     """Prompt tokens the provider reported; None when it reported no usage."""
-    output_tokens: int | None = None
+    output_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     """Completion tokens the provider reported; None when it reported no usage."""
-    cost_usd: float | None = None
+    cost_usd: float | None = Field(None, ge=0, le=MAX_FIGURE, allow_inf_nan=False)
     """Cost in USD by litellm's price map; None where the price is unknown."""
     finish_reason: str | None = None
     """Why the provider stopped generating, where it says."""
@@ -60,7 +61,10 @@ class Reply(BaseModel):
     response_model: str | None = None
     """The model id the provider reported."""
     endpoint: str | None = None
-    """Which endpoint answered, without secrets (see `promptlab.llm.model_names.endpoint`)."""
+    """Which endpoint answered, without secrets (see `promptlab.llm.resolved.ResolvedModel.endpoint_of`)."""
+    fingerprint: dict[str, Any] | None = None
+    """What the reply rests on (`promptlab.llm.fingerprint`): the local build, kernels and engine, or the hosted
+    model's reported id and system fingerprint; None for a scripted model."""
     replayed: bool = False
     """True when this reply came from the cache: its figures are the original ones, nothing was spent."""
 
@@ -94,26 +98,49 @@ def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
         return None  # litellm does not know this model's price: unknown, not zero
 
 
+MAX_COST_USD = 1e6
+"""The most one request may cost: a priced cost past it (from counts within `wire.MAX_TOKENS` at a price of
+1 USD per thousand tokens) is not a cost."""
+
+
+def bounded_cost(cost: float | None) -> float | None:
+    """A reply's cost as priced: None when unknown, negative or not finite (a spending cap estimates it).
+
+    Raises:
+        InvalidReply: a cost past MAX_COST_USD (not retried)."""
+    if cost is None or not math.isfinite(cost) or cost < 0:
+        return None
+    if cost > MAX_COST_USD:
+        raise InvalidReply(f"cost is {cost:.3g} USD, out of range (at most {MAX_COST_USD:,.0f} USD)", retryable=False)
+    return cost
+
+
 def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Reply:
     """The Reply in a litellm ModelResponse for a call to `model`. Usage the provider did not send, or sent as
     something that is not usage (`wire.tokens_of`), is unknown (None), and so is the cost; with `usage` False
     (a stream that carried none) it is unknown too."""
     own = model.in_process
     reported: Any = getattr(response, "usage", None) if usage else None
-    counts = tokens_of(reported)
-    if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
-        counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
     choice = response.choices[0]
-    cost = cost_of(model.target, response, own=own) if counts is not None or own else None
+    try:
+        counts = tokens_of(reported)
+        if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
+            counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
+        cost = bounded_cost(cost_of(model.target, response, own=own) if counts is not None or own else None)
+    except InvalidReply as e:
+        e.paid_text = choice.message.content or ""  # delivered and billed: a spending cap charges its estimate
+        raise
+    said = model.reported_model(response)
     return Reply(
         text=choice.message.content or "",
         input_tokens=counts[0] if counts is not None else None,
         output_tokens=counts[1] if counts is not None else None,
-        cost_usd=cost if cost is None or (math.isfinite(cost) and cost >= 0) else None,
+        cost_usd=cost,
         finish_reason=getattr(choice, "finish_reason", None),
         logprobs=logprobs_of(getattr(choice, "logprobs", None)),
-        response_model=model.reported_model(response),
+        response_model=said,
         endpoint=model.endpoint_of(response),
+        fingerprint=None if own else hosted_fingerprint(said, response),
     )
 
 
@@ -129,6 +156,7 @@ def own_reply(model: ResolvedModel, done: Generated) -> Reply:
         logprobs=done.logprobs,
         response_model=done.model or model.target,
         endpoint=model.endpoint_of(done),
+        fingerprint=model.fingerprint(),
     )
 
 
@@ -266,4 +294,4 @@ def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed
     return reply
 
 
-__all__ = ["Reply", "TokenHandler", "afetch", "cost_of", "fetch", "reply_of"]
+__all__ = ["MAX_COST_USD", "Reply", "TokenHandler", "bounded_cost", "afetch", "cost_of", "fetch", "reply_of"]

@@ -32,6 +32,7 @@ from ..analysis.stopping import best_stopping_rule, counterfactual_stopping, ran
 from ..critics.simulated import simulated_critic
 from ..results.configs import config_columns, config_labels, run_configs
 from .budget import BudgetFindings, budget_findings, budget_markdown
+from .markdown import percent, table_lines
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -308,15 +309,19 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
     ]
     for critic, g in biases.groupby("critic_model", sort=True):
         level = g["ci_level"].dropna()
-        head = f"{float(level.iloc[0]):.0%} CI" if len(level) and level.nunique() == 1 else "CI"
+        head = f"{percent(level.iloc[0])} CI" if len(level) and level.nunique() == 1 else "CI"
         sim = "planted" in g.columns and bool(g["planted"].notna().any())
         cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit", "finding"]
-        lines += [f"**{critic}**", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for r in g.itertuples():
-            truth = [_planted(r.planted, r.ci_low, r.ci_high)] if sim else []
-            cells = [r.probe, _ci(r.estimate, r.ci_low, r.ci_high), *truth, r.n, r.unit, r.finding]
-            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-        lines.append("")
+        rows = [
+            [
+                r.probe,
+                _ci(r.estimate, r.ci_low, r.ci_high),
+                *([_planted(r.planted, r.ci_low, r.ci_high)] if sim else []),
+            ]
+            + [r.n, r.unit, r.finding]
+            for r in g.itertuples()
+        ]
+        lines += [f"**{critic}**", "", *table_lines(cols, rows), ""]
     if "planted" in biases.columns and biases["planted"].notna().any():
         lines.append(
             "A simulated critic's planted size is the bias it was built with (0: none; before the clip to 1-10); "

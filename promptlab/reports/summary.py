@@ -27,6 +27,8 @@ from .charts import (
     plot_grounded_trajectories,
 )
 from .findings import Findings, findings, findings_markdown
+from .fingerprints import fingerprint_markdown
+from .markdown import table_lines
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
 
 if TYPE_CHECKING:
@@ -121,11 +123,22 @@ def by_the_rule(table: pd.DataFrame, runs: pd.DataFrame, cols: list[str]) -> pd.
 
 
 class Report(dict[str, Path]):
-    """The files `report()` wrote, by file name; `.skipped` says which charts were not drawn and why."""
+    """The files `report()` wrote, by file name; `.skipped` says which charts were not drawn and why; and the
+    frames it wrote them from: `.table` (summary.csv, `summary_table`), `.findings` (summary.md's Findings) and
+    `.biases` (its bias tables, `analysis.bias_table`; None when not computed)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.skipped: dict[str, str] = {}
+        self.table: pd.DataFrame | None = None
+        """The per-configuration table written to summary.csv and summary.md."""
+        self.findings: Findings | None = None
+        """The findings written to summary.md (and drawn in the findings charts)."""
+
+    @property
+    def biases(self) -> pd.DataFrame | None:
+        """The bias table of every critic (`analysis.bias_table`) that summary.md shows; None when not computed."""
+        return self.findings.biases if self.findings is not None else None
 
 
 def report(
@@ -142,7 +155,9 @@ def report(
     biases.png (score against length at equal accuracy, score change against accuracy change, per critic); one
     whose columns are absent or that has nothing to compare is skipped,
     with the reason in `Report.skipped` and in summary.md. summary.md has a "Findings" section (see
-    `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data or experiment files.
+    `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data, experiment files or
+    inference fingerprints, and an "Inference fingerprints" section naming what the replies rest on
+    (`promptlab.reports.fingerprints`).
 
     Args:
         results_dir: The sweep's results directory, or its loaded `Results`.
@@ -151,7 +166,8 @@ def report(
             report makes none; 0 for none). Simulated critics are re-asked without a call.
 
     Returns:
-        A `Report`: file name -> path of every file written.
+        A `Report`: file name -> path of every file written, with the frames written (`.table`, `.findings`,
+        `.biases`) and the charts skipped (`.skipped`).
     """
     from matplotlib.figure import Figure
 
@@ -247,6 +263,7 @@ def report(
     )
     table.to_csv(out / "summary.csv", index=False)
     written["summary.csv"] = out / "summary.csv"
+    written.table, written.findings = table, found
     (out / "summary.md").write_text(_summary_md(res, table, written, found))
     written["summary.md"] = out / "summary.md"
     return written
@@ -333,6 +350,7 @@ def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findi
         ]
         lines.append("")
     lines += findings_markdown(found)
+    lines += fingerprint_markdown(res.runs)
     lines += ["## Charts", ""] + [f"- [{n}]({n})" for n in written if n.endswith(".png")]
     lines += [f"- {n} not drawn: {why}" for n, why in written.skipped.items()]
     return "\n".join(lines) + "\n"
@@ -343,10 +361,8 @@ def _markdown(table: pd.DataFrame) -> str:
         return "(no runs)"
 
     def cell(v: Any) -> str:
-        text = fmt_value(v) if not isinstance(v, float) or math.isnan(v) else f"{v:.4g}"
-        return text.replace("|", "\\|")
+        return fmt_value(v) if not isinstance(v, float) or math.isnan(v) else f"{v:.4g}"
 
-    head = "| " + " | ".join(table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
+    return "\n".join(
+        table_lines(list(table.columns), ([cell(v) for v in row] for row in table.itertuples(index=False)))
+    )

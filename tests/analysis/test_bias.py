@@ -221,3 +221,25 @@ def test_runs_of_an_unknown_loop_are_read_from_the_logs_only(swept) -> None:  # 
     table = bias_table(probe_frames(load(results_dir), budget=0))
     oracle = table[table["critic_model"] == "sim/oracle"]
     assert set(oracle["probe"]) == {"length", "inflation"}  # no re-ask, no error
+
+
+def test_reasks_need_only_the_critic_model_not_the_generator(swept) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.results.store import read_runs, write_cell
+
+    results_dir, model_critic = swept
+    runs = read_runs(results_dir, "model")
+    for run in runs:  # made by a generator this process never registered: a re-ask never calls it
+        run.config["model"] = "fake/bias-generator-not-registered"
+    write_cell(results_dir, "model", {"loop": "creator_critic", "critic_model": model_critic.name}, runs)
+    frames = probe_frames(load(results_dir), budget=6)
+    assert frames["skipped"].empty, frames["skipped"].to_dict("records")
+    assert (frames["padding"]["critic_model"] == model_critic.name).sum() == 1  # budget 6: 1 candidate, 1 pair
+
+
+def test_bias_table_and_probe_frames_are_exported_where_the_docs_name_them() -> None:
+    import promptlab
+    from promptlab import analysis
+
+    assert promptlab.bias_table is analysis.bias_table is bias_table
+    assert promptlab.probe_frames is analysis.probe_frames is probe_frames
+    assert {"bias_table", "probe_frames"} <= set(promptlab.__all__) & set(analysis.__all__)

@@ -62,6 +62,22 @@ def test_sample_index_gives_independent_cached_draws(cache_dir: Path) -> None:
     assert len({c.key for c in again}) == 3
 
 
+def test_a_scripted_respond_may_read_the_calls_parameters_and_sample(cache_dir: Path) -> None:
+    def draw(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        return f"draw {params['sample']} at temperature {params['temperature']}"
+
+    def by_keyword(messages: list[dict[str, Any]], *, params: dict[str, Any]) -> str:
+        return f"sample {params['sample']}"
+
+    m = pl.scripted("sampled", respond=draw)
+    texts = [pl.complete(m.name, "Pick", temperature=0.9, sample=s, cache=cache_dir).text for s in range(3)]
+    assert texts == ["draw 0 at temperature 0.9", "draw 1 at temperature 0.9", "draw 2 at temperature 0.9"]
+    assert pl.complete(pl.scripted("kw", respond=by_keyword).name, "Pick", sample=7, cache=cache_dir).text == "sample 7"
+    # a function of the messages alone, or with defaults after them, is called as before
+    old = pl.scripted("old", respond=lambda messages, suffix="!": messages[-1]["content"] + suffix)
+    assert pl.complete(old.name, "Pick", sample=3, cache=cache_dir).text == "Pick!"
+
+
 def test_every_generation_parameter_enters_the_key(cache_dir: Path) -> None:
     m = pl.scripted("params", respond=lambda msgs: '{"score": 5, "reason": "r"}')
     keys = {

@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # this process only
 
+import pandas as pd
 from biased import PLANTED, write_biased_sweep
 from matplotlib.figure import Figure
 
@@ -48,6 +49,11 @@ def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path
     assert "| probe | estimate [99% CI] | n | unit | finding |" in model and "planted" not in model
     assert "| order | +1.000 [+1.000, +1.000] |" in section  # the scripted judge always names the first shown
     assert out["biases.png"].read_bytes().startswith(PNG)
+    # the report returns the frames it wrote: summary.csv's table and the bias tables of summary.md
+    assert out.table is not None and out.biases is not None and out.findings is not None
+    assert len(out.table) == len(pd.read_csv(out["summary.csv"])) > 0
+    assert set(out.biases["critic_model"]) == {"fake/bias-critic", PLANTED, "sim/oracle"}
+    assert out.biases is out.findings.biases
     report(results_dir, bias_budget=10)
     assert len(model_critic.requests) - logged == 10  # every re-ask of the second report was a cache hit
 
@@ -66,3 +72,30 @@ def test_bias_charts_draw_the_probes_estimates(tmp_path: Path) -> None:
     assert len(ax.collections[0].get_offsets()) == len(steps)
     empty = plot_length_bias(mine.assign(accuracy=range(len(mine))), ax=Figure().add_subplot())
     assert "no two candidates share a dev accuracy" in empty.texts[0].get_text()
+
+
+def test_a_multi_line_error_stays_in_its_table_cell() -> None:
+    from promptlab.reports.findings import bias_markdown
+    from promptlab.reports.markdown import table_lines
+
+    why = "the re-asks failed: ValidationError: 1 validation error for CreatorCriticConfig\nmodel\n  Unknown | model"
+    skipped = pd.DataFrame({"critic_model": ["fake/gone"], "why": [why]})
+    lines = bias_markdown(bias_table({"skipped": skipped}))
+    rows = [line for line in lines if line.startswith("| ")][1:]  # the header's cells hold no pipe
+    assert len(rows) == 3 and all(line.count(" | ") == 4 for line in rows), rows
+    assert "CreatorCriticConfig model Unknown \\| model |" in rows[0]
+    assert table_lines(["a", "b"], [["x\r\ny", "p|q"]]) == ["| a | b |", "|---|---|", "| x y | p\\|q |"]
+
+
+def test_the_ci_level_is_printed_as_it_is() -> None:
+    from promptlab.reports.findings import bias_markdown
+    from promptlab.reports.markdown import percent
+
+    pairs = pd.DataFrame(
+        {"pair": [0, 0, 1, 1, 2, 2], "swapped": [0, 1] * 3, "first_won": [True, False, True, True, False, True]}
+    )
+    padded = pd.DataFrame({"plain": [5.0, 6.0, 4.0], "padded": [6.5, 7.0, 5.0], "added_chars": [300, 300, 300]})
+    table = bias_table({"order": pairs.assign(critic_model="m"), "padding": padded.assign(critic_model="m")})
+    assert table["ci_level"].astype(float).tolist() == [0.975, 0.975]  # two probes: 1 - 0.05 / 2
+    assert "| probe | estimate [97.5% CI] | n | unit | finding |" in bias_markdown(table)
+    assert (percent(0.99), percent(1 - 0.05 / 3), percent(0.95)) == ("99%", "98.3333%", "95%")

@@ -89,6 +89,14 @@ STUCK += (
     "\n\nimport functools\n\nimport promptlab.sweeps.estimate as estimate\n\n"
     "estimate.sweep_plan = functools.partial(estimate.sweep_plan, probe=False)  # a probe of it would take minutes"
 )
+HANG = (
+    SLOW.replace('"slow"', '"hang"')
+    .replace("0.3 s late", "0.3 s late, 60 s once the project root holds hang.flag")
+    .replace("time.sleep(0.3)", "time.sleep(60 if Path('hang.flag').exists() else 0.3)")
+    .replace("import time\n", "import time\nfrom pathlib import Path\n")
+)
+"""A model, fake/hang, that answers in 0.3 s until the test touches hang.flag in the project root (the kernel's
+working directory), then takes 60 s a call: a Stop that waited for the call in flight would take a minute."""
 """A model, fake/stuck, whose every call takes 60 s (its own name: no call of it is in the cache): an interrupt
 that waited for the calls in flight would take a minute, so one seen within 15 s did not wait for them, however
 busy the machine (the bound is for a loaded browser, not a stopwatch on the interrupt)."""
@@ -120,8 +128,8 @@ def scratch_project(root: Path) -> None:
     nbs.mkdir()
     with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
-    with_parameters("01_explore", nbs / "01_slow.ipynb", prelude=SLOW, model="fake/slow", max_iterations=10)
-    shutil.copy(nbs / "01_slow.ipynb", nbs / "01_slow_interrupt.ipynb")  # a kernel of its own
+    with_parameters("01_explore", nbs / "01_hang.ipynb", prelude=HANG, model="fake/hang", max_iterations=10)
+    shutil.copy(nbs / "01_hang.ipynb", nbs / "01_hang_interrupt.ipynb")  # a kernel of its own
     with_parameters("01_explore", nbs / "01_bad_threshold.ipynb", finish_threshold=-1)
     with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
@@ -591,50 +599,66 @@ def test_01_explore_refuses_a_bad_parameter_in_one_line(
     keep(page, nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first, name)
 
 
-def test_01_explore_stop_ends_the_run_as_interrupted(page: Any, lab: tuple[str, Path]) -> None:
-    url, _ = lab
-    nb = open_and_run_all(page, url.format(name="01_slow"))
+def stop_a_hanging_run(page: Any, nb: Any, root: Path, stop: Any) -> None:
+    """Run 01_hang, let its first rewrite be recorded, make every later call take 60 s, then `stop()`: the run
+    ends within 15 s of it (it did not wait for the call in flight), keeping its iterations 0 and 1, with the
+    test measurement skipped and offered."""
+    expect = playwright_api.expect
+    flag = root / "hang.flag"
+    flag.unlink(missing_ok=True)
     run = nb.locator(".widget-button", has_text="Run")
     run.wait_for(timeout=120_000)
-    stop = nb.locator(".widget-button", has_text="Stop")
-    expect = playwright_api.expect
-    expect(stop).to_be_disabled()  # nothing to stop yet
     run.click()
-    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)  # the first rewrite is under way
-    stop.click()
-    status = nb.locator(".widget-html", has_text="stop")
-    # answered while the step is still running (its calls take 0.3 s each), not after it: 10 s, as for a kernel
-    # interrupt below, since a busy machine may take more than the 1 s this had to render the reply
-    expect(status.first).to_contain_text("stopping after the current step", timeout=10_000)
-    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] decision", timeout=60_000)  # iteration 1 is kept
+    flag.touch()  # from now on every call takes 60 s
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it2] ", timeout=30_000)  # a 60 s call is in flight
+    page.wait_for_timeout(1_000)
+    stop()
+    stopped = nb.locator(".promptlab-stopped")
+    expect(stopped).to_contain_text("stop reason interrupted", timeout=15_000)  # not the 60 s of the call
+    expect(stopped).to_contain_text("not measured on test")
     summary = nb.locator(".widget-output").first.inner_text()
     iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
-    assert 1 <= iterations < 11, summary  # what it recorded is kept; the cap of 10 was not reached
+    assert 2 <= iterations < 11, summary  # iterations 0 and 1 (and the one stopped, if recorded) are kept
     expect(nb.locator(".widget-output img")).to_have_count(1)  # the chart of what it recorded
+    expect(nb.locator(".widget-button", has_text="Measure best prompt on test")).to_be_visible()
     expect(run).to_be_enabled()
-    expect(stop).to_be_disabled()
-    keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
-
-
-def test_01_explore_kernel_interrupt_stops_a_clicked_run(page: Any, lab: tuple[str, Path]) -> None:
-    url, _ = lab
-    nb = open_and_run_all(page, url.format(name="01_slow_interrupt"))
-    run = nb.locator(".widget-button", has_text="Run")
-    run.wait_for(timeout=120_000)
-    wait_idle(page)  # no cell is executing: the run below is a task a click started
-    expect = playwright_api.expect
+    # a second run starts at once, although the abandoned call still sleeps in its thread
     run.click()
-    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)
-    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
-    page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
-    status = nb.locator(".widget-html", has_text="stop")
-    # answered as soon as the signal arrives (the server's round trip to the kernel comes first)
-    expect(status.first).to_contain_text("stopping after the current step", timeout=10_000)
-    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
-    summary = nb.locator(".widget-output").first.inner_text()
-    iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
-    assert 1 <= iterations < 11, summary  # stopped long before the cap of 10
-    expect(run).to_be_enabled()
+    expect(nb.locator(".widget-button", has_text="Stop")).to_be_enabled(timeout=5_000)
+    expect(nb.locator(".promptlab-log")).to_contain_text("run_started", timeout=15_000)
+    nb.locator(".widget-button", has_text="Stop").click()
+    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=15_000)
+    flag.unlink()
+
+
+def test_01_explore_stop_ends_the_run_at_once_and_measures_on_test_on_request(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang"))
+    expect = playwright_api.expect
+    stop = nb.locator(".widget-button", has_text="Stop")
+    stop.wait_for(timeout=120_000)
+    expect(stop).to_be_disabled()  # nothing to stop yet
+    expect(nb.locator(".widget-button", has_text="Measure best prompt on test")).to_be_hidden()
+    stop_a_hanging_run(page, nb, root, stop.click)
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
+    # the stopped run's best prompt, measured on the test examples by a click (its calls take 0.3 s again)
+    nb.locator(".widget-button", has_text="Measure best prompt on test").click()
+    expect(nb.locator(".widget-output").first).to_contain_text("test accuracy", timeout=120_000)
+    expect(nb.locator(".widget-button", has_text="Measure best prompt on test")).to_be_hidden()
+
+
+def test_01_explore_kernel_interrupt_stops_a_clicked_run_at_once(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang_interrupt"))
+    nb.locator(".widget-button", has_text="Run").wait_for(timeout=120_000)
+    wait_idle(page)  # no cell is executing: the run below is a task a click started
+
+    def interrupt() -> None:
+        page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+        page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+
+    stop_a_hanging_run(page, nb, root, interrupt)
     keep(page, nb.locator(".widget-vbox").first, "01_explore_kernel_interrupt")
 
 

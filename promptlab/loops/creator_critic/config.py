@@ -13,12 +13,13 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     PrivateAttr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.json_schema import JsonDict
 
-from ...llm.preflight import validate_model_name
+from ..runtime.config import check_model_name
 from ..runtime.grounding import PromptLoopConfig
 
 Aggregate = Literal["mean", "median", "min"]
@@ -85,9 +86,9 @@ class CreatorCriticConfig(PromptLoopConfig):
 
     @field_validator("critic_models")
     @classmethod
-    def _known_critics(cls, v: list[str] | None) -> list[str] | None:
+    def _known_critics(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
         for name in v or []:
-            validate_model_name(name)
+            check_model_name(name, info)
         return v
 
     @model_validator(mode="after")

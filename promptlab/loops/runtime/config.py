@@ -5,12 +5,24 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ...critics.simulated import simulated_critic
 from ...errors import ConfigError
 from ...llm.preflight import validate_model_name
 from ...record import Task
+
+LOGGED = {"check_models": False}
+"""Validation context of a logged run's config (`Config.model_validate(run.config, context=LOGGED)`): its model
+names are not checked against this process's models, since a re-score calls only the run's critics and checks
+those itself (`promptlab.loops.runtime.rescoring`); a generator no longer registered does not stop it."""
+
+
+def check_model_name(name: str, info: ValidationInfo) -> None:
+    """`validate_model_name(name)`, unless the validation context is LOGGED."""
+    if (info.context or {}).get("check_models", True):
+        validate_model_name(name)
+
 
 DEFAULT_GOAL = "Make the prompt clearer, more specific and more likely to get a useful answer."
 """The goal used when a task gives none (recorded in `Run.info['goal']`)."""
@@ -60,19 +72,19 @@ class LoopConfig(BaseModel):
 
     @field_validator("model", "generator_model", "critic_model")
     @classmethod
-    def _known_model(cls, v: str | None) -> str | None:
+    def _known_model(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None:
-            validate_model_name(v)
+            check_model_name(v, info)
         return v
 
     @field_validator("role_models")
     @classmethod
-    def _known_role_models(cls, v: dict[str, str]) -> dict[str, str]:
+    def _known_role_models(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         unknown = [r for r in v if cls.ROLES and r not in cls.ROLES]
         if unknown:
             raise ValueError(f"unknown role(s) {unknown}; this loop's roles are {list(cls.ROLES)}")
         for name in v.values():
-            validate_model_name(name)
+            check_model_name(name, info)
         return v
 
     @field_validator("prompts")
@@ -139,4 +151,4 @@ def as_config(cls: type[C], config: C | dict[str, Any] | None) -> C:
     raise ConfigError(f"config must be a {cls.__name__} or a dict of its fields, got {type(config).__name__}")
 
 
-__all__ = ["C", "DEFAULT_GOAL", "LoopConfig", "as_config", "as_task", "goal_of"]
+__all__ = ["LOGGED", "check_model_name", "C", "DEFAULT_GOAL", "LoopConfig", "as_config", "as_task", "goal_of"]

@@ -47,15 +47,16 @@ class RunContext(Spending):
         provenance: dict[str, Any] | None = None,
         models: Iterable[str] = (),
         rank_by: Callable[[Iteration], float | None] = by_average,
+        check_roles: Iterable[str] | None = None,
     ) -> None:
         """Check every model the run will use (the roles' and `models`) before any call, then open the record.
 
         `provenance` adds entries to `Run.provenance` (e.g. the sweep's `experiment_hash`); `rank_by` is how
         `finish` picks `Run.best_iteration` (the loop's own rule: `by_decision_score` where the router uses
-        a score)."""
+        a score); `check_roles` limits the check to those roles (a re-score calls its critics only)."""
         cfg = config.model_dump(mode="json")
         roles = config.ROLES or ()
-        preflight([*(config.model_for(r) for r in roles), *models])
+        preflight([*(config.model_for(r) for r in roles if check_roles is None or r in set(check_roles)), *models])
         self.config = config
         self.rank_by = rank_by
         self.cache = cache

@@ -18,6 +18,7 @@ inspect_ai's `@solver` and `@scorer` are the model.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -32,7 +33,8 @@ from ...llm.settings import Settings
 from ...record import Iteration, Run, Score, Task
 from .config import C, LoopConfig, as_config, as_task
 from .context import RunContext
-from .toolkit import by_average
+from .interrupt import INTERRUPTED, stop_requested
+from .toolkit import best_iteration, by_average
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -245,11 +247,33 @@ def define_loop(
     def wrap(body: Body[C]) -> AsyncLoop[C]:
         async def runner(task: Task, cfg: C, args: RunArgs) -> Run:
             models = check(task, cfg) if check is not None else ()
-            return await body(args.open(name, task, cfg, models=models, rank_by=rank_by), task, cfg)
+            ctx = args.open(name, task, cfg, models=models, rank_by=rank_by)
+            return await until_stopped(ctx, body(ctx, task, cfg))
 
         return definition.entry(runner, body)
 
     return wrap
+
+
+async def until_stopped(ctx: RunContext, work: Awaitable[Run]) -> Run:
+    """The Run `work` returns; when its task is cancelled while a Stop is asked (`stop_scope`'s flag is set:
+    the explorer's Stop, Kernel ▸ Interrupt), the run closed at once with what it recorded: stop reason
+    `interrupted`, the best iteration so far (by the loop's own `rank_by`) as its output, and none of the phases
+    after the loop (no polish, no test-split measurement: `Run.final_test` stays None; `measure_stopped` takes it
+    later). The call in flight is abandoned (its reply, should it come, may still fill the call cache, whose
+    writes are atomic). A cancellation without a Stop is passed on."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not stop_requested():
+            raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # the cancellation is answered here: the task goes on to return the record
+    best = best_iteration(ctx.run.iterations, key=ctx.rank_by)
+    ctx.run.info.update(stopped_at_once=True, final_iteration=best.index if best else None)
+    ctx.emit("phase", "stopped: the call in flight was cancelled; no polish, no test measurement", phase="stop")
+    return ctx.finish(INTERRUPTED, best.candidate if best else None)
 
 
 def define_loop_runner(
@@ -292,4 +316,5 @@ __all__ = [
     "register_loop",
     "rescore_sample",
     "sync_twin",
+    "until_stopped",
 ]

@@ -42,9 +42,11 @@ from ...errors import ConfigError
 from ...eval.evaluate import EvalResult, aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
+from ...llm.call import CacheArg
 from ...llm.preflight import validate_model_name
 from ...llm.resolved import resolve_model
-from ...record import Delta, GroundedScore, Iteration, Score, Step, Task
+from ...llm.settings import Settings
+from ...record import Delta, GroundedScore, Iteration, Run, Score, Step, Task
 from .config import LoopConfig
 from .context import RunContext
 
@@ -171,6 +173,21 @@ async def measure(
 
     With `indices` (positions within the split), only those examples are run: the result's `scores` follow
     `indices`, and each step's `example` is the split position."""
+    return (await measure_examples(ctx, cfg, prompt, split, iteration, indices=indices)).grounded(split)
+
+
+async def measure_examples(
+    ctx: RunContext,
+    cfg: GroundedConfig,
+    prompt: str,
+    split: str,
+    iteration: Iteration | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+) -> EvalResult:
+    """`measure`, returning the whole EvalResult: per example its input, target, the model's reply, the
+    scorer's value and note, and any error (`records`, in the order of `indices`), for a loop that shows them
+    to a model (GEPA's reflective dataset)."""
     task = ctx.run.task
     split_examples = examples_of(task, split)
     positions = list(range(len(split_examples))) if indices is None else list(indices)
@@ -213,7 +230,7 @@ async def measure(
     _record_scored(ctx, result, steps, iteration, n_errors)
     _account_judge(ctx, result.usage.model_dump(), phase)
     ctx.spend_tally(phase, result.spent)
-    return result.grounded(split)
+    return result
 
 
 def _record_scored(
@@ -326,6 +343,26 @@ async def measure_test(ctx: RunContext, cfg: GroundedConfig, final_prompt: str |
         it.test = measured[it.candidate]
 
 
+async def measure_stopped(
+    run: Run, cfg: GroundedConfig, *, cache: CacheArg = None, settings: Settings | None = None
+) -> Run:
+    """Measure a run that was stopped before its test-split measurement (`until_stopped`): its starting and
+    returned prompts on the test split, as `measure_test` would have (`Run.baseline_test`, `final_test`,
+    `delta`), outside its budget; the calls and their steps are added to the run (`Run.final`), which is
+    returned. `cfg` is the run's config (`config_cls.model_validate(run.config)`).
+
+    Raises:
+        ConfigError: the run's task has no test examples.
+    """
+    if not examples_of(run.task, "test"):
+        raise ConfigError(f"task {run.task.id!r} has no test examples to measure the prompt on")
+    ctx = RunContext(run.loop, run.task, cfg, sample=run.sample, cache=cache, settings=settings)
+    ctx.run = run
+    await measure_test(ctx, cfg, run.final_output)
+    run.info["test_measured_after_stop"] = True
+    return run
+
+
 __all__ = [
     "EVAL_SAMPLE",
     "GroundedConfig",
@@ -336,6 +373,8 @@ __all__ = [
     "decision_score",
     "grounded_decision_score",
     "measure",
+    "measure_examples",
+    "measure_stopped",
     "measure_test",
     "simulated_info",
     "simulated_score",

@@ -22,7 +22,7 @@ from ...errors import ConfigError
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
 from ...record import Iteration, Run, Score
-from .config import C, goal_of
+from .config import LOGGED, C, goal_of
 from .context import RunContext
 from .define import rescore_sample
 
@@ -72,8 +72,9 @@ def define_rescore(
     re-score number `sample` (1, 2, ...; cached); `candidate` replaces its text and `anchor` shows a previous
     score (the bias probes). It draws at `rescore_sample(run.sample, sample)` (the body adds a critic's index),
     so no re-score is a cache hit of a logged call or of another re-score. It raises ConfigError for an
-    iteration without a candidate or a re-score index below 1. `models`: the critics' models beyond the
-    config's roles, checked before any call."""
+    iteration without a candidate or a re-score index below 1. Only the critics' models are checked before
+    any call (the config's critic roles and `models`, the critics' models beyond them): a re-score calls no
+    generator, so a run's generator need not be configured to re-ask its critic."""
 
     def wrap(body: Callable[[Rescore[C]], Awaitable[list[Score]]]) -> Callable[..., Awaitable[list[Score]]]:
         @functools.wraps(body)
@@ -87,13 +88,22 @@ def define_rescore(
             candidate: str | None = None,
             anchor: float | None = None,
         ) -> list[Score]:
-            cfg = config_cls.model_validate(run.config)
+            cfg = config_cls.model_validate(run.config, context=LOGGED)
             it = next((i for i in run.iterations if i.index == iteration), None)
             if it is None or it.candidate is None:
                 raise ConfigError(f"iteration: run {run.run_id} has no candidate at iteration {iteration}")
             draw = rescore_sample(run.sample, sample)
             extra = models(cfg) if models is not None else ()
-            ctx = RunContext(loop, run.task, cfg, sample=draw, cache=cache, settings=settings, models=extra)
+            ctx = RunContext(
+                loop,
+                run.task,
+                cfg,
+                sample=draw,
+                cache=cache,
+                settings=settings,
+                models=extra,
+                check_roles=cfg.CRITIC_ROLES,
+            )
             scratch = rescoring_iteration(ctx.new_iteration(), it, anchor)  # what a simulated critic scores from
             goal = rescoring_goal(str(run.info.get("goal") or goal_of(run.task)), anchor)
             return await body(Rescore(ctx, cfg, run, scratch, goal, it.candidate if candidate is None else candidate))
