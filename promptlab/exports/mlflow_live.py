@@ -33,8 +33,10 @@ from ..sweeps.plan import CellOutcome
 from .extras import check_installed
 from .mlflow_export import QUIET_ENV, MlflowTarget
 
-LIVE_ENV = {**QUIET_ENV, "MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"}
-"""MLflow's HTTP settings while live logging runs (each kept where the user set it)."""
+LIVE_ENV = {**QUIET_ENV, "MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"}
+"""MLflow's HTTP settings while live logging runs (each kept where the user set it): a tracker that is down refuses
+at once; one that is busy gets 30 s a request (MLflow's own 120 s and 7 retries would hold the queue for minutes),
+and the sweep never waits for either."""
 QUIET_LOGGERS = ("mlflow", "alembic", "urllib3")
 """Loggers held to errors while live logging runs: their retry and connection warnings would repeat per cell."""
 LOGGED_STATUSES = frozenset({"ok", "skipped"})
@@ -57,7 +59,7 @@ class LiveMlflow:
         tracking_uri: str | None = None,
         *,
         experiment_name: str | None = None,
-        timeout_s: int = 5,
+        timeout_s: int = 30,
         drain_s: float = 30.0,
         say: Callable[[str], None] = say_on_stderr,
     ) -> None:

@@ -28,7 +28,12 @@ PASSWORD = "hunter2-planted-pw"
     ],
 )
 def test_without_its_extra_a_command_names_the_pip_install_that_fixes_it(
-    module: str, argv: list[str], extra: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    module: str,
+    argv: list[str],
+    extra: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from exported import write_experiment
 
@@ -55,7 +60,13 @@ def write_secret_results(results: Path) -> Path:
     run.config["api_base"] = f"http://user:{PASSWORD}@proxy.example/v1"
     run.provenance["models"] = {"target": {"endpoint": f"http://user:{PASSWORD}@proxy.example/v1"}}
     run.iterations[0].steps.append(
-        Step(iteration=1, phase="score_dev", role="target", model="fake/t", output={"text": f"{KEY} yes", "example": 0, "score": 0.0})
+        Step(
+            iteration=1,
+            phase="score_dev",
+            role="target",
+            model="fake/t",
+            output={"text": f"{KEY} yes", "example": 0, "score": 0.0},
+        )
     )
     write_cell(results, "c1", {"loop": "p3ro", "finish_threshold": 8.0, "max_iterations": 3}, [run])
     (results / "experiment.yaml").write_text(f"name: secret\ndescription: key {KEY} at http://u:{PASSWORD}@h/\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from exported import TARGET, register_target, write_experiment
@@ -39,13 +40,11 @@ def test_every_example_s_output_and_score_read_back_equal_the_per_example_frame(
         for m, e, x in zip(frame["measure"], frame["example_id"], frame["example"], strict=True)
     ]
 
-    columns = [*SampleSummary, *EvalInfo, SampleColumn("output", path=lambda s: s.output.completion, full=True)]
+    columns = [*SampleSummary, *EvalInfo, SampleColumn("output", path=completion, full=True)]
     df = samples_df([str(p) for p in paths], columns=columns)
     assert len(df) == len(frame)
     got = {(r["eval_id"], r["id"], int(r["epoch"])): (r["output"], r["score_exact"]) for r in df.to_dict("records")}
-    want = {
-        (r["run_id"], r["id"], r["epoch"]): (r["output"], float(r["score"])) for r in frame.to_dict("records")
-    }
+    want = {(r["run_id"], r["id"], r["epoch"]): (r["output"], float(r["score"])) for r in frame.to_dict("records")}
     assert got == want
 
     # one log per run: its samples are that run's rows, with the run's context
@@ -57,16 +56,20 @@ def test_every_example_s_output_and_score_read_back_equal_the_per_example_frame(
     for sample in log.samples:
         meta = sample.metadata
         it = by_index[meta["candidate"]]
+        assert it.grounded is not None
         assert sample.epoch == epoch_of(run, meta["candidate"])
         assert meta["loop"] == run.loop and meta["measure"] in {"dev", "baseline_test", "final_test"}
         assert meta["critic_score"] == it.average and meta["dev_accuracy"] == it.grounded.score
         prompt = run.task.prompt if meta["candidate"] == 0 else it.candidate
+        assert prompt is not None
         example = examples_of(run.task, meta["split"])[meta["example"]]
         assert sample.input == format_prompt(prompt, example.input)  # the prompt as the target model got it
         assert sample.target == example.target and sample.output.completion == sample.messages[-1].text
         usage = sample.model_usage[TARGET]
         assert usage.total_tokens == usage.input_tokens + usage.output_tokens > 0
     assert log.results is not None
+    assert run.final_test is not None and run.baseline_test is not None and run.delta is not None
+    assert run.delta.value is not None
     test = next(s for s in log.results.scores if s.name == "test")
     assert test.metrics["final_accuracy"].value == run.final_test.score
     assert test.metrics["start_accuracy"].value == run.baseline_test.score
@@ -75,7 +78,14 @@ def test_every_example_s_output_and_score_read_back_equal_the_per_example_frame(
     called = [s for s in steps if s.call is not None]
     assert set(log.stats.role_usage) == {s.role for s in called} >= {"target"}
     assert set(log.stats.model_usage) == {s.call.model for s in called if s.call is not None}
-    assert sum(u.input_tokens for u in log.stats.model_usage.values()) == sum(s.call.input_tokens or 0 for s in called if s.call)
+    assert sum(u.input_tokens for u in log.stats.model_usage.values()) == sum(
+        s.call.input_tokens or 0 for s in called if s.call
+    )
+
+
+def completion(sample: Any) -> str:
+    """A sample's output text (a `samples_df` column)."""
+    return str(sample.output.completion)
 
 
 def test_exporting_again_rewrites_the_same_logs_and_removes_those_of_runs_gone(results: Path, tmp_path: Path) -> None:

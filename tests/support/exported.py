@@ -96,7 +96,9 @@ def start_mlflow_server(root: Path, port: int | None = None) -> tuple[subprocess
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited {proc.returncode}: {(root / f'server-{port}.log').read_text()[-2000:]}")
+            raise RuntimeError(
+                f"mlflow server exited {proc.returncode}: {(root / f'server-{port}.log').read_text()[-2000:]}"
+            )
         try:
             with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
                 if r.status == 200:
