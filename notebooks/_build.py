@@ -128,8 +128,10 @@ SWEEP = notebook(
             "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), says how many runs it "
             "makes on which models, how many model calls and how long they should take (measured on this "
             "machine; the basis is in the line), runs every unfinished cell with a progress bar that counts "
-            "finished runs (its time estimate follows from them) and shows the summary table. While it runs the "
-            "kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
+            "finished runs (its time estimate follows from them) and shows the summary table. A sweep estimated "
+            "above 5 minutes (or whose time has no basis) starts only with `confirm = True`: Run All otherwise "
+            "stops after the plan, having made no model call but the probe's few timed ones, and says so. "
+            "While it runs the kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
             "are skipped and calls already made are answered by the cache, so running this again resumes an "
             "interrupted sweep. `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
             "no local-model call; simulated critics `sim/...` make none either and are kept); the results then "
@@ -142,7 +144,8 @@ SWEEP = notebook(
 model = ""  # empty: the models of the experiment; fake/auto for a dry run (every role, pairings included)
 executor = "inline"  # or "papermill": one notebook kernel per cell
 workers = 2
-out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
+out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set
+confirm = False  # True: start a sweep estimated above 5 minutes (papermill: -p confirm True)""",
     ),
     ("code", ROOT_CELL),
     (
@@ -152,7 +155,7 @@ from IPython.display import display
 
 from promptlab.reports import summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
-from promptlab.sweeps.estimate import sweep_plan
+from promptlab.sweeps.estimate import plan_sweep, require_confirmation
 
 exp = load_experiment(here(experiment_path))
 if model:
@@ -162,12 +165,15 @@ suffix = f"-{model.replace('/', '_')}" if model else ""
 out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 # the runs, the model calls (counted by a dry run on fake/auto, a few seconds) and the time they should take
 # (from the cells already finished in `out`, else from a timed probe of the model: a few seconds more)
-print(sweep_plan(exp, out, workers))
+plan = plan_sweep(exp, out, workers)
+print(plan.text)
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),
     (
         "code",
-        """result = sweep(exp, out, executor=executor, workers=workers)
+        """# above 5 minutes (or with no estimate) only with confirm = True: else Run All stops here, saying so
+require_confirmation(plan, confirm)
+result = sweep(exp, out, executor=executor, workers=workers)
 print(result)""",
     ),
     (
