@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wording import KEYWORDS, START, TASK, accuracy, add_keyword, keywords_in, target_reply
+from wording import KEYWORDS, START, TASK, accuracy, gepa_reflector, keywords_in, target_reply
 
 import promptlab
 from promptlab.errors import ConfigError
@@ -30,14 +30,8 @@ DEV_ITEMS = [int(TASK.examples[i].input.split()[1]) for i in DEV]  # type: ignor
 TEST_ITEMS = [int(TASK.examples[i].input.split()[1]) for i in TEST]  # type: ignore[union-attr]
 
 
-def shown_prompt(messages: list[dict[str, Any]]) -> str:
-    """The candidate GEPA's reflection prompt shows (its first ``` block)."""
-    return messages[-1]["content"].split("```\n", 1)[1].split("\n```", 1)[0]
-
-
-def reflector(messages: list[dict[str, Any]]) -> str:
-    """Adds the first keyword the shown prompt lacks, in a ``` block as GEPA's prompt asks."""
-    return f"```\n{add_keyword(shown_prompt(messages))}\n```"
+reflector = gepa_reflector
+"""Adds the first keyword the prompt GEPA shows lacks (tests/support/wording.py)."""
 
 
 def run_gepa(
