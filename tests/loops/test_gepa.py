@@ -258,3 +258,21 @@ def test_the_search_tree_joins_each_candidate_to_its_parent() -> None:
     assert len(rejected) == sum(it.decision == "REJECTED" for it in run.iterations) > 0
     with pytest.raises(ValueError, match="no run 'nope'"):
         plot_search_tree(traj, run_id="nope")
+
+
+def test_more_concurrent_gepa_runs_than_the_default_executor_has_threads_all_finish(tmp_path: Path) -> None:
+    """Each run's optimizer has a thread of its own: were they in the loop's default executor, runs enough to
+    fill it would wait there for model calls whose cache writes need its threads (a sweep's cell, deadlocked)."""
+    import os
+
+    n = min(32, (os.cpu_count() or 1) + 4) + 2  # the default executor's threads, and more
+
+    async def many() -> list[Run]:
+        writer = promptlab.scripted("many-reflector", respond=reflector)
+        target = promptlab.scripted("many-target", respond=target_reply)
+        cfg = {"model": writer.name, "target_model": target.name, "budget_calls": 40}
+        runs = (arun_loop("gepa", TASK, cfg, sample=s, cache=tmp_path) for s in range(n))
+        return await asyncio.wait_for(asyncio.gather(*runs), timeout=300)
+
+    runs = asyncio.run(many())
+    assert len(runs) == n and all(r.stop_reason == "budget" and r.spent.calls <= 40 for r in runs)
