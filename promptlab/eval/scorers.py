@@ -133,7 +133,8 @@ class Regex(Scorer):
     def _search(self, pattern: str, output: str) -> Any:
         """The first match, or RegexTimeout past MATCH_TIMEOUT_S (catastrophic backtracking never hangs a run)."""
         try:
-            return self._compiled(pattern).search(output, timeout=MATCH_TIMEOUT_S)
+            # concurrent: the match lets go of the GIL, so the event loop (scoring runs in a worker thread) goes on
+            return self._compiled(pattern).search(output, timeout=MATCH_TIMEOUT_S, concurrent=True)
         except TimeoutError:
             raise RegexTimeout(
                 f"the regex {pattern[:80]!r} took over {MATCH_TIMEOUT_S:g} s on a {len(output)}-character reply "

@@ -200,6 +200,16 @@ RUN_COLUMNS: Columns = {
         "JSON text: per role, the model requested, the id the provider reported and "
         "the endpoint identity (never a key).",
     ),
+    "fingerprint": (
+        "string",
+        "The ids of the inference fingerprints the run's replies rest on (promptlab.llm.fingerprint), sorted and "
+        "space-separated; <NA> where no reply carried one (scripted and simulated models, older records).",
+    ),
+    "fingerprints": (
+        "string",
+        "JSON text: per model requested, fingerprint id -> its fields (build, kernels, engine, model sha256, CPU; "
+        "a hosted model's reported id and system_fingerprint).",
+    ),
 }
 """Runs: one row per run."""
 

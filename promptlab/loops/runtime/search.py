@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...critics.simulated import is_simulated
+from ...critics.simulated import simulated_critic
 from ...errors import ConfigError
 from ...eval.tasks import check_task, examples_of, input_text
 from ...record import GroundedScore, Iteration, Run, Step, Task
@@ -85,7 +85,7 @@ def check_search_loop(task: Task, cfg: SearchConfig, loop: str) -> list[str]:
     check_task(task, where=f"task {task.id!r}")
     judge = (task.scorer or {}).get("model")
     for field, model in (("target_model", cfg.target()), ("scorer.model", judge)):
-        if is_simulated(model):
+        if simulated_critic(model) is not None:
             raise ConfigError(f"{field}: {model!r} is a simulated critic; {loop} has no critic role")
     return [cfg.target(), *([judge] if isinstance(judge, str) else [])]
 
