@@ -11,7 +11,7 @@ from .consistency import agreement, reliability
 from .critic import ALL, calibration
 from .grid_check import agreement_table, check_counterfactual
 from .paired import compare, delta_table, holm, sign_flip_p
-from .provenance import PROVENANCE_CHECKS, provenance_warnings
+from .provenance import PROVENANCE_CHECKS, mixed_fingerprints, provenance_warnings
 from .stopping import (
     TRUNCATION_EXACT_LOOPS,
     best_stopping_rule,
@@ -39,6 +39,7 @@ __all__ = [
     "delta_table",
     "equal_budget",
     "holm",
+    "mixed_fingerprints",
     "probe_frames",
     "provenance_warnings",
     "rank_rules",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..aio import run_sync
-from ..critics.simulated import is_simulated
+from ..critics.simulated import simulated_critic
 from ..errors import PromptlabError
 from ..eval.pairwise import ajudge_pair
 from ..loops.registry import get_loop
@@ -98,7 +98,7 @@ def pad_within(text: str, view: Callable[[str], str], chars: int = PAD_CHARS) ->
 def critic_view(run: Run, critic: str) -> Callable[[str], str]:
     """What `critic` is shown of a candidate in `run`: its loop's `shown_to_critic` (Creator/Critic cuts it to
     `history_chars`); a simulated critic, or a run of a loop this installation does not know, sees all of it."""
-    if is_simulated(critic):
+    if simulated_critic(critic) is not None:
         return str.strip
     try:
         return get_loop(run.loop).config_cls.model_validate(run.config, context=LOGGED).shown_to_critic
@@ -203,11 +203,11 @@ async def _ask_critic(
     pairs = pairs[::-1]
     items = [items[i] for i in rng.permutation(len(items))]
     pairs = [pairs[i] for i in rng.permutation(len(pairs))]
-    if not is_simulated(critic):
+    if simulated_critic(critic) is None:
         n_items = min(len(items), max(budget * 3 // 5, budget - 2 * len(pairs)) // 3)
         items, pairs = items[:n_items], pairs[: max(0, budget - 3 * n_items) // 2]
     anchors = rng.choice(ANCHORS, size=len(items))
-    draws = SIM_DRAWS if is_simulated(critic) else 1
+    draws = SIM_DRAWS if simulated_critic(critic) is not None else 1
     scored = await asyncio.gather(
         *[_rescores(critic, r, it, float(a), draws, cache, settings) for (r, it), a in zip(items, anchors, strict=True)]
     )

@@ -37,6 +37,7 @@ from .cache.location import open_cache
 from .completion import Completion
 from .concurrency.limits import arate_wait, rate_wait, slot
 from .concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
+from .failures import invalid_reply_of
 from .preflight import check_model
 from .request import Prompt, Request, build_request
 from .settings import Settings
@@ -72,6 +73,22 @@ def _charge(budget: SpendingCap, req: Request, request: dict[str, Any], reply: R
     budget.charge(
         req.model, paid.cost_usd, paid.input_tokens, paid.output_tokens, request=request, reply_text=paid.text
     )
+
+
+def _charge_refused(
+    budget: SpendingCap | None, req: Request, request: dict[str, Any], e: Exception
+) -> Exception | None:
+    """A reply refused for its figures (a count out of range: `InvalidReply.paid_text`) was delivered and is
+    billed: charge its estimate to the spending cap. Returns the charge's own failure (a full results disk), if
+    any, to be raised once the call has ended."""
+    invalid = invalid_reply_of(e) if budget is not None else None
+    if budget is None or invalid is None or invalid.paid_text is None:
+        return None
+    try:
+        budget.charge(req.model, None, request=request, reply_text=invalid.paid_text)
+    except Exception as failed:  # noqa: BLE001 -- raised by the driver once the call has ended
+        return failed
+    return None
 
 
 def _resolve_cache(cache: CacheArg) -> CacheBackend | None:
@@ -187,7 +204,7 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
             time.sleep(op.seconds)
             continue
         # the cache is read and written outside the provider's try: a cache outage is never a provider error
-        value = _replayed(store, op, on_token)
+        value, budget = _replayed(store, op, on_token), None
         if value is None:
             try:
                 rpm, tpm = req.resolved.rates
@@ -196,7 +213,7 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
                 budget = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                 reply = fetch(req, op.kwargs, on_token)
             except Exception as e:
-                error = e
+                error, unbilled = e, unbilled or _charge_refused(budget, req, op.kwargs, e)
                 continue
             value = _keep(store, op, reply)
             if budget is not None:
@@ -268,6 +285,30 @@ async def acomplete(
         return hit if hit is not None else await _adrive(req, store, on_token)
 
 
+HEAVY_REPLY_CHARS = 50_000
+"""A structured reply at least this long is parsed in a worker thread (extraction is linear, but 8 MiB of it
+would hold the event loop, and every call in flight on it, for a while)."""
+
+
+def _heavy(req: Request, value: Any) -> bool:
+    return req.schema is not None and isinstance(value, Reply) and len(value.text) >= HEAVY_REPLY_CHARS
+
+
+def _step(gen: Any, value: Any) -> Any:
+    """`gen.send(value)` for a worker thread: the StopIteration that ends it is returned, since a future cannot
+    carry one."""
+    try:
+        return gen.send(value)
+    except StopIteration as stop:
+        return stop
+
+
+def _ended(op: Any) -> Any:
+    if isinstance(op, StopIteration):
+        raise op
+    return op
+
+
 async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
     """Run the protocol with async calls (within the model's concurrency limit) and store the Completion;
     cache writes run in a worker thread (SQLite's commit off the event loop)."""
@@ -279,7 +320,12 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
     async with slot(req.resolved.endpoint, req.concurrency()):
         while True:
             try:
-                op = gen.throw(error) if error is not None else gen.send(value)
+                if error is not None:
+                    op = gen.throw(error)
+                elif _heavy(req, value):  # a large structured reply is parsed off the event loop
+                    op = _ended(await asyncio.to_thread(_step, gen, value))
+                else:
+                    op = gen.send(value)
             except StopIteration as stop:
                 done: Completion = stop.value
                 break
@@ -287,7 +333,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
             if isinstance(op, Sleep):
                 await asyncio.sleep(op.seconds)
                 continue
-            value = _replayed(store, op, on_token)  # outside the try: a cache outage is no provider error
+            value, budget = _replayed(store, op, on_token), None  # outside the try: a cache outage is no provider error
             if value is None:
                 try:
                     if rpm or tpm:
@@ -296,6 +342,8 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                     reply = await afetch(req, op.kwargs, on_token)
                 except Exception as e:
                     error = e
+                    if budget is not None:  # a refused reply's charge: a locked file update, off the event loop
+                        unbilled = unbilled or await asyncio.to_thread(_charge_refused, budget, req, op.kwargs, e)
                     continue
                 keep = store is not None and op.reply_key is not None  # else there is nothing to write
                 value = await asyncio.to_thread(_keep, store, op, reply) if keep else reply

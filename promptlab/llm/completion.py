@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .wire import whole_text
+from .wire import MAX_FIGURE, whole_text
 
 FLOOR_LOGPROB = -9999.0
 """Stands in for a log-probability of minus infinity (or NaN), which JSON cannot hold (OpenAI does the same)."""
@@ -98,11 +98,11 @@ class Completion(BaseModel):
     _whole_text = field_validator("text")(whole_text)  # a record stored with half an emoji pair replays as text
     parsed: Any = None
     """An instance of the requested schema, or None when no schema was given."""
-    input_tokens: int | None = None
+    input_tokens: int | None = Field(None, ge=0, le=MAX_FIGURE)
     """Prompt tokens over all attempts of the original call, as the provider reported them."""
-    output_tokens: int | None = None
+    output_tokens: int | None = Field(None, ge=0, le=MAX_FIGURE)
     """Completion tokens over all attempts of the original call, as the provider reported them."""
-    cost_usd: float | None = None
+    cost_usd: float | None = Field(None, ge=0, le=MAX_FIGURE, allow_inf_nan=False)
     """Cost of the original call in USD; None where litellm does not know the model's price."""
     latency_s: float = 0.0
     """Seconds the original call spent waiting on the provider (all attempts)."""
@@ -132,6 +132,10 @@ class Completion(BaseModel):
     endpoint: str | None = None
     """Which endpoint answered, as a short identity without secrets: 'litellm:<provider>@<host>',
     'local:<file>.gguf' or 'fake:<id>'."""
+    fingerprint: dict[str, Any] | None = None
+    """What the reply rests on (`promptlab.llm.fingerprint`), as the original call made it: a replay from the
+    cache keeps the fingerprint of the machine and build that made the reply. None for a scripted model and for
+    records stored before fingerprints."""
 
     @property
     def billed_input_tokens(self) -> int:

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import email.utils
 import json
+import math
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import MissingKeyError, ProviderError
 from .model_names import litellm
-from .preflight import key_env_vars
+from .resolved import resolve_model
 
 
 class InvalidReply(Exception):
@@ -32,8 +34,15 @@ class InvalidReply(Exception):
     def __init__(self, detail: str, *, retryable: bool = True) -> None:
         self.detail = detail
         self.retryable = retryable
+        self.paid_text: str | None = None
+        """The text of a reply refused for its figures (a count out of range): the provider delivered it and
+        bills it, so a spending cap charges its estimate; None for a fault that carried no reply."""
         super().__init__(f"invalid reply: {detail}")
 
+
+MAX_RETRY_AFTER_S = 86_400.0
+"""The longest `Retry-After` a call obeys: a day. A longer one, or one that is not a finite number of seconds,
+is out of range: the call fails at once, naming it (also without a deadline, where it would sleep for ever)."""
 
 NOT_UTF8 = "not UTF-8"
 NOT_JSON = "not JSON"
@@ -45,6 +54,22 @@ NO_CHOICE = "the stream carried no choice (only [DONE] or usage)"
 def too_big(cap: int) -> InvalidReply:
     """A reply larger than `Settings.max_reply_bytes`: not retried (the same request would get it again)."""
     return InvalidReply(f"larger than the cap of {cap} bytes (Settings.max_reply_bytes)", retryable=False)
+
+
+def redirected(status: int, location: str | None) -> InvalidReply:
+    """A 3xx answer to a request: one rule on both transports. A redirect is never followed (it could send the
+    request, and its key, to another origin) and never retried (the server would answer the same way): the error
+    names where it pointed (scheme, host and path; a query string or a password in it is left out)."""
+    where = "no Location"
+    if location:
+        parts = urlsplit(location)
+        host = parts.hostname or ""
+        where = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}" if host else parts.path
+    return InvalidReply(
+        f"the server answered HTTP {status}, a redirect to {where or repr(location)}: not followed (give the final URL "
+        "as the api_base)",
+        retryable=False,
+    )
 
 
 def transient(e: BaseException) -> bool:
@@ -65,14 +90,15 @@ def transient(e: BaseException) -> bool:
 def raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
     """Raise MissingKeyError (a key variable is unset) or ProviderError when `e` is an authentication failure."""
     if isinstance(e, litellm().AuthenticationError):
-        missing = key_env_vars(model)
+        missing = resolve_model(model).missing_keys()
         if missing:
             raise MissingKeyError(model, missing) from e
         raise ProviderError(model, f"authentication failed: {message_of(e)}", attempts=attempts, retryable=False) from e
 
 
 def retry_after(e: BaseException) -> float | None:
-    """The seconds a 429 or 503 asks to wait (its `Retry-After` header: seconds or an HTTP date), if any."""
+    """The seconds a 429 or 503 asks to wait (its `Retry-After` header: seconds or an HTTP date), if any: as
+    the server wrote it, NaN and infinity included (`MAX_RETRY_AFTER_S` bounds it where it is used)."""
     if getattr(e, "status_code", None) not in (429, 503):
         return None
     headers = getattr(e, "litellm_response_headers", None) or getattr(getattr(e, "response", None), "headers", None)
@@ -80,7 +106,8 @@ def retry_after(e: BaseException) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
+        return seconds if math.isnan(seconds) else max(0.0, seconds)  # NaN and inf: out of range (`steps`)
     except ValueError:
         pass
     try:
@@ -262,6 +289,7 @@ def describe_cause(e: BaseException, timeout: float | None = None) -> str:
 
 
 __all__ = [
+    "MAX_RETRY_AFTER_S",
     "NOT_CHAT",
     "NOT_JSON",
     "NOT_UTF8",
@@ -271,6 +299,7 @@ __all__ = [
     "invalid_reply_of",
     "message_of",
     "raise_if_auth",
+    "redirected",
     "retry_after",
     "status_error",
     "timed_out",

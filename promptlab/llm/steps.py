@@ -29,7 +29,7 @@ from . import structured
 from .aliases import SCHEMA_FORMS, api_key, refuses_schema, remember_schema_support, schema_form, schema_support
 from .cache.keys import reply_key
 from .completion import Completion
-from .failures import describe_cause, raise_if_auth, retry_after, transient
+from .failures import MAX_RETRY_AFTER_S, describe_cause, raise_if_auth, retry_after, transient
 from .request import Request
 from .settings import Settings
 from .tally import total
@@ -104,7 +104,7 @@ def prepare(req: Request) -> Call:
     """The call's first request: its arguments, the key read now, the schema where it goes."""
     kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
     m = req.resolved
-    if m.own:  # an in-process model draws by the call's sample, and a scripted `respond` may read it
+    if m.in_process:  # an in-process model draws by the call's sample, and a scripted `respond` may read it
         kwargs["seed"] = kwargs.get("seed", req.sample)
         kwargs["sample"] = req.sample
     else:  # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
@@ -174,6 +174,11 @@ def retry_wait(call: Call, e: Exception, retry: int, timeout: float | None) -> f
     if retry == s.retries:
         raise call.error(cause, retryable=True) from e
     delay, asked, left = backoff(s, retry), retry_after(e), call.left()
+    if asked is not None and not asked <= MAX_RETRY_AFTER_S:  # NaN, infinite or past a day
+        raise call.error(
+            f"{cause}; the server asked to wait {asked:g}s (Retry-After), out of range (0 to {MAX_RETRY_AFTER_S:g}s)",
+            retryable=True,
+        ) from e
     if asked is not None:
         if left is not None and asked >= left:
             raise call.error(
@@ -243,6 +248,7 @@ def completion_of(call: Call, replies: list[Reply]) -> Completion:
         logprobs=last.logprobs,
         response_model=last.response_model,
         endpoint=last.endpoint,
+        fingerprint=last.fingerprint,
     )
     if spent != original:  # some replies were replayed from the cache: this call spent less than the original did
         done.spent_input_tokens, done.spent_output_tokens, done.spent_cost_usd = spent[0] or 0, spent[1] or 0, spent[2]

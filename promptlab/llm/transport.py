@@ -28,16 +28,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from . import inprocess, openai_http
 from .completion import Generated, TokenLogprob, logprobs_of
 from .concurrency.call_loop import CALLS
 from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
+from .fingerprint import hosted_fingerprint
 from .guarded_http import REPLY_CAP, install
-from .model_names import endpoint, litellm, reported_model
+from .model_names import litellm
 from .request import Request
-from .wire import tokens_of, whole_text
+from .resolved import ResolvedModel
+from .wire import MAX_FIGURE, MAX_TOKENS, tokens_of, whole_text
 
 
 class Reply(BaseModel):
@@ -46,11 +48,11 @@ class Reply(BaseModel):
     text: str
     """The reply's text ('' when the provider sent none)."""
     _whole_text = field_validator("text")(whole_text)  # however it was read: litellm assembles a stream itself
-    input_tokens: int | None = None
+    input_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     """Prompt tokens the provider reported; None when it reported no usage."""
-    output_tokens: int | None = None
+    output_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     """Completion tokens the provider reported; None when it reported no usage."""
-    cost_usd: float | None = None
+    cost_usd: float | None = Field(None, ge=0, le=MAX_FIGURE, allow_inf_nan=False)
     """Cost in USD by litellm's price map; None where the price is unknown."""
     finish_reason: str | None = None
     """Why the provider stopped generating, where it says."""
@@ -59,7 +61,10 @@ class Reply(BaseModel):
     response_model: str | None = None
     """The model id the provider reported."""
     endpoint: str | None = None
-    """Which endpoint answered, without secrets (see `promptlab.llm.model_names.endpoint`)."""
+    """Which endpoint answered, without secrets (see `promptlab.llm.resolved.ResolvedModel.endpoint_of`)."""
+    fingerprint: dict[str, Any] | None = None
+    """What the reply rests on (`promptlab.llm.fingerprint`): the local build, kernels and engine, or the hosted
+    model's reported id and system fingerprint; None for a scripted model."""
     replayed: bool = False
     """True when this reply came from the cache: its figures are the original ones, nothing was spent."""
 
@@ -93,32 +98,55 @@ def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
         return None  # litellm does not know this model's price: unknown, not zero
 
 
-def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True) -> Reply:
-    """The Reply in a litellm ModelResponse for a call to `model` (`own`: an in-process model). Usage the
-    provider did not send, or sent as something that is not usage (`wire.tokens_of`), is unknown (None), and so
-    is the cost; with `usage` False (a stream that carried none) it is unknown too."""
+MAX_COST_USD = 1e6
+"""The most one request may cost: a priced cost past it (from counts within `wire.MAX_TOKENS` at a price of
+1 USD per thousand tokens) is not a cost."""
+
+
+def bounded_cost(cost: float | None) -> float | None:
+    """A reply's cost as priced: None when unknown, negative or not finite (a spending cap estimates it).
+
+    Raises:
+        InvalidReply: a cost past MAX_COST_USD (not retried)."""
+    if cost is None or not math.isfinite(cost) or cost < 0:
+        return None
+    if cost > MAX_COST_USD:
+        raise InvalidReply(f"cost is {cost:.3g} USD, out of range (at most {MAX_COST_USD:,.0f} USD)", retryable=False)
+    return cost
+
+
+def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Reply:
+    """The Reply in a litellm ModelResponse for a call to `model`. Usage the provider did not send, or sent as
+    something that is not usage (`wire.tokens_of`), is unknown (None), and so is the cost; with `usage` False
+    (a stream that carried none) it is unknown too."""
+    own = model.in_process
     reported: Any = getattr(response, "usage", None) if usage else None
-    counts = tokens_of(reported)
-    if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
-        counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
     choice = response.choices[0]
-    cost = cost_of(model, response, own=own) if counts is not None or own else None
+    try:
+        counts = tokens_of(reported)
+        if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
+            counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
+        cost = bounded_cost(cost_of(model.target, response, own=own) if counts is not None or own else None)
+    except InvalidReply as e:
+        e.paid_text = choice.message.content or ""  # delivered and billed: a spending cap charges its estimate
+        raise
+    said = model.reported_model(response)
     return Reply(
         text=choice.message.content or "",
         input_tokens=counts[0] if counts is not None else None,
         output_tokens=counts[1] if counts is not None else None,
-        cost_usd=cost if cost is None or (math.isfinite(cost) and cost >= 0) else None,
+        cost_usd=cost,
         finish_reason=getattr(choice, "finish_reason", None),
         logprobs=logprobs_of(getattr(choice, "logprobs", None)),
-        response_model=reported_model(model, response),
-        endpoint=endpoint(model, response),
+        response_model=said,
+        endpoint=model.endpoint_of(response),
+        fingerprint=None if own else hosted_fingerprint(said, response),
     )
 
 
-def own_reply(target: str, done: Generated) -> Reply:
-    """The Reply of what an in-process model made for `target` (`fake/<id>` or `local/<name>`): what litellm's
-    custom-provider round trip made of it before, without that round trip."""
-    provider, _, name = target.partition("/")
+def own_reply(model: ResolvedModel, done: Generated) -> Reply:
+    """The Reply of what an in-process model made for `model`: what litellm's custom-provider round trip made of
+    it before, without that round trip."""
     return Reply(
         text=done.text,
         input_tokens=done.usage[0],
@@ -126,8 +154,9 @@ def own_reply(target: str, done: Generated) -> Reply:
         cost_usd=0.0,
         finish_reason=done.finish_reason,
         logprobs=done.logprobs,
-        response_model=done.model or target,
-        endpoint=f"local:{done.model}" if provider == "local" else f"fake:{name}",
+        response_model=done.model or model.target,
+        endpoint=model.endpoint_of(done),
+        fingerprint=model.fingerprint(),
     )
 
 
@@ -141,9 +170,9 @@ def _streams(kwargs: dict[str, Any], on_token: TokenHandler | None) -> bool:
 
 def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (blocking) and read its reply."""
-    if req.resolved.own:
-        made, streamed = inprocess.generate(req.resolved.target, kwargs, on_token)
-        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
+    if req.resolved.in_process:
+        made, streamed = inprocess.generate(req.resolved, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved, made), on_token, streamed)
     if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
@@ -151,9 +180,9 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
 
 async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (async) and read its reply; the request's timeout bounds all of it."""
-    if req.resolved.own:
-        made, streamed = await inprocess.agenerate(req.resolved.target, kwargs, on_token)
-        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
+    if req.resolved.in_process:
+        made, streamed = await inprocess.agenerate(req.resolved, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved, made), on_token, streamed)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
@@ -170,7 +199,7 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
             response = await openai_http.astream(way, kwargs, on_token, cap)
         else:
             response = await openai_http.apost(way, kwargs, cap)
-        return _checked(req, reply_of(req.resolved.target, response, own=req.resolved.own), on_token, streams)
+        return _checked(req, reply_of(req.resolved, response), on_token, streams)
     lm = litellm()
     install(lm)  # litellm's OpenAI-compatible replies read by the same rule (`promptlab.llm.guarded_http`)
     token, chunks = REPLY_CAP.set(cap), []
@@ -178,7 +207,7 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
         if not streams:
             return _checked(
                 req,
-                reply_of(req.resolved.target, await lm.acompletion(**kwargs), own=req.resolved.own),
+                reply_of(req.resolved, await lm.acompletion(**kwargs)),
                 on_token,
                 False,
             )
@@ -202,9 +231,7 @@ def _fetch_here(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | N
     """A request made through litellm in this thread (litellm's mock responses)."""
     lm = litellm()
     if not _streams(kwargs, on_token):
-        return _checked(
-            req, reply_of(req.resolved.target, lm.completion(**kwargs), own=req.resolved.own), on_token, False
-        )
+        return _checked(req, reply_of(req.resolved, lm.completion(**kwargs)), on_token, False)
     assert on_token is not None
     stream = lm.completion(**kwargs, stream=True, stream_options={"include_usage": True})
     chunks = []
@@ -254,7 +281,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
         raise InvalidReply(NO_END if _chosen(chunks) else NO_CHOICE)  # only [DONE]: no reply, as direct says
     sent_usage = any(getattr(c, "usage", None) is not None for c in getattr(stream, "chunks", ()))
     built = litellm().stream_chunk_builder(chunks, messages=kwargs["messages"])
-    return reply_of(req.resolved.target, built, own=req.resolved.own, usage=sent_usage or req.resolved.own)
+    return reply_of(req.resolved, built, usage=sent_usage or req.resolved.in_process)
 
 
 def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed: bool) -> Reply:
@@ -267,4 +294,4 @@ def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed
     return reply
 
 
-__all__ = ["Reply", "TokenHandler", "afetch", "cost_of", "fetch", "reply_of"]
+__all__ = ["MAX_COST_USD", "Reply", "TokenHandler", "bounded_cost", "afetch", "cost_of", "fetch", "reply_of"]

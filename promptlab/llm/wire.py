@@ -11,8 +11,11 @@ The direct transport (`promptlab.llm.openai_http`) reads each body with `complet
   a number is not a reply);
 - lone UTF-16 surrogates (half an emoji pair, `\\ud83d`) in the text are replaced by U+FFFD, so a reply can be
   stored and re-read (UTF-8 cannot encode a lone surrogate);
-- usage that is not usage (`tokens_of`: counts that are not whole numbers >= 0) is dropped:
-  the reply stands, its tokens and cost are unknown (and a spending cap estimates them).
+- usage that is not usage (`tokens_of`: counts that are not numbers, or both zero) is dropped: the reply
+  stands, its tokens and cost are unknown (and a spending cap estimates them);
+- a count that is a number out of range (negative, a fraction, NaN, infinite, over `MAX_TOKENS`) is not a
+  reply: `InvalidReply` naming the field, not retried (the server would count the same way), and under a
+  spending cap the reply's text is charged as an estimate (`InvalidReply.paid_text`).
 
 Anything that is not a reply raises `InvalidReply` naming what it is not.
 """
@@ -20,6 +23,7 @@ Anything that is not a reply raises `InvalidReply` naming what it is not.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -32,17 +36,45 @@ LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 """A surrogate code point in a decoded str is always a lone one (a pair decodes to one code point)."""
 NOT_TEXT = "not a chat completion (its message content is not text)"
 TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
+MAX_TOKENS = 10**9
+"""The most tokens one request's prompt or reply may count: a thousand times the largest context window sold
+today, and far below 2**53 (where a float stops counting whole numbers) and 2**63 (an int64 column). A reported
+count past it is not a count (`tokens_of`)."""
+MAX_FIGURE = 2**53
+"""The bound of every figure a record holds (a call's tokens summed over its requests, its cost): a float counts
+whole numbers exactly up to it, and an int64 column holds it. A stored record past it is not a record."""
+
+
+def _count(name: str, value: Any) -> int | None:
+    """A reported token count: the int, None when it is not a number (no count: unknown), or InvalidReply when
+    it is a number out of range (negative, a fraction, NaN, infinite, over MAX_TOKENS)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    whole = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
+    if not whole or not 0 <= value <= MAX_TOKENS:
+        shown = f"{value:.3g}" if isinstance(value, float) or abs(value) > 10**12 else str(value)
+        raise InvalidReply(
+            f"usage.{name} is {shown}, out of range (a whole number of tokens from 0 to {MAX_TOKENS:,})",
+            retryable=False,
+        )
+    return int(value)
 
 
 def tokens_of(usage: Any) -> tuple[int, int] | None:
-    """(prompt, completion) tokens of a reported usage, when it is usage: both counts whole numbers >= 0 (not
-    a bool, a string, a fraction or a negative), and not both zero (what litellm fills in for a reply without
-    usage: a chat request has at least one prompt token). Anything else is unknown (None), never counted."""
+    """(prompt, completion) tokens of a reported usage, when it is usage: both counts whole numbers from 0 to
+    `MAX_TOKENS`, and not both zero (what litellm fills in for a reply without usage: a chat request has at least
+    one prompt token). Counts that are not numbers (a string, a bool, none) are unknown (None), never counted.
+
+    Raises:
+        InvalidReply: a count is a number out of range (negative, a fraction, NaN, infinite, over MAX_TOKENS),
+            naming the field; not retried.
+    """
     if usage is None:
         return None
     get = usage.get if isinstance(usage, dict) else lambda name: getattr(usage, name, None)
-    prompt, completion = get("prompt_tokens"), get("completion_tokens")
-    if type(prompt) is not int or type(completion) is not int or prompt < 0 or completion < 0:
+    prompt = _count("prompt_tokens", get("prompt_tokens"))
+    completion = _count("completion_tokens", get("completion_tokens"))
+    if prompt is None or completion is None:
         return None
     return None if prompt == completion == 0 else (prompt, completion)
 
@@ -98,9 +130,15 @@ def whole_text(value: Any) -> Any:
     return LONE_SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
-def _usage(data: dict[str, Any]) -> None:
-    if "usage" in data and tokens_of(data["usage"]) is None:
-        del data["usage"]
+def _usage(data: dict[str, Any], text: str | None) -> None:
+    """Drop usage that is not usage; a count out of range raises InvalidReply carrying the reply's text (paid
+    for: a spending cap charges its estimate)."""
+    try:
+        if "usage" in data and tokens_of(data["usage"]) is None:
+            del data["usage"]
+    except InvalidReply as e:
+        e.paid_text = text or ""
+        raise
 
 
 def completion_of(content: bytes | str) -> dict[str, Any]:
@@ -121,7 +159,7 @@ def completion_of(content: bytes | str) -> dict[str, Any]:
         if message.get("content") is not None and not isinstance(message["content"], str):
             raise InvalidReply(NOT_TEXT)
         message["content"] = whole_text(message.get("content"))
-    _usage(data)
+    _usage(data, choices[0]["message"].get("content"))
     return data
 
 
@@ -139,8 +177,20 @@ def chunk_of(data: str) -> dict[str, Any]:
             if not isinstance(delta["content"], str):
                 raise InvalidReply(f"a stream event is {NOT_TEXT}")
             delta["content"] = whole_text(delta["content"])
-    _usage(chunk)
+    _usage(chunk, "")
     return chunk
 
 
-__all__ = ["BOM", "MAX_DEPTH", "NOT_TEXT", "TOO_DEEP", "chunk_of", "completion_of", "loads", "tokens_of", "whole_text"]
+__all__ = [
+    "BOM",
+    "MAX_DEPTH",
+    "MAX_FIGURE",
+    "MAX_TOKENS",
+    "NOT_TEXT",
+    "TOO_DEEP",
+    "chunk_of",
+    "completion_of",
+    "loads",
+    "tokens_of",
+    "whole_text",
+]

@@ -27,6 +27,7 @@ from .charts import (
     plot_grounded_trajectories,
 )
 from .findings import Findings, findings, findings_markdown
+from .fingerprints import fingerprint_markdown
 from .markdown import table_lines
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
 
@@ -154,7 +155,9 @@ def report(
     biases.png (score against length at equal accuracy, score change against accuracy change, per critic); one
     whose columns are absent or that has nothing to compare is skipped,
     with the reason in `Report.skipped` and in summary.md. summary.md has a "Findings" section (see
-    `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data or experiment files.
+    `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data, experiment files or
+    inference fingerprints, and an "Inference fingerprints" section naming what the replies rest on
+    (`promptlab.reports.fingerprints`).
 
     Args:
         results_dir: The sweep's results directory, or its loaded `Results`.
@@ -347,6 +350,7 @@ def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findi
         ]
         lines.append("")
     lines += findings_markdown(found)
+    lines += fingerprint_markdown(res.runs)
     lines += ["## Charts", ""] + [f"- [{n}]({n})" for n in written if n.endswith(".png")]
     lines += [f"- {n} not drawn: {why}" for n, why in written.skipped.items()]
     return "\n".join(lines) + "\n"

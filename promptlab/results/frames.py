@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import math
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +98,7 @@ def frame_columns(
                 critic_score=it.average,
                 score_source=run.config.get("score_source"),
                 incumbent=it.incumbent,
+                parents=",".join(map(str, it.parents)) or None,
                 **_spend(it.spent),
                 **_grounded("grounded", it.grounded),
                 **_grounded("test", it.test),
@@ -204,7 +206,16 @@ def _grounded_run(run: Run) -> dict[str, Any]:
         "task_hash": prov.get("task_hash"),
         "experiment_hash": prov.get("experiment_hash"),
         "reported_models": json.dumps(prov["models"], sort_keys=True) if prov.get("models") else None,
+        **_fingerprints(prov.get("fingerprints")),
     }
+
+
+def _fingerprints(prints: dict[str, dict[str, Any]] | None) -> dict[str, str | None]:
+    """The run's inference fingerprints: their ids (sorted, space-separated) and the whole record as JSON text."""
+    if not prints:
+        return {"fingerprint": None, "fingerprints": None}
+    ids = sorted({i for by_id in prints.values() for i in by_id})
+    return {"fingerprint": " ".join(ids), "fingerprints": json.dumps(prints, sort_keys=True)}
 
 
 _ARROW_TYPES = {"Float64": "float64", "Int64": "int64", "string": "string", "boolean": "bool_"}
@@ -232,10 +243,13 @@ def arrow_table(columns: Mapping[str, list[Any]], spec: Columns, params: Mapping
     if n == 0:
         return schema.empty_table()
 
-    def clean(v: Any) -> Any:
-        return None if isinstance(v, float) and math.isnan(v) else v
+    def clean(v: Any, dtype: str) -> Any:
+        return None if (isinstance(v, float) and math.isnan(v)) or not _in_range(v, dtype) else v
 
-    lines = (json.dumps({**constants, **{name: clean(columns[name][i]) for name in spec}}) for i in range(n))
+    cols = {name: bounded(name, columns[name], dtype) for name, (dtype, _) in spec.items()}
+    lines = (
+        json.dumps({**constants, **{name: clean(cols[name][i], spec[name][0]) for name in spec}}) for i in range(n)
+    )
     buf = io.BytesIO("\n".join(lines).encode())
     return pj.read_json(buf, parse_options=pj.ParseOptions(explicit_schema=schema))
 
@@ -308,8 +322,37 @@ def build_frame(
         return _array(cells, dtype)
 
     extra = {name: _param(name) for name in param_dtypes if name not in spec}
-    documented = {name: _array(columns.get(name, [None] * n), dtype) for name, (dtype, _) in spec.items()}
+    documented = {
+        name: _array(bounded(name, columns.get(name, [None] * n), dtype), dtype) for name, (dtype, _) in spec.items()
+    }
     return pd.DataFrame({**extra, **documented} if params_first else {**documented, **extra})
+
+
+FIGURE_BOUND = 2**53
+"""The largest magnitude a number column holds: what a float counts exactly and an int64 holds (a provider's
+count past it, as an older version could record, is not a figure: `bounded`)."""
+
+
+def _in_range(value: Any, dtype: str) -> bool:
+    if value is None or dtype not in ("Int64", "Float64") or isinstance(value, bool):
+        return True
+    if not isinstance(value, (int, float)):
+        return True  # pandas says what it thinks of it
+    return math.isnan(value) or abs(value) <= FIGURE_BOUND  # NaN is <NA> already
+
+
+def bounded(name: str, values: Sequence[Any], dtype: str) -> list[Any]:
+    """A number column's values with those out of range (past FIGURE_BOUND, infinite) read as <NA>, with one
+    warning naming the column: a results directory an older version wrote with such a figure still loads."""
+    out = [v if _in_range(v, dtype) else None for v in values]
+    dropped = sum(o is None and v is not None for o, v in zip(out, values, strict=True))
+    if dropped:
+        warnings.warn(
+            f"results: {dropped} value(s) of {name} out of range (past 2**53, or infinite); read as <NA>",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return out
 
 
 def _array(values: Sequence[Any], dtype: str) -> Any:

@@ -5,76 +5,46 @@ beside the original. What it shows is made by `promptlab.ui.explorer_view`.
 The initial values are checked before anything is shown: a value outside a control's range, an unknown task id
 or loop, a missing or empty task file is a ConfigError naming the field and what it allows (never a silent
 clamp). A local critic scores with its expected (G-Eval) score unless `score_mode` says otherwise. **Stop**
-asks the run to stop before its next step (`promptlab.loops.runtime.interrupt`): it ends with stop reason
-`interrupted`, keeping what it recorded; no call is cut off, so the call cache stays consistent. Kernel ▸
-Interrupt during a run does the same as Stop (`promptlab.ui.sigint`), also for a run started by a click.
+ends the run at once: it cancels the run's task, so the call in flight is abandoned, and the run closes with stop
+reason `interrupted`, keeping what it recorded, its best iteration so far as its output, and none of the phases
+after the loop (`promptlab.loops.runtime.define.until_stopped`: no polish, no test-split measurement). A stopped
+run's best prompt is measured on the test examples by a click on **Measure best prompt on test**
+(`promptlab.loops.runtime.grounding.measure_stopped`). Kernel ▸ Interrupt during a run does the same as Stop
+(`promptlab.ui.sigint`), also for a run started by a click.
 
 Each run starts with an empty log. An error is shown once, in the error area under the Run button (full text,
 wrapped); the status line beside the button stays short, and marks a run that ended in error (stop reason
 `error` or `*_error`, or an infrastructure failure) in red, never as done.
 
-Everything it shows is written to its `Output` widgets explicitly (`append_stdout`, and `outputs` set to the
-rich display data of a figure and an HTML table): a `with output:` block inside a task started by a button
-loses what it prints, because the task runs after the button's callback has returned. The same code therefore
-works from a click, from `await explorer.run()` in a cell, and under papermill (`autorun`).
+Everything it shows is set on its widgets explicitly (a `with output:` block inside a task a button started
+loses what it prints), so the same code works from a click, from `await explorer.run()` and under papermill.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from ..events import Event
-from ..llm.model_names import is_local
 from ..loops.runtime.interrupt import stop_scope
 from ..record import Run, Task
+from .explorer_fields import RANGES, SCORE_MODES, check_initial, default_score_mode, loop_config
 from .explorer_view import (
     MODELS,
-    PLUMBING_NOTE,
     LogLines,
-    error_box,
-    error_text,
     errors_html,
+    failed_html,
     log_html,
+    measurable,
+    notes_html,
     result_outputs,
     status_html,
 )
 from .sigint import sigint_calls
-
-RANGES: dict[str, tuple[float, float]] = {
-    "finish_threshold": (1.0, 10.0),
-    "max_iterations": (1, 10),
-    "min_criteria": (0, 6),
-    "max_tokens": (1, 8192),
-    "eval_max_tokens": (1, 8192),
-    "budget_calls": (0, 1_000_000),
-}
-"""What each numeric control allows (min_criteria 0 and budget_calls 0 mean "the loop's default" and "none")."""
-
-SCORE_MODES = ("expected", "sampled")
-
-
-def check_value(name: str, value: Any) -> None:
-    """ConfigError naming the field and its allowed range when `value` is not a number within RANGES[name]."""
-    lo, hi = RANGES[name]
-    whole = isinstance(lo, int)
-    kind = "a whole number" if whole else "a number"
-    ok = isinstance(value, int if whole else (int, float)) and not isinstance(value, bool)
-    if not ok or not lo <= value <= hi:
-        raise ConfigError(f"{name}: {value!r} is not allowed; give {kind} from {lo} to {hi}")
-
-
-def default_score_mode(critic: str) -> str:
-    """A local critic's default score: its expected (G-Eval) score; any other critic's: the one it writes."""
-    try:
-        return "expected" if is_local(critic) else "sampled"
-    except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
-        return "sampled"
 
 
 class Explorer:
@@ -84,9 +54,8 @@ class Explorer:
         tasks: the tasks to choose from (see `promptlab.eval.tasks.read_tasks`).
         loop, task_id, generator_model, critic_model, finish_threshold, max_iterations, max_tokens: initial
             values of the controls (checked: see RANGES).
-        eval_max_tokens: the cap on each reply when a candidate runs on a dev or test example (loops that
-            measure candidates); 64 holds a label, a number or a date, and keeps the default run on the embedded
-            model to about 2 CPU-minutes (256, the loops' default, takes about twice as long).
+        eval_max_tokens: the cap on each reply when a candidate runs on a dev or test example; 64 holds a
+            label, a number or a date (the loops' default, 256, takes about twice as long on the embedded model).
         min_criteria: P³RO's fewest criteria (0: P³RO's default); greyed out for the other loops.
         budget_calls: the run's `budget_calls` (0: none), e.g. to bound a search loop (APE's 250 proposals).
         model: if set, it plays every role (e.g. "fake/auto" for a dry run).
@@ -120,23 +89,18 @@ class Explorer:
         from ..loops.runtime.define import LOOPS
 
         get_loop(loop)  # imports the built-in loops (and fails early on an unknown name)
-        if not tasks:
-            raise ConfigError("tasks: the explorer needs at least one task")
+        check_initial(
+            tasks,
+            task_id,
+            score_mode,
+            finish_threshold=finish_threshold,
+            max_iterations=max_iterations,
+            min_criteria=min_criteria,
+            max_tokens=max_tokens,
+            eval_max_tokens=eval_max_tokens,
+            budget_calls=budget_calls,
+        )
         self.tasks = {t.id: t for t in tasks}
-        if task_id and task_id not in self.tasks:
-            raise ConfigError(f"task_id: {task_id!r} is not one of the tasks: {', '.join(self.tasks)}")
-        values = {
-            "finish_threshold": finish_threshold,
-            "max_iterations": max_iterations,
-            "min_criteria": min_criteria,
-            "max_tokens": max_tokens,
-            "eval_max_tokens": eval_max_tokens,
-            "budget_calls": budget_calls,
-        }
-        for name, value in values.items():
-            check_value(name, value)
-        if score_mode and score_mode not in SCORE_MODES:
-            raise ConfigError(f"score_mode: {score_mode!r} is not allowed; give one of {', '.join(SCORE_MODES)}")
         self.model, self.max_tokens, self.eval_max_tokens = model, max_tokens, eval_max_tokens
         style = {"description_width": "110px"}
         self.loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=style)
@@ -195,7 +159,14 @@ class Explorer:
             icon="stop",
             disabled=True,
             layout={"flex": "0 0 auto", "width": "100px", "margin": "0 0 0 6px"},
-            tooltip="stop the run before its next step (stop reason interrupted; what it recorded is kept)",
+            tooltip="stop the run now: the call in flight is cancelled, what the run recorded is kept (stop reason "
+            "interrupted), and the test-split measurement is skipped",
+        )
+        self.measure_w = w.Button(
+            description="Measure best prompt on test",
+            icon="flask",
+            layout={"flex": "0 0 auto", "width": "auto", "margin": "0 0 0 6px", "display": "none"},
+            tooltip="measure the stopped run's best prompt, and its starting prompt, on the task's test examples",
         )
         self.status = w.HTML("", layout={"flex": "1 1 0%", "min_width": "0", "margin": "0 0 0 12px"})
         self.note = w.HTML("", layout={"width": "auto"})
@@ -204,7 +175,10 @@ class Explorer:
         self.log = w.HTML(log_html([]), layout={"width": "auto"})
         self.result = w.Output()
         self.last_run: Run | None = None
+        self.params: dict[str, Any] = {}
         self.task: asyncio.Task[Run | None] | None = None
+        self.work: asyncio.Task[Any] | None = None
+        """The run's (or the test measurement's) own task, which Stop cancels."""
         self.stop_flag = threading.Event()
         self.loop_w.observe(lambda _change: self.sync_controls(), names="value")
         self.task_w.observe(lambda _change: self.sync_controls(), names="value")
@@ -214,6 +188,7 @@ class Explorer:
         self.sync_controls()
         self.run_w.on_click(self.clicked)
         self.stop_w.on_click(self.stop)
+        self.measure_w.on_click(self.measure_clicked)
         self.widget = w.VBox(
             [
                 w.HBox([self.loop_w, self.task_w]),
@@ -222,7 +197,10 @@ class Explorer:
                 w.HBox([self.min_criteria_w, self.budget_w]),
                 w.HBox([self.score_mode_w]),
                 self.note,
-                w.HBox([self.run_w, self.stop_w, self.status], layout={"width": "100%", "align_items": "center"}),
+                w.HBox(
+                    [self.run_w, self.stop_w, self.measure_w, self.status],
+                    layout={"width": "100%", "align_items": "center"},
+                ),
                 self.error,
                 self.log,
                 self.result,
@@ -234,59 +212,24 @@ class Explorer:
         criteria only in p3ro, a critic score only where critics score), and say what needs saying before a
         run: that the embedded model checks plumbing, that a search loop needs a task with examples."""
         from ..loops.registry import get_loop
-        from ..loops.runtime.search import SearchConfig
 
         spec = get_loop(self.loop_w.value)
         fields = spec.config_cls.model_fields
         for name, widget in self.loop_fields.items():
             widget.disabled = name not in fields
-        notes = []
         task = self.tasks[self.task_w.value]
-        if issubclass(spec.config_cls, SearchConfig) and not task.grounded:
-            notes.append(
-                f"<b>{html.escape(spec.name)}</b> scores every candidate on the task's examples, and task "
-                f"<b>{html.escape(task.id)}</b> has none: pick a task of data/grounded_tasks.jsonl "
-                '(tasks_path = "data/grounded_tasks.jsonl").'
-            )
-        if any(self.uses_local(m) for m in (self.gen_w.value, self.critic_w.value)):
-            notes.append(html.escape(PLUMBING_NOTE))
-        self.note.value = "".join(
-            f"<div class='promptlab-note' style='color:#555;line-height:1.4;margin:2px 0'>{n}</div>" for n in notes
-        )
-
-    @staticmethod
-    def uses_local(model: str) -> bool:
-        """Whether a model name is the embedded model (False for a name no provider knows)."""
-        try:
-            return is_local(model)
-        except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
-            return False
+        self.note.value = notes_html(spec, task, [self.gen_w.value, self.critic_w.value])
 
     def critic_changed(self, change: dict[str, Any]) -> None:
         """A new critic model takes its default score mode (expected for a local critic)."""
         self.score_mode_w.value = default_score_mode(str(change["new"]))
 
     def config(self) -> dict[str, Any]:
-        """The loop config the controls describe."""
-        from ..loops.registry import get_loop
-
-        config: dict[str, Any] = {
-            "generator_model": self.gen_w.value,
-            "critic_model": self.critic_w.value,
-            "max_iterations": self.cap_w.value,
-            "max_tokens": self.max_tokens,
-        }
-        if self.model:
-            config["model"] = self.model
-        if self.budget_w.value:
-            config["budget_calls"] = self.budget_w.value
-        fields = get_loop(self.loop_w.value).config_cls.model_fields
-        if "eval_max_tokens" in fields:
-            config["eval_max_tokens"] = self.eval_max_tokens
-        config.update({name: widget.value for name, widget in self.loop_fields.items() if name in fields})
-        if "max_criteria" in fields and "min_criteria" in config:  # asking for 6 criteria raises the cap with it
-            config["max_criteria"] = max(config["min_criteria"], fields["max_criteria"].default)
-        return config
+        """The loop config the controls describe (`loop_config`)."""
+        values = {"generator_model": self.gen_w.value, "critic_model": self.critic_w.value}
+        values |= {"max_iterations": self.cap_w.value, "max_tokens": self.max_tokens, "model": self.model}
+        values |= {"budget_calls": self.budget_w.value, "eval_max_tokens": self.eval_max_tokens}
+        return loop_config(self.loop_w.value, values | {n: w.value for n, w in self.loop_fields.items()})
 
     def write(self, text: str) -> None:
         """Append a line to the event log."""
@@ -301,18 +244,19 @@ class Explorer:
         return line
 
     def stop(self, _button: Any = None) -> None:
-        """The Stop button: ask the running loop to stop before its next step."""
+        """The Stop button (and Kernel ▸ Interrupt): end the run now, cancelling the call in flight."""
         self.stop_flag.set()
         self.stop_w.disabled = True
-        self.status.value = "<i>stopping after the current step...</i>"
+        if self.work is not None and not self.work.done():
+            # thread-safe: a widget callback may run outside the loop's thread (ipykernel 7), and a bare
+            # cancel() there would wait for the loop to wake up, i.e. for the call in flight to end
+            self.work.get_loop().call_soon_threadsafe(self.work.cancel)
+        self.status.value = "<i>stopping: the call in flight is cancelled...</i>"
 
     async def run(self, *, echo: Callable[[str], None] | None = None) -> Run | None:
-        """Run the loop with the controls' values; show the log and the result in the widgets.
-
-        Errors are shown in the log and the status line, never lost. `echo` also receives every log line (for
-        papermill runs, whose widget state a saved notebook does not keep). The Stop button, or Kernel ▸
-        Interrupt, ends the run before its next step, with stop reason `interrupted`.
-        """
+        """Run the loop with the controls' values; show the log, the result and any error in the widgets.
+        `echo` also receives every log line (papermill: a saved notebook keeps no widget state). Stop, or Kernel ▸
+        Interrupt, ends the run at once, with stop reason `interrupted` (`until_stopped`)."""
         from ..loops.registry import arun_loop
 
         # set, not cleared through `clear_output()`: that message is lost when sent from a task a click started
@@ -320,9 +264,8 @@ class Explorer:
         self.log.value = log_html([])
         self.result.outputs = ()
         self.error.value = ""
-        self.run_w.disabled = True
-        self.stop_flag.clear()
-        self.stop_w.disabled = False
+        self.last_run = None
+        self.start_work()
         self.status.value = "<i>running...</i>"
 
         def handler(event: Event) -> None:
@@ -333,29 +276,96 @@ class Explorer:
         try:
             config = self.config()
             with stop_scope(self.stop_flag), sigint_calls(self.stop):  # Kernel > Interrupt: as Stop
-                run = await arun_loop(self.loop_w.value, self.tasks[self.task_w.value], config, on_event=handler)
-            params = {"loop": run.loop, **{k: v for k, v in config.items() if not k.endswith("max_tokens")}}
-            self.result.outputs = tuple(result_outputs(run, params))
-            self.status.value = status_html(run)
-            self.error.value = errors_html(run)
+                run = await self.until_done(
+                    arun_loop(self.loop_w.value, self.tasks[self.task_w.value], config, on_event=handler)
+                )
+            if run is None:  # a loop that keeps no record of an unfinished step (PES opens one per turn)
+                self.status.value = (
+                    "<span class='promptlab-stopped'><b>stopped</b> before the run recorded anything</span>"
+                )
+                return None
+            self.params = {"loop": run.loop, **{k: v for k, v in config.items() if not k.endswith("max_tokens")}}
             self.last_run = run
+            self.show(run)
             return run
         except Exception as e:  # shown where the user looks, not swallowed by the task
-            self.status.value = (
-                f"<span class='promptlab-failed' style='color:#b00'><b>failed</b> "
-                f"({html.escape(type(e).__name__)}, see below)</span>"
-            )
-            self.error.value = error_box(error_text(e), type(e).__name__)
-            if echo is not None:
-                echo(f"ERROR {type(e).__name__}: {e}\n")
+            self.failed(e, echo)
             return None
         finally:
-            self.run_w.disabled = False
-            self.stop_w.disabled = True
+            self.end_work()
+
+    def start_work(self) -> None:
+        """Grey out Run (and Measure), arm Stop."""
+        self.run_w.disabled = True
+        self.measure_w.layout.display = "none"
+        self.stop_flag.clear()
+        self.stop_w.disabled = False
+
+    def end_work(self) -> None:
+        """Run back, Stop greyed out; Measure offered for a stopped run whose test measurement was skipped."""
+        self.work = None
+        self.run_w.disabled = False
+        self.stop_w.disabled = True
+        self.measure_w.disabled = False
+        self.measure_w.layout.display = "" if measurable(self.last_run) else "none"
+
+    async def until_done(self, work: Coroutine[Any, Any, Run]) -> Run | None:
+        """`work` as its own task (which Stop cancels); None when a Stop cancelled it before it kept a record."""
+        self.work = asyncio.ensure_future(work)
+        try:
+            return await self.work
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not self.stop_flag.is_set() or (current is not None and current.cancelling()):
+                raise  # not our Stop: the explorer's own task is being cancelled
+            return None
+
+    def show(self, run: Run) -> None:
+        """The result area, status and recorded errors of a finished (or stopped) run."""
+        self.result.outputs = tuple(result_outputs(run, self.params))
+        self.status.value = status_html(run)
+        self.error.value = errors_html(run)
+
+    def failed(self, e: Exception, echo: Callable[[str], None] | None = None) -> None:
+        """Show an error that stopped a run (or a measurement) under the buttons."""
+        self.status.value, self.error.value = failed_html(e)
+        if echo is not None:
+            echo(f"ERROR {type(e).__name__}: {e}\n")
+
+    async def measure(self) -> Run | None:
+        """Measure the stopped run's best prompt (and its starting prompt) on the test examples; Stop cancels."""
+        from ..loops.registry import get_loop
+        from ..loops.runtime.grounding import GroundedConfig, measure_stopped
+
+        run = self.last_run
+        if run is None or not measurable(run):
+            return None
+        self.start_work()
+        self.status.value = "<i>measuring the best prompt on the test examples...</i>"
+        try:
+            cfg = get_loop(run.loop).config_cls.model_validate(run.config)
+            assert isinstance(cfg, GroundedConfig)  # can_measure checked the class
+            with sigint_calls(self.stop):
+                measured = await self.until_done(measure_stopped(run, cfg))
+            if measured is None:  # stopped: a half-done measurement is no measurement
+                run.baseline_test = run.final_test = run.delta = None
+            self.show(run)
+            return measured
+        except Exception as e:  # shown where the user looks, not swallowed by the task
+            self.failed(e)
+            return None
+        finally:
+            self.end_work()
+
+    def measure_clicked(self, _button: Any = None) -> None:
+        """The Measure button: measure the stopped run's best prompt on test, not blocking the kernel."""
+        self.measure_w.disabled = True
+        self.task = asyncio.ensure_future(self.measure())
 
     def clicked(self, _button: Any = None) -> None:
-        """The Run button: start a run on the kernel's event loop without blocking it."""
-        self.run_w.disabled = True  # at once: a second click must not start a second run
+        """The Run button: start a run on the kernel's event loop, not blocking it (greyed out at once: a
+        second click must not start a second run)."""
+        self.run_w.disabled = True
         self.task = asyncio.ensure_future(self.run())
 
     def display(self) -> None:
@@ -378,4 +388,4 @@ def load_explorer(tasks_path: str | Path, **kwargs: Any) -> Explorer:
     return Explorer(tasks, **kwargs)
 
 
-__all__ = ["RANGES", "SCORE_MODES", "Explorer", "check_value", "default_score_mode", "load_explorer"]
+__all__ = ["Explorer", "load_explorer"]

@@ -145,6 +145,61 @@ def error_text(e: BaseException) -> str:
     return str(e)
 
 
+def uses_local(model: str) -> bool:
+    """Whether a model name is the embedded model (False for a name no provider knows)."""
+    from ..llm.resolved import resolve_model
+
+    try:
+        return resolve_model(model).embedded
+    except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
+        return False
+
+
+def notes_html(spec: Any, task: Any, models: list[str]) -> str:
+    """What needs saying before a run of loop `spec` on `task` with `models`: that a search loop needs a task
+    with examples, that the embedded model checks plumbing."""
+    from ..loops.runtime.search import SearchConfig
+
+    notes = []
+    if issubclass(spec.config_cls, SearchConfig) and not task.grounded:
+        notes.append(
+            f"<b>{html.escape(spec.name)}</b> scores every candidate on the task's examples, and task "
+            f"<b>{html.escape(task.id)}</b> has none: pick a task of data/grounded_tasks.jsonl "
+            '(tasks_path = "data/grounded_tasks.jsonl").'
+        )
+    if any(uses_local(m) for m in models):
+        notes.append(html.escape(PLUMBING_NOTE))
+    return "".join(
+        f"<div class='promptlab-note' style='color:#555;line-height:1.4;margin:2px 0'>{n}</div>" for n in notes
+    )
+
+
+def failed_html(e: BaseException) -> tuple[str, str]:
+    """The status line and the error box of an error that stopped a run."""
+    status = (
+        f"<span class='promptlab-failed' style='color:#b00'><b>failed</b> "
+        f"({html.escape(type(e).__name__)}, see below)</span>"
+    )
+    return status, error_box(error_text(e), type(e).__name__)
+
+
+def measurable(run: Run | None) -> bool:
+    """Whether a run was stopped before measuring its returned prompt on its task's test examples (so the
+    explorer offers to)."""
+    from ..eval.tasks import examples_of
+    from ..loops.registry import get_loop
+    from ..loops.runtime.grounding import GroundedConfig
+
+    return (
+        run is not None
+        and run.stop_reason == "interrupted"
+        and run.final_output is not None
+        and run.final_test is None
+        and bool(examples_of(run.task, "test"))
+        and issubclass(get_loop(run.loop).config_cls, GroundedConfig)
+    )
+
+
 def status_html(run: Run) -> str:
     """The short status line after a run: done and its stop reason, interrupted, or, in red, that it ended in
     error."""
@@ -153,7 +208,11 @@ def status_html(run: Run) -> str:
         return f"<span class='promptlab-failed' style='color:#b00'><b>ended in error</b> (stop reason {reason})</span>"
     note = f" · {len(run.errors)} error(s) recorded" if run.errors else ""
     if run.stop_reason == "interrupted":
-        return f"<span class='promptlab-stopped'><b>stopped</b> (stop reason interrupted; what it recorded is kept){note}</span>"
+        test = "" if run.final_test is not None or not measurable(run) else "; not measured on test"
+        return (
+            f"<span class='promptlab-stopped'><b>stopped</b> (stop reason interrupted; what it recorded is kept"
+            f"{test}){note}</span>"
+        )
     return f"done: stop reason <b>{reason}</b>{note}"
 
 
@@ -234,6 +293,10 @@ def run_summary(run: Run, config: dict[str, Any]) -> str:
         parts.append(f"best dev accuracy {score:.3g} (iteration {index})")
     if run.best_score is None and not dev:
         parts.append("no iteration has a score")
+    if run.baseline_test is not None and run.final_test is not None:
+        start, final = run.baseline_test.score, run.final_test.score
+        if start is not None and final is not None:
+            parts.append(f"test accuracy {start:.3g} (starting prompt) -> {final:.3g} (final prompt)")
     if len(run.iterations) > 1 and run.final_output == run.task.prompt:
         parts.append("the final prompt is the starting prompt (the loop kept no rewrite)")
     parts.extend(below_start(run))
@@ -291,12 +354,16 @@ __all__ = [
     "error_text",
     "errors_html",
     "event_line",
+    "failed_html",
     "figure_png",
     "fit_accuracy",
     "log_html",
+    "measurable",
+    "notes_html",
     "result_outputs",
     "run_summary",
     "side_by_side",
     "status_html",
     "trajectory_figure",
+    "uses_local",
 ]

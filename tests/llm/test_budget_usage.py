@@ -1,6 +1,7 @@
-"""#28 item 1: no server can switch the spending cap off. Usage that is not usage (none, zeros, negative, strings,
-fractions) is unknown, never counted as 0: an unknown cost counts against the cap as an estimate from the
-request's and the reply's tokens at the model's price, on both transports; a ledger that went negative is refused."""
+"""#28 item 1: no server can switch the spending cap off. Usage that is not usage (none, zeros, strings) is unknown,
+never counted as 0: an unknown cost counts against the cap as an estimate from the request's and the reply's tokens
+at the model's price, on both transports; a ledger that went negative is refused. #41 item 1: a count that is a
+number out of range (negative, a fraction, 10^30) makes the reply invalid, and it is charged as an estimate too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from fault_server import FaultServer, Reply
 
 import promptlab as pl
-from promptlab.errors import ConfigError, SpendingCapExceeded
+from promptlab.errors import ConfigError, ProviderError, SpendingCapExceeded
+from promptlab.llm.failures import InvalidReply
 from promptlab.llm.model_names import litellm
 from promptlab.llm.settings import Settings
 from promptlab.llm.spending_cap import SpendingCap, price_of
@@ -26,7 +28,10 @@ BAD_USAGE: dict[str, dict[str, Any]] = {
     "negative": {"prompt_tokens": -1_000_000, "completion_tokens": 5},
     "string": {"prompt_tokens": "10", "completion_tokens": "5"},
     "fraction": {"prompt_tokens": 10.5, "completion_tokens": 5},
+    "huge": {"prompt_tokens": 10**30, "completion_tokens": 10**30},
 }
+OUT_OF_RANGE = {"negative", "fraction", "huge"}
+"""Counts that are numbers out of range: an invalid reply (not retried), charged as an estimate."""
 
 
 def true_cost(body: dict[str, Any], text: str) -> float:
@@ -57,21 +62,33 @@ def test_usage_that_is_not_usage_counts_against_the_cap(
     cap, settings = 0.004, Settings(transport=transport, retries=0, timeout_s=10, deadline_s=30)
     budget = SpendingCap(tmp_path / "budget.json", cap=cap)
     made: list[pl.Completion] = []
+    refused: list[ProviderError] = []
     with budget.scope(), pytest.raises(SpendingCapExceeded):
         for i in range(40):
-            made.append(pl.complete(server.model, f"prompt {i}", max_tokens=100, settings=settings, cache=False))
+            try:
+                made.append(pl.complete(server.model, f"prompt {i}", max_tokens=100, settings=settings, cache=False))
+            except ProviderError as e:
+                refused.append(e)
     assert all(c.input_tokens is None and c.cost_usd is None for c in made)  # unknown, never 0 or negative
+    if kind in OUT_OF_RANGE:
+        assert not made and all("invalid reply: usage.prompt_tokens is" in str(e) for e in refused)
+    else:
+        assert not refused
     paid = sum(true_cost(b, TEXT) for b in server.bodies)
     led = budget.ledger()
-    assert led.requests == led.estimated_requests == server.requests == len(made)
+    assert led.requests == led.estimated_requests == server.requests == len(made) + len(refused)
     assert led.spent_usd == pytest.approx(led.estimated_usd) and led.spent_usd == pytest.approx(paid, rel=0.05)
     assert paid <= cap + true_cost(server.bodies[-1], TEXT) * 1.05  # one call in flight at a time
 
 
 def test_tokens_of_takes_only_whole_non_negative_counts() -> None:
     assert tokens_of({"prompt_tokens": 3, "completion_tokens": 0}) == (3, 0)
-    for bad in BAD_USAGE.values():
-        assert tokens_of(None if "usage" in bad else bad) is None
+    for kind, bad in BAD_USAGE.items():
+        if kind in OUT_OF_RANGE:
+            with pytest.raises(InvalidReply, match=r"usage\.prompt_tokens is .*, out of range"):
+                tokens_of(bad)
+        else:
+            assert tokens_of(None if "usage" in bad else bad) is None
     assert tokens_of({"prompt_tokens": True, "completion_tokens": 1}) is None
     assert tokens_of({"prompt_tokens": 3}) is None
 

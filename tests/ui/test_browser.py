@@ -31,6 +31,7 @@ from grounded import write_grounded_sweep
 from wording import write_baselines_sweep
 
 from promptlab.results.store import write_cell
+from promptlab.sweeps.probe import MAX_AT_ONCE, PROBE_CALLS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -87,11 +88,47 @@ STUCK = (
 )
 STUCK += (
     "\n\nimport functools\n\nimport promptlab.sweeps.estimate as estimate\n\n"
-    "estimate.sweep_plan = functools.partial(estimate.sweep_plan, probe=False)  # a probe of it would take minutes"
+    "estimate.plan_sweep = functools.partial(estimate.plan_sweep, probe=False)  # a probe of it would take minutes"
 )
+HANG = (
+    SLOW.replace('"slow"', '"hang"')
+    .replace("0.3 s late", "0.3 s late, 60 s once the project root holds hang.flag")
+    .replace("time.sleep(0.3)", "time.sleep(60 if Path('hang.flag').exists() else 0.3)")
+    .replace("import time\n", "import time\nfrom pathlib import Path\n")
+)
+"""A model, fake/hang, that answers in 0.3 s until the test touches hang.flag in the project root (the kernel's
+working directory), then takes 60 s a call: a Stop that waited for the call in flight would take a minute."""
 """A model, fake/stuck, whose every call takes 60 s (its own name: no call of it is in the cache): an interrupt
 that waited for the calls in flight would take a minute, so one seen within 15 s did not wait for them, however
 busy the machine (the bound is for a loaded browser, not a stopwatch on the interrupt)."""
+
+
+COUNTED = (
+    SLOW
+    + """
+
+
+slow_reply_uncounted = fake.reply
+
+
+def counted_reply(id, messages, params):
+    if id == "slow":
+        with open("big_calls.log", "a") as log:  # in the project root, the kernel's working directory
+            log.write("call\\n")
+    return slow_reply_uncounted(id, messages, params)
+
+
+fake.reply = counted_reply"""
+)
+"""fake/slow, each of its calls counted in big_calls.log."""
+BIG = (
+    (ROOT / "experiments" / "tiny.yaml")
+    .read_text()
+    .replace("name: tiny", "name: big")
+    .replace("replicates: 1", "replicates: 10000")
+)
+"""tiny.yaml with 10,000 replicates: 40,000 runs, about 120,000 calls: at fake/slow's 0.3 s a call (at most 8 at once,
+reply caps 64 of the probe's 256), at least 0.3 / 8 x 64 / 256 x 120,000 = 1125 s, far above 5 min."""
 
 
 def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> None:
@@ -102,7 +139,8 @@ def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> 
     lines = cell.source.splitlines()
     for key, value in values.items():
         assert any(ln.split("=")[0].strip() == key for ln in lines), f"{name} has no parameter {key}"
-        lines = [f"{key} = {json.dumps(value)}" if ln.split("=")[0].strip() == key else ln for ln in lines]
+        text = repr(value) if isinstance(value, bool) else json.dumps(value)  # Python's True, not JSON's true
+        lines = [f"{key} = {text}" if ln.split("=")[0].strip() == key else ln for ln in lines]
     cell.source = "\n".join([*lines, *([prelude] if prelude else [])])
     nbformat.write(nb, dest)
 
@@ -112,6 +150,7 @@ def scratch_project(root: Path) -> None:
     parameters set), and results directories to browse (one with a run that strains the layout)."""
     (root / "experiments").mkdir()
     shutil.copy(ROOT / "experiments" / "tiny.yaml", root / "experiments")
+    (root / "experiments" / "big.yaml").write_text(BIG)
     (root / "data").mkdir()
     for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl", "grounded_tasks.jsonl"):
         shutil.copy(ROOT / "data" / name, root / "data")
@@ -120,8 +159,10 @@ def scratch_project(root: Path) -> None:
     nbs.mkdir()
     with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
-    with_parameters("01_explore", nbs / "01_slow.ipynb", prelude=SLOW, model="fake/slow", max_iterations=10)
-    shutil.copy(nbs / "01_slow.ipynb", nbs / "01_slow_interrupt.ipynb")  # a kernel of its own
+    with_parameters("01_explore", nbs / "01_hang.ipynb", prelude=HANG, model="fake/hang", max_iterations=10)
+    shutil.copy(nbs / "01_hang.ipynb", nbs / "01_hang_interrupt.ipynb")  # a kernel of its own
+    with_parameters("01_explore", nbs / "01_hang_gepa.ipynb", prelude=HANG, model="fake/hang", loop="gepa")
+    shutil.copy(nbs / "01_hang_gepa.ipynb", nbs / "01_hang_gepa_interrupt.ipynb")
     with_parameters("01_explore", nbs / "01_bad_threshold.ipynb", finish_threshold=-1)
     with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
@@ -135,6 +176,15 @@ def scratch_project(root: Path) -> None:
         experiment_path="experiments/tiny.yaml",
         model="fake/stuck",
         out_dir="results/stuck",
+        confirm=True,  # not probed: no time estimate, so it asks first
+    )
+    with_parameters(
+        "02_sweep",
+        nbs / "02_big.ipynb",
+        prelude=COUNTED,
+        experiment_path="experiments/big.yaml",
+        model="fake/slow",
+        out_dir="results/big",
     )
     with_parameters(  # a results directory of its own: no finished cell, so the time comes from a probe
         "02_sweep",
@@ -564,9 +614,12 @@ def test_a_fresh_clone_says_what_to_run_first_at_the_first_cell(page: Any, lab: 
     wait_idle(page)
     code = nb.locator(".jp-CodeCell")
     # the setup cell (after the parameters) stopped the notebook: no later cell has an output
-    assert code.nth(1).locator(".jp-OutputArea-output").count() == 1
+    assert code.nth(1).locator(".jp-OutputArea-output", has_text=re.compile(r"\S")).count() == 1
     for k in range(2, code.count()):
         assert code.nth(k).locator(".jp-OutputArea-output").count() == 0, k
+    # where the view rests after Run All, the message is in sight (not off-screen above the last cell)
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first
+    playwright_api.expect(error).to_be_in_viewport(timeout=10_000)
     keep(
         page,
         nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first,
@@ -591,51 +644,93 @@ def test_01_explore_refuses_a_bad_parameter_in_one_line(
     keep(page, nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first, name)
 
 
-def test_01_explore_stop_ends_the_run_as_interrupted(page: Any, lab: tuple[str, Path]) -> None:
-    url, _ = lab
-    nb = open_and_run_all(page, url.format(name="01_slow"))
+def stop_a_hanging_run(page: Any, nb: Any, root: Path, stop: Any) -> None:
+    """Run 01_hang, let its first rewrite be recorded, make every later call take 60 s, then `stop()`: the run
+    ends within 15 s of it (it did not wait for the call in flight), keeping its iterations 0 and 1, with the
+    test measurement skipped and offered."""
+    expect = playwright_api.expect
+    flag = root / "hang.flag"
+    flag.unlink(missing_ok=True)
     run = nb.locator(".widget-button", has_text="Run")
     run.wait_for(timeout=120_000)
-    stop = nb.locator(".widget-button", has_text="Stop")
-    expect = playwright_api.expect
-    expect(stop).to_be_disabled()  # nothing to stop yet
     run.click()
-    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)  # the first rewrite is under way
-    stop.click()
-    status = nb.locator(".widget-html", has_text="stop")
-    # answered while the step is still running (its calls take 0.3 s each), not after it: 10 s, as for a kernel
-    # interrupt below, since a busy machine may take more than the 1 s this had to render the reply
-    expect(status.first).to_contain_text("stopping after the current step", timeout=10_000)
-    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] decision", timeout=60_000)  # iteration 1 is kept
+    flag.touch()  # from now on every call takes 60 s
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it2] ", timeout=30_000)  # a 60 s call is in flight
+    page.wait_for_timeout(1_000)
+    stop()
+    stopped = nb.locator(".promptlab-stopped")
+    expect(stopped).to_contain_text("stop reason interrupted", timeout=15_000)  # not the 60 s of the call
+    expect(stopped).to_contain_text("not measured on test")
     summary = nb.locator(".widget-output").first.inner_text()
     iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
-    assert 1 <= iterations < 11, summary  # what it recorded is kept; the cap of 10 was not reached
+    assert 2 <= iterations < 11, summary  # iterations 0 and 1 (and the one stopped, if recorded) are kept
     expect(nb.locator(".widget-output img")).to_have_count(1)  # the chart of what it recorded
+    expect(nb.locator(".widget-button", has_text="Measure best prompt on test")).to_be_visible()
     expect(run).to_be_enabled()
-    expect(stop).to_be_disabled()
-    keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
-
-
-def test_01_explore_kernel_interrupt_stops_a_clicked_run(page: Any, lab: tuple[str, Path]) -> None:
-    url, _ = lab
-    nb = open_and_run_all(page, url.format(name="01_slow_interrupt"))
-    run = nb.locator(".widget-button", has_text="Run")
-    run.wait_for(timeout=120_000)
-    wait_idle(page)  # no cell is executing: the run below is a task a click started
-    expect = playwright_api.expect
+    # a second run starts at once, although the abandoned call still sleeps in its thread
     run.click()
-    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=60_000)
-    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
-    page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
-    status = nb.locator(".widget-html", has_text="stop")
-    # answered as soon as the signal arrives (the server's round trip to the kernel comes first)
-    expect(status.first).to_contain_text("stopping after the current step", timeout=10_000)
-    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=60_000)
-    summary = nb.locator(".widget-output").first.inner_text()
-    iterations = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
-    assert 1 <= iterations < 11, summary  # stopped long before the cap of 10
-    expect(run).to_be_enabled()
+    expect(nb.locator(".widget-button", has_text="Stop")).to_be_enabled(timeout=5_000)
+    expect(nb.locator(".promptlab-log")).to_contain_text("run_started", timeout=15_000)
+    nb.locator(".widget-button", has_text="Stop").click()
+    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=15_000)
+    flag.unlink()
+
+
+def test_01_explore_stop_ends_the_run_at_once_and_measures_on_test_on_request(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang"))
+    expect = playwright_api.expect
+    stop = nb.locator(".widget-button", has_text="Stop")
+    stop.wait_for(timeout=120_000)
+    expect(stop).to_be_disabled()  # nothing to stop yet
+    expect(nb.locator(".widget-button", has_text="Measure best prompt on test")).to_be_hidden()
+    stop_a_hanging_run(page, nb, root, stop.click)
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped")
+    # the stopped run's best prompt, measured on the test examples by a click (its calls take 0.3 s again)
+    nb.locator(".widget-button", has_text="Measure best prompt on test").click()
+    expect(nb.locator(".widget-output").first).to_contain_text("test accuracy", timeout=120_000)
+    expect(nb.locator(".widget-button", has_text="Measure best prompt on test")).to_be_hidden()
+
+
+def test_01_explore_kernel_interrupt_stops_a_clicked_run_at_once(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang_interrupt"))
+    nb.locator(".widget-button", has_text="Run").wait_for(timeout=120_000)
+    wait_idle(page)  # no cell is executing: the run below is a task a click started
+
+    def interrupt() -> None:
+        page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+        page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+
+    stop_a_hanging_run(page, nb, root, interrupt)
     keep(page, nb.locator(".widget-vbox").first, "01_explore_kernel_interrupt")
+
+
+def test_01_explore_stop_ends_a_gepa_run_at_once_keeping_its_iterations(page: Any, lab: tuple[str, Path]) -> None:
+    """GEPA runs in a worker thread of its own: the Stop cancels its call in flight, ends that thread and keeps
+    what GEPA decided (iterations 0 and 1)."""
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang_gepa"))
+    stop = nb.locator(".widget-button", has_text="Stop")
+    stop.wait_for(timeout=120_000)
+    stop_a_hanging_run(page, nb, root, stop.click)
+    playwright_api.expect(nb.locator(".promptlab-log")).to_contain_text("reflector")  # GEPA's reflection ran
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_gepa_stopped")
+
+
+def test_01_explore_kernel_interrupt_ends_a_gepa_run_at_once(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang_gepa_interrupt"))
+    nb.locator(".widget-button", has_text="Run").wait_for(timeout=120_000)
+    wait_idle(page)
+
+    def interrupt() -> None:
+        page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+        page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+
+    stop_a_hanging_run(page, nb, root, interrupt)
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_gepa_kernel_interrupt")
 
 
 def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tuple[str, Path]) -> None:
@@ -703,3 +798,25 @@ def test_02_sweep_shows_busy_while_it_runs_and_an_interrupt_stops_it_at_once(pag
     statuses = [json.loads(p.read_text()) for p in (root / "results" / "stuck").glob("cells/*/status.json")]
     assert all(s["status"] == "ok" for s in statuses), statuses  # kept cells are whole
     keep(page, sweeping, "02_sweep_interrupted_at_once")
+
+
+def test_02_sweep_run_all_prints_its_plan_and_asks_before_a_long_sweep(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="02_big"))
+    expect = playwright_api.expect
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first
+    error.wait_for(timeout=180_000)
+    wait_idle(page)
+    text = error.inner_text().strip()
+    assert text.startswith("NeedsConfirmation: Not started: this sweep should take about"), text
+    assert "40000 runs" in text and "set confirm = True in the parameters cell" in text and "\n" not in text, text
+    # the plan was printed first, above the message, and the message is in view where Run All left the page
+    plan = nb.locator(".jp-OutputArea-output", has_text="models: fake/slow").first
+    assert "= 40000 runs" in plan.inner_text() and plan.bounding_box()["y"] < error.bounding_box()["y"]
+    expect(error).to_be_in_viewport(timeout=10_000)
+    # no model call but the probe's few timed ones (1 untimed + PROBE_CALLS x at most MAX_AT_ONCE): no sweep call
+    calls = (root / "big_calls.log").read_text().count("call")
+    assert 1 <= calls <= 1 + PROBE_CALLS * MAX_AT_ONCE, calls
+    assert not (root / "results" / "big" / "cells").exists()
+    assert nb.locator(".jp-CodeCell").last.locator(".jp-OutputArea-output").count() == 0  # the charts' cell
+    keep(page, nb.locator(".jp-Notebook"), "02_sweep_asks_first")

@@ -125,7 +125,7 @@ def test_side_by_side_escapes_and_left_aligns() -> None:
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "(none)" in html and html.count("text-align:left") >= 3
 
 
-@pytest.mark.parametrize("loop", ["opro", "ape", "protegi", "resample"])
+@pytest.mark.parametrize("loop", ["opro", "ape", "protegi", "resample", "gepa"])
 def test_a_search_loop_runs_on_a_grounded_task_and_plots_its_dev_accuracy(loop: str) -> None:
     from wording import TASK
 
@@ -133,7 +133,7 @@ def test_a_search_loop_runs_on_a_grounded_task_and_plots_its_dev_accuracy(loop: 
     assert ex.threshold_w.disabled and ex.min_criteria_w.disabled  # fields these loops do not have
     run = asyncio.run(ex.run())
     assert run is not None and run.loop == loop and run.iterations[0].grounded is not None
-    assert run.config["budget_calls"] == 150 and run.spent.calls <= 150
+    assert run.config["budget_calls"] == 150 and run.spent is not None and run.spent.calls <= 150
     kinds = [next(iter(o.get("data", {"text": 1}))) for o in ex.result.outputs]
     assert kinds == ["image/png", "text", "text/html"]  # the dev accuracy by iteration: there is no critic score
     assert "done: stop reason" in ex.status.value and ex.error.value == ""
@@ -176,13 +176,15 @@ def test_stop_ends_the_run_as_interrupted_and_keeps_what_it_recorded() -> None:
     ex = Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=5, finish_threshold=10.0)
     decisions: list[int] = []
 
-    def stop_after_the_first_rewrite(event) -> None:  # type: ignore[no-untyped-def]
+    original = ex.on_event
+
+    def stop_after_the_first_rewrite(event) -> str | None:  # type: ignore[no-untyped-def]
         if event.kind == "decision" and event.iteration == 1:
             decisions.append(event.iteration)
             ex.stop()  # what the Stop button does, while the loop runs
+        return original(event)
 
-    original = ex.on_event
-    ex.on_event = lambda e: (stop_after_the_first_rewrite(e), original(e))[1]  # type: ignore[method-assign]
+    ex.on_event = stop_after_the_first_rewrite  # type: ignore[method-assign]
     run = asyncio.run(ex.run())
     assert decisions == [1]
     assert run is not None and run.stop_reason == "interrupted"
@@ -354,3 +356,70 @@ def test_the_summary_says_when_the_final_prompt_measures_below_the_start() -> No
     assert "the final prompt's dev accuracy 0.05 is below the starting prompt's 0.3" in run_summary(worse, {})
     kept = worse.model_copy(update={"final_output": its[0].candidate})
     assert "below the starting prompt" not in run_summary(kept, {})
+
+
+def test_stop_cancels_the_call_in_flight_keeps_the_record_and_offers_the_test_measurement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call that would take a minute: Stop ends the run without waiting for it (the run's task is cancelled),
+    the iterations recorded before it are kept, the test measurement is skipped and offered by a button."""
+    import threading
+    import time
+
+    from wording import TASK
+
+    import promptlab.llm.fake as fake
+
+    auto_reply, started, release = fake.reply, threading.Event(), threading.Event()
+    hang = {"on": False}
+
+    def hanging_reply(id, messages, params):  # type: ignore[no-untyped-def]
+        if id == "hang" and hang["on"]:
+            started.set()
+            release.wait(60)  # a call that takes a minute, unless released
+        return auto_reply("auto" if id == "hang" else id, messages, params)
+
+    pl.scripted("hang", respond=lambda messages: "")
+    monkeypatch.setattr(fake, "reply", hanging_reply)
+    ex = Explorer([TASK], loop="p3ro", model="fake/hang", max_iterations=5, finish_threshold=10.0)
+    original = ex.on_event
+
+    def hang_after_the_first_rewrite(event) -> str | None:  # type: ignore[no-untyped-def]
+        if event.kind == "decision" and event.iteration == 1:
+            hang["on"] = True  # every later call hangs
+        return original(event)
+
+    ex.on_event = hang_after_the_first_rewrite  # type: ignore[method-assign]
+
+    async def click_stop_and_measure() -> tuple[float, str]:
+        ex.clicked()
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        assert ex.measure_w.layout.display == "none"  # hidden while the run runs
+        ex.stop()
+        assert ex.task is not None
+        await ex.task
+        stopped = time.monotonic()
+        assert not ex.run_w.disabled  # a second run can start at once
+        status = ex.status.value
+        assert ex.measure_w.layout.display == ""  # offered once the run stopped
+        hang["on"] = False
+        release.set()
+        await ex.measure()
+        return stopped, status
+
+    try:
+        t0 = time.monotonic()
+        stopped, status = asyncio.run(click_stop_and_measure())
+    finally:
+        release.set()
+    assert stopped - t0 < 60  # the hanging call was not waited for (it would have taken 60 s)
+    run = ex.last_run
+    assert run is not None and run.stop_reason == "interrupted" and run.info["stopped_at_once"]
+    assert [it.index for it in run.iterations][:2] == [0, 1] and run.iterations[1].grounded is not None
+    assert run.final_output is not None
+    assert "not measured on test" in status
+    # the button measured the stopped run's best prompt and its starting prompt on the test examples
+    assert run.final_test is not None and run.baseline_test is not None and run.delta is not None
+    assert "test accuracy" in ex.result.outputs[1]["text"] and "not measured on test" not in ex.status.value
+    assert ex.measure_w.layout.display == "none"  # measured: nothing more to offer

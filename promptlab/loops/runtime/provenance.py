@@ -64,10 +64,17 @@ def base_provenance(task: Task) -> dict[str, Any]:
 
 
 def note_model(provenance: dict[str, Any], role: str, model: str, c: Completion) -> None:
-    """Record, once per role, the model requested, the id the provider reported and the endpoint."""
+    """Record, once per role, the model requested, the id the provider reported, the endpoint and the inference
+    fingerprint; and, per model requested, every distinct fingerprint the run's replies rest on
+    (`provenance["fingerprints"]`: model -> fingerprint id -> its fields; `promptlab.llm.fingerprint`)."""
     roles = provenance.setdefault("models", {})
+    fp = c.fingerprint
     if role not in roles:
         roles[role] = {"requested": model, "reported": c.response_model, "endpoint": c.endpoint}
+        if fp is not None:
+            roles[role]["fingerprint"] = fp.get("id")
+    if fp is not None:
+        provenance.setdefault("fingerprints", {}).setdefault(model, {}).setdefault(str(fp.get("id")), fp)
 
 
 __all__ = ["base_provenance", "note_model", "package_version", "provenance_scope", "scoped_provenance", "text_hash"]

@@ -1,0 +1,55 @@
+"""The "Inference fingerprints" section of summary.md: what the runs' replies rest on, per model.
+
+Each model's fingerprints (`promptlab.llm.fingerprint`), read from the runs frame's `fingerprints` column, with
+the runs that rest on each; more than one for a model is also a provenance warning (`analysis.mixed_fingerprints`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..llm.fingerprint import describe
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def run_fingerprints(runs: pd.DataFrame) -> dict[str, dict[str, tuple[dict[str, Any], int]]]:
+    """Model -> fingerprint id -> (its fields, how many runs rest on it)."""
+    out: dict[str, dict[str, tuple[dict[str, Any], int]]] = {}
+    if "fingerprints" not in runs.columns:
+        return out
+    for text in runs["fingerprints"]:
+        if not isinstance(text, str):
+            continue
+        for model, by_id in json.loads(text).items():
+            seen = out.setdefault(model, {})
+            for fid, fields in by_id.items():
+                seen[fid] = (fields, seen.get(fid, (fields, 0))[1] + 1)
+    return out
+
+
+def fingerprint_markdown(runs: pd.DataFrame) -> list[str]:
+    """The section's lines: per model, each fingerprint in one line with its run count (docs/reproducibility.md)."""
+    found = run_fingerprints(runs)
+    lines = ["## Inference fingerprints", ""]
+    if not found:
+        return [
+            *lines,
+            "No reply carries an inference fingerprint (scripted or simulated models only, or runs recorded "
+            "before fingerprints).",
+            "",
+        ]
+    lines += [
+        "What the replies rest on (docs/reproducibility.md): the same requests under the same fingerprint give "
+        "the same greedy replies.",
+        "",
+    ]
+    for model, by_id in sorted(found.items()):
+        for _, (fields, n) in sorted(by_id.items()):
+            lines.append(f"- {model}: `{describe(fields)}` ({n} run{'s' if n != 1 else ''})")
+    return [*lines, ""]
+
+
+__all__ = ["fingerprint_markdown", "run_fingerprints"]
