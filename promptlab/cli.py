@@ -242,7 +242,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if result.cut:
         print(
             f"promptlab: {result.cut} cell(s) cut by max_cost={result.max_cost:g} USD "
-            f"({result.budget_spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
+            f"({result.spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
             "--max-cost to resume them",
             file=sys.stderr,
         )

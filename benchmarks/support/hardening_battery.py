@@ -400,7 +400,7 @@ class Battery:
             held,
             int(missing != 0),
             f"{len(cut)} cells cut, spend in the cells frame: {[round(v, 4) for v in spends]} USD; all cells "
-            f"{float(cells['spent_cost_usd'].sum()):.4f} USD = budget.json {ledger:.4f} USD: {missing == 0}",
+            f"{float(cells['spent_cost_usd'].sum()):.4f} USD = spending.json {ledger:.4f} USD: {missing == 0}",
         )
 
     # 20 -------------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Writing the spending cap's ledger (`budget.json`) whole, also on a disk that fills up.
+"""Writing the spending cap's ledger (`spending.json`) whole, also on a disk that fills up.
 
 Each write goes to a temporary file beside the ledger, then replaces it. A paid request must be counted even when
 the results disk has just filled (the sweep's own results writes then stop it, named, exit 4): so beside the
-ledger lies a reserve file (RESERVE_BYTES, `.budget.json.reserve`), made while there is room. A ledger write
+ledger lies a reserve file (RESERVE_BYTES, `.spending.json.reserve`), made while there is room. A ledger write
 that finds the disk full removes the reserve and writes again into the room it held; only when there is no
 reserve left, or that room went to another writer first, does the write fail, as `ResultsDiskFull` naming the
 ledger. The next process that finds room makes the reserve again.
