@@ -363,7 +363,7 @@ BASELINES = notebook(
     (
         "md",
         (
-            "# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi), a no-feedback control "
+            "# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi, GEPA), a no-feedback control "
             "(resample) and the seed loops, compared at the same spend. Each logged run is truncated at each budget "
             "point: it returns the prompt its own selection rule held once it had spent that much (no model "
             "calls; `promptlab.analysis.equal_budget`). The curves give the mean dev and test accuracy of those "
@@ -420,6 +420,25 @@ else:
     by = budget_columns(results.runs, results.trajectories)
     print(f"at {point:,.0f} {budget.unit}")
     display(analysis.compare_at_budget(results, point, budget.unit, by=by))""",
+    ),
+    (
+        "md",
+        "## GEPA's search\n\nEach GEPA run's candidates by spend and dev score, each joined to the candidate it was "
+        "made from (a merge has two parents): filled, kept in GEPA's pool and measured on the dev split; hollow, "
+        "rejected on its minibatch (at its minibatch score); the step line, the dev score of the prompt the run "
+        "would return at that spend (`reports.plot_search_tree`, from the trajectories' `parents` column).",
+    ),
+    (
+        "code",
+        """gepa_runs = results.runs[results.runs["loop"] == "gepa"]["run_id"].tolist()
+if not gepa_runs:
+    print("no GEPA run in this directory")
+else:
+    shown = gepa_runs[:3]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(9, 3.6 * len(shown)), layout="constrained", squeeze=False)
+    for ax, run_id in zip(axes[:, 0], shown, strict=True):
+        reports.plot_search_tree(results.trajectories, run_id, budget=budget.unit if budget else "tokens", ax=ax)
+    plt.show()""",
     ),
 )
 

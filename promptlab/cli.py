@@ -216,13 +216,13 @@ def _sweep(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment, check_models=not (args.list or args.model))
     if args.model:
         exp = exp.with_models(args.model)
-        args.out = args.out or f"results/{exp.name}-{args.model.replace('/', '-')}"
+        args.out = f"results/{exp.name}-{args.model.replace('/', '-')}" if args.out is None else args.out
     if args.list:
         for cell in exp.cells():
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     settings = _settings(args.max_concurrency)
-    args.out = args.out or f"results/{exp.name}"
+    args.out = f"results/{exp.name}" if args.out is None else args.out  # '' is refused by sweep, not defaulted
     with live_logging(args.mlflow, args.out) as on_cell:
         result = sweep(
             exp,
