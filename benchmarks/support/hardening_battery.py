@@ -360,7 +360,8 @@ class Battery:
         from fault_server import FaultServer
         from fault_server import Reply as ServerReply
 
-        from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap
+        from promptlab.llm.ledger_file import LEDGER_NAME
+        from promptlab.llm.spending_cap import SpendingCap
         from promptlab.results.store import load
         from promptlab.sweeps.run import sweep
 

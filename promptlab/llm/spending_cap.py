@@ -1,6 +1,6 @@
 """A spending cap for a sweep: a ledger of what paid requests cost, shared by every process of the sweep.
 
-    spending_cap = SpendingCap(ledger_in(results_dir), cap=5.0)
+    spending_cap = SpendingCap(ledger_in(results_dir), cap=5.0)  # ledger_in: promptlab.llm.ledger_file
     with spending_cap.scope() as refused:        # every call made in this context is checked against the cap
         ...                                # a request that would pass the cap raises SpendingCapExceeded
     refused                                # the refusals made in this context (so a cell knows it was cut)
@@ -47,29 +47,14 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, SpendingCapExceeded
-from .ledger_file import keep_room, reserve_of, write_whole
+from .ledger_file import keep_room, write_whole
 from .model_names import litellm
 from .resolved import resolve_model
 
-LEDGER_NAME = "spending.json"
-"""The ledger's file name in a results dir."""
 ENV_MAX_COST = "PROMPTLAB_MAX_COST"
 """Environment variable holding the cap in USD, for processes a sweep starts."""
 ENV_LEDGER_FILE = "PROMPTLAB_SPENDING_LEDGER"
 """Environment variable holding the ledger's path, for processes a sweep starts."""
-FORMER_LEDGER_NAME = "budget.json"
-"""What the ledger's file was called before "budget" came to mean only a loop's budget; `ledger_in` renames it."""
-
-
-def ledger_in(results_dir: Path | str) -> Path:
-    """The spending ledger of a results dir; a ledger written under its former name (`FORMER_LEDGER_NAME`) is
-    renamed first, so what a sweep paid before still counts."""
-    path = Path(results_dir) / LEDGER_NAME
-    former = path.with_name(FORMER_LEDGER_NAME)
-    if former.exists() and not path.exists():
-        os.replace(former, path)
-        reserve_of(former).unlink(missing_ok=True)  # a reserve is made anew beside the ledger
-    return path
 
 
 class Ledger(BaseModel):
@@ -392,10 +377,8 @@ def active() -> SpendingCap | None:
 
 __all__ = [
     "ENV_LEDGER_FILE",
-    "FORMER_LEDGER_NAME",
     "ENV_MAX_COST",
     "FREE",
-    "LEDGER_NAME",
     "SpendingCap",
     "Charges",
     "Ledger",
@@ -405,6 +388,5 @@ __all__ = [
     "check_prices",
     "estimate",
     "gate",
-    "ledger_in",
     "price_of",
 ]

@@ -8,7 +8,6 @@ from .configs import config_columns, config_groups, config_labels, run_configs
 from .examples import EXAMPLE_COLUMNS, example_frame, example_rows
 from .frames import iteration_frame, tidy
 from .store import (
-    FORMER_SPENDING_CAP_KIND,
     SPENDING_CAP_KIND,
     CellError,
     CellStatus,
@@ -24,7 +23,6 @@ __all__ = [
     "config_columns",
     "config_groups",
     "config_labels",
-    "FORMER_SPENDING_CAP_KIND",
     "SPENDING_CAP_KIND",
     "CELL_COLUMNS",
     "EXAMPLE_COLUMNS",

@@ -63,9 +63,6 @@ and each parquet file. Every file of a results directory is read with `reading.r
 never through a link, never a FIFO (which would hang the reader) or a device (/dev/zero would fill memory)."""
 MAX_RUNS_BYTES = MAX_FRAME_BYTES = 2**30
 SPENDING_CAP_KIND = "spending_cap"
-"""The error kind of a cell the sweep's spending cap (max_cost) cut (status "cut")."""
-FORMER_SPENDING_CAP_KIND = "budget"
-"""What results written before "budget" came to mean only a loop's budget call that kind."""
 """The error kind of a cell cut by the sweep's spending cap (its status is "cut")."""
 
 
@@ -226,7 +223,7 @@ def _runs_spent(runs: Sequence[Run]) -> tuple[int, float | None]:
 def _status_of(error: CellError | None) -> str:
     if error is None:
         return "ok"
-    return "cut" if error.kind in (SPENDING_CAP_KIND, FORMER_SPENDING_CAP_KIND) else "failed"
+    return "cut" if error.kind in (SPENDING_CAP_KIND, "budget") else "failed"  # "budget": its name before
 
 
 def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
@@ -391,7 +388,6 @@ def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
 
 
 __all__ = [
-    "FORMER_SPENDING_CAP_KIND",
     "SPENDING_CAP_KIND",
     "CellError",
     "CellStatus",

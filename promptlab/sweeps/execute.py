@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, ResultsDiskFull, SpendingCapExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.spending_cap import SpendingCap, charges, ledger_in
+from ..llm.ledger_file import ledger_in
+from ..llm.spending_cap import SpendingCap, charges
 from ..llm.tally import Tally
 from ..record import Run, Task
 from ..results.store import SPENDING_CAP_KIND

@@ -66,7 +66,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..events import EventHandler
-from ..llm.spending_cap import SpendingCap, ledger_in
+from ..llm.ledger_file import ledger_in
+from ..llm.spending_cap import SpendingCap
 from .cells import Cell, preflight_cells
 from .dirlock import hold_results_dir
 from .executors import EXECUTORS, get_executor

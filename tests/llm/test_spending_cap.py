@@ -213,7 +213,7 @@ def test_the_old_public_names_of_the_spending_cap_still_work_and_say_they_are_de
 
 def test_a_ledger_under_its_former_name_is_renamed_and_still_counts(tmp_path: Path) -> None:
     """A results dir a sweep wrote before the ledger was called spending.json (budget.json) keeps what it paid."""
-    from promptlab.llm.spending_cap import FORMER_LEDGER_NAME, LEDGER_NAME, ledger_in
+    from promptlab.llm.ledger_file import FORMER_LEDGER_NAME, LEDGER_NAME, ledger_in
 
     SpendingCap(tmp_path / FORMER_LEDGER_NAME, cap=1.0).charge("gpt-4o-mini", 0.25)
     path = ledger_in(tmp_path)
