@@ -7,7 +7,9 @@
     promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
     promptlab sweep experiments/demo.yaml --max-concurrency judge=32 --max-concurrency fake/auto=8
     promptlab sweep experiments/demo.yaml --max-cost 5       # no paid call past 5 USD in the results dir
+    promptlab sweep experiments/demo.yaml --mlflow           # each run logged to MLflow as its cell finishes
     promptlab report results/demo
+    promptlab export mlflow results/demo                     # or: export inspect (docs/exports.md)
     promptlab cache stats
     promptlab cache verify [--fix]
     promptlab cache stats --dir redis://127.0.0.1:6379/0   # the Redis cache (or set PROMPTLAB_CACHE)
@@ -29,6 +31,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import PromptlabError, ResultsDiskFull
+from .exports.commands import add_export_command, add_mlflow_flag, live_logging
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         "experiment's max_cost); the cells cut are resumed by a sweep with a higher cap",
     )
     _concurrency_flag(s)
+    add_mlflow_flag(s)
     s.set_defaults(func=_sweep)
 
     r = sub.add_parser("run", help="run one loop on one prompt, with a live event log")
@@ -149,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
+    add_export_command(sub)
     return p
 
 
@@ -217,18 +222,21 @@ def _sweep(args: argparse.Namespace) -> int:
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     settings = _settings(args.max_concurrency)
-    result = sweep(
-        exp,
-        args.out,
-        executor=args.executor,
-        workers=args.workers,
-        cache=args.cache,
-        progress=not args.no_progress,
-        cell_concurrency=args.cell_concurrency,
-        settings=settings,
-        scheduler=args.scheduler,
-        max_cost=args.max_cost,
-    )
+    args.out = args.out or f"results/{exp.name}"
+    with live_logging(args.mlflow, args.out) as on_cell:
+        result = sweep(
+            exp,
+            args.out,
+            executor=args.executor,
+            workers=args.workers,
+            cache=args.cache,
+            progress=not args.no_progress,
+            cell_concurrency=args.cell_concurrency,
+            settings=settings,
+            scheduler=args.scheduler,
+            max_cost=args.max_cost,
+            on_cell=on_cell,
+        )
     print(result)
     _print_summary(result.out_dir)
     if result.cut:

@@ -236,6 +236,9 @@ class Iteration(BaseModel):
     test: GroundedScore | None = None
     """This iteration's candidate measured on the test split, after the loop and outside its budget: set for
     every candidate that was ever the incumbent when the config's `test_incumbents` is on (None otherwise)."""
+    parents: list[int] = Field(default_factory=list)
+    """The iterations whose candidates this one's was made from (GEPA: the candidate it mutated, or a merge's
+    two); empty where the loop does not record a lineage. With `index`, the edges of the search tree."""
     steps: list[Step] = Field(default_factory=list)
     """Every step taken in this iteration, in order."""
 

@@ -138,17 +138,42 @@ def test_no_private_name_is_imported_across_modules() -> None:
     assert private == []
 
 
-def test_no_import_cycle() -> None:
-    """The graph of imports made at load time (module -> the promptlab modules it imports) has no cycle."""
+def all_imports(name: str) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import the module makes, at load time or inside a function (not those under
+    TYPE_CHECKING, which never run); `import a.b` reads as (a.b, [])."""
+    out: list[tuple[str, list[str]]] = []
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.orelse:
+                walk(child)
+            return
+        if isinstance(node, ast.ImportFrom):
+            out.append((imported_module(name, node), [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out.extend((a.name, []) for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+
+    walk(TREES[name])
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the promptlab modules it imports, at load time or inside a function."""
     graph: dict[str, set[str]] = {name: set() for name in MODULES}
     for name in MODULES:
-        for source, names in top_level_imports(name):
+        for source, names in all_imports(name):
             if not source.startswith("promptlab"):
                 continue
-            for n in names:
-                target = f"{source}.{n}" if f"{source}.{n}" in MODULES else source
+            for target in [f"{source}.{n}" if f"{source}.{n}" in MODULES else source for n in names] or [source]:
                 if target in MODULES and target != name:
                     graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph (its modules, the first repeated at the end), or None."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -165,9 +190,117 @@ def test_no_import_cycle() -> None:
         return None
 
     for start in sorted(graph):
-        if start not in state:
-            cycle = visit(start)
-            assert cycle is None, " -> ".join(cycle)
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_no_import_cycle_counting_imports_inside_functions() -> None:
+    """The graph of every import (at load time and inside functions; a package's __init__ left out where its own
+    submodules import it) has no cycle: a function-level import hides a circle from the interpreter, not from a
+    reader."""
+    graph = import_graph()
+    for name, targets in graph.items():
+        targets -= {t for t in targets if is_package(t) and name.startswith(f"{t}.")}
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_the_cycle_test_sees_an_import_inside_a_function() -> None:
+    """The walk counts a function-level import and skips one under TYPE_CHECKING (so the test above can fail)."""
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import x\n"
+        "def f():\n    from .c import y\n    import promptlab.d\n"
+    )
+    TREES["promptlab.llm.probe_of_the_walk"] = tree
+    MODULES["promptlab.llm.probe_of_the_walk"] = PACKAGE / "llm" / "probe_of_the_walk.py"
+    try:
+        assert all_imports("promptlab.llm.probe_of_the_walk") == [
+            ("typing", ["TYPE_CHECKING"]),
+            ("promptlab.llm.c", ["y"]),
+            ("promptlab.d", []),
+        ]
+    finally:
+        del TREES["promptlab.llm.probe_of_the_walk"], MODULES["promptlab.llm.probe_of_the_walk"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_llm_imports_nothing_from_the_research_packages() -> None:
+    """The call path knows simulated critics only as a registered model provider: `llm` imports nothing from
+    `critics` (nor from the loops, evaluation or analysis built on it), not even inside a function."""
+    above = ("promptlab.critics", "promptlab.loops", "promptlab.eval", "promptlab.analysis", "promptlab.sweeps")
+    wrong = [
+        f"{name} -> {target}"
+        for name, targets in import_graph().items()
+        if name.startswith("promptlab.llm")
+        for target in targets
+        if target.startswith(above)
+    ]
+    assert wrong == []
+
+
+MODEL_REGISTRY = {
+    "promptlab.llm.providers",
+    "promptlab.llm.resolved",
+    "promptlab.llm.hosted",
+    "promptlab.llm.own_models",
+    "promptlab.critics.simulated",
+}
+"""Where model names are read: the providers' registry, resolution and the providers themselves."""
+OWN_PREFIXES = ("sim", "fake", "local")
+KIND_HELPERS = {"is_simulated", "is_own", "is_local", "is_scripted", "OWN_PROVIDERS", "target_of", "supports_logprobs"}
+
+
+def prefix_tests(tree: ast.AST) -> list[str]:
+    """Where a module reads a model's kind from its name: a literal 'sim/' (outside an f-string that builds a
+    name), a startswith/endswith of such a prefix, a comparison with a provider's prefix, or a helper of the
+    old kind (`is_simulated`, `is_own`, `is_local`, ...)."""
+    in_fstring = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in ast.walk(n)}
+    slashed = {f"{p}/" for p in OWN_PREFIXES}
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and node.value in slashed and id(node) not in in_fstring:
+            found.append(f"{line}: the literal {node.value!r}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("startswith", "endswith", "partition", "split", "removeprefix"):
+                consts = [c.value for a in node.args for c in ast.walk(a) if isinstance(c, ast.Constant)]
+                if any(isinstance(c, str) and c.startswith(tuple(slashed)) for c in consts):
+                    found.append(f"{line}: {node.func.attr}({consts[0]!r})")
+        elif isinstance(node, ast.Compare):
+            consts = [
+                c.value
+                for part in [node.left, *node.comparators]
+                for c in ast.walk(part)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            ]
+            if any(c in OWN_PREFIXES or c in slashed for c in consts):
+                found.append(f"{line}: a comparison with a provider's prefix")
+        elif isinstance(node, (ast.FunctionDef, ast.Name, ast.alias)):
+            named = node.name if isinstance(node, (ast.FunctionDef, ast.alias)) else node.id
+            if named in KIND_HELPERS:
+                found.append(f"{line}: {named}")
+    return found
+
+
+def test_no_module_outside_the_model_registry_reads_a_model_name() -> None:
+    """Callers ask the resolved model (`promptlab.llm.resolved.resolve_model`) what it is, never its name."""
+    wrong = [
+        f"{name}:{hit}" for name, tree in TREES.items() if name not in MODEL_REGISTRY for hit in prefix_tests(tree)
+    ]
+    assert wrong == []
+
+
+def test_the_prefix_scan_finds_what_it_looks_for() -> None:
+    code = (
+        "def is_simulated(m): return m.startswith('sim/')\n"
+        "x = m.partition('/')[0] == 'fake'\n"
+        "y = 'local/'\n"
+        "z = f'fake/{id}'\n"
+    )
+    hits = prefix_tests(ast.parse(code))
+    assert {hit.partition(":")[0] for hit in hits} == {"1", "2", "3"}  # not line 4: an f-string that builds a name
+    assert any("is_simulated" in h for h in hits) and any("startswith" in h for h in hits)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

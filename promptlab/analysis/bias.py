@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..critics.simulated import is_simulated, parse_sim
+from ..critics.simulated import simulated_critic
 from ..eval.stats import bootstrap_ci
 
 if TYPE_CHECKING:
@@ -210,9 +210,9 @@ of its length slope and inflation by (1 - anchor)."""
 def planted(critic_model: str) -> dict[str, float] | None:
     """Probe -> the size of that bias a simulated critic was built with (0 for every probe of sim/oracle,
     sim/noisy, sim/random, sim/constant); None for a model critic, whose biases are unknown."""
-    if not is_simulated(critic_model):
+    sim = simulated_critic(critic_model)
+    if sim is None:
         return None
-    sim = parse_sim(critic_model)
     built = PLANTED.get(sim.kind, lambda _p: {})(sim.params)
     return {probe: float(built.get(probe, 0.0)) for probe in PROBES}
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..aio import run_sync
-from ..critics.simulated import is_simulated
+from ..critics.simulated import simulated_critic
 from ..errors import PromptlabError
 from ..eval.pairwise import ajudge_pair
 from ..loops.registry import get_loop
@@ -151,11 +151,11 @@ async def _ask_critic(
     pairs = [(r, a, b) for r in runs for a, b in zip(r.iterations, r.iterations[1:], strict=False) if _pairable(a, b)]
     items = [items[i] for i in rng.permutation(len(items))]
     pairs = [pairs[i] for i in rng.permutation(len(pairs))]
-    if not is_simulated(critic):
+    if simulated_critic(critic) is None:
         n_items = min(len(items), max(budget * 3 // 5, budget - 2 * len(pairs)) // 3)
         items, pairs = items[:n_items], pairs[: max(0, budget - 3 * n_items) // 2]
     anchors = rng.choice(ANCHORS, size=len(items))
-    draws = SIM_DRAWS if is_simulated(critic) else 1
+    draws = SIM_DRAWS if simulated_critic(critic) is not None else 1
     scored = await asyncio.gather(
         *[_rescores(critic, r, it, float(a), draws, cache, settings) for (r, it), a in zip(items, anchors, strict=True)]
     )
@@ -220,7 +220,7 @@ def _shown(critic: str, run: Run, text: str) -> int:
     model critic's prompt (a simulated critic scores the whole text)."""
     limit = run.config.get("history_chars")
     whole = len(text.strip())
-    return whole if is_simulated(critic) or not isinstance(limit, int) else min(whole, limit)
+    return whole if simulated_critic(critic) is not None or not isinstance(limit, int) else min(whole, limit)
 
 
 def _mean_of(critic: str, run: Run, scores: list[Any]) -> float | None:

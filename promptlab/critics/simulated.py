@@ -38,9 +38,11 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from ..errors import UnknownModelError
+from ..llm.providers import ModelProvider, register_model_provider
+from ..llm.resolved import resolve_model
 
 PREFIX = "sim/"
-"""What every simulated critic's name starts with."""
+"""What every simulated critic's name starts with (its provider's prefix, `sim`, and a slash)."""
 
 
 @dataclass(frozen=True)
@@ -193,9 +195,35 @@ class SimCritic:
         return np.random.default_rng([int(self.params.get("seed", 0)), sample, int.from_bytes(digest[:8], "big")])
 
 
-def is_simulated(model: str | None) -> bool:
-    """Whether `model` names a simulated critic (`sim/...`)."""
-    return isinstance(model, str) and model.startswith(PREFIX)
+class SimulatedCritics(ModelProvider):
+    """The model provider of `sim/...` names: instruments that make no call, each standing for a `SimCritic`."""
+
+    prefix = PREFIX.rstrip("/")
+    in_process = True
+    makes_calls = False
+    runs_a_model = False
+    call_refusal = (
+        "is a simulated critic (promptlab.critics.simulated): it makes no model call and can only play a "
+        "critic role of a grounded P³RO or Creator/Critic run"
+    )
+
+    def validate(self, target: str) -> None:
+        parse_sim(target)
+
+    def instrument(self, target: str) -> SimCritic:
+        return parse_sim(target)
+
+
+def simulated_critic(model: str | None) -> SimCritic | None:
+    """The simulated critic `model` resolves to (None for a model that is called, or None).
+
+    Raises:
+        UnknownModelError: a simulated critic's name with an unknown kind or a bad parameter.
+    """
+    if not isinstance(model, str):
+        return None
+    found = resolve_model(model).instrument
+    return found if isinstance(found, SimCritic) else None
 
 
 def parse_sim(model: str) -> SimCritic:
@@ -232,4 +260,15 @@ def parse_sim(model: str) -> SimCritic:
     return SimCritic(kind, params)
 
 
-__all__ = ["PREFIX", "SIM_CRITICS", "Seen", "SimCritic", "SimKind", "is_simulated", "parse_sim"]
+register_model_provider(SimulatedCritics())
+
+__all__ = [
+    "PREFIX",
+    "SIM_CRITICS",
+    "Seen",
+    "SimCritic",
+    "SimKind",
+    "SimulatedCritics",
+    "parse_sim",
+    "simulated_critic",
+]

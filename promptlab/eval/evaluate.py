@@ -147,11 +147,11 @@ DEFAULT_CONCURRENCY = 8
 def default_concurrency(model: str) -> int:
     """Examples in flight by default: a local model on the batching engine takes as many as it decodes at once
     (`promptlab.llm.engine.capacity`), any other `DEFAULT_CONCURRENCY`."""
-    from ..llm.engine import capacity, mode
-    from ..llm.model_names import is_local
+    from ..llm.resolved import resolve_model
 
     try:
-        return capacity() if is_local(model) and mode() == "batch" else DEFAULT_CONCURRENCY
+        resolved = resolve_model(model)
+        return (resolved.capacity or DEFAULT_CONCURRENCY) if resolved.batched else DEFAULT_CONCURRENCY
     except Exception:  # an unknown model name or a bad setting: named by the call itself, before any request
         return DEFAULT_CONCURRENCY
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..critics.simulated import is_simulated, parse_sim
+from ..critics.simulated import simulated_critic
 from ..errors import PromptlabError
 from ..llm.call import CacheArg, acomplete
 from ..llm.settings import Settings
@@ -71,11 +71,11 @@ async def ajudge_pair(
         settings: Call settings.
         prompt: Overrides PAIRWISE_PROMPT (fields {goal}, {first}, {second}).
     """
-    if is_simulated(model):
+    if (judge := simulated_critic(model)) is not None:
         a, b = accuracies
         if a is None or b is None:
             return PairJudgement(None, "a candidate has no dev score for the simulated judge")
-        return PairJudgement(parse_sim(model).prefer((a, first), (b, second), sample=sample, criterion="pairwise"))
+        return PairJudgement(judge.prefer((a, first), (b, second), sample=sample, criterion="pairwise"))
     text = (prompt or PAIRWISE_PROMPT).format(goal=goal, first=first, second=second)
     try:
         done = await acomplete(

@@ -130,8 +130,10 @@ def _reserved() -> frozenset[str]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
+    from .providers import MODEL_PROVIDERS
+
     names = {str(getattr(p, "value", p)) for p in litellm.provider_list}
-    return frozenset(names | {"fake", "local"})
+    return frozenset(names | set(MODEL_PROVIDERS))
 
 
 def _check_name(name: Any) -> str:

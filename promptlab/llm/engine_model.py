@@ -8,13 +8,14 @@ log-probability and its most likely alternatives, and the sampler chain of one r
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .grammar import schema_grammar
 
 DEFAULT_MAX_TOKENS = 512
 
@@ -182,13 +183,12 @@ class Model:
 
 def grammar_text(params: dict[str, Any]) -> str | None:
     """The GBNF grammar of a structured call (`response_format` with a JSON schema, or any JSON object)."""
+    if isinstance(params.get("grammar"), str):
+        return str(params["grammar"])  # compiled by the caller before admission (`promptlab.llm.grammar`)
     fmt = params.get("response_format")
     if not isinstance(fmt, dict):
         return None
-    from llama_cpp import llama_grammar
-
-    schema = fmt.get("schema")
-    return llama_grammar.json_schema_to_gbnf(json.dumps(schema)) if schema else llama_grammar.JSON_GBNF
+    return schema_grammar(fmt.get("schema"))
 
 
 def sampler_for(m: Model, params: dict[str, Any]) -> Any:

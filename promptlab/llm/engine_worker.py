@@ -50,6 +50,11 @@ WAIT_FOR_PREFIX = 16
 than this many tokens."""
 
 
+def _said(e: BaseException) -> str:
+    """An exception as one request's error message (a bare AssertionError or KeyError says little alone)."""
+    return str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+
+
 @dataclass
 class Seq:
     """One request being decoded in a sequence slot."""
@@ -144,9 +149,9 @@ class Worker:
             try:
                 prompt = self.m.prompt_tokens(messages)
                 budget = self.m.budget(len(prompt), params)
-            except ValueError as e:
+            except Exception as e:  # noqa: BLE001 -- whatever it is, this request's own error: the batch goes on
                 self.waiting.popleft()
-                self._send("error", rid, "bad_request", str(e))
+                self._send("error", rid, "bad_request", _said(e))
                 continue
             src, shared, ready = self._best_prefix(prompt)
             if not ready:
@@ -157,8 +162,8 @@ class Worker:
             self.waiting.popleft()
             try:
                 sampler = self.m.sampler(params)
-            except ValueError as e:
-                self._send("error", rid, "bad_request", str(e))
+            except Exception as e:  # noqa: BLE001 -- whatever it is, this request's own error: the batch goes on
+                self._send("error", rid, "bad_request", _said(e))
                 continue
             self._start(rid, prompt, params, sampler, budget, src, shared, need)
 

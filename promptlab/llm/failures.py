@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import MissingKeyError, ProviderError
 from .model_names import litellm
-from .preflight import key_env_vars
+from .resolved import resolve_model
 
 
 class InvalidReply(Exception):
@@ -73,7 +73,7 @@ def transient(e: BaseException) -> bool:
 def raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
     """Raise MissingKeyError (a key variable is unset) or ProviderError when `e` is an authentication failure."""
     if isinstance(e, litellm().AuthenticationError):
-        missing = key_env_vars(model)
+        missing = resolve_model(model).missing_keys()
         if missing:
             raise MissingKeyError(model, missing) from e
         raise ProviderError(model, f"authentication failed: {message_of(e)}", attempts=attempts, retryable=False) from e

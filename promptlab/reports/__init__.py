@@ -30,6 +30,7 @@ from .plots import (
     plot_stop_reasons,
     plot_trajectories,
 )
+from .search_tree import plot_search_tree
 from .summary import report, summary_table
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "plot_grounded_trajectories",
     "plot_pairing_heatmap",
     "plot_score_vs_cost",
+    "plot_search_tree",
     "plot_stop_reasons",
     "plot_trajectories",
     "report",

@@ -22,6 +22,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.paired import standing
+from ..critics.simulated import simulated_critic
 from .plots import By, plot_trajectories
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def _calibration_label(name: str, r: pd.Series) -> str:
             f"{name}: Spearman r={r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, "
             f"{r['spearman_ci_high']:.2f}], n={r['n']}"
         )
-    if name.startswith("sim/"):
+    if simulated_critic(name) is not None:
         text += " (simulated from the dev accuracy)"
     return "\n".join(textwrap.wrap(text, 48))
 

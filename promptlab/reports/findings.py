@@ -32,6 +32,7 @@ from ..analysis.fragility import RULE_NOTE, fragile_note, fragile_rule
 from ..analysis.paired import compare, delta_table, standing
 from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping, rank_rules
+from ..critics.simulated import simulated_critic
 from ..results.configs import config_columns, config_labels, run_configs
 from .budget import BudgetFindings, budget_findings, budget_markdown
 from .markdown import percent, table_lines
@@ -279,7 +280,7 @@ def _critics(f: Findings) -> list[str]:
         sim = (
             " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
             "the analysis, not a model."
-            if str(r.critic_model).startswith("sim/")
+            if simulated_critic(str(r.critic_model)) is not None
             else ""
         )
         if _na(r.spearman):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 from .configs import config_columns, config_groups, config_labels, run_configs
+from .examples import EXAMPLE_COLUMNS, example_frame, example_rows
 from .frames import iteration_frame, tidy
 from .store import (
     BUDGET_KIND,
@@ -24,6 +25,7 @@ __all__ = [
     "config_labels",
     "BUDGET_KIND",
     "CELL_COLUMNS",
+    "EXAMPLE_COLUMNS",
     "CONFIG_COLUMNS",
     "CellError",
     "CellStatus",
@@ -32,6 +34,8 @@ __all__ = [
     "Results",
     "TRAJECTORY_COLUMNS",
     "cell_status",
+    "example_frame",
+    "example_rows",
     "incomplete_error",
     "iteration_frame",
     "load",

@@ -97,6 +97,12 @@ TRAJECTORY_COLUMNS: Columns = {
     "test_n": ("Int64", "Test examples that candidate got a score on."),
     "test_ci_low": ("Float64", "Lower end of test_score's 95% CI."),
     "test_ci_high": ("Float64", "Upper end of test_score's 95% CI."),
+    "parents": (
+        "string",
+        "The iterations the candidate was made from (Iteration.parents), comma-separated: '3', or '2,5' for "
+        "GEPA's merge; <NA> where none is recorded (the start, loops without a lineage); with `iteration`, "
+        "the edges of the search tree; iteration-level.",
+    ),
 }
 """Trajectories: one row per run x iteration x criterion (an unscored iteration still gives one row).
 Setup and final phases (planning, polish) are not in any iteration: their tokens are only in RUN_COLUMNS."""

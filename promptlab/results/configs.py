@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..llm.resolved import resolve_model
 from .store import read_runs
 
 if TYPE_CHECKING:
@@ -58,15 +59,13 @@ def config_labels(frame: pd.DataFrame, by: By = "config") -> pd.Series:
 
 SHORT_NAMES = {"generator_model": "generator", "critic_model": "critic", "target_model": "target"}
 """How a model column is named in a label."""
-SHORT_PROVIDERS = ("local", "sim", "fake")
-"""Providers whose prefix a label leaves out (`sim/oracle` reads `oracle`)."""
 
 
 def short_model(name: str) -> str:
     """A model name as a label shows it: `sim/noisy?sd=2&seed=0` -> `noisy sd 2`, `local/smollm2` -> `smollm2`
     (promptlab's own providers' prefixes and a zero seed left out; hosted names unchanged)."""
-    provider, _, rest = name.partition("/")
-    base = rest if provider in SHORT_PROVIDERS and rest else name
+    model = resolve_model(name)
+    base = model.model_id if model.in_process and model.alias is None and model.model_id else name
     base, _, query = base.partition("?")
     params = [p.partition("=") for p in query.split("&") if p]
     extra = [f"{k} {v}" for k, _, v in params if not (k == "seed" and v == "0")]

@@ -98,6 +98,7 @@ def frame_columns(
                 critic_score=it.average,
                 score_source=run.config.get("score_source"),
                 incumbent=it.incumbent,
+                parents=",".join(map(str, it.parents)) or None,
                 **_spend(it.spent),
                 **_grounded("grounded", it.grounded),
                 **_grounded("test", it.test),

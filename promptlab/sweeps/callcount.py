@@ -79,12 +79,12 @@ def dry_sweep(exp: Experiment, out: Path, cache: Path) -> tuple[int, int, int]:
 def uncounted_models(dry: Experiment) -> list[str]:
     """The models a dry run of `dry` would still call for real: those `with_models` cannot replace, such as a
     task's judge scorer's model (simulated critics and scripted models cost nothing and are left out)."""
-    from ..critics.simulated import is_simulated
+    from ..llm.resolved import resolve_model
     from .cells import preflight_cells
 
     tasks = dry.load_tasks()
     called = preflight_cells(dry.cells(tasks), tasks)
-    return [m for m in called if not (is_simulated(m) or m.startswith("fake/"))]
+    return [m for m in called if resolve_model(m).runs_a_model]
 
 
 def count_calls(exp: Experiment) -> CallCount | list[str]:

@@ -17,10 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..critics.simulated import is_simulated
-from ..llm.engine import capacity
-from ..llm.model_names import is_local
 from ..llm.request import concurrency_limit
+from ..llm.resolved import resolve_model
 from ..llm.settings import DEFAULT_SETTINGS, Settings
 from ..record import Task
 
@@ -57,7 +55,7 @@ def config_models(config: Any) -> list[str]:
         for k, v in config.model_dump().items()
         if k.endswith("_model") and k not in ("generator_model", "critic_model") and isinstance(v, str)
     ]
-    return [m for m in dict.fromkeys(models) if not is_simulated(m)]
+    return [m for m in dict.fromkeys(models) if resolve_model(m).makes_calls]
 
 
 def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> int:
@@ -70,7 +68,8 @@ def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> i
     limits = []
     for model in models:
         limit = concurrency_limit(model, settings)
-        limits.append(min(limit, capacity()) if is_local(model) else limit)
+        own = resolve_model(model).capacity
+        limits.append(limit if own is None else min(limit, own))
     return min(limits, default=(settings or DEFAULT_SETTINGS).max_concurrency)
 
 

@@ -1,7 +1,7 @@
 """A sweep's config checks: each cell's loop config against every selected task, before anything runs.
 
 A loop refuses some configs only in the light of a task: the prompt-search baselines (OPRO, APE, ProTeGi,
-resample) refuse a task without examples (`promptlab.loops.runtime.search.check_search_loop`); P³RO and
+resample, GEPA) refuse a task without examples (`promptlab.loops.runtime.search.check_search_loop`); P³RO and
 Creator/Critic refuse `score_source: grounded` on one, and `score_mode: expected` with a critic whose model
 returns no token log-probabilities (`promptlab.loops.runtime.grounding.check_prompt_loop`). Left to the runs, every cell of a sweep
 would fail on its own; `promptlab.sweeps.cells.preflight_cells` runs `check_config` for every cell x task up
@@ -30,7 +30,7 @@ ConfigCheck = Callable[[Task, Any], list[str]]
 CONFIG_CHECKS: dict[str, ConfigCheck] = {}
 MAX_LISTED = 20
 """Problems listed in one error at most (the rest are counted)."""
-SEARCH_LOOPS = ("opro", "ape", "protegi", "resample")
+SEARCH_LOOPS = ("opro", "ape", "protegi", "resample", "gepa")
 """The prompt-search baselines, which need a grounded task (`promptlab.loops.runtime.search`)."""
 
 
@@ -51,7 +51,7 @@ def check_creator_critic(task: Task, cfg: CreatorCriticConfig) -> list[str]:
 
 
 def check_search(loop: str) -> ConfigCheck:
-    """The check of a prompt-search baseline (opro, ape, protegi, resample): a grounded task, a target that
+    """The check of a prompt-search baseline (opro, ape, protegi, resample, gepa): a grounded task, a target that
     is a model."""
 
     def check(task: Task, cfg: SearchConfig) -> list[str]:

@@ -91,10 +91,10 @@ def probe_line(count: CallCount, probe: Probe, in_flight: int) -> str:
 
 def real_models(cells: list[Any]) -> list[str]:
     """The models the cells call, simulated critics left out."""
-    from ..critics.simulated import is_simulated
+    from ..llm.resolved import resolve_model
     from .models import models_of
 
-    return [m for m in models_of(cells) if not is_simulated(m)]
+    return [m for m in models_of(cells) if resolve_model(m).makes_calls]
 
 
 def first_eval_cap(cells: list[Any]) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..critics.simulated import is_simulated
+from ..llm.resolved import resolve_model
 
 MODEL_FIELDS = frozenset({"model", "generator_model", "critic_model", "target_model"})
 """Config fields that name one model."""
@@ -22,7 +22,7 @@ MODEL_MAP_FIELDS = frozenset({"role_models"})
 
 def swap(value: Any, model: str) -> Any:
     """`model` in place of a model name (a simulated critic and None are kept)."""
-    return value if value is None or is_simulated(value) else model
+    return value if value is None or not resolve_model(value).makes_calls else model
 
 
 def swap_field(name: str, value: Any, model: str) -> Any:
@@ -78,10 +78,9 @@ def models_of(cells: list[Any]) -> list[str]:
 def preview(name: str, cells: list[Any], tasks: int, replicates: int) -> str:
     """What a sweep will run, in two lines: cells x tasks x replicates = runs, and the models it calls (an
     embedded llama.cpp model marked as the slow part)."""
-    from ..llm.model_names import is_local
 
     runs = len(cells) * tasks * replicates
-    models = [f"{m} (embedded, runs on this machine's CPU)" if is_local(m) else m for m in models_of(cells)]
+    models = [f"{m} ({note})" if (note := resolve_model(m).note) else m for m in models_of(cells)]
     return (
         f"{name}: {len(cells)} cells x {tasks} tasks x {replicates} replicate(s) = {runs} runs\n"
         f"models: {', '.join(models)}"

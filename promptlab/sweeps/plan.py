@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -163,6 +163,9 @@ class SweepPlan:
     """The spending cap every cell runs under (None: none); executors hand it to their cells."""
     runs_per_cell: int = 1
     """Runs in each cell (tasks x replicates): what the bar advances by when a cell ends."""
+    on_cell: Callable[[CellOutcome], None] | None = None
+    """Called in this (the driver's) process with each cell's outcome once it is recorded, skipped cells included,
+    whichever executor ran it (e.g. live MLflow logging, `promptlab.exports.mlflow_live`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     live: dict[str, Tally] = field(default_factory=dict)
     """Per running cell, the calls seen so far (inline executor); replaced by its runs' totals when it ends."""
@@ -178,6 +181,8 @@ class SweepPlan:
             self.live.pop(outcome.cell_id, None)
             self.bar.update(max(0, self.runs_per_cell - self.runs_seen.pop(outcome.cell_id, 0)))
             self.bar.set_postfix(self._postfix())
+        if self.on_cell is not None:
+            self.on_cell(outcome)
 
     def run_finished(self, cell_id: str) -> None:
         """Count one finished run of a running cell on the bar (at most the cell's runs)."""

@@ -46,9 +46,10 @@ class Probe:
 
 def probed(model: str) -> bool:
     """True for a model the probe may call: one that costs nothing (embedded or scripted)."""
-    from ..llm.model_names import is_local
+    from ..llm.resolved import resolve_model
 
-    return is_local(model) or model.startswith("fake/")
+    resolved = resolve_model(model)
+    return resolved.in_process and resolved.makes_calls
 
 
 def probe_messages(task: Task, n: int) -> list[list[dict[str, str]]]:

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,7 @@ def sweep(
     settings: Settings | None = None,
     scheduler: str | None = None,
     max_cost: float | None = None,
+    on_cell: Callable[[CellOutcome], None] | None = None,
 ) -> SweepResult:
     """Run every unfinished cell of an experiment and write its results.
 
@@ -127,6 +129,8 @@ def sweep(
         max_cost: a cap in USD on what model calls pay in this results dir, over every sweep of it (default:
             the experiment's `max_cost`; see `promptlab.llm.spending_cap`): a request that would pass it is not made and
             its cell is "cut"; a sweep with a higher cap resumes the cut cells.
+        on_cell: called in this process with each cell's outcome once it is recorded (skipped cells included), on
+            every executor; e.g. `promptlab.exports.LiveMlflow(out).cell_finished` logs each cell's runs to MLflow.
 
     Returns:
         A SweepResult with each cell's outcome and what was spent.
@@ -199,6 +203,7 @@ def sweep(
             scheduler=scheduler,
             budget=budget,
             runs_per_cell=runs_per_cell,
+            on_cell=on_cell,
         )
         for outcome in finished:
             plan.record(outcome)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..llm.model_names import is_local
+from ..llm.resolved import resolve_model
 
 RANGES: dict[str, tuple[float, float]] = {
     "finish_threshold": (1.0, 10.0),
@@ -34,7 +34,7 @@ def check_value(name: str, value: Any) -> None:
 def default_score_mode(critic: str) -> str:
     """A local critic's default score: its expected (G-Eval) score; any other critic's: the one it writes."""
     try:
-        return "expected" if is_local(critic) else "sampled"
+        return "expected" if resolve_model(critic).embedded else "sampled"
     except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
         return "sampled"
 

@@ -147,10 +147,10 @@ def error_text(e: BaseException) -> str:
 
 def uses_local(model: str) -> bool:
     """Whether a model name is the embedded model (False for a name no provider knows)."""
-    from ..llm.model_names import is_local
+    from ..llm.resolved import resolve_model
 
     try:
-        return is_local(model)
+        return resolve_model(model).embedded
     except Exception:  # noqa: BLE001 -- an unknown name: the run says so, with the model's error
         return False
 

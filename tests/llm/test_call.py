@@ -22,6 +22,7 @@ import promptlab as pl
 from promptlab.llm import model_names
 from promptlab.llm.completion import FLOOR_LOGPROB, TokenLogprob, TopLogprob, logprobs_of
 from promptlab.llm.fake import ScriptedReply
+from promptlab.llm.resolved import resolve_model
 from promptlab.llm.settings import Settings
 
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002)
@@ -438,23 +439,25 @@ def test_logprobs_of_reads_objects_and_dicts_and_floors_infinity() -> None:
 
 def test_supports_logprobs() -> None:
     pl.scripted("lp-support")
-    assert model_names.supports_logprobs("fake/lp-support") and model_names.supports_logprobs("local/smollm2")
-    assert model_names.supports_logprobs("gpt-4o-mini")
-    assert not model_names.supports_logprobs("anthropic/claude-3-5-haiku-latest")
-    assert not model_names.supports_logprobs("no-such-model-xyz")
+    assert resolve_model("fake/lp-support").logprobs and resolve_model("local/smollm2").logprobs
+    assert resolve_model("gpt-4o-mini").logprobs
+    assert not resolve_model("anthropic/claude-3-5-haiku-latest").logprobs
+    assert not resolve_model("no-such-model-xyz").logprobs
 
 
 def test_endpoint_identity_keeps_only_the_host(tmp_path: Path) -> None:
     assert (
-        model_names.endpoint("openai/m", api_base="https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s")
+        resolve_model(
+            "openai/m", {"api_base": "https://user:sk-secret@gw.example.com:8443/v1/k-123?key=s"}
+        ).endpoint_of()
         == "litellm:openai@gw.example.com:8443"
     )
-    assert model_names.endpoint("gpt-4o-mini") == "litellm:openai"
+    assert resolve_model("gpt-4o-mini").endpoint_of() == "litellm:openai"
     weights = tmp_path / "private-dir" / "tiny-q4.gguf"
     weights.parent.mkdir()
     weights.write_bytes(b"GGUF")
-    assert model_names.endpoint(f"local/{weights}") == "local:tiny-q4.gguf"
-    assert model_names.endpoint("fake/judge") == "fake:judge"
+    assert resolve_model(f"local/{weights}").endpoint_of() == "local:tiny-q4.gguf"
+    assert resolve_model("fake/judge").endpoint_of() == "fake:judge"
 
 
 def dated_with_logprobs(body: dict[str, Any]) -> Reply:

@@ -15,6 +15,7 @@ from factories import CELL_A, CELL_B, runs_a, runs_b
 from promptlab import analysis
 from promptlab.llm import fingerprint as fpr
 from promptlab.llm.completion import Completion
+from promptlab.llm.resolved import resolve_model
 from promptlab.llm.transport import reply_of
 from promptlab.loops.runtime.provenance import note_model
 from promptlab.reports.fingerprints import fingerprint_markdown
@@ -87,7 +88,7 @@ def test_a_hosted_reply_carries_its_reported_model_and_system_fingerprint() -> N
         system_fingerprint="fp_44709d6fcb",
         choices=[{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
     )
-    reply = reply_of("gpt-4o-mini", response)
+    reply = reply_of(resolve_model("gpt-4o-mini"), response)
     assert reply.fingerprint is not None
     assert reply.fingerprint["kind"] == "hosted" and reply.fingerprint["system_fingerprint"] == "fp_44709d6fcb"
     assert reply.fingerprint["model"] == reply.response_model == "gpt-4o-mini-2024-07-18"

@@ -44,7 +44,7 @@ def test_an_alias_resolves_into_everything_the_call_path_reads(monkeypatch: pyte
         "api_key": "sk-door",
         "api_base": "http://127.0.0.1:8011/v1",
     }  # the call wins
-    assert (m.own, m.local, m.served, m.key_env, m.rates, m.price) == (
+    assert (m.in_process, m.embedded, m.served, m.key_env, m.rates, m.price) == (
         False,
         False,
         True,
@@ -57,7 +57,7 @@ def test_an_alias_resolves_into_everything_the_call_path_reads(monkeypatch: pyte
     assert resolve_model("served-door", {"api_base": "http://10.0.0.2:9/v1"}).endpoint_id == "openai@10.0.0.2:9"
 
     local = resolve_model("local/smollm2")
-    assert (local.own, local.local, local.served, local.endpoint, local.host) == (
+    assert (local.in_process, local.embedded, local.served, local.endpoint, local.host) == (
         True,
         True,
         False,

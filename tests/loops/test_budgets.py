@@ -1,7 +1,8 @@
 """Budgets on every loop: a run stops with stop reason 'budget' before a step that would pass `budget_calls` or
 `budget_tokens`, never passes a budget by more than one step, spends the same on a replay from the cache,
 and records its spend per decision (`Iteration.spent`) and in total (`Run.spent`), test-split measurement left
-out. The prompt-search loops know each step's calls in advance, so they never pass `budget_calls` at all."""
+out. The prompt-search loops know each step's calls in advance, so they never pass `budget_calls` at all (GEPA:
+each piece of its work, a minibatch, a dev evaluation or a reflection, is checked before it starts)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from wording import TASK
 from promptlab.loops.registry import run_loop
 from promptlab.record import Run
 
-SEARCH = ("opro", "ape", "protegi", "resample")
+SEARCH = ("opro", "ape", "protegi", "resample", "gepa")
 PROMPT_LOOPS = (*SEARCH, "p3ro", "creator_critic")
 UNBOUNDED = {
     "opro": {},
     "ape": {"proposals_per_set": 20},
     "protegi": {"samples_per_eval": 5},
     "resample": {"max_iterations": 50},
+    "gepa": {},
     "p3ro": {"max_iterations": 20, "finish_threshold": 10.0},
     "creator_critic": {"max_iterations": 20},
     "pes": {"max_iterations": 20},

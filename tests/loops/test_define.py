@@ -22,7 +22,7 @@ from promptlab.loops.runtime.define import LOOP_ARGS_DOC, LOOPS, define_loop, en
 from promptlab.loops.runtime.toolkit import by_decision_score
 from promptlab.record import Run, Score, Task
 
-BUILTIN = ["ape", "creator_critic", "opro", "p3ro", "pcee", "pes", "protegi", "resample"]
+BUILTIN = ["ape", "creator_critic", "gepa", "opro", "p3ro", "pcee", "pes", "protegi", "resample"]
 COMMON = ["task", "config", "sample", "on_event", "cache", "settings", "provenance"]
 
 

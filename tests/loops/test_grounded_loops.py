@@ -138,9 +138,9 @@ def test_grounded_without_examples_is_refused_before_any_call() -> None:
 
 
 def test_expected_mode_refused_for_a_model_without_logprobs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptlab.loops.runtime import grounding as _grounding
+    from promptlab.llm.own_models import ScriptedProvider
 
-    monkeypatch.setattr(_grounding, "supports_logprobs", lambda m: not m.endswith("blind-critic"))
+    monkeypatch.setattr(ScriptedProvider, "logprobs", lambda self, m: not m.endswith("blind-critic"))
     creator, critic, _ = cc_models("g-cc-blind", ["X"], [critique(3)])
     cfg = CreatorCriticConfig(
         model=creator.name, critic_model=promptlab.scripted("blind-critic").name, score_mode="expected"

@@ -27,6 +27,7 @@ LOOP_FILES = {
     "APE (Zhou et al. 2022)": SEARCH,
     "ProTeGi (Pryzant et al. 2023)": SEARCH,
     "Resample (the no-feedback control)": SEARCH,
+    "GEPA (Agrawal et al. 2025)": ("test_gepa.py",),
 }
 
 

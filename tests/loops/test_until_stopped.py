@@ -17,7 +17,7 @@ from promptlab.events import Event
 from promptlab.loops.registry import arun_loop
 from promptlab.loops.runtime.interrupt import stop_scope
 
-LOOPS = ["p3ro", "creator_critic", "opro", "resample"]
+LOOPS = ["p3ro", "creator_critic", "opro", "resample", "gepa"]
 
 
 def hanging_model(monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[threading.Event, threading.Event, dict]:

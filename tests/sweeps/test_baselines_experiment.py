@@ -18,10 +18,10 @@ from promptlab.results.store import load, read_runs
 from promptlab.sweeps.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
-LOOPS = ["opro", "ape", "protegi", "resample", "p3ro", "creator_critic"]
+LOOPS = ["opro", "ape", "protegi", "gepa", "resample", "p3ro", "creator_critic"]
 
 
-def test_the_baselines_experiment_runs_six_loops_on_the_three_tasks_at_one_budget() -> None:
+def test_the_baselines_experiment_runs_seven_loops_on_the_three_tasks_at_one_budget() -> None:
     exp = load_experiment(ROOT / "experiments" / "baselines.yaml")
     assert exp.loops == LOOPS and [t.id for t in exp.load_tasks()] == ["sentiment", "arithmetic", "dates"]
     cells = exp.cells()
@@ -40,7 +40,7 @@ def test_a_dry_run_of_the_baselines_experiment_with_fake_auto(tmp_path: Path) ->
     out = tmp_path / "results"
     assert main(["sweep", str(path), "--out", str(out), "--cache", str(tmp_path / "cache"), "--no-progress"]) == 0
     res = load(out)
-    assert (res.cells["status"] == "ok").all() and len(res.cells) == 6 and len(res.runs) == 6 * 3 * 2
+    assert (res.cells["status"] == "ok").all() and len(res.cells) == 7 and len(res.runs) == 7 * 3 * 2
     for cell in res.cells["cell_id"]:
         for run in read_runs(out, cell):
             assert run.spent is not None and run.final_test is not None and run.baseline_test is not None

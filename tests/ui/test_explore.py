@@ -125,7 +125,7 @@ def test_side_by_side_escapes_and_left_aligns() -> None:
     assert "&lt;b&gt;x&lt;/b&gt;" in html and "(none)" in html and html.count("text-align:left") >= 3
 
 
-@pytest.mark.parametrize("loop", ["opro", "ape", "protegi", "resample"])
+@pytest.mark.parametrize("loop", ["opro", "ape", "protegi", "resample", "gepa"])
 def test_a_search_loop_runs_on_a_grounded_task_and_plots_its_dev_accuracy(loop: str) -> None:
     from wording import TASK
 

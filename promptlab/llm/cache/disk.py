@@ -271,11 +271,28 @@ class Cache(CacheBackend):
             self.discard(key)
             return None
         if raw is None:
-            if self._guard(lambda dc: key in dc):  # the row is there, its value file is not
-                log.warning("promptlab cache: entry %s lost its value file; treating as a miss", key[:12])
-                self.discard(key)
-            return None
+            return self._absent(key, kind)
         return self.decode(key, raw, kind)
+
+    def _absent(self, key: str, kind: type[M]) -> M | None:
+        """After a read found nothing: a miss, or a row whose value file is gone (dropped, that row alone).
+
+        diskcache's read gives nothing both when there is no row and when the row's value file is missing, and
+        another task's write may land between that read and this look: its row is then present and its value file
+        too (written before the row). So a row counts as lost only when its own value file is missing, and only
+        that row (by its id) is removed; a row written since is read, never discarded."""
+        row = self._guard(
+            lambda dc: dc._sql("SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1", (key,)).fetchone()
+        )
+        if row is None:
+            return None  # a miss
+        rowid, filename = row
+        if filename is None or os.path.lexists(self.directory / filename):
+            raw = self._read(key)  # written after our read: a valid entry
+            return None if raw is None else self.decode(key, raw, kind)
+        log.warning("promptlab cache: entry %s lost its value file; treating as a miss", key[:12])
+        self._drop_row(rowid)
+        return None
 
     def _read(self, key: str) -> Any:
         return self._guard(lambda dc: dc.get(key, default=None))

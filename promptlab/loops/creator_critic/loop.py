@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...critics.simulated import is_simulated
+from ...critics.simulated import simulated_critic
 from ...eval.expected import expected_scores
 from ...record import Iteration, Run, Score, Step, Task
 from ..runtime.budget import BUDGET, last_step_cost
@@ -64,7 +64,7 @@ async def _one_critic(
 ) -> tuple[Critique | None, Score, Step]:
     """One critic's call and its Score (sampled or expected; missing or the fallback when unreadable); a
     simulated critic scores from the candidate's dev accuracy without a call and gives no words."""
-    if is_simulated(model):
+    if simulated_critic(model) is not None:
         score = simulated_score(model, it, candidate, sample=ctx.run.sample + k, criterion="overall", judge=judge)
         crit = Critique(score=score.score) if score.score is not None else None
         return crit, score, simulated_step(it, "critique", judge, model, [score])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...critics.simulated import is_simulated
+from ...critics.simulated import simulated_critic
 from ...eval.expected import expected_scores
 from ...record import Iteration, Score
 from ..runtime.context import RunContext
@@ -47,7 +47,7 @@ async def evaluate(
     `parse_failure_score` that score for every criterion after one call (the design documents' fallback makes
     one call)."""
     judge = cfg.model_for("evaluator")
-    if is_simulated(judge):  # scores from the candidate's dev accuracy: no call, no words to reflect on
+    if simulated_critic(judge) is not None:  # scores from the candidate's dev accuracy: no call, no words to reflect on
         scores = [
             simulated_score(judge, it, candidate, sample=ctx.run.sample, criterion=k, judge=judge) for k in criteria
         ]

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from ...critics.simulated import is_simulated
+from ...critics.simulated import simulated_critic
 from ...errors import ConfigError
 from ...llm.preflight import validate_model_name
 from ...record import Task
@@ -102,7 +102,7 @@ class LoopConfig(BaseModel):
         roles = self.ROLES or ("generator", "critic")
         for role in roles:
             model = self.model_for(role)
-            if is_simulated(model) and not (self.SIMULATED_CRITICS and role in self.CRITIC_ROLES):
+            if simulated_critic(model) is not None and not (self.SIMULATED_CRITICS and role in self.CRITIC_ROLES):
                 field = (
                     f"role_models.{role}"
                     if role in self.role_models

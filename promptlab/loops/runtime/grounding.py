@@ -37,14 +37,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ...critics.simulated import is_simulated, parse_sim
+from ...critics.simulated import SimCritic, simulated_critic
 from ...errors import ConfigError
 from ...eval.evaluate import EvalResult, aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
 from ...llm.call import CacheArg
-from ...llm.model_names import supports_logprobs
 from ...llm.preflight import validate_model_name
+from ...llm.resolved import resolve_model
 from ...llm.settings import Settings
 from ...record import Delta, GroundedScore, Iteration, Run, Score, Step, Task
 from .config import LoopConfig
@@ -112,7 +112,7 @@ def check_prompt_loop(task: Task, cfg: PromptLoopConfig, critic_models: list[str
             f"score_source: 'grounded' needs a task with examples; task {task.id!r} has none "
             "(use 'critic', or give the task examples, a scorer and a split)"
         )
-    simulated = [m for m in dict.fromkeys(critic_models) if is_simulated(m)]
+    simulated = [m for m in dict.fromkeys(critic_models) if simulated_critic(m) is not None]
     if simulated and not task.grounded:
         raise ConfigError(
             f"critic_model: {', '.join(simulated)} is a simulated critic, which scores a candidate "
@@ -121,10 +121,11 @@ def check_prompt_loop(task: Task, cfg: PromptLoopConfig, critic_models: list[str
         )
     judge = (task.scorer or {}).get("model")
     for field, model in (("target_model", cfg.target()), ("scorer.model", judge)):
-        if is_simulated(model):
+        if simulated_critic(model) is not None:
             raise ConfigError(f"{field}: {model!r} is a simulated critic; it can only play a critic role")
     if cfg.score_mode == "expected":
-        blind = [m for m in dict.fromkeys(critic_models) if not is_simulated(m) and not supports_logprobs(m)]
+        called = [resolve_model(m) for m in dict.fromkeys(critic_models)]
+        blind = [m.name for m in called if m.makes_calls and not m.logprobs]
         if blind:
             raise ConfigError(
                 f"score_mode: 'expected' needs token log-probabilities, which {', '.join(blind)} "
@@ -172,6 +173,21 @@ async def measure(
 
     With `indices` (positions within the split), only those examples are run: the result's `scores` follow
     `indices`, and each step's `example` is the split position."""
+    return (await measure_examples(ctx, cfg, prompt, split, iteration, indices=indices)).grounded(split)
+
+
+async def measure_examples(
+    ctx: RunContext,
+    cfg: GroundedConfig,
+    prompt: str,
+    split: str,
+    iteration: Iteration | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+) -> EvalResult:
+    """`measure`, returning the whole EvalResult: per example its input, target, the model's reply, the
+    scorer's value and note, and any error (`records`, in the order of `indices`), for a loop that shows them
+    to a model (GEPA's reflective dataset)."""
     task = ctx.run.task
     split_examples = examples_of(task, split)
     positions = list(range(len(split_examples))) if indices is None else list(indices)
@@ -214,7 +230,7 @@ async def measure(
     _record_scored(ctx, result, steps, iteration, n_errors)
     _account_judge(ctx, result.usage.model_dump(), phase)
     ctx.spend_tally(phase, result.spent)
-    return result.grounded(split)
+    return result
 
 
 def _record_scored(
@@ -237,7 +253,7 @@ def _record_scored(
 def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, criterion: str, judge: str) -> Score:
     """A simulated critic's Score of `candidate` from its dev accuracy (`it.grounded`, measured first): mode
     "simulated", or missing when the candidate has no dev score."""
-    critic = parse_sim(model)
+    critic = sim(model)
     accuracy = it.grounded.score if it.grounded is not None else None
     anchor = it.metrics.get("anchor")  # a previous score shown to it (a re-score of the anchoring probe)
     value = critic.score(
@@ -264,6 +280,14 @@ def simulated_score(model: str, it: Iteration, candidate: str, *, sample: int, c
     )
 
 
+def sim(model: str) -> SimCritic:
+    """The simulated critic `model` names (a ConfigError for a model that is called)."""
+    critic = simulated_critic(model)
+    if critic is None:
+        raise ConfigError(f"{model!r} is not a simulated critic")
+    return critic
+
+
 def simulated_step(it: Iteration, phase: str, role: str, model: str, scores: list[Score]) -> Step:
     """The record of a simulated critic's turn: a step without a model call (`call` is None, so it adds no
     call, token or cost), its output the scores it gave."""
@@ -272,13 +296,13 @@ def simulated_step(it: Iteration, phase: str, role: str, model: str, scores: lis
         phase=phase,
         role=role,
         model=model,
-        output={"simulated": parse_sim(model).formula, "scores": {s.criterion: s.score for s in scores}},
+        output={"simulated": sim(model).formula, "scores": {s.criterion: s.score for s in scores}},
     )
 
 
 def simulated_info(models: list[str]) -> dict[str, Any]:
     """What a Run records about the simulated critics among `models` (name -> kind, parameters, formula)."""
-    return {m: parse_sim(m).record() for m in dict.fromkeys(models) if is_simulated(m)}
+    return {m: c.record() for m in dict.fromkeys(models) if (c := simulated_critic(m)) is not None}
 
 
 def _account_judge(ctx: RunContext, usage: dict[str, Any], phase: str) -> None:
@@ -349,6 +373,7 @@ __all__ = [
     "decision_score",
     "grounded_decision_score",
     "measure",
+    "measure_examples",
     "measure_stopped",
     "measure_test",
     "simulated_info",

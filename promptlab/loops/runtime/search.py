@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...critics.simulated import is_simulated
+from ...critics.simulated import simulated_critic
 from ...errors import ConfigError
 from ...eval.tasks import check_task, examples_of, input_text
 from ...record import GroundedScore, Iteration, Run, Step, Task
@@ -85,7 +85,7 @@ def check_search_loop(task: Task, cfg: SearchConfig, loop: str) -> list[str]:
     check_task(task, where=f"task {task.id!r}")
     judge = (task.scorer or {}).get("model")
     for field, model in (("target_model", cfg.target()), ("scorer.model", judge)):
-        if is_simulated(model):
+        if simulated_critic(model) is not None:
             raise ConfigError(f"{field}: {model!r} is a simulated critic; {loop} has no critic role")
     return [cfg.target(), *([judge] if isinstance(judge, str) else [])]
 
@@ -277,10 +277,18 @@ SEARCH_RAISES = """
 """
 
 
-def define_search_loop(name: str, config_cls: type[S], description: str) -> Callable[[SearchBody[S]], AsyncLoop[S]]:
+def define_search_loop(
+    name: str, config_cls: type[S], description: str, *, check: Callable[[S], None] | None = None
+) -> Callable[[SearchBody[S]], AsyncLoop[S]]:
     """`define_loop` for a prompt-search baseline: the task must be grounded (`check_search_loop`, before any
     call), the run's best iteration is by decision score (its dev score), and the body gets the run's `Search`,
-    opened by `Search.begin`, in place of its context."""
+    opened by `Search.begin`, in place of its context. `check` refuses a bad config of the loop's own with a
+    ConfigError, before any call too."""
+
+    def checked(task: Task, cfg: S) -> list[str]:
+        if check is not None:
+            check(cfg)
+        return check_search_loop(task, cfg, name)
 
     def wrap(body: SearchBody[S]) -> AsyncLoop[S]:
         @functools.wraps(body)
@@ -292,7 +300,7 @@ def define_search_loop(name: str, config_cls: type[S], description: str) -> Call
             name,
             config_cls,
             description,
-            check=lambda task, cfg: check_search_loop(task, cfg, name),
+            check=checked,
             rank_by=by_decision_score,
         )
         return define(opened)
