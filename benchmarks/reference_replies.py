@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/reference_replies.py --write     # regenerate (the default path)
     PYTHONPATH=. .venv/bin/python benchmarks/reference_replies.py --measure   # every path against it
 
-`--write` asks local/smollm2 the fixed prompts (benchmarks/support/reference.py) one at a time on the default path
+`--write` asks local/smollm2 the fixed prompts (benchmarks/support/greedy_reference.py) one at a time on the default path
 and writes tests/llm/reference/smollm2_greedy.json: the replies, their sha256 and the fingerprint. `--measure` runs
 each path in a fresh process (the pool with 1 or 2 threads, 1 or 2 instances, in order and reversed; the batching
 engine at one sequence and in batches of 8 and 66, in order and reversed) and prints, per path, how many replies
@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
-import reference as ref  # noqa: E402
+import greedy_reference as ref  # noqa: E402
 
 PATHS: list[tuple[str, dict[str, str], int, str]] = [
     ("pool, 1 instance, 2 threads", {"PROMPTLAB_LOCAL_ENGINE": "pool", "PROMPTLAB_LOCAL_THREADS": "2"}, 1, "forward"),

@@ -250,6 +250,11 @@ def instance(name: str, *, logprobs: bool = False, key: str = "") -> Iterator[An
                         pool.waiting.remove(waiter)
                         waiter.slot = taken
             slot = waiter.slot
+    if key and slot.last == key:
+        # the same prompt again: llama-cpp-python would read only its last token on top of the previous call's
+        # KV cache, and a near-tie can then go the other way; read whole, it gives the reply a fresh instance
+        # gives (docs/reproducibility.md)
+        slot.llm.reset()
     try:
         yield slot.llm
     finally:

@@ -10,8 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+import greedy_reference as ref
+import llama_cpp
 import pytest
-import reference as ref
 
 import promptlab as pl
 from promptlab.llm import engine
@@ -66,7 +67,7 @@ def test_a_local_reply_carries_its_fingerprint_and_a_replay_keeps_it(tmp_path: P
     assert fp["model_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest() and fp["model"] == path.name
     assert fp["engine"] == "pool" and "AVX2 = 1" in fp["system_info"] and fp["kind"] == "local"
     recorded = Path(sys.prefix) / "promptlab-llama-build.json"
-    if recorded.is_file() and Path(__import__("llama_cpp").__file__).is_relative_to(sys.prefix):
+    if recorded.is_file() and Path(str(llama_cpp.__file__)).resolve().is_relative_to(Path(sys.prefix).resolve()):
         assert fp["build"] == json.loads(recorded.read_text())["variant"]
     hit = pl.complete("local/smollm2", "Say hi.", max_tokens=4, cache=tmp_path)
     assert hit.cache_hit and hit.fingerprint == fp
