@@ -128,8 +128,10 @@ SWEEP = notebook(
             "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), says how many runs it "
             "makes on which models, how many model calls and how long they should take (measured on this "
             "machine; the basis is in the line), runs every unfinished cell with a progress bar that counts "
-            "finished runs (its time estimate follows from them) and shows the summary table. While it runs the "
-            "kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
+            "finished runs (its time estimate follows from them) and shows the summary table. A sweep estimated "
+            "above 5 minutes (or whose time has no basis) starts only with `confirm = True`: Run All otherwise "
+            "stops after the plan, having made no model call but the probe's few timed ones, and says so. "
+            "While it runs the kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
             "are skipped and calls already made are answered by the cache, so running this again resumes an "
             "interrupted sweep. `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
             "no local-model call; simulated critics `sim/...` make none either and are kept); the results then "
@@ -142,7 +144,8 @@ SWEEP = notebook(
 model = ""  # empty: the models of the experiment; fake/auto for a dry run (every role, pairings included)
 executor = "inline"  # or "papermill": one notebook kernel per cell
 workers = 2
-out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
+out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set
+confirm = False  # True: start a sweep estimated above 5 minutes (papermill: -p confirm True)""",
     ),
     ("code", ROOT_CELL),
     (
@@ -152,7 +155,7 @@ from IPython.display import display
 
 from promptlab.reports import summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
-from promptlab.sweeps.estimate import sweep_plan
+from promptlab.sweeps.estimate import plan_sweep, require_confirmation
 
 exp = load_experiment(here(experiment_path))
 if model:
@@ -162,12 +165,15 @@ suffix = f"-{model.replace('/', '_')}" if model else ""
 out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 # the runs, the model calls (counted by a dry run on fake/auto, a few seconds) and the time they should take
 # (from the cells already finished in `out`, else from a timed probe of the model: a few seconds more)
-print(sweep_plan(exp, out, workers))
+plan = plan_sweep(exp, out, workers)
+print(plan.text)
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),
     (
         "code",
-        """result = sweep(exp, out, executor=executor, workers=workers)
+        """# above 5 minutes (or with no estimate) only with confirm = True: else Run All stops here, saying so
+require_confirmation(plan, confirm)
+result = sweep(exp, out, executor=executor, workers=workers)
 print(result)""",
     ),
     (
@@ -357,7 +363,7 @@ BASELINES = notebook(
     (
         "md",
         (
-            "# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi), a no-feedback control "
+            "# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi, GEPA), a no-feedback control "
             "(resample) and the seed loops, compared at the same spend. Each logged run is truncated at each budget "
             "point: it returns the prompt its own selection rule held once it had spent that much (no model "
             "calls; `promptlab.analysis.equal_budget`). The curves give the mean dev and test accuracy of those "
@@ -414,6 +420,25 @@ else:
     by = budget_columns(results.runs, results.trajectories)
     print(f"at {point:,.0f} {budget.unit}")
     display(analysis.compare_at_budget(results, point, budget.unit, by=by))""",
+    ),
+    (
+        "md",
+        "## GEPA's search\n\nEach GEPA run's candidates by spend and dev score, each joined to the candidate it was "
+        "made from (a merge has two parents): filled, kept in GEPA's pool and measured on the dev split; hollow, "
+        "rejected on its minibatch (at its minibatch score); the step line, the dev score of the prompt the run "
+        "would return at that spend (`reports.plot_search_tree`, from the trajectories' `parents` column).",
+    ),
+    (
+        "code",
+        """gepa_runs = results.runs[results.runs["loop"] == "gepa"]["run_id"].tolist()
+if not gepa_runs:
+    print("no GEPA run in this directory")
+else:
+    shown = gepa_runs[:3]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(9, 3.6 * len(shown)), layout="constrained", squeeze=False)
+    for ax, run_id in zip(axes[:, 0], shown, strict=True):
+        reports.plot_search_tree(results.trajectories, run_id, budget=budget.unit if budget else "tokens", ax=ax)
+    plt.show()""",
     ),
 )
 

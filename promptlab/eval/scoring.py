@@ -6,6 +6,7 @@ crash of the run and never an invented number.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -57,8 +58,10 @@ class Scorer(BaseModel):
     async def ascore(
         self, output: str, example: Example, *, cache: CacheArg = None, settings: Settings | None = None
     ) -> Scored:
-        """Score one reply to one example (exceptions propagate; see `score_safely`)."""
-        return self.score_example(output, example)
+        """Score one reply to one example (exceptions propagate; see `score_safely`). The scoring runs in a
+        worker thread, off the event loop: a slow scorer (a regex near its time limit, a large reply parsed) never
+        holds up the other calls in flight, whose timeouts the loop keeps."""
+        return await asyncio.to_thread(self.score_example, output, example)
 
     def check_target(self, target: Any) -> None:
         """Raise ValueError when `target` cannot be scored by this scorer (checked before any model call)."""

@@ -285,6 +285,30 @@ async def acomplete(
         return hit if hit is not None else await _adrive(req, store, on_token)
 
 
+HEAVY_REPLY_CHARS = 50_000
+"""A structured reply at least this long is parsed in a worker thread (extraction is linear, but 8 MiB of it
+would hold the event loop, and every call in flight on it, for a while)."""
+
+
+def _heavy(req: Request, value: Any) -> bool:
+    return req.schema is not None and isinstance(value, Reply) and len(value.text) >= HEAVY_REPLY_CHARS
+
+
+def _step(gen: Any, value: Any) -> Any:
+    """`gen.send(value)` for a worker thread: the StopIteration that ends it is returned, since a future cannot
+    carry one."""
+    try:
+        return gen.send(value)
+    except StopIteration as stop:
+        return stop
+
+
+def _ended(op: Any) -> Any:
+    if isinstance(op, StopIteration):
+        raise op
+    return op
+
+
 async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
     """Run the protocol with async calls (within the model's concurrency limit) and store the Completion;
     cache writes run in a worker thread (SQLite's commit off the event loop)."""
@@ -296,7 +320,12 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
     async with slot(req.resolved.endpoint, req.concurrency()):
         while True:
             try:
-                op = gen.throw(error) if error is not None else gen.send(value)
+                if error is not None:
+                    op = gen.throw(error)
+                elif _heavy(req, value):  # a large structured reply is parsed off the event loop
+                    op = _ended(await asyncio.to_thread(_step, gen, value))
+                else:
+                    op = gen.send(value)
             except StopIteration as stop:
                 done: Completion = stop.value
                 break

@@ -76,6 +76,7 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
     handed = {**(plan.budget.env() if plan.budget else {}), **settings_env(plan.settings)}
     if holds_secret(plan.cache_dir):  # a password reaches the kernels in their environment, never the notebook
         handed[CACHE_URL_ENV] = plan.cache_dir
+    tidy_notebooks(plan.out)  # a sweep killed while papermill wrote left them
     with env_defaults(cell_process_env(plan.workers, kernels)), env_set(handed):
         for t in threads:
             t.start()
@@ -85,9 +86,17 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
                     t.join(0.2)
         except KeyboardInterrupt:
             stop.set()
+            tidy_notebooks(plan.out)
             raise
     if errors:
         raise errors[0]
+
+
+def tidy_notebooks(out: Path) -> None:
+    """Keep or remove every cell's `.run_cell.partial.ipynb` (`keep_notebook`): what a sweep interrupted, or killed,
+    while papermill wrote leaves behind; the papermill executor calls it as it starts and as it stops."""
+    for partial in (out / "cells").glob(f"*/{PARTIAL_NOTEBOOK}"):
+        keep_notebook(partial.parent)
 
 
 def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:

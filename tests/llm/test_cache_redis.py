@@ -507,3 +507,77 @@ def test_a_papermill_sweep_keeps_the_redis_password_out_of_every_notebook(tmp_pa
         assert leaks == []
     finally:
         server.stop()
+
+
+# #41 item 3: a full Redis says so once, and stops the work -------------------------------------------------------
+def _fill_to(server: Server, room: int) -> None:
+    """Let the server hold only `room` more bytes (maxmemory with noeviction, Redis's default policy)."""
+    used = int(server.client.info("memory")["used_memory"])
+    server.client.config_set("maxmemory-policy", "noeviction")
+    server.client.config_set("maxmemory", str(used + room))
+
+
+@pytest.mark.slow
+def test_a_full_redis_stores_nothing_more_says_so_once_and_stops_the_next_call(
+    redis_server: Server, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from promptlab.llm.cache.redis import RedisCache
+
+    store = RedisCache(redis_url)
+    model = pl.scripted("redis-full", respond=lambda m: "r" * 2000 + m[-1]["content"])
+    _fill_to(redis_server, 20_000)
+    paid: list[pl.Completion] = []
+    try:
+        with caplog.at_level(logging.WARNING, logger="promptlab.llm.cache"), pytest.raises(CacheUnavailableError) as e:
+            for i in range(200):
+                paid.append(pl.complete(model.name, f"p{i}", cache=store))
+        unstored = [c for c in paid if c.key not in store]
+        assert len(unstored) == 1 and unstored[0] is paid[-1]  # only the reply in flight when it filled
+        assert len(model.requests) == len(paid)  # no request after the full write: the next call stopped first
+        assert "is full" in str(e.value) and "1 paid reply could not be stored" in str(e.value)
+        assert caplog.text.count("is full") == 1  # said once
+        redis_server.client.config_set("maxmemory", "0")  # room again: a resume replays what was stored
+        again = RedisCache(redis_url)
+        replayed = [pl.complete(model.name, f"p{i}", cache=again) for i in range(len(paid))]
+        assert sum(not c.cache_hit for c in replayed) == 1  # the documented bound: the call in flight
+    finally:
+        redis_server.client.config_set("maxmemory", "0")
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_full_redis_exits_non_zero_naming_it(
+    redis_server: Server, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+
+    (tmp_path / "tasks.jsonl").write_text(
+        "".join(json.dumps({"id": f"t{i}", "prompt": f"Write poem {i}.", "goal": "A haiku."}) + "\n" for i in range(4))
+    )
+    (tmp_path / "exp.yaml").write_text(
+        "name: full\nloops: [p3ro]\ntasks: tasks.jsonl\nconfig: {model: fake/auto, max_tokens: 64}\n"
+        "grid: {max_iterations: [1, 2]}\n"
+    )
+    args = ["sweep", str(tmp_path / "exp.yaml"), "--out", str(tmp_path / "out"), "--no-progress", "--workers", "1"]
+    _fill_to(redis_server, 6_000)
+    try:
+        code = main([*args, "--cache", redis_url])
+        said = capsys.readouterr()
+        assert code == 1 and "is full" in said.out + said.err
+        redis_server.client.config_set("maxmemory", "0")
+        assert main([*args, "--cache", redis_url]) == 0  # resumed once there is room
+    finally:
+        redis_server.client.config_set("maxmemory", "0")
+
+
+@pytest.mark.slow
+def test_an_evicting_policy_is_named_once_at_open(
+    redis_server: Server, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from promptlab.llm.cache.redis import RedisCache
+
+    redis_server.client.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        with caplog.at_level(logging.WARNING, logger="promptlab.llm.cache"):
+            RedisCache(redis_url)
+        assert "maxmemory-policy allkeys-lru" in caplog.text and "paid again" in caplog.text
+    finally:
+        redis_server.client.config_set("maxmemory-policy", "noeviction")

@@ -86,6 +86,37 @@ class RedisCache(CacheBackend):
             self._r.ping()
         except self._errors.RedisError as e:
             raise self._unavailable(e) from e
+        self._full: str | None = None
+        """Why a write was refused for lack of memory (Redis's OOM), once one was: the cache is then full."""
+        self._unstored = 0
+        self._warn_if_evicting()
+
+    def _still_full(self) -> bool:
+        """Whether the server is still at its memory limit (room made since: the cache goes on)."""
+        try:
+            memory = self._r.info("memory")
+            limit, used = int(memory.get("maxmemory") or 0), int(memory.get("used_memory") or 0)
+        except (self._errors.RedisError, ValueError):
+            return True  # INFO refused: as it was
+        if limit and used >= limit:
+            return True
+        self._full, self._unstored = None, 0
+        return False
+
+    def _warn_if_evicting(self) -> None:
+        """One warning when the server evicts keys when full (an `allkeys-*` policy): an evicted record is a miss,
+        paid again when asked again, and nothing says so when it happens."""
+        try:
+            policy = str(self._r.config_get("maxmemory-policy").get("maxmemory-policy") or "")
+        except self._errors.RedisError:  # CONFIG may be refused (an ACL, a managed server): not known
+            return
+        if policy.startswith("allkeys-"):
+            log.warning(
+                "promptlab cache: %s has maxmemory-policy %s: when it is full it evicts records, and each evicted "
+                "reply is paid again when asked again; give it maxmemory-policy noeviction (see docs/cache.md)",
+                self.location,
+                policy,
+            )
 
     def _check_url(self, url: str) -> None:
         try:
@@ -118,7 +149,15 @@ class RedisCache(CacheBackend):
 
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
         """The stored record for `key`, or None; a corrupt value is logged, dropped and missed. A server
-        that cannot be reached raises CacheUnavailableError."""
+        that cannot be reached, or that is full (a write was refused for lack of memory), raises
+        CacheUnavailableError: paying for calls that cannot be stored would pay for them again on every resume."""
+        if self._full is not None and self._still_full():
+            raise CacheUnavailableError(
+                self.location,
+                f"it is full ({self._full}); {self._unstored} paid repl{'y' if self._unstored == 1 else 'ies'} "
+                "could not be stored, and no more calls are made on it: free memory or raise maxmemory, then resume",
+                origin=self.origin,
+            )
         try:
             raw = self._r.get(self._k(key))
         except (self._errors.ConnectionError, self._errors.TimeoutError) as e:
@@ -136,14 +175,30 @@ class RedisCache(CacheBackend):
         is logged and gives True: the caller keeps its (paid) record, it is just not replayable."""
         try:
             return bool(self._r.set(self._k(key), encode_record(record, key), nx=True))
-        except self._errors.RedisError as e:
-            log.warning(
-                "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
-                key[:12],
-                self.location,
-                e,
-            )
+        except self._errors.ResponseError as e:
+            if not isinstance(e, self._errors.OutOfMemoryError) and "maxmemory" not in str(e):
+                return self._not_stored(key, e)
+            self._unstored += 1
+            if self._full is None:  # said once; the next read stops the work (`get`)
+                self._full = str(e).splitlines()[0][:200]
+                log.warning(
+                    "promptlab cache: %s is full (%s): a paid reply was not stored, and the next call on this cache "
+                    "stops (free memory or raise maxmemory, then resume)",
+                    self.location,
+                    self._full,
+                )
             return True
+        except self._errors.RedisError as e:
+            return self._not_stored(key, e)
+
+    def _not_stored(self, key: str, e: BaseException) -> bool:
+        log.warning(
+            "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
+            key[:12],
+            self.location,
+            e,
+        )
+        return True
 
     def set(self, key: str, record: BaseModel) -> None:
         """Store a record, replacing any (the call path uses `add`)."""
