@@ -27,6 +27,11 @@ handled. Offline, loopback only, in one run:
     password in api_base, reply shapes on both transports, a lone surrogate plain and streamed, a gzip bomb, a
     cache.db that cannot be opened, deep, circular and duplicate YAML, two sweeps on one results dir, a full results
     disk (inline, and papermill on a 2 MiB tmpfs as root): tried, held, lost.
+(g) issue 41's kinds (benchmarks/support/issue41_battery.py, round 4): a reply's numbers out of range (10^30 tokens
+    with and without a cap, Retry-After inf), a schema the local engine cannot compile beside 6 calls, a full Redis,
+    the cache's read/write race, a slow regex scorer beside a heartbeat, files that are not files (FIFO, sparse
+    3 GiB, links to /dev/zero, a cell directory linked outside), a 1,500-deep chain copied back, redirects on both
+    transports, a key in an api_base's query string and grid x replicates past the cap: tried, held, lost.
 
 Targets: every fault survived, cells lost 0, paid calls repeated 0, sent again after a kill <= the calls in
 flight, escapes 0, every hardening kind held with 0 lost, secrets on disk 0, every corpus case handled. Prints
@@ -53,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the scen
 
 import escape_battery  # noqa: E402
 import hardening_battery  # noqa: E402
+import issue41_battery  # noqa: E402
 import malformed_corpus  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
 import round3_battery  # noqa: E402
@@ -245,6 +251,21 @@ def bench_round3(root: Path) -> None:
     check("issue 28 kinds: money past the cap, files touched, secrets shown", lost, "0", lost == 0)
 
 
+def bench_issue41(root: Path) -> None:
+    rows = issue41_battery.run_battery(root / "issue41")
+    print("## (g) Issue 41: a reply's numbers, unservable requests, a full cache, the event loop, files, redirects\n")
+    print(
+        table(
+            ["kind", "tried", "held", "lost", "what the host saw"],
+            [[r.kind, r.tried, r.held, r.lost, r.detail] for r in rows],
+        )
+    )
+    print()
+    tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
+    check("issue 41 kinds held", f"{held} of {tried} attempts ({len(rows)} kinds)", "all", held == tried)
+    check("issue 41 kinds: cells, cache entries or requests lost", lost, "0", lost == 0)
+
+
 # (c) malformed replies --------------------------------------------------------------------------------------
 def bench_corpus() -> None:
     rows, handled = [], 0
@@ -340,6 +361,7 @@ def main() -> None:
         bench_corpus()
         bench_hardening(root)
         bench_round3(root)
+        bench_issue41(root)
         notebook_sweep(root / "notebook")
         scan(root, planted)
     finally:

@@ -128,8 +128,10 @@ SWEEP = notebook(
             "# Run a sweep\n\nLoads an experiment file (see `experiments/demo.yaml`), says how many runs it "
             "makes on which models, how many model calls and how long they should take (measured on this "
             "machine; the basis is in the line), runs every unfinished cell with a progress bar that counts "
-            "finished runs (its time estimate follows from them) and shows the summary table. While it runs the "
-            "kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
+            "finished runs (its time estimate follows from them) and shows the summary table. A sweep estimated "
+            "above 5 minutes (or whose time has no basis) starts only with `confirm = True`: Run All otherwise "
+            "stops after the plan, having made no model call but the probe's few timed ones, and says so. "
+            "While it runs the kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
             "are skipped and calls already made are answered by the cache, so running this again resumes an "
             "interrupted sweep. `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
             "no local-model call; simulated critics `sim/...` make none either and are kept); the results then "
@@ -142,7 +144,8 @@ SWEEP = notebook(
 model = ""  # empty: the models of the experiment; fake/auto for a dry run (every role, pairings included)
 executor = "inline"  # or "papermill": one notebook kernel per cell
 workers = 2
-out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set""",
+out_dir = ""  # empty: results/NAME, or results/NAME-MODEL when model is set
+confirm = False  # True: start a sweep estimated above 5 minutes (papermill: -p confirm True)""",
     ),
     ("code", ROOT_CELL),
     (
@@ -152,7 +155,7 @@ from IPython.display import display
 
 from promptlab.reports import summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
-from promptlab.sweeps.estimate import sweep_plan
+from promptlab.sweeps.estimate import plan_sweep, require_confirmation
 
 exp = load_experiment(here(experiment_path))
 if model:
@@ -162,12 +165,15 @@ suffix = f"-{model.replace('/', '_')}" if model else ""
 out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 # the runs, the model calls (counted by a dry run on fake/auto, a few seconds) and the time they should take
 # (from the cells already finished in `out`, else from a timed probe of the model: a few seconds more)
-print(sweep_plan(exp, out, workers))
+plan = plan_sweep(exp, out, workers)
+print(plan.text)
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),
     (
         "code",
-        """result = sweep(exp, out, executor=executor, workers=workers)
+        """# above 5 minutes (or with no estimate) only with confirm = True: else Run All stops here, saying so
+require_confirmation(plan, confirm)
+result = sweep(exp, out, executor=executor, workers=workers)
 print(result)""",
     ),
     (
@@ -450,14 +456,20 @@ CRITIC = notebook(
             "model critic, through the call cache, so running this notebook again costs nothing. Simulated "
             "critics (`sim/...`) are re-asked without a call, on every candidate and pair, five draws each "
             "(averaged), and their tables show the size each bias was planted at (`planted`: 0 for sim/oracle "
-            "and sim/noisy) and whether the CI covers it. docs/analysis.md (Critic biases) gives each "
-            "probe's validity on simulated critics with a planted bias."
+            "and sim/noisy) and whether the CI covers it. A text the loops logged again at the same sample is "
+            "one observation (a model critic answers it the same), and the length and padding probes use what "
+            "the critic was shown (a loop's `history_chars` cuts it). docs/analysis.md (Critic biases) gives each "
+            "probe's validity on simulated and on scripted model critics with a planted bias.\n\n"
+            "Two columns say what a row cannot: **detectable**, the smallest bias the probe finds with 80% "
+            'power at its n ("underpowered" when above the stated size), and **scores at 1 / 10**, the share '
+            "of the probe's scores at the scale's ends: above 10% together the estimate is a lower bound "
+            '(saturated), and the row never says "no evidence of bias".'
         ),
     ),
     (
         "parameters",
         """results_dir = "results/demo"
-budget = 40  # model calls per model critic for the re-asks (0: the logged probes only)""",
+budget = 150  # model calls per model critic for the re-asks (0: the logged probes only)""",
     ),
     ("code", RESULTS_ROOT_CELL),
     (
@@ -477,6 +489,20 @@ frames = probe_frames(results, budget=budget)
 table = bias_table(frames)
 print(f"{len(results.runs)} runs; critics: {', '.join(sorted(table['critic_model'].unique())) or 'none'}")
 display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a critic score and a dev score."])))""",
+    ),
+    (
+        "md",
+        (
+            "## Power and saturation\n\nPer critic and probe: the smallest bias detectable with 80% power "
+            "(`detectable`, in the probe's unit) against the stated size (`margin`), and the share of the "
+            "probe's scores at 1 and at 10 (`at_bottom`, `at_top`; NA for order, which reads verdicts). A "
+            "row above its margin is underpowered; one above 10% at the ends reads as a lower bound."
+        ),
+    ),
+    (
+        "code",
+        """limits = table[["critic_model", "probe", "estimate", "n", "detectable", "margin", "at_bottom", "at_top"]]
+display(limits.assign(underpowered=limits["detectable"] > limits["margin"]))""",
     ),
     (
         "md",

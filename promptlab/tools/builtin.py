@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..registry import Registry
 from .calculator import calculator_tool
 from .files import workspace_tools
 from .registry import Tool, ToolRegistry
@@ -48,13 +49,9 @@ def _workspace_tool(name: str) -> ToolFactory:
 WORKSPACE_TOOLS = ("write_file", "read_file", "list_files", "shell")
 """Built-in tools that need a workspace."""
 
-BUILTIN_TOOLS: dict[str, ToolFactory] = {
-    "calculator": lambda env: calculator_tool(),
-    "search_docs": lambda env: search_docs_tool(env.docs_dir),
-    "search": lambda env: search_docs_tool(env.docs_dir, name="search"),
-    **{name: _workspace_tool(name) for name in WORKSPACE_TOOLS},
-}
-"""Tool factories by name; add your own with `register_tool`."""
+BUILTIN_TOOLS: Registry[ToolFactory] = Registry("tool", "promptlab.tools")
+"""Tool factories by name: promptlab's own, those installed packages declare under the `promptlab.tools`
+entry-point group (a factory `ToolEnv -> Tool`, or a module that registers some), and yours (`register_tool`)."""
 
 
 SEED_TOOL_NAMES: dict[str, tuple[str, ...]] = {
@@ -66,9 +63,16 @@ has): PCEE's example plan calls `tavily_search` (a web search; promptlab searche
 web) and `workspace_shell`. `build_tools` makes each an alias, so a plan written with the seed's names runs."""
 
 
-def register_tool(name: str, factory: ToolFactory) -> None:
+def register_tool(name: str, factory: ToolFactory) -> ToolFactory:
     """Register a tool factory under `name` (a later registration of the same name replaces it)."""
-    BUILTIN_TOOLS[name] = factory
+    return BUILTIN_TOOLS.register(name, factory)
+
+
+register_tool("calculator", lambda env: calculator_tool())
+register_tool("search_docs", lambda env: search_docs_tool(env.docs_dir))
+register_tool("search", lambda env: search_docs_tool(env.docs_dir, name="search"))
+for _name in WORKSPACE_TOOLS:
+    register_tool(_name, _workspace_tool(_name))
 
 
 def check_tool_names(names: Iterable[str]) -> list[str]:

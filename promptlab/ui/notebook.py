@@ -74,10 +74,33 @@ def short_errors(shell: Any) -> None:
         self: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: int | None = None
     ) -> None:
         sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb  # what %tb shows
+        if isinstance(value, PromptlabError) and getattr(self, "kernel", None) is not None:
+            bring_into_view()  # a Jupyter kernel: the error's cell may sit off-screen
         # IPython's hook for showing a traceback (ipykernel sends it as the cell's error output)
         self._showtraceback(etype, value, self.InteractiveTB.get_exception_only(etype, value))
 
     shell.set_custom_exc((PromptlabError, KeyboardInterrupt), show)
+
+
+INTO_VIEW = """<div class="promptlab-into-view" style="display:none"></div><script>
+(() => {
+  const cell = document.currentScript && document.currentScript.closest(".jp-Cell");
+  if (cell) setTimeout(() => cell.scrollIntoView({block: "center"}), 300);
+})();
+</script>"""
+"""An invisible output whose script scrolls its cell into view once rendered (JupyterLab runs the scripts of a
+trusted HTML output, which an output made in the session is): after Run All the view rests on the last cell,
+where a one-line error above it would sit unseen."""
+
+
+def bring_into_view() -> None:
+    """In a Jupyter frontend, scroll the executing cell into view (the error that stopped Run All: a fresh
+    clone's "run scripts/demo first", 02's "confirm first")."""
+    try:
+        from IPython.display import HTML, display
+    except ImportError:
+        return
+    display(HTML(INTO_VIEW))
 
 
 def notebook_setup(
@@ -111,6 +134,8 @@ def install_short_errors() -> None:
 
 __all__ = [
     "FIRST_STEPS",
+    "INTO_VIEW",
+    "bring_into_view",
     "NoResultsError",
     "finished_cells",
     "install_short_errors",

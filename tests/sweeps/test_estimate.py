@@ -100,3 +100,37 @@ def test_a_judge_scorer_is_never_called_to_estimate(tmp_path: Path, monkeypatch)
     assert count_calls(exp) == ["gpt-4o-mini"]  # no dry run: it would have called the judge for real
     shown = sweep_plan(exp, tmp_path / "out", workers=2).replace("\n  ", " ")
     assert "calls and time: not estimated: a dry run would call gpt-4o-mini for real" in shown, shown
+
+
+def test_a_sweep_above_five_minutes_or_without_an_estimate_starts_only_when_confirmed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import pytest
+
+    import promptlab.sweeps.probe as probe_module
+    from promptlab.sweeps.estimate import NeedsConfirmation, plan_sweep, require_confirmation
+
+    exp = load_experiment(ROOT / "experiments" / "tiny.yaml").with_models("fake/auto")
+    per_call = {"seconds": 2.0}  # a probe: 4 calls of 64 tokens in per_call x 4 seconds
+
+    def measured(model, task, max_tokens, at_once):  # type: ignore[no-untyped-def]
+        return Probe(model, 4, 2, per_call["seconds"] * 4, 64)
+
+    monkeypatch.setattr(probe_module, "probe_model", measured)
+    quick = plan_sweep(exp, tmp_path / "out", workers=2)  # 12 calls x 2 s = 24 s: starts without asking
+    assert quick.seconds == pytest.approx(24.0) and quick.calls == 12 and quick.runs == 4
+    require_confirmation(quick, confirm=False)
+    per_call["seconds"] = 30.0  # 12 calls x 30 s = 6 min: above 5 min
+    slow = plan_sweep(exp, tmp_path / "out", workers=2)
+    with pytest.raises(NeedsConfirmation) as raised:
+        require_confirmation(slow, confirm=False)
+    message = str(raised.value)
+    assert message.startswith("Not started: this sweep should take about 6 min (4 runs, about 12 model calls), ")
+    assert "more than 5 min" in message and "set confirm = True" in message and "-p confirm True" in message
+    require_confirmation(slow, confirm=True)  # said so: never blocked
+    # no basis for a time (a hosted model is not probed): it asks too
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    hosted = plan_sweep(load_experiment(ROOT / "experiments" / "tiny.yaml").with_models("gpt-4o-mini"), tmp_path, 2)
+    assert hosted.seconds is None and hosted.needs_confirmation
+    with pytest.raises(NeedsConfirmation, match="has no time estimate"):
+        require_confirmation(hosted, confirm=False)

@@ -31,6 +31,7 @@ from grounded import write_grounded_sweep
 from wording import write_baselines_sweep
 
 from promptlab.results.store import write_cell
+from promptlab.sweeps.probe import MAX_AT_ONCE, PROBE_CALLS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -87,7 +88,7 @@ STUCK = (
 )
 STUCK += (
     "\n\nimport functools\n\nimport promptlab.sweeps.estimate as estimate\n\n"
-    "estimate.sweep_plan = functools.partial(estimate.sweep_plan, probe=False)  # a probe of it would take minutes"
+    "estimate.plan_sweep = functools.partial(estimate.plan_sweep, probe=False)  # a probe of it would take minutes"
 )
 HANG = (
     SLOW.replace('"slow"', '"hang"')
@@ -102,6 +103,34 @@ that waited for the calls in flight would take a minute, so one seen within 15 s
 busy the machine (the bound is for a loaded browser, not a stopwatch on the interrupt)."""
 
 
+COUNTED = (
+    SLOW
+    + """
+
+
+slow_reply_uncounted = fake.reply
+
+
+def counted_reply(id, messages, params):
+    if id == "slow":
+        with open("big_calls.log", "a") as log:  # in the project root, the kernel's working directory
+            log.write("call\\n")
+    return slow_reply_uncounted(id, messages, params)
+
+
+fake.reply = counted_reply"""
+)
+"""fake/slow, each of its calls counted in big_calls.log."""
+BIG = (
+    (ROOT / "experiments" / "tiny.yaml")
+    .read_text()
+    .replace("name: tiny", "name: big")
+    .replace("replicates: 1", "replicates: 10000")
+)
+"""tiny.yaml with 10,000 replicates: 40,000 runs, about 120,000 calls: at fake/slow's 0.3 s a call (at most 8 at once,
+reply caps 64 of the probe's 256), at least 0.3 / 8 x 64 / 256 x 120,000 = 1125 s, far above 5 min."""
+
+
 def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> None:
     """notebooks/<name> copied to dest with parameters replaced (as papermill would, but in the source) and
     `prelude` added to the parameters cell."""
@@ -110,7 +139,8 @@ def with_parameters(name: str, dest: Path, prelude: str = "", **values: Any) -> 
     lines = cell.source.splitlines()
     for key, value in values.items():
         assert any(ln.split("=")[0].strip() == key for ln in lines), f"{name} has no parameter {key}"
-        lines = [f"{key} = {json.dumps(value)}" if ln.split("=")[0].strip() == key else ln for ln in lines]
+        text = repr(value) if isinstance(value, bool) else json.dumps(value)  # Python's True, not JSON's true
+        lines = [f"{key} = {text}" if ln.split("=")[0].strip() == key else ln for ln in lines]
     cell.source = "\n".join([*lines, *([prelude] if prelude else [])])
     nbformat.write(nb, dest)
 
@@ -120,6 +150,7 @@ def scratch_project(root: Path) -> None:
     parameters set), and results directories to browse (one with a run that strains the layout)."""
     (root / "experiments").mkdir()
     shutil.copy(ROOT / "experiments" / "tiny.yaml", root / "experiments")
+    (root / "experiments" / "big.yaml").write_text(BIG)
     (root / "data").mkdir()
     for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl", "grounded_tasks.jsonl"):
         shutil.copy(ROOT / "data" / name, root / "data")
@@ -145,6 +176,15 @@ def scratch_project(root: Path) -> None:
         experiment_path="experiments/tiny.yaml",
         model="fake/stuck",
         out_dir="results/stuck",
+        confirm=True,  # not probed: no time estimate, so it asks first
+    )
+    with_parameters(
+        "02_sweep",
+        nbs / "02_big.ipynb",
+        prelude=COUNTED,
+        experiment_path="experiments/big.yaml",
+        model="fake/slow",
+        out_dir="results/big",
     )
     with_parameters(  # a results directory of its own: no finished cell, so the time comes from a probe
         "02_sweep",
@@ -574,9 +614,12 @@ def test_a_fresh_clone_says_what_to_run_first_at_the_first_cell(page: Any, lab: 
     wait_idle(page)
     code = nb.locator(".jp-CodeCell")
     # the setup cell (after the parameters) stopped the notebook: no later cell has an output
-    assert code.nth(1).locator(".jp-OutputArea-output").count() == 1
+    assert code.nth(1).locator(".jp-OutputArea-output", has_text=re.compile(r"\S")).count() == 1
     for k in range(2, code.count()):
         assert code.nth(k).locator(".jp-OutputArea-output").count() == 0, k
+    # where the view rests after Run All, the message is in sight (not off-screen above the last cell)
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first
+    playwright_api.expect(error).to_be_in_viewport(timeout=10_000)
     keep(
         page,
         nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first,
@@ -755,3 +798,25 @@ def test_02_sweep_shows_busy_while_it_runs_and_an_interrupt_stops_it_at_once(pag
     statuses = [json.loads(p.read_text()) for p in (root / "results" / "stuck").glob("cells/*/status.json")]
     assert all(s["status"] == "ok" for s in statuses), statuses  # kept cells are whole
     keep(page, sweeping, "02_sweep_interrupted_at_once")
+
+
+def test_02_sweep_run_all_prints_its_plan_and_asks_before_a_long_sweep(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="02_big"))
+    expect = playwright_api.expect
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first
+    error.wait_for(timeout=180_000)
+    wait_idle(page)
+    text = error.inner_text().strip()
+    assert text.startswith("NeedsConfirmation: Not started: this sweep should take about"), text
+    assert "40000 runs" in text and "set confirm = True in the parameters cell" in text and "\n" not in text, text
+    # the plan was printed first, above the message, and the message is in view where Run All left the page
+    plan = nb.locator(".jp-OutputArea-output", has_text="models: fake/slow").first
+    assert "= 40000 runs" in plan.inner_text() and plan.bounding_box()["y"] < error.bounding_box()["y"]
+    expect(error).to_be_in_viewport(timeout=10_000)
+    # no model call but the probe's few timed ones (1 untimed + PROBE_CALLS x at most MAX_AT_ONCE): no sweep call
+    calls = (root / "big_calls.log").read_text().count("call")
+    assert 1 <= calls <= 1 + PROBE_CALLS * MAX_AT_ONCE, calls
+    assert not (root / "results" / "big" / "cells").exists()
+    assert nb.locator(".jp-CodeCell").last.locator(".jp-OutputArea-output").count() == 0  # the charts' cell
+    keep(page, nb.locator(".jp-Notebook"), "02_sweep_asks_first")
