@@ -104,7 +104,9 @@ def usage_under_a_cap(base: Path) -> Row:
             ok = sum(paid) <= 0.004 + max(paid) * 1.05 and budget.spent() >= 0.95 * sum(paid)
             held += ok
             lost += not ok
-    return Row("usage that is not usage, under a cap", tried, held, lost, "5 usages x 2 transports; test_budget_usage")
+    return Row(
+        "usage that is not usage, under a cap", tried, held, lost, "5 usages x 2 transports; test_spending_cap_usage"
+    )
 
 
 def tampered_cache(base: Path) -> Row:
