@@ -11,8 +11,9 @@ The mapping (docs/exports.md):
   examples (the other roles under `model_roles`), its task args the cell's params;
 - **a candidate prompt is an epoch**: epoch k + 1 is candidate k, the prompt of iteration k (epoch 1 is the
   starting prompt, candidate 0); a final prompt that is no iteration's candidate gets the epoch after the last;
-- **a sample is one example under one candidate**: its id is `<split>-<example id>` (`dev-sentiment-002`,
-  `test-...`; the split position when an example has no id), its input the prompt as the model got it (the candidate
+- **a sample is one example under one candidate**: its id is `<measure>-<example id>` (`dev-sentiment-002`, and
+  `baseline_test-...` / `final_test-...` for the starting and final prompts on test, which may be one candidate; the
+  split position when an example has no id), so a dev example keeps its id across epochs; its input the prompt as the model got it (the candidate
   filled with the example), its target the example's target, its output the model's reply, its score the task's
   scorer value (no score when it is missing: never a made-up one), its model usage the call's tokens and cost, and
   its metadata the run's context: measure (dev, baseline_test, final_test, incumbent_test), candidate, split,
@@ -143,7 +144,8 @@ def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) 
 
 
 def eval_samples(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) -> list[Any]:
-    """One `EvalSample` per example row of the run (`example_rows`): id `<split>-<example>`, epoch = candidate + 1."""
+    """One `EvalSample` per example row of the run (`example_rows`): id `<measure>-<example>`, epoch = candidate + 1
+    (an example measured twice under one candidate and measure gets `#2`)."""
     from inspect_ai.log import EvalError, EvalSample
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
@@ -156,7 +158,7 @@ def eval_samples(run: Run, cell_id: str, params: Mapping[str, Any], clean: Clean
     for row in example_rows(run, cell_id):
         candidate = row["candidate"]
         epoch = epoch_of(run, candidate)
-        base_id = f"{row['split']}-{row['example_id'] or row['example']}"
+        base_id = f"{row['measure']}-{row['example_id'] or row['example']}"
         seen[(base_id, epoch)] = seen.get((base_id, epoch), 0) + 1
         sample_id = base_id if seen[(base_id, epoch)] == 1 else f"{base_id}#{seen[(base_id, epoch)]}"
         example = splits[row["split"]][row["example"]]
