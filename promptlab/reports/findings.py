@@ -323,7 +323,7 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
                 _ci(r.estimate, r.ci_low, r.ci_high),
                 *([_planted(r.planted, r.ci_low, r.ci_high)] if sim else []),
             ]
-            + [r.n, r.unit, _detectable(r.detectable), _ends(r), r.finding]
+            + [r.n, r.unit, _p(r.detectable), _ends(r), r.finding]
             for r in g.itertuples()
         ]
         lines += [f"**{critic}**", "", *table_lines(cols, rows), ""]
@@ -334,11 +334,6 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
         )
         lines.append("")
     return lines
-
-
-def _detectable(size: Any) -> str:
-    """A row's smallest detectable bias at 80% power, to two significant digits ("NA" without an interval)."""
-    return "NA" if _na(size) else f"{float(size):.2g}"
 
 
 def _ends(row: Any) -> str:
