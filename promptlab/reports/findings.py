@@ -277,12 +277,9 @@ def _critics(f: Findings) -> list[str]:
     for r in own.itertuples():
         mode = f.critic_modes.get(str(r.critic_model))
         name = f"{r.critic_model}" + (f" ({mode} scores)" if mode else "")
-        sim = (
-            " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
-            "the analysis, not a model."
-            if simulated_critic(str(r.critic_model)) is not None
-            else ""
-        )
+        simulated = simulated_critic(str(r.critic_model)) is not None
+        sim = " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
+        sim = sim + "the analysis, not a model." if simulated else ""
         if _na(r.spearman):
             lines.append(f"- {name}: **No: {r.finding}.**{sim}")
             continue
