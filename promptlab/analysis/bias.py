@@ -127,13 +127,20 @@ def order_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
 
 def flip_rate(frame: pd.DataFrame) -> tuple[float | None, int]:
     """(share of judgements whose verdict changes candidate when the order is swapped, pairs judged in both
-    orders): over each pair's draws (column draw, when present) judged in both orders."""
-    d = frame.dropna(subset=["first_won"])
+    orders): over each pair's draws (column draw, when present) judged in both orders. A tie (column tie, when
+    present: the judge saw no difference) is a verdict of its own: tied in both orders is no flip, a tie in one
+    order and a winner in the other is one."""
+    import pandas as pd
+
+    tie = frame["tie"].fillna(False).astype(bool) if "tie" in frame.columns else pd.Series(False, index=frame.index)
+    d = frame[frame["first_won"].notna() | tie].copy()
+    named_a = d["first_won"].fillna(False).astype(bool) == (d["swapped"] == 0)  # the first shown is a unswapped
+    d["verdict"] = named_a.map({True: "a", False: "b"}).where(~tie[d.index], "tie")
     keys = ["pair", "draw"] if "draw" in d.columns else ["pair"]
-    both = d.groupby(keys)["first_won"].agg(["sum", "count"])
+    both = d.groupby(keys)["verdict"].agg(["nunique", "count"])
     both = both[both["count"] == 2]
     pairs = both.index.get_level_values("pair").nunique()
-    return (float((both["sum"] != 1).mean()) if len(both) else None), pairs
+    return (float((both["nunique"] != 1).mean()) if len(both) else None), pairs
 
 
 def anchoring_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:

@@ -100,6 +100,8 @@ class CellStatus(BaseModel):
     """Why it failed (None when ok)."""
     n_runs: int
     """Runs recorded in runs.jsonl."""
+    n_errors: int = 0
+    """Errors its runs recorded and went on past (a reply that did not parse, a score that could not be read)."""
     wall_time_s: float
     """Wall-clock seconds the cell took."""
     finished_at: str
@@ -199,6 +201,7 @@ def write_cell(
         status=_status_of(cell_error),
         error=cell_error,
         n_runs=len(runs),
+        n_errors=sum(len(r.errors) for r in runs),
         wall_time_s=float(wall_time_s),
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         spent_tokens=tokens,
@@ -300,6 +303,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
             row.update(
                 status=status.status,
                 n_runs=status.n_runs,
+                n_errors=status.n_errors,
                 wall_time_s=status.wall_time_s,
                 finished_at=status.finished_at,
                 params=status.params,
