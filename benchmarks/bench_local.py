@@ -4,9 +4,9 @@ llama-cpp-python one sequence at a time, and a minimal batched greedy decode (is
 The workload is the demo's evaluation: for each task of data/grounded_tasks.jsonl, `--candidates` candidate
 prompts (the task's own prompt, then variants) x its 20 dev examples, 32-token replies, greedy, two
 evaluations at once (`evaluate_prompt` with its defaults). Each side runs in a clean process of its own with
-no PROMPTLAB_* variable set (a notebook user's defaults), after a warm-up on another prompt:
+no other PROMPTLAB_* variable set (a notebook user's defaults), after a warm-up on another prompt:
 
-- engine: promptlab's batching engine (`PROMPTLAB_LOCAL_ENGINE` unset, or `batch`);
+- engine: promptlab's batching engine (`PROMPTLAB_LOCAL_ENGINE=batch`);
 - pool: today's instance pool (`PROMPTLAB_LOCAL_ENGINE=pool`, its defaults: one instance, all cores);
 - llama-cpp: llama-cpp-python's `create_chat_completion`, one sequence after another, its default threads;
 - minimal: a batched greedy decode written here (one context; each candidate's shared prefix read once and
@@ -350,8 +350,7 @@ def main() -> None:
             results[name] = json.loads(kept.read_text())
             continue
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROMPTLAB_")}
-        if name == "pool":
-            env["PROMPTLAB_LOCAL_ENGINE"] = "pool"
+        env["PROMPTLAB_LOCAL_ENGINE"] = "pool" if name == "pool" else "batch"
         if name.startswith("engine@"):
             env["PROMPTLAB_LOCAL_THREADS"] = name.split("@")[1].rstrip("t")
         side = "engine" if name.startswith("engine@") else name

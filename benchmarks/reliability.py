@@ -22,11 +22,16 @@ handled. Offline, loopback only, in one run:
     truncated mid-run, `cache verify` on a corrupt database, a record under another key, files that are not
     UTF-8, YAML alias bombs, bad flags, the spend of cut cells, a Redis password and the papermill notebooks:
     tried, held, lost.
-(f) issue 28's kinds (benchmarks/support/round3_battery.py): usage that is not usage under a spending cap (none,
+(f) issue 28's kinds (benchmarks/support/faults_battery.py): usage that is not usage under a spending cap (none,
     zero, negative, string, fraction; both transports), tampered cache.db rows (pickles, paths out, a link), a
     password in api_base, reply shapes on both transports, a lone surrogate plain and streamed, a gzip bomb, a
     cache.db that cannot be opened, deep, circular and duplicate YAML, two sweeps on one results dir, a full results
     disk (inline, and papermill on a 2 MiB tmpfs as root): tried, held, lost.
+(g) issue 41's kinds (benchmarks/support/issue41_battery.py, round 4): a reply's numbers out of range (10^30 tokens
+    with and without a cap, Retry-After inf), a schema the local engine cannot compile beside 6 calls, a full Redis,
+    the cache's read/write race, a slow regex scorer beside a heartbeat, files that are not files (FIFO, sparse
+    3 GiB, links to /dev/zero, a cell directory linked outside), a 1,500-deep chain copied back, redirects on both
+    transports, a key in an api_base's query string and grid x replicates past the cap: tried, held, lost.
 
 Targets: every fault survived, cells lost 0, paid calls repeated 0, sent again after a kill <= the calls in
 flight, escapes 0, every hardening kind held with 0 lost, secrets on disk 0, every corpus case handled. Prints
@@ -52,10 +57,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the scenarios, batteries and corpus
 
 import escape_battery  # noqa: E402
+import faults_battery  # noqa: E402
 import hardening_battery  # noqa: E402
+import issue41_battery  # noqa: E402
 import malformed_corpus  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
-import round3_battery  # noqa: E402
 
 import promptlab as pl  # noqa: E402
 from promptlab.errors import ParseError  # noqa: E402
@@ -230,8 +236,8 @@ def bench_hardening(root: Path) -> None:
     check("issue 21 kinds: replies, results or spend lost", lost, "0", lost == 0)
 
 
-def bench_round3(root: Path) -> None:
-    rows = round3_battery.run_battery(root / "round3")
+def bench_fault_kinds(root: Path) -> None:
+    rows = faults_battery.run_battery(root / "fault_kinds")
     print("## (f) Issue 28: spending cap, cache rows, URLs, reply shapes, input, results dir\n")
     print(
         table(
@@ -243,6 +249,21 @@ def bench_round3(root: Path) -> None:
     tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
     check("issue 28 kinds held", f"{held} of {tried} attempts ({len(rows)} kinds)", "all", held == tried)
     check("issue 28 kinds: money past the cap, files touched, secrets shown", lost, "0", lost == 0)
+
+
+def bench_issue41(root: Path) -> None:
+    rows = issue41_battery.run_battery(root / "issue41")
+    print("## (g) Issue 41: a reply's numbers, unservable requests, a full cache, the event loop, files, redirects\n")
+    print(
+        table(
+            ["kind", "tried", "held", "lost", "what the host saw"],
+            [[r.kind, r.tried, r.held, r.lost, r.detail] for r in rows],
+        )
+    )
+    print()
+    tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
+    check("issue 41 kinds held", f"{held} of {tried} attempts ({len(rows)} kinds)", "all", held == tried)
+    check("issue 41 kinds: cells, cache entries or requests lost", lost, "0", lost == 0)
 
 
 # (c) malformed replies --------------------------------------------------------------------------------------
@@ -339,7 +360,8 @@ def main() -> None:
         bench_sandbox(root, planted)
         bench_corpus()
         bench_hardening(root)
-        bench_round3(root)
+        bench_fault_kinds(root)
+        bench_issue41(root)
         notebook_sweep(root / "notebook")
         scan(root, planted)
     finally:

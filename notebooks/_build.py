@@ -363,7 +363,7 @@ BASELINES = notebook(
     (
         "md",
         (
-            "# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi), a no-feedback control "
+            "# Baselines at equal budget\n\nThe field's optimizers (OPRO, APE, ProTeGi, GEPA), a no-feedback control "
             "(resample) and the seed loops, compared at the same spend. Each logged run is truncated at each budget "
             "point: it returns the prompt its own selection rule held once it had spent that much (no model "
             "calls; `promptlab.analysis.equal_budget`). The curves give the mean dev and test accuracy of those "
@@ -421,6 +421,25 @@ else:
     print(f"at {point:,.0f} {budget.unit}")
     display(analysis.compare_at_budget(results, point, budget.unit, by=by))""",
     ),
+    (
+        "md",
+        "## GEPA's search\n\nEach GEPA run's candidates by spend and dev score, each joined to the candidate it was "
+        "made from (a merge has two parents): filled, kept in GEPA's pool and measured on the dev split; hollow, "
+        "rejected on its minibatch (at its minibatch score); the step line, the dev score of the prompt the run "
+        "would return at that spend (`reports.plot_search_tree`, from the trajectories' `parents` column).",
+    ),
+    (
+        "code",
+        """gepa_runs = results.runs[results.runs["loop"] == "gepa"]["run_id"].tolist()
+if not gepa_runs:
+    print("no GEPA run in this directory")
+else:
+    shown = gepa_runs[:3]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(9, 3.6 * len(shown)), layout="constrained", squeeze=False)
+    for ax, run_id in zip(axes[:, 0], shown, strict=True):
+        reports.plot_search_tree(results.trajectories, run_id, budget=budget.unit if budget else "tokens", ax=ax)
+    plt.show()""",
+    ),
 )
 
 
@@ -437,14 +456,20 @@ CRITIC = notebook(
             "model critic, through the call cache, so running this notebook again costs nothing. Simulated "
             "critics (`sim/...`) are re-asked without a call, on every candidate and pair, five draws each "
             "(averaged), and their tables show the size each bias was planted at (`planted`: 0 for sim/oracle "
-            "and sim/noisy) and whether the CI covers it. docs/analysis.md (Critic biases) gives each "
-            "probe's validity on simulated critics with a planted bias."
+            "and sim/noisy) and whether the CI covers it. A text the loops logged again at the same sample is "
+            "one observation (a model critic answers it the same), and the length and padding probes use what "
+            "the critic was shown (a loop's `history_chars` cuts it). docs/analysis.md (Critic biases) gives each "
+            "probe's validity on simulated and on scripted model critics with a planted bias.\n\n"
+            "Two columns say what a row cannot: **detectable**, the smallest bias the probe finds with 80% "
+            'power at its n ("underpowered" when above the stated size), and **scores at 1 / 10**, the share '
+            "of the probe's scores at the scale's ends: above 10% together the estimate is a lower bound "
+            '(saturated), and the row never says "no evidence of bias".'
         ),
     ),
     (
         "parameters",
         """results_dir = "results/demo"
-budget = 40  # model calls per model critic for the re-asks (0: the logged probes only)""",
+budget = 150  # model calls per model critic for the re-asks (0: the logged probes only)""",
     ),
     ("code", RESULTS_ROOT_CELL),
     (
@@ -464,6 +489,20 @@ frames = probe_frames(results, budget=budget)
 table = bias_table(frames)
 print(f"{len(results.runs)} runs; critics: {', '.join(sorted(table['critic_model'].unique())) or 'none'}")
 display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a critic score and a dev score."])))""",
+    ),
+    (
+        "md",
+        (
+            "## Power and saturation\n\nPer critic and probe: the smallest bias detectable with 80% power "
+            "(`detectable`, in the probe's unit) against the stated size (`margin`), and the share of the "
+            "probe's scores at 1 and at 10 (`at_bottom`, `at_top`; NA for order, which reads verdicts). A "
+            "row above its margin is underpowered; one above 10% at the ends reads as a lower bound."
+        ),
+    ),
+    (
+        "code",
+        """limits = table[["critic_model", "probe", "estimate", "n", "detectable", "margin", "at_bottom", "at_top"]]
+display(limits.assign(underpowered=limits["detectable"] > limits["margin"]))""",
     ),
     (
         "md",

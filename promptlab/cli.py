@@ -24,7 +24,9 @@ when the disk holding the results filled up (the message names the file; free sp
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,13 +36,25 @@ from .errors import PromptlabError, ResultsDiskFull
 from .exports.commands import add_export_command, add_mlflow_flag, live_logging
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: the command stops as on an interrupt (running writes finish)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `promptlab` command; returns the exit status."""
+    """Entry point of the `promptlab` command; returns the exit status (143 after SIGTERM, 130 after Ctrl-C)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        code: int = args.func(args)
-        return code
+        return int(args.func(args))
+    except Terminated:
+        print("promptlab: terminated (SIGTERM); what finished is kept: run it again to resume", file=sys.stderr)
+        return 143
     except ValidationError as e:
         return _fail("; ".join(_describe(err) for err in e.errors()))
     except ResultsDiskFull as e:  # not "refused before it started" (2): the sweep ran and can resume
@@ -51,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("promptlab: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _fail(message: str) -> int:
@@ -140,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
         "--bias-budget",
         type=_non_negative,
         default=None,
-        help="model calls per model critic for the bias probes' re-asks (cached; default 40, 0: none)",
+        help="model calls per model critic for the bias probes' re-asks (cached; default 150, 0: none)",
     )
     rep.set_defaults(func=_report)
 
@@ -216,13 +233,13 @@ def _sweep(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment, check_models=not (args.list or args.model))
     if args.model:
         exp = exp.with_models(args.model)
-        args.out = args.out or f"results/{exp.name}-{args.model.replace('/', '-')}"
+        args.out = f"results/{exp.name}-{args.model.replace('/', '-')}" if args.out is None else args.out
     if args.list:
         for cell in exp.cells():
             print(cell.cell_id, " ".join(f"{k}={v}" for k, v in cell.params.items()))
         return 0
     settings = _settings(args.max_concurrency)
-    args.out = args.out or f"results/{exp.name}"
+    args.out = f"results/{exp.name}" if args.out is None else args.out  # '' is refused by sweep, not defaulted
     with live_logging(args.mlflow, args.out) as on_cell:
         result = sweep(
             exp,
@@ -242,7 +259,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if result.cut:
         print(
             f"promptlab: {result.cut} cell(s) cut by max_cost={result.max_cost:g} USD "
-            f"({result.budget_spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
+            f"({result.spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
             "--max-cost to resume them",
             file=sys.stderr,
         )

@@ -15,6 +15,7 @@ OWN: dict[str, tuple[str, ...]] = {
     "promptlab.loops": (
         "promptlab.loops.ape.loop",
         "promptlab.loops.creator_critic.loop",
+        "promptlab.loops.gepa.loop",
         "promptlab.loops.opro.loop",
         "promptlab.loops.p3ro.loop",
         "promptlab.loops.pcee.loop",

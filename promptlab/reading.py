@@ -13,11 +13,17 @@ values): text that is not UTF-8 and YAML that would blow up are refused with an 
   parser can follow are refused too, each naming the line.
 - `jsonl_lines(text)`: the lines of a JSONL text, split on "\n" only: U+2028, U+0085 and the other
   characters `str.splitlines` also breaks on are valid inside a JSON string.
+- `read_bounded(path, limit)`: the one way promptlab reads a file it did not just write (a cache's value file, a
+  results directory's status.json, runs.jsonl): only a regular file, of at most `limit` bytes, never through a
+  symbolic link; a FIFO, a device or a link (to /dev/zero, say) is refused by name without blocking
+  (`RefusedFile`), and a file past the limit (a sparse 3 GiB one) is refused before it is read.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,48 @@ MAX_FILE_BYTES = 64 * 2**20
 """Largest experiment, task or examples file read (a bigger one is refused, not read)."""
 MAX_YAML_NODES = 200_000
 """Most YAML nodes a document may stand for once its aliases are expanded (a real experiment file has hundreds)."""
+
+
+class RefusedFile(ValueError):
+    """A file promptlab will not read: not a regular file (a FIFO, a device, a symbolic link), or too large."""
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, opened without following a symbolic link and without
+    blocking (a FIFO never holds the reader up).
+
+    Raises:
+        RefusedFile: the path is a symbolic link, a FIFO, a device or a socket, or holds more than `limit` bytes.
+        FileNotFoundError: there is nothing there.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise RefusedFile(f"{path}: the {what} is a symbolic link; refused, not followed") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RefusedFile(f"{path}: the {what} is not a regular file ({_kind(st.st_mode)}); refused, not read")
+        if st.st_size > limit:
+            raise RefusedFile(f"{path}: the {what} is {st.st_size} bytes, over the {limit}-byte limit; refused")
+        chunks, got = [], 0
+        while got <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - got))):
+            chunks.append(chunk)
+            got += len(chunk)
+        if got > limit:  # grew while being read
+            raise RefusedFile(f"{path}: the {what} is over the {limit}-byte limit; refused")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    kinds = [(stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+    kinds += [(stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")]
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 class NotYamlError(ConfigError):
@@ -173,4 +221,13 @@ def _where(node: Any, sizes: dict[int, int]) -> tuple[str, Any]:
     return path, node
 
 
-__all__ = ["MAX_FILE_BYTES", "MAX_YAML_NODES", "NotYamlError", "jsonl_lines", "load_yaml", "read_text"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_YAML_NODES",
+    "NotYamlError",
+    "RefusedFile",
+    "jsonl_lines",
+    "load_yaml",
+    "read_bounded",
+    "read_text",
+]

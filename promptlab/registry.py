@@ -11,7 +11,8 @@ and is filled from three places, the first time a name is looked up (or the name
 3. what code registers at any time (`register`).
 
 An entry point names a module (importing it registers what it defines, with the registry's `register`) or an
-object, which is registered under the entry point's name. So a researcher's own package adds a loop or a scorer
+object: one whose import registered nothing (as `define_loop` registers a loop) is registered under the entry
+point's name. So a researcher's own package adds a loop or a scorer
 that notebooks, the CLI, papermill kernels and Dask workers all find, with no import written anywhere. A plugin
 that fails to load does not hide the others: a lookup of a name it would have given says why it failed.
 
@@ -44,12 +45,15 @@ class UnknownNameError(ConfigError, KeyError):
 class Registry(Mapping[str, T], Generic[T]):
     """Things of one kind by name, filled lazily from promptlab's own plugins and an entry-point group."""
 
-    def __init__(self, kind: str, group: str, *, plural: str | None = None) -> None:
+    def __init__(
+        self, kind: str, group: str, *, plural: str | None = None, adopt: Callable[[Any], T] | None = None
+    ) -> None:
         self.kind = kind
         """What the registry holds, as messages name it ('loop', 'scorer', ...)."""
         self.group = group
         """The entry-point group that installed packages declare their plugins under."""
         self.plural = plural or f"{kind}s"
+        self._adopt = adopt
         self._items: dict[str, T] = {}
         self._failed: dict[str, str] = {}
         self._loaded = False
@@ -99,13 +103,18 @@ class Registry(Mapping[str, T], Generic[T]):
                 self._loading = False
 
     def _load_entry_point(self, ep: Any) -> None:
+        before = set(self._items)
         try:
             obj = ep.load()
         except Exception as e:  # one broken plugin must not hide the others
             self._failed[ep.name] = f"{ep.value}: {type(e).__name__}: {e}"
             return
-        if not isinstance(obj, ModuleType) and ep.name not in self._items:
-            self._items[ep.name] = obj  # an object: registered under the entry point's name
+        if isinstance(obj, ModuleType) or ep.name in self._items or set(self._items) != before:
+            return  # it registered itself when imported (a module, or `define_loop`'s registration)
+        try:  # an object that registered nothing: registered under the entry point's name
+            self._items[ep.name] = self._adopt(obj) if self._adopt is not None else obj
+        except Exception as e:
+            self._failed[ep.name] = f"{ep.value}: not a {self.kind}: {e}"
 
     def find(self, name: str) -> T | None:
         """The entry registered as `name`, or None."""

@@ -1,5 +1,5 @@
-"""A loop small enough to read, for sweep tests and benchmarks: importable by a subprocess or a
-kernel (PYTHONPATH=benchmarks/support).
+"""A loop small enough to read, for sweep tests and benchmarks, made with `define_loop` like every other loop:
+importable by a subprocess or a kernel (PYTHONPATH=benchmarks/support).
 
 A writer rewrites the prompt, a judge grades it 1-10 (structured); `counter` appends a line per run,
 `marks` a line per iteration once its calls are done, `fail_on` makes the loop raise on that task, `exit_on`
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from promptlab.loops.runtime.config import LoopConfig, as_config, as_task
+from promptlab.loops.runtime.config import LoopConfig
 from promptlab.loops.runtime.context import RunContext
-from promptlab.loops.runtime.define import LoopSpec, register_loop
-from promptlab.record import Score
+from promptlab.loops.runtime.define import define_loop
+from promptlab.record import Run, Score, Task
 
 
 class ToyConfig(LoopConfig):
@@ -42,15 +42,15 @@ class Grade(BaseModel):
     score: int = Field(ge=1, le=10)
 
 
-async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, settings=None):
-    task, config = as_task(task), as_config(ToyConfig, config)
+@define_loop("toy", ToyConfig, "a tiny loop for sweep tests")
+async def arun_toy(ctx: RunContext, task: Task, config: ToyConfig) -> Run:
+    """Rewrite the prompt and grade it, `max_iterations` times (or until the grade reaches `finish_threshold`)."""
     held = os.environ.get("TOYLOOP_HOLD_AFTER_A_CELL")
     while held and any(Path(held).glob("cells/*/status.json")):
         await asyncio.sleep(0.05)
-    ctx = RunContext("toy", task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
     if config.counter:
         with open(config.counter, "a") as f:
-            f.write(f"{task.id} {sample} {config.max_iterations}\n")
+            f.write(f"{task.id} {ctx.run.sample} {config.max_iterations}\n")
     if config.env_log:
         with open(config.env_log, "a") as f:
             f.write(f"{os.getpid()} {os.environ.get('PROMPTLAB_LIMIT_SHARE')}\n")
@@ -59,7 +59,7 @@ async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, se
         os._exit(3)
     if config.fail_on == task.id:
         raise RuntimeError(f"toy loop fails on task {task.id}")
-    text = task.prompt
+    text: str | None = task.prompt
     for _ in range(config.max_iterations):
         it = ctx.new_iteration()
         text, _ = await ctx.call("writer", "generate", f"Improve this prompt ({config.style}): {text}", iteration=it)
@@ -68,7 +68,7 @@ async def arun_toy(task, config=None, *, sample=0, on_event=None, cache=None, se
         ctx.score(it, [Score(criterion="overall", score=None if grade is None else float(grade.score))])
         if config.marks:  # an iteration's calls are done: a kill now finds no request in flight
             with open(config.marks, "a") as f:
-                f.write(f"{task.id} {sample} {it.index}\n")
+                f.write(f"{task.id} {ctx.run.sample} {it.index}\n")
         await asyncio.sleep(config.delay_s)
         if config.finish_threshold is not None and it.average is not None and it.average >= config.finish_threshold:
             ctx.decide(it, "FINISH", "threshold reached")
@@ -88,4 +88,4 @@ async def cells_done(spec: str) -> None:
         await asyncio.sleep(0.05)
 
 
-register_loop(LoopSpec("toy", ToyConfig, arun_toy, "a tiny loop for sweep tests"))
+run_toy = arun_toy.sync

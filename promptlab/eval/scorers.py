@@ -2,7 +2,8 @@
 
 Every scorer gives a value in [0, 1] per example, plus an optional detail (why it gave that value). A scorer is
 named in a task by a spec: a kind name (``"exact"``) or a mapping ``{"kind": "choice", "labels": [...]}``
-whose other keys are the kind's options. `get_scorer(spec)` builds one; `SCORERS` maps each kind to its class.
+whose other keys are the kind's options. `get_scorer(spec)` builds one; `SCORERS` maps each kind to its class, and `register_scorer` adds one (a package
+of yours can also name its Scorer class under the `promptlab.scorers` entry-point group).
 
 Kinds:
 
@@ -29,7 +30,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -38,6 +39,7 @@ from ..llm.call import CacheArg, acomplete
 from ..llm.settings import Settings
 from ..llm.structured import extract_json
 from ..record import Example
+from ..registry import Registry
 from .matching import alternatives, as_number, normalise, numbers, same_value
 from .scoring import Scored, Scorer
 
@@ -300,10 +302,29 @@ class Judge(Scorer):
         return Scored(verdict.score / 10, verdict.reason, calls=[c])
 
 
-SCORERS: dict[str, type[Scorer]] = {
-    cls.kind: cls for cls in (Exact, Choice, Contains, Regex, Numeric, JsonField, Python, Judge)
-}
-"""Scorer kinds by name; register a new kind by adding its class here."""
+def scorer_class(obj: Any) -> type[Scorer]:
+    """`obj` when it is a Scorer class (what a `promptlab.scorers` entry point must name)."""
+    if not (isinstance(obj, type) and issubclass(obj, Scorer)):
+        raise TypeError(f"{obj!r} is not a subclass of promptlab.eval.scoring.Scorer")
+    return obj
+
+
+SCORERS: Registry[type[Scorer]] = Registry("scorer", "promptlab.scorers", adopt=scorer_class)
+"""Scorer kinds by name: promptlab's own, those installed packages declare under the `promptlab.scorers` entry-point
+group (a Scorer class, or a module that registers some), and any registered with `register_scorer`."""
+
+ScorerClass = TypeVar("ScorerClass", bound=type[Scorer])
+
+
+def register_scorer(cls: ScorerClass, name: str | None = None) -> ScorerClass:
+    """Register a Scorer class under `name` (default: its `kind`); usable as a class decorator (`@register_scorer`).
+    A later registration of the name replaces it."""
+    SCORERS.register(name or scorer_class(cls).kind, cls)
+    return cls
+
+
+for _builtin in (Exact, Choice, Contains, Regex, Numeric, JsonField, Python, Judge):
+    register_scorer(_builtin)
 
 
 def get_scorer(spec: str | dict[str, Any] | Scorer) -> Scorer:
@@ -321,7 +342,7 @@ def get_scorer(spec: str | dict[str, Any] | Scorer) -> Scorer:
             f"scorer: a kind name or a mapping with a 'kind', got {spec!r}; known kinds: {', '.join(SCORERS)}"
         )
     options = {k: v for k, v in spec.items() if k != "kind"}
-    cls = SCORERS.get(spec["kind"])
+    cls = SCORERS.find(spec["kind"])
     if cls is None:
         raise ConfigError(f"scorer.kind: unknown scorer {spec['kind']!r}; known kinds: {', '.join(SCORERS)}")
     try:
@@ -365,4 +386,6 @@ __all__ = [
     "RegexTimeout",
     "Verdict",
     "get_scorer",
+    "register_scorer",
+    "scorer_class",
 ]

@@ -226,14 +226,30 @@ def refuse_userinfo(url: str, where: str) -> None:
     Raises:
         ConfigError: naming `where` and the URL, its user name and password masked.
     """
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qsl, urlsplit
 
     try:
-        netloc = urlsplit(url if "//" in url else f"//{url}").netloc
+        parts = urlsplit(url if "//" in url else f"//{url}")
     except ValueError:
         return
-    if "@" in netloc:
+    if "@" in parts.netloc:
         raise ConfigError(f"{where}: {USERINFO_REFUSED.format(url=mask_userinfo(url))}")
+    secret = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _secret_param(k)]
+    if secret:
+        shown = url.split("?", 1)[0] + "?" + "&".join(f"{k}=***" for k, _ in parse_qsl(parts.query, True))
+        raise ConfigError(
+            f"{where}: {shown} carries a credential in its query string ({', '.join(secret)}), which promptlab never "
+            "sends nor stores; remove it from the URL and give the server's key as api_key (or, for a model alias, "
+            "name the variable holding it in api_key_env)"
+        )
+
+
+def _secret_param(name: str) -> bool:
+    """Whether a URL query parameter of this name carries a secret (`api-key`, `key`, `token`, `sig`...)."""
+    from ..sanitize import is_secret_name
+
+    normal = name.strip().upper().replace("-", "_")
+    return is_secret_name(normal) or normal in ("SIG", "SIGNATURE", "AUTH", "AUTHORIZATION", "CODE")
 
 
 USERINFO_REFUSED = (
@@ -253,7 +269,7 @@ def check_bases(base: Any = None) -> None:
     if base:
         refuse_userinfo(str(base), "api_base")
     for name in BASE_VARIABLES:
-        if "@" in os.environ.get(name, ""):
+        if "@" in os.environ.get(name, "") or "?" in os.environ.get(name, ""):
             refuse_userinfo(os.environ[name], name)
 
 

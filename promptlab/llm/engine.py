@@ -14,9 +14,11 @@ segfault in a CPU kernel) ends that process only: the calls in flight on it fail
 call starts a fresh worker. The pipe is a socket pair handed to `python -m promptlab.llm.engine_worker`
 (not multiprocessing's spawn, which re-imports the caller's main script).
 
-Settings (environment): `PROMPTLAB_LOCAL_ENGINE` = `batch` (default) or `pool` (the earlier one-call-per-
-instance pool, `promptlab.llm.local`, for exact reproduction of earlier runs); `PROMPTLAB_LOCAL_THREADS`
-(default `DEFAULT_THREADS`, chosen by measurement); `PROMPTLAB_ENGINE_SEQS` (sequence slots, default 32).
+Settings (environment): `PROMPTLAB_LOCAL_ENGINE` = `pool` (default: the one-call-per-instance pool,
+`promptlab.llm.local`, whose greedy replies are exact) or `batch` (this engine: more calls per CPU-second, but a
+reply depends on what else the worker decoded before and beside it; docs/reproducibility.md);
+`PROMPTLAB_LOCAL_THREADS` (default `DEFAULT_THREADS`, chosen by measurement); `PROMPTLAB_ENGINE_SEQS` (sequence
+slots, default 32).
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ from .cpu import extra_bufts_safe
 from .failures import InvalidReply
 
 MODES = ("batch", "pool")
-DEFAULT_MODE = "batch"
-"""How local models run when PROMPTLAB_LOCAL_ENGINE is unset."""
+DEFAULT_MODE = "pool"
+"""How local models run when PROMPTLAB_LOCAL_ENGINE is unset: the instance pool, whose greedy replies are the same
+whatever its threads, instances and the order of the calls; the engine's depend on the batch and the prefixes it
+holds (measured with benchmarks/reference_replies.py: docs/reproducibility.md)."""
 DEFAULT_THREADS = min(2, os.cpu_count() or 1)
 """Threads of a worker when PROMPTLAB_LOCAL_THREADS is unset. Measured on 2 shared cores (docs/benchmarks.md):
 two threads cost the same CPU per example as one (0.284 against 0.289 CPU-s) and finish 1.3x sooner; the
@@ -71,7 +75,7 @@ class LocalModelCrashed(InvalidReply):
 
 
 def mode() -> str:
-    """How local models run: env PROMPTLAB_LOCAL_ENGINE, `batch` (default) or `pool`."""
+    """How local models run: env PROMPTLAB_LOCAL_ENGINE, `pool` (default) or `batch`."""
     value = (os.environ.get("PROMPTLAB_LOCAL_ENGINE") or DEFAULT_MODE).strip().lower()
     if value not in MODES:
         raise ConfigError(f"PROMPTLAB_LOCAL_ENGINE must be one of {', '.join(MODES)}, got {value!r}")

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import MissingKeyError, ProviderError
 from .model_names import litellm
@@ -53,6 +54,22 @@ NO_CHOICE = "the stream carried no choice (only [DONE] or usage)"
 def too_big(cap: int) -> InvalidReply:
     """A reply larger than `Settings.max_reply_bytes`: not retried (the same request would get it again)."""
     return InvalidReply(f"larger than the cap of {cap} bytes (Settings.max_reply_bytes)", retryable=False)
+
+
+def redirected(status: int, location: str | None) -> InvalidReply:
+    """A 3xx answer to a request: one rule on both transports. A redirect is never followed (it could send the
+    request, and its key, to another origin) and never retried (the server would answer the same way): the error
+    names where it pointed (scheme, host and path; a query string or a password in it is left out)."""
+    where = "no Location"
+    if location:
+        parts = urlsplit(location)
+        host = parts.hostname or ""
+        where = f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}" if host else parts.path
+    return InvalidReply(
+        f"the server answered HTTP {status}, a redirect to {where or repr(location)}: not followed (give the final URL "
+        "as the api_base)",
+        retryable=False,
+    )
 
 
 def transient(e: BaseException) -> bool:
@@ -282,6 +299,7 @@ __all__ = [
     "invalid_reply_of",
     "message_of",
     "raise_if_auth",
+    "redirected",
     "retry_after",
     "status_error",
     "timed_out",

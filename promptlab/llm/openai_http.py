@@ -43,7 +43,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from .failures import NO_CHOICE, NO_END, NOT_UTF8, InvalidReply, status_error, too_big, transport_error
+from .failures import (
+    NO_CHOICE,
+    NO_END,
+    NOT_UTF8,
+    InvalidReply,
+    redirected,
+    status_error,
+    too_big,
+    transport_error,
+)
 from .model_names import litellm
 from .wire import chunk_of, completion_of
 
@@ -226,6 +235,8 @@ async def _post(r: Route, kwargs: dict[str, Any], stream: bool, max_bytes: int) 
             async with session.post(
                 r.url, data=_body(kwargs, stream), headers=headers, allow_redirects=False, timeout=timeout
             ) as http:
+                if 300 <= http.status < 400:
+                    raise redirected(http.status, http.headers.get("Location"))
                 if http.status >= 400:
                     content = await _read(http, max_bytes)
                     raise status_error(kwargs["model"], http.status, content, http.headers, r.url)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
 from .aliases import check_bases
+from .replay import replay_only
 from .resolved import ResolvedModel, resolve_model
 
 _checked: set[str] = set()
@@ -42,7 +43,7 @@ def check_model(model: ResolvedModel, params: dict[str, Any]) -> None:
     if name in _checked or (alias is not None and _checked_aliases.get(name) is alias):
         return
     model.validate()
-    if not model.in_process and "api_key" not in params and "mock_response" not in params:
+    if not model.in_process and "api_key" not in params and "mock_response" not in params and not replay_only():
         missing = model.missing_keys()
         if missing:
             raise MissingKeyError(name, missing)
@@ -67,7 +68,7 @@ def problem(model: str, given: Mapping[str, Any]) -> str | None:
         check_bases(resolved.alias.api_base if resolved.alias is not None else given.get("api_base"))
     except ConfigError as e:
         return f"- {model!r}: {e}"
-    if "api_key" in given or "mock_response" in given:
+    if "api_key" in given or "mock_response" in given or replay_only():
         return None
     missing = resolved.missing_keys()
     return f"- {model!r}: needs an API key: set {' or '.join(missing)} in the environment" if missing else None

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from ..errors import ProviderError
 from . import inprocess, openai_http
 from .completion import Generated, TokenLogprob, logprobs_of
 from .concurrency.call_loop import CALLS
@@ -37,6 +38,7 @@ from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_o
 from .fingerprint import hosted_fingerprint
 from .guarded_http import REPLY_CAP, install
 from .model_names import litellm
+from .replay import NOT_CACHED, replay_only
 from .request import Request
 from .resolved import ResolvedModel
 from .wire import MAX_FIGURE, MAX_TOKENS, tokens_of, whole_text
@@ -175,6 +177,8 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
         return _checked(req, own_reply(req.resolved, made), on_token, streamed)
     if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
+    if replay_only():
+        raise ProviderError(req.model, NOT_CACHED, attempts=0, retryable=False)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
 
@@ -183,6 +187,8 @@ async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | 
     if req.resolved.in_process:
         made, streamed = await inprocess.agenerate(req.resolved, kwargs, on_token)
         return _checked(req, own_reply(req.resolved, made), on_token, streamed)
+    if replay_only():
+        raise ProviderError(req.model, NOT_CACHED, attempts=0, retryable=False)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)

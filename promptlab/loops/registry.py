@@ -1,7 +1,7 @@
-"""The built-in loops, imported so that they register themselves, and finding or running a loop by name.
-
-`promptlab.loops` loads this module on the first use of `get_loop`, `arun_loop` or `run_loop`, so importing
-the package (or one loop) does not import every loop.
+"""Finding or running a loop by name. The loops themselves are found by the registry (`LOOPS`, a
+`promptlab.registry.Registry`): promptlab's own (`promptlab.plugins`) and those installed packages declare under the
+`promptlab.loops` entry-point group are imported on the first lookup, so importing the package (or one loop) does
+not import every loop.
 """
 
 from __future__ import annotations
@@ -9,38 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..aio import run_sync
-from ..errors import ConfigError
 from ..record import Run, Task
-from .ape import loop as ape_loop
-from .creator_critic import loop as creator_critic_loop
-from .gepa import loop as gepa_loop
-from .opro import loop as opro_loop
-from .p3ro import loop as p3ro_loop
-from .pcee import loop as pcee_loop
-from .pes import agent as pes_agent
-from .protegi import loop as protegi_loop
-from .resample import loop as resample_loop
 from .runtime.config import as_config
 from .runtime.define import LOOPS, LoopSpec
 
-BUILTIN = (
-    ape_loop,
-    creator_critic_loop,
-    gepa_loop,
-    opro_loop,
-    p3ro_loop,
-    pcee_loop,
-    pes_agent,
-    protegi_loop,
-    resample_loop,
-)
-"""The built-in loops' modules: importing them registers each loop."""
-
 
 def get_loop(name: str) -> LoopSpec:
-    """The registered loop called `name`; an unknown name lists the known ones."""
-    if name not in LOOPS:
-        raise ConfigError(f"unknown loop {name!r}; known loops: {', '.join(sorted(LOOPS))}")
+    """The registered loop called `name`; an unknown name raises ConfigError listing the known ones."""
     return LOOPS[name]
 
 

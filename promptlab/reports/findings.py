@@ -13,7 +13,9 @@ make no call, and, with `bias_budget` > 0, for model critics: MODEL CALLS, cache
 when to stop, can the critic be trusted, and (runs that record incumbents) which loop leads at which budget
 (`promptlab.reports.budget`). An estimate whose CI spans 0 is answered
 "Inconclusive: the CI spans 0", and one whose CI excludes 0 while its Holm-corrected p is 0.05 or more
-"Inconclusive after Holm's correction" (the CI is the estimate's own; Holm's p answers for the family). Results without grounded data (tasks without examples) give empty tables and
+"Inconclusive after Holm's correction" (the CI is the estimate's own; Holm's p answers for the family). A verdict
+whose CI ends within one standard error of its line (0, or the best stopping rule's CI low end) is also called
+fragile (`promptlab.analysis.fragility`). Results without grounded data (tasks without examples) give empty tables and
 a "no grounded data" sentence instead of an error.
 """
 
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..analysis.bias import bias_table
 from ..analysis.bias_asks import probe_frames
 from ..analysis.critic import ALL, calibration
+from ..analysis.fragility import RULE_NOTE, fragile_note, fragile_rule
 from ..analysis.paired import compare, delta_table, standing
 from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping, rank_rules
@@ -110,7 +113,8 @@ def findings(results: Results, *, bias_budget: int = 0, cache: Any = None) -> Fi
         rule = best_stopping_rule(g)
         if rule is not None:
             zero = g[(g["cap"] == 0) & (g["threshold"] == g["threshold"].max())]
-            best[str(label)] = {**rule, "start": zero.iloc[0].to_dict() if len(zero) else None}
+            start = zero.iloc[0].to_dict() if len(zero) else None
+            best[str(label)] = {**rule, "start": start, "fragile": fragile_rule(rule, g)}
     frames = probe_frames(results, budget=bias_budget, cache=cache) if has_grounded else {}
     return Findings(
         biases=bias_table(frames) if frames else None,
@@ -199,7 +203,7 @@ def _refinement(f: Findings) -> list[str]:
         answer = verdict(r.ci_low, r.ci_high, up="Yes, refinement helped", down="No, refinement hurt", p_holm=r.p_holm)
         lines.append(
             f"- {r.label}: **{answer}**: mean gain {_ci(r.estimate, r.ci_low, r.ci_high)} over n={r.n} "
-            f"runs (sign-flip p, Holm-corrected: {_p(r.p_holm)})."
+            f"runs (sign-flip p, Holm-corrected: {_p(r.p_holm)}).{fragile_note(r.ci_low, r.ci_high)}"
         )
     if f.comparisons is not None and len(f.comparisons):
         lines += ["", "Between configurations (paired over the same task and sample; b minus a):", ""]
@@ -207,7 +211,7 @@ def _refinement(f: Findings) -> list[str]:
             answer = verdict(r.ci_low, r.ci_high, up=f"{r.b} gained more", down=f"{r.a} gained more", p_holm=r.p_holm)
             lines.append(
                 f"- {r.label}: **{answer}**: {_ci(r.estimate, r.ci_low, r.ci_high)}, n={r.n} pairs "
-                f"(Holm p {_p(r.p_holm)})."
+                f"(Holm p {_p(r.p_holm)}).{fragile_note(r.ci_low, r.ci_high)}"
             )
     return [*lines, ""]
 
@@ -244,7 +248,7 @@ def _stopping(f: Findings) -> list[str]:
         lines.append(
             f"- {label}: **{_rule(c)}** ({why}): mean dev accuracy "
             f"{_ci(c['grounded_mean'], c['grounded_ci_low'], c['grounded_ci_high'], '')}, n={c['grounded_n']} "
-            f"runs, {_cost(c, cost)}.{best}{stay}"
+            f"runs, {_cost(c, cost)}.{best}{stay}{RULE_NOTE if rule.get('fragile') else ''}"
         )
     for label in f.best_rules:
         lines += ["", *_ranking(label, f.counterfactual[f.counterfactual["config"] == label])]
@@ -279,12 +283,9 @@ def _critics(f: Findings) -> list[str]:
     for r in own.itertuples():
         mode = f.critic_modes.get(str(r.critic_model))
         name = f"{r.critic_model}" + (f" ({mode} scores)" if mode else "")
-        sim = (
-            " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
-            "the analysis, not a model."
-            if simulated_critic(str(r.critic_model)) is not None
-            else ""
-        )
+        simulated = simulated_critic(str(r.critic_model)) is not None
+        sim = " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
+        sim = sim + "the analysis, not a model." if simulated else ""
         if _na(r.spearman):
             lines.append(f"- {name}: **No: {r.finding}.**{sim}")
             continue
@@ -292,7 +293,8 @@ def _critics(f: Findings) -> list[str]:
         lines.append(
             f"- {name}: **{answer}**: Spearman r={_ci(r.spearman, r.spearman_ci_low, r.spearman_ci_high)} "
             f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} candidates; "
-            f"its scores range {r.critic_min:.3g}-{r.critic_max:.3g} (sd {r.critic_sd:.2g}).{sim}"
+            f"its scores range {r.critic_min:.3g}-{r.critic_max:.3g} (sd {r.critic_sd:.2g})."
+            f"{fragile_note(r.spearman_ci_low, r.spearman_ci_high)}{sim}"
         )
     return [*lines, "", *bias_markdown(f.biases)]
 
@@ -302,34 +304,44 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
     if biases is None or biases.empty:
         return []
     lines = [
-        "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together at 95% (each "
-        "at 1 - 0.05 / its probes, Bonferroni), so an unbiased critic is called biased on any probe at most 5% of "
+        "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together (each at "
+        "1 - 0.03 / its probes, Bonferroni), so an unbiased critic is called biased on any probe at most 5% of "
         'the time. "No evidence of bias" only where the CI lies inside the stated size (docs/analysis.md, Critic '
-        "biases):",
+        "biases). *Detectable* is the smallest bias the probe finds with 80% power at its n (above the stated size: "
+        "underpowered); *scores at 1 / 10* the share of the probe's scores at the scale's ends (above 10% together: "
+        "saturated, the estimate is a lower bound):",
         "",
     ]
     for critic, g in biases.groupby("critic_model", sort=True):
         level = g["ci_level"].dropna()
         head = f"{percent(level.iloc[0])} CI" if len(level) and level.nunique() == 1 else "CI"
         sim = "planted" in g.columns and bool(g["planted"].notna().any())
-        cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit", "finding"]
+        cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit"]
+        cols += ["detectable (80% power)", "scores at 1 / 10", "finding"]
         rows = [
             [
                 r.probe,
                 _ci(r.estimate, r.ci_low, r.ci_high),
                 *([_planted(r.planted, r.ci_low, r.ci_high)] if sim else []),
             ]
-            + [r.n, r.unit, r.finding]
+            + [r.n, r.unit, _p(r.detectable), _ends(r), r.finding]
             for r in g.itertuples()
         ]
         lines += [f"**{critic}**", "", *table_lines(cols, rows), ""]
     if "planted" in biases.columns and biases["planted"].notna().any():
         lines.append(
             "A simulated critic's planted size is the bias it was built with (0: none; before the clip to 1-10); "
-            "a probe's CI covers it with the CI's confidence (99 times in 100 at 99%)."
+            "a probe's CI covers it with the CI's confidence (about 994 times in 1,000 at 99.4%)."
         )
         lines.append("")
     return lines
+
+
+def _ends(row: Any) -> str:
+    """A row's shares of scores at 1 and at 10 ("NA" for a probe that reads no scores)."""
+    if _na(row.at_bottom) or _na(row.at_top):
+        return "NA"
+    return f"{float(row.at_bottom):.0%} / {float(row.at_top):.0%}"
 
 
 def _planted(truth: Any, lo: Any, hi: Any) -> str:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
-from ..reading import jsonl_lines
+from ..reading import RefusedFile, jsonl_lines, read_bounded
 from ..record import Run
 from .atomic import atomic_write
 from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
@@ -57,7 +57,12 @@ from .frames import (
 if TYPE_CHECKING:
     import pandas as pd
 
-BUDGET_KIND = "budget"
+MAX_STATUS_BYTES = 2**20
+"""The largest status.json read (one is about 1 KB); MAX_RUNS_BYTES and MAX_FRAME_BYTES bound a cell's runs.jsonl
+and each parquet file. Every file of a results directory is read with `reading.read_bounded`: regular files only,
+never through a link, never a FIFO (which would hang the reader) or a device (/dev/zero would fill memory)."""
+MAX_RUNS_BYTES = MAX_FRAME_BYTES = 2**30
+SPENDING_CAP_KIND = "spending_cap"
 """The error kind of a cell cut by the sweep's spending cap (its status is "cut")."""
 
 
@@ -68,7 +73,7 @@ class CellError(BaseModel):
 
     kind: str
     """SweepCellError (the cell's code raised: a bug or a bad config), "infrastructure" (a provider outage,
-    a missing key, a run left incomplete) or "budget" (the sweep's max_cost cut it: status "cut"): in every
+    a missing key, a run left incomplete) or "spending_cap" (the sweep's max_cost cut it: status "cut"): in every
     case the cell is re-run by the next sweep."""
     message: str
     """What went wrong."""
@@ -163,7 +168,7 @@ def write_cell(
         params: Flat dict of JSON scalars (always "loop"); the names become frame columns.
         runs: The cell's runs (partial runs are fine for a failed cell).
         error: Why the cell failed ({"kind", "message", "notebook", "cell_index", "ename", "evalue"});
-            the status is "failed" when given ("cut" for kind "budget"), else "ok" -- unless a run is incomplete (an infrastructure
+            the status is "failed" when given ("cut" for kind "spending_cap"), else "ok" -- unless a run is incomplete (an infrastructure
             failure touched it): then the cell is failed with kind "infrastructure" (see `incomplete_error`).
         wall_time_s: Wall-clock seconds the cell took.
         spent: (tokens, USD) the cell's execution paid, when known beyond its runs (a spending cap's
@@ -221,7 +226,7 @@ def _runs_spent(runs: Sequence[Run]) -> tuple[int, float | None]:
 def _status_of(error: CellError | None) -> str:
     if error is None:
         return "ok"
-    return "cut" if error.kind == BUDGET_KIND else "failed"
+    return "cut" if error.kind in (SPENDING_CAP_KIND, "budget") else "failed"  # "budget": its name before
 
 
 def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
@@ -251,7 +256,8 @@ def cell_status(results_dir: str | os.PathLike[str], cell_id: str) -> dict[str, 
 def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
     """The lossless Run records of a cell (its runs.jsonl)."""
     path = _cell_dir(results_dir, cell_id) / "runs.jsonl"
-    return [Run.model_validate_json(line) for line in jsonl_lines(path.read_text()) if line.strip()]
+    text = read_bounded(path, MAX_RUNS_BYTES, "runs.jsonl").decode("utf-8")
+    return [Run.model_validate_json(line) for line in jsonl_lines(text) if line.strip()]
 
 
 def _cell_dir(results_dir: str | os.PathLike[str], cell_id: str) -> Path:
@@ -265,7 +271,13 @@ def _cell_dir(results_dir: str | os.PathLike[str], cell_id: str) -> Path:
         raise ConfigError(
             f"cell_id {cell_id!r} cannot be a directory name (no '/', '\\', leading '.', at most 200 characters)"
         )
-    return Path(results_dir) / "cells" / cell_id
+    path = Path(results_dir) / "cells" / cell_id
+    if path.is_symlink() or path.parent.is_symlink():
+        raise ConfigError(
+            f"{path} is a symbolic link (to {os.readlink(path if path.is_symlink() else path.parent)}): a cell "
+            "directory must be a directory inside the results directory; refused, nothing read or written through it"
+        )
+    return path
 
 
 # loading ----------------------------------------------------------------------------------------
@@ -281,6 +293,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
     Returns:
         A `Results` with `.trajectories`, `.runs` and `.cells`.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     root = Path(results_dir)
@@ -289,9 +302,19 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
     cells_dir = root / "cells"
     dirs = (
         sorted(p for p in cells_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
-        if cells_dir.is_dir()
+        if cells_dir.is_dir() and not cells_dir.is_symlink()
         else []
     )
+    linked = [d for d in dirs if d.is_symlink()]
+    if linked:  # a link out of the results directory is never read (nor written: `_cell_dir`)
+        warnings.warn(
+            f"results: skipping {len(linked)} cell director{'y' if len(linked) == 1 else 'ies'} that "
+            f"{'is a symbolic link' if len(linked) == 1 else 'are symbolic links'} ({linked[0].name} -> "
+            f"{os.readlink(linked[0])}): refused, not read",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        dirs = [d for d in dirs if not d.is_symlink()]
     cells: list[dict[str, Any]] = []
     parts: list[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]] = []
     for d in dirs:
@@ -315,7 +338,9 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
         if row["status"] == "ok":
             try:
                 frames = [
-                    pq.read_table(str(d / name), use_threads=False).to_pandas(use_threads=False)
+                    pq.read_table(
+                        pa.BufferReader(read_bounded(d / name, MAX_FRAME_BYTES, name)), use_threads=False
+                    ).to_pandas(use_threads=False)
                     for name in ("trajectories.parquet", "runs.parquet")
                 ]
                 for frame, spec, name in zip(
@@ -355,10 +380,10 @@ def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
     """(status, None), (None, None) when status.json is missing, or (None, problem) when unreadable."""
     path = cell_dir / "status.json"
     try:
-        text = path.read_text()
+        text = read_bounded(path, MAX_STATUS_BYTES, "status.json").decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None, None
-    except OSError as e:
+    except (OSError, RefusedFile) as e:
         return None, f"status.json unreadable: {e}"
     try:
         return CellStatus.model_validate_json(text), None
@@ -367,7 +392,7 @@ def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
 
 
 __all__ = [
-    "BUDGET_KIND",
+    "SPENDING_CAP_KIND",
     "CellError",
     "CellStatus",
     "Results",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..registry import Registry
 from .cells import Cell
 from .plan import SweepPlan
 
@@ -47,24 +48,22 @@ class ExecutorSpec:
             getattr(importlib.import_module(module), name)(**options)
 
 
-EXECUTORS: dict[str, ExecutorSpec] = {}
-"""Executor name -> its spec."""
+EXECUTORS: Registry[ExecutorSpec] = Registry("executor", "promptlab.executors")
+"""Executor name -> its spec: promptlab's three, those installed packages declare under the `promptlab.executors`
+entry-point group (an ExecutorSpec, or a module that registers some) and any registered since."""
 
 
 def register_executor(spec: ExecutorSpec) -> ExecutorSpec:
     """Add (or replace) an executor by its name."""
-    EXECUTORS[spec.name] = spec
-    return spec
+    return EXECUTORS.register(spec.name, spec)
 
 
 def get_executor(name: str) -> ExecutorSpec:
     """The executor of this name; an unknown name raises ConfigError listing the known ones."""
-    try:
-        return EXECUTORS[name]
-    except KeyError:
-        raise ConfigError(
-            f"executor: {name!r} is not a known executor; known: {', '.join(sorted(EXECUTORS))}"
-        ) from None
+    found = EXECUTORS.find(name)
+    if found is None:
+        raise ConfigError(f"executor: {name!r} is not a known executor; known: {', '.join(sorted(EXECUTORS))}")
+    return found
 
 
 register_executor(

@@ -72,6 +72,9 @@ MAX_CELLS = 100_000
 """Most cells an experiment may expand to (counted before any is built; a real sweep has tens to thousands)."""
 MAX_REPLICATES = 10_000
 """Most replicates (samples per task and cell) an experiment may ask for."""
+MAX_RUNS = 1_000_000
+"""Most runs per task an experiment may ask for: cells x replicates (counted before any is built), so a grid
+within MAX_CELLS and replicates within MAX_REPLICATES cannot multiply past what either cap means (10^3 x 10^4)."""
 
 
 class Pairing(BaseModel):
@@ -174,6 +177,11 @@ class Experiment(BaseModel):
             raise ConfigError(
                 f"grid: {len(self.loops)} loop(s) x {len(self.pairings or [None])} pairing(s) x the grid's product "
                 f"make {count:,} cells, over the limit of {MAX_CELLS:,}; sweep a smaller grid (or several)"
+            )
+        if count * self.replicates > MAX_RUNS:
+            raise ConfigError(
+                f"replicates: {count:,} cell(s) x {self.replicates:,} replicate(s) make {count * self.replicates:,} "
+                f"runs per task, over the limit of {MAX_RUNS:,}; sweep a smaller grid or fewer replicates (or several)"
             )
 
         specs = {name: get_loop(name) for name in self.loops}

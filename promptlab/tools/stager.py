@@ -25,7 +25,6 @@ import ctypes
 import errno
 import json
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -62,18 +61,28 @@ class Copier:
         self.dropped: dict[str, int] = {}
 
     def tree(self, src: str, dst: str) -> None:
-        """Copy the contents of folder `src` into the existing folder `dst`."""
-        with os.scandir(src) as entries:
-            for entry in entries:
-                self.entry(entry.path, os.path.join(dst, entry.name))
+        """Copy the contents of folder `src` into the existing folder `dst`, however deep (a loop over a stack,
+        not recursion: a chain of 1,500 folders is copied, never a RecursionError half-way)."""
+        todo: list[tuple[str, str, int | None]] = [(src, dst, None)]
+        while todo:
+            here, there, mode = todo.pop()
+            if mode is not None:  # a folder whose contents are all copied: its own bits now
+                self.finish(there, mode)
+                continue
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    target = os.path.join(there, entry.name)
+                    st = os.lstat(entry.path)
+                    if stat.S_ISDIR(st.st_mode):
+                        os.mkdir(target, 0o700)
+                        todo.append((entry.path, target, st.st_mode | 0o700))
+                        todo.append((entry.path, target, None))
+                    else:
+                        self.entry(entry.path, target, st)
 
-    def entry(self, src: str, dst: str) -> None:
-        st = os.lstat(src)
-        if stat.S_ISDIR(st.st_mode):
-            os.mkdir(dst, 0o700)
-            self.tree(src, dst)
-            self.finish(dst, st.st_mode | 0o700)
-        elif stat.S_ISLNK(st.st_mode):
+    def entry(self, src: str, dst: str, st: os.stat_result) -> None:
+        """Copy one entry that is not a folder (a link, a regular file; anything else is dropped and counted)."""
+        if stat.S_ISLNK(st.st_mode):
             os.symlink(os.readlink(src), dst)
             if self.owner is not None:
                 os.lchown(dst, *self.owner)
@@ -125,6 +134,31 @@ class Copier:
         os.chmod(path, stat.S_IMODE(mode) & 0o777)
 
 
+def remove_tree(path: str) -> None:
+    """Remove a folder and everything under it, however deep (shutil.rmtree recurses), ignoring what is gone."""
+    todo, folders = [path], []
+    while todo:
+        here = todo.pop()
+        folders.append(here)
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                    else:
+                        try:
+                            os.unlink(entry.path)
+                        except FileNotFoundError:
+                            pass
+        except FileNotFoundError:
+            continue
+    for folder in reversed(folders):
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            pass
+
+
 def copy_in(workspace: str, dest: str, owner: tuple[int, int] | None, cap: int) -> None:
     try:
         Copier(owner).tree(workspace, dest)
@@ -146,11 +180,11 @@ def copy_out(stage_ws: str, workspace: str) -> dict[str, int]:
     copier = Copier(None)
     try:
         copier.tree(stage_ws, fresh)
-    except OSError as e:
-        shutil.rmtree(fresh, ignore_errors=True)
+    except Exception as e:  # noqa: BLE001 -- whatever stopped it (OSError, MemoryError...): nothing is left behind
+        remove_tree(fresh)
         raise StageError(
-            f"the step's changes to the workspace were not kept (copying them back failed: {e}); "
-            "the workspace is as it was before the step"
+            f"the step's changes to the workspace were not kept (copying them back failed: {type(e).__name__}: "
+            f"{e}); the workspace is as it was before the step"
         ) from None
     os.mkdir(old, 0o700)
     for name in os.listdir(workspace):
@@ -159,7 +193,7 @@ def copy_out(stage_ws: str, workspace: str) -> dict[str, int]:
     for name in os.listdir(fresh):
         os.rename(os.path.join(fresh, name), os.path.join(workspace, name))
     os.rmdir(fresh)
-    shutil.rmtree(old)
+    remove_tree(old)
     return copier.dropped
 
 

@@ -18,6 +18,7 @@ which runs commands unsandboxed (cleared environment and rlimits only).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import posixpath
@@ -221,13 +222,12 @@ class Workspace:
 
     def usage_bytes(self) -> int:
         """Total size of the files in the workspace (links not followed)."""
-        total = 0
-        for dirpath, _, filenames in os.walk(self.root, followlinks=False):
-            for name in filenames:
-                try:
-                    total += os.lstat(os.path.join(dirpath, name)).st_size
-                except OSError:
-                    pass
+        total, todo = 0, [str(self.root)]
+        while todo:  # a stack, not os.walk (recursive before Python 3.12): any depth of folders
+            with contextlib.suppress(OSError), os.scandir(todo.pop()) as entries:
+                for e in entries:
+                    todo += [e.path] if e.is_dir(follow_symlinks=False) else []
+                    total += 0 if e.is_dir(follow_symlinks=False) else e.stat(follow_symlinks=False).st_size
         return total
 
     # files ------------------------------------------------------------------------------------

@@ -219,8 +219,13 @@ def test_tokens_cost_endpoint_and_cache(server: LlamaServer, tmp_path: Path) -> 
         c.output_tokens,
         c.endpoint,
     )
+    assert c.fingerprint is not None and hit.fingerprint == c.fingerprint  # a replay keeps what the reply rests on
+    assert c.fingerprint["kind"] == "hosted" and c.fingerprint["model"] == c.response_model
+    # a second request to the server is a fresh one: its prompt is the same, its greedy reply need not be (the
+    # server reads the prompt from its cached prefix, in other chunks: docs/reproducibility.md), so its cost is
+    # checked against its own token counts
     priced = pl.complete("priced", "Say hello.", max_tokens=16, cache=False)
-    assert priced.input_tokens == c.input_tokens and priced.text == c.text
+    assert priced.input_tokens == c.input_tokens and not priced.cache_hit
     assert priced.cost_usd == pytest.approx((c.input_tokens * 1.0 + (priced.output_tokens or 0) * 2.0) / 1e6)
 
 
@@ -232,7 +237,7 @@ def test_one_model_name_at_two_endpoints_never_shares_a_cache_key(server: LlamaS
     cache = tmp_path / "cache"
     a = pl.complete("here", "Say hi.", max_tokens=8, cache=cache)
     b = pl.complete("there", "Say hi.", max_tokens=8, cache=cache)
-    assert a.key != b.key and not b.cache_hit and a.text == b.text
+    assert a.key != b.key and not b.cache_hit and a.input_tokens == b.input_tokens  # a fresh request: same prompt
     assert b.endpoint == f"litellm:openai@localhost:{server.port}"
     pl.register_model("here-too", model=f"openai/{SERVED}", api_base=f"http://127.0.0.1:{server.port}/v1/")
     assert pl.complete("here-too", "Say hi.", max_tokens=8, cache=cache).cache_hit

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wording import KEYWORDS, START, TASK, accuracy, add_keyword, keywords_in, target_reply
+from wording import KEYWORDS, START, TASK, accuracy, gepa_reflector, keywords_in, target_reply
 
 import promptlab
 from promptlab.errors import ConfigError
@@ -30,14 +30,8 @@ DEV_ITEMS = [int(TASK.examples[i].input.split()[1]) for i in DEV]  # type: ignor
 TEST_ITEMS = [int(TASK.examples[i].input.split()[1]) for i in TEST]  # type: ignore[union-attr]
 
 
-def shown_prompt(messages: list[dict[str, Any]]) -> str:
-    """The candidate GEPA's reflection prompt shows (its first ``` block)."""
-    return messages[-1]["content"].split("```\n", 1)[1].split("\n```", 1)[0]
-
-
-def reflector(messages: list[dict[str, Any]]) -> str:
-    """Adds the first keyword the shown prompt lacks, in a ``` block as GEPA's prompt asks."""
-    return f"```\n{add_keyword(shown_prompt(messages))}\n```"
+reflector = gepa_reflector
+"""Adds the first keyword the prompt GEPA shows lacks (tests/support/wording.py)."""
 
 
 def run_gepa(
@@ -264,3 +258,21 @@ def test_the_search_tree_joins_each_candidate_to_its_parent() -> None:
     assert len(rejected) == sum(it.decision == "REJECTED" for it in run.iterations) > 0
     with pytest.raises(ValueError, match="no run 'nope'"):
         plot_search_tree(traj, run_id="nope")
+
+
+def test_more_concurrent_gepa_runs_than_the_default_executor_has_threads_all_finish(tmp_path: Path) -> None:
+    """Each run's optimizer has a thread of its own: were they in the loop's default executor, runs enough to
+    fill it would wait there for model calls whose cache writes need its threads (a sweep's cell, deadlocked)."""
+    import os
+
+    n = min(32, (os.cpu_count() or 1) + 4) + 2  # the default executor's threads, and more
+
+    async def many() -> list[Run]:
+        writer = promptlab.scripted("many-reflector", respond=reflector)
+        target = promptlab.scripted("many-target", respond=target_reply)
+        cfg = {"model": writer.name, "target_model": target.name, "budget_calls": 40}
+        runs = (arun_loop("gepa", TASK, cfg, sample=s, cache=tmp_path) for s in range(n))
+        return await asyncio.wait_for(asyncio.gather(*runs), timeout=300)
+
+    runs = asyncio.run(many())
+    assert len(runs) == n and all(r.stop_reason == "budget" and r.spent.calls <= 40 for r in runs)

@@ -100,6 +100,26 @@ def protegi_writer(messages: list[dict[str, Any]]) -> str:
     return json.dumps({"prompt": f"Please, {instruction[0].lower()}{instruction[1:]}"})
 
 
+def gepa_reflector(messages: list[dict[str, Any]]) -> str:
+    """GEPA's reflection model: adds the first keyword the prompt GEPA shows (its first ``` block) lacks, and
+    replies in a ``` block as GEPA's reflection prompt asks."""
+    shown = messages[-1]["content"].split("```\n", 1)[1].split("\n```", 1)[0]
+    return f"```\n{add_keyword(shown)}\n```"
+
+
+def write_gepa_cell(results_dir: Any, budget_calls: int = 120, samples: int = 2) -> Any:
+    """A cell `gepa` of GEPA runs on TASK (`samples` replicates) with `gepa_reflector` and the known target, in
+    `results_dir`; returns its path."""
+    from promptlab.loops.registry import run_loop
+    from promptlab.results.store import write_cell
+
+    writer, target = models("sweep-gepa", gepa_reflector)
+    cfg = {"model": writer.name, "target_model": target.name, "budget_calls": budget_calls}
+    runs = [run_loop("gepa", TASK, cfg, sample=s, cache=False) for s in range(samples)]
+    write_cell(results_dir, "gepa", {"loop": "gepa"}, runs)
+    return results_dir
+
+
 def models(name: str, writer: Callable[[list[dict[str, Any]]], str]) -> tuple[Any, Any]:
     """(writer, target) scripted models `fake/<name>-writer` and `fake/<name>-target`."""
     return (

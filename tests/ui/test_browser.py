@@ -162,6 +162,8 @@ def scratch_project(root: Path) -> None:
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
     with_parameters("01_explore", nbs / "01_hang.ipynb", prelude=HANG, model="fake/hang", max_iterations=10)
     shutil.copy(nbs / "01_hang.ipynb", nbs / "01_hang_interrupt.ipynb")  # a kernel of its own
+    with_parameters("01_explore", nbs / "01_hang_gepa.ipynb", prelude=HANG, model="fake/hang", loop="gepa")
+    shutil.copy(nbs / "01_hang_gepa.ipynb", nbs / "01_hang_gepa_interrupt.ipynb")
     with_parameters("01_explore", nbs / "01_bad_threshold.ipynb", finish_threshold=-1)
     with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
@@ -705,6 +707,32 @@ def test_01_explore_kernel_interrupt_stops_a_clicked_run_at_once(page: Any, lab:
 
     stop_a_hanging_run(page, nb, root, interrupt)
     keep(page, nb.locator(".widget-vbox").first, "01_explore_kernel_interrupt")
+
+
+def test_01_explore_stop_ends_a_gepa_run_at_once_keeping_its_iterations(page: Any, lab: tuple[str, Path]) -> None:
+    """GEPA runs in a worker thread of its own: the Stop cancels its call in flight, ends that thread and keeps
+    what GEPA decided (iterations 0 and 1)."""
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang_gepa"))
+    stop = nb.locator(".widget-button", has_text="Stop")
+    stop.wait_for(timeout=120_000)
+    stop_a_hanging_run(page, nb, root, stop.click)
+    playwright_api.expect(nb.locator(".promptlab-log")).to_contain_text("reflector")  # GEPA's reflection ran
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_gepa_stopped")
+
+
+def test_01_explore_kernel_interrupt_ends_a_gepa_run_at_once(page: Any, lab: tuple[str, Path]) -> None:
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="01_hang_gepa_interrupt"))
+    nb.locator(".widget-button", has_text="Run").wait_for(timeout=120_000)
+    wait_idle(page)
+
+    def interrupt() -> None:
+        page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+        page.locator(".lm-Menu-item", has_text="Interrupt Kernel").first.click()
+
+    stop_a_hanging_run(page, nb, root, interrupt)
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_gepa_kernel_interrupt")
 
 
 def test_02_sweep_interrupted_says_what_it_kept_in_two_lines(page: Any, lab: tuple[str, Path]) -> None:

@@ -191,6 +191,18 @@ def test_baselines_notebook_on_a_budgeted_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_baselines_notebook_draws_gepa_beside_the_others_and_its_search_tree(tmp_path: Path) -> None:
+    from wording import write_baselines_sweep, write_gepa_cell
+
+    results_dir = write_gepa_cell(write_baselines_sweep(tmp_path / "results"))
+    nb = execute("06_baselines", tmp_path / "06.ipynb", results_dir=str(results_dir))
+    assert "10 runs of 5 loop(s); budget in calls" in text(nb)
+    assert "loop=gepa" in markdown(nb) or "loop=gepa" in text(nb)
+    assert images(nb) == 2  # the dev and test curves, and the search trees of the two GEPA runs
+    assert "no GEPA run in this directory" not in text(nb)
+
+
+@pytest.mark.slow
 def test_baselines_notebook_says_when_no_run_records_incumbents(
     swept: tuple[Path, nbformat.NotebookNode], tmp_path: Path
 ) -> None:

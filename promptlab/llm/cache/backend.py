@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ...errors import ConfigError
+from ...registry import Registry
 from ...sanitize import is_secret_name
 from ..completion import Completion
 
@@ -159,13 +160,15 @@ class CacheBackend(abc.ABC):
 Opener = Callable[[str, str], CacheBackend]
 """Opens a backend from (location, origin): origin names where the location came from, for error messages."""
 
-BACKENDS: dict[str, Opener] = {}
-"""URL scheme -> opener; 'file' is also used for plain paths."""
+BACKENDS: Registry[Opener] = Registry("cache backend", "promptlab.cache_backends")
+"""URL scheme -> opener; 'file' is also used for plain paths. promptlab's own (`promptlab.llm.cache.location`),
+those installed packages declare under the `promptlab.cache_backends` entry-point group (named by scheme: an
+opener, or a module that registers some), and any registered since."""
 
 
-def register_backend(scheme: str, opener: Opener) -> None:
+def register_backend(scheme: str, opener: Opener) -> Opener:
     """Make `scheme://...` cache locations open with `opener`."""
-    BACKENDS[scheme.lower()] = opener
+    return BACKENDS.register(scheme.lower(), opener)
 
 
 def scheme_of(location: str) -> str:
@@ -212,10 +215,11 @@ def holds_secret(location: str) -> bool:
 def opener_for(location: str, origin: str) -> Opener:
     """The registered opener for a location; an unknown scheme is a ConfigError listing the known ones."""
     scheme = scheme_of(location)
-    if scheme not in BACKENDS:
+    opener = BACKENDS.find(scheme)
+    if opener is None:
         known = ", ".join(f"{s}://" for s in sorted(BACKENDS))
         raise ConfigError(
             f"{origin}: cache location {masked(location)!r} has an unknown scheme {scheme!r}; "
             f"known: {known} or a directory path"
         )
-    return BACKENDS[scheme]
+    return opener

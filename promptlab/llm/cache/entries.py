@@ -27,8 +27,15 @@ from typing import Any
 
 import diskcache
 
+from ...reading import RefusedFile, read_bounded
+
 MODE_RAW, MODE_BINARY, MODE_TEXT, MODE_PICKLE = 1, 2, 3, 4
 """diskcache's storage modes of a value: inline, a binary file, a UTF-8 text file, a pickle."""
+
+
+MAX_VALUE_BYTES = 64 * 2**20
+"""The largest value file read: a record holds one reply of at most `Settings.max_reply_bytes` (8 MiB) and its
+figures; a bigger file (a sparse 3 GiB one) is refused, never read into memory."""
 
 
 class UnsafeEntry(ValueError):
@@ -128,6 +135,12 @@ class SafeDisk(diskcache.Disk):  # type: ignore[misc]
         why = problem_of(1, mode, filename, self._directory)
         if why is not None:
             raise UnsafeEntry(why)
+        if filename and mode in (MODE_BINARY, MODE_TEXT) and not read:  # a regular file, bounded, never blocking
+            try:
+                data = read_bounded(inside(self._directory, filename), MAX_VALUE_BYTES, "value file")
+            except RefusedFile as e:
+                raise UnsafeEntry(str(e)) from None
+            return data.decode("utf-8") if mode == MODE_TEXT else data
         return super().fetch(mode, filename, value, read)
 
     def remove(self, file_path: str) -> None:

@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ...errors import CacheUnavailableError
+from ...reading import read_bounded
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, record_problem
-from .entries import MODE_RAW, MODE_TEXT, inside
+from .entries import MAX_VALUE_BYTES, MODE_RAW, MODE_TEXT, inside
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
@@ -69,7 +70,8 @@ class ReadOnlyCache(CacheBackend):
         if mode == MODE_RAW:
             return value.decode("utf-8") if isinstance(value, bytes) else value
         if mode == MODE_TEXT and filename:
-            return inside(self.directory, filename).read_text(encoding="utf-8")  # UnsafeEntry when outside
+            path = inside(self.directory, filename)  # UnsafeEntry when outside
+            return read_bounded(path, MAX_VALUE_BYTES, "value file").decode("utf-8")  # RefusedFile: not a file
         return None
 
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]

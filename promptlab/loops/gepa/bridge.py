@@ -1,6 +1,7 @@
 """Sync inside async: GEPA's optimizer is synchronous, promptlab's loops are async.
 
-`Bridge` runs the optimizer in a worker thread (`asyncio.to_thread`, so the event loop stays free: a Jupyter
+`Bridge` runs the optimizer in a worker thread of its own (like `asyncio.to_thread`, so the event loop stays
+free, but outside the loop's default executor, whose threads the model calls may need: a Jupyter
 kernel's loop keeps answering widgets, a sweep's other cells keep running) and sends every coroutine the
 optimizer needs (a model call, a dev evaluation, a record update) back to the run's own event loop
 (`asyncio.run_coroutine_threadsafe`), where promptlab's call path, cache, rate limits and run record live. The
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -102,15 +104,21 @@ class Bridge:
         return should_stop
 
     async def run(self, fn: Callable[[], T]) -> T:
-        """Run `fn` (the optimizer) in a worker thread. Cancelled, it halts the run, cancels the requests in
-        flight, waits for the thread to end and re-raises the cancellation."""
-        task = asyncio.ensure_future(asyncio.to_thread(fn))
+        """Run `fn` (the optimizer) in a worker thread of its own, with the caller's context variables (as
+        `asyncio.to_thread`, but never in the event loop's default executor: the model calls it waits for may
+        need that executor's threads, and a sweep's concurrent runs would fill it with waiting optimizers).
+        Cancelled, it halts the run, cancels the requests in flight, waits for the thread to end and re-raises
+        the cancellation."""
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="promptlab-gepa")
+        task = self.loop.run_in_executor(pool, contextvars.copy_context().run, fn)
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             self.cancel("cancelled")
             await asyncio.gather(task, return_exceptions=True)
             raise
+        finally:
+            pool.shutdown(wait=False)
 
 
 __all__ = ["Bridge", "Halted"]

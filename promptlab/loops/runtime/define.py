@@ -31,6 +31,7 @@ from ...events import EventHandler
 from ...llm.call import CacheArg
 from ...llm.settings import Settings
 from ...record import Iteration, Run, Score, Task
+from ...registry import Registry
 from .config import C, LoopConfig, as_config, as_task
 from .context import RunContext
 from .interrupt import INTERRUPTED, stop_requested
@@ -59,15 +60,28 @@ class LoopSpec:
     arun: Callable[..., Awaitable[Run]]
     description: str
     rescore: Callable[..., Awaitable[list[Score]]] | None = None
+    check: Callable[[Task, Any], Iterable[str]] | None = None
+    """The loop's config check against a task (`define_loop(check=...)`): refuses a bad task or config with a
+    ConfigError naming the field, and returns the models the run calls beyond its roles. A sweep runs it for every
+    cell x task before anything runs (`promptlab.sweeps.checks`)."""
 
 
-LOOPS: dict[str, LoopSpec] = {}
+def spec_of(obj: Any) -> LoopSpec:
+    """The LoopSpec of a loop's entry point (`define_loop`'s `.spec`), or the LoopSpec itself."""
+    spec = getattr(obj, "spec", obj)
+    if not isinstance(spec, LoopSpec):
+        raise TypeError(f"{obj!r} is neither a loop made by define_loop nor a LoopSpec")
+    return spec
+
+
+LOOPS: Registry[LoopSpec] = Registry("loop", "promptlab.loops", adopt=spec_of)
+"""Every loop by name: promptlab's own (`promptlab.plugins`), those of installed packages (the `promptlab.loops`
+entry-point group: a module that defines loops, or a loop's entry point) and any defined since."""
 
 
 def register_loop(spec: LoopSpec) -> LoopSpec:
     """Register a loop by name (a later registration of the same name replaces it)."""
-    LOOPS[spec.name] = spec
-    return spec
+    return LOOPS.register(spec.name, spec)
 
 
 def sync_twin(arun: Callable[P, Awaitable[T]]) -> Callable[P, T]:
@@ -191,6 +205,7 @@ class _Definition(Generic[C]):
     config_cls: type[C]
     description: str
     rescore: Callable[..., Awaitable[list[Score]]] | None
+    check: Check[C] | None = None
 
     def entry(self, runner: Runner[C], like: Callable[..., Any]) -> AsyncLoop[C]:
         """The entry points and registration of `runner`, named and documented after the body `like`."""
@@ -214,7 +229,7 @@ class _Definition(Generic[C]):
         arun.__annotations__ = {**arun.__annotations__, "config": cls | dict[str, Any] | None}
         run = sync_twin(arun)
         run.__name__ = run.__qualname__ = like.__name__.removeprefix("a")
-        spec = register_loop(LoopSpec(self.name, cls, arun, self.description, rescore=self.rescore))
+        spec = register_loop(LoopSpec(self.name, cls, arun, self.description, self.rescore, self.check))
         arun.sync, arun.spec = run, spec  # type: ignore[attr-defined]
         return cast("AsyncLoop[C]", arun)
 
@@ -242,7 +257,7 @@ def define_loop(
     The body's docstring becomes the entry point's, with the shared Args section (`LOOP_ARGS_DOC`) put before
     its first section (Returns, Raises).
     """
-    definition = _Definition(name, config_cls, description, rescore)
+    definition = _Definition(name, config_cls, description, rescore, check)
 
     def wrap(body: Body[C]) -> AsyncLoop[C]:
         async def runner(task: Task, cfg: C, args: RunArgs) -> Run:
@@ -315,6 +330,7 @@ __all__ = [
     "entry_doc",
     "register_loop",
     "rescore_sample",
+    "spec_of",
     "sync_twin",
     "until_stopped",
 ]

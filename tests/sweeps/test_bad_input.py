@@ -1,4 +1,4 @@
-"""#28 item 13, bad input round 3: each gets a one-line error naming what is wrong (exit 2 from the CLI), before any
+"""Bad input: each gets a one-line error naming what is wrong (exit 2 from the CLI), before any
 model call, or is accepted when it is valid; unbounded inputs meet a named limit."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from promptlab.errors import ConfigError
 from promptlab.eval.tasks import read_tasks
 from promptlab.reading import load_yaml
 from promptlab.sweeps.execute import run_cell_by_id
-from promptlab.sweeps.experiment import MAX_CELLS, MAX_REPLICATES, Experiment
+from promptlab.sweeps.experiment import MAX_CELLS, MAX_REPLICATES, MAX_RUNS, Experiment
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str], args: list[str], *words: str) -> str:
@@ -80,6 +80,9 @@ def test_the_cli_names_each_bad_input_in_one_line(
     big = {"grid": {"max_iterations": list(range(1, 101)), "style": [f"s{i}" for i in range(10_001)]}}
     one_line_error(capsys, sweep_args(tmp_path / "big", **big), "1,000,100 cells", f"{MAX_CELLS:,}")
     one_line_error(capsys, sweep_args(tmp_path / "reps", replicates=10**9), "replicates", str(MAX_REPLICATES))
+    # #41 item 9: a grid within MAX_CELLS times replicates within MAX_REPLICATES is capped too, the same way
+    grid = {"grid": {"style": [f"s{i}" for i in range(1_000)]}, "replicates": 10_000}
+    one_line_error(capsys, sweep_args(tmp_path / "runs", **grid), "10,000,000 runs per task", f"{MAX_RUNS:,}")
 
 
 @pytest.mark.parametrize(
