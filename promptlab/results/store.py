@@ -7,17 +7,13 @@ One directory per sweep cell, every file written atomically, `status.json` last:
     <results_dir>/cells/<cell_id>/runs.parquet          the cell's rows of the runs frame
     <results_dir>/cells/<cell_id>/status.json           a `CellStatus`; the cell is finished when it says "ok"
 
-`load(results_dir)` concatenates the ok cells into `Results.trajectories` and `Results.runs`, whose
-columns are documented in `TRAJECTORY_COLUMNS` and `RUN_COLUMNS` (name -> (dtype, description)); each
-cell's params become columns too (placed first). Dtypes are pandas' nullable ones and do not depend on
-the data: an empty result has the same columns and dtypes as a full one. The column specs live in
-`promptlab.results.columns` and the rows are built in `promptlab.results.frames` (both re-exported here).
+`load(results_dir)` concatenates the ok cells into `Results.trajectories` and `Results.runs` (columns: the
+cell's params first, then `TRAJECTORY_COLUMNS` / `RUN_COLUMNS` of `promptlab.results.columns`, rows built in
+`promptlab.results.frames`); pandas' nullable dtypes, the same for an empty result as for a full one.
 
 Metrics: a run's `final_score` is its LAST iteration's average, <NA> when that iteration has no score
-(the run's `best_score` is the average of the iteration the loop ranks best). The trajectories'
-iteration-level figures (average, tokens, cost, calls, cache hits, errors) are repeated on each criterion
-row of the iteration: sum them over `iteration_frame(traj)` (one row per run x iteration), not over the
-trajectories.
+(`best_score`: the iteration the loop ranks best). Iteration-level figures (average, tokens, cost, calls,
+cache hits, errors) repeat on each criterion row: sum them over `iteration_frame(traj)`, not the trajectories.
 
 Token and cost figures are those of the ORIGINAL model calls (`Step.call`), also for cache hits, so a
 cached replay of a sweep gives the same frames; what this execution actually paid is `spent_tokens` /
