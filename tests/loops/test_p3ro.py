@@ -575,7 +575,11 @@ def test_an_invalid_evaluator_entry_leaves_only_its_criterion_missing() -> None:
     s = Script("p3-bad-entry", generator=[gen("P1")], evaluator=[reply])
     run = run_p3ro(TASK, config(s, max_iterations=1), settings=Settings(parse_attempts=1))
     it = run.iterations[0]
-    assert [sc.score for sc in it.scores] == [None, None, 8.0] and run.errors == []
+    assert [sc.score for sc in it.scores] == [None, None, 8.0]
+    # the two scores it could not read are one error of the run, naming both (missing scores are errors)
+    (error,) = run.errors
+    assert error.kind == "ScoreMissing" and error.message.startswith("evaluator fake/p3-bad-entry: 2 of 3 score(s)")
+    assert CRITERIA[0] in error.message and CRITERIA[1] in error.message
     assert it.average is None and it.decision == "FINISH" and "max_iterations" in (it.reason or "")
     for sc in it.scores[:2]:
         assert sc.justification.startswith("missing: the evaluator's entry was invalid")

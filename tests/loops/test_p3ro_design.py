@@ -37,7 +37,9 @@ def test_criteria_as_written_keeps_repeats_as_the_seeds_list() -> None:
     written = ["Uses colour words", "uses colour words", "Names the sea's sounds"]
     assert run_with("p3-dedupe", written).info["criteria"] == ["Uses colour words", "Names the sea's sounds"]
     kept = run_with("p3-written", written, criteria_as_written=True)
-    assert kept.info["criteria"] == written and kept.errors == []
+    assert kept.info["criteria"] == written
+    # the evaluator scored the repeated criterion once: the copy it left unscored is a missing score, an error
+    assert [(e.kind, "1 of 3 score(s)" in e.message) for e in kept.errors] == [("ScoreMissing", True)]
     assert len(kept.iterations[0].scores) == 3
 
 
