@@ -103,10 +103,8 @@ def test_inspect_view_lists_the_runs_and_shows_a_sample_s_output(viewer: tuple[s
         assert output  # the scripted target's reply: 'yes' or 'no'
         assert isinstance(sample.input, str)
         playwright_api.expect(page.locator("body")).to_contain_text(sample.input.splitlines()[0], timeout=60_000)
-        body = page.inner_text("body")
-        assert re.search(rf"TARGET\s+{re.escape(str(sample.target))}\s+ANSWER\s+{re.escape(output)}\s+SCORE", body), (
-            body
-        )
+        shown = rf"TARGET\s+{re.escape(str(sample.target))}\s+ANSWER\s+{re.escape(output)}\s+SCORE"
+        playwright_api.expect(page.locator("body")).to_contain_text(re.compile(shown), timeout=60_000)
         if shots:
             page.screenshot(path=str(Path(shots) / "inspect_sample.png"))
         browser.close()
