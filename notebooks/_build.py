@@ -456,14 +456,20 @@ CRITIC = notebook(
             "model critic, through the call cache, so running this notebook again costs nothing. Simulated "
             "critics (`sim/...`) are re-asked without a call, on every candidate and pair, five draws each "
             "(averaged), and their tables show the size each bias was planted at (`planted`: 0 for sim/oracle "
-            "and sim/noisy) and whether the CI covers it. docs/analysis.md (Critic biases) gives each "
-            "probe's validity on simulated critics with a planted bias."
+            "and sim/noisy) and whether the CI covers it. A text the loops logged again at the same sample is "
+            "one observation (a model critic answers it the same), and the length and padding probes use what "
+            "the critic was shown (a loop's `history_chars` cuts it). docs/analysis.md (Critic biases) gives each "
+            "probe's validity on simulated and on scripted model critics with a planted bias.\n\n"
+            "Two columns say what a row cannot: **detectable**, the smallest bias the probe finds with 80% "
+            'power at its n ("underpowered" when above the stated size), and **scores at 1 / 10**, the share '
+            "of the probe's scores at the scale's ends: above 10% together the estimate is a lower bound "
+            '(saturated), and the row never says "no evidence of bias".'
         ),
     ),
     (
         "parameters",
         """results_dir = "results/demo"
-budget = 40  # model calls per model critic for the re-asks (0: the logged probes only)""",
+budget = 150  # model calls per model critic for the re-asks (0: the logged probes only)""",
     ),
     ("code", RESULTS_ROOT_CELL),
     (
@@ -483,6 +489,20 @@ frames = probe_frames(results, budget=budget)
 table = bias_table(frames)
 print(f"{len(results.runs)} runs; critics: {', '.join(sorted(table['critic_model'].unique())) or 'none'}")
 display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a critic score and a dev score."])))""",
+    ),
+    (
+        "md",
+        (
+            "## Power and saturation\n\nPer critic and probe: the smallest bias detectable with 80% power "
+            "(`detectable`, in the probe's unit) against the stated size (`margin`), and the share of the "
+            "probe's scores at 1 and at 10 (`at_bottom`, `at_top`; NA for order, which reads verdicts). A "
+            "row above its margin is underpowered; one above 10% at the ends reads as a lower bound."
+        ),
+    ),
+    (
+        "code",
+        """limits = table[["critic_model", "probe", "estimate", "n", "detectable", "margin", "at_bottom", "at_top"]]
+display(limits.assign(underpowered=limits["detectable"] > limits["margin"]))""",
     ),
     (
         "md",

@@ -157,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
         "--bias-budget",
         type=_non_negative,
         default=None,
-        help="model calls per model critic for the bias probes' re-asks (cached; default 40, 0: none)",
+        help="model calls per model critic for the bias probes' re-asks (cached; default 150, 0: none)",
     )
     rep.set_defaults(func=_report)
 
@@ -259,7 +259,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if result.cut:
         print(
             f"promptlab: {result.cut} cell(s) cut by max_cost={result.max_cost:g} USD "
-            f"({result.budget_spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
+            f"({result.spent_usd or 0.0:.6g} USD paid in {result.out_dir}); run again with a higher "
             "--max-cost to resume them",
             file=sys.stderr,
         )

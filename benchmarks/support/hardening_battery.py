@@ -360,7 +360,8 @@ class Battery:
         from fault_server import FaultServer
         from fault_server import Reply as ServerReply
 
-        from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap
+        from promptlab.llm.ledger_file import LEDGER_NAME
+        from promptlab.llm.spending_cap import SpendingCap
         from promptlab.results.store import load
         from promptlab.sweeps.run import sweep
 
@@ -400,7 +401,7 @@ class Battery:
             held,
             int(missing != 0),
             f"{len(cut)} cells cut, spend in the cells frame: {[round(v, 4) for v in spends]} USD; all cells "
-            f"{float(cells['spent_cost_usd'].sum()):.4f} USD = budget.json {ledger:.4f} USD: {missing == 0}",
+            f"{float(cells['spent_cost_usd'].sum()):.4f} USD = spending.json {ledger:.4f} USD: {missing == 0}",
         )
 
     # 20 -------------------------------------------------------------------------------------------------

@@ -5,11 +5,11 @@ its n and a CI (95% for one probe alone; `bias_table` widens each critic's inter
 
 | probe | data | statistic (unit) | 95% CI |
 |---|---|---|---|
-| `length` | logs | score ~ characters / 100 + iteration + one level per dev accuracy: the slope (points per 100 characters at equal accuracy and iteration) | OLS, clustered by run (t, runs - 1 df) |
+| `length` | logs | score ~ characters shown / 100 + iteration + one level per dev accuracy, one row per distinct ask (`distinct_asks`): the slope (points per 100 characters at equal accuracy and iteration) | OLS, clustered by run (t, runs - 1 df) |
 | `inflation` | logs | score change ~ accuracy change + length change / 100 over consecutive iterations of each run: the intercept (points per step at no change in accuracy or length) | OLS, clustered by run |
-| `padding` | re-asks | (padded score - plain score) / (characters added / 100), averaged over candidates (points per 100 characters) | `eval.stats.bootstrap_ci` |
-| `order` | re-asks | per pair, (first shown won, order AB) + (first shown won, order BA) - 1, averaged: the first-position preference (0: none, 1: always the first) | `eval.stats.bootstrap_ci` |
-| `anchoring` | re-asks | (score with a shown previous score - plain score) ~ shown score: the slope (the weight pulled towards the shown score) | OLS, heteroskedasticity-robust (HC2) |
+| `padding` | re-asks | (padded score - plain score) ~ characters of padding shown / 100, through the origin (points per 100 characters) | OLS, HC3 |
+| `order` | re-asks | per pair, (first shown won, order AB) + (first shown won, order BA) - 1, averaged: the first-position preference (0: none, 1: always the first) | t interval of the mean |
+| `anchoring` | re-asks | (score with a shown previous score - plain score) ~ shown score: the slope (the weight pulled towards the shown score) | OLS, heteroskedasticity-robust (HC3) |
 
 The shown score of the anchoring probe is drawn at random (from ANCHORS, by a fixed seed), not taken from the
 log: a random anchor is independent of the candidate's quality, so the slope is the anchoring weight and not
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..critics.simulated import simulated_critic
-from ..eval.stats import bootstrap_ci
+from .bias_limits import detectable, end_shares, limited_verdict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -58,15 +58,24 @@ BIAS_COLUMNS = [
     "finding",
     "ci_level",
     "planted",
+    "at_bottom",
+    "at_top",
+    "detectable",
 ]
 """Columns of `bias_table` (one row per critic x probe; n counts candidates, steps, pairs or re-asks; ci_level
-is the confidence of that row's interval, 1 - FAMILY_ERROR / the critic's probes; planted is the size a
-simulated critic was built with, `planted`, NA for a model)."""
+is the confidence of that row's interval, 1 - SPENT_ERROR / the critic's probes; planted is the size a
+simulated critic was built with, `planted`, NA for a model; at_bottom / at_top the share of the probe's scores at
+1 / at 10, NA for order: above `bias_limits.SATURATED` the estimate is a lower bound; detectable the smallest
+bias the probe detects with 80% power at its n, `bias_limits.detectable`: above the margin it is underpowered)."""
 FAMILY_ERROR = 0.05
-"""The chance, for a critic with no bias at all, that `bias_table` calls any of its probes "biased": each of
-its m measured probes' intervals is at 1 - 0.05 / m (Bonferroni), so the m intervals hold together with at
-least 95% confidence. Five probes at 95% each would call an unbiased critic biased on some probe about one
-time in four."""
+"""The most often, for a critic with no bias at all, that `bias_table` calls any of its probes "biased". Five
+probes at 95% each would call an unbiased critic biased on some probe about one time in four."""
+SPENT_ERROR = 0.03
+"""The error Bonferroni divides among a critic's m measured probes: each interval is at 1 - 0.03 / m (99.4% for
+five). Less than FAMILY_ERROR because the probes' intervals are approximate at the few dozen observations a
+sweep gives: at 1 - 0.05 / 5 each missed a true 0 in 1.0-1.7% of 300 scripted model critics (nominal 1%), and
+together they called 6.0% of them biased (benchmarks/bias_model_critics.py); at 0.03 the family-wise rate
+measured is in docs/analysis.md (Validity on model critics)."""
 
 
 @dataclass(frozen=True)
@@ -82,11 +91,12 @@ class Estimate:
 
 def length_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Score against candidate length at equal dev accuracy and iteration (columns run_id, iteration, score,
-    accuracy, chars)."""
+    accuracy, chars; and key: rows with one key are one ask of the critic, logged again, and count once,
+    `distinct_asks`)."""
     import numpy as np
     import pandas as pd
 
-    d = frame.dropna(subset=["score", "accuracy", "chars", "iteration"])
+    d = distinct_asks(frame.dropna(subset=["score", "accuracy", "chars", "iteration"]))
     levels = pd.get_dummies(d["accuracy"].astype(float).round(9), dtype=float)
     x = np.column_stack([d["chars"].to_numpy(float) / 100, d["iteration"].to_numpy(float), levels.to_numpy()])
     if len(x) and np.ptp(x[:, 1]) == 0:  # one iteration only: nothing to hold fixed
@@ -95,24 +105,45 @@ def length_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     return _ols(d["score"].to_numpy(float), x, d["run_id"], 0, what, confidence)
 
 
+def distinct_asks(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per ask of the critic: rows with the same `key` (the same text shown at the same sample, which a
+    model critic answers the same, `bias_asks.text_key`) averaged into one (score and iteration; clustered
+    with the run that logged it first). Without a key column, the frame as it is."""
+    if "key" not in frame.columns or frame["key"].isna().any():
+        return frame
+    first = [c for c in ("critic_model", "run_id", "accuracy", "chars") if c in frame.columns]
+    mean = [c for c in ("score", "iteration") if c in frame.columns]
+    return frame.groupby("key", sort=False, as_index=False).agg(
+        {**dict.fromkeys(first, "first"), **dict.fromkeys(mean, "mean")}
+    )
+
+
 def inflation(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Score change at no change in accuracy (nor in length, when `chars` is given), step by step along each
-    run (columns run_id, iteration, score, accuracy, optionally chars)."""
+    run (columns run_id, iteration, score, accuracy, optionally chars and key: a step between the same two
+    asks, logged again in another run, counts once)."""
     import numpy as np
 
     cols = ["score", "accuracy", *(["chars"] if "chars" in frame.columns and frame["chars"].notna().all() else [])]
     d = frame.dropna(subset=["score", "accuracy"]).sort_values(["run_id", "iteration"])
-    steps = d.groupby("run_id", sort=False)[cols].diff().assign(run_id=d["run_id"]).dropna()
+    steps = d.groupby("run_id", sort=False)[cols].diff().assign(run_id=d["run_id"])
+    if "key" in d.columns and d["key"].notna().all():
+        steps = steps.assign(step=d.groupby("run_id", sort=False)["key"].shift() + ">" + d["key"])
+        steps = steps.drop_duplicates("step")
+    steps = steps.dropna(subset=cols)
     x = np.column_stack([np.ones(len(steps)), steps[cols[1:]].to_numpy(float) / [1, 100][: len(cols) - 1]])
     return _ols(steps["score"].to_numpy(float), x, steps["run_id"], 0, "consecutive scored iterations", confidence)
 
 
 def padding_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
-    """Score change per 100 characters of neutral padding (columns plain, padded, added_chars)."""
+    """Score change per 100 characters of neutral padding the critic was shown (columns plain, padded,
+    added_chars): the slope through the origin of (padded - plain) on added_chars / 100, so a candidate shown
+    little padding weighs little (with equal padding everywhere: the mean of the per-candidate ratios)."""
     d = frame.dropna(subset=["plain", "padded"])
     d = d[d["added_chars"] > 0]
-    per_100 = ((d["padded"] - d["plain"]) / (d["added_chars"] / 100)).astype(float).tolist()
-    return _mean(per_100, "candidates with a plain and a padded score", confidence)
+    x = (d["added_chars"].to_numpy(float) / 100).reshape(-1, 1)
+    what = "candidates with a plain and a padded score"
+    return _ols((d["padded"] - d["plain"]).to_numpy(float), x, None, 0, what, confidence)
 
 
 def order_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
@@ -160,7 +191,8 @@ REASKED = ("padding", "order", "anchoring")
 
 def _ols(y: Any, x: Any, clusters: Any, coef: int, what: str, confidence: float) -> Estimate:
     """Coefficient `coef` of OLS y ~ x with its CI at `confidence`: clustered by `clusters` (t with clusters - 1 df), or
-    HC2 without clusters (statsmodels)."""
+    HC3 without clusters (statsmodels; HC3 rather than HC2: at the few dozen re-asks a budget buys, HC2 intervals
+    missed a true 0 in 2% of 300 simulated model critics at 99%)."""
     import numpy as np
     import statsmodels.api as sm
 
@@ -173,7 +205,7 @@ def _ols(y: Any, x: Any, clusters: Any, coef: int, what: str, confidence: float)
     with warnings.catch_warnings():  # an undefined interval is reported below, not warned about
         warnings.simplefilter("ignore", RuntimeWarning)
         if groups is None:
-            fit = sm.OLS(y, x).fit(cov_type="HC2", use_t=True)
+            fit = sm.OLS(y, x).fit(cov_type="HC3", use_t=True)
         else:
             fit = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
     low, high = np.round(fit.conf_int(1 - confidence)[coef], 12)  # an exact fit's rounding error is no bias
@@ -184,11 +216,18 @@ def _ols(y: Any, x: Any, clusters: Any, coef: int, what: str, confidence: float)
 
 
 def _mean(values: list[float], what: str, confidence: float) -> Estimate:
-    """The mean of `values` with `eval.stats.bootstrap_ci` at `confidence`."""
+    """The mean of `values` with its t interval at `confidence` (zero width when they do not vary). A t interval
+    rather than the bootstrap: at the two dozen pairs a budget buys, the percentile bootstrap of values in
+    {-1, 0, 1} missed a true 0 in 1.7% of 300 simulated model critics at 99%."""
+    import numpy as np
+    from scipy.stats import t
+
     if len(values) < 2:
         return Estimate(None, len(values), why=f"too few {what} (n={len(values)})")
-    low, high = bootstrap_ci(values, confidence)
-    return Estimate(round(sum(values) / len(values), 12), len(values), round(low, 12), round(high, 12))
+    arr = np.asarray(values, dtype=float)
+    mean = round(float(arr.mean()), 12)
+    half = float(t.ppf(1 - (1 - confidence) / 2, arr.size - 1) * arr.std(ddof=1) / np.sqrt(arr.size))
+    return Estimate(mean, arr.size, round(mean - half, 12), round(mean + half, 12))
 
 
 PLANTED: dict[str, Callable[[dict[str, Any]], dict[str, float]]] = {
@@ -232,7 +271,7 @@ def bias_verdict(probe: str, est: Estimate) -> str:
 
 def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Every probe that has data, per critic: `BIAS_COLUMNS`. A critic's intervals are simultaneous: each at
-    1 - FAMILY_ERROR / (the probes measured for that critic), so "biased" on any probe is a family-wise 5% error
+    1 - SPENT_ERROR / (the probes measured for that critic), so "biased" on any probe is at most a family-wise 5% error
     for a critic with no bias (the single-probe estimators themselves default to 95%).
 
     Args:
@@ -249,6 +288,7 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         sizes = planted(str(r.critic_model)) or {}
         rows += [
             [r.critic_model, p, UNITS[p], None, 0, None, None, MARGINS[p], f"Not measured: {r.why}", None, sizes.get(p)]
+            + [None] * 3
             for p in REASKED
         ]
     probed = [
@@ -258,34 +298,10 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         for critic, g in frame.groupby("critic_model", sort=True)
     ]
     family = pd.Series([critic for _, critic, _ in probed]).value_counts().to_dict()
-    for probe, critic, g in probed:
-        confidence = 1 - FAMILY_ERROR / family[critic]
-        est = PROBES[probe](g, confidence)
-        finding = bias_verdict(probe, est)
-        if probe == "order":
-            rate, n = flip_rate(g)
-            draws = int(g["draw"].nunique()) if "draw" in g.columns else 1
-            each = f" (each judged {draws} times)" if draws > 1 else ""
-            finding += f"; {rate:.0%} of {n} pairs{each} flip under swap" if rate is not None else ""
-        size = (planted(critic) or {}).get(probe)
-        rows.append(
-            [
-                critic,
-                probe,
-                UNITS[probe],
-                est.value,
-                est.n,
-                est.low,
-                est.high,
-                MARGINS[probe],
-                finding,
-                confidence,
-                size,
-            ]
-        )
+    rows += [_row(probe, critic, g, 1 - SPENT_ERROR / family[critic]) for probe, critic, g in probed]
     out = pd.DataFrame(rows, columns=BIAS_COLUMNS).sort_values(["critic_model", "probe"], kind="stable")
     out = out.reset_index(drop=True)
-    for c in ("estimate", "ci_low", "ci_high", "margin", "ci_level", "planted"):
+    for c in ("estimate", "ci_low", "ci_high", "margin", "ci_level", "planted", "at_bottom", "at_top", "detectable"):
         out[c] = out[c].astype("Float64")
     out["n"] = out["n"].astype("Int64")
     for c in ("critic_model", "probe", "unit", "finding"):
@@ -293,17 +309,55 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
+def _row(probe: str, critic: str, g: pd.DataFrame, confidence: float) -> list[Any]:
+    """One row of `bias_table`: the probe's estimate for one critic at `confidence`, its verdict with what limits
+    it (`bias_limits`), and the size planted in a simulated critic."""
+    est = PROBES[probe](g, confidence)
+    bottom, top = end_shares(probe, g)
+    mde = detectable(est.low, est.high, confidence)
+    finding = limited_verdict(bias_verdict(probe, est), MARGINS[probe], bottom, top, mde)
+    if probe == "order":
+        rate, n = flip_rate(g)
+        draws = int(g["draw"].nunique()) if "draw" in g.columns else 1
+        each = f" (each judged {draws} times)" if draws > 1 else ""
+        finding += f"; {rate:.0%} of {n} pairs{each} flip under swap" if rate is not None else ""
+    if probe == "padding" and "why_not" in g.columns and g["why_not"].notna().any():
+        why = g["why_not"].dropna()
+        finding += f"; {len(why)} candidates not padded (the padding would be out of the critic's view: {why.iloc[0]})"
+    size = (planted(critic) or {}).get(probe)
+    return [
+        critic,
+        probe,
+        UNITS[probe],
+        est.value,
+        est.n,
+        est.low,
+        est.high,
+        MARGINS[probe],
+        finding,
+        confidence,
+        size,
+    ] + [
+        bottom,
+        top,
+        mde,
+    ]
+
+
 def logged_frame(trajectories: pd.DataFrame, chars: pd.DataFrame) -> pd.DataFrame:
     """One row per critic x run x iteration from the logs: critic_model, run_id, iteration, score (the critic's
-    own mean score over its criteria), accuracy (the dev score), chars (the candidate's length).
+    own mean score over its criteria), accuracy (the dev score), chars (the characters of the candidate the
+    critic was shown: all of it for a simulated critic, what the loop's prompt showed a model critic) and key
+    (the ask: `bias_asks.text_key` of the text shown; rows with one key are one observation).
 
     Args:
         trajectories: `Results.trajectories`.
-        chars: run_id, iteration, chars of each logged candidate (`promptlab.analysis.reask.candidate_lengths`).
+        chars: run_id, iteration, chars of each logged candidate, and optionally shown, key and shown_key
+            (`promptlab.analysis.bias_asks.candidate_lengths`).
     """
     import pandas as pd
 
-    cols = ["critic_model", "run_id", "iteration", "score", "accuracy", "chars"]
+    cols = ["critic_model", "run_id", "iteration", "score", "accuracy", "chars", "key"]
     need = {"score", "grounded_score", "critic_model", "run_id", "iteration"}
     if trajectories.empty or not need <= set(trajectories.columns):
         return pd.DataFrame(columns=cols)
@@ -312,6 +366,12 @@ def logged_frame(trajectories: pd.DataFrame, chars: pd.DataFrame) -> pd.DataFram
         score=("score", "mean"), accuracy=("grounded_score", "first")
     )
     out = per.merge(chars, on=["run_id", "iteration"], how="left")
+    model = out["critic_model"].astype(str).map(lambda c: simulated_critic(c) is None).astype(bool)
+    if "shown" in out.columns:
+        out["chars"] = out["chars"].where(~model, out["shown"])
+    if "key" in out.columns and "shown_key" in out.columns:
+        out["key"] = out["key"].where(~model, out["shown_key"])
+    out = out.assign(key=out["key"] if "key" in out.columns else None)
     return out[cols].astype({"score": float, "accuracy": float, "chars": float})
 
 
@@ -321,11 +381,13 @@ __all__ = [
     "PLANTED",
     "PROBES",
     "REASKED",
+    "SPENT_ERROR",
     "UNITS",
     "Estimate",
     "anchoring_bias",
     "bias_table",
     "bias_verdict",
+    "distinct_asks",
     "flip_rate",
     "inflation",
     "length_bias",

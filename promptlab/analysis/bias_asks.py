@@ -20,7 +20,8 @@ more draws would spend its budget on fewer candidates.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -30,7 +31,7 @@ from ..critics.simulated import simulated_critic
 from ..errors import PromptlabError
 from ..eval.pairwise import ajudge_pair
 from ..loops.registry import get_loop
-from ..loops.runtime.config import goal_of
+from ..loops.runtime.config import LOGGED, goal_of
 from ..loops.runtime.define import rescore_sample
 from ..results.store import read_runs
 from .bias import logged_frame
@@ -53,8 +54,12 @@ PAD_CHARS = 300
 """Characters of padding added to each candidate (whole sentences of PAD_BANK, at least this many)."""
 ANCHORS = (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
 """The previous scores the anchoring probe shows, one drawn per candidate."""
-BUDGET = 40
-"""Default model calls per critic for the re-asks (3 per candidate for padding and anchoring, 2 per pair)."""
+BUDGET = 150
+"""Default model calls per critic for the re-asks (3 per candidate for padding and anchoring, 2 per pair): 30
+candidates, the fewest at which the padding probe detects its margin (0.2 points per 100 characters) with 80%
+power on a model critic whose scores vary by 0.7 points from ask to ask (benchmarks/bias_model_critics.py: its
+detectable size at 24 candidates is 0.21). Anchoring and order need hundreds for their margins of 0.1; their
+rows say "underpowered"."""
 SEED = 0
 """Seed of the draw of candidates, pairs and shown scores."""
 SAMPLES = {"plain": 101, "padded": 102, "anchored": 103, "pair": 104}
@@ -75,6 +80,39 @@ def pad(text: str, chars: int = PAD_CHARS) -> str:
     return text + added
 
 
+def pad_within(text: str, view: Callable[[str], str], chars: int = PAD_CHARS) -> str | None:
+    """`pad(text, chars)` where the critic sees all of it; where `view` (what the critic is shown of a text)
+    would cut the padding, the most whole sentences that stay in view; None when none does (the text fills the
+    critic's window already: padding it would add nothing the critic sees)."""
+    best, k = None, 1
+    while True:
+        padded = text + "".join(" " + PAD_BANK[j % len(PAD_BANK)] for j in range(k))
+        if view(padded) != padded.strip():
+            return best
+        best = padded
+        if len(padded) - len(text) >= chars:
+            return best
+        k += 1
+
+
+def critic_view(run: Run, critic: str) -> Callable[[str], str]:
+    """What `critic` is shown of a candidate in `run`: its loop's `shown_to_critic` (Creator/Critic cuts it to
+    `history_chars`); a simulated critic, or a run of a loop this installation does not know, sees all of it."""
+    if simulated_critic(critic) is not None:
+        return str.strip
+    try:
+        return get_loop(run.loop).config_cls.model_validate(run.config, context=LOGGED).shown_to_critic
+    except (PromptlabError, ValidationError):
+        return str.strip
+
+
+def text_key(run: Run, *texts: str) -> str:
+    """What makes two asks of a critic the same ask: the run's goal, the text(s) shown and the run's sample (a
+    model re-asked the same prompt at the same sample answers the same; the cache returns it)."""
+    goal = str(run.info.get("goal") or goal_of(run.task))
+    return hashlib.sha256("\x00".join([goal, *texts, str(run.sample)]).encode()).hexdigest()[:16]
+
+
 def logged_runs(results: Results) -> list[Run]:
     """The Run records of the results' ok cells (a cell whose runs.jsonl cannot be read is left out)."""
     runs: list[Run] = []
@@ -87,11 +125,21 @@ def logged_runs(results: Results) -> list[Run]:
 
 
 def candidate_lengths(runs: Sequence[Run]) -> pd.DataFrame:
-    """run_id, iteration, chars of every logged candidate."""
+    """run_id, iteration, chars of every logged candidate, with what a model critic was shown of it (`shown`
+    characters) and `key` / `shown_key` (`text_key` of the whole text / of the text shown): rows with the same
+    key are one ask of the critic, logged again."""
     import pandas as pd
 
-    rows = [(r.run_id, it.index, len(it.candidate)) for r in runs for it in r.iterations if it.candidate is not None]
-    return pd.DataFrame(rows, columns=["run_id", "iteration", "chars"])
+    rows = []
+    for r in runs:
+        view = critic_view(r, "")
+        for it in r.iterations:
+            if it.candidate is not None:
+                shown = view(it.candidate)
+                rows.append(
+                    (r.run_id, it.index, len(it.candidate), len(shown), text_key(r, it.candidate), text_key(r, shown))
+                )
+    return pd.DataFrame(rows, columns=["run_id", "iteration", "chars", "shown", "key", "shown_key"])
 
 
 def critics_of(run: Run) -> list[str]:
@@ -123,7 +171,7 @@ async def aprobe_frames(
             rows[probe] += got
     frames["skipped"] = pd.DataFrame(skipped, columns=["critic_model", "why"])
     columns = {
-        "padding": ["critic_model", "run_id", "iteration", "plain", "padded", "added_chars"],
+        "padding": ["critic_model", "run_id", "iteration", "plain", "padded", "added_chars", "why_not"],
         "anchoring": ["critic_model", "run_id", "iteration", "plain", "anchored", "anchor"],
         "order": ["critic_model", "pair", "draw", "swapped", "first_won", "error"],
     }
@@ -149,6 +197,10 @@ async def _ask_critic(
     rng = np.random.default_rng(SEED)
     items = [(r, it) for r in runs for it in r.iterations if it.candidate is not None and it.grounded is not None]
     pairs = [(r, a, b) for r in runs for a, b in zip(r.iterations, r.iterations[1:], strict=False) if _pairable(a, b)]
+    # a text the loops logged again (at the same sample) is one ask: the critic would answer it the same
+    items = list({text_key(r, str(it.candidate)): (r, it) for r, it in reversed(items)}.values())[::-1]
+    pairs = list({text_key(r, str(a.candidate), str(b.candidate)): (r, a, b) for r, a, b in reversed(pairs)}.values())
+    pairs = pairs[::-1]
     items = [items[i] for i in rng.permutation(len(items))]
     pairs = [pairs[i] for i in rng.permutation(len(pairs))]
     if simulated_critic(critic) is None:
@@ -164,7 +216,7 @@ async def _ask_critic(
     )
     return {
         "padding": [{k: v for k, v in s.items() if k not in ("anchored", "anchor")} for s in scored],
-        "anchoring": [{k: v for k, v in s.items() if k not in ("padded", "added_chars")} for s in scored],
+        "anchoring": [{k: v for k, v in s.items() if k not in ("padded", "added_chars", "why_not")} for s in scored],
         "order": [row for rows in judged for row in rows],
     }
 
@@ -184,26 +236,33 @@ def _pairable(a: Iteration, b: Iteration) -> bool:
 async def _rescores(
     critic: str, run: Run, it: Iteration, anchor: float, draws: int, cache: Any, settings: Any
 ) -> dict[str, Any]:
-    """One candidate re-scored plain, padded and with a shown score, each `draws` times (averaged)."""
+    """One candidate re-scored plain, padded and with a shown score, each `draws` times (averaged). The padding
+    goes where the critic sees it (`pad_within`); a candidate that already fills the critic's window is not
+    padded, and `why_not` says so."""
     assert it.candidate is not None
     rescore = get_loop(run.loop).rescore
     assert rescore is not None
-    text = pad(it.candidate)
-    extra: dict[str, dict[str, Any]] = {"plain": {}, "padded": {"candidate": text}, "anchored": {"anchor": anchor}}
+    view = critic_view(run, critic)
+    text = pad_within(it.candidate, view)
+    extra: dict[str, dict[str, Any]] = {"plain": {}, "anchored": {"anchor": anchor}}
+    if text is not None:
+        extra["padded"] = {"candidate": text}
     asks = [
         rescore(run, it.index, sample=SAMPLES[kind] + DRAW_STRIDE * j, cache=cache, settings=settings, **kw)
         for kind, kw in extra.items()
         for j in range(draws)
     ]
     got = [_mean_of(critic, run, s) for s in await asyncio.gather(*asks)]
-    plain, padded, anchored = (_average(got[k * draws : (k + 1) * draws]) for k in range(3))
+    plain, anchored, *padded = (_average(got[k * draws : (k + 1) * draws]) for k in range(len(extra)))
+    shown = len(view(it.candidate))
     return {
         "critic_model": critic,
         "run_id": run.run_id,
         "iteration": it.index,
         "plain": plain,
-        "padded": padded,
-        "added_chars": _shown(critic, run, text) - _shown(critic, run, it.candidate),
+        "padded": padded[0] if padded else None,
+        "added_chars": len(view(text)) - shown if text is not None else 0,
+        "why_not": None if text is not None else f"the critic is shown only its first {shown} characters",
         "anchored": anchored,
         "anchor": anchor,
     }
@@ -213,14 +272,6 @@ def _average(scores: list[float | None]) -> float | None:
     """The mean of the draws that gave a score (None: none did)."""
     present = [v for v in scores if v is not None]
     return sum(present) / len(present) if present else None
-
-
-def _shown(critic: str, run: Run, text: str) -> int:
-    """How many characters of `text` the critic is shown: a loop's `history_chars` cuts the candidate in a
-    model critic's prompt (a simulated critic scores the whole text)."""
-    limit = run.config.get("history_chars")
-    whole = len(text.strip())
-    return whole if simulated_critic(critic) is not None or not isinstance(limit, int) else min(whole, limit)
 
 
 def _mean_of(critic: str, run: Run, scores: list[Any]) -> float | None:
@@ -277,8 +328,11 @@ __all__ = [
     "SIM_DRAWS",
     "aprobe_frames",
     "candidate_lengths",
+    "critic_view",
     "critics_of",
     "logged_runs",
     "pad",
+    "pad_within",
     "probe_frames",
+    "text_key",
 ]

@@ -19,6 +19,7 @@ no run twice). Cells skipped as finished before are logged too, unless their run
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import sys
@@ -32,8 +33,12 @@ from ..sweeps.plan import CellOutcome
 from .extras import check_installed
 from .mlflow_export import QUIET_ENV, MlflowTarget
 
-LIVE_ENV = {**QUIET_ENV, "MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"}
-"""MLflow's HTTP settings while live logging runs (each kept where the user set it)."""
+LIVE_ENV = {**QUIET_ENV, "MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"}
+"""MLflow's HTTP settings while live logging runs (each kept where the user set it): a tracker that is down refuses
+at once; one that is busy gets 30 s a request (MLflow's own 120 s and 7 retries would hold the queue for minutes),
+and the sweep never waits for either."""
+QUIET_LOGGERS = ("mlflow", "alembic", "urllib3")
+"""Loggers held to errors while live logging runs: their retry and connection warnings would repeat per cell."""
 LOGGED_STATUSES = frozenset({"ok", "skipped"})
 """The cell outcomes whose runs are logged (a skipped cell finished in an earlier sweep)."""
 
@@ -54,7 +59,7 @@ class LiveMlflow:
         tracking_uri: str | None = None,
         *,
         experiment_name: str | None = None,
-        timeout_s: int = 5,
+        timeout_s: int = 30,
         drain_s: float = 30.0,
         say: Callable[[str], None] = say_on_stderr,
     ) -> None:
@@ -125,6 +130,8 @@ class LiveMlflow:
         )
 
     def _set_env(self) -> None:
+        for name in QUIET_LOGGERS:  # a tracker that does not answer is named once, by `_name`, not by each retry
+            logging.getLogger(name).setLevel(logging.ERROR)
         self._added_env = [k for k in self.env if k not in os.environ]
         os.environ.update({k: self.env[k] for k in self._added_env})
 
@@ -134,4 +141,4 @@ class LiveMlflow:
         self._added_env = []
 
 
-__all__ = ["LIVE_ENV", "LOGGED_STATUSES", "LiveMlflow", "say_on_stderr"]
+__all__ = ["LIVE_ENV", "LOGGED_STATUSES", "QUIET_LOGGERS", "LiveMlflow", "say_on_stderr"]

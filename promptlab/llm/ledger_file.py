@@ -1,8 +1,8 @@
-"""Writing the spending cap's ledger (`budget.json`) whole, also on a disk that fills up.
+"""Writing the spending cap's ledger (`spending.json`) whole, also on a disk that fills up.
 
 Each write goes to a temporary file beside the ledger, then replaces it. A paid request must be counted even when
 the results disk has just filled (the sweep's own results writes then stop it, named, exit 4): so beside the
-ledger lies a reserve file (RESERVE_BYTES, `.budget.json.reserve`), made while there is room. A ledger write
+ledger lies a reserve file (RESERVE_BYTES, `.spending.json.reserve`), made while there is room. A ledger write
 that finds the disk full removes the reserve and writes again into the room it held; only when there is no
 reserve left, or that room went to another writer first, does the write fail, as `ResultsDiskFull` naming the
 ledger. The next process that finds room makes the reserve again.
@@ -18,6 +18,23 @@ from pathlib import Path
 from ..errors import ResultsDiskFull, is_disk_full
 
 log = logging.getLogger("promptlab.llm.spending_cap")
+
+LEDGER_NAME = "spending.json"
+"""The ledger's file name in a results dir."""
+FORMER_LEDGER_NAME = "budget.json"
+"""What the ledger's file was called before "budget" came to mean only a loop's budget; `ledger_in` renames it."""
+
+
+def ledger_in(results_dir: Path | str) -> Path:
+    """The spending ledger of a results dir; a ledger written under its former name (`FORMER_LEDGER_NAME`) is
+    renamed first, so what a sweep paid before still counts."""
+    path = Path(results_dir) / LEDGER_NAME
+    former = path.with_name(FORMER_LEDGER_NAME)
+    if former.exists() and not path.exists():
+        os.replace(former, path)
+        reserve_of(former).unlink(missing_ok=True)  # a reserve is made anew beside the ledger
+    return path
+
 
 RESERVE_BYTES = 64 * 1024
 """Room kept beside the ledger for its writes once the disk is full (a ledger is a few hundred bytes)."""
@@ -77,4 +94,12 @@ def _replace(path: Path, data: bytes) -> None:
         raise
 
 
-__all__ = ["RESERVE_BYTES", "keep_room", "reserve_of", "write_whole"]
+__all__ = [
+    "FORMER_LEDGER_NAME",
+    "LEDGER_NAME",
+    "RESERVE_BYTES",
+    "keep_room",
+    "ledger_in",
+    "reserve_of",
+    "write_whole",
+]

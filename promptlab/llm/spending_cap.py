@@ -1,18 +1,18 @@
 """A spending cap for a sweep: a ledger of what paid requests cost, shared by every process of the sweep.
 
-    budget = SpendingCap(results_dir / LEDGER_NAME, cap=5.0)
-    with budget.scope() as refused:        # every call made in this context is checked against the cap
+    spending_cap = SpendingCap(ledger_in(results_dir), cap=5.0)  # ledger_in: promptlab.llm.ledger_file
+    with spending_cap.scope() as refused:        # every call made in this context is checked against the cap
         ...                                # a request that would pass the cap raises SpendingCapExceeded
     refused                                # the refusals made in this context (so a cell knows it was cut)
 
-The ledger (`budget.json` in the results dir, which every worker of a sweep shares) holds the cost actually
+The ledger (`spending.json` in the results dir, which every worker of a sweep shares) holds the cost actually
 paid by requests that reached a provider: cache hits and replies replayed from the cache cost nothing and
 are neither checked nor counted. It is updated under a file lock (`fcntl.lockf`, which also holds on NFS)
 and replaced atomically, so a check reads it without the lock. The cap applies to the total in the ledger
 across sweeps and resumes: re-running with the same cap spends nothing more, a higher cap lets cut cells go
 on (their earlier calls replay from the cache). Delete the ledger to start counting from zero.
 
-Before each provider request the call path asks the active budget (`gate`): the request is refused when
+Before each provider request the call path asks the active spending cap (`gate`): the request is refused when
 what was spent plus an estimate of the request's cost would pass the cap. The estimate is the request's
 input tokens (counted by litellm's tokenizer, only when a cheap upper bound does not already fit under the
 cap) at the model's input price, plus `max_tokens` at its output price (nothing for the output when no
@@ -27,8 +27,8 @@ A model whose price is unknown cannot be tracked: `check_prices` refuses it befo
 a price, or drop the cap). In-process models (`local/...`, `fake/...`) cost nothing and are never refused.
 A full results disk does not lose a charge: the ledger is written into a reserve kept beside it
 (`promptlab.llm.ledger_file`), and fails, as `ResultsDiskFull`, only once that room is gone.
-The sweep activates a budget in-process with `SpendingCap.scope`; a papermill kernel or another worker process
-reads it from the environment (`SpendingCap.from_env`, PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE).
+The sweep activates a spending cap in-process with `SpendingCap.scope`; a papermill kernel or another worker process
+reads it from the environment (`SpendingCap.from_env`, PROMPTLAB_MAX_COST and PROMPTLAB_SPENDING_LEDGER).
 """
 
 from __future__ import annotations
@@ -51,16 +51,14 @@ from .ledger_file import keep_room, write_whole
 from .model_names import litellm
 from .resolved import resolve_model
 
-LEDGER_NAME = "budget.json"
-"""The ledger's file name in a results dir."""
 ENV_MAX_COST = "PROMPTLAB_MAX_COST"
 """Environment variable holding the cap in USD, for processes a sweep starts."""
-ENV_BUDGET_FILE = "PROMPTLAB_BUDGET_FILE"
+ENV_LEDGER_FILE = "PROMPTLAB_SPENDING_LEDGER"
 """Environment variable holding the ledger's path, for processes a sweep starts."""
 
 
 class Ledger(BaseModel):
-    """What the paid requests of one results dir cost, as `budget.json` holds it."""
+    """What the paid requests of one results dir cost, as `spending.json` holds it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -114,7 +112,7 @@ def price_of(model: str) -> TokenPrice | None:
 
 
 def check_prices(models: Iterable[str]) -> None:
-    """Refuse, before any call, models whose cost a budget cannot track (their price is unknown).
+    """Refuse, before any call, models whose cost a spending cap cannot track (their price is unknown).
 
     Raises:
         ConfigError: naming every such model and how to fix it.
@@ -164,7 +162,7 @@ class Charges:
 
 @contextlib.contextmanager
 def charges() -> Iterator[Charges]:
-    """Count what every request charged to a budget in this context costs (tasks and threads started in it
+    """Count what every request charged to a spending cap in this context costs (tasks and threads started in it
     included); yields the running `Charges`."""
     counted = Charges()
     token = _CHARGES.set(counted)
@@ -174,9 +172,9 @@ def charges() -> Iterator[Charges]:
         _CHARGES.reset(token)
 
 
-_ACTIVE: ContextVar[SpendingCap | None] = ContextVar("promptlab_budget", default=None)
-_REFUSED: ContextVar[list[SpendingCapExceeded] | None] = ContextVar("promptlab_budget_refused", default=None)
-_CHARGES: ContextVar[Charges | None] = ContextVar("promptlab_budget_charges", default=None)
+_ACTIVE: ContextVar[SpendingCap | None] = ContextVar("promptlab_spending_cap", default=None)
+_REFUSED: ContextVar[list[SpendingCapExceeded] | None] = ContextVar("promptlab_spending_cap_refused", default=None)
+_CHARGES: ContextVar[Charges | None] = ContextVar("promptlab_spending_cap_charges", default=None)
 _thread_locks: dict[str, threading.Lock] = {}
 _thread_locks_guard = threading.Lock()
 
@@ -199,18 +197,18 @@ class SpendingCap:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SpendingCap | None:
-        """The budget a sweep handed to this process (PROMPTLAB_MAX_COST, PROMPTLAB_BUDGET_FILE), or None."""
+        """The spending cap a sweep handed to this process (PROMPTLAB_MAX_COST, PROMPTLAB_SPENDING_LEDGER), or None."""
         env = os.environ if environ is None else environ
-        raw, path = env.get(ENV_MAX_COST, "").strip(), env.get(ENV_BUDGET_FILE, "").strip()
+        raw, path = env.get(ENV_MAX_COST, "").strip(), env.get(ENV_LEDGER_FILE, "").strip()
         if not raw and not path:
             return None
         if not raw or not path:
-            raise ConfigError(f"{ENV_MAX_COST} and {ENV_BUDGET_FILE} go together: set both or neither")
+            raise ConfigError(f"{ENV_MAX_COST} and {ENV_LEDGER_FILE} go together: set both or neither")
         return cls(path, _cap(raw, ENV_MAX_COST))
 
     def env(self) -> dict[str, str]:
-        """The environment variables that hand this budget to another process (`from_env`)."""
-        return {ENV_MAX_COST: repr(self.cap), ENV_BUDGET_FILE: str(self.path)}
+        """The environment variables that hand this spending cap to another process (`from_env`)."""
+        return {ENV_MAX_COST: repr(self.cap), ENV_LEDGER_FILE: str(self.path)}
 
     # the ledger --------------------------------------------------------------------------------------
     def ledger(self) -> Ledger:
@@ -223,7 +221,7 @@ class SpendingCap:
             return Ledger.model_validate_json(text)
         except ValidationError as e:
             raise ConfigError(
-                f"budget ledger {self.path} is unreadable ({e.error_count()} error(s)); "
+                f"spending ledger {self.path} is unreadable ({e.error_count()} error(s)); "
                 "delete it to count spending from zero"
             ) from None
 
@@ -325,7 +323,7 @@ class SpendingCap:
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[list[SpendingCapExceeded]]:
-        """Make this the budget of every call in this context (tasks started in it inherit it); yields the
+        """Make this the spending cap of every call in this context (tasks started in it inherit it); yields the
         list of refusals made in the context, so the caller knows whether its work was cut."""
         refused: list[SpendingCapExceeded] = []
         tokens = _ACTIVE.set(self), _REFUSED.set(refused)
@@ -365,23 +363,22 @@ def estimate(model: str, request: Mapping[str, Any], reply_text: str) -> tuple[f
 
 
 def gate(model: str, request: Mapping[str, Any]) -> SpendingCap | None:
-    """Check a provider request against the active budget (None when no budget is active: no cost)."""
-    budget = _ACTIVE.get()
-    if budget is not None:
-        budget.check(model, request)
-    return budget
+    """Check a provider request against the active spending cap (None when none is active: no cost)."""
+    current = _ACTIVE.get()
+    if current is not None:
+        current.check(model, request)
+    return current
 
 
 def active() -> SpendingCap | None:
-    """The budget active in this context, if any."""
+    """The spending cap active in this context, if any."""
     return _ACTIVE.get()
 
 
 __all__ = [
-    "ENV_BUDGET_FILE",
+    "ENV_LEDGER_FILE",
     "ENV_MAX_COST",
     "FREE",
-    "LEDGER_NAME",
     "SpendingCap",
     "Charges",
     "Ledger",

@@ -277,12 +277,9 @@ def _critics(f: Findings) -> list[str]:
     for r in own.itertuples():
         mode = f.critic_modes.get(str(r.critic_model))
         name = f"{r.critic_model}" + (f" ({mode} scores)" if mode else "")
-        sim = (
-            " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
-            "the analysis, not a model."
-            if simulated_critic(str(r.critic_model)) is not None
-            else ""
-        )
+        simulated = simulated_critic(str(r.critic_model)) is not None
+        sim = " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
+        sim = sim + "the analysis, not a model." if simulated else ""
         if _na(r.spearman):
             lines.append(f"- {name}: **No: {r.finding}.**{sim}")
             continue
@@ -306,34 +303,44 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
     if biases is None or biases.empty:
         return []
     lines = [
-        "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together at 95% (each "
-        "at 1 - 0.05 / its probes, Bonferroni), so an unbiased critic is called biased on any probe at most 5% of "
+        "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together (each at "
+        "1 - 0.03 / its probes, Bonferroni), so an unbiased critic is called biased on any probe at most 5% of "
         'the time. "No evidence of bias" only where the CI lies inside the stated size (docs/analysis.md, Critic '
-        "biases):",
+        "biases). *Detectable* is the smallest bias the probe finds with 80% power at its n (above the stated size: "
+        "underpowered); *scores at 1 / 10* the share of the probe's scores at the scale's ends (above 10% together: "
+        "saturated, the estimate is a lower bound):",
         "",
     ]
     for critic, g in biases.groupby("critic_model", sort=True):
         level = g["ci_level"].dropna()
         head = f"{percent(level.iloc[0])} CI" if len(level) and level.nunique() == 1 else "CI"
         sim = "planted" in g.columns and bool(g["planted"].notna().any())
-        cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit", "finding"]
+        cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit"]
+        cols += ["detectable (80% power)", "scores at 1 / 10", "finding"]
         rows = [
             [
                 r.probe,
                 _ci(r.estimate, r.ci_low, r.ci_high),
                 *([_planted(r.planted, r.ci_low, r.ci_high)] if sim else []),
             ]
-            + [r.n, r.unit, r.finding]
+            + [r.n, r.unit, _p(r.detectable), _ends(r), r.finding]
             for r in g.itertuples()
         ]
         lines += [f"**{critic}**", "", *table_lines(cols, rows), ""]
     if "planted" in biases.columns and biases["planted"].notna().any():
         lines.append(
             "A simulated critic's planted size is the bias it was built with (0: none; before the clip to 1-10); "
-            "a probe's CI covers it with the CI's confidence (99 times in 100 at 99%)."
+            "a probe's CI covers it with the CI's confidence (about 994 times in 1,000 at 99.4%)."
         )
         lines.append("")
     return lines
+
+
+def _ends(row: Any) -> str:
+    """A row's shares of scores at 1 and at 10 ("NA" for a probe that reads no scores)."""
+    if _na(row.at_bottom) or _na(row.at_top):
+        return "NA"
+    return f"{float(row.at_bottom):.0%} / {float(row.at_top):.0%}"
 
 
 def _planted(truth: Any, lo: Any, hi: Any) -> str:

@@ -8,7 +8,7 @@ from .configs import config_columns, config_groups, config_labels, run_configs
 from .examples import EXAMPLE_COLUMNS, example_frame, example_rows
 from .frames import iteration_frame, tidy
 from .store import (
-    BUDGET_KIND,
+    SPENDING_CAP_KIND,
     CellError,
     CellStatus,
     Results,
@@ -23,7 +23,7 @@ __all__ = [
     "config_columns",
     "config_groups",
     "config_labels",
-    "BUDGET_KIND",
+    "SPENDING_CAP_KIND",
     "CELL_COLUMNS",
     "EXAMPLE_COLUMNS",
     "CONFIG_COLUMNS",

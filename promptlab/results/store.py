@@ -62,7 +62,7 @@ MAX_STATUS_BYTES = 2**20
 and each parquet file. Every file of a results directory is read with `reading.read_bounded`: regular files only,
 never through a link, never a FIFO (which would hang the reader) or a device (/dev/zero would fill memory)."""
 MAX_RUNS_BYTES = MAX_FRAME_BYTES = 2**30
-BUDGET_KIND = "budget"
+SPENDING_CAP_KIND = "spending_cap"
 """The error kind of a cell cut by the sweep's spending cap (its status is "cut")."""
 
 
@@ -73,7 +73,7 @@ class CellError(BaseModel):
 
     kind: str
     """SweepCellError (the cell's code raised: a bug or a bad config), "infrastructure" (a provider outage,
-    a missing key, a run left incomplete) or "budget" (the sweep's max_cost cut it: status "cut"): in every
+    a missing key, a run left incomplete) or "spending_cap" (the sweep's max_cost cut it: status "cut"): in every
     case the cell is re-run by the next sweep."""
     message: str
     """What went wrong."""
@@ -166,7 +166,7 @@ def write_cell(
         params: Flat dict of JSON scalars (always "loop"); the names become frame columns.
         runs: The cell's runs (partial runs are fine for a failed cell).
         error: Why the cell failed ({"kind", "message", "notebook", "cell_index", "ename", "evalue"});
-            the status is "failed" when given ("cut" for kind "budget"), else "ok" -- unless a run is incomplete (an infrastructure
+            the status is "failed" when given ("cut" for kind "spending_cap"), else "ok" -- unless a run is incomplete (an infrastructure
             failure touched it): then the cell is failed with kind "infrastructure" (see `incomplete_error`).
         wall_time_s: Wall-clock seconds the cell took.
         spent: (tokens, USD) the cell's execution paid, when known beyond its runs (a spending cap's
@@ -223,7 +223,7 @@ def _runs_spent(runs: Sequence[Run]) -> tuple[int, float | None]:
 def _status_of(error: CellError | None) -> str:
     if error is None:
         return "ok"
-    return "cut" if error.kind == BUDGET_KIND else "failed"
+    return "cut" if error.kind in (SPENDING_CAP_KIND, "budget") else "failed"  # "budget": its name before
 
 
 def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
@@ -388,7 +388,7 @@ def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
 
 
 __all__ = [
-    "BUDGET_KIND",
+    "SPENDING_CAP_KIND",
     "CellError",
     "CellStatus",
     "Results",

@@ -107,7 +107,7 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
             key=f"promptlab-cell-{cell.cell_id}-{sweep_id}",
             pure=False,
             retries=RETRIES,
-            max_cost=plan.budget.cap if plan.budget else None,
+            max_cost=plan.spending_cap.cap if plan.spending_cap else None,
             settings_json=plan.settings.to_json() if plan.settings is not None else "",
         )
         futures[future] = cell

@@ -5,7 +5,7 @@ runs one cell in another process (the papermill notebook, a Dask task).
 A cell whose code raises is recorded as failed (kind SweepCellError); an infrastructure failure (a provider
 error after retries, a missing key, a lost worker) fails it with kind "infrastructure", so the next sweep
 runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.spending_cap`) is "cut"
-(kind "budget"), however its loop handled the refusal: a sweep with a higher cap runs it again.
+(kind "spending_cap"), however its loop handled the refusal: a sweep with a higher cap runs it again.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, ResultsDiskFull, SpendingCapExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.spending_cap import LEDGER_NAME, SpendingCap, charges
+from ..llm.ledger_file import ledger_in
+from ..llm.spending_cap import SpendingCap, charges
 from ..llm.tally import Tally
 from ..record import Run, Task
+from ..results.store import SPENDING_CAP_KIND
 from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment
 from .plan import CellOutcome, SweepPlan, experiment_provenance, frozen_heap, prepare_results_dir, spent_by
@@ -106,7 +108,7 @@ def cell_error(
     )
     infrastructure = infrastructure or bool(getattr(exc, "infrastructure", False)) or ename in INFRASTRUCTURE_ERRORS
     kind = (
-        "budget"
+        SPENDING_CAP_KIND
         if isinstance(exc, SpendingCapExceeded) or ename == SpendingCapExceeded.__name__
         else "infrastructure"
         if infrastructure
@@ -133,15 +135,15 @@ async def aexecute_cell(
     concurrency: int | None = None,
     notebook: str | None = None,
     settings: Settings | None = None,
-    budget: SpendingCap | None = None,
+    spending_cap: SpendingCap | None = None,
 ) -> tuple[dict[str, Any], BaseException | None]:
-    """Run a cell and write its results (failed, with the error, when a run raised; cut when `budget`, the
+    """Run a cell and write its results (failed, with the error, when a run raised; cut when `spending_cap`, the
     sweep's spending cap, refused one of its model calls, even where the loop recorded the refusal and went on)."""
     from ..results.store import cell_status, write_cell
 
     t0 = time.perf_counter()
     scope: contextlib.AbstractContextManager[list[SpendingCapExceeded]] = (
-        budget.scope() if budget is not None else contextlib.nullcontext([])
+        spending_cap.scope() if spending_cap is not None else contextlib.nullcontext([])
     )
     with scope as refused, charges() as paid:  # what the cell paid, runs the cap stopped included
         try:
@@ -163,7 +165,7 @@ async def aexecute_cell(
         exc = refused[0]
     error = cell_error(cell, exc, notebook=notebook) if exc is not None else None
     wall = round(time.perf_counter() - t0, 4)
-    spent = (paid.tokens, paid.cost_usd) if budget is not None else None  # else: its runs' own figures
+    spent = (paid.tokens, paid.cost_usd) if spending_cap is not None else None  # else: its runs' own figures
     await asyncio.to_thread(
         write_cell, out, cell.cell_id, cell.params, runs, error=error, wall_time_s=wall, spent=spent
     )
@@ -186,7 +188,7 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
     return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
 
 
-def cell_budget(
+def cell_spending_cap(
     results_dir: str | Path, max_cost: float | None = None, default: float | None = None
 ) -> SpendingCap | None:
     """The spending cap a cell process runs under, on the results dir's ledger: `max_cost` when given (a
@@ -197,7 +199,7 @@ def cell_budget(
         if handed is not None or default is None:
             return handed
         max_cost = default
-    return SpendingCap(Path(results_dir) / LEDGER_NAME, max_cost)
+    return SpendingCap(ledger_in(results_dir), max_cost)
 
 
 def _checked_parameters(results_dir: Any, params_json: Any, concurrency: Any) -> dict[str, Any] | None:
@@ -236,7 +238,7 @@ def run_cell_by_id(
     """Find a cell in the experiment, run it and write its results; returns (cell, status, exception).
 
     The experiment is `experiment_path`, else `<results_dir>/experiment.yaml`; the results dir is prepared
-    (experiment.yaml, tasks.jsonl) if it is not yet. The cell runs under a spending cap (`cell_budget`):
+    (experiment.yaml, tasks.jsonl) if it is not yet. The cell runs under a spending cap (`cell_spending_cap`):
     `max_cost`, else the one the sweep handed over in the environment, else the experiment file's. Its calls
     follow the settings in `settings_json` (a Dask task's argument), else those the sweep handed over in
     PROMPTLAB_SETTINGS (a papermill kernel), else the defaults; a bad value raises ConfigError naming it. Its runs
@@ -250,8 +252,8 @@ def run_cell_by_id(
     exp = load_experiment(experiment_path or out / "experiment.yaml")
     tasks = exp.load_tasks()
     cell = exp.find_cell(cell_id, params)
-    budget = cell_budget(out, max_cost, default=exp.max_cost)
-    preflight_cells([cell], tasks, priced=budget is not None)
+    spending_cap = cell_spending_cap(out, max_cost, default=exp.max_cost)
+    preflight_cells([cell], tasks, priced=spending_cap is not None)
     if not (out / "experiment.yaml").is_file():
         prepare_results_dir(out, exp, tasks, exp.cells(tasks))
     with frozen_heap():  # as a sweep in this process does: full GC passes walk only what the cell makes
@@ -264,7 +266,7 @@ def run_cell_by_id(
                 cache=cache_dir or None,
                 concurrency=concurrency,
                 notebook=notebook_path or None,
-                budget=budget,
+                spending_cap=spending_cap,
                 settings=settings,
             )
         )

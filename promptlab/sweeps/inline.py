@@ -44,7 +44,7 @@ def run_inline(pending: list[Cell], plan: SweepPlan) -> None:
                         on_event=plan.watch(cell.cell_id),
                         concurrency=plan.cell_concurrency,
                         settings=plan.settings,
-                        budget=plan.budget,
+                        spending_cap=plan.spending_cap,
                     )
                 except BaseException as e:
                     stopped.append(e)

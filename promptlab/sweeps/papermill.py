@@ -8,7 +8,7 @@ cells running have finished their calls, as the inline executor stops. Each kern
 PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. The
 sweep's call settings (e.g. `--max-concurrency`) reach each kernel as JSON in PROMPTLAB_SETTINGS
 (`promptlab.llm.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
-gets PROMPTLAB_MAX_COST and PROMPTLAB_BUDGET_FILE (`promptlab.llm.spending_cap`). A cache location that holds a secret
+gets PROMPTLAB_MAX_COST and PROMPTLAB_SPENDING_LEDGER (`promptlab.llm.spending_cap`). A cache location that holds a secret
 (a Redis URL with a password) reaches the kernels as PROMPTLAB_CACHE, never as a notebook parameter, so no
 executed notebook holds it.
 """
@@ -73,7 +73,7 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
 
     kernels = min(plan.workers, len(pending))
     threads = [threading.Thread(target=worker, name=f"promptlab-cell-{i}", daemon=True) for i in range(kernels)]
-    handed = {**(plan.budget.env() if plan.budget else {}), **settings_env(plan.settings)}
+    handed = {**(plan.spending_cap.env() if plan.spending_cap else {}), **settings_env(plan.settings)}
     if holds_secret(plan.cache_dir):  # a password reaches the kernels in their environment, never the notebook
         handed[CACHE_URL_ENV] = plan.cache_dir
     tidy_notebooks(plan.out)  # a sweep killed while papermill wrote left them

@@ -76,7 +76,7 @@ class SweepResult:
     wall_time_s: float = 0.0
     max_cost: float | None = None
     """The spending cap in USD (None: none)."""
-    budget_spent_usd: float | None = None
+    spent_usd: float | None = None
     """Under a cap: USD paid in the results dir so far, over every sweep (its ledger), when the sweep ended."""
 
     def count(self, status: str) -> int:
@@ -127,7 +127,7 @@ class SweepResult:
         )
         if self.max_cost is not None:
             text += (
-                f"\n{self.cut} cell(s) cut by max_cost={self.max_cost:g} USD; {self.budget_spent_usd or 0.0:.6g} "
+                f"\n{self.cut} cell(s) cut by max_cost={self.max_cost:g} USD; {self.spent_usd or 0.0:.6g} "
                 f"USD paid in this results dir so far"
                 + (" (re-run with a higher max_cost to resume them)" if self.cut else "")
             )
@@ -159,7 +159,7 @@ class SweepPlan:
     """The run_cell notebook (papermill executor only)."""
     scheduler: str | None = None
     """A Dask scheduler address (dask executor only; None: a LocalCluster)."""
-    budget: SpendingCap | None = None
+    spending_cap: SpendingCap | None = None
     """The spending cap every cell runs under (None: none); executors hand it to their cells."""
     runs_per_cell: int = 1
     """Runs in each cell (tasks x replicates): what the bar advances by when a cell ends."""
@@ -220,7 +220,7 @@ class SweepPlan:
         total = self.result.spend
         for spend in self.live.values():
             total.merge(spend)
-        cut = {"cut": str(self.result.cut)} if self.budget is not None else {}
+        cut = {"cut": str(self.result.cut)} if self.spending_cap is not None else {}
         return {
             "done": str(self.result.done),
             "failed": str(self.result.failed),

@@ -52,7 +52,7 @@ after retries, a missing key, a run left incomplete by one, `Run.incomplete`, or
 kind "infrastructure", never "ok": the next sweep runs it again, its successful calls replayed from the
 cache. A model failure (an unparseable reply) is research data: its cell is ok. Under a spending cap
 (`max_cost`, `promptlab.llm.spending_cap`) a cell whose model call the cap refused is "cut" (status.json status "cut",
-error kind "budget"): counted apart (`SweepResult.cut`), re-run by a sweep with a higher cap. Ctrl-C stops scheduling, lets running
+error kind "spending_cap"): counted apart (`SweepResult.cut`), re-run by a sweep with a higher cap. Ctrl-C stops scheduling, lets running
 writes finish (every file is written atomically) and re-raises KeyboardInterrupt; run again to resume.
 """
 
@@ -66,7 +66,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..events import EventHandler
-from ..llm.spending_cap import LEDGER_NAME, SpendingCap
+from ..llm.ledger_file import ledger_in
+from ..llm.spending_cap import SpendingCap
 from .cells import Cell, preflight_cells
 from .dirlock import hold_results_dir
 from .executors import EXECUTORS, get_executor
@@ -162,8 +163,8 @@ def sweep(
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
     cap = max_cost if max_cost is not None else exp.max_cost
-    budget = SpendingCap(out / LEDGER_NAME, cap) if cap is not None else None
-    models = preflight_cells(cells, tasks, priced=budget is not None)
+    spending_cap = SpendingCap(ledger_in(out), cap) if cap is not None else None
+    models = preflight_cells(cells, tasks, priced=spending_cap is not None)
     if settings is not None:  # a concurrency override for a model no cell calls is a typo, not a no-op
         settings.check_models(models, "per_model_concurrency (--max-concurrency)")
     where = cache_location(cache)  # the same cache for every worker: an absolute directory or a URL
@@ -201,7 +202,7 @@ def sweep(
             settings=settings,
             template=Path(template) if template else None,
             scheduler=scheduler,
-            budget=budget,
+            spending_cap=spending_cap,
             runs_per_cell=runs_per_cell,
             on_cell=on_cell,
         )
@@ -226,8 +227,8 @@ def sweep(
             raise
         finally:
             bar.close()
-            if budget is not None:
-                result.budget_spent_usd = budget.spent()
+            if spending_cap is not None:
+                result.spent_usd = spending_cap.spent()
         order = {c.cell_id: i for i, c in enumerate(cells)}
         result.cells.sort(key=lambda c: order[c.cell_id])
         result.wall_time_s = round(time.perf_counter() - t0, 3)

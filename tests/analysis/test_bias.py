@@ -104,13 +104,14 @@ def test_probes_find_planted_biases_and_none_in_the_oracle(swept) -> None:  # ty
     for probe, size in sizes.items():
         row = planted.loc[probe]
         assert row["ci_low"] <= size <= row["ci_high"], (probe, row.to_dict())
-        assert row["finding"].startswith("Biased"), (probe, row["finding"])
+        # inflation over 26 steps of 9 runs: its 99.4% interval just reaches 0 (read below as inconclusive)
+        assert row["finding"].startswith("Biased" if probe != "inflation" else "Inconclusive"), (probe, row["finding"])
     # the table carries the size each simulated critic was built with; a model critic's is unknown
     assert planted.loc[list(sizes), "planted"].astype(float).tolist() == list(sizes.values())
     assert (oracle["planted"] == 0).all()
     assert table[table["critic_model"] == "fake/bias-critic"]["planted"].isna().all()
     # five probes per critic: each interval at 1 - 0.05 / 5, and wider than the probe's own 95% interval
-    assert table["ci_level"].astype(float).tolist() == pytest.approx([0.99] * len(table))
+    assert table["ci_level"].astype(float).tolist() == pytest.approx([0.994] * len(table))
     alone = PROBES["order"](probe_frames(load(results_dir), budget=20)["order"].query("critic_model == @PLANTED"), 0.95)
     assert alone.low is not None and alone.high is not None
     assert planted.loc["order", "ci_high"] - planted.loc["order", "ci_low"] > alone.high - alone.low
@@ -243,3 +244,56 @@ def test_bias_table_and_probe_frames_are_exported_where_the_docs_name_them() -> 
     assert promptlab.bias_table is analysis.bias_table is bias_table
     assert promptlab.probe_frames is analysis.probe_frames is probe_frames
     assert {"bias_table", "probe_frames"} <= set(promptlab.__all__) & set(analysis.__all__)
+
+
+def test_a_text_logged_again_at_the_same_sample_is_one_observation() -> None:
+    from promptlab.analysis.bias import distinct_asks
+
+    rows = [
+        {"run_id": f"r{r}", "iteration": t, "accuracy": a, "chars": c, "score": s, "key": k}
+        for r in range(4)
+        for t, (a, c, s, k) in enumerate(
+            [(0.2, 100, 3.0, "start"), (0.4, 150 + 40 * r, 4.0 + 0.3 * r + 0.05 * (-1) ** r, f"r{r}-1")]
+            + [(0.4, 300 - 30 * r, 5.0 - 0.2 * r, f"r{r}-2"), (0.6, 120 + 20 * r, 6.0 + 0.1 * r, f"r{r}-3")]
+        )
+    ]
+    frame = pd.DataFrame(rows)
+    one = distinct_asks(frame)
+    assert len(one) == 13 and (one["key"] == "start").sum() == 1  # the starting prompt, in all 4 runs: once
+    assert one.set_index("key").loc["start", "run_id"] == "r0"  # clustered with the run that logged it first
+    assert length_bias(frame).n == 13 and length_bias(frame.drop(columns="key")).n == 16
+    # a step between the same two asks in two runs counts once
+    steps = frame.assign(key=frame["key"].where(frame["iteration"] > 0, "start"))
+    twice = pd.concat([steps, steps.assign(run_id=steps["run_id"] + "-again")])
+    assert inflation(twice).n == inflation(steps).n == 12
+
+
+def test_padding_goes_where_the_critic_sees_it() -> None:
+    from promptlab.analysis.bias_asks import pad_within
+    from promptlab.loops.runtime.toolkit import cut
+
+    def view(text: str) -> str:
+        return cut(text, 150)
+
+    short = "Answer yes or no."
+    padded = pad_within(short, view)
+    assert padded is not None and padded.startswith(short) and view(padded) == padded  # all of it in view
+    assert 150 - len(PAD_BANK[0]) - 2 < len(padded) <= 150
+    assert pad_within("x" * 140, view) is None  # no whole sentence fits in the window: not padded
+    assert pad_within(short, str.strip) == pad(short)  # no cut: the full padding
+
+
+def test_a_saturated_or_underpowered_probe_says_so() -> None:
+    from promptlab.analysis.bias_limits import detectable, end_shares, limited_verdict
+
+    scores = pd.DataFrame({"score": [10.0] * 6 + [7.0, 8.0, 9.0, 1.0]})
+    assert end_shares("length", scores) == (0.1, 0.6) and end_shares("order", scores) == (None, None)
+    fine = "No evidence of bias: the CI lies within +/-0.2"
+    said = limited_verdict(fine, 0.2, 0.1, 0.6, 0.1)
+    assert (
+        said.startswith("Inconclusive") and "saturated (10% at 1 and 60% at 10): the estimate is a lower bound" in said
+    )
+    assert limited_verdict(fine, 0.2, 0.0, 0.05, 0.1) == fine  # 5% at the ends: read as it is
+    # (z_0.995 + z_0.8) x SE, the SE from the 99% interval's half-width
+    assert detectable(-0.258, 0.258, 0.99) == pytest.approx(0.1 * (2.5758 + 0.8416), abs=1e-3)
+    assert "underpowered: it detects 0.34 or more" in limited_verdict(fine, 0.2, 0.0, 0.0, 0.342)

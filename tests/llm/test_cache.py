@@ -121,3 +121,22 @@ def test_a_named_cache_directory_follows_the_working_directory(tmp_path: Path, m
     second = open_cache("calls")  # the same relative name elsewhere is another cache
     assert second is not first and second.directory == (tmp_path / "b" / "calls").resolve()
     assert first.directory == (tmp_path / "a" / "calls").resolve()
+
+
+def test_a_full_disk_is_said_once_not_per_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#41 item 3: a cache that cannot store says so once (every later write would say the same)."""
+    import sqlite3
+
+    store = Cache(tmp_path / "full")
+
+    def full(*args: object, **kwargs: object) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store._dc, "add", full)
+    m = pl.scripted("said-once", respond=lambda msgs: "paid " + msgs[-1]["content"])
+    with caplog.at_level(logging.WARNING, logger="promptlab.llm.cache"):
+        paid = [pl.complete(m.name, f"p{i}", cache=store) for i in range(3)]
+    assert [c.text for c in paid] == ["paid p0", "paid p1", "paid p2"] and store.unstored == 3
+    assert caplog.text.count("its disk is full") == 1 and "said once" in caplog.text

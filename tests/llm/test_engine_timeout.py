@@ -129,7 +129,7 @@ def test_a_hung_worker_is_given_up_on_by_decoding_and_queued_calls(
     assert model.steps == 0
 
 
-def test_idle_slots_keep_at_most_the_idle_cell_budget(gguf: Path, serve: list[FakeModel]) -> None:
+def test_idle_slots_keep_at_most_the_idle_cell_spending_cap(gguf: Path, serve: list[FakeModel]) -> None:
     """Three 1,000-token prompts one after another: their idle slots would keep 3,000 cells; the oldest are
     dropped down to `IDLE_CELLS` (2,048), and the latest prompt's prefix is still copied, not read again."""
     serve.append(FakeModel(gguf, n_seq=4))

@@ -15,10 +15,10 @@ from fault_server import FaultServer, Reply
 import promptlab as pl
 from promptlab.errors import ConfigError, SpendingCapExceeded
 from promptlab.llm.settings import Settings
-from promptlab.llm.spending_cap import ENV_BUDGET_FILE, ENV_MAX_COST, SpendingCap, check_prices, gate, price_of
+from promptlab.llm.spending_cap import ENV_LEDGER_FILE, ENV_MAX_COST, SpendingCap, check_prices, gate, price_of
 from promptlab.sweeps.experiment import Experiment
 
-KEY = "sk-test-budget"
+KEY = "sk-test-cap"
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002, timeout_s=10, deadline_s=30, max_concurrency=8)
 PAID = Reply("paid", prompt_tokens=10_000, completion_tokens=1_000)
 """What gpt-4o-mini charges 0.0015 + 0.0006 = 0.0021 USD for."""
@@ -38,15 +38,15 @@ def ask(server: FaultServer, prompt: str, **kw: object) -> pl.Completion:
     return pl.complete(server.model, prompt, max_tokens=2000, **{"settings": FAST, **kw})  # type: ignore[arg-type]
 
 
-def test_no_active_budget_checks_nothing(server: FaultServer, tmp_path: Path) -> None:
+def test_no_active_spending_cap_checks_nothing(server: FaultServer, tmp_path: Path) -> None:
     assert gate(server.model, {"messages": []}) is None
     ask(server, "one")
-    assert server.requests == 1 and not list(tmp_path.glob("**/budget.json"))
+    assert server.requests == 1 and not list(tmp_path.glob("**/spending.json"))
 
 
 def test_a_request_that_would_pass_the_cap_is_never_made(server: FaultServer, tmp_path: Path) -> None:
-    budget = SpendingCap(tmp_path / "budget.json", cap=0.005)
-    with budget.scope() as refused:
+    spending_cap = SpendingCap(tmp_path / "spending.json", cap=0.005)
+    with spending_cap.scope() as refused:
         first, second = ask(server, "one"), ask(server, "two")
         # spent 0.0042; the next request's max_tokens alone (2000 x 0.6 USD/M = 0.0012) would pass 0.005
         with pytest.raises(SpendingCapExceeded) as info:
@@ -57,14 +57,14 @@ def test_a_request_that_would_pass_the_cap_is_never_made(server: FaultServer, tm
     assert (err.model, err.cap) == (server.model, 0.005) and err.spent == pytest.approx(2 * EACH)
     assert "cut by max_cost=0.005" in str(err) and "higher max_cost" in str(err)
     assert refused == [err]
-    led = budget.ledger()
+    led = spending_cap.ledger()
     assert led.spent_usd == pytest.approx(2 * EACH) and led.requests == 2
     assert led.by_model == {server.model: pytest.approx(2 * EACH)}
 
 
-def test_cache_hits_replays_and_free_models_pass_a_spent_budget(server: FaultServer, tmp_path: Path) -> None:
-    budget = SpendingCap(tmp_path / "budget.json", cap=0.003)
-    with budget.scope() as refused:
+def test_cache_hits_replays_and_free_models_pass_a_spent_spending_cap(server: FaultServer, tmp_path: Path) -> None:
+    spending_cap = SpendingCap(tmp_path / "spending.json", cap=0.003)
+    with spending_cap.scope() as refused:
         ask(server, "one")  # spent 0.0021: no further paid request fits
         hit = ask(server, "one")
         free = pl.complete("fake/auto", "anything", max_tokens=2000)
@@ -72,36 +72,36 @@ def test_cache_hits_replays_and_free_models_pass_a_spent_budget(server: FaultSer
             ask(server, "two")
     assert hit.cache_hit and hit.billed_cost_usd == 0.0 and free.cost_usd == 0.0
     assert server.requests == 1 and len(refused) == 1
-    assert budget.ledger().requests == 1  # neither the hit nor the free call was counted
+    assert spending_cap.ledger().requests == 1  # neither the hit nor the free call was counted
 
 
 def test_the_cap_counts_what_earlier_runs_spent(server: FaultServer, tmp_path: Path) -> None:
-    with SpendingCap(tmp_path / "budget.json", cap=0.005).scope():
+    with SpendingCap(tmp_path / "spending.json", cap=0.005).scope():
         ask(server, "one")
         ask(server, "two")
         with pytest.raises(SpendingCapExceeded):
             ask(server, "three")
-    with SpendingCap(tmp_path / "budget.json", cap=0.005).scope():  # the same cap again: nothing more is spent
+    with SpendingCap(tmp_path / "spending.json", cap=0.005).scope():  # the same cap again: nothing more is spent
         with pytest.raises(SpendingCapExceeded):
             ask(server, "three")
     assert server.requests == 2
-    with SpendingCap(tmp_path / "budget.json", cap=0.01).scope():  # a higher cap goes on
+    with SpendingCap(tmp_path / "spending.json", cap=0.01).scope():  # a higher cap goes on
         assert ask(server, "three").text == "paid"
         assert ask(server, "one").cache_hit
     assert server.requests == 3
-    assert SpendingCap(tmp_path / "budget.json", cap=1).spent() == pytest.approx(3 * EACH)
+    assert SpendingCap(tmp_path / "spending.json", cap=1).spent() == pytest.approx(3 * EACH)
 
 
 def test_a_refusal_is_not_retried_nor_read_as_a_provider_error(server: FaultServer, tmp_path: Path) -> None:
-    budget = SpendingCap(tmp_path / "budget.json", cap=0.0001)  # below one request's max_tokens
-    with budget.scope(), pytest.raises(SpendingCapExceeded):
+    spending_cap = SpendingCap(tmp_path / "spending.json", cap=0.0001)  # below one request's max_tokens
+    with spending_cap.scope(), pytest.raises(SpendingCapExceeded):
         ask(server, "one", settings=Settings(retries=3, backoff_s=0.001))
-    assert server.requests == 0 and budget.spent() == 0.0
+    assert server.requests == 0 and spending_cap.spent() == 0.0
 
 
 def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServer, tmp_path: Path) -> None:
     server.default = Reply("paid", prompt_tokens=10_000, completion_tokens=1_000, delay_s=0.05)
-    budget = SpendingCap(tmp_path / "budget.json", cap=0.005)
+    spending_cap = SpendingCap(tmp_path / "spending.json", cap=0.005)
     in_flight = 4
 
     async def main() -> list[object]:
@@ -111,18 +111,18 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
             return_exceptions=True,
         )
 
-    with budget.scope() as refused:
+    with spending_cap.scope() as refused:
         outcomes = asyncio.run(main())
     made = sum(isinstance(o, pl.Completion) for o in outcomes)
     cut = [o for o in outcomes if isinstance(o, SpendingCapExceeded)]
     assert made + len(cut) == 12 and made == server.requests and len(refused) == len(cut)
     assert 2 <= made <= 2 + in_flight  # at most the calls in flight when the cap was reached go over it
-    assert budget.spent() == pytest.approx(made * EACH) and budget.spent() <= 0.005 + in_flight * EACH
+    assert spending_cap.spent() == pytest.approx(made * EACH) and spending_cap.spent() <= 0.005 + in_flight * EACH
 
 
 @pytest.mark.slow
 def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
-    path = tmp_path / "budget.json"
+    path = tmp_path / "spending.json"
     code = (
         "import sys; from promptlab.llm.spending_cap import SpendingCap\n"
         "b = SpendingCap(sys.argv[1], cap=100)\n"
@@ -138,28 +138,28 @@ def test_unknown_price_is_refused_before_any_call(server: FaultServer, tmp_path:
     assert price_of("fake/auto") is not None and price_of("openai/gpt-4o-mini") is not None
     with pytest.raises(ConfigError, match=r"'openai/no-such-priced-model'.*price.*without max_cost"):
         check_prices(["fake/auto", "openai/no-such-priced-model"])
-    with SpendingCap(tmp_path / "budget.json", cap=1).scope(), pytest.raises(ConfigError, match="price"):
+    with SpendingCap(tmp_path / "spending.json", cap=1).scope(), pytest.raises(ConfigError, match="price"):
         pl.complete("openai/no-such-priced-model", "hi", settings=FAST)
     assert server.requests == 0
 
 
-def test_budget_from_the_environment(tmp_path: Path) -> None:
+def test_spending_cap_from_the_environment(tmp_path: Path) -> None:
     assert SpendingCap.from_env({}) is None
-    b = SpendingCap(tmp_path / "budget.json", cap=2.5)
+    b = SpendingCap(tmp_path / "spending.json", cap=2.5)
     again = SpendingCap.from_env(b.env())
     assert again is not None and (again.path, again.cap) == (b.path, 2.5)
     with pytest.raises(ConfigError, match=ENV_MAX_COST):
-        SpendingCap.from_env({ENV_MAX_COST: "lots", ENV_BUDGET_FILE: str(b.path)})
-    with pytest.raises(ConfigError, match=ENV_BUDGET_FILE):
+        SpendingCap.from_env({ENV_MAX_COST: "lots", ENV_LEDGER_FILE: str(b.path)})
+    with pytest.raises(ConfigError, match=ENV_LEDGER_FILE):
         SpendingCap.from_env({ENV_MAX_COST: "1"})
     with pytest.raises(ConfigError, match="positive"):
         SpendingCap(b.path, cap=0)
 
 
 def test_an_unreadable_ledger_says_how_to_recover(tmp_path: Path) -> None:
-    (tmp_path / "budget.json").write_text("{not json")
+    (tmp_path / "spending.json").write_text("{not json")
     with pytest.raises(ConfigError, match="delete it"):
-        SpendingCap(tmp_path / "budget.json", cap=1).spent()
+        SpendingCap(tmp_path / "spending.json", cap=1).spent()
 
 
 def test_max_cost_in_the_experiment_file(tmp_path: Path) -> None:
@@ -177,27 +177,27 @@ def test_a_model_alias_price_is_what_the_cap_counts(server: FaultServer, tmp_pat
     from promptlab.llm.aliases import register_model, unregister_model
 
     register_model(
-        "budget-served",
+        "spending_cap-served",
         model="openai/served-model",
         api_base=server.url,
         price={"input_per_million": 150.0, "output_per_million": 600.0},
     )
-    register_model("budget-unpriced", model="openai/served-model", api_base=server.url)
+    register_model("spending_cap-unpriced", model="openai/served-model", api_base=server.url)
     try:
-        check_prices(["budget-served"])
-        with pytest.raises(ConfigError, match="'budget-unpriced'.*register_model"):
-            check_prices(["budget-served", "budget-unpriced"])
-        budget = SpendingCap(tmp_path / "budget.json", cap=5.0)
-        with budget.scope():
-            first = pl.complete("budget-served", "one", max_tokens=2000, settings=FAST)
-            pl.complete("budget-served", "two", max_tokens=2000, settings=FAST)
-            with pytest.raises(SpendingCapExceeded, match="budget-served"):  # 4.2 spent + 2000 x 600 / 1e6 > 5
-                pl.complete("budget-served", "three", max_tokens=2000, settings=FAST)
+        check_prices(["spending_cap-served"])
+        with pytest.raises(ConfigError, match="'spending_cap-unpriced'.*register_model"):
+            check_prices(["spending_cap-served", "spending_cap-unpriced"])
+        spending_cap = SpendingCap(tmp_path / "spending.json", cap=5.0)
+        with spending_cap.scope():
+            first = pl.complete("spending_cap-served", "one", max_tokens=2000, settings=FAST)
+            pl.complete("spending_cap-served", "two", max_tokens=2000, settings=FAST)
+            with pytest.raises(SpendingCapExceeded, match="spending_cap-served"):  # 4.2 spent + 2000 x 600 / 1e6 > 5
+                pl.complete("spending_cap-served", "three", max_tokens=2000, settings=FAST)
     finally:
-        unregister_model("budget-served")
-        unregister_model("budget-unpriced")
+        unregister_model("spending_cap-served")
+        unregister_model("spending_cap-unpriced")
     assert first.cost_usd == pytest.approx(2.1) and server.requests == 2
-    assert budget.ledger().by_model == {"budget-served": pytest.approx(4.2)}
+    assert spending_cap.ledger().by_model == {"spending_cap-served": pytest.approx(4.2)}
 
 
 def test_the_old_public_names_of_the_spending_cap_still_work_and_say_they_are_deprecated() -> None:
@@ -209,3 +209,14 @@ def test_the_old_public_names_of_the_spending_cap_still_work_and_say_they_are_de
         assert pl.BudgetExceeded is SpendingCapExceeded
     assert pl.SpendingCap is SpendingCap and pl.SpendingCapExceeded is SpendingCapExceeded
     assert "Budget" not in pl.__all__ and "SpendingCap" in pl.__all__
+
+
+def test_a_ledger_under_its_former_name_is_renamed_and_still_counts(tmp_path: Path) -> None:
+    """A results dir a sweep wrote before the ledger was called spending.json (budget.json) keeps what it paid."""
+    from promptlab.llm.ledger_file import FORMER_LEDGER_NAME, LEDGER_NAME, ledger_in
+
+    SpendingCap(tmp_path / FORMER_LEDGER_NAME, cap=1.0).charge("gpt-4o-mini", 0.25)
+    path = ledger_in(tmp_path)
+    assert path.name == LEDGER_NAME == "spending.json" and not (tmp_path / FORMER_LEDGER_NAME).exists()
+    assert SpendingCap(path, cap=1.0).spent() == pytest.approx(0.25)
+    assert ledger_in(tmp_path) == path and SpendingCap(path, cap=1.0).spent() == pytest.approx(0.25)  # once only

@@ -713,7 +713,7 @@ def test_each_role_sees_the_seeds_inputs() -> None:
 
 
 def test_the_fallback_score_is_one_evaluator_call_and_is_reflected_on() -> None:
-    """With parse_failure_score the seeds' fallback: one call (not re-asked), and the reflector reflects on
+    """With parse_failure_score the design documents' fallback: one call (not re-asked), and the reflector reflects on
     the fallback evaluation."""
     s = Script("p3-fallback-once", generator=[gen("P1")], evaluator=["not json"])
     run = run_p3ro(TASK, config(s, max_iterations=1, parse_failure_score=5))  # default settings: 3 attempts

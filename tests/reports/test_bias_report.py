@@ -41,12 +41,13 @@ def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path
     oracle = section.split("**sim/oracle**", 1)[1]
     assert oracle.count("No evidence of bias") == 5
     # a simulated critic's table shows the size it was built with, and whether the CI covers it
-    assert "| probe | estimate [99% CI] | planted (in the CI?) | n | unit | finding |" in oracle
+    head = "| n | unit | detectable (80% power) | scores at 1 / 10 | finding |"
+    assert f"| probe | estimate [99.4% CI] | planted (in the CI?) {head}" in oracle
     assert oracle.count(" | +0 (yes) | ") == 5
     biased = section.split(f"**{PLANTED}**", 1)[1].split("**", 1)[0]
     assert "| +0.6 (" in biased and "| +0.5 (" in biased  # order (first=0.6), anchoring (anchor=0.5)
     model = section.split("**fake/bias-critic**", 1)[1].split("**", 1)[0]
-    assert "| probe | estimate [99% CI] | n | unit | finding |" in model and "planted" not in model
+    assert f"| probe | estimate [99.4% CI] {head}" in model and "planted" not in model
     assert "| order | +1.000 [+1.000, +1.000] |" in section  # the scripted judge always names the first shown
     assert out["biases.png"].read_bytes().startswith(PNG)
     # the report returns the frames it wrote: summary.csv's table and the bias tables of summary.md
@@ -82,7 +83,7 @@ def test_a_multi_line_error_stays_in_its_table_cell() -> None:
     skipped = pd.DataFrame({"critic_model": ["fake/gone"], "why": [why]})
     lines = bias_markdown(bias_table({"skipped": skipped}))
     rows = [line for line in lines if line.startswith("| ")][1:]  # the header's cells hold no pipe
-    assert len(rows) == 3 and all(line.count(" | ") == 4 for line in rows), rows
+    assert len(rows) == 3 and all(line.count(" | ") == 6 for line in rows), rows
     assert "CreatorCriticConfig model Unknown \\| model |" in rows[0]
     assert table_lines(["a", "b"], [["x\r\ny", "p|q"]]) == ["| a | b |", "|---|---|", "| x y | p\\|q |"]
 
@@ -96,6 +97,6 @@ def test_the_ci_level_is_printed_as_it_is() -> None:
     )
     padded = pd.DataFrame({"plain": [5.0, 6.0, 4.0], "padded": [6.5, 7.0, 5.0], "added_chars": [300, 300, 300]})
     table = bias_table({"order": pairs.assign(critic_model="m"), "padding": padded.assign(critic_model="m")})
-    assert table["ci_level"].astype(float).tolist() == [0.975, 0.975]  # two probes: 1 - 0.05 / 2
-    assert "| probe | estimate [97.5% CI] | n | unit | finding |" in bias_markdown(table)
+    assert table["ci_level"].astype(float).tolist() == [0.985, 0.985]  # two probes: 1 - 0.03 / 2
+    assert "| probe | estimate [98.5% CI] | n | unit | detectable" in "\n".join(bias_markdown(table))
     assert (percent(0.99), percent(1 - 0.05 / 3), percent(0.95)) == ("99%", "98.3333%", "95%")

@@ -12,9 +12,8 @@ rollback journal (`journal_mode=truncate`), not diskcache's default write-ahead 
 (another thread's, another process's) would read and write the new database's journal or log while locking
 the old file, and delete them when it closes. Emptied in place, every connection keeps meeting one file.
 
-A full disk: a write that fails for lack of space is logged and the (paid) reply returned, uncached. A cache
-that cannot even be opened because its disk is full raises `CacheUnavailableError` naming the directory and
-the cause; `open_cache` then opens it read-only (`promptlab.llm.cache.readonly`), with a warning.
+A full disk: a write that fails for lack of space is logged once and the (paid) reply returned, uncached; a cache
+that cannot be opened for it raises `CacheDiskFullError` (`open_cache` opens it read-only instead, with a warning).
 """
 
 from __future__ import annotations
@@ -101,6 +100,7 @@ class Cache(CacheBackend):
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.location = str(self.directory)
+        self.unstored = 0  # paid replies this object could not store (a full disk, a lock held too long)
         self.moved_aside: list[str] = []
         """Database files this object found corrupt and copied aside, each with the cause."""
         self._db = self.directory / "cache.db"
@@ -275,12 +275,8 @@ class Cache(CacheBackend):
         return self.decode(key, raw, kind)
 
     def _absent(self, key: str, kind: type[M]) -> M | None:
-        """After a read found nothing: a miss, or a row whose value file is gone (dropped, that row alone).
-
-        diskcache's read gives nothing both when there is no row and when the row's value file is missing, and
-        another task's write may land between that read and this look: its row is then present and its value file
-        too (written before the row). So a row counts as lost only when its own value file is missing, and only
-        that row (by its id) is removed; a row written since is read, never discarded."""
+        """After a read found nothing: a miss, or a row whose own value file is gone (that row alone is dropped, by
+        id). A write landing since the read (its value file written before its row) is read, never discarded."""
         row = self._guard(
             lambda dc: dc._sql("SELECT rowid, filename FROM Cache WHERE key = ? AND raw = 1", (key,)).fetchone()
         )
@@ -310,12 +306,16 @@ class Cache(CacheBackend):
         try:
             return bool(self._guard(lambda dc: dc.add(key, blob)))
         except (sqlite3.Error, OSError) as e:  # locked past diskcache's timeout, disk full: keep the paid record
-            why = "its disk is full" if is_disk_full(e) else str(e)
+            full = is_disk_full(e)
+            self.unstored += 1
+            if full and self.unstored > 1:  # said once: every later write would say the same
+                return True
             log.warning(
-                "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
+                "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached%s",
                 key[:12],
                 self.directory,
-                why,
+                "its disk is full" if full else str(e),
+                " (said once: replies from now on are paid again by a replay)" if full else "",
             )
             return True
 

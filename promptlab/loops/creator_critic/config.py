@@ -21,6 +21,7 @@ from pydantic.json_schema import JsonDict
 
 from ..runtime.config import check_model_name
 from ..runtime.grounding import PromptLoopConfig
+from ..runtime.toolkit import cut
 
 Aggregate = Literal["mean", "median", "min"]
 Final = Literal["last", "best"]
@@ -112,6 +113,10 @@ class CreatorCriticConfig(PromptLoopConfig):
                 f"({len(self.critic_models)} models); give one or the other"
             )
         return self
+
+    def shown_to_critic(self, candidate: str) -> str:
+        """The candidate as the critics' prompt shows it: cut to `history_chars` (with '...') when set."""
+        return cut(candidate, self.history_chars)
 
     def critics(self) -> list[tuple[str, str]]:
         """(judge name, model) of every critic, in order."""

@@ -176,7 +176,7 @@ async def critique_all(
     """Every critic on the candidate, concurrently; steps and errors are then put in critic order so a
     replay records the same run whatever order the calls finished in."""
     template = CRITIC_SEED_PROMPT if cfg.role_inputs == "seed" else CRITIC_PROMPT
-    prompt = ctx.prompt("critic", template, goal=goal, prompt=cut(candidate, cfg.history_chars))
+    prompt = ctx.prompt("critic", template, goal=goal, prompt=cfg.shown_to_critic(candidate))
     critics = cfg.critics()
     n_errors = len(ctx.run.errors)
     replies = await asyncio.gather(

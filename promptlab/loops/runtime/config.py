@@ -119,6 +119,11 @@ class LoopConfig(BaseModel):
                 )
         return self
 
+    def shown_to_critic(self, candidate: str) -> str:
+        """The text of `candidate` the loop's critics are shown in their prompt (here all of it, stripped; a loop
+        that cuts it says so: Creator/Critic's `history_chars`). What the critic-bias probes measure length by."""
+        return candidate.strip()
+
     def model_for(self, role: str) -> str:
         """The model that plays `role`."""
         if role in self.role_models:

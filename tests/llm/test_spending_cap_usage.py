@@ -60,10 +60,10 @@ def test_usage_that_is_not_usage_counts_against_the_cap(
 ) -> None:
     server.default = Reply(TEXT, **BAD_USAGE[kind])
     cap, settings = 0.004, Settings(transport=transport, retries=0, timeout_s=10, deadline_s=30)
-    budget = SpendingCap(tmp_path / "budget.json", cap=cap)
+    spending_cap = SpendingCap(tmp_path / "spending.json", cap=cap)
     made: list[pl.Completion] = []
     refused: list[ProviderError] = []
-    with budget.scope(), pytest.raises(SpendingCapExceeded):
+    with spending_cap.scope(), pytest.raises(SpendingCapExceeded):
         for i in range(40):
             try:
                 made.append(pl.complete(server.model, f"prompt {i}", max_tokens=100, settings=settings, cache=False))
@@ -75,7 +75,7 @@ def test_usage_that_is_not_usage_counts_against_the_cap(
     else:
         assert not refused
     paid = sum(true_cost(b, TEXT) for b in server.bodies)
-    led = budget.ledger()
+    led = spending_cap.ledger()
     assert led.requests == led.estimated_requests == server.requests == len(made) + len(refused)
     assert led.spent_usd == pytest.approx(led.estimated_usd) and led.spent_usd == pytest.approx(paid, rel=0.05)
     assert paid <= cap + true_cost(server.bodies[-1], TEXT) * 1.05  # one call in flight at a time
@@ -94,9 +94,9 @@ def test_tokens_of_takes_only_whole_non_negative_counts() -> None:
 
 
 def test_a_ledger_that_went_negative_is_refused_not_a_cap_switched_off(tmp_path: Path) -> None:
-    path = tmp_path / "budget.json"
+    path = tmp_path / "spending.json"
     path.write_text(json.dumps({"version": 1, "spent_usd": -1584000.0, "requests": 3, "by_model": {}}))
-    with pytest.raises(ConfigError, match="budget ledger .*unreadable.*delete it"):
+    with pytest.raises(ConfigError, match="spending ledger .*unreadable.*delete it"):
         SpendingCap(path, cap=0.5).spent()
-    with pytest.raises(ConfigError, match="budget ledger"):
+    with pytest.raises(ConfigError, match="spending ledger"):
         SpendingCap(path, cap=0.5).charge("openai/gpt-4o-mini", 0.001, 10, 10)

@@ -15,8 +15,9 @@ from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
 from promptlab.errors import ConfigError
+from promptlab.llm.ledger_file import LEDGER_NAME
 from promptlab.llm.model_names import litellm
-from promptlab.llm.spending_cap import LEDGER_NAME, SpendingCap, price_of
+from promptlab.llm.spending_cap import SpendingCap, price_of
 from promptlab.results.store import cell_status, load
 from promptlab.sweeps.run import sweep
 
@@ -33,7 +34,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FaultServer:
         default=Reply('{"score": 7}', prompt_tokens=10_000, completion_tokens=1_000), model="gpt-4o-mini"
     ) as s:
         monkeypatch.setenv("OPENAI_API_BASE", s.url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-budget")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-cap")
         yield s
 
 
@@ -43,7 +44,7 @@ def experiment(tmp_path: Path, model: str = "openai/gpt-4o-mini", **over: Any) -
     return write_experiment(
         tmp_path,
         {
-            "name": "budgeted",
+            "name": "capped",
             "loops": ["toy"],
             "config": {"model": model, "max_iterations": 1, "max_tokens": 2000},
             "grid": {"style": ["a", "b", "c"]},
@@ -66,10 +67,10 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
     assert statuses(out) == ["cut", "cut", "ok"]
     spent = SpendingCap(out / LEDGER_NAME, CAP).spent()
     assert spent == pytest.approx(4 * EACH) and spent <= CAP
-    assert first.budget_spent_usd == pytest.approx(spent)
+    assert first.spent_usd == pytest.approx(spent)
     cut = [c for c in first.cells if c.status == "cut"]
     status = cell_status(out, cut[0].cell_id)
-    assert status is not None and status["status"] == "cut" and status["error"]["kind"] == "budget"
+    assert status is not None and status["status"] == "cut" and status["error"]["kind"] == "spending_cap"
     assert "cut by max_cost=0.0094" in status["error"]["message"]
     assert "2 cell(s) cut by max_cost=0.0094" in str(first)
 
@@ -90,13 +91,15 @@ def test_a_cap_cuts_cells_and_a_higher_cap_resumes_them(toy_dir: Path, server: F
 def test_cells_cut_by_the_cap_show_what_they_paid_in_the_cells_frame(
     toy_dir: Path, server: FaultServer, tmp_path: Path
 ) -> None:
-    """#21 item 19: the spend is in the frames, not only in budget.json; a cut cell's paid requests included."""
+    """#21 item 19: the spend is in the frames, not only in spending.json; a cut cell's paid requests included."""
     exp, out = experiment(tmp_path), tmp_path / "out"
     sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=CAP)
     cells = load(out).cells.set_index("status", append=True)
     by_status = cells.groupby(level="status")["spent_cost_usd"].sum()
     assert by_status["cut"] > 0  # the cut cells paid for requests before the cap stopped them
-    assert cells["spent_cost_usd"].sum() == pytest.approx(SpendingCap(out / LEDGER_NAME, CAP).spent())  # = budget.json
+    assert cells["spent_cost_usd"].sum() == pytest.approx(
+        SpendingCap(out / LEDGER_NAME, CAP).spent()
+    )  # = spending.json
     assert cells["spent_tokens"].sum() == 4 * 11_000 and cells["spent_cost_usd"].notna().all()
     ok = load(out)
     assert ok.cells.loc[ok.cells["status"] == "ok", "spent_cost_usd"].sum() == pytest.approx(
@@ -150,7 +153,7 @@ async def _arun_swallowing(
     from promptlab.loops.runtime.context import RunContext
 
     task, config = as_task(task), as_config(ToyConfig, config)
-    ctx = RunContext("budget_swallow", task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
+    ctx = RunContext("cap_swallow", task, config, sample=sample, on_event=on_event, cache=cache, settings=settings)
     it = ctx.new_iteration()
     try:
         await ctx.call("writer", "generate", f"Improve: {task.prompt}", iteration=it)
@@ -166,8 +169,8 @@ def test_a_refusal_the_loop_swallows_still_cuts_the_cell(toy_dir: Path, server: 
 
     from promptlab.loops.runtime.define import LoopSpec, register_loop
 
-    register_loop(LoopSpec("budget_swallow", ToyConfig, _arun_swallowing, "swallows every error"))
-    exp, out = experiment(tmp_path, loops=["budget_swallow"]), tmp_path / "out"
+    register_loop(LoopSpec("cap_swallow", ToyConfig, _arun_swallowing, "swallows every error"))
+    exp, out = experiment(tmp_path, loops=["cap_swallow"]), tmp_path / "out"
     result = sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=0.0001)
     assert server.requests == 0 and result.cut == 3 and statuses(out) == ["cut", "cut", "cut"]
 
@@ -259,7 +262,7 @@ def test_a_full_disk_under_the_ledger_stops_the_sweep_named_and_loses_no_paid_re
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """#28 item 3 under a cap: the ledger write meets a full disk (with no reserve left to give room): exit 4
-    naming budget.json, no cell marked failed, and the replies paid so far were kept, so a resume replays them."""
+    naming spending.json, no cell marked failed, and the replies paid so far were kept, so a resume replays them."""
     exp, out = experiment(tmp_path), tmp_path / "out"
     args = ["sweep", str(exp), "--out", str(out), "--workers", "1", "--cell-concurrency", "1", "--no-progress"]
     real = Path.write_bytes

@@ -1,0 +1,79 @@
+"""The critic-bias probes validated on scripted MODEL critics through the real call path (benchmarks/support/
+model_critics.py, shared with the benchmark: Creator/Critic sweeps at one fixed sample, the loops' repeated candidates, a scripted critic that
+reads its prompt and answers JSON, re-asked through the loop's rescore hook, then `probe_frames` and `bias_table`).
+
+- An unbiased critic is called "Biased" on some probe in at most 5% of replications, and the Wilson upper bound
+  of that rate over REPLICATIONS is under 7% (slow).
+- Biases planted at sizes above the margins are covered by the 99% intervals at the stated rate (slow).
+- A critic with about 60% of its scores at 10 never gets "No evidence of bias" for a planted size above the
+  margin, and its rows name the saturation.
+- Under history_chars=150, the length and padding probes read what the critic was shown and recover a planted
+  0.6 (slow).
+
+Seeds fix every draw (a replication's critic noise is a hash of its index, the sample and the text it is shown).
+`benchmarks/bias_model_critics.py` runs the same scenarios at more replications for docs/analysis.md's tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from model_critics import Planted, Simulation
+from scipy.stats import binomtest
+
+REPLICATIONS = 300
+"""Replications of the unbiased critic (the family-wise rate's Wilson bound is under 7% only if at most 12 flag)."""
+COVERAGE_REPLICATIONS = 100
+"""Replications of a planted scenario: at 99% each probe's interval misses about 1 of them."""
+PLANTED = Planted(per_100=0.6, anchor=0.4, first=0.3)
+"""Length and padding 0.6 points per 100 characters shown, anchoring 0.4, order 0.3: each above its margin."""
+TRUTH = {"length": 0.6, "padding": 0.6, "anchoring": 0.4, "order": 0.3, "inflation": 0.0}
+
+
+def _coverage(sim: Simulation, reps: int, tmp_path: Path, probes: list[str]) -> dict[str, float]:
+    covered = dict.fromkeys(probes, 0)
+    for r in range(reps):
+        table = sim.replicate(r, tmp_path / f"r{r}")[0].set_index("probe")
+        for probe in probes:
+            low, high = table.loc[probe, "ci_low"], table.loc[probe, "ci_high"]
+            covered[probe] += bool(low <= TRUTH[probe] <= high)
+    return {probe: k / reps for probe, k in covered.items()}
+
+
+@pytest.mark.slow
+def test_an_unbiased_model_critic_is_called_biased_at_most_5_percent_of_the_time(tmp_path: Path) -> None:
+    sim = Simulation(Planted())
+    flagged = 0
+    for r in range(REPLICATIONS):
+        table = sim.replicate(r, tmp_path / f"r{r}")[0]
+        assert len(table) == 5 and table["ci_low"].notna().all(), table
+        flagged += bool(table["finding"].str.startswith("Biased").any())
+    upper = binomtest(flagged, REPLICATIONS).proportion_ci(method="wilson").high
+    assert flagged / REPLICATIONS <= 0.05 and upper < 0.07, f"{flagged} of {REPLICATIONS} called biased"
+
+
+@pytest.mark.slow
+def test_planted_biases_are_covered_at_the_stated_rate(tmp_path: Path) -> None:
+    coverage = _coverage(Simulation(PLANTED), COVERAGE_REPLICATIONS, tmp_path, list(TRUTH))
+    # 99% intervals: at most 3 misses of 100 (a 95% interval would miss about 5)
+    assert all(share >= 0.97 for share in coverage.values()), coverage
+
+
+def test_a_saturated_critic_is_never_read_as_unbiased(tmp_path: Path) -> None:
+    sim = Simulation(Planted(per_100=0.6, anchor=0.4, first=0.3, offset=6.0))
+    for r in range(6):
+        table, frames = sim.replicate(r, tmp_path / f"r{r}")
+        top = float((frames["length"]["score"] >= 10).mean())
+        assert 0.5 <= top <= 0.75, top  # about 60% of its scores at the top
+        assert not table["finding"].str.startswith("No evidence of bias").any(), table["finding"].tolist()
+        scored = table[table["probe"] != "order"]
+        assert scored["finding"].str.contains("% at 10\\): the estimate is a lower bound", regex=True).all()
+        assert (scored["at_top"].astype(float) > 0.3).all()
+
+
+@pytest.mark.slow
+def test_under_a_truncated_history_length_and_padding_read_what_the_critic_saw(tmp_path: Path) -> None:
+    sim = Simulation(Planted(per_100=0.6), history_chars=150)
+    coverage = _coverage(sim, COVERAGE_REPLICATIONS, tmp_path, ["length", "padding"])
+    assert all(share >= 0.97 for share in coverage.values()), coverage
