@@ -22,7 +22,7 @@ handled. Offline, loopback only, in one run:
     truncated mid-run, `cache verify` on a corrupt database, a record under another key, files that are not
     UTF-8, YAML alias bombs, bad flags, the spend of cut cells, a Redis password and the papermill notebooks:
     tried, held, lost.
-(f) issue 28's kinds (benchmarks/support/round3_battery.py): usage that is not usage under a spending cap (none,
+(f) issue 28's kinds (benchmarks/support/faults_battery.py): usage that is not usage under a spending cap (none,
     zero, negative, string, fraction; both transports), tampered cache.db rows (pickles, paths out, a link), a
     password in api_base, reply shapes on both transports, a lone surrogate plain and streamed, a gzip bomb, a
     cache.db that cannot be opened, deep, circular and duplicate YAML, two sweeps on one results dir, a full results
@@ -57,11 +57,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the scenarios, batteries and corpus
 
 import escape_battery  # noqa: E402
+import faults_battery  # noqa: E402
 import hardening_battery  # noqa: E402
 import issue41_battery  # noqa: E402
 import malformed_corpus  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
-import round3_battery  # noqa: E402
 
 import promptlab as pl  # noqa: E402
 from promptlab.errors import ParseError  # noqa: E402
@@ -236,8 +236,8 @@ def bench_hardening(root: Path) -> None:
     check("issue 21 kinds: replies, results or spend lost", lost, "0", lost == 0)
 
 
-def bench_round3(root: Path) -> None:
-    rows = round3_battery.run_battery(root / "round3")
+def bench_fault_kinds(root: Path) -> None:
+    rows = faults_battery.run_battery(root / "fault_kinds")
     print("## (f) Issue 28: spending cap, cache rows, URLs, reply shapes, input, results dir\n")
     print(
         table(
@@ -360,7 +360,7 @@ def main() -> None:
         bench_sandbox(root, planted)
         bench_corpus()
         bench_hardening(root)
-        bench_round3(root)
+        bench_fault_kinds(root)
         bench_issue41(root)
         notebook_sweep(root / "notebook")
         scan(root, planted)

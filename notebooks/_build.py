@@ -74,7 +74,7 @@ EXPLORE = notebook(
             "accuracy is measured: every loop runs on them, and the accuracy says whether a rewrite helped. "
             "`local/smollm2` is SmolLM2-135M, embedded so that everything runs offline: it is there to check "
             "the plumbing, not to improve prompts. The default run (P³RO on `sentiment`, 3 iterations, a few "
-            "minutes of CPU) shows what it can show: the starting prompt's dev accuracy (about 0.3), rewrites "
+            "minutes of CPU) shows what it can show: the starting prompt's dev accuracy (its iteration 0 in the chart), rewrites "
             "that lose the `{input}` slot and fall near 0, and a critic whose expected (G-Eval) score does not "
             "follow them (P³RO may keep a worse rewrite because its critic scored it higher; the summary line "
             "says so). Read the dev accuracy. To watch a loop improve a prompt, type a "

@@ -6,8 +6,8 @@ The package's map (each subpackage's `__init__` names its public API):
   limits, the spending cap, model aliases, the embedded local model and the scripted model.
 - `eval/`: grounded evaluation: a prompt measured on labelled examples, scorers, task files, statistics.
 - `critics/`: simulated critics (`sim/...`), critics with known properties called by model name.
-- `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE; the baselines OPRO, APE, ProTeGi and the
-  resample control), each made by `loops.runtime.define_loop`, with its stop rule in its `router`.
+- `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE; the baselines OPRO, APE, ProTeGi, GEPA and
+  the resample control), each made by `loops.runtime.define_loop`, with its stop rule in its `router`.
 - `tools/`: tools for the agent loops, the per-run workspace and its sandbox.
 - `sweeps/`: experiment files, cells, and the executors that run them (inline, papermill, dask).
 - `results/`: sweep results on disk and as tidy pandas frames.
@@ -72,6 +72,8 @@ if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gate
     from .loops.ape.loop import APEConfig, arun_ape, run_ape
     from .loops.creator_critic.config import CreatorCriticConfig
     from .loops.creator_critic.loop import arun_creator_critic, run_creator_critic
+    from .loops.gepa.config import GEPAConfig
+    from .loops.gepa.loop import arun_gepa, run_gepa
     from .loops.opro.loop import OPROConfig, arun_opro, run_opro
     from .loops.p3ro.config import P3ROConfig
     from .loops.p3ro.loop import arun_p3ro, run_p3ro
@@ -129,6 +131,9 @@ _LAZY = {
     "run_resample": "promptlab.loops.resample.loop",
     "arun_resample": "promptlab.loops.resample.loop",
     "ResampleConfig": "promptlab.loops.resample.loop",
+    "run_gepa": "promptlab.loops.gepa.loop",
+    "arun_gepa": "promptlab.loops.gepa.loop",
+    "GEPAConfig": "promptlab.loops.gepa.config",
     "sweep": "promptlab.sweeps.run",
     "load_experiment": "promptlab.sweeps.experiment",
     "Experiment": "promptlab.sweeps.experiment",
@@ -266,6 +271,9 @@ __all__ = [  # literal, so checkers see the lazy names as the public API too
     "run_resample",
     "arun_resample",
     "ResampleConfig",
+    "run_gepa",
+    "arun_gepa",
+    "GEPAConfig",
     "sweep",
     "load_experiment",
     "Experiment",

@@ -25,6 +25,11 @@ class ConfigError(PromptlabError, ValueError):
     infrastructure = True
 
 
+class ScoreMissing(PromptlabError):
+    """A score the run needed could not be read from a reply that parsed (a critic's expected score, a
+    criterion the evaluator did not score): the run goes on with the score missing, and the error is recorded."""
+
+
 class UnknownModelError(PromptlabError, ValueError):
     """A model name that no registered provider (nor litellm) knows."""
 

@@ -336,7 +336,7 @@ RUN_ID = re.compile(r"\b[0-9a-f]{32}\b")
 
 
 def new_run_id() -> str:
-    """A fresh run id, unique per run: a uuid4 as 32 hex digits (the seed's PromptForge gives each run a uuid).
+    """A fresh run id, unique per run: a uuid4 as 32 hex digits (the design document's PromptForge gives each run a uuid).
 
     Two runs with the same loop, task, config and sample get different ids, so nothing a run writes under its
     id (workspaces, delegated-task records) is overwritten by another. No model call sees the id, so cache keys

@@ -378,7 +378,7 @@ def input_caps(base: Path) -> Row:
         tried,
         held,
         tried - held,
-        "refused before any call, masked; test_url_query_credentials, test_bad_input_round3",
+        "refused before any call, masked; test_url_query_credentials, test_bad_input",
     )
 
 

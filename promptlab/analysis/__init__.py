@@ -1,11 +1,24 @@
 """Findings over sweep results, pure functions over the frames of `promptlab.results` (except `reliability`,
 which re-asks the critics): `calibration`, counterfactual `stopping` (and its `check_counterfactual` against a real grid), `equal_budget` comparisons, paired `compare`-isons, critic
-`bias_table` (its data: `probe_frames`, which re-asks the critics), `reliability` and `provenance` checks. Every estimate comes with its n and a 95% CI."""
+`bias_table` and its probes (`length_bias`, `order_bias`, `padding_bias`, `anchoring_bias`, `inflation`,
+`flip_rate`; their data: `probe_frames`, which re-asks the critics), `reliability` and `provenance` checks. Every estimate comes with its n and a 95% CI."""
 
 from __future__ import annotations
 
-from .bias import bias_table
-from .bias_asks import probe_frames
+from .bias import (
+    PROBES,
+    Estimate,
+    anchoring_bias,
+    bias_table,
+    bias_verdict,
+    flip_rate,
+    inflation,
+    length_bias,
+    order_bias,
+    padding_bias,
+    planted,
+)
+from .bias_asks import aprobe_frames, probe_frames
 from .budget import compare_at_budget, equal_budget
 from .consistency import agreement, reliability
 from .critic import ALL, calibration
@@ -24,6 +37,17 @@ from .stopping import (
 
 __all__ = [
     "ALL",
+    "PROBES",
+    "Estimate",
+    "anchoring_bias",
+    "aprobe_frames",
+    "bias_verdict",
+    "flip_rate",
+    "inflation",
+    "length_bias",
+    "order_bias",
+    "padding_bias",
+    "planted",
     "PROVENANCE_CHECKS",
     "TRUNCATION_EXACT_LOOPS",
     "agreement",

@@ -157,14 +157,15 @@ def order_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
 
 
 def flip_rate(frame: pd.DataFrame) -> tuple[float | None, int]:
-    """(share of judgements whose verdict changes candidate when the order is swapped, pairs judged in both
-    orders): over each pair's draws (column draw, when present) judged in both orders."""
-    d = frame.dropna(subset=["first_won"])
-    keys = ["pair", "draw"] if "draw" in d.columns else ["pair"]
-    both = d.groupby(keys)["first_won"].agg(["sum", "count"])
+    """(share of a pair's draws judged in both orders whose verdict changes candidate when swapped, pairs). A
+    tie (column tie) is a verdict of its own: tied both ways is no flip, a tie one way and a winner the other is."""
+    tie = frame["tie"].fillna(False).astype(bool) if "tie" in frame.columns else frame["first_won"].isna() & False
+    d = frame[frame["first_won"].notna() | tie]
+    named_a = d["first_won"].fillna(False).astype(bool) == (d["swapped"] == 0)  # the first shown is a unswapped
+    d = d.assign(verdict=named_a.map({True: "a", False: "b"}).where(~tie[d.index], "tie"))
+    both = d.groupby(["pair", "draw"] if "draw" in d.columns else ["pair"])["verdict"].agg(["nunique", "count"])
     both = both[both["count"] == 2]
-    pairs = both.index.get_level_values("pair").nunique()
-    return (float((both["sum"] != 1).mean()) if len(both) else None), pairs
+    return (float((both["nunique"] != 1).mean()) if len(both) else None), both.index.get_level_values("pair").nunique()
 
 
 def anchoring_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:

@@ -173,7 +173,7 @@ async def aprobe_frames(
     columns = {
         "padding": ["critic_model", "run_id", "iteration", "plain", "padded", "added_chars", "why_not"],
         "anchoring": ["critic_model", "run_id", "iteration", "plain", "anchored", "anchor"],
-        "order": ["critic_model", "pair", "draw", "swapped", "first_won", "error"],
+        "order": ["critic_model", "pair", "draw", "swapped", "first_won", "tie", "error"],
     }
     for probe, cols in columns.items():
         frames[probe] = pd.DataFrame(rows[probe], columns=cols)
@@ -307,6 +307,7 @@ async def _pair(
                 "draw": draw,
                 "swapped": swapped,
                 "first_won": first_won,
+                "tie": got.tie,
                 "error": got.error,
             }
         )

@@ -96,6 +96,9 @@ def _biased(seen: Seen, p: Mapping[str, Any], rng: Any) -> float:
 _SD = (float, 1.0, _nonneg, "a number >= 0")
 _SEED = (int, 0, _nonneg, "a whole number >= 0")
 
+TIE = -1
+"""What `SimCritic.prefer` returns when it scores both candidates alike (neither position)."""
+
 SIM_CRITICS: dict[str, SimKind] = {
     "oracle": SimKind({}, "1 + 9 a", lambda s, _p, _rng: 1 + 9 * s.accuracy),
     "noisy": SimKind(
@@ -172,9 +175,10 @@ class SimCritic:
         self, first: tuple[float | None, str], second: tuple[float | None, str], *, sample: int, criterion: str
     ) -> int | None:
         """A pairwise judgement: 0 when it prefers the candidate shown first, 1 the second (None: an accuracy is
-        missing). Each candidate is given as (dev accuracy, text). With probability `first` (sim/biased) it names
-        the first outright; else the one it scores higher at this judgement (its formula, with noise drawn for
-        this pair in this order), a tie by a coin. A swapped pair is an independent judgement."""
+        missing; `TIE` when it scores both alike). Each candidate is given as (dev accuracy, text). With
+        probability `first` (sim/biased) it names the first outright; else the one it scores higher at this
+        judgement (its formula, with noise drawn for this pair in this order); equal scores are a tie, not a coin
+        (a coin would read as a position preference). A swapped pair is an independent judgement."""
         (acc_a, text_a), (acc_b, text_b) = first, second
         if acc_a is None or acc_b is None:
             return None
@@ -185,7 +189,7 @@ class SimCritic:
             min(10.0, max(1.0, spec.score(seen, self.params, rng)))
             for seen in (Seen(acc_a, text_a), Seen(acc_b, text_b))
         )
-        return (0 if rng.uniform() < 0.5 else 1) if a == b else (0 if a > b else 1)
+        return TIE if a == b else (0 if a > b else 1)
 
     def _rng(self, sample: int, candidate: str, criterion: str) -> Any:
         """The draws of one call: a pure function of the seed, the sample, the candidate and the criterion."""
@@ -265,6 +269,7 @@ register_model_provider(SimulatedCritics())
 __all__ = [
     "PREFIX",
     "SIM_CRITICS",
+    "TIE",
     "Seen",
     "SimCritic",
     "SimKind",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .evaluate import EvalResult, ExampleRecord, aevaluate_prompt, evaluate_prompt
 from .expected import ExpectedScore, expected_scores
-from .scorers import SCORERS, get_scorer
+from .scorers import SCORERS, get_scorer, register_scorer
 from .scoring import Scored, Scorer
 from .stats import bootstrap_ci, mean_ci, paired_delta_ci
 from .tasks import check_task, examples_of, format_prompt, read_tasks, split_examples
@@ -29,5 +29,6 @@ __all__ = [
     "mean_ci",
     "paired_delta_ci",
     "read_tasks",
+    "register_scorer",
     "split_examples",
 ]

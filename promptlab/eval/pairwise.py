@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..critics.simulated import simulated_critic
+from ..critics.simulated import TIE, simulated_critic
 from ..errors import PromptlabError
 from ..llm.call import CacheArg, acomplete
 from ..llm.settings import Settings
@@ -44,6 +44,8 @@ class PairJudgement:
     preferred: int | None
     error: str | None = None
     cache_hit: bool = False
+    tie: bool = False
+    """The judge saw no difference (a simulated judge scoring both alike): no position was preferred."""
 
 
 async def ajudge_pair(
@@ -75,7 +77,8 @@ async def ajudge_pair(
         a, b = accuracies
         if a is None or b is None:
             return PairJudgement(None, "a candidate has no dev score for the simulated judge")
-        return PairJudgement(judge.prefer((a, first), (b, second), sample=sample, criterion="pairwise"))
+        said = judge.prefer((a, first), (b, second), sample=sample, criterion="pairwise")
+        return PairJudgement(None, tie=True) if said == TIE else PairJudgement(said)
     text = (prompt or PAIRWISE_PROMPT).format(goal=goal, first=first, second=second)
     try:
         done = await acomplete(

@@ -11,9 +11,9 @@ The mapping (docs/exports.md):
   examples (the other roles under `model_roles`), its task args the cell's params;
 - **a candidate prompt is an epoch**: epoch k + 1 is candidate k, the prompt of iteration k (epoch 1 is the
   starting prompt, candidate 0); a final prompt that is no iteration's candidate gets the epoch after the last;
-- **a sample is one example under one candidate**: its id is `<measure>-<example id>` (`dev-sentiment-002`, and
-  `baseline_test-...` / `final_test-...` for the starting and final prompts on test, which may be one candidate; the
-  split position when an example has no id), so a dev example keeps its id across epochs; its input the prompt as the model got it (the candidate
+- **a sample is one example under one candidate**: its id is `dev-<example id>` (`dev-sentiment-002`; the split
+  position when an example has no id), so a dev example keeps its id across epochs, and `test-start-...` /
+  `test-final-...` for the starting and final prompts on test (which may be one candidate); its input the prompt as the model got it (the candidate
   filled with the example), its target the example's target, its output the model's reply, its score the task's
   scorer value (no score when it is missing: never a made-up one), its model usage the call's tokens and cost, and
   its metadata the run's context: measure (dev, baseline_test, final_test, incumbent_test), candidate, split,
@@ -45,6 +45,13 @@ from .mlflow_export import results_cells
 
 LOG_DIR = "inspect"
 """The default log folder in the results directory."""
+SAMPLE_PREFIX = {
+    "dev": "dev",
+    "baseline_test": "test-start",
+    "final_test": "test-final",
+    "incumbent_test": "test-incumbent",
+}
+"""A sample id's prefix per measurement (`promptlab.results.examples`): the viewer lists dev samples first."""
 OWN_LOG = re.compile(r"_[0-9a-f]{32}\.eval$")
 """The name of a log this export writes (it ends with the promptlab run id): stale ones are removed."""
 
@@ -109,7 +116,6 @@ def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) 
     samples = eval_samples(run, cell_id, params, clean)
     target = target_model(run)
     created = iso(run.started_at)
-    examples = run.task.examples or []
     spec = EvalSpec(
         eval_id=run.run_id,
         run_id=run.run_id,
@@ -120,7 +126,9 @@ def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) 
         task_args=clean(dict(params)),
         solver=run.loop,
         solver_args=clean(dict(run.config)),
-        dataset=EvalDataset(name=run.task.id, location=run.task.examples_source, samples=len(examples), shuffled=False),
+        dataset=EvalDataset(
+            name=run.task.id, location=run.task.examples_source, samples=len({s.id for s in samples}), shuffled=False
+        ),
         model=target,
         model_roles={role: ModelConfig(model=m) for role, m in run.models.items() if role != "target"} or None,
         config=EvalConfig(epochs=max((s.epoch for s in samples), default=1)),
@@ -144,8 +152,8 @@ def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) 
 
 
 def eval_samples(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) -> list[Any]:
-    """One `EvalSample` per example row of the run (`example_rows`): id `<measure>-<example>`, epoch = candidate + 1
-    (an example measured twice under one candidate and measure gets `#2`)."""
+    """One `EvalSample` per example row of the run (`example_rows`): id `<SAMPLE_PREFIX>-<example>`, epoch = candidate
+    + 1 (an example measured twice under one candidate and measure gets `#2`)."""
     from inspect_ai.log import EvalError, EvalSample
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
@@ -158,7 +166,7 @@ def eval_samples(run: Run, cell_id: str, params: Mapping[str, Any], clean: Clean
     for row in example_rows(run, cell_id):
         candidate = row["candidate"]
         epoch = epoch_of(run, candidate)
-        base_id = f"{row['measure']}-{row['example_id'] or row['example']}"
+        base_id = f"{SAMPLE_PREFIX[row['measure']]}-{row['example_id'] or row['example']}"
         seen[(base_id, epoch)] = seen.get((base_id, epoch), 0) + 1
         sample_id = base_id if seen[(base_id, epoch)] == 1 else f"{base_id}#{seen[(base_id, epoch)]}"
         example = splits[row["split"]][row["example"]]
@@ -225,8 +233,8 @@ def _sample_metadata(run: Run, row: Mapping[str, Any], it: Iteration | None) -> 
 
 
 def eval_results(run: Run, n_samples: int) -> Any:
-    """Per candidate its dev accuracy and critic score, then the test accuracy of the start and final prompts and
-    the gain, as Inspect `EvalScore`s (a missing value is left out)."""
+    """The test accuracy of the final and starting prompts and the gain, then per candidate its dev accuracy and
+    critic score, as Inspect `EvalScore`s (a missing value is left out; the first is the viewer's headline score)."""
     from inspect_ai.log import EvalMetric, EvalResults, EvalScore
 
     def score(name: str, scorer: str, values: Mapping[str, float | None]) -> EvalScore | None:
@@ -237,8 +245,8 @@ def eval_results(run: Run, n_samples: int) -> Any:
         "test",
         "promptlab",
         {
+            "final_accuracy": run.final_test.score if run.final_test else None,  # first: the viewer's headline
             "start_accuracy": run.baseline_test.score if run.baseline_test else None,
-            "final_accuracy": run.final_test.score if run.final_test else None,
             "gain": run.delta.value if run.delta else None,
         },
     )
@@ -296,4 +304,13 @@ def iso(timestamp: float) -> str:
     return _dt.datetime.fromtimestamp(timestamp, _dt.UTC).isoformat()
 
 
-__all__ = ["LOG_DIR", "candidate_prompt", "epoch_of", "eval_log", "eval_samples", "export_inspect", "log_name"]
+__all__ = [
+    "LOG_DIR",
+    "SAMPLE_PREFIX",
+    "candidate_prompt",
+    "epoch_of",
+    "eval_log",
+    "eval_samples",
+    "export_inspect",
+    "log_name",
+]

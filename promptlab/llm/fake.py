@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import random
 import re
 import threading
@@ -244,18 +245,20 @@ def _auto(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
     schema = (fmt.get("json_schema") or {}).get("schema")
     if not schema:
         return f"Scripted answer {rng.randrange(10**6):06d} to: {str(messages[-1].get('content', ''))[:60]}"
-    return json.dumps(_instance(schema, schema, rng))
+    return json.dumps(_instance(schema, schema, rng, whole=bool(params.get("logprobs"))))
 
 
-def _instance(node: dict[str, Any], root: dict[str, Any], rng: random.Random) -> Any:
-    """A random value valid against a (pydantic-generated) JSON schema node."""
+def _instance(node: dict[str, Any], root: dict[str, Any], rng: random.Random, whole: bool = False) -> Any:
+    """A random value valid against a (pydantic-generated) JSON schema node; with `whole`, every number is a
+    whole one (a request for log-probabilities reads a critic's expected score from the integer it wrote, as
+    G-Eval does: a dry run's "7.53" would leave every expected score missing)."""
     if "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
-        return _instance(root["$defs"][name], root, rng)
+        return _instance(root["$defs"][name], root, rng, whole)
     for combo in ("anyOf", "oneOf", "allOf"):
         if combo in node:
             options = [o for o in node[combo] if o.get("type") != "null"] or node[combo]
-            return _instance(options[0], root, rng)
+            return _instance(options[0], root, rng, whole)
     if "enum" in node:
         return rng.choice(node["enum"])
     if "const" in node:
@@ -263,19 +266,22 @@ def _instance(node: dict[str, Any], root: dict[str, Any], rng: random.Random) ->
     kind = node.get("type", "string")
     if kind == "object":
         props = node.get("properties", {})
-        return {k: _instance(v, root, rng) for k, v in props.items()}
+        return {k: _instance(v, root, rng, whole) for k, v in props.items()}
     if kind == "array" and "prefixItems" in node:  # a tuple: one value per position, in order
-        return [_instance(item, root, rng) for item in node["prefixItems"]]
+        return [_instance(item, root, rng, whole) for item in node["prefixItems"]]
     if kind == "array":
         low = int(node.get("minItems", 1))
         high = int(node.get("maxItems", max(low, 3)))
-        return [_instance(node.get("items", {}), root, rng) for _ in range(rng.randint(low, max(low, high)))]
+        return [_instance(node.get("items", {}), root, rng, whole) for _ in range(rng.randint(low, max(low, high)))]
     if kind == "integer":
         low = int(node.get("minimum", 0))
         high = int(node.get("maximum", low + 10))
         return rng.randint(low, high)
     if kind == "number":
-        return round(rng.uniform(float(node.get("minimum", 0)), float(node.get("maximum", 10))), 2)
+        bottom, top = float(node.get("minimum", 0)), float(node.get("maximum", 10))
+        if whole and math.ceil(bottom) <= math.floor(top):
+            return rng.randint(math.ceil(bottom), math.floor(top))
+        return round(rng.uniform(bottom, top), 2)
     if kind == "boolean":
         return rng.random() < 0.5
     words = ["clear", "specific", "audience", "tone", "example", "constraint", "format", "concise", "goal"]

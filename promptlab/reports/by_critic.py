@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..results.configs import by_columns, fmt_value, short_model
+from .charts import accuracy_limits
 from .plots import plot_trajectories
 
 if TYPE_CHECKING:
@@ -74,13 +75,18 @@ def trajectory_charts(traj: pd.DataFrame) -> list[Figure]:
     figures = []
     if "grounded_score" in traj.columns and traj["grounded_score"].notna().any():
         fig = plt.figure(figsize=(9, 4.5))
-        plot_trajectories(traj, ax=fig.add_subplot(), value="grounded_score")
+        ax = plot_trajectories(traj, ax=fig.add_subplot(), value="grounded_score")
+        ax.set_ylim(*accuracy_limits(traj[["grounded_score"]]))  # never below 0 nor above 1
         figures.append(fig)
     if "average" in traj.columns and traj["average"].notna().any():
         critics = traj["critic_model"].nunique() if "critic_model" in traj.columns else 1
         fig = plt.figure(figsize=(min(4.5 * max(critics, 2), 13.5), 4.2))
         figures.append(plot_critic_trajectories(traj, fig))
     return figures
+
+
+GAINS = "notebook 04's forest plot (and the report's deltas.png)"
+"""Where a pairing's test-split gain with its CI is drawn when the heatmap is not: 03 draws no deltas.png."""
 
 
 def pairing_why_not(runs: pd.DataFrame) -> str | None:
@@ -90,11 +96,11 @@ def pairing_why_not(runs: pd.DataFrame) -> str | None:
     crits = runs["critic_model"].nunique(dropna=True) if "critic_model" in runs.columns else 0
     if gens < 2 or crits < 2:
         one = "generator" if gens < 2 else "critic"
-        return f"one {one} model only: the pairings are a single row, whose gains with their CIs are in deltas.png"
+        return f"one {one} model only: the pairings are a single row, whose gains with their CIs are in {GAINS}"
     if len(runs[["generator_model", "critic_model"]].drop_duplicates()) <= max(gens, crits):
         return (
             "each generator runs with one critic only (nothing is crossed): the pairings are the configurations, "
-            "whose gains with their CIs are in deltas.png"
+            f"whose gains with their CIs are in {GAINS}"
         )
     column, why = run_measure(runs)
     return None if column else why

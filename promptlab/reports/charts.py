@@ -70,10 +70,12 @@ def plot_calibration(trajectories: pd.DataFrame, ax: Axes | None = None) -> Axes
     traj = trajectories[trajectories["score"].notna() & trajectories["grounded_score"].notna()]
     critic = "critic_model" if "critic_model" in traj.columns and traj["critic_model"].notna().any() else "judge"
     keys = [c for c in ("cell_id", "run_id", "iteration") if c in traj.columns]
+    most = 1
     for k, (name, g) in enumerate(traj.groupby(traj[critic].astype("string").fillna("(unknown)"), sort=True)):
         points = g.groupby(keys, sort=False).agg(x=("score", "mean"), y=("grounded_score", "first"))
         counts = points.groupby(["x", "y"]).size().reset_index(name="count")
         row: Any = cal.loc[str(name)]
+        most = max(most, int(counts["count"].max()))
         ax.scatter(
             counts["x"].astype(float),
             counts["y"].astype(float),
@@ -81,11 +83,14 @@ def plot_calibration(trajectories: pd.DataFrame, ax: Axes | None = None) -> Axes
             alpha=0.55,
             marker="osD^vPX*"[k % 8],
             label=_calibration_label(str(name), row),
+            clip_on=False,  # a point at accuracy 0 or 1 is drawn whole on an axis that stops there
         )
     ax.plot([1, 10], [0, 1], linestyle="--", color="grey", linewidth=1, label="a perfect critic: 1 + 9 x accuracy")
+    for c in sorted({1, most}):  # what a marker's size says
+        ax.scatter([], [], s=18 + 14 * c, color="grey", alpha=0.55, label=f"marker size: {c} candidate(s) at one point")
     ax.set(
         xlim=(0.5, 10.5),
-        ylim=(-0.05, 1.05),
+        ylim=(0.0, 1.0),  # accuracy: never below 0 nor above 1
         xlabel="critic's own score of the candidate (1-10)",
         ylabel="dev accuracy of the candidate",
         title=f"{title} (one point per candidate)",
@@ -281,7 +286,7 @@ def plot_forest(
     ax.errorbar(est, ys, xerr=[lo, hi], fmt="none", capsize=4, color="C0")
     holm = rows["p_holm"] if "p_holm" in rows.columns else [None] * len(rows)
     stands = [standing(low, high, p, null) for low, high, p in zip(rows["ci_low"], rows["ci_high"], holm, strict=True)]
-    marks = {"spans": "; CI spans 0", "not_after_holm": "; not after Holm"}
+    marks = {"spans": "; CI spans 0", "not_after_holm": "; CI excludes 0, not after Holm"}
     ax.scatter(est, ys, s=40, zorder=3, color=["white" if st in marks else "C0" for st in stands], edgecolors="C0")
     ax.axvline(null, color="grey", linestyle="--", linewidth=1)
     labels = []
@@ -291,7 +296,16 @@ def plot_forest(
     ax.set_yticks(ys, labels)
     ax.set(xlabel=xlabel, title=title)
     ax.grid(alpha=0.3, axis="x")
+    if "not_after_holm" in stands:  # a hollow marker whose CI excludes 0: the chart says why
+        ax.annotate(HOLM_NOTE, (0, 0), (0, -38), "axes fraction", "offset points", va="top", fontsize="small")
     return ax
+
+
+HOLM_NOTE = (
+    "Hollow: not a finding. A hollow marker whose 95% CI excludes 0: CI excludes 0, but not after Holm's "
+    "correction (its Holm-corrected p is 0.05 or more)."
+)
+"""The forest plot's note under a chart that draws a CI excluding 0 hollow."""
 
 
 def plot_budget_curve(

@@ -138,7 +138,7 @@ def with_findings(cal: pd.DataFrame) -> pd.DataFrame:
     out = cal.copy()
     missing = out["finding"].isna()
     out.loc[missing, "finding"] = [
-        verdict(lo, hi, up="ranks candidates as accuracy does", down="ranks candidates against accuracy")
+        calibration_verdict(lo, hi)
         for lo, hi in zip(out.loc[missing, "spearman_ci_low"], out.loc[missing, "spearman_ci_high"], strict=True)
     ]
     return out
@@ -152,6 +152,12 @@ def _modes(traj: pd.DataFrame) -> dict[str, str]:
     for critic, g in traj[traj["mode"].notna()].groupby("critic_model", sort=True):
         out[str(critic)] = ", ".join(str(m) for m in g["mode"].value_counts().index)
     return out
+
+
+def calibration_verdict(low: Any, high: Any) -> str:
+    """The one reading of a critic's calibration (its Spearman CI against the dev accuracy), the same words in
+    notebook 01's summary line, notebook 04's table and the report's findings."""
+    return verdict(low, high, up="ranks candidates as accuracy does", down="ranks candidates against accuracy")
 
 
 def verdict(low: Any, high: Any, *, up: str, down: str, p_holm: Any = None) -> str:
@@ -277,21 +283,13 @@ def _critics(f: Findings) -> list[str]:
     for r in own.itertuples():
         mode = f.critic_modes.get(str(r.critic_model))
         name = f"{r.critic_model}" + (f" ({mode} scores)" if mode else "")
-        sim = (
-            " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
-            "the analysis, not a model."
-            if simulated_critic(str(r.critic_model)) is not None
-            else ""
-        )
+        simulated = simulated_critic(str(r.critic_model)) is not None
+        sim = " It is simulated: its score is computed from the dev accuracy by a known formula, so this checks "
+        sim = sim + "the analysis, not a model." if simulated else ""
         if _na(r.spearman):
             lines.append(f"- {name}: **No: {r.finding}.**{sim}")
             continue
-        answer = verdict(
-            r.spearman_ci_low,
-            r.spearman_ci_high,
-            up="Yes, it ranks candidates as accuracy does",
-            down="No, it ranks candidates against accuracy",
-        )
+        answer = calibration_verdict(r.spearman_ci_low, r.spearman_ci_high)
         lines.append(
             f"- {name}: **{answer}**: Spearman r={_ci(r.spearman, r.spearman_ci_low, r.spearman_ci_high)} "
             f"(Kendall tau {_ci(r.kendall, r.kendall_ci_low, r.kendall_ci_high)}), n={r.n} candidates; "
@@ -383,6 +381,7 @@ def _na(v: Any) -> bool:
 
 
 __all__ = [
+    "calibration_verdict",
     "INCONCLUSIVE",
     "NOT_AFTER_HOLM",
     "STOPPING_PARAMS",

@@ -30,6 +30,7 @@ from .findings import Findings, findings, findings_markdown
 from .fingerprints import fingerprint_markdown
 from .markdown import table_lines
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
+from .recorded_errors import errors_markdown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -349,6 +350,7 @@ def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findi
             f"- `{r.cell_id}` ({r.status}): {fmt_value(r.error_kind)}: {fmt_value(r.error)}" for r in bad.itertuples()
         ]
         lines.append("")
+    lines += errors_markdown(res)
     lines += findings_markdown(found)
     lines += fingerprint_markdown(res.runs)
     lines += ["## Charts", ""] + [f"- [{n}]({n})" for n in written if n.endswith(".png")]

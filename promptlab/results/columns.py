@@ -223,6 +223,7 @@ CELL_COLUMNS: Columns = {
     "error_kind": ("string", "Kind of the cell's error (failed, cut or corrupt cells), else <NA>."),
     "error": ("string", "The cell's error message (failed, cut or corrupt cells), else <NA>."),
     "n_runs": ("Int64", "Runs the cell recorded (from status.json)."),
+    "n_errors": ("Int64", "Errors its runs recorded and went on past (an ok cell may have some)."),
     "wall_time_s": ("Float64", "Wall-clock seconds of the cell."),
     "finished_at": ("string", "UTC time status.json was written (ISO 8601)."),
     "spent_tokens": (

@@ -7,17 +7,13 @@ One directory per sweep cell, every file written atomically, `status.json` last:
     <results_dir>/cells/<cell_id>/runs.parquet          the cell's rows of the runs frame
     <results_dir>/cells/<cell_id>/status.json           a `CellStatus`; the cell is finished when it says "ok"
 
-`load(results_dir)` concatenates the ok cells into `Results.trajectories` and `Results.runs`, whose
-columns are documented in `TRAJECTORY_COLUMNS` and `RUN_COLUMNS` (name -> (dtype, description)); each
-cell's params become columns too (placed first). Dtypes are pandas' nullable ones and do not depend on
-the data: an empty result has the same columns and dtypes as a full one. The column specs live in
-`promptlab.results.columns` and the rows are built in `promptlab.results.frames` (both re-exported here).
+`load(results_dir)` concatenates the ok cells into `Results.trajectories` and `Results.runs` (columns: the
+cell's params first, then `TRAJECTORY_COLUMNS` / `RUN_COLUMNS` of `promptlab.results.columns`, rows built in
+`promptlab.results.frames`); pandas' nullable dtypes, the same for an empty result as for a full one.
 
 Metrics: a run's `final_score` is its LAST iteration's average, <NA> when that iteration has no score
-(the run's `best_score` is the average of the iteration the loop ranks best). The trajectories'
-iteration-level figures (average, tokens, cost, calls, cache hits, errors) are repeated on each criterion
-row of the iteration: sum them over `iteration_frame(traj)` (one row per run x iteration), not over the
-trajectories.
+(`best_score`: the iteration the loop ranks best). Iteration-level figures (average, tokens, cost, calls,
+cache hits, errors) repeat on each criterion row: sum them over `iteration_frame(traj)`, not the trajectories.
 
 Token and cost figures are those of the ORIGINAL model calls (`Step.call`), also for cache hits, so a
 cached replay of a sweep gives the same frames; what this execution actually paid is `spent_tokens` /
@@ -105,6 +101,8 @@ class CellStatus(BaseModel):
     """Why it failed (None when ok)."""
     n_runs: int
     """Runs recorded in runs.jsonl."""
+    n_errors: int = 0
+    """Errors its runs recorded and went on past (a reply that did not parse, a score that could not be read)."""
     wall_time_s: float
     """Wall-clock seconds the cell took."""
     finished_at: str
@@ -204,6 +202,7 @@ def write_cell(
         status=_status_of(cell_error),
         error=cell_error,
         n_runs=len(runs),
+        n_errors=sum(len(r.errors) for r in runs),
         wall_time_s=float(wall_time_s),
         finished_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         spent_tokens=tokens,
@@ -323,6 +322,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
             row.update(
                 status=status.status,
                 n_runs=status.n_runs,
+                n_errors=status.n_errors,
                 wall_time_s=status.wall_time_s,
                 finished_at=status.finished_at,
                 params=status.params,

@@ -13,7 +13,7 @@ Two bases, the more direct first:
 Calls already in the call cache cost nothing (an interrupted sweep's calls answer its re-run), so a re-run
 takes less than the estimate; the lines say so.
 
-`plan_sweep` returns the lines with the seconds they estimate (`SweepPlan`); `require_confirmation` refuses to
+`plan_sweep` returns the lines with the seconds they estimate (`SweepEstimate`); `require_confirmation` refuses to
 start a sweep estimated above `CONFIRM_ABOVE_S` (5 minutes), or one whose time has no basis, unless the user
 said so (notebook 02's `confirm = True`, papermill's `-p confirm True`): a newcomer's Run All never starts an
 hour of work. Only the probe's few timed calls (a few seconds) are made before that.
@@ -45,7 +45,7 @@ CONFIRM_ABOVE_S = 300.0
 
 
 @dataclass(frozen=True)
-class SweepPlan:
+class SweepEstimate:
     """What a sweep will cost, said before it starts."""
 
     text: str
@@ -68,7 +68,7 @@ class NeedsConfirmation(PromptlabError):
     """A sweep estimated above `CONFIRM_ABOVE_S` (or not estimated) was about to start without `confirm`."""
 
 
-def require_confirmation(plan: SweepPlan, confirm: bool) -> None:
+def require_confirmation(plan: SweepEstimate, confirm: bool) -> None:
     """Nothing when the plan may start (`confirm`, or an estimate of at most `CONFIRM_ABOVE_S`); else
     NeedsConfirmation saying, in one line, how long it should take and how to start it."""
     if confirm or not plan.needs_confirmation:
@@ -177,7 +177,7 @@ def sweep_plan(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
     return plan_sweep(exp, out, workers, probe=probe).text
 
 
-def plan_sweep(exp: Experiment, out: str | Path, workers: int, *, probe: bool = True) -> SweepPlan:
+def plan_sweep(exp: Experiment, out: str | Path, workers: int, *, probe: bool = True) -> SweepEstimate:
     """What a sweep of `exp` into `out` will cost: the runs and models (`preview`), the model calls (a dry
     run's count) and the time, from the finished cells in `out` when there are some, else from a timed probe
     of the model (when `probe` and the experiment calls one model that is free to call), else a line saying
@@ -196,7 +196,7 @@ def plan_sweep(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
             f"calls and time: not estimated: a dry run would call {', '.join(count)} for real (a task's "
             "judge scorer); the bar's estimate appears once the first runs finish"
         )
-        return SweepPlan(wrapped(lines), runs, None, None)
+        return SweepEstimate(wrapped(lines), runs, None, None)
     lines.append(calls_line(count, exp.replicates))
     timed, seconds = timed_cells(cells, out, workers)
     models = real_models(cells)
@@ -221,7 +221,7 @@ def plan_sweep(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
         measured = probe_model(models[0], tasks[0], first_eval_cap(cells), at_once)
         lines.append(probe_line(count, measured, at_once))
         seconds = probe_seconds(count, measured)
-    return SweepPlan(wrapped(lines), runs, count.made, seconds)
+    return SweepEstimate(wrapped(lines), runs, count.made, seconds)
 
 
 def wrapped(lines: list[str]) -> str:
@@ -233,7 +233,7 @@ __all__ = [
     "CONFIRM_ABOVE_S",
     "RESUME",
     "NeedsConfirmation",
-    "SweepPlan",
+    "SweepEstimate",
     "calls_line",
     "duration",
     "plan_sweep",

@@ -179,7 +179,9 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
     status = cell_status(plan.out, cell.cell_id) or {}
     ok = status.get("status") == "ok"
     err = status.get("error") or {}
-    message = None if ok else str(err.get("message") or "no status.json was written")
+    errors = int(status.get("n_errors") or 0)
+    message = str(err.get("message") or "no status.json was written") if not ok else None
+    message = message or (f"{errors} error(s) recorded in its runs (run.errors)" if errors else None)
     try:
         spend = spent_by(read_runs(plan.out, cell.cell_id)) if status else Tally()
     except (OSError, ValueError):

@@ -132,7 +132,7 @@ class SweepResult:
                 + (" (re-run with a higher max_cost to resume them)" if self.cut else "")
             )
         for c in self.cells:
-            if c.status in ("failed", "cut"):
+            if c.status in ("failed", "cut") or c.error:  # an ok cell whose runs recorded errors too
                 text += f"\n  {c.status} {c.cell_id} {json.dumps(c.params)}: {c.error}"
         return text
 

@@ -5,7 +5,7 @@ Built-in tools (`BUILTIN_TOOLS`): `calculator`, `search_docs` (and its alias `se
 folder of documents, and the workspace tools `write_file`, `read_file`, `list_files`, `shell`, which
 need a `Workspace` (the shell runs each command in a bubblewrap sandbox, see `promptlab.tools.sandbox`).
 `build_tools(names, env)` makes a `ToolRegistry` of the named ones, where the design documents' tool names
-(`SEED_TOOL_NAMES`: `tavily_search`, `workspace_shell`) call the local tools that stand in for them.
+(`DESIGN_TOOL_NAMES`: `tavily_search`, `workspace_shell`) call the local tools that stand in for them.
 """
 
 from __future__ import annotations
@@ -54,13 +54,13 @@ BUILTIN_TOOLS: Registry[ToolFactory] = Registry("tool", "promptlab.tools")
 entry-point group (a factory `ToolEnv -> Tool`, or a module that registers some), and yours (`register_tool`)."""
 
 
-SEED_TOOL_NAMES: dict[str, tuple[str, ...]] = {
+DESIGN_TOOL_NAMES: dict[str, tuple[str, ...]] = {
     "tavily_search": ("search", "search_docs"),
     "workspace_shell": ("shell",),
 }
 """The design documents' tool names, each mapped to the local tools that stand in for it (the first one the run
 has): PCEE's example plan calls `tavily_search` (a web search; promptlab searches local documents, there is no
-web) and `workspace_shell`. `build_tools` makes each an alias, so a plan written with the seed's names runs."""
+web) and `workspace_shell`. `build_tools` makes each an alias, so a plan written with the design document's names runs."""
 
 
 def register_tool(name: str, factory: ToolFactory) -> ToolFactory:
@@ -99,10 +99,10 @@ def build_tools(names: Iterable[str], env: ToolEnv | None = None, extra: Iterabl
     registry = ToolRegistry(BUILTIN_TOOLS[n](env) for n in check_tool_names(names))
     for tool in extra:
         registry.add(tool)
-    for seed_name, targets in SEED_TOOL_NAMES.items():
+    for design_name, targets in DESIGN_TOOL_NAMES.items():
         target = next((t for t in targets if t in registry.names()), None)
-        if target is not None and seed_name not in registry:
-            registry.alias(seed_name, target)
+        if target is not None and design_name not in registry:
+            registry.alias(design_name, target)
     return registry
 
 
@@ -110,7 +110,7 @@ __all__ = [
     "ToolEnv",
     "ToolFactory",
     "BUILTIN_TOOLS",
-    "SEED_TOOL_NAMES",
+    "DESIGN_TOOL_NAMES",
     "WORKSPACE_TOOLS",
     "register_tool",
     "check_tool_names",

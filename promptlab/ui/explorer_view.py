@@ -25,9 +25,9 @@ SILENT = frozenset({"token", "model_call", "observation"})
 PLUMBING_NOTE = (
     "local/smollm2 is SmolLM2-135M, a 135M-parameter model embedded so that everything runs offline and free: "
     "it is here to check the plumbing (every role, every call, the records), not to improve prompts. Its "
-    "rewrites are usually worse than the starting prompt (on sentiment they tend to drop the {input} slot), and "
-    "its G-Eval score as a critic does not track the dev accuracy, so a loop that trusts it can return a worse "
-    "prompt. Read the dev accuracy on the right; to watch a loop improve a prompt, type a stronger model (any "
+    "rewrites are usually worse than the starting prompt (on sentiment they tend to drop the {input} slot), and a "
+    "loop that trusts its G-Eval score as a critic can return a worse prompt (whether that score tracks the dev "
+    "accuracy, the summary line reads after the run, by notebook 04's rule). Read the dev accuracy on the right; to watch a loop improve a prompt, type a stronger model (any "
     "litellm name) as generator and critic."
 )
 """The note shown while a role is played by the embedded model."""
@@ -300,7 +300,29 @@ def run_summary(run: Run, config: dict[str, Any]) -> str:
     if len(run.iterations) > 1 and run.final_output == run.task.prompt:
         parts.append("the final prompt is the starting prompt (the loop kept no rewrite)")
     parts.extend(below_start(run))
+    parts.extend(critic_reading(run, config))
     return ", ".join(parts)
+
+
+def critic_reading(run: Run, params: dict[str, Any]) -> list[str]:
+    """A clause on whether the critic's score tracked the dev accuracy over this run's candidates, read by the
+    rule of notebook 04 and the report (`reports.findings.calibration_verdict`); none without both scores."""
+    import pandas as pd
+
+    from ..analysis.critic import ALL, calibration
+    from ..reports.findings import calibration_verdict
+    from ..results.frames import tidy
+
+    traj, _ = tidy([run], params, "explore")
+    cal = calibration(traj) if len(traj) else traj
+    own = cal[cal["criterion"] == ALL] if len(cal) else cal
+    if own.empty or pd.isna(own["n"].iloc[0]) or int(own["n"].iloc[0]) == 0:
+        return []
+    r = own.iloc[0]
+    if pd.isna(r["spearman"]):
+        return [f"critic score against dev accuracy: {r['finding']}"]
+    reading = calibration_verdict(r["spearman_ci_low"], r["spearman_ci_high"])
+    return [f"critic score against dev accuracy: {reading} (Spearman {r['spearman']:+.2f}, n={int(r['n'])})"]
 
 
 def below_start(run: Run) -> list[str]:
@@ -361,6 +383,7 @@ __all__ = [
     "measurable",
     "notes_html",
     "result_outputs",
+    "critic_reading",
     "run_summary",
     "side_by_side",
     "status_html",

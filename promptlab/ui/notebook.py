@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import ConfigError, PromptlabError
 
 FIRST_STEPS = {
-    "demo": "run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first",
+    "demo": "run notebook 02 (it says how long the demo takes on this machine before it starts) or `scripts/demo` first",
     "baselines": "run `promptlab sweep experiments/baselines.yaml` first",
 }
 """What makes a results directory, by its name (results/<name>); any other name gets `OTHER_FIRST_STEP`."""

@@ -246,6 +246,32 @@ def test_bias_table_and_probe_frames_are_exported_where_the_docs_name_them() -> 
     assert {"bias_table", "probe_frames"} <= set(promptlab.__all__) & set(analysis.__all__)
 
 
+def test_the_oracle_flips_no_pair_on_a_tie() -> None:
+    """A perfect critic (sim/oracle) judging candidates of equal dev accuracy sees a tie, in both orders: no
+    position preference, no flip (a coin on ties read as 'x% of pairs flip')."""
+    import asyncio
+
+    import pandas as pd
+
+    from promptlab.analysis.bias import flip_rate, order_bias
+    from promptlab.eval.pairwise import ajudge_pair
+
+    rows = []
+    for i, (acc_a, acc_b) in enumerate([(0.5, 0.5), (0.2, 0.2), (0.3, 0.7), (0.0, 0.0), (0.9, 0.1)]):
+        shown = [((acc_a, f"a{i}"), (acc_b, f"b{i}")), ((acc_b, f"b{i}"), (acc_a, f"a{i}"))]
+        for swapped, (x, y) in enumerate(shown):
+            got = asyncio.run(ajudge_pair("sim/oracle", "goal", x[1], y[1], accuracies=(x[0], y[0]), sample=0))
+            first_won = None if got.preferred is None else got.preferred == 0
+            rows.append({"pair": i, "swapped": swapped, "first_won": first_won, "tie": got.tie})
+    frame = pd.DataFrame(rows)
+    assert frame["tie"].tolist() == [True, True, True, True, False, False, True, True, False, False]
+    assert flip_rate(frame) == (0.0, 5)  # 0% of 5 pairs: the three ties are consistent verdicts
+    assert order_bias(frame).value == 0.0  # no first-position preference from the ties
+    # a tie in one order and a winner in the other is a flip
+    frame.loc[0, ["first_won", "tie"]] = [True, False]
+    assert flip_rate(frame) == (0.2, 5)
+
+
 def test_a_text_logged_again_at_the_same_sample_is_one_observation() -> None:
     from promptlab.analysis.bias import distinct_asks
 

@@ -11,7 +11,7 @@ import pytest
 from exported import TARGET, register_target, write_experiment
 
 from promptlab.eval.tasks import examples_of, format_prompt
-from promptlab.exports.inspect_log import epoch_of, export_inspect
+from promptlab.exports.inspect_log import SAMPLE_PREFIX, epoch_of, export_inspect
 from promptlab.results import example_frame, load, read_runs
 from promptlab.sweeps.run import sweep
 
@@ -36,7 +36,7 @@ def test_every_example_s_output_and_score_read_back_equal_the_per_example_frame(
     frame = example_frame(results)
     frame["epoch"] = [int(c) + 1 for c in frame["candidate"]]  # every final prompt here is an iteration's
     frame["id"] = [
-        f"{m}-{e if isinstance(e, str) else x}"
+        f"{SAMPLE_PREFIX[m]}-{e if isinstance(e, str) else x}"
         for m, e, x in zip(frame["measure"], frame["example_id"], frame["example"], strict=True)
     ]
 

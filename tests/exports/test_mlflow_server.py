@@ -1,6 +1,6 @@
 """The MLflow export against a real tracking server the tests start on 127.0.0.1 (`mlflow server`, SQLite store):
 what an export writes reads back through `MlflowClient` equal to the tidy frames, row for row; a second export
-adds no run; a live sweep logs its runs as its cells finish (inline and Dask executors); a tracker killed mid-sweep
+adds no run; a live sweep logs its runs as its cells finish (inline, Dask and papermill); a tracker killed mid-sweep
 costs no run and no cell, is named in one line, and a later export fills in what it missed."""
 
 from __future__ import annotations
@@ -179,21 +179,24 @@ def complete_ids(client: Any, experiment: str) -> set[str]:
     return {r.data.tags["promptlab.run_id"] for r in runs if "promptlab.export_digest" in r.data.tags}
 
 
-def test_a_live_dask_sweep_logs_its_runs(server: str, tmp_path: Path) -> None:
-    pytest.importorskip("distributed")
+@pytest.mark.parametrize("executor", ["dask", "papermill"])
+def test_a_live_sweep_in_other_processes_logs_its_runs(executor: str, server: str, tmp_path: Path) -> None:
+    if executor == "dask":
+        pytest.importorskip("distributed")
     from mlflow.tracking import MlflowClient
 
-    exp = write_experiment(tmp_path, target="fake/auto", replicates=1, name="live-dask")
+    name = f"live-{executor}"
+    exp = write_experiment(tmp_path, target="fake/auto", replicates=1, name=name)
     out = tmp_path / "results"
     lines: list[str] = []
     live = LiveMlflow(out, server, say=lines.append, drain_s=300)
     result = sweep(
-        exp, out, executor="dask", workers=1, progress=False, on_cell=live.cell_finished, cache=tmp_path / "cache"
+        exp, out, executor=executor, workers=1, progress=False, on_cell=live.cell_finished, cache=tmp_path / "cache"
     )
     live.close()
     assert result.failed == 0 and result.done == len(result.cells) == 4
     assert lines == []
-    assert logged_ids(MlflowClient(server), "live-dask") == set(load(out).runs["run_id"])
+    assert logged_ids(MlflowClient(server), name) == set(load(out).runs["run_id"])
 
 
 def test_a_tracker_killed_mid_sweep_costs_no_run_and_no_cell_and_is_named_once(tmp_path: Path) -> None:

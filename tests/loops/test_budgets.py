@@ -99,7 +99,9 @@ def test_the_seed_loops_record_their_incumbent_and_keep_their_records_without_a_
         (it for it in run.iterations if it.decision_score is not None), key=lambda it: (it.decision_score, -it.index)
     )
     assert run.iterations[-1].incumbent == best.index == run.info["final_iteration"]
-    assert all(it.test is None for it in run.iterations)  # test_incumbents is off by default for the seed loops
+    assert all(
+        it.test is None for it in run.iterations
+    )  # test_incumbents is off by default for the design-document loops
     assert run.config["test_incumbents"] is False
 
 

@@ -343,7 +343,9 @@ def test_a_critique_in_a_code_fence_or_with_other_keys_is_read() -> None:
     run = run_creator_critic(TASK, cfg_for(creator, critics, max_iterations=1), settings=Settings(parse_attempts=1))
     assert run.iterations[0].scores[0].score == 8.0 and run.errors == [] and run.final_output == "V1"
     assert Critique.model_json_schema()["additionalProperties"] is False  # the generation schema asks for none
-    fenced = f"Here is my critique:\n```json\n{critique(6)}\n```"  # the seed's json.loads would fall back to 5
+    fenced = (
+        f"Here is my critique:\n```json\n{critique(6)}\n```"  # the design document's json.loads would fall back to 5
+    )
     creator, critics = models("cc-fenced", ["V1"], [fenced])
     run = run_creator_critic(
         TASK, cfg_for(creator, critics, max_iterations=1, parse_failure_score=5), settings=Settings(parse_attempts=1)

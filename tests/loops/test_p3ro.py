@@ -575,7 +575,11 @@ def test_an_invalid_evaluator_entry_leaves_only_its_criterion_missing() -> None:
     s = Script("p3-bad-entry", generator=[gen("P1")], evaluator=[reply])
     run = run_p3ro(TASK, config(s, max_iterations=1), settings=Settings(parse_attempts=1))
     it = run.iterations[0]
-    assert [sc.score for sc in it.scores] == [None, None, 8.0] and run.errors == []
+    assert [sc.score for sc in it.scores] == [None, None, 8.0]
+    # the two scores it could not read are one error of the run, naming both (missing scores are errors)
+    (error,) = run.errors
+    assert error.kind == "ScoreMissing" and error.message.startswith("evaluator fake/p3-bad-entry: 2 of 3 score(s)")
+    assert CRITERIA[0] in error.message and CRITERIA[1] in error.message
     assert it.average is None and it.decision == "FINISH" and "max_iterations" in (it.reason or "")
     for sc in it.scores[:2]:
         assert sc.justification.startswith("missing: the evaluator's entry was invalid")
@@ -713,7 +717,7 @@ def test_each_role_sees_the_seeds_inputs() -> None:
 
 
 def test_the_fallback_score_is_one_evaluator_call_and_is_reflected_on() -> None:
-    """With parse_failure_score the seeds' fallback: one call (not re-asked), and the reflector reflects on
+    """With parse_failure_score the design documents' fallback: one call (not re-asked), and the reflector reflects on
     the fallback evaluation."""
     s = Script("p3-fallback-once", generator=[gen("P1")], evaluator=["not json"])
     run = run_p3ro(TASK, config(s, max_iterations=1, parse_failure_score=5))  # default settings: 3 attempts

@@ -427,7 +427,7 @@ def test_a_long_success_reason_is_the_evaluators_verdict(tmp_path: Path) -> None
 
 
 def test_the_evaluator_inspects_a_step_whose_tool_failed(tmp_path: Path) -> None:
-    """Bug: a tool error failed the step without asking the evaluator; the seed's supervisor inspects every
+    """Bug: a tool error failed the step without asking the evaluator; the design document's supervisor inspects every
     result and has the power to declare a step a success or a failure."""
     p, e, c = models("tool-error", [plan(step(1, "read_file", "missing.txt", "read the notes"))], judge_errors)
     run = run_pcee("Read the notes", config(tmp_path, p, e, c, retry_budget=0))

@@ -103,3 +103,18 @@ def test_the_calibration_table_says_its_finding_on_every_row(critics_dir: Path) 
     by_critic = cal[cal["criterion"] == "(all)"].set_index("critic_model")["finding"]
     assert by_critic["sim/oracle"] == "ranks candidates as accuracy does"
     assert "same score" in by_critic["local/smollm2"] or "Inconclusive" in by_critic["local/smollm2"]
+
+
+def test_an_all_zero_accuracy_chart_shows_no_impossible_accuracy(critics_dir: Path) -> None:
+    """Dev accuracy 0 everywhere: the axis starts at 0 (no -0.04), and no accuracy axis passes 1."""
+    import matplotlib.pyplot as plt
+
+    from promptlab.reports.by_critic import trajectory_charts
+
+    traj = load(critics_dir).trajectories
+    for value in (0.0, 1.0):
+        figures = trajectory_charts(traj.assign(grounded_score=value))
+        low, high = figures[0].axes[0].get_ylim()
+        assert 0.0 <= low < high <= 1.0 and low <= value <= high, (value, low, high)
+        for fig in figures:
+            plt.close(fig)

@@ -47,6 +47,11 @@ def test_calibration_scatter_shows_r_with_ci_and_n(res: Results) -> None:
     # identical candidates (two samples of each task) are one point, larger by how many share it
     counts = (ax.collections[0].get_sizes() - 18) / 14
     assert f"n={r['n']}" in label and counts.sum() == r["n"] and len(counts) < r["n"]
+    # the legend says what a marker's size means, and the accuracy axis holds only possible values
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "marker size: 1 candidate(s) at one point" in texts
+    assert f"marker size: {int(counts.max())} candidate(s) at one point" in texts
+    assert ax.get_ylim() == (0.0, 1.0)
     empty = plot_calibration(res.trajectories.assign(grounded_score=pd.NA), ax=axes())
     assert "Nothing to show: no candidate has both a critic score and a grounded" in empty.texts[0].get_text().replace(
         "\n", " "
@@ -159,9 +164,12 @@ def test_forest_plot_draws_a_claim_holm_does_not_support_hollow() -> None:
     )
     ax = plot_forest(table, ax=axes())
     assert sorted(t.get_text() for t in ax.get_yticklabels()) == [
-        "a (n=6, p(Holm)=0.123; not after Holm)",
+        "a (n=6, p(Holm)=0.123; CI excludes 0, not after Holm)",
         "b (n=6, p(Holm)=0.02)",
     ]
+    # the chart says why a CI that excludes 0 is drawn hollow
+    notes = [t.get_text() for t in ax.texts]
+    assert any("CI excludes 0, but not after Holm's correction" in n for n in notes), notes
     faces = [tuple(c) for c in ax.collections[-1].get_facecolors()]  # in row order
     assert faces[0] == (1.0, 1.0, 1.0, 1.0) and faces[1] != (1.0, 1.0, 1.0, 1.0)
 
@@ -187,7 +195,7 @@ def test_findings_of_a_grounded_directory(res: Results) -> None:
     assert "finish_threshold=8 gained more" not in md and "n=6 pairs" in md  # the paired comparison
     # the sweep's critic ranks the 34 logged candidates exactly as their grounded scores do
     assert (
-        "- fake/critic: **Yes, it ranks candidates as accuracy does**: Spearman r=+1.000 [+1.000, +1.000]" in md
+        "- fake/critic: **ranks candidates as accuracy does**: Spearman r=+1.000 [+1.000, +1.000]" in md
     ) and "n=34 candidates" in md
     # threshold 8 and 10 at cap 3 both return 0.533 (8 stops t2 at iteration 2, so it is the cheaper best);
     # threshold 7 at cap 2 returns 0.4, inside the best's CI, for less

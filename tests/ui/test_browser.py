@@ -32,6 +32,7 @@ from wording import write_baselines_sweep
 
 from promptlab.results.store import write_cell
 from promptlab.sweeps.probe import MAX_AT_ONCE, PROBE_CALLS
+from promptlab.ui.notebook import FIRST_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -363,12 +364,13 @@ def log_text(nb: Any) -> str:
     return whole.first.text_content() if whole.count() else nb.locator(".promptlab-log-tail").first.inner_text()
 
 
+DEMO_FIRST = f"results/demo yet: {FIRST_STEPS['demo']}."
 FRESH = {
-    "03_compare": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
-    "04_findings": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
-    "05_runs": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
+    "03_compare": DEMO_FIRST,
+    "04_findings": DEMO_FIRST,
+    "05_runs": DEMO_FIRST,
     "06_baselines": "results/baselines yet: run `promptlab sweep experiments/baselines.yaml` first.",
-    "07_critic": "results/demo yet: run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first.",
+    "07_critic": DEMO_FIRST,
 }
 """The notebooks that read a results directory, and what each says on a fresh clone."""
 

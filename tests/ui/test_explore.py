@@ -423,3 +423,32 @@ def test_stop_cancels_the_call_in_flight_keeps_the_record_and_offers_the_test_me
     assert run.final_test is not None and run.baseline_test is not None and run.delta is not None
     assert "test accuracy" in ex.result.outputs[1]["text"] and "not measured on test" not in ex.status.value
     assert ex.measure_w.layout.display == "none"  # measured: nothing more to offer
+
+
+def test_the_log_prints_rounded_averages() -> None:
+    """01's log says "average 5.67", not "average 5.666666666666667"."""
+    import re
+
+    from wording import TASK
+
+    ex = Explorer([TASK], loop="p3ro", model="fake/auto", max_iterations=2, finish_threshold=10.0)
+    asyncio.run(ex.run())
+    averages = re.findall(r"score: average (\S+)", log_of(ex))
+    assert averages and all(len(a.replace(".", "").lstrip("0")) <= 3 for a in averages), averages
+
+
+def test_the_summary_reads_the_critic_by_the_rule_of_notebook_04_and_the_report() -> None:
+    """01's summary line says whether the critic's score tracked the dev accuracy in the words of 04's
+    calibration table (the same function: `calibration_verdict`), for the same candidates."""
+    from wording import TASK
+
+    from promptlab.analysis.critic import ALL, calibration
+    from promptlab.reports.findings import with_findings
+    from promptlab.results.frames import tidy
+
+    ex = Explorer([TASK], loop="p3ro", generator_model="fake/auto", critic_model="sim/oracle", max_iterations=4)
+    run = asyncio.run(ex.run())
+    assert run is not None
+    table = with_findings(calibration(tidy([run], ex.params, "explore")[0]))
+    finding = str(table[table["criterion"] == ALL]["finding"].iloc[0])
+    assert f"critic score against dev accuracy: {finding}" in ex.result.outputs[1]["text"]

@@ -62,7 +62,10 @@ def test_short_errors_show_a_promptlab_error_as_its_message_only(capsys: pytest.
 @pytest.mark.parametrize(
     ("folder", "first"),
     [
-        ("demo", "run `scripts/demo` (about 25 minutes on 2 cores) or notebook 02 first."),
+        (
+            "demo",
+            "run notebook 02 (it says how long the demo takes on this machine before it starts) or `scripts/demo` first.",
+        ),
         ("baselines", "run `promptlab sweep experiments/baselines.yaml` first."),
         ("mine", "run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first."),
     ],

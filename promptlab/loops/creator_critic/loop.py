@@ -38,6 +38,7 @@ from ..runtime.grounding import (
     simulated_score,
     simulated_step,
 )
+from ..runtime.missing import record_missing
 from ..runtime.rescoring import Rescore, define_rescore
 from ..runtime.toolkit import best_iteration, by_decision_score, cut
 from .config import (
@@ -116,17 +117,11 @@ async def _one_critic(
         note = f"{ruling}; {note}"
     if lost:
         ctx.fail(step, ValueError(f"{judge}: {ruling}"), raw=c.text if c else None)
-    return (
-        crit,
-        Score(
-            criterion="overall",
-            score=value,
-            judge=judge,
-            justification=note,
-            mode="expected" if expected else "sampled",
-        ),
-        step,
+    score = Score(
+        criterion="overall", score=value, judge=judge, justification=note, mode="expected" if expected else "sampled"
     )
+    record_missing(ctx, step, [score], f"critic {judge}")
+    return crit, score, step
 
 
 async def _assess(

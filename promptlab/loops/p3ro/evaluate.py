@@ -10,6 +10,7 @@ from ...eval.expected import expected_scores
 from ...record import Iteration, Score
 from ..runtime.context import RunContext
 from ..runtime.grounding import simulated_score, simulated_step
+from ..runtime.missing import record_missing
 from .config import P3ROConfig
 from .schemas import EvaluationResult, evaluation_schema, match_scores
 from .text import missing_scores, numbered
@@ -56,7 +57,7 @@ async def evaluate(
     prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria), prompt_text=candidate)
     expected = cfg.score_mode == "expected"
     fallback = cfg.parse_failure_score
-    c, _ = await ctx.completion(
+    c, step = await ctx.completion(
         "evaluator",
         "evaluate",
         prompt,
@@ -87,6 +88,7 @@ async def evaluate(
             ctx.run.info.setdefault(key, []).extend({"iteration": it.index, **e} for e in items)
         it.metrics[key] = len(items)
     it.metrics["matched_by_position"] = by_position
+    record_missing(ctx, step, scores, f"evaluator {judge}")
     reply: list[float | None] = [None if e.score is None else float(e.score) for e in ev.scores]
     return Evaluation(scores, ev.qualitative_feedback, reply)
 

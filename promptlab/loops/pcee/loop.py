@@ -7,7 +7,7 @@ document's controller puts "the actual version number" into the next step; `pipi
 output), the executor runs the step's tool in the run's workspace, and the evaluator model judges the step
 "success" or "failure" against its instruction, also when the tool reported an error. The design document's
 tool names work: `tavily_search` calls the local `search` tool (there is no web), `workspace_shell` calls
-`shell`, and `write_file` takes the seed's `{"file", "content"}` as well as `{"path", "content"}`.
+`shell`, and `write_file` takes the design document's `{"file", "content"}` as well as `{"path", "content"}`.
 
 Routing on a failure, as the design document's self-correction sub-loop: while corrections remain in
 `retry_budget` (per run), the corrector (shown the failed step, its error and the whole execution history)

@@ -134,7 +134,7 @@ async def execute(
 
 
 async def evaluate(s: PCEEState, step: PlanStep, it: Iteration, filled: Any, result: ToolResult) -> tuple[bool, str]:
-    """The evaluator's verdict on an executed step (a tool error too: the seed's supervisor inspects every
+    """The evaluator's verdict on an executed step (a tool error too: the design document's supervisor inspects every
     result; the error itself stays recorded on the step and in the run's errors)."""
     ctx = s.ctx
     prompt = ctx.prompt(
@@ -161,7 +161,7 @@ async def evaluate(s: PCEEState, step: PlanStep, it: Iteration, filled: Any, res
         return False, f"the evaluator's verdict could not be read ({message})"
     ok = verdict.verdict == "success"
     ctx.score(it, [Score(criterion="verdict", score=1.0 if ok else 0.0, justification=verdict.reason, judge=judge)])
-    if not ok and not result.ok:  # the corrector gets the error message, as the seed's correction planner
+    if not ok and not result.ok:  # the corrector gets the error message, as the design document's correction planner
         return False, f"{verdict.reason} (tool error: {result.error})"
     return ok, verdict.reason
 

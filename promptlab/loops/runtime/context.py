@@ -358,7 +358,7 @@ class RunContext(Spending):
         it.average = mean_present(s.score for s in scores) if isinstance(average, EllipsisType) else average
         self.emit(
             "score",
-            f"average {it.average}" if it.average is not None else "score missing",
+            f"average {it.average:.3g}" if it.average is not None else "score missing",
             iteration=it.index,
             average=it.average,
             scores=[s.model_dump() for s in scores],

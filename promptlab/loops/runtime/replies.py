@@ -14,7 +14,7 @@ from pydantic.json_schema import JsonDict
 
 def reply_config(*asked: str) -> ConfigDict:
     """The `model_config` of a schema a model writes: extra keys allowed and kept, none asked for; `asked`
-    names fields the generation schema requires although validation gives them a default (where the seed's
+    names fields the generation schema requires although validation gives them a default (where the design document's
     field is optional, a grammar should still write it)."""
 
     def shape(schema: JsonDict) -> None:

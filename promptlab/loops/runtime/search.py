@@ -8,7 +8,7 @@ measured on the dev split, and the run returns its incumbent.
   decision, stamped with the run's spend (`Iteration.spent`) and its incumbent (`Iteration.incumbent`): the
   candidate the run would return if it stopped there, by default the best dev score so far, ties to the earliest
   (ProTeGi: the head of its beam).
-- `Iteration.decision_score` is `1 + 9 x` the dev score, the seed loops' grounded scale, so the frames compare;
+- `Iteration.decision_score` is `1 + 9 x` the dev score, the design-document loops' grounded scale, so the frames compare;
   `Iteration.average` stays None: no critic scored the candidate.
 - A candidate whose text repeats an earlier one is recorded (decision DUPLICATE) with the earlier measurement and
   not measured again, as OPRO's and APE's code skip duplicates.

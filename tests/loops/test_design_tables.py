@@ -1,7 +1,7 @@
 """docs/loops.md's tables of where each loop differs from its design document (a baseline: its paper) name, per row,
 the scripted test in tests/loops/ that runs the row's behaviour: each named test exists in that loop's files (its
 own, its `_seed` file, the file of candidate 0, which both grounded prompt loops share, or the file on how the
-four seed loops read replies; the baselines share one file)."""
+four design-document loops read replies; the baselines share one file)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = "test_start_candidate.py"  # candidate 0, run the same way in both grounded prompt loops
 SEARCH = ("test_search_loops.py",)  # the four baselines
-REPLIES = "test_seed_replies.py"  # how every role's reply is read, and the reply cap, across the four seed loops
+REPLIES = (
+    "test_design_replies.py"  # how every role's reply is read, and the reply cap, across the four design-document loops
+)
 LOOP_FILES = {
-    "P³RO": ("test_p3ro.py", "test_p3ro_seed.py", SHARED, REPLIES),
+    "P³RO": ("test_p3ro.py", "test_p3ro_design.py", SHARED, REPLIES),
     "Creator/Critic (PromptForge)": (
         "test_creator_critic.py",
-        "test_creator_critic_seed.py",
+        "test_creator_critic_design.py",
         SHARED,
         REPLIES,
         "test_creator_feedback.py",
     ),
-    "PES (Plan-Execute-Synthesize)": ("test_pes.py", "test_pes_seed.py", REPLIES),
-    "PCEE (Planner-Controller-Executor-Evaluator)": ("test_pcee.py", "test_pcee_seed.py", REPLIES),
+    "PES (Plan-Execute-Synthesize)": ("test_pes.py", "test_pes_design.py", REPLIES),
+    "PCEE (Planner-Controller-Executor-Evaluator)": ("test_pcee.py", "test_pcee_design.py", REPLIES),
     "OPRO (Yang et al. 2023)": SEARCH,
     "APE (Zhou et al. 2022)": SEARCH,
     "ProTeGi (Pryzant et al. 2023)": SEARCH,

@@ -1,4 +1,4 @@
-"""Issue 28's kinds (trustworthy under faults, round 3), as one runnable list: usage that is not usage under a
+"""Issue 28's kinds (trustworthy under faults), as one runnable list: usage that is not usage under a
 spending cap, tampered cache rows, a password in a server URL, reply shapes on both transports, a lone surrogate
 plain and streamed, a gzip bomb, a cache.db that cannot be opened, bad input, two sweeps on one results directory,
 and a full results disk (inline, and papermill: a 2 MiB tmpfs as root, else ENOSPC in the kernels). Each
@@ -72,7 +72,7 @@ SHAPES: dict[str, Raw] = {
 @contextlib.contextmanager
 def _routed(server: FaultServer) -> Iterator[None]:
     old = {k: os.environ.get(k) for k in ("OPENAI_API_BASE", "OPENAI_API_KEY")}
-    os.environ.update(OPENAI_API_BASE=server.url, OPENAI_API_KEY="sk-round3")
+    os.environ.update(OPENAI_API_BASE=server.url, OPENAI_API_KEY="sk-faults")
     try:
         yield
     finally:
@@ -147,20 +147,20 @@ class _Marker:
 def password_in_url(base: Path) -> Row:
     held = tried = 0
     with FaultServer() as server:
-        url = f"http://alice:pw-round3-secret@127.0.0.1:{server.port}/v1"
+        url = f"http://alice:pw-faults-secret@127.0.0.1:{server.port}/v1"
         attempts: list[Callable[[], Any]] = [
             *(
                 (lambda t=t: pl.complete(server.model, "hi", api_base=url, api_key="k", settings=Settings(transport=t)))
                 for t in TRANSPORTS
             ),
-            lambda: pl.register_model("round3-pw", model=server.model, api_base=url),
+            lambda: pl.register_model("faults-pw", model=server.model, api_base=url),
         ]
         for attempt in attempts:
             tried += 1
             try:
                 attempt()
             except ConfigError as e:
-                held += "pw-round3-secret" not in str(e) and "***@" in str(e)
+                held += "pw-faults-secret" not in str(e) and "***@" in str(e)
         if server.requests:  # a request reached the server: nothing held
             held = 0
     return Row("password in api_base", tried, held, tried - held, "refused, masked, no request; test_url_credentials")
@@ -266,7 +266,7 @@ def bad_input(base: Path) -> Row:
             load_yaml(text, "exp.yaml")
         except ConfigError:
             held += 1
-    return Row("bad input: deep, circular, duplicate YAML", len(cases), held, 0, "test_bad_input_round3")
+    return Row("bad input: deep, circular, duplicate YAML", len(cases), held, 0, "test_bad_input")
 
 
 def two_sweeps(base: Path) -> Row:

@@ -201,7 +201,7 @@ def test_the_types_the_seed_declares_are_still_checked(schema: str, reply: dict[
 
 @pytest.mark.parametrize("loop", list(LOOPS))
 def test_max_tokens_none_sends_no_cap_as_the_seeds(loop: str, tmp_path: Path) -> None:
-    """Every loop caps each reply at 400 tokens by default (a table row says so); the seeds set no cap, and
+    """Every loop caps each reply at 400 tokens by default (a table row says so); the design documents set no cap, and
     `max_tokens=None` sends none, to any role."""
     replies, run_with = LOOPS[loop]
     capped = run_with(f"tok-{loop}-400", replies, tmp_path / "a")

@@ -70,7 +70,7 @@ def test_a_critique_without_a_score_keeps_its_words_and_gives_a_missing_score() 
 )
 def test_a_score_outside_1_to_10_follows_out_of_range_score(rule: str, expected: float | None, recorded: bool) -> None:
     """Default 'missing' (the score is lost, the error recorded, the words reach the creator); 'clamp'
-    records the change; 'keep' is the seed's json.loads (11 stays 11)."""
+    records the change; 'keep' is the design document's json.loads (11 stays 11)."""
     reply = json.dumps({"score": 11, "strengths": [], "weaknesses": ["long"], "suggestions": ["cut it"]})
     r, creator, _ = run(f"cc-range-{rule}", reply, n=1, out_of_range_score=rule)
     score = r.iterations[0].scores[0]

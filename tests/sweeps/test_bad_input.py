@@ -1,4 +1,4 @@
-"""#28 item 13, bad input round 3: each gets a one-line error naming what is wrong (exit 2 from the CLI), before any
+"""Bad input: each gets a one-line error naming what is wrong (exit 2 from the CLI), before any
 model call, or is accepted when it is valid; unbounded inputs meet a named limit."""
 
 from __future__ import annotations

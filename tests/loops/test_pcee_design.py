@@ -1,5 +1,5 @@
 """PCEE as its design document runs it (issue #29): no execution cap and no correction budget when the fields
-say None, and the seed's `python` steps in the sandbox, a failing command read as a failure (scripted models)."""
+say None, and the design document's `python` steps in the sandbox, a failing command read as a failure (scripted models)."""
 
 from __future__ import annotations
 
