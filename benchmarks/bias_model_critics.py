@@ -66,7 +66,7 @@ def run(name: str, replications: int, budget: int) -> list[str]:
         f'"Biased" on some probe: {flagged / replications:.1%} (Wilson 95% CI {ci.low:.1%}-{ci.high:.1%}); '
         f'"No evidence of bias" on some probe: {no_evidence / replications:.1%}',
         "",
-        "| probe | planted | mean estimate | coverage (99% CI) | CI excludes 0 | mean n | mean detectable (80% power) |",
+        "| probe | planted | mean estimate | coverage (99.4% CI) | CI excludes 0 | mean n | mean detectable (80% power) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for probe, s in stats.items():

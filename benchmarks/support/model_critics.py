@@ -125,10 +125,10 @@ ANCHOR = re.compile(r"scored ([0-9.]+) out of 10")
 def critic_reply(planted: Planted, replication: int) -> Any:
     """The scripted critic's `respond(messages, params)`: critiques and pairwise judgements."""
 
-    def raw(shown: str, sample: int) -> float:
+    def raw(shown: str, sample: int, *context: str) -> float:
         found = MARK.search(shown)
         quality = int(found.group(3)) / LEVELS if found else 0.0
-        e = planted.sd * _normal("critic", replication, sample, shown)
+        e = planted.sd * _normal("critic", replication, sample, shown, *context)
         return 2 + 6 * quality + planted.per_100 * (len(shown) - 150) / 100 + planted.offset + e
 
     def score(shown: str, sample: int, anchor: float | None) -> float:
@@ -143,7 +143,9 @@ def critic_reply(planted: Planted, replication: int) -> Any:
             first, second = (part.split(">>>", 1)[0].strip() for part in text.split("<<<")[1:3])
             if _unit("first", replication, sample, first, second) < planted.first:
                 return json.dumps({"better": "A", "reason": "first"})
-            a, b = raw(first, sample), raw(second, sample + 1)  # a comparison has no scale to saturate
+            # its noise is the whole prompt's (a pair asked again is answered the same, another pair anew); a
+            # comparison has no scale to saturate
+            a, b = raw(first, sample, "A", second), raw(second, sample, "B", first)
             return json.dumps({"better": "A" if a >= b else "B", "reason": "better"})
         shown = text.split("<<<", 1)[1].split(">>>", 1)[0].strip()
         anchor = ANCHOR.search(text)

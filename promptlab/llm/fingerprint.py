@@ -169,8 +169,8 @@ def describe(fields: dict[str, Any]) -> str:
     sha = str(fields.get("model_sha256") or "")[:12]
     kernels = kernel_flags(str(fields.get("system_info") or ""))
     engine = fields.get("engine")
-    how = f"{engine}, {fields.get('threads')} threads" + (
-        f", {fields.get('n_seq')} sequence slots" if engine == "batch" else f", {fields.get('instances')} instances"
+    how = f"{engine} (threads {fields.get('threads')}, " + (
+        f"sequence slots {fields.get('n_seq')})" if engine == "batch" else f"instances {fields.get('instances')})"
     )
     return (
         f"{fields.get('id')}: {fields.get('model')} (sha256 {sha}), llama-cpp-python {fields.get('llama_cpp_python')} "

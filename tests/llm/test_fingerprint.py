@@ -64,7 +64,7 @@ def test_kernels_and_description_read_from_system_info() -> None:
     assert fpr.kernel_flags(AVX512) == "SSE3 AVX AVX2 F16C FMA AVX512 OPENMP"
     line = fpr.describe(local_fields())
     assert line.startswith(local_fields()["id"] + ": m.gguf (sha256 abababababab)")
-    assert "portable build, kernels SSE3 AVX AVX2 F16C FMA OPENMP, pool, 2 threads, 1 instances" in line
+    assert "portable build, kernels SSE3 AVX AVX2 F16C FMA OPENMP, pool (threads 2, instances 1)," in line
     assert "on AMD EPYC" in line
 
 
