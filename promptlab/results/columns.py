@@ -213,6 +213,10 @@ RUN_COLUMNS: Columns = {
 }
 """Runs: one row per run."""
 
+ADDED_COLUMNS = frozenset({"parents", "fingerprint", "fingerprints"})
+"""Documented columns that a cell written by an earlier promptlab lacks: `load` reads them as <NA>. A missing
+column outside this set means a damaged file, and the cell is listed as corrupt."""
+
 CELL_COLUMNS: Columns = {
     "cell_id": ("string", "Cell directory name."),
     "status": (

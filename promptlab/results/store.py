@@ -38,7 +38,7 @@ from ..errors import ConfigError
 from ..reading import RefusedFile, jsonl_lines, read_bounded
 from ..record import Run
 from .atomic import atomic_write
-from .columns import CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
+from .columns import ADDED_COLUMNS, CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
 from .frames import (
     arrow_table,
     build_frame,
@@ -342,7 +342,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
                 for frame, spec, name in zip(
                     frames, (TRAJECTORY_COLUMNS, RUN_COLUMNS), ("trajectories", "runs"), strict=True
                 ):
-                    missing = [c for c in spec if c not in frame.columns]
+                    missing = [c for c in spec if c not in frame.columns and c not in ADDED_COLUMNS]
                     if missing:
                         raise ValueError(f"{name}.parquet lacks columns {missing}")
                 parts.append((row["params"], frames[0], frames[1]))

@@ -244,6 +244,17 @@ def test_parquet_missing_a_documented_column_is_corrupt(sweep: Path) -> None:
     assert set(res.runs.cell_id) == {"a"}
 
 
+def test_a_cell_written_before_the_newer_columns_loads_with_them_missing(sweep: Path) -> None:
+    for name, dropped in (("trajectories", ["parents"]), ("runs", ["fingerprint", "fingerprints"])):
+        path = sweep / "cells" / "b" / f"{name}.parquet"
+        pd.read_parquet(path).drop(columns=dropped).to_parquet(path)
+    res = load(sweep)
+    assert res.cells.set_index("cell_id").loc["b"].status == "ok"
+    assert set(res.runs.cell_id) == {"a", "b"}
+    b_runs, b_traj = res.runs[res.runs.cell_id == "b"], res.trajectories[res.trajectories.cell_id == "b"]
+    assert b_runs.fingerprint.isna().all() and b_runs.fingerprints.isna().all() and b_traj.parents.isna().all()
+
+
 def test_unreadable_status_is_corrupt(sweep: Path) -> None:
     (sweep / "cells" / "b" / "status.json").write_text(json.dumps({"status": "ok"}))
     cells = load(sweep).cells.set_index("cell_id")
