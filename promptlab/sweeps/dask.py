@@ -33,9 +33,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -81,14 +85,15 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
     else:
         at_once = min(plan.workers, len(pending))
         process_env = {k: v for k, v in cell_process_env(plan.workers, at_once).items() if k not in os.environ}
-        cluster = LocalCluster(
-            n_workers=at_once,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            silence_logs=logging.ERROR,
-            env=process_env,
-        )
+        with workers_ignore_ctrl_c():
+            cluster = LocalCluster(
+                n_workers=at_once,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+                env=process_env,
+            )
         client = Client(cluster)
     futures: dict[Any, Cell] = {}
     waiting, running = iter(pending), as_completed()
@@ -128,6 +133,23 @@ def run_dask(pending: list[Cell], plan: SweepPlan) -> None:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+@contextmanager
+def workers_ignore_ctrl_c() -> Iterator[None]:
+    """Start a LocalCluster's worker processes with SIGINT ignored (a disposition a child keeps across exec).
+
+    Ctrl-C in a terminal signals the whole foreground process group: without this each worker died of its own
+    KeyboardInterrupt with a traceback, while this process, the one that handles Ctrl-C, closes the cluster.
+    A Ctrl-C while the workers start is ignored. Only in the main thread (where signal handlers are set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def check_options(scheduler: str | None = None, **_: Any) -> None:

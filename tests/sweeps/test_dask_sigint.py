@@ -1,0 +1,71 @@
+"""#41 item 9: Ctrl-C on `promptlab sweep --executor dask` stops the sweep as on the inline executor (exit 130,
+the "interrupted" summary and nothing else: no KeyboardInterrupt traceback from the sweep, its workers or its
+nanny), and the next sweep resumes it to the end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from experiment_files import topics, write_experiment
+
+from promptlab.results.store import cell_status
+
+pytest.importorskip("distributed")
+
+
+def start_sweep(exp: Path, out: Path, toy_dir: Path, **extra: str) -> subprocess.Popen[bytes]:
+    """`promptlab sweep EXP --executor dask` in its own session, as a terminal runs a foreground command."""
+    code = (
+        "import sys, toyloop; from promptlab.cli import main; "
+        f"sys.exit(main(['sweep', {str(exp)!r}, '--out', {str(out)!r}, '--executor', 'dask', '--workers', '1', "
+        "'--no-progress']))"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(toy_dir), os.environ.get("PYTHONPATH", "")]),
+        "DASK_DISTRIBUTED__WORKER__PRELOAD": '["toyloop"]',  # the workers know the "toy" loop
+        **extra,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_dask_sweep_with_one_message_and_it_resumes(toy_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    exp = write_experiment(
+        tmp_path,
+        {
+            "name": "intr",
+            "loops": ["toy"],
+            "config": {"model": "fake/auto", "max_iterations": 1},
+            "grid": {"style": ["a", "b", "c"]},
+        },
+        topics(2),
+    )
+    proc = start_sweep(exp, out, toy_dir, TOYLOOP_HOLD_AFTER_A_CELL=str(out))  # later cells wait once one is done
+    deadline = time.monotonic() + 300  # a hang guard only
+    while not list(out.glob("cells/*/status.json")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1].decode()
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal signals the whole foreground group
+    _, err = proc.communicate(timeout=120)
+    said = err.decode()
+    assert proc.returncode == 130, said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said
+    lines = [line for line in said.splitlines() if line.strip()]
+    assert len(lines) == 2 and lines[0].startswith("interrupted: "), said
+    assert lines[1] == "promptlab: interrupted", said
+
+    resumed = start_sweep(exp, out, toy_dir)
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err.decode()
+    assert all(cell_status(out, d.name) for d in (out / "cells").iterdir())
+    assert len(list(out.glob("cells/*/status.json"))) == 3
