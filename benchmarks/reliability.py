@@ -27,7 +27,7 @@ handled. Offline, loopback only, in one run:
     password in api_base, reply shapes on both transports, a lone surrogate plain and streamed, a gzip bomb, a
     cache.db that cannot be opened, deep, circular and duplicate YAML, two sweeps on one results dir, a full results
     disk (inline, and papermill on a 2 MiB tmpfs as root): tried, held, lost.
-(g) issue 41's kinds (benchmarks/support/issue41_battery.py, round 4): a reply's numbers out of range (10^30 tokens
+(g) hostile inputs (benchmarks/support/hostile_inputs_battery.py): a reply's numbers out of range (10^30 tokens
     with and without a cap, Retry-After inf), a schema the local engine cannot compile beside 6 calls, a full Redis,
     the cache's read/write race, a slow regex scorer beside a heartbeat, files that are not files (FIFO, sparse
     3 GiB, links to /dev/zero, a cell directory linked outside), a 1,500-deep chain copied back, redirects on both
@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))  # the scen
 import escape_battery  # noqa: E402
 import faults_battery  # noqa: E402
 import hardening_battery  # noqa: E402
-import issue41_battery  # noqa: E402
+import hostile_inputs_battery  # noqa: E402
 import malformed_corpus  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
 
@@ -251,8 +251,8 @@ def bench_fault_kinds(root: Path) -> None:
     check("issue 28 kinds: money past the cap, files touched, secrets shown", lost, "0", lost == 0)
 
 
-def bench_issue41(root: Path) -> None:
-    rows = issue41_battery.run_battery(root / "issue41")
+def bench_hostile_inputs(root: Path) -> None:
+    rows = hostile_inputs_battery.run_battery(root / "hostile_inputs")
     print("## (g) Issue 41: a reply's numbers, unservable requests, a full cache, the event loop, files, redirects\n")
     print(
         table(
@@ -361,7 +361,7 @@ def main() -> None:
         bench_corpus()
         bench_hardening(root)
         bench_fault_kinds(root)
-        bench_issue41(root)
+        bench_hostile_inputs(root)
         notebook_sweep(root / "notebook")
         scan(root, planted)
     finally:

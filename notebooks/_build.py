@@ -153,7 +153,7 @@ confirm = False  # True: start a sweep estimated above 5 minutes (papermill: -p 
         """import pandas as pd
 from IPython.display import display
 
-from promptlab.reports import summary_table, trajectory_charts
+from promptlab.reports import readable_table, summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
 from promptlab.sweeps.estimate import plan_sweep, require_confirmation
 
@@ -181,7 +181,7 @@ print(result)""",
         """import matplotlib.pyplot as plt
 
 results = result.load()
-display(summary_table(results))
+display(readable_table(summary_table(results)))  # rounded; every column: summary_table(results)
 trajectory_charts(results.trajectories)  # dev accuracy across configurations; a critic's score within that critic
 plt.show()""",
     ),
@@ -256,7 +256,11 @@ else:
     why = "the sweep has no finish_threshold column" if measure else no_measure
     print(f"No chart by finish threshold: {why}.")""",
     ),
-    ("code", """display(reports.summary_table(results))"""),
+    (
+        "code",
+        """# rounded, and only the columns to compare by (every column, unrounded: reports.summary_table(results))
+display(reports.readable_table(reports.summary_table(results)))""",
+    ),
     ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),
     (
         "code",

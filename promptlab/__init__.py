@@ -17,9 +17,12 @@ The package's map (each subpackage's `__init__` names its public API):
 - `ui/`: the notebooks' widgets (explorer, run browser).
 
 Beside them: `record` (the Run record), `events`, `errors`, `aio` (running a coroutine from sync code) and
-`cli`. The root imports only the call path; everything else loads on first use.
+`cli`. The root imports only the call path; everything else loads on first use. Each public name is written
+once, in `NAMES` (name -> defining module); the `TYPE_CHECKING` imports repeat it for static checkers and
+tests/test_gates.py keeps the two in step.
 """
 
+import importlib as _importlib
 import os as _os
 from typing import TYPE_CHECKING
 
@@ -29,78 +32,49 @@ _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from importlib.metadata import PackageNotFoundError as _NotFound  # noqa: E402
 from importlib.metadata import version as _version  # noqa: E402
 
-from .errors import (  # noqa: E402
-    CacheUnavailableError,
-    ConfigError,
-    MissingDependencyError,
-    MissingKeyError,
-    ParseError,
-    PromptlabError,
-    ProviderError,
-    SpendingCapExceeded,
-    SweepCellError,
-    UnknownModelError,
-)
-from .events import Event, EventList, PrintLog  # noqa: E402
-from .llm.cache.backend import CacheBackend  # noqa: E402
-from .llm.cache.disk import Cache  # noqa: E402
-from .llm.cache.keys import cache_key  # noqa: E402
-from .llm.cache.location import open_cache  # noqa: E402
-from .llm.call import acomplete, complete  # noqa: E402
-from .llm.completion import Completion, TokenLogprob, TopLogprob
-from .llm.fake import ScriptedModel, ScriptedReply, scripted  # noqa: E402
-from .llm.settings import Settings  # noqa: E402
-from .llm.tally import Tally, Usage  # noqa: E402
-from .record import Iteration, Run, Score, Step, StepError, Task, Totals  # noqa: E402
-
-if TYPE_CHECKING:  # the lazy names, typed for a user's checker (tests/test_gates.py keeps this in step with _LAZY)
-    from .analysis.bias import bias_table
-    from .analysis.bias_asks import probe_frames
-    from .analysis.budget import equal_budget
-    from .analysis.consistency import reliability
-    from .analysis.critic import calibration
-    from .analysis.paired import compare, delta_table
-    from .analysis.stopping import counterfactual_stopping
-    from .eval.evaluate import EvalResult, aevaluate_prompt, evaluate_prompt
-    from .eval.expected import ExpectedScore, expected_scores
-    from .eval.scorers import SCORERS, get_scorer
-    from .eval.scoring import Scorer
-    from .eval.tasks import check_task, examples_of, format_prompt, read_tasks, split_examples
-    from .llm.aliases import ModelAlias, Price, register_model, registered_models, unregister_model
-    from .llm.cache.redis import RedisCache
-    from .llm.spending_cap import SpendingCap
-    from .loops.ape.loop import APEConfig, arun_ape, run_ape
-    from .loops.creator_critic.config import CreatorCriticConfig
-    from .loops.creator_critic.loop import arun_creator_critic, run_creator_critic
-    from .loops.gepa.config import GEPAConfig
-    from .loops.gepa.loop import arun_gepa, run_gepa
-    from .loops.opro.loop import OPROConfig, arun_opro, run_opro
-    from .loops.p3ro.config import P3ROConfig
-    from .loops.p3ro.loop import arun_p3ro, run_p3ro
-    from .loops.pcee.loop import PCEEConfig, arun_pcee, run_pcee
-    from .loops.pes.agent import PESAgent, arun_pes, run_pes
-    from .loops.pes.config import Persona, PESConfig
-    from .loops.protegi.config import ProTeGiConfig
-    from .loops.protegi.loop import arun_protegi, run_protegi
-    from .loops.registry import arun_loop, get_loop, run_loop
-    from .loops.resample.loop import ResampleConfig, arun_resample, run_resample
-    from .loops.runtime.config import LoopConfig
-    from .record import Example, GroundedScore, Split
-    from .reports.summary import report
-    from .results.store import Results, load
-    from .sweeps.experiment import Experiment, load_experiment
-    from .sweeps.run import sweep
-    from .ui.browser import RunBrowser
-    from .ui.explorer import Explorer
-
 try:
     __version__ = _version("promptlab-loops")
 except _NotFound:  # a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-# Heavier parts (loops, sweeps, pandas frames, plots) load on first use, so `import promptlab` stays fast.
-# Each name maps to the module that defines it.
-_LAZY = {
+# The root's public names, each with the module that defines it: the one table `__getattr__`, `__dir__` and
+# `__all__` are made from. A name loads on first use, so `import promptlab` stays fast.
+NAMES = {
+    "Cache": "promptlab.llm.cache.disk",
+    "CacheBackend": "promptlab.llm.cache.backend",
+    "CacheUnavailableError": "promptlab.errors",
+    "cache_key": "promptlab.llm.cache.keys",
+    "open_cache": "promptlab.llm.cache.location",
+    "Settings": "promptlab.llm.settings",
+    "complete": "promptlab.llm.call",
+    "acomplete": "promptlab.llm.call",
+    "Completion": "promptlab.llm.completion",
+    "Tally": "promptlab.llm.tally",
+    "Usage": "promptlab.llm.tally",
+    "SpendingCapExceeded": "promptlab.errors",
+    "ConfigError": "promptlab.errors",
+    "MissingDependencyError": "promptlab.errors",
+    "MissingKeyError": "promptlab.errors",
+    "ParseError": "promptlab.errors",
+    "PromptlabError": "promptlab.errors",
+    "ProviderError": "promptlab.errors",
+    "SweepCellError": "promptlab.errors",
+    "UnknownModelError": "promptlab.errors",
+    "Event": "promptlab.events",
+    "EventList": "promptlab.events",
+    "PrintLog": "promptlab.events",
+    "ScriptedModel": "promptlab.llm.fake",
+    "ScriptedReply": "promptlab.llm.fake",
+    "scripted": "promptlab.llm.fake",
+    "TokenLogprob": "promptlab.llm.completion",
+    "TopLogprob": "promptlab.llm.completion",
+    "Iteration": "promptlab.record",
+    "Run": "promptlab.record",
+    "Score": "promptlab.record",
+    "Step": "promptlab.record",
+    "StepError": "promptlab.record",
+    "Task": "promptlab.record",
+    "Totals": "promptlab.record",
     "run_loop": "promptlab.loops.registry",
     "arun_loop": "promptlab.loops.registry",
     "get_loop": "promptlab.loops.registry",
@@ -175,6 +149,127 @@ _LAZY = {
     "RunBrowser": "promptlab.ui.browser",
 }
 
+# The call path is imported with the root; loops, sweeps, pandas frames and plots wait for first use.
+_CALL_PATH = (
+    "promptlab.errors",
+    "promptlab.events",
+    "promptlab.record",
+    "promptlab.llm.call",
+    "promptlab.llm.fake",
+    "promptlab.llm.cache.location",
+)
+for _module in _CALL_PATH:
+    _importlib.import_module(_module)
+
+if TYPE_CHECKING:  # NAMES again, for a user's type checker (which cannot run `__getattr__`); tests/test_gates.py
+    # checks that these imports and NAMES agree, name for name and module for module.
+    from .analysis.bias import bias_table as bias_table
+    from .analysis.bias_asks import probe_frames as probe_frames
+    from .analysis.budget import equal_budget as equal_budget
+    from .analysis.consistency import reliability as reliability
+    from .analysis.critic import calibration as calibration
+    from .analysis.paired import compare as compare
+    from .analysis.paired import delta_table as delta_table
+    from .analysis.stopping import counterfactual_stopping as counterfactual_stopping
+    from .errors import CacheUnavailableError as CacheUnavailableError
+    from .errors import ConfigError as ConfigError
+    from .errors import MissingDependencyError as MissingDependencyError
+    from .errors import MissingKeyError as MissingKeyError
+    from .errors import ParseError as ParseError
+    from .errors import PromptlabError as PromptlabError
+    from .errors import ProviderError as ProviderError
+    from .errors import SpendingCapExceeded as SpendingCapExceeded
+    from .errors import SweepCellError as SweepCellError
+    from .errors import UnknownModelError as UnknownModelError
+    from .eval.evaluate import EvalResult as EvalResult
+    from .eval.evaluate import aevaluate_prompt as aevaluate_prompt
+    from .eval.evaluate import evaluate_prompt as evaluate_prompt
+    from .eval.expected import ExpectedScore as ExpectedScore
+    from .eval.expected import expected_scores as expected_scores
+    from .eval.scorers import SCORERS as SCORERS
+    from .eval.scorers import get_scorer as get_scorer
+    from .eval.scoring import Scorer as Scorer
+    from .eval.tasks import check_task as check_task
+    from .eval.tasks import examples_of as examples_of
+    from .eval.tasks import format_prompt as format_prompt
+    from .eval.tasks import read_tasks as read_tasks
+    from .eval.tasks import split_examples as split_examples
+    from .events import Event as Event
+    from .events import EventList as EventList
+    from .events import PrintLog as PrintLog
+    from .llm.aliases import ModelAlias as ModelAlias
+    from .llm.aliases import Price as Price
+    from .llm.aliases import register_model as register_model
+    from .llm.aliases import registered_models as registered_models
+    from .llm.aliases import unregister_model as unregister_model
+    from .llm.cache.backend import CacheBackend as CacheBackend
+    from .llm.cache.disk import Cache as Cache
+    from .llm.cache.keys import cache_key as cache_key
+    from .llm.cache.location import open_cache as open_cache
+    from .llm.cache.redis import RedisCache as RedisCache
+    from .llm.call import acomplete as acomplete
+    from .llm.call import complete as complete
+    from .llm.completion import Completion as Completion
+    from .llm.completion import TokenLogprob as TokenLogprob
+    from .llm.completion import TopLogprob as TopLogprob
+    from .llm.fake import ScriptedModel as ScriptedModel
+    from .llm.fake import ScriptedReply as ScriptedReply
+    from .llm.fake import scripted as scripted
+    from .llm.settings import Settings as Settings
+    from .llm.spending_cap import SpendingCap as SpendingCap
+    from .llm.tally import Tally as Tally
+    from .llm.tally import Usage as Usage
+    from .loops.ape.loop import APEConfig as APEConfig
+    from .loops.ape.loop import arun_ape as arun_ape
+    from .loops.ape.loop import run_ape as run_ape
+    from .loops.creator_critic.config import CreatorCriticConfig as CreatorCriticConfig
+    from .loops.creator_critic.loop import arun_creator_critic as arun_creator_critic
+    from .loops.creator_critic.loop import run_creator_critic as run_creator_critic
+    from .loops.gepa.config import GEPAConfig as GEPAConfig
+    from .loops.gepa.loop import arun_gepa as arun_gepa
+    from .loops.gepa.loop import run_gepa as run_gepa
+    from .loops.opro.loop import OPROConfig as OPROConfig
+    from .loops.opro.loop import arun_opro as arun_opro
+    from .loops.opro.loop import run_opro as run_opro
+    from .loops.p3ro.config import P3ROConfig as P3ROConfig
+    from .loops.p3ro.loop import arun_p3ro as arun_p3ro
+    from .loops.p3ro.loop import run_p3ro as run_p3ro
+    from .loops.pcee.loop import PCEEConfig as PCEEConfig
+    from .loops.pcee.loop import arun_pcee as arun_pcee
+    from .loops.pcee.loop import run_pcee as run_pcee
+    from .loops.pes.agent import PESAgent as PESAgent
+    from .loops.pes.agent import arun_pes as arun_pes
+    from .loops.pes.agent import run_pes as run_pes
+    from .loops.pes.config import Persona as Persona
+    from .loops.pes.config import PESConfig as PESConfig
+    from .loops.protegi.config import ProTeGiConfig as ProTeGiConfig
+    from .loops.protegi.loop import arun_protegi as arun_protegi
+    from .loops.protegi.loop import run_protegi as run_protegi
+    from .loops.registry import arun_loop as arun_loop
+    from .loops.registry import get_loop as get_loop
+    from .loops.registry import run_loop as run_loop
+    from .loops.resample.loop import ResampleConfig as ResampleConfig
+    from .loops.resample.loop import arun_resample as arun_resample
+    from .loops.resample.loop import run_resample as run_resample
+    from .loops.runtime.config import LoopConfig as LoopConfig
+    from .record import Example as Example
+    from .record import GroundedScore as GroundedScore
+    from .record import Iteration as Iteration
+    from .record import Run as Run
+    from .record import Score as Score
+    from .record import Split as Split
+    from .record import Step as Step
+    from .record import StepError as StepError
+    from .record import Task as Task
+    from .record import Totals as Totals
+    from .reports.summary import report as report
+    from .results.store import Results as Results
+    from .results.store import load as load
+    from .sweeps.experiment import Experiment as Experiment
+    from .sweeps.experiment import load_experiment as load_experiment
+    from .sweeps.run import sweep as sweep
+    from .ui.browser import RunBrowser as RunBrowser
+    from .ui.explorer import Explorer as Explorer
 
 # Old names kept working for a while (with a DeprecationWarning): "budget" now means only a loop's call/token budget.
 _DEPRECATED = {
@@ -185,16 +280,13 @@ _DEPRECATED = {
 
 def __getattr__(name: str) -> object:
     if name in _DEPRECATED:
-        import importlib
         import warnings
 
         module, new = _DEPRECATED[name]
         warnings.warn(f"promptlab.{name} is deprecated: use promptlab.{new}", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(module), new)
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(_importlib.import_module(module), new)
+    if name in NAMES:
+        value = getattr(_importlib.import_module(NAMES[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'promptlab' has no attribute {name!r}")
@@ -204,113 +296,4 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = [  # literal, so checkers see the lazy names as the public API too
-    "Cache",
-    "CacheBackend",
-    "CacheUnavailableError",
-    "cache_key",
-    "open_cache",
-    "Settings",
-    "complete",
-    "acomplete",
-    "Completion",
-    "Tally",
-    "Usage",
-    "SpendingCapExceeded",
-    "ConfigError",
-    "MissingDependencyError",
-    "MissingKeyError",
-    "ParseError",
-    "PromptlabError",
-    "ProviderError",
-    "SweepCellError",
-    "UnknownModelError",
-    "Event",
-    "EventList",
-    "PrintLog",
-    "ScriptedModel",
-    "ScriptedReply",
-    "scripted",
-    "TokenLogprob",
-    "TopLogprob",
-    "Iteration",
-    "Run",
-    "Score",
-    "Step",
-    "StepError",
-    "Task",
-    "Totals",
-    "__version__",
-    "run_loop",
-    "arun_loop",
-    "get_loop",
-    "LoopConfig",
-    "run_p3ro",
-    "arun_p3ro",
-    "P3ROConfig",
-    "run_creator_critic",
-    "arun_creator_critic",
-    "CreatorCriticConfig",
-    "run_pes",
-    "arun_pes",
-    "PESConfig",
-    "PESAgent",
-    "Persona",
-    "run_pcee",
-    "arun_pcee",
-    "PCEEConfig",
-    "run_opro",
-    "arun_opro",
-    "OPROConfig",
-    "run_ape",
-    "arun_ape",
-    "APEConfig",
-    "run_protegi",
-    "arun_protegi",
-    "ProTeGiConfig",
-    "run_resample",
-    "arun_resample",
-    "ResampleConfig",
-    "run_gepa",
-    "arun_gepa",
-    "GEPAConfig",
-    "sweep",
-    "load_experiment",
-    "Experiment",
-    "load",
-    "Results",
-    "report",
-    "evaluate_prompt",
-    "aevaluate_prompt",
-    "EvalResult",
-    "get_scorer",
-    "SCORERS",
-    "Scorer",
-    "format_prompt",
-    "split_examples",
-    "check_task",
-    "examples_of",
-    "read_tasks",
-    "Example",
-    "Split",
-    "GroundedScore",
-    "expected_scores",
-    "ExpectedScore",
-    "calibration",
-    "counterfactual_stopping",
-    "compare",
-    "delta_table",
-    "equal_budget",
-    "reliability",
-    "bias_table",
-    "probe_frames",
-    "SpendingCap",
-    "RedisCache",
-    "register_model",
-    "unregister_model",
-    "registered_models",
-    "ModelAlias",
-    "Price",
-    "Explorer",
-    "RunBrowser",
-]
+__all__ = ["__version__", *NAMES]

@@ -105,31 +105,34 @@ def test_scripts_test_runs_pytest_after_the_gates_pass_and_stops_before_it_when_
     assert not (tree / "tests" / "pytest-ran").exists()  # stopped before pytest
 
 
-def lazy_table() -> tuple[dict[str, str], dict[str, str], list[str]]:
-    """From promptlab/__init__.py's source: the lazy table (name -> module), the TYPE_CHECKING imports (name ->
-    module) and `__all__`."""
+def names_table() -> tuple[dict[str, str], dict[str, str]]:
+    """From promptlab/__init__.py's source: the table of the root's names (name -> module) and the TYPE_CHECKING
+    imports (name -> module)."""
     tree = ast.parse((ROOT / "promptlab" / "__init__.py").read_text())
-    lazy: dict[str, str] = {}
+    table: dict[str, str] = {}
     typed: dict[str, str] = {}
-    names: list[str] = []
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id == "_LAZY":
-                lazy = ast.literal_eval(node.value)
-            elif node.targets[0].id == "__all__":
-                names = ast.literal_eval(node.value)
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "NAMES":
+            table = ast.literal_eval(node.value)
         elif isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             for imp in node.body:
                 assert isinstance(imp, ast.ImportFrom) and imp.level == 1, ast.unparse(imp)
-                typed.update({a.name: f"promptlab.{imp.module}" for a in imp.names if a.asname is None})
-    return lazy, typed, names
+                for alias in imp.names:  # `import x as x`: an explicit re-export, seen by a strict checker too
+                    assert alias.asname == alias.name, ast.unparse(imp)
+                    assert alias.name not in typed, f"{alias.name} imported twice"
+                    typed[alias.name] = f"promptlab.{imp.module}"
+    return table, typed
 
 
-def test_every_lazy_name_is_imported_for_checkers_from_the_module_the_table_names() -> None:
-    lazy, typed, names = lazy_table()
-    assert len(lazy) >= 60
-    assert typed == lazy  # the same names from the same modules, both ways
-    assert len(names) == len(set(names)) and set(lazy) <= set(names)  # the literal __all__ lists each once
+def test_the_roots_names_are_one_table_and_the_checkers_imports_agree_with_it() -> None:
+    import promptlab
+
+    table, typed = names_table()
+    assert len(table) >= 100
+    assert typed == table  # the same names from the same modules, both ways
+    assert promptlab.__all__ == ["__version__", *table]  # __all__ is made from the table, not written again
+    for name, module in table.items():  # each name is defined where the table says
+        assert getattr(promptlab, name) is getattr(__import__(module, fromlist=[name]), name), name
 
 
 def test_py_typed_ships_with_the_package() -> None:

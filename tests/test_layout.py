@@ -4,6 +4,8 @@ across modules, modules under 400 lines, and short functions in the call path (`
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -344,3 +346,17 @@ def test_the_root_names_the_documented_api_and_loads_lazily() -> None:
     from importlib.metadata import version
 
     assert pl.__version__ == version("promptlab-loops")
+
+
+HISTORY_IN_NAME = re.compile(r"round_?\d+|issue_?\d+", re.IGNORECASE)
+
+
+def test_no_file_name_carries_a_round_or_an_issue_number() -> None:
+    """Files are named by what they hold, not by when or why they were written (`round3_battery.py`,
+    `issue41_battery.py`): a name with a round or issue number says nothing to a newcomer."""
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=PACKAGE.parent, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(tracked) > 100
+    assert [path for path in tracked if HISTORY_IN_NAME.search(Path(path).name)] == []
+    assert HISTORY_IN_NAME.search("issue41_battery.py") and HISTORY_IN_NAME.search("test_bad_input_round3.py")

@@ -15,10 +15,9 @@ Metrics: a run's `final_score` is its LAST iteration's average, <NA> when that i
 (`best_score`: the iteration the loop ranks best). Iteration-level figures (average, tokens, cost, calls,
 cache hits, errors) repeat on each criterion row: sum them over `iteration_frame(traj)`, not the trajectories.
 
-Token and cost figures are those of the ORIGINAL model calls (`Step.call`), also for cache hits, so a
-cached replay of a sweep gives the same frames; what this execution actually paid is `spent_tokens` /
-`spent_cost_usd` in the runs frame. Failed calls add no tokens or cost. pandas and pyarrow are imported
-inside the functions so that `import promptlab` stays light.
+Token and cost figures are those of the ORIGINAL model calls (`Step.call`), also for cache hits, so a cached replay of
+a sweep gives the same frames; what this execution paid is `spent_tokens` / `spent_cost_usd` in the runs frame. Failed
+calls add no tokens or cost. pandas and pyarrow are imported inside the functions (`import promptlab` stays light).
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
+from ..errors import PromptlabWarning as Note
 from ..reading import RefusedFile, jsonl_lines, read_bounded
 from ..record import Run
 from .atomic import atomic_write
@@ -307,7 +307,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
             f"results: skipping {len(linked)} cell director{'y' if len(linked) == 1 else 'ies'} that "
             f"{'is a symbolic link' if len(linked) == 1 else 'are symbolic links'} ({linked[0].name} -> "
             f"{os.readlink(linked[0])}): refused, not read",
-            RuntimeWarning,
+            Note,
             stacklevel=2,
         )
         dirs = [d for d in dirs if not d.is_symlink()]
@@ -347,7 +347,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
                         raise ValueError(f"{name}.parquet lacks columns {missing}")
                 parts.append((row["params"], frames[0], frames[1]))
             except Exception as e:
-                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", Note, stacklevel=2)
                 row.update(status="corrupt", error_kind=type(e).__name__, error=str(e))
         cells.append(row)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from promptlab.loops.p3ro.loop import run_p3ro
 from promptlab.loops.registry import get_loop
 from promptlab.loops.runtime.grounding import grounded_decision_score
 from promptlab.record import Example, Split, Task
+from promptlab.results.frames import tidy
 
 EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(10)]
 TASK = Task(
@@ -313,3 +315,53 @@ def test_replicates_share_the_measurement_of_a_prompt(tmp_path: Path) -> None:
     second = run_creator_critic(TASK, cfg, sample=1, cache=tmp_path)
     assert len(target.requests) == n and len(creator.requests) == 2  # the creator draws again; nothing else
     assert second.delta == first.delta
+
+
+@pytest.fixture
+def crashing_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A python scorer that cannot score the reply "crash" (it raises), as a `module:function` name."""
+    (tmp_path / "crashing_scorer_mod.py").write_text(
+        "def score(output, target):\n"
+        "    if output.strip() == 'crash':\n"
+        "        raise ValueError('reply has no label')\n"
+        "    return float(output.strip() == target)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "crashing_scorer_mod:score"
+    sys.modules.pop("crashing_scorer_mod", None)
+
+
+def test_unscored_examples_are_one_error_per_measurement_counted_in_n_errors(crashing_scorer: str) -> None:
+    """A grounded measurement whose scorer cannot score some replies records one ScoreMissing error naming how
+    many were unscored (the scores stay missing, never 0), so the run's n_errors counts it."""
+    task = TASK.model_copy(update={"scorer": {"kind": "python", "function": crashing_scorer}})
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        text = messages[-1]["content"]
+        return "yes" if text.startswith("GOOD") else "crash" if int(text.rsplit("item ", 1)[1]) % 2 else "no"
+
+    creator, critic, _ = cc_models("g-cc-unscored", ["HALF v1", "GOOD v2"], [critique(3)])
+    target = promptlab.scripted("g-cc-unscored-target", respond=reply)
+    cfg = CreatorCriticConfig(
+        model=creator.name,
+        critic_model=critic.name,
+        target_model=target.name,
+        score_source="grounded",
+        finish_threshold=8.5,
+        max_iterations=2,
+        include_start=False,
+    )
+    run = run_creator_critic(task, cfg, cache=False)
+    odd = lambda idx: sum(i % 2 for i in idx)  # noqa: E731
+    missing = [e for e in run.errors if e.kind == "ScoreMissing"]
+    assert [(e.phase, e.iteration, e.role) for e in missing] == [
+        ("score_dev", 1, "scorer"),
+        ("score_test", None, "scorer"),
+    ]
+    assert missing[0].message.startswith(f"score_dev: {odd(DEV)} of {len(DEV)} example(s) could not be scored (")
+    assert "ValueError: reply has no label" in missing[0].message
+    assert missing[1].message.startswith(f"score_test: {odd(TEST)} of {len(TEST)} example(s) could not be scored")
+    grounded = run.iterations[0].grounded
+    assert grounded is not None and grounded.n == len(DEV) - odd(DEV)  # missing scores are left out, never counted as 0
+    _, runs = tidy([run], {}, "cell")
+    assert runs["n_errors"].tolist() == [len(run.errors)] and len(run.errors) >= 2

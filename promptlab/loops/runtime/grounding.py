@@ -49,6 +49,7 @@ from ...llm.settings import Settings
 from ...record import Delta, GroundedScore, Iteration, Run, Score, Step, Task
 from .config import LoopConfig
 from .context import RunContext
+from .missing import record_unscored
 
 ScoreSource = Literal["critic", "grounded", "both"]
 ScoreMode = Literal["sampled", "expected"]
@@ -228,6 +229,7 @@ async def measure_examples(
         split=split,
     )
     _record_scored(ctx, result, steps, iteration, n_errors)
+    record_unscored(ctx, result, phase, iteration)
     _account_judge(ctx, result.usage.model_dump(), phase)
     ctx.spend_tally(phase, result.spent)
     return result

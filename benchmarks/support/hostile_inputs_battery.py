@@ -1,5 +1,5 @@
-"""Issue 41's kinds (trustworthy under faults, round 4), as one runnable list: a reply's numbers out of range (10^30
-tokens, with and without a spending cap; a Retry-After of inf), a schema the local engine cannot compile, a full
+"""Hostile inputs and surroundings, as one runnable list: a reply's numbers out of range (10^30 tokens, with and
+without a spending cap; a Retry-After of inf), a schema the local engine cannot compile, a full
 Redis, the cache's read/write race, a slow regex scorer beside a heartbeat, files that are not files (a FIFO, a
 sparse 3 GiB file and a link to /dev/zero as a value file; status.json as a FIFO or a link to /dev/zero; a cell
 directory linked outside), a 1,500-deep chain copied back from a shell step, redirects on both transports, a key in
@@ -405,7 +405,7 @@ def run_battery(base: Path) -> list[Row]:
     return rows
 
 
-if __name__ == "__main__":  # run alone: python benchmarks/support/issue41_battery.py
+if __name__ == "__main__":  # run alone: python benchmarks/support/hostile_inputs_battery.py
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
