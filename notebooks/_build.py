@@ -73,8 +73,8 @@ EXPLORE = notebook(
             "The default tasks (`data/grounded_tasks.jsonl`) carry labelled examples, so every candidate's dev "
             "accuracy is measured: every loop runs on them, and the accuracy says whether a rewrite helped. "
             "`local/smollm2` is SmolLM2-135M, embedded so that everything runs offline: it is there to check "
-            "the plumbing, not to improve prompts. The default run (P³RO on `sentiment`, 3 iterations, a few "
-            "minutes of CPU) shows what it can show: the starting prompt's dev accuracy (its iteration 0 in the chart), rewrites "
+            "the plumbing, not to improve prompts. The default run (P³RO on `sentiment`, 3 iterations) "
+            "shows what it can show: the starting prompt's dev accuracy (its iteration 0 in the chart), rewrites "
             "that lose the `{input}` slot and fall near 0, and a critic whose expected (G-Eval) score does not "
             "follow them (P³RO may keep a worse rewrite because its critic scored it higher; the summary line "
             "says so). Read the dev accuracy. To watch a loop improve a prompt, type a "
@@ -153,7 +153,7 @@ confirm = False  # True: start a sweep estimated above 5 minutes (papermill: -p 
         """import pandas as pd
 from IPython.display import display
 
-from promptlab.reports import summary_table, trajectory_charts
+from promptlab.reports import readable_table, summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
 from promptlab.sweeps.estimate import plan_sweep, require_confirmation
 
@@ -181,7 +181,7 @@ print(result)""",
         """import matplotlib.pyplot as plt
 
 results = result.load()
-display(summary_table(results))
+display(readable_table(summary_table(results)))  # rounded; every column: summary_table(results)
 trajectory_charts(results.trajectories)  # dev accuracy across configurations; a critic's score within that critic
 plt.show()""",
     ),
@@ -256,7 +256,11 @@ else:
     why = "the sweep has no finish_threshold column" if measure else no_measure
     print(f"No chart by finish threshold: {why}.")""",
     ),
-    ("code", """display(reports.summary_table(results))"""),
+    (
+        "code",
+        """# rounded, and only the columns to compare by (every column, unrounded: reports.summary_table(results))
+display(reports.readable_table(reports.summary_table(results)))""",
+    ),
     ("md", "## Browse the runs\n\nPick a cell and a run, then step through its iterations."),
     (
         "code",

@@ -30,6 +30,11 @@ class ScoreMissing(PromptlabError):
     criterion the evaluator did not score): the run goes on with the score missing, and the error is recorded."""
 
 
+class PromptlabWarning(RuntimeWarning):
+    """A warning promptlab gives on purpose (a results file it skips, a value it reads as missing): in a
+    notebook it is shown as a plain note (`promptlab.ui.notes`), elsewhere as any RuntimeWarning."""
+
+
 class UnknownModelError(PromptlabError, ValueError):
     """A model name that no registered provider (nor litellm) knows."""
 

@@ -30,6 +30,7 @@ from .plots import (
     plot_stop_reasons,
     plot_trajectories,
 )
+from .readable import readable_table
 from .search_tree import plot_search_tree
 from .summary import report, summary_table
 
@@ -54,6 +55,7 @@ __all__ = [
     "plot_pairing_heatmap",
     "plot_score_vs_cost",
     "plot_search_tree",
+    "readable_table",
     "plot_stop_reasons",
     "plot_trajectories",
     "report",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis.budget import Unit
 from ..results.frames import iteration_frame
+from .charts import accuracy_limits
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,6 +80,10 @@ def plot_search_tree(
     ]
     if steps:
         ax.step([x for x, _ in steps], [y for _, y in steps], where="post", color="C2", label="returned at this spend")
+    if point:  # a dev score is an accuracy: the axis never shows one below 0 nor above 1
+        import pandas as pd
+
+        ax.set_ylim(*accuracy_limits(pd.DataFrame({"dev": [y for _, y in point.values()]})))
     ax.set_xlabel(f"{budget} spent")
     ax.set_ylabel("dev score")
     ax.set_title(f"{its['loop'].iloc[0]} on {its['task_id'].iloc[0]}, sample {its['sample'].iloc[0]}")

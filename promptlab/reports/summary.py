@@ -30,6 +30,7 @@ from .findings import Findings, findings, findings_markdown
 from .fingerprints import fingerprint_markdown
 from .markdown import table_lines
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
+from .readable import number_text
 from .recorded_errors import errors_markdown
 
 if TYPE_CHECKING:
@@ -388,7 +389,7 @@ def _markdown(table: pd.DataFrame) -> str:
         return "(no runs)"
 
     def cell(v: Any) -> str:
-        return fmt_value(v) if not isinstance(v, float) or math.isnan(v) else f"{v:.4g}"
+        return fmt_value(v) if not isinstance(v, float) or math.isnan(v) else number_text(v)
 
     return "\n".join(
         table_lines(list(table.columns), ([cell(v) for v in row] for row in table.itertuples(index=False)))

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PromptlabWarning
 from ..llm.tally import Tally
 from ..record import GroundedScore, Run, Step
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
@@ -349,7 +349,7 @@ def bounded(name: str, values: Sequence[Any], dtype: str) -> list[Any]:
     if dropped:
         warnings.warn(
             f"results: {dropped} value(s) of {name} out of range (past 2**53, or infinite); read as <NA>",
-            RuntimeWarning,
+            PromptlabWarning,
             stacklevel=3,
         )
     return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ConfigError
+from ..errors import PromptlabWarning as Note
 from ..reading import RefusedFile, jsonl_lines, read_bounded
 from ..record import Run
 from .atomic import atomic_write
@@ -289,7 +290,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
             f"results: skipping {len(linked)} cell director{'y' if len(linked) == 1 else 'ies'} that "
             f"{'is a symbolic link' if len(linked) == 1 else 'are symbolic links'} ({linked[0].name} -> "
             f"{os.readlink(linked[0])}): refused, not read",
-            RuntimeWarning,
+            Note,
             stacklevel=2,
         )
         dirs = [d for d in dirs if not d.is_symlink()]
@@ -329,7 +330,7 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
                         raise ValueError(f"{name}.parquet lacks columns {missing}")
                 parts.append((row["params"], frames[0], frames[1]))
             except Exception as e:
-                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", Note, stacklevel=2)
                 row.update(status="corrupt", error_kind=type(e).__name__, error=str(e))
         cells.append(row)
 

@@ -15,8 +15,11 @@ executed notebook holds it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -47,9 +50,9 @@ busy machine starting several kernels at once; the cell then failed with "Kernel
 
 
 def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
-    """`plan.workers` daemon threads each run one papermill cell at a time. On Ctrl-C no further cell starts
-    and the interrupt is raised at once: a running kernel either finishes its cell (inside Jupyter) or
-    stops with this process (its kernel exits when its parent does); an unfinished cell is re-run later."""
+    """`plan.workers` daemon threads each run one papermill cell at a time. On Ctrl-C (or SIGTERM) no further
+    cell starts, every running kernel is ended (`end_kernels`: no request of it reaches a provider once the sweep
+    has exited) and the interrupt is raised; a cell it was running is re-run by the next sweep."""
     import queue
 
     nb = plan.template or TEMPLATE
@@ -58,6 +61,8 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
         todo.put(cell)
     stop = threading.Event()
     errors: list[BaseException] = []
+    started: list[Any] = []  # the kernel managers of the cells, as their kernels start
+    manager = kernel_manager_class(started)
 
     def worker() -> None:
         while not stop.is_set():
@@ -66,7 +71,7 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
             except queue.Empty:
                 return
             try:
-                plan.record(_papermill_cell(cell, plan, nb))
+                plan.record(_papermill_cell(cell, plan, nb, manager, stop))
             except BaseException as e:  # noqa: BLE001 -- a runner bug (not a cell failure): stop and re-raise
                 errors.append(e)
                 stop.set()
@@ -86,10 +91,40 @@ def run_papermill(pending: list[Cell], plan: SweepPlan) -> None:
                     t.join(0.2)
         except KeyboardInterrupt:
             stop.set()
+            end_kernels(started)
             tidy_notebooks(plan.out)
             raise
     if errors:
         raise errors[0]
+
+
+def kernel_manager_class(kernels: list[Any]) -> type:
+    """jupyter_client's AsyncKernelManager (nbclient's) that appends itself to `kernels` as its kernel starts."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class SweepKernelManager(AsyncKernelManager):  # type: ignore[misc]
+        async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+            kernels.append(self)
+            await super().start_kernel(**kw)
+
+    return SweepKernelManager
+
+
+def end_kernels(kernels: list[Any], wait_s: float = 10.0) -> None:
+    """Kill each kernel's process group (jupyter_client starts a kernel in a session of its own, where Ctrl-C
+    does not reach it) and wait for it to exit. Without this a kernel went on with its cell, and its requests,
+    until nbclient's graceful shutdown at exit, or its parent poller, ended it: after the sweep had exited if a
+    second Ctrl-C or SIGTERM cut that shutdown short."""
+    for km in list(kernels):
+        process = getattr(km.provisioner, "process", None)
+        if process is None or process.poll() is not None:
+            continue
+        try:
+            os.killpg(os.getpgid(process.pid), signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(wait_s)
 
 
 def tidy_notebooks(out: Path) -> None:
@@ -99,10 +134,11 @@ def tidy_notebooks(out: Path) -> None:
         keep_notebook(partial.parent)
 
 
-def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
-    """Run one cell's notebook and return its outcome; a full results disk, met by the kernel (its results) or
-    here (the executed notebook, the cell's folder), raises ResultsDiskFull naming the file, after removing a
-    notebook cut short, so the sweep stops as the inline executor's does."""
+def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path, manager: type, stop: threading.Event) -> CellOutcome:
+    """Run one cell's notebook (its kernel by `manager`) and return its outcome; a full results disk, met by the
+    kernel (its results) or here (the executed notebook, the cell's folder), raises ResultsDiskFull naming the file,
+    after removing a notebook cut short, so the sweep stops as the inline executor's does. Once `stop` is set (the
+    sweep ended the kernel) the cell is not recorded: KeyboardInterrupt is raised."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
@@ -126,6 +162,7 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
             cwd=os.getcwd(),
             extra_arguments=KERNEL_ARGS,
             start_timeout=KERNEL_START_TIMEOUT_S,
+            kernel_manager_class=manager,
         )
     except PapermillExecutionError as e:
         full = ResultsDiskFull.reported(e.evalue) if e.ename == ResultsDiskFull.__name__ else None
@@ -135,6 +172,8 @@ def _papermill_cell(cell: Cell, plan: SweepPlan, template: Path) -> CellOutcome:
         error = cell_error(cell, e, notebook=str(final))
     finally:
         keep_notebook(cell_dir)  # a notebook papermill could not write whole is removed, not kept
+    if stop.is_set():  # not a failure of the cell: the sweep is stopping and ended its kernel
+        raise KeyboardInterrupt
     if full is not None:
         raise full
     wall = round(time.perf_counter() - t0, 4)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, PromptlabError
+from .notes import install_notes
 
 FIRST_STEPS = {
     "demo": "run notebook 02 (it says how long the demo takes on this machine before it starts) or `scripts/demo` first",
@@ -109,11 +110,12 @@ def notebook_setup(
     tracebacks: bool = False,
     results: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Change to the project root (`project_root`) and, inside IPython, install `short_errors` unless
-    `tracebacks`; returns the root. Given `results`, a results directory the notebook reads, raise
+    """Change to the project root (`project_root`) and, inside IPython, show promptlab's warnings as notes
+    (`install_notes`) and install `short_errors` unless `tracebacks`; returns the root. Given `results`, a results directory the notebook reads, raise
     NoResultsError (shown as one line) when it holds no finished cell yet (`require_results`)."""
     root = project_root(start)
     os.chdir(root)
+    install_notebook_notes()
     if not tracebacks:
         install_short_errors()
     if results is not None:
@@ -132,12 +134,23 @@ def install_short_errors() -> None:
         short_errors(shell)
 
 
+def install_notebook_notes() -> None:
+    """Inside IPython, show promptlab's own warnings as plain notes (`promptlab.ui.notes`), not red stderr."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        install_notes()
+
+
 __all__ = [
     "FIRST_STEPS",
     "INTO_VIEW",
     "bring_into_view",
     "NoResultsError",
     "finished_cells",
+    "install_notebook_notes",
     "install_short_errors",
     "notebook_setup",
     "project_root",

@@ -123,11 +123,14 @@ def test_a_named_cache_directory_follows_the_working_directory(tmp_path: Path, m
     assert first.directory == (tmp_path / "a" / "calls").resolve()
 
 
-def test_a_full_disk_is_said_once_not_per_write(
+def test_a_full_disk_is_said_once_and_the_next_call_stops(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """#41 item 3: a cache that cannot store says so once (every later write would say the same)."""
+    """#41 item 3: a cache that cannot store says so once, and the next call on it stops (as a full Redis does):
+    paying for calls that cannot be stored would pay for them again on every resume."""
     import sqlite3
+
+    from promptlab.errors import CacheUnavailableError
 
     store = Cache(tmp_path / "full")
 
@@ -137,6 +140,8 @@ def test_a_full_disk_is_said_once_not_per_write(
     monkeypatch.setattr(store._dc, "add", full)
     m = pl.scripted("said-once", respond=lambda msgs: "paid " + msgs[-1]["content"])
     with caplog.at_level(logging.WARNING, logger="promptlab.llm.cache"):
-        paid = [pl.complete(m.name, f"p{i}", cache=store) for i in range(3)]
-    assert [c.text for c in paid] == ["paid p0", "paid p1", "paid p2"] and store.unstored == 3
-    assert caplog.text.count("its disk is full") == 1 and "said once" in caplog.text
+        paid = pl.complete(m.name, "p0", cache=store)
+        with pytest.raises(CacheUnavailableError, match="its disk is full .*1 paid reply could not be stored"):
+            pl.complete(m.name, "p1", cache=store)
+    assert paid.text == "paid p0" and store.unstored == 1 and len(m.requests) == 1
+    assert caplog.text.count("its disk is full") == 1 and "next call on this cache stops" in caplog.text

@@ -256,6 +256,8 @@ def test_the_search_tree_joins_each_candidate_to_its_parent() -> None:
     kept, rejected = ax.collections[0].get_offsets(), ax.collections[1].get_offsets()
     assert len(kept) == sum(it.decision in ("START", "NEW_BEST", "ACCEPTED") for it in run.iterations)
     assert len(rejected) == sum(it.decision == "REJECTED" for it in run.iterations) > 0
+    bottom, top = plot_search_tree(traj.assign(grounded_score=0.0), budget="calls").get_ylim()
+    assert (bottom, top) == (0.0, pytest.approx(0.1))  # every dev score 0: no negative accuracy on the axis
     with pytest.raises(ValueError, match="no run 'nope'"):
         plot_search_tree(traj, run_id="nope")
 

@@ -21,7 +21,10 @@ from promptlab.loops.p3ro.loop import run_p3ro
 from promptlab.loops.registry import get_loop
 from promptlab.loops.runtime.grounding import grounded_decision_score
 from promptlab.record import Example, Split, Task
+from promptlab.reports.recorded_errors import errors_markdown
+from promptlab.results import load
 from promptlab.results.frames import tidy
+from promptlab.results.store import write_cell
 
 EXAMPLES = [Example(input=f"item {i}", target="yes") for i in range(10)]
 TASK = Task(
@@ -331,7 +334,9 @@ def crashing_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     sys.modules.pop("crashing_scorer_mod", None)
 
 
-def test_unscored_examples_are_one_error_per_measurement_counted_in_n_errors(crashing_scorer: str) -> None:
+def test_unscored_examples_are_one_error_per_measurement_counted_in_n_errors(
+    crashing_scorer: str, tmp_path: Path
+) -> None:
     """A grounded measurement whose scorer cannot score some replies records one ScoreMissing error naming how
     many were unscored (the scores stay missing, never 0), so the run's n_errors counts it."""
     task = TASK.model_copy(update={"scorer": {"kind": "python", "function": crashing_scorer}})
@@ -365,3 +370,7 @@ def test_unscored_examples_are_one_error_per_measurement_counted_in_n_errors(cra
     assert grounded is not None and grounded.n == len(DEV) - odd(DEV)  # missing scores are left out, never counted as 0
     _, runs = tidy([run], {}, "cell")
     assert runs["n_errors"].tolist() == [len(run.errors)] and len(run.errors) >= 2
+    write_cell(tmp_path, "unscored", {"loop": "creator_critic"}, [run])
+    said = "\n".join(errors_markdown(load(tmp_path)))
+    assert "## Errors recorded in runs" in said and f"`unscored`: {len(run.errors)} error(s) in 1 of 1 runs (" in said
+    assert "ScoreMissing x2" in said

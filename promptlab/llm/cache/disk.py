@@ -1,20 +1,17 @@
 """The on-disk call cache (diskcache): JSON values written once, corruption healed, a full disk survived.
 
-Healing: a database that SQLite finds corrupt (not a database, malformed, its tables gone after a truncation)
-is copied aside as `cache.db.corrupt-<time>-<pid>` and emptied in place, under a lock file shared by every
-process; the lock file also counts the heals, so a thread or process that meets the damage after another one
-healed it reconnects instead of healing twice. What the old file held is lost (the calls are paid again when
-asked again); what is written after the heal stays.
-
-The file is emptied in place, never replaced by a new file under the same name, and the database keeps a
-rollback journal (`journal_mode=truncate`), not diskcache's default write-ahead log: SQLite finds a database's
--journal, -wal and -shm files by path and its locks by inode, so a connection still open on a replaced file
-(another thread's, another process's) would read and write the new database's journal or log while locking
-the old file, and delete them when it closes. Emptied in place, every connection keeps meeting one file.
-
-A full disk: a write that fails for lack of space is logged once and the (paid) reply returned, uncached; a cache
-that cannot be opened for it raises `CacheDiskFullError` (`open_cache` opens it read-only instead, with a warning).
-"""
+Healing: a database that SQLite finds corrupt (not a database, malformed, its tables gone after a truncation) is
+copied aside as `cache.db.corrupt-<time>-<pid>` and emptied in place, under a lock file shared by every process; the
+lock file also counts the heals, so a thread or process that meets the damage after another one healed it reconnects
+instead of healing twice. What the old file held is lost (the calls are paid again when asked again); what is
+written after the heal stays. The file is emptied in place, never replaced by a new file under the same name, and
+the database keeps a rollback journal (`journal_mode=truncate`), not diskcache's default write-ahead log: SQLite
+finds a database's -journal, -wal and -shm files by path and its locks by inode, so a connection still open on a
+replaced file (another thread's, another process's) would read and write the new database's journal or log while
+locking the old file, and delete them when it closes. Emptied in place, every connection keeps meeting one file.
+A full disk: a write that fails for lack of space says so once, its paid reply is returned, and the next call stops
+(`full_disk.py`); a cache that cannot be opened for it raises `CacheDiskFullError` (`open_cache` opens it
+read-only instead, with a warning)."""
 
 from __future__ import annotations
 
@@ -37,6 +34,7 @@ from ...errors import CacheUnavailableError
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
 from .entries import open_diskcache, problem_of, unopenable
+from .full_disk import FullDisk
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
@@ -101,6 +99,7 @@ class Cache(CacheBackend):
         self.directory = Path(directory).expanduser().resolve()
         self.location = str(self.directory)
         self.unstored = 0  # paid replies this object could not store (a full disk, a lock held too long)
+        self.full = FullDisk(self.directory)  # a write met a full disk: the next call stops (full_disk.py)
         self.moved_aside: list[str] = []
         """Database files this object found corrupt and copied aside, each with the cause."""
         self._db = self.directory / "cache.db"
@@ -263,7 +262,9 @@ class Cache(CacheBackend):
 
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
         """The stored record for `key` (a Completion unless `kind` says otherwise), or None; a corrupted
-        entry, one stored under another key or a missing value file is logged, dropped and missed."""
+        entry, one stored under another key or a missing value file is logged, dropped and missed (after a full disk:
+        `FullDisk.check`)."""
+        self.full.check(self.location, "the cache directory")
         try:
             raw = self._read(key)
         except Exception as e:  # an unreadable row or value file
@@ -301,21 +302,19 @@ class Cache(CacheBackend):
     def add(self, key: str, record: BaseModel) -> bool:
         """Store a record unless one is stored already (write-once, atomic across processes); True if
         this one was stored. The first record of a request is the original call's: it is never replaced.
-        A write that fails (a lock held past diskcache's timeout, a full disk) is logged and gives True."""
+        A write that fails (a lock held past diskcache's timeout, a full disk: `FullDisk.filled`) is logged, gives True."""
         blob = encode_record(record, key)
         try:
             return bool(self._guard(lambda dc: dc.add(key, blob)))
         except (sqlite3.Error, OSError) as e:  # locked past diskcache's timeout, disk full: keep the paid record
-            full = is_disk_full(e)
             self.unstored += 1
-            if full and self.unstored > 1:  # said once: every later write would say the same
-                return True
+            if is_disk_full(e):
+                return self.full.filled(str(e))  # said once; the next call on this cache stops (`get`)
             log.warning(
-                "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached%s",
+                "promptlab cache: could not store %s in %s (%s); the reply is returned but not cached",
                 key[:12],
                 self.directory,
-                "its disk is full" if full else str(e),
-                " (said once: replies from now on are paid again by a replay)" if full else "",
+                e,
             )
             return True
 

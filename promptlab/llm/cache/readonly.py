@@ -1,6 +1,6 @@
-"""A directory cache opened read-only, because its disk is full: stored records are served, new ones are not
-stored (the paid reply is returned, with one warning), so a sweep over a full cache disk still runs and never
-pays twice for what is stored.
+"""A directory cache opened read-only, because its disk is full: stored records are served; a new one is not
+stored (its paid reply is returned, with one warning) and the next call stops, as on a full disk
+(`full_disk.py`): a sweep over a full cache disk replays what is stored and exits 1 at the first reply it pays.
 
 It reads diskcache's SQLite table directly (`Cache` rows: `key`, `raw`, `mode`, `filename`, `value`), as
 diskcache stores promptlab's string keys (raw) and JSON string values (inline, or in a value file for large ones).
@@ -21,6 +21,7 @@ from ...reading import read_bounded
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, record_problem
 from .entries import MAX_VALUE_BYTES, MODE_RAW, MODE_TEXT, inside
+from .full_disk import FullDisk
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
@@ -39,7 +40,7 @@ class ReadOnlyCache(CacheBackend):
         self.location = str(self.directory)
         self.cause = cause
         self._lock = threading.Lock()
-        self._warned = False
+        self.full = FullDisk(self.directory)
         db = self.directory / "cache.db"
         self._con: sqlite3.Connection | None = None
         if db.exists():
@@ -75,7 +76,9 @@ class ReadOnlyCache(CacheBackend):
         return None
 
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
-        """The stored record for `key`, or None (also for a value that cannot be read)."""
+        """The stored record for `key`, or None (also for a value that cannot be read). Once a paid reply could
+        not be stored, raises CacheUnavailableError as a full disk does (`FullDisk.check`)."""
+        self.full.check(self.location, "the cache directory")
         rows = self._rows("SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1", (key,))
         if not rows:
             return None
@@ -87,15 +90,9 @@ class ReadOnlyCache(CacheBackend):
         return None if raw is None else self.decode(key, raw, kind)
 
     def add(self, key: str, record: BaseModel) -> bool:
-        """Nothing is stored; True (the caller keeps its paid record). Warns once."""
-        if not self._warned:
-            self._warned = True
-            log.warning(
-                "promptlab cache: %s is read-only (%s); replies from now on are returned but not cached",
-                self.location,
-                self.cause,
-            )
-        return True
+        """Nothing is stored; True (the caller keeps its paid record). Says so once, and the next call stops, as on
+        a full disk (`FullDisk.filled`)."""
+        return self.full.filled("opened read-only")
 
     def set(self, key: str, record: BaseModel) -> None:
         """Refused: the cache is read-only."""

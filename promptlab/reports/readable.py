@@ -1,0 +1,86 @@
+"""The summary table as a notebook shows it: rounded and as wide as a notebook. `readable_table` keeps the columns a
+reader compares configurations by (the parameters that vary, runs, accuracy and gain, the critic's final score,
+iterations, stop reasons, tokens, cost, errors), rounds every number to 3 significant digits (never dropping a
+whole-number digit: 36172.52381 reads 36173, -0.126984 reads -0.127), names the parameters every row shares in its
+caption instead of a column each, and lets long text and headers wrap. `summary.csv` keeps the full values."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pandas.io.formats.style import Styler
+
+SHOWN = (
+    "runs",
+    "test_accuracy_mean",
+    "gain_mean",
+    "final_score_mean",
+    "iterations_mean",
+    "stop_reasons",
+    "tokens_mean",
+    "cost_usd_total",
+    "n_errors",
+)
+"""The measured columns of `summary_table` a notebook shows (the others stay in summary.csv)."""
+
+STATS = frozenset({*SHOWN, "final_score_n", "final_score_sd", "best_score_mean", "tokens_total", "runs_with_errors"})
+"""Every measured column of `summary_table`; the rest are the configuration's parameters."""
+
+
+def round_sig(value: Any, digits: int = 3) -> Any:
+    """`value` rounded to `digits` significant digits, keeping every whole-number digit (36172.52381 -> 36173,
+    -0.126984 -> -0.127, 1.5575683775676699 -> 1.56); a non-number or a missing value as it is."""
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return value
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return round(value, decimals) if decimals else float(round(value))
+
+
+def number_text(value: Any) -> str:
+    """A number as a table shows it: 3 significant digits, thousands separated (36172.52381 -> "36,173"); "" when
+    missing."""
+    import pandas as pd
+
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    value = round_sig(value)
+    return f"{value:,.0f}" if isinstance(value, float) and value.is_integer() and abs(value) >= 1000 else f"{value:g}"
+
+
+def readable_table(table: pd.DataFrame) -> Styler:
+    """`summary_table`'s frame for a notebook: the parameters that differ between rows, then the `SHOWN` columns
+    it has (cost only when some run has one), numbers at 3 significant digits, headers with spaces (so they
+    wrap), long text wrapped, no index; the parameters every row shares are named in the caption."""
+    import pandas as pd
+
+    params = [c for c in table.columns if c not in STATS]
+    shared = [c for c in params if len(table) > 1 and table[c].nunique(dropna=False) == 1]
+    if len(table) == 1:
+        shared = list(params)
+    varying = [c for c in params if c not in shared]
+    shown = [c for c in SHOWN if c in table.columns]
+    if "cost_usd_total" in shown and not (table["cost_usd_total"].fillna(0) > 0).any():
+        shown.remove("cost_usd_total")
+    view = table[varying + shown].rename(columns=lambda c: str(c).replace("_", " "))
+    caption = "; ".join(f"{c} = {table[c].iloc[0]}" for c in shared) if len(table) else "no runs"
+    numeric: list[Hashable] = [str(c).replace("_", " ") for c in shown if c != "stop_reasons"]
+    text: list[Hashable] = [c for c in view.columns if c not in numeric]
+    styled = (
+        view.style.format(number_text, subset=numeric)
+        .format(lambda v: "" if v is None or v is pd.NA else str(v), subset=text)
+        .hide(axis="index")
+        .set_table_styles(
+            [
+                {"selector": "th, td", "props": "white-space: normal; max-width: 12em; overflow-wrap: anywhere;"},
+                {"selector": "caption", "props": "caption-side: top; text-align: left;"},
+            ]
+        )
+    )
+    return styled.set_caption(f"All rows: {caption}") if shared else styled
+
+
+__all__ = ["SHOWN", "number_text", "readable_table", "round_sig"]

@@ -1,0 +1,59 @@
+"""#41 item 3 on a real full disk (a small tmpfs, as root): the directory cache's write that meets the full disk
+says so once and its paid reply is returned; the next call on the cache stops (CacheUnavailableError, naming the
+directory and how many replies went unstored), so a sweep's cells fail as infrastructure and it exits 1, as on a
+full Redis; once room is made the same cache goes on and stores again."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from experiment_files import topics, write_experiment
+from full_disk import fill_up
+
+import promptlab as pl
+from promptlab.cli import main
+from promptlab.errors import CacheUnavailableError
+from promptlab.llm.cache.disk import Cache
+
+
+def test_a_full_cache_disk_stops_the_next_call_until_room_is_made(
+    tmpfs: Callable[[str], Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    disk = tmpfs("2m")
+    store = Cache(disk / "cache")
+    m = pl.scripted("full-cache-disk", respond=lambda msgs: "paid " + msgs[-1]["content"] + " " + "x" * 50_000)
+    assert pl.complete(m.name, "p0", cache=store).text.startswith("paid p0")
+    filler = fill_up(disk)
+    with caplog.at_level(logging.WARNING, logger="promptlab.llm.cache"):
+        assert pl.complete(m.name, "p1", cache=store).text.startswith("paid p1")  # paid, returned, not stored
+        with pytest.raises(CacheUnavailableError) as stopped:
+            pl.complete(m.name, "p2", cache=store)
+    assert str(store.directory) in str(stopped.value) and "1 paid reply could not be stored" in str(stopped.value)
+    assert len(m.requests) == 2 and len([r for r in caplog.records if "is full" in r.getMessage()]) == 1
+    filler.unlink()  # room again: the same cache object goes on
+    assert pl.complete(m.name, "p2", cache=store).text.startswith("paid p2")
+    assert pl.complete(m.name, "p2", cache=store).text.startswith("paid p2") and len(m.requests) == 3  # stored
+
+
+def test_a_sweep_whose_cache_disk_fills_exits_1(
+    tmpfs: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The results on another disk: the cache's full disk alone fails the sweep's cells, named, and exits 1."""
+    import toyloop  # noqa: F401 -- the "toy" loop
+
+    disk = tmpfs("2m")
+    cache = disk / "cache"
+    Cache(cache)  # made while there is room
+    fill_up(disk)
+    exp = write_experiment(
+        tmp_path,
+        {"name": "fullcache", "loops": ["toy"], "config": {"model": "fake/auto", "max_iterations": 1}},
+        topics(2),
+    )
+    code = main(["sweep", str(exp), "--out", str(tmp_path / "out"), "--cache", str(cache), "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 1, said.err
+    assert "its disk is full" in said.out + said.err

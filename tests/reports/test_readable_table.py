@@ -1,0 +1,88 @@
+"""The summary table as notebooks 02 and 03 show it: rounded to 3 significant digits, only the columns a reader
+compares by, the parameters every row shares in the caption, headers and long text free to wrap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from promptlab.reports import readable_table
+from promptlab.reports.readable import round_sig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def summary() -> pd.DataFrame:
+    """Two configurations as `summary_table` gives them (one parameter varies, two are shared)."""
+    return pd.DataFrame(
+        {
+            "loop": ["creator_critic", "creator_critic"],
+            "generator_model": ["local/smollm2", "local/smollm2"],
+            "finish_threshold": [7.0, 8.5],
+            "runs": pd.array([3, 3], dtype="Int64"),
+            "test_accuracy_mean": pd.array([0.15079365, 0.0], dtype="Float64"),
+            "gain_mean": pd.array([-0.126984, pd.NA], dtype="Float64"),
+            "final_score_n": pd.array([3, 3], dtype="Int64"),
+            "final_score_mean": pd.array([1.5575683775676699, 2.3612], dtype="Float64"),
+            "final_score_sd": pd.array([0.1, 0.2], dtype="Float64"),
+            "best_score_mean": pd.array([2.0, 2.5], dtype="Float64"),
+            "iterations_mean": pd.array([3.0, 2.6666667], dtype="Float64"),
+            "stop_reasons": ["max_iterations: 2, threshold: 1", "max_iterations: 3"],
+            "tokens_mean": pd.array([36172.52381, 412.0], dtype="Float64"),
+            "tokens_total": pd.array([108517, 1236], dtype="Int64"),
+            "cost_usd_total": pd.array([pd.NA, pd.NA], dtype="Float64"),
+            "n_errors": pd.array([2, 0], dtype="Int64"),
+            "runs_with_errors": pd.array([1, 0], dtype="Int64"),
+        }
+    )
+
+
+def test_round_sig_keeps_three_significant_digits_and_every_whole_digit() -> None:
+    assert round_sig(36172.52381) == 36173.0
+    assert round_sig(-0.126984) == -0.127
+    assert round_sig(1.5575683775676699) == 1.56
+    assert round_sig(0.0) == 0.0 and round_sig(3) == 3 and round_sig("x") == "x"
+
+
+def test_the_readable_table_is_rounded_and_keeps_only_the_columns_to_compare_by() -> None:
+    styled = readable_table(summary())
+    html = styled.to_html()
+    assert "36,173" in html and "-0.127" in html and "1.56" in html and "0.151" in html and "2.67" in html
+    assert "36172.5" not in html and "0.126984" not in html and "1.55756" not in html
+    headers = list(styled.columns)
+    assert headers == [
+        "finish threshold",
+        "runs",
+        "test accuracy mean",
+        "gain mean",
+        "final score mean",
+        "iterations mean",
+        "stop reasons",
+        "tokens mean",
+        "n errors",
+    ]  # shared parameters, spreads, totals and an all-unknown cost are left to summary.csv
+    assert "All rows: loop = creator_critic; generator_model = local/smollm2" in html
+    assert "white-space: normal" in html and "max-width: 12em" in html
+
+
+def test_notebooks_02_and_03_show_the_readable_table() -> None:
+    for name in ("02_sweep", "03_compare"):
+        nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
+        code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+        assert "display(readable_table(summary_table(results)))" in code.replace("reports.", "")
+
+
+def test_the_reports_markdown_numbers_are_rounded_without_exponents() -> None:
+    """summary.md's per-configuration table prints its numbers with `number_text`, as the notebooks do."""
+    from promptlab.reports.readable import number_text
+
+    assert [number_text(v) for v in (36172.52381, -0.126984, 0.0, 3, float("nan"), None)] == [
+        "36,173",
+        "-0.127",
+        "0",
+        "3",
+        "",
+        "",
+    ]
