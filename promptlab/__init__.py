@@ -1,6 +1,7 @@
 """promptlab: experiments on iterative prompt refinement loops, Jupyter-first.
 
-More in docs/calls.md, section "promptlab".
+The root's public names are one table, `NAMES` (name -> defining module), each loaded on first use; the package's
+map is in docs/calls.md, section "promptlab".
 """
 
 import importlib as _importlib
