@@ -1,25 +1,6 @@
 """promptlab: experiments on iterative prompt refinement loops, Jupyter-first.
 
-The package's map (each subpackage's `__init__` names its public API):
-
-- `llm/`: the one call path (`complete` / `acomplete`) over litellm: cache, structured output, retries,
-  limits, the spending cap, model aliases, the embedded local model and the scripted model.
-- `eval/`: grounded evaluation: a prompt measured on labelled examples, scorers, task files, statistics.
-- `critics/`: simulated critics (`sim/...`), critics with known properties called by model name.
-- `loops/`: the refinement loops (P³RO, Creator/Critic, PES, PCEE; the baselines OPRO, APE, ProTeGi, GEPA and
-  the resample control), each made by `loops.runtime.define_loop`, with its stop rule in its `router`.
-- `tools/`: tools for the agent loops, the per-run workspace and its sandbox.
-- `sweeps/`: experiment files, cells, and the executors that run them (inline, papermill, dask).
-- `results/`: sweep results on disk and as tidy pandas frames.
-- `analysis/`: calibration, critic biases, counterfactual stopping, paired comparisons, equal budget,
-  reliability, provenance.
-- `reports/`: charts and the report (summary.md).
-- `ui/`: the notebooks' widgets (explorer, run browser).
-
-Beside them: `record` (the Run record), `events`, `errors`, `aio` (running a coroutine from sync code) and
-`cli`. The root imports only the call path; everything else loads on first use. Each public name is written
-once, in `NAMES` (name -> defining module); the `TYPE_CHECKING` imports repeat it for static checkers and
-tests/test_gates.py keeps the two in step.
+More in docs/calls.md, section "promptlab".
 """
 
 import importlib as _importlib

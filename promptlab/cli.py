@@ -1,24 +1,6 @@
 """The `promptlab` command: run one loop, sweep an experiment, report on results, manage the cache.
 
-    promptlab run p3ro --prompt "Write a poem" --goal "A haiku about autumn" --model fake/auto
-    promptlab sweep experiments/demo.yaml --executor papermill --workers 2
-    promptlab sweep experiments/demo.yaml --list          # the cells and their ids, nothing run
-    promptlab sweep experiments/demo.yaml --model fake/auto  # a dry run: no local-model call
-    promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
-    promptlab sweep experiments/demo.yaml --max-concurrency judge=32 --max-concurrency fake/auto=8
-    promptlab sweep experiments/demo.yaml --max-cost 5       # no paid call past 5 USD in the results dir
-    promptlab sweep experiments/demo.yaml --mlflow           # each run logged to MLflow as its cell finishes
-    promptlab report results/demo
-    promptlab export mlflow results/demo                     # or: export inspect (docs/exports.md)
-    promptlab cache stats
-    promptlab cache verify [--fix]
-    promptlab cache stats --dir redis://127.0.0.1:6379/0   # the Redis cache (or set PROMPTLAB_CACHE)
-
-Bad input (an experiment file, a config field, a model name, a missing API key, a cache or a path that
-cannot be used) prints the whole error message to stderr, without a traceback, and exits 2. `run` exits 1 when an infrastructure failure left the run incomplete; `sweep` exits
-1 when a cell failed (run it again to retry those cells), and 3 when none failed but the spending cap
-(`--max-cost` or the experiment's `max_cost`) cut some (run again with a higher cap to resume them), and 4
-when the disk holding the results filled up (the message names the file; free space and run it again).
+More in docs/sweeps.md, section "promptlab.cli".
 """
 
 from __future__ import annotations

@@ -360,3 +360,17 @@ def test_no_file_name_carries_a_round_or_an_issue_number() -> None:
     assert len(tracked) > 100
     assert [path for path in tracked if HISTORY_IN_NAME.search(Path(path).name)] == []
     assert HISTORY_IN_NAME.search("issue41_battery.py") and HISTORY_IN_NAME.search("test_bad_input_round3.py")
+
+
+MAX_DOCSTRING_LINES = 25
+
+
+def test_no_module_docstring_is_longer_than_25_lines() -> None:
+    """A module opens with a short summary; the long explanation lives in docs/ (the docstring points there)."""
+    long = {
+        name: len(doc.splitlines())
+        for name, tree in TREES.items()
+        if (doc := ast.get_docstring(tree)) and len(doc.splitlines()) > MAX_DOCSTRING_LINES
+    }
+    assert long == {}
+    assert len(ast.get_docstring(TREES["promptlab.sweeps.run"]) or "") > 0  # the walk reads real docstrings

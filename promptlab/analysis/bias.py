@@ -3,22 +3,7 @@ its n and a CI (95% for one probe alone; `bias_table` widens each critic's inter
 95%: FAMILY_ERROR). Pure functions over tidy frames; the re-asks that feed three of them are in
 `promptlab.analysis.reask` (model calls, cached, with a budget).
 
-| probe | data | statistic (unit) | 95% CI |
-|---|---|---|---|
-| `length` | logs | score ~ characters shown / 100 + iteration + one level per dev accuracy, one row per distinct ask (`distinct_asks`): the slope (points per 100 characters at equal accuracy and iteration) | OLS, clustered by run (t, runs - 1 df) |
-| `inflation` | logs | score change ~ accuracy change + length change / 100 over consecutive iterations of each run: the intercept (points per step at no change in accuracy or length) | OLS, clustered by run |
-| `padding` | re-asks | (padded score - plain score) ~ characters of padding shown / 100, through the origin (points per 100 characters) | OLS, HC3 |
-| `order` | re-asks | per pair, (first shown won, order AB) + (first shown won, order BA) - 1, averaged: the first-position preference (0: none, 1: always the first) | t interval of the mean |
-| `anchoring` | re-asks | (score with a shown previous score - plain score) ~ shown score: the slope (the weight pulled towards the shown score) | OLS, heteroskedasticity-robust (HC3) |
-
-The shown score of the anchoring probe is drawn at random (from ANCHORS, by a fixed seed), not taken from the
-log: a random anchor is independent of the candidate's quality, so the slope is the anchoring weight and not
-partly the critic's own consistency.
-
-A verdict (`BIAS_COLUMNS`' `finding`) says "biased" only when the CI excludes 0, and "no evidence of bias" only
-when the CI lies inside +/- the probe's stated size (MARGINS: an equivalence reading, not "the CI spans 0"); a
-CI that spans 0 but not inside the margin is inconclusive. `tests/analysis/test_bias_validity.py` checks each
-probe on simulated critics with a planted bias (`sim/biased`, `promptlab.critics.simulated`).
+More in docs/analysis.md, section "promptlab.analysis.bias".
 """
 
 from __future__ import annotations

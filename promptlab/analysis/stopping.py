@@ -98,15 +98,32 @@ def counterfactual_stopping(
     import pandas as pd
 
     from ..results.configs import run_configs
-    from ..results.frames import iteration_frame
 
-    traj = results if isinstance(results, pd.DataFrame) else results.trajectories
+    by_cols = [by] if isinstance(by, str) else list(by)  # validate
+    if any(c < 0 for c in caps):
+        raise ValueError(f"caps must be >= 0, got {list(caps)}")
+    traj = results if isinstance(results, pd.DataFrame) else results.trajectories  # read
     run_frame = runs if runs is not None or isinstance(results, pd.DataFrame) else results.runs
     if configs is None and not isinstance(results, pd.DataFrame):
         configs = run_configs(results)
-    by_cols = [by] if isinstance(by, str) else list(by)
-    if any(c < 0 for c in caps):
-        raise ValueError(f"caps must be >= 0, got {list(caps)}")
+    its = _iterations(traj, by_cols, dedupe)
+    decision = "decision_score" if "decision_score" in its.columns else "average"
+    settings = _settings(its, run_frame, configs or {})
+    rows: list[dict[str, Any]] = []  # compute: each run under each rule
+    for (cell, run_id), g in its.groupby(["cell_id", "run_id"], sort=False):
+        last, patience = settings[(cell, run_id)]
+        rows.extend(_truncated_rows(g, decision, by_cols, thresholds, caps, last=last, patience=patience))
+    detail = pd.DataFrame(rows, columns=[*by_cols, *DETAIL_COLUMNS])
+    if per_run:
+        return detail
+    return _summarise(detail, by_cols)
+
+
+def _iterations(traj: pd.DataFrame, by_cols: list[str], dedupe: bool) -> pd.DataFrame:
+    """The scored iterations in run order; with `dedupe`, per `by` group and (task_id, sample) only the run
+    with the most logged iterations."""
+    from ..results.frames import iteration_frame
+
     its = iteration_frame(traj).sort_values(["cell_id", "run_id", "iteration"])
     if dedupe and len(its):
         longest = its.groupby(["cell_id", "run_id"], sort=False).agg(
@@ -115,46 +132,55 @@ def counterfactual_stopping(
         longest = longest.reset_index().sort_values("n", ascending=False, kind="stable")
         keep = longest.drop_duplicates([*by_cols, "task_id", "sample"])[["cell_id", "run_id"]]
         its = its.merge(keep, on=["cell_id", "run_id"])
-    decision = "decision_score" if "decision_score" in its.columns else "average"
-    settings = _settings(its, run_frame, configs or {})
+    return its
+
+
+def _truncated_rows(
+    g: pd.DataFrame,
+    decision: str,
+    by_cols: list[str],
+    thresholds: Sequence[float],
+    caps: Sequence[int],
+    *,
+    last: bool,
+    patience: int | None,
+) -> list[dict[str, Any]]:
+    """One run's rows (`DETAIL_COLUMNS`): what it would have returned under each threshold x cap."""
+    import pandas as pd
+
+    first = g.iloc[0]
+    key = {c: first[c] for c in by_cols}
+    scores = [None if pd.isna(v) else float(v) for v in g[decision]]
+    start = int(g["iteration"].iloc[0]) == 0  # candidate 0, the starting prompt, was scored
+    grounded = g["grounded_score"].tolist() if "grounded_score" in g.columns else [None] * len(g)
+    tokens = (g["input_tokens"].fillna(0) + g["output_tokens"].fillna(0)).tolist()
+    costs = g["cost_usd"].tolist()
     rows: list[dict[str, Any]] = []
-    for (cell, run_id), g in its.groupby(["cell_id", "run_id"], sort=False):
-        first = g.iloc[0]
-        key = {c: first[c] for c in by_cols}
-        last, patience = settings[(cell, run_id)]
-        scores = [None if pd.isna(v) else float(v) for v in g[decision]]
-        start = int(g["iteration"].iloc[0]) == 0  # candidate 0, the starting prompt, was scored
-        grounded = g["grounded_score"].tolist() if "grounded_score" in g.columns else [None] * len(g)
-        tokens = (g["input_tokens"].fillna(0) + g["output_tokens"].fillna(0)).tolist()
-        costs = g["cost_usd"].tolist()
-        for t in thresholds:
-            for cap in caps:
-                stop, early, exact = truncate(scores, t, cap, patience or 1, start=start)
-                if patience is None:  # unknown: exact only when no patience would change the outcome
-                    exact = exact and (stop, early, exact) == truncate(scores, float("inf"), cap, start=start)
-                pick = select(scores[:stop], last=last)
-                g_val = grounded[pick] if pick is not None else None
-                cost = costs[:stop]
-                rows.append(
-                    {
-                        **key,
-                        "cell_id": cell,
-                        "run_id": run_id,
-                        "threshold": t,
-                        "cap": cap,
-                        "stop": stop - start,
-                        "returned_iteration": None if pick is None else pick + 1 - start,
-                        "exact": exact and first["loop"] in TRUNCATION_EXACT_LOOPS,
-                        "stopped_early": early,
-                        "grounded": None if pd.isna(g_val) else float(g_val),
-                        "tokens": int(sum(tokens[:stop])),
-                        "cost_usd": None if any(pd.isna(c) for c in cost) else float(sum(cost)),
-                    }
-                )
-    detail = pd.DataFrame(rows, columns=[*by_cols, *DETAIL_COLUMNS])
-    if per_run:
-        return detail
-    return _summarise(detail, by_cols)
+    for t in thresholds:
+        for cap in caps:
+            stop, early, exact = truncate(scores, t, cap, patience or 1, start=start)
+            if patience is None:  # unknown: exact only when no patience would change the outcome
+                exact = exact and (stop, early, exact) == truncate(scores, float("inf"), cap, start=start)
+            pick = select(scores[:stop], last=last)
+            g_val = grounded[pick] if pick is not None else None
+            cost = costs[:stop]
+            rows.append(
+                {
+                    **key,
+                    "cell_id": first["cell_id"],
+                    "run_id": first["run_id"],
+                    "threshold": t,
+                    "cap": cap,
+                    "stop": stop - start,
+                    "returned_iteration": None if pick is None else pick + 1 - start,
+                    "exact": exact and first["loop"] in TRUNCATION_EXACT_LOOPS,
+                    "stopped_early": early,
+                    "grounded": None if pd.isna(g_val) else float(g_val),
+                    "tokens": int(sum(tokens[:stop])),
+                    "cost_usd": None if any(pd.isna(c) for c in cost) else float(sum(cost)),
+                }
+            )
+    return rows
 
 
 def _settings(

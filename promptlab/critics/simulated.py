@@ -1,31 +1,6 @@
 """Simulated critics: model names `sim/<kind>?<param>=<value>&...` that stand for a critic with KNOWN properties.
 
-They are instruments for methodology research (how much does a better critic buy?) and for checking the
-analysis against a known truth (does `analysis.calibration` recover the correlation a critic was built with?).
-A simulated critic makes no model call: it scores a candidate prompt from the candidate's dev-split accuracy
-`a` (in [0, 1]), which a grounded P³RO or Creator/Critic loop computes for every candidate anyway. It can play
-any critic role (`critic_model`, `critic_models`, `role_models.evaluator`, pairings, grids) of those loops on
-a grounded task, and no other role or loop; `complete("sim/...")` refuses it.
-
-| name | score (1-10) |
-|---|---|
-| `sim/oracle` | `1 + 9 a` |
-| `sim/noisy?sd=S&seed=K` | `clip(1 + 9 a + e, 1, 10)`, `e ~ Normal(0, S)` (S default 1, K default 0) |
-| `sim/length?per_100=B&sd=S&seed=K` | `clip(1 + 9 a + B x chars / 100 + e, 1, 10)`: rewards longer prompts by B points per 100 characters (B default 1, S default 0) |
-| `sim/constant?value=V` | `V` whatever the candidate (default 1): a critic that carries no information |
-| `sim/random?seed=K` | `Uniform(1, 10)`, independent of accuracy |
-| `sim/biased?per_100=B&inflation=I&first=P&anchor=W&sd=S&seed=K` | `clip((1 - W') (1 + 9 a + B x chars / 100 + I x t + e) + W' x s0, 1, 10)`: the four biases of `promptlab.analysis.bias`, planted (all default 0, S default 0) |
-
-`sim/biased` is the instrument that checks the bias probes against a known truth: `t` is the candidate's
-iteration (a critic that inflates by I points per step of the loop), `s0` a previous score shown to it (W' = W
-when one is shown, else 0: an anchoring weight W in [0, 1]), and in a pairwise judgement (`SimCritic.prefer`) it
-names the first-shown candidate outright with probability P in [0, 1] (a first-position preference), else the
-one it scores higher.
-
-The noise `e` (and `sim/random`'s draw) is a pure function of the seed K, the call's sample index, the
-candidate's text and the criterion, so a simulated critic behaves like a cached model call: the same
-candidate asked again at the same sample gets the same score, a re-score at another sample (or another
-criterion, or another of several critics) a fresh draw. A candidate without a dev score gets a missing score.
+More in docs/analysis.md, section "promptlab.critics.simulated".
 """
 
 from __future__ import annotations

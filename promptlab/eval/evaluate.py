@@ -198,72 +198,20 @@ async def aevaluate_prompt(
     Returns:
         An EvalResult with the mean, n, CI, errors, per-example records and usage.
     """
-    items = _examples(examples)
+    items = _examples(examples)  # validate
     judge = get_scorer(scorer)
-    if concurrency is None:
-        concurrency = default_concurrency(model) if call is None else DEFAULT_CONCURRENCY
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigError(f"concurrency: a whole number >= 1, got {concurrency!r}")
-    if call is not None and params:
-        raise ConfigError(
-            f"{', '.join(params)}: model parameters have no effect when a `call` function makes the calls"
-        )
+    concurrency = _checked_concurrency(concurrency, model, call, params)
     if cache is None or cache is True or isinstance(cache, (str, os.PathLike)):
         cache = open_cache(None if isinstance(cache, bool) else cache)  # once, not once per example
-    base = settings or DEFAULT_SETTINGS
+    base = settings or DEFAULT_SETTINGS  # plan: how the calls are made
     # this evaluation's own gate holds it to `concurrency` examples at once; the model's limit is raised to that
     # when lower (so concurrency=16 gets 16 in flight), never lowered (other calls to the model keep theirs)
     at_once = max(concurrency, concurrency_limit(model, base))
     limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: at_once})
-    usage, spent = Usage(), Tally()
+    call_args = {"temperature": temperature, "max_tokens": max_tokens, "sample": sample, "settings": limited}
     gate = asyncio.Semaphore(concurrency)
-
-    def account(c: Completion) -> None:
-        usage.add(c)
-        spent.count(input_tokens=c.input_tokens or 0, output_tokens=c.output_tokens or 0, cost_usd=c.cost_usd)
-
-    async def run_model(i: int, text: str) -> str:
-        if call is not None:
-            return await call(i, text, system)
-        try:
-            c = await acomplete(
-                model,
-                text,
-                system=system,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                sample=sample,
-                cache=cache,
-                settings=limited,
-                **params,
-            )
-        except Exception:
-            usage.add_failure(model)
-            spent.count(failed=True)
-            raise
-        account(c)
-        return c.text
-
-    async def one(i: int, ex: Example) -> ExampleRecord:
-        record = ExampleRecord(index=i, id=ex.id, input=ex.input, target=ex.target)
-        async with gate:
-            try:
-                record.output = await run_model(i, format_prompt(prompt, ex.input))
-            except Exception as e:
-                record.error = f"{type(e).__name__}: {e}"
-                return record
-            scored: Scored = await score_safely(judge, record.output, ex, cache=cache, settings=base)
-        for c in scored.calls:
-            account(c)
-        for failed in scored.failed_calls:
-            usage.add_failure(failed)
-            spent.count(failed=True)
-        record.score, record.detail = scored.value, scored.detail
-        if scored.error is not None:
-            record.error = f"scorer: {scored.error}"
-        return record
-
-    records = list(await asyncio.gather(*(one(i, ex) for i, ex in enumerate(items))))
+    run = _Evaluation(prompt, judge, model, system, call, cache, base, gate, Usage(), Tally(), {**call_args, **params})
+    records = list(await asyncio.gather(*(run.one(i, ex) for i, ex in enumerate(items))))  # run
     mean, n, low, high = mean_ci([r.score for r in records])
     return EvalResult(
         prompt=prompt,
@@ -275,9 +223,75 @@ async def aevaluate_prompt(
         ci_high=high,
         errors=sum(r.error is not None for r in records),
         records=records,
-        usage=usage,
-        spent=spent,
+        usage=run.usage,
+        spent=run.spent,
     )
+
+
+def _checked_concurrency(concurrency: int | None, model: str, call: CallFn | None, params: dict[str, Any]) -> int:
+    """The examples in flight (the default when None), after checking it and that `call` comes without params."""
+    if concurrency is None:
+        concurrency = default_concurrency(model) if call is None else DEFAULT_CONCURRENCY
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency: a whole number >= 1, got {concurrency!r}")
+    if call is not None and params:
+        raise ConfigError(
+            f"{', '.join(params)}: model parameters have no effect when a `call` function makes the calls"
+        )
+    return concurrency
+
+
+@dataclasses.dataclass
+class _Evaluation:
+    """One evaluation in flight: runs each example through the model and the scorer, counting what it spends."""
+
+    prompt: str
+    judge: Scorer
+    model: str
+    system: str | None
+    call: CallFn | None
+    cache: Any
+    settings: Settings
+    gate: asyncio.Semaphore
+    usage: Usage
+    spent: Tally
+    call_args: dict[str, Any]
+    """What `acomplete` takes besides the model, prompt, system and cache."""
+
+    def account(self, c: Completion) -> None:
+        self.usage.add(c)
+        self.spent.count(input_tokens=c.input_tokens or 0, output_tokens=c.output_tokens or 0, cost_usd=c.cost_usd)
+
+    async def run_model(self, i: int, text: str) -> str:
+        if self.call is not None:
+            return await self.call(i, text, self.system)
+        try:
+            c = await acomplete(self.model, text, system=self.system, cache=self.cache, **self.call_args)
+        except Exception:
+            self.usage.add_failure(self.model)
+            self.spent.count(failed=True)
+            raise
+        self.account(c)
+        return c.text
+
+    async def one(self, i: int, ex: Example) -> ExampleRecord:
+        record = ExampleRecord(index=i, id=ex.id, input=ex.input, target=ex.target)
+        async with self.gate:
+            try:
+                record.output = await self.run_model(i, format_prompt(self.prompt, ex.input))
+            except Exception as e:
+                record.error = f"{type(e).__name__}: {e}"
+                return record
+            scored: Scored = await score_safely(self.judge, record.output, ex, cache=self.cache, settings=self.settings)
+        for c in scored.calls:
+            self.account(c)
+        for failed in scored.failed_calls:
+            self.usage.add_failure(failed)
+            self.spent.count(failed=True)
+        record.score, record.detail = scored.value, scored.detail
+        if scored.error is not None:
+            record.error = f"scorer: {scored.error}"
+        return record
 
 
 def evaluate_prompt(prompt: str, examples: Sequence[Example | dict[str, Any]], **kwargs: Any) -> EvalResult:

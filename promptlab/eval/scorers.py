@@ -1,26 +1,6 @@
 """Scorers: how a model's reply to one example is compared with the example's target.
 
-Every scorer gives a value in [0, 1] per example, plus an optional detail (why it gave that value). A scorer is
-named in a task by a spec: a kind name (``"exact"``) or a mapping ``{"kind": "choice", "labels": [...]}``
-whose other keys are the kind's options. `get_scorer(spec)` builds one; `SCORERS` maps each kind to its class, and `register_scorer` adds one (a package
-of yours can also name its Scorer class under the `promptlab.scorers` entry-point group).
-
-Kinds:
-
-- ``exact``: the reply equals the target after normalising case, whitespace and surrounding punctuation.
-- ``choice`` (``labels``): which of the allowed labels the reply gives; none or several gives 0 (recorded).
-- ``contains``: the normalised target occurs in the normalised reply.
-- ``regex`` (``pattern``, ``group``, ``flags``): a group of the first match compared with the target; without
-  a target, a match is a pass; without a pattern, the target is the pattern.
-- ``numeric`` (``tolerance``, ``relative``, ``pick``): the first (or last) number in the reply, read with
-  signs, decimals, thousands separators and trailing units, within a tolerance of the target.
-- ``json_field`` (``path``): a field (``"answer"``, ``"result.items[0]"``) of the JSON object in the reply.
-- ``python`` (``function``): ``module:function(output, target) -> float in [0, 1]`` (or ``(value, detail)``).
-- ``judge`` (``model``, ``rubric``): an LLM grades the reply 0-10 against a rubric through the one call path.
-
-`score_safely` (in `promptlab.eval.scoring`, beside the `Scorer` base) is how callers use a scorer: an exception
-or a value outside [0, 1] becomes an error recorded on that example (its value is missing), never a crash of the
-run and never an invented number.
+More in docs/grounded.md, section "promptlab.eval.scorers".
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """The intervals every table, chart and report of promptlab uses, built on scipy (no hand-rolled resampling).
 
-- `mean_ci(values)`: the mean of per-example scores in [0, 1] with a 95% CI: Wilson's interval when every
-  value is 0 or 1 (a proportion; it behaves at 0/n and n/n, unlike the normal approximation), else the
-  bootstrap interval of the mean (`bootstrap_ci`).
-- `bootstrap_ci(xs)`: the bootstrap interval of a mean (run-level gains, costs, chart bands).
-- `paired_delta_ci(a, b)`: the mean of b - a over the pairs where both are present, with `bootstrap_ci`.
-- `bootstrap_interval(samples, statistic)`: the one bootstrap under all of them (and under the correlation
-  and agreement intervals of `promptlab.analysis`): `scipy.stats.bootstrap` with BOOTSTRAP_RESAMPLES resamples
-  and a fixed SEED, so a replay gives the same interval and a chart band equals its table's interval.
-
-Why scipy's bootstrap: it resamples paired samples together (`paired=True`, what a correlation needs), takes
-vectorised statistics and batches (fast enough for the validity tests' thousands of data sets), and is
-maintained and tested upstream. Its percentile interval is used, not BCa: BCa's acceleration is undefined for
-the all-equal and near-degenerate samples that accuracies on a few dozen examples produce.
-
-The percentile interval of a mean is too narrow for small n (about 90% coverage for 12 values). Means are
-therefore given Hesterberg's *expanded* percentile interval (Hesterberg 2015, "What Teachers Should Know
-About the Bootstrap", The American Statistician 69:4): the percentile interval at the nominal level
-`expanded_level(n)`, whose tail is Phi(-sqrt(n / (n - 1)) t_{n-1, 1 - alpha/2}), so the interval has the
-width a t interval would have while keeping the bootstrap's shape. `tests/analysis/test_statistics_validity.py`
-checks the coverage these intervals reach on simulated data with a known mean (docs/analysis.md gives the
-figures).
-
-Missing values (None or NaN) are dropped, never counted as 0.
+More in docs/analysis.md, section "promptlab.eval.stats".
 """
 
 from __future__ import annotations

@@ -1,33 +1,6 @@
 """Grounded tasks: labelled examples, their dev/test split, and how a prompt is applied to an example.
 
-A task file (JSONL, read by `read_tasks`) holds one task per line; a line may carry examples inline or by file,
-a scorer and a split::
-
-    {"id": "sentiment", "prompt": "Is this review positive or negative?\\n\\n{input}", "goal": "...",
-     "examples": "reviews.jsonl", "scorer": {"kind": "choice", "labels": ["positive", "negative"]},
-     "split": {"seed": 0, "dev": 0.3, "test": null}}
-
-An examples file is JSONL, one ``{"input": str | {...}, "target": ..., "id": optional}`` per line, read relative
-to the task file's directory. Every problem is a ConfigError naming the task, the file and line, and the field,
-raised when the file is loaded, before any model call (`check_task`).
-
-The placeholder rule (`format_prompt`)
---------------------------------------
-- A string input fills ``{input}``. A dict input fills ``{key}`` for each of its keys, and ``{input}`` (unless
-  it has a key of that name) with the whole input as ``key: value`` lines.
-- Substitution is literal, in one pass: only ``{name}`` where ``name`` is a placeholder the input provides is
-  replaced, and the inserted text is never scanned again. Every other brace is left as it is, so prompts may
-  hold JSON examples and unknown ``{x}`` without escaping (this is not ``str.format``).
-- A prompt containing none of the input's placeholders gets the input appended after a blank line (a dict as
-  ``key: value`` lines).
-- Values that are not strings are written as JSON.
-
-The task's own prompt is checked: every ``{name}`` in it (a name of letters, digits and underscores) must be
-provided by every example, so a typo such as ``{inptu}`` is caught before a run.
-
-Splits (`split_examples`): the example indices are shuffled with ``random.Random(seed)``; the first ``dev`` go to
-dev and the next ``test`` (or all the rest) to test. A size is a count (an int) or a fraction of the examples
-(a float below 1, rounded, at least 1). Both lists are returned in example order.
+More in docs/grounded.md, section "promptlab.eval.tasks".
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """A results directory as Inspect AI eval logs: `inspect view` shows every candidate prompt's reply on every example.
 
-    export_inspect("results/demo")          # -> results/demo/inspect/*.eval
-    inspect view --log-dir results/demo/inspect
-
-The mapping (docs/exports.md):
-
-- **one eval log per loop run** (a grounded run of an ok cell), written with inspect_ai's own classes and writer
-  (`EvalLog`, `write_eval_log`; the `.eval` format is versioned by inspect_ai, never written by hand). Its task is
-  `<loop>/<task id>`, its solver the loop with its config, its model the target model that ran the prompts on the
-  examples (the other roles under `model_roles`), its task args the cell's params;
-- **a candidate prompt is an epoch**: epoch k + 1 is candidate k, the prompt of iteration k (epoch 1 is the
-  starting prompt, candidate 0); a final prompt that is no iteration's candidate gets the epoch after the last;
-- **a sample is one example under one candidate**: its id is `dev-<example id>` (`dev-sentiment-002`; the split
-  position when an example has no id), so a dev example keeps its id across epochs, and `test-start-...` /
-  `test-final-...` for the starting and final prompts on test (which may be one candidate); its input the prompt as the model got it (the candidate
-  filled with the example), its target the example's target, its output the model's reply, its score the task's
-  scorer value (no score when it is missing: never a made-up one), its model usage the call's tokens and cost, and
-  its metadata the run's context: measure (dev, baseline_test, final_test, incumbent_test), candidate, split,
-  example position, loop, cell, and the candidate's iteration (critic score, dev accuracy, decision, reason);
-- the log's results hold, per candidate, its dev accuracy and critic score, and the test accuracy of the starting
-  and final prompts and the gain; its stats hold the run's model usage per model and per role.
-
-The rows are `promptlab.results.examples.example_rows`, the per-example frame's own rows, so a sample equals its
-row. Every text goes through `promptlab.sanitize.Cleaner` (no secret of the environment, no password in a URL).
+More in docs/exports.md, section "promptlab.exports.inspect_log".
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """What promptlab writes to MLflow for one loop run and for a sweep, as plain values (no MLflow import here).
 
-One nested MLflow run per loop run (`run_payloads`), read from a finished cell's records and tidy rows:
-
-- params: `loop`, `task_id`, `sample` (the replicate), `cell_id`, every field of the run's config under its own
-  name (`max_iterations`, `critic_model`, ...; a value that is not a string as JSON text), the model of every
-  role as `model.<role>`, and the cell's other params;
-- metric histories, step = iteration (0 is the starting prompt): `iteration/critic_score`,
-  `iteration/dev_accuracy` (the dev split's mean scorer value), `iteration/tokens`, `iteration/cost_usd`,
-  `iteration/calls`, `iteration/decision_score`, `iteration/cum_tokens`, `iteration/cum_cost_usd` and
-  `iteration/test_accuracy` (with test_incumbents); a missing value is no point (never a made-up one);
-- final metrics (step 0): `test/start_accuracy`, `test/final_accuracy`, `test/gain` (and its CI),
-  `run/calls`, `run/tokens`, `run/cost_usd`, `run/best_score`, `run/final_score`, `run/iterations_used`,
-  `run/n_errors`, `run/wall_time_s`;
-- tags: `promptlab.run_id` (the key a second export finds the run by), `promptlab.cell_id`, `promptlab.version`,
-  `promptlab.stop_reason`, and every provenance entry as `provenance.<key>` (versions, task, prompt and experiment
-  hashes, reported models, and whatever else a run records, such as a fingerprint); a provenance `commit` also
-  becomes MLflow's own `mlflow.source.git.commit`;
-- the run's JSON record as the artifact `record/run.json`.
-
-Every text goes through `promptlab.sanitize.Cleaner` first, so no secret of the environment (API keys, tokens,
-passwords) and no password in a URL reaches the tracker. A value over MLflow's length limit is cut (and says so).
+More in docs/exports.md, section "promptlab.exports.mlflow_payload".
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """Model aliases: a short name for a model served somewhere, with its endpoint, key variable, limits and price.
 
-    pl.register_model("judge", model="openai/qwen2.5-7b", api_base="http://gpu-box:8000/v1",
-                      api_key_env="VLLM_KEY", max_concurrency=32, rpm=600, tpm=200_000,
-                      native_schema=True, price={"input_per_million": 0.1, "output_per_million": 0.3})
-    pl.complete("judge", "Rate this ...")
-
-An alias works wherever a model name goes (`complete`/`acomplete`, loop configs, pairings, grids; an
-experiment file's `models:` section registers them, see `promptlab.sweeps.experiment`). The call path resolves it
-before any model call: the request goes to `model` at `api_base`, with the key read from the environment
-variable `api_key_env` at call time (an unset variable raises MissingKeyError naming it). The key itself is
-never stored: not in the alias, not in a cache key, not on disk. An alias with an `api_base` and no
-`api_key_env` sends a placeholder key (servers started without a key accept any), never the environment's
-OPENAI_API_KEY, which belongs to another host.
-
-What the alias changes (see docs/servers.md):
-- cache key: a call with an api_base (an alias's or an `api_base=` argument) adds the endpoint identity
-  (`endpoint_identity`: provider and host[:port] of the base, never its path, query or credentials) and the
-  served model to its key, so two servers with one model name never share replies. Calls without an
-  api_base keep their keys. The Completion's `model` stays the name the caller wrote (the alias).
-- limits: `max_concurrency` per endpoint, `rpm`/`tpm` (`promptlab.llm.concurrency.limits`);
-- structured output: `native_schema` True sends the schema as `response_format`, False puts it in the
-  prompt, None (the default) detects it per endpoint for an `openai/` model with an api_base;
-- cost: `price` prices every reply of the alias (litellm's price map does not know served models).
-
-The registry is per process; it never reads nor writes files.
+More in docs/calls.md, section "promptlab.llm.aliases".
 """
 
 from __future__ import annotations

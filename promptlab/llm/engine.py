@@ -1,24 +1,6 @@
 """The batching engine: each local model file served by a worker process that decodes its calls together.
 
-Concurrent calls to one `local/...` model join one running batch in a worker process of its own
-(`promptlab.llm.engine_worker`): a sequence enters when it arrives and leaves when it stops, a prompt
-prefix already in the KV cache is copied rather than read again, and each call keeps its own sampling
-parameters, JSON grammar, stop strings, token budget, log-probabilities and timeout (counted from the call's
-admission into the batch, not from its submission: the wait in the queue is not the call's fault).
-Decoding a batch reads the weights once for all its sequences, which is where the speed comes from
-(docs/benchmarks.md).
-
-The worker is a child process, so a native crash of llama.cpp (an abort on a model with NaN weights, a
-segfault in a CPU kernel) ends that process only: the calls in flight on it fail with `LocalModelCrashed`
-(an infrastructure failure naming the model file, the signal and llama.cpp's last words) and the next
-call starts a fresh worker. The pipe is a socket pair handed to `python -m promptlab.llm.engine_worker`
-(not multiprocessing's spawn, which re-imports the caller's main script).
-
-Settings (environment): `PROMPTLAB_LOCAL_ENGINE` = `pool` (default: the one-call-per-instance pool,
-`promptlab.llm.local`, whose greedy replies are exact) or `batch` (this engine: more calls per CPU-second, but a
-reply depends on what else the worker decoded before and beside it; docs/reproducibility.md);
-`PROMPTLAB_LOCAL_THREADS` (default `DEFAULT_THREADS`, chosen by measurement); `PROMPTLAB_ENGINE_SEQS` (sequence
-slots, default 32).
+More in docs/servers.md, section "promptlab.llm.engine".
 """
 
 from __future__ import annotations

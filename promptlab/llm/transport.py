@@ -2,23 +2,7 @@
 returns: a `Reply`, read from a litellm ModelResponse whichever way the request went (`reply_of`), with its cost
 from litellm's price map (`cost_of`: None for an unknown price, never 0.0).
 
-`afetch` (async) and `fetch` (blocking) take a `Request` and litellm's keyword arguments for one provider
-request and return a `Reply`. `Settings.transport` picks the way: 'auto' posts what `promptlab.llm.openai_http`
-can post itself (a chat request to an `openai/<name>` model with an api_base), plain or streamed, and sends
-the rest through litellm; 'litellm' sends everything through litellm. A request is streamed only when the
-call has an `on_token` handler (and asks for no log-probabilities, which come with a whole reply only).
-
-Whichever way, the same rules hold:
-- the request's `timeout` bounds the whole request, however slowly the reply trickles in (the request is
-  cancelled: `asyncio.timeout`); in-process models (`local/...`, `fake/...`) are answered by
-  `promptlab.llm.inprocess` without litellm, where the timeout is the batching engine's deadline for a sequence;
-- a reply is valid only when it is one (`promptlab.llm.failures.InvalidReply` otherwise): a stream must come
-  as an event stream and end with a finish reason (or `[DONE]`), and no reply may pass
-  `Settings.max_reply_bytes`; usage a stream did not carry is unknown (None), never counted by litellm;
-- failures raise the same exceptions (`promptlab.llm.failures`).
-
-Blocking calls make network requests on the call loop thread (`promptlab.llm.concurrency.call_loop`), so both paths
-share this code; in-process models and litellm's `mock_response` are answered in the caller's thread.
+More in docs/calls.md, section "promptlab.llm.transport".
 """
 
 from __future__ import annotations

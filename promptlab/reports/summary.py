@@ -171,30 +171,53 @@ def report(
         A `Report`: file name -> path of every file written, with the frames written (`.table`, `.findings`,
         `.biases`) and the charts skipped (`.skipped`).
     """
-    from matplotlib.figure import Figure
-
     from ..results.store import Results, load
 
-    res = results_dir if isinstance(results_dir, Results) else load(results_dir)
+    res = results_dir if isinstance(results_dir, Results) else load(results_dir)  # read
     out = Path(out_dir) if out_dir is not None else res.path / "report"
     out.mkdir(parents=True, exist_ok=True)
-    runs, traj, written = res.runs, res.trajectories, Report()
-    table = summary_table(res)
+    written = Report()
+    chart = _ChartWriter(out, written)
+    table = summary_table(res)  # compute, then draw
+    _trajectories_chart(res, chart)
+    _run_charts(res, table, chart)
+    found = findings(res, bias_budget=bias_budget)
+    _findings_charts(res, found, chart)
+    _bias_chart(found, chart)
+    table.to_csv(out / "summary.csv", index=False)  # write the tables
+    written["summary.csv"] = out / "summary.csv"
+    written.table, written.findings = table, found
+    (out / "summary.md").write_text(_summary_md(res, table, written, found))
+    written["summary.md"] = out / "summary.md"
+    return written
 
-    def chart(name: str, why_not: str | None, draw: Any, size: tuple[float, float]) -> None:
+
+class _ChartWriter:
+    """Draws a chart into `out` and records it in `written`, or records why it was skipped."""
+
+    def __init__(self, out: Path, written: Report) -> None:
+        self.out, self.written = out, written
+
+    def __call__(self, name: str, why_not: str | None, draw: Any, size: tuple[float, float]) -> None:
+        from matplotlib.figure import Figure
+
         if why_not:
-            written.skipped[name] = why_not
+            self.written.skipped[name] = why_not
             return
         fig = Figure(figsize=size)
         draw(fig)
-        fig.savefig(out / name, dpi=110, bbox_inches="tight")
-        written[name] = out / name
+        fig.savefig(self.out / name, dpi=110, bbox_inches="tight")
+        self.written[name] = self.out / name
 
-    no_runs = "no runs in ok cells" if runs.empty else None
+
+def _trajectories_chart(res: Results, chart: _ChartWriter) -> None:
+    """trajectories.png: one line per configuration, a panel per critic when critics differ, or a panel per
+    parameter when there are too many configurations."""
+    runs, traj = res.runs, res.trajectories
     n_configs = len(config_groups(traj))
     facets = [c for c in config_columns(traj) if traj[c].nunique(dropna=False) > 1] if n_configs > 8 else []
 
-    def trajectories(fig: Figure) -> None:
+    def trajectories(fig: Any) -> None:
         if critics_differ(traj):  # a critic's own score within that critic only: a panel per critic
             plot_critic_trajectories(traj, fig)
             return
@@ -214,6 +237,13 @@ def report(
         trajectories,
         (4.5 * n_critics, 4.2) if critics_differ(traj) else (9, 5 if len(facets) < 2 else 3.2 * len(facets)),
     )
+
+
+def _run_charts(res: Results, table: pd.DataFrame, chart: _ChartWriter) -> None:
+    """pairings.png, score_vs_cost.png, stop_reasons.png and final_by_threshold.png, from the runs frame."""
+    runs = res.runs
+    no_runs = "no runs in ok cells" if runs.empty else None
+    n_critics = runs["critic_model"].nunique() if "critic_model" in runs.columns else 1
     chart(
         "pairings.png",
         no_runs or pairing_why_not(runs),
@@ -252,8 +282,9 @@ def report(
         (9, 5),
     )
 
-    found = findings(res, bias_budget=bias_budget)
-    _findings_charts(res, found, chart)
+
+def _bias_chart(found: Findings, chart: _ChartWriter) -> None:
+    """biases.png: score against length at equal accuracy, and score change against accuracy change."""
     logged = found.bias_frames.get("length")
     chart(
         "biases.png",
@@ -263,12 +294,6 @@ def report(
         lambda fig: plot_biases(found.bias_frames, found.biases, fig),
         (11, 3.8 * (logged["critic_model"].nunique() if logged is not None and len(logged) else 1) + 0.5),
     )
-    table.to_csv(out / "summary.csv", index=False)
-    written["summary.csv"] = out / "summary.csv"
-    written.table, written.findings = table, found
-    (out / "summary.md").write_text(_summary_md(res, table, written, found))
-    written["summary.md"] = out / "summary.md"
-    return written
 
 
 def _findings_charts(res: Results, found: Findings, chart: Any) -> None:

@@ -1,23 +1,6 @@
 """Sweep results on disk and as tidy pandas frames.
 
-One directory per sweep cell, every file written atomically, `status.json` last:
-
-    <results_dir>/cells/<cell_id>/runs.jsonl            one Run JSON per line (the lossless record)
-    <results_dir>/cells/<cell_id>/trajectories.parquet  the cell's rows of the trajectories frame
-    <results_dir>/cells/<cell_id>/runs.parquet          the cell's rows of the runs frame
-    <results_dir>/cells/<cell_id>/status.json           a `CellStatus`; the cell is finished when it says "ok"
-
-`load(results_dir)` concatenates the ok cells into `Results.trajectories` and `Results.runs` (columns: the
-cell's params first, then `TRAJECTORY_COLUMNS` / `RUN_COLUMNS` of `promptlab.results.columns`, rows built in
-`promptlab.results.frames`); pandas' nullable dtypes, the same for an empty result as for a full one.
-
-Metrics: a run's `final_score` is its LAST iteration's average, <NA> when that iteration has no score
-(`best_score`: the iteration the loop ranks best). Iteration-level figures (average, tokens, cost, calls,
-cache hits, errors) repeat on each criterion row: sum them over `iteration_frame(traj)`, not the trajectories.
-
-Token and cost figures are those of the ORIGINAL model calls (`Step.call`), also for cache hits, so a cached replay of
-a sweep gives the same frames; what this execution paid is `spent_tokens` / `spent_cost_usd` in the runs frame. Failed
-calls add no tokens or cost. pandas and pyarrow are imported inside the functions (`import promptlab` stays light).
+More in docs/data.md, section "promptlab.results.store".
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """The Dask executor of a sweep: each cell is a task on a `distributed` cluster.
 
-    promptlab sweep experiments/demo.yaml --executor dask --workers 4           # a LocalCluster
-    promptlab sweep experiments/demo.yaml --executor dask --scheduler tcp://10.0.0.5:8786
-
-Without a scheduler address a LocalCluster starts: `workers` processes with one thread each, every one
-with PROMPTLAB_LOCAL_THREADS (its share of the cores) and PROMPTLAB_LIMIT_SHARE (its share of each model's
-limits) unless the environment sets them. With an address the cells go to that scheduler's workers, on as
-many machines as it has (docs/many-machines.md).
-
-Each task runs one cell by `run_cell_task`, as the papermill notebook does: it loads the experiment from the
-results dir, runs the cell and writes the cell's results itself, every file atomically and status.json last.
-So the results dir must be one path that every worker, and this process, reach under the same absolute path
-(a shared file system), and the call cache must be shared too: the task gets the sweep's cache location
-(a directory all workers reach, or a URL such as redis://host:6379/0) and $PROMPTLAB_CACHE if it is set. The
-sweep's call settings (e.g. `--max-concurrency`) go with each task as JSON, as does its spending cap: a remote
-worker's environment is its own machine's. A LocalCluster's worker divides a concurrency limit by its
-PROMPTLAB_LIMIT_SHARE; a worker of a scheduler address only when its own environment sets one.
-
-Failures: a cell whose code raises is recorded by its task (kind SweepCellError) and the task returns. A task
-that raises (the results dir unreachable from a worker, a missing key on one machine) is retried `RETRIES`
-times; a task whose worker dies is rescheduled by the scheduler, up to its `distributed.scheduler.allowed-failures`
-(dask's config, default 3) times. Re-running a cell is safe: its earlier calls replay from the shared cache (no paid call is
-made twice) and its files are replaced atomically. A cell whose task still fails is recorded as failed with
-kind "infrastructure", never ok, so the next sweep runs it again. A full results disk (`ResultsDiskFull`) is
-returned by its task, not raised: a retry would pay for calls that the full disk can no longer count. The sweep
-then cancels the cells not yet finished and stops with that error (the CLI's exit 4), as the other executors do;
-a cell a worker was running when the disk filled meets the full disk too and stops there.
+More in docs/many-machines.md, section "promptlab.sweeps.dask".
 """
 
 from __future__ import annotations

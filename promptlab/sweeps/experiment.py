@@ -1,48 +1,6 @@
 """Experiment files: which loops, tasks, base config, grid, model pairings and replicates to run.
 
-An experiment is a YAML file (see `experiments/demo.yaml` for a commented example)::
-
-    name: demo                    # used for the default results dir: results/<name>
-    description: "..."            # free text
-    loops: [p3ro, creator_critic] # registered loop names (promptlab.loops.get_loop)
-    tasks: ../data/demo_tasks.jsonl  # JSONL, one {"id", "prompt", "goal"} per line; resolved relative to
-                                  # this file's directory first, then the working directory
-    task_ids: [a, b]              # optional: only these tasks (in this order)
-    limit: 2                      # optional: only the first N tasks (after task_ids)
-    config:                       # base config fields given to every loop; each must be a field of
-      model: local/smollm2        # every listed loop
-      max_tokens: 256
-    loop_config:                  # optional per-loop fields, applied over `config`
-      creator_critic: {patience: 1}
-    grid:                         # field -> values; every key a config field of every loop
-      finish_threshold: [7.0, 9.0]
-      max_iterations: [2, 3]
-    pairings:                     # optional {generator, critic} pairs, crossed with the grid; they
-      - {generator: local/smollm2, critic: fake/auto}  # set generator_model / critic_model
-    replicates: 1                 # samples 0..n-1 of every task, run inside each cell
-    models:                       # optional model aliases (promptlab.llm.aliases), usable as model names
-      judge: {model: openai/qwen2.5-7b, api_base: "http://localhost:8000/v1", api_key_env: VLLM_KEY}
-    max_cost: 5.0                 # optional: stop new paid model calls once they would pass 5 USD
-                                  # (see promptlab.llm.spending_cap; `promptlab sweep --max-cost` overrides it)
-
-`models:` aliases are registered on load (papermill kernels too) and enter the YAML and its hash (a key
-never does); what they stand for (model, endpoint, params) enters cell ids (docs/servers.md).
-
-Expansion (`Experiment.cells()`): cells = loops x pairings x grid product, in that (file) order. A cell's
-`params` is a flat dict: "loop", then "generator_model"/"critic_model" from the pairing, then the grid
-fields, each value as the validated loop config holds it (so `9` and `9.0` name the same cell).
-
-The cells themselves (`Cell`, `cell_id`, `task_fingerprint`, `cell_models`, `preflight_cells`) live in
-`promptlab.sweeps.cells` and are re-exported here.
-
-Cell ids are 12 hex digits of sha256 over canonical JSON (sorted keys) of: the params, the loop's base
-config (`config` + `loop_config[loop]`, validated values), a fingerprint of the selected tasks (their
-ids, prompts and goals) and the replicate count. So changing the tasks, the base config or the
-replicates changes every id and a results directory never reuses stale cells; adding a grid value
-keeps the ids of the cells that already existed.
-
-Every error is a `ConfigError` naming the field and the bad value, e.g.
-"grid.finish_threshold[1]: 12 is not within 1-10 for loop p3ro".
+More in docs/sweeps.md, section "promptlab.sweeps.experiment".
 """
 
 from __future__ import annotations

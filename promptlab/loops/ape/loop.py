@@ -1,28 +1,7 @@
 """APE, after "Large Language Models Are Human-Level Prompt Engineers" (Zhou, Muresanu, Han, Paster, Pitis,
 Chan and Ba, 2022; arXiv:2211.01910).
 
-Forward generation: a proposer model is shown a few input/output demonstrations of the task and asked which
-instruction produced them. APE draws `demo_sets` sets of `demos` demonstrations and asks `proposals_per_set`
-times per set; each proposal is run on the dev split by the target model and scored, and the best on dev is
-kept (ties to the earliest; the starting prompt is candidate 0). The optional iterative Monte Carlo search then
-runs `max_iterations` rounds: each round asks, for each of the `keep` best candidates so far, for `variations`
-rewordings that keep its meaning (`RESAMPLER_PROMPT`), and scores them the same way.
-
-The paper samples every proposal before scoring any; as proposals do not depend on scores, they are asked for
-and scored one at a time here, taking the demonstration sets in turn (proposal j uses set j mod `demo_sets`),
-so that a run stopped by its budget has drawn from every set alike.
-
-Parameters (`APEConfig`; the defaults are the paper's code's `configs/default.yaml`): `demo_sets` (5),
-`demos` (5), `proposals_per_set` (50), `temperature` (0.9), `max_iterations` rounds of the iterative search
-(0: none, the paper's default APE, which found the rounds add little), `keep` (5) and `variations` (2) per
-round, which the paper leaves open (these are promptlab's). The paper scores each proposal on a random subset
-of the training data (50 examples); here every candidate is scored on the whole dev split. It reads the
-instruction as the continuation of "The instruction was to"; here the proposer replies with JSON
-(`{"instruction": ...}`).
-
-A step of the budget is one candidate: its proposal (or rewording) and its dev evaluation. Stop reasons:
-`max_iterations` (every proposal and round done), `budget`. Prompts: `PROPOSER_PROMPT` (field `demos`) and
-`RESAMPLER_PROMPT` (field `prompt`), overridable with `prompts={"proposer": ..., "resampler": ...}`.
+More in docs/baselines.md, section "promptlab.loops.ape.loop".
 """
 
 from __future__ import annotations

@@ -3,25 +3,7 @@ Ziems, Khare, Opsahl-Ong, Singhvi, Shandilya, Ryan, Jiang, Potts, Sen, Dimakis, 
 Khattab, 2025; arXiv:2507.19457), run on GEPA's own engine: `gepa.optimize` from the `gepa` library, with
 promptlab's adapter, reflection model, callbacks and stop callback. Nothing of GEPA's algorithm is written here.
 
-Each GEPA iteration selects a candidate from its Pareto front over the dev examples, runs it on a minibatch of
-`reflection_minibatch_size` dev examples with traces, shows the reflection model the replies with the scorer's
-verdicts (GEPA's own reflection prompt, `prompts={"reflector": ...}` overrides it: a template with
-`<curr_param>` and `<side_info>`), runs the proposed child on the same minibatch and, when it does better there,
-measures it on the whole dev split and adds it to the pool; the run returns GEPA's best on dev, measured on the
-test split like every loop (`promptlab.loops.runtime.search`).
-
-Where promptlab departs from `gepa.optimize`'s own setting: GEPA's training set (its minibatches) and validation
-set (its Pareto front and its choice) are both the task's dev split, as every search baseline here uses dev
-alone; the test split stays held out. A reply without a score (a failed call or scorer) is missing in the record
-and 0.0 for GEPA, which needs numbers.
-
-Budget. promptlab's `budget_calls` / `budget_tokens` bound the whole run, every model call counted (the target's
-on dev, a judge scorer's, the reflection's): before each piece of GEPA's work (a minibatch, a dev evaluation, a
-reflection) the loop checks that it fits, and when it does not the run is halted there, so it never passes
-`budget_calls` (tokens: by at most one piece's estimate, as the search loops). GEPA's own `max_metric_calls` is
-derived from `budget_calls` (`promptlab.loops.gepa.config.metric_calls`), and a stop callback ends GEPA before an
-iteration whose least cost no longer fits. Stop reasons: `budget` (either budget, or GEPA's own
-`max_metric_calls` / `max_reflection_cost`), `max_iterations`, `interrupted` (a Stop).
+More in docs/baselines.md, section "promptlab.loops.gepa.loop".
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """The Run record of a GEPA search, kept from GEPA's callbacks (`gepa.core.callbacks`).
 
-- Iteration 0 is the starting prompt (GEPA's seed candidate), measured on the whole dev split (GEPA's valset).
-- Each GEPA iteration is one Run iteration: the parent GEPA selected (`Iteration.parents`, Run iteration
-  indices; a merge has two), its minibatch (`metrics['minibatch']`, dev positions joined by commas) and the
-  summed scores of parent and child on it (`minibatch_before`, `minibatch_after`: GEPA accepts on the sums), the
-  child's text (`candidate`) and GEPA's verdict:
-  - `NEW_BEST`: accepted into GEPA's pool and GEPA's best on the dev split (`grounded`: its dev measurement);
-  - `ACCEPTED`: accepted into the pool (it beat its parent on the minibatch), measured on dev, not the best;
-  - `REJECTED`: not better than its parent on the minibatch, never measured on the whole dev split (`grounded`
-    is its minibatch measurement, n = the minibatch size, as ProTeGi's bandit arms; no `decision_score`, so
-    no selection by score ever takes it for a dev measurement);
-  - `NO_CANDIDATE`: GEPA proposed nothing (a perfect minibatch skipped, a reflection that failed or wrote no
-    text);
-  - `UNFINISHED`: the run stopped (budget, Stop, cancellation) before GEPA decided.
-- `metrics['gepa_candidate']` is the candidate's index in GEPA's pool, `metrics['gepa_val_score']` GEPA's own
-  mean on dev (a missing score counts 0 there), `metrics['front']` the Run iterations on GEPA's Pareto front
-  after it was added (joined by commas).
-- The incumbent (`Iteration.incumbent`) is GEPA's best on the dev split so far (its `get_best_program`: the
-  highest mean, ties to the earliest); the run returns the last one.
-
-Every method that touches the record runs on the run's event loop (the callbacks send it there through the
-`Bridge`), never in GEPA's thread.
+More in docs/baselines.md, section "promptlab.loops.gepa.record".
 """
 
 from __future__ import annotations

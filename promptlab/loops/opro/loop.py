@@ -1,26 +1,7 @@
 """OPRO, after "Large Language Models as Optimizers" (Yang, Wang, Lu, Liu, Le, Zhou and Chen, 2023;
 arXiv:2309.03409).
 
-An optimizer model is shown a meta-prompt: the best instructions found so far with their scores, in ascending
-order of score (the best last, where the model looks most), and a few input/output examples of the task that
-show where the instruction goes. Each optimisation step it is asked `candidates_per_step` times, at a high
-temperature, for a new instruction that differs from the shown ones and scores higher; each new instruction is
-run on the dev split by the target model and scored, and the next step's meta-prompt shows the best
-`shown_instructions` of everything scored. The run returns the best instruction on dev (ties to the earliest;
-the starting prompt is candidate 0, OPRO's initial instruction).
-
-Parameters (`OPROConfig`; the paper's values are the defaults): `max_iterations` optimisation steps (200),
-`candidates_per_step` (8), `shown_instructions` (20), `score_threshold` (an instruction is shown only when its
-score is at least this; 0.0, the value of the paper's code for its PaLM scorer), `exemplars` (3 dev examples,
-drawn at random each step), `score_buckets` (scores shown as whole numbers 0-100) and `temperature` (1.0). The
-paper scores on 3.5% of GSM8K's training set and draws exemplars from it; here both come from the task's dev
-split. Where the paper reads the instruction from square brackets, the optimizer replies with JSON
-(`{"instruction": ...}`), which structured output and a local model's grammar keep readable.
-
-Each candidate is one iteration and one step of the budget (its optimizer call and its dev evaluation);
-candidates are asked for one after another, so a run stopped by its budget ends between two candidates of a
-step. Stop reasons: `max_iterations` (every step done), `budget`. The meta-prompt is `OPTIMIZER_PROMPT`
-(override with `prompts={"optimizer": ...}`; fields `history` and `exemplars`).
+More in docs/baselines.md, section "promptlab.loops.opro.loop".
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """P³RO (Plan, Probe, Polish, Reflect and Orient): criteria-driven prompt refinement.
 
-PLAN: the decomposer turns the goal into measurable criteria (it is asked for 3-5; any non-empty list is
-taken, as the design document's `List[str]`, repeats removed) and the strategist writes an ordered improvement
-plan. PROBE: each iteration the generator writes a full new prompt and the evaluator scores it 1-10 on every
-criterion (`promptlab.loops.p3ro.evaluate`). REFLECT & ORIENT: the reflector distils the evaluation into one
-directive, and the router (`promptlab.loops.p3ro.router.route`, pure Python) picks FINISH, REVISE_STRATEGY (the strategist plans again, seeing the
-history) or CONTINUE_PROBING. POLISH is pure Python, no model call: the highest-scoring prompt of the whole
-history is the result (ties go to the earliest) and `Run.summary` tells the journey.
-
-Each role sees the design document's inputs: the decomposer the goal; the strategist the initial prompt, the
-criteria and the history of attempts; the generator the plan, the history and the last lesson (and the prompt
-it improves on: the latest attempt, or the initial prompt); the evaluator the prompt and the criteria; the
-reflector the evaluation. The history holds each attempt's full evaluation (every score with its
-justification, the overall feedback), the generator's reasoning and the lesson, uncut. Every role's template
-may also use `{goal}` and `{criteria}` (prompt overrides).
-
-On a grounded task the starting prompt is candidate 0 (`include_start`): after PLAN it is measured and
-evaluated as iteration 0; it ends the run if it reaches the threshold (before any strategy is written) and
-POLISH may return it, but the router, the history and the roles see only the rewrites.
-
-Missing scores are never invented: a criterion the evaluator did not score is `None`, an evaluator
-failure leaves every criterion `None` and the iteration's average `None` (see `route`).
-Calls stream with `token_type` = the role ("decomposer", "strategist", "generator", "evaluator",
-"reflector").
+More in docs/loops.md, section "promptlab.loops.p3ro.loop".
 """
 
 from __future__ import annotations

@@ -1,38 +1,6 @@
 """PCEE: Planner, Controller, Executor, Evaluator, with a self-correction sub-loop, in a workspace.
 
-The planner writes a JSON plan of steps {step_id, instruction, tool_name, tool_input}; a tool_input may hold
-`{step_N_output}` placeholders. For each step (`promptlab.loops.pcee.steps`) the controller fills them from
-earlier steps' outputs (by default the controller model extracts the value the step needs, as the design
-document's controller puts "the actual version number" into the next step; `piping="paste"` pastes the whole
-output), the executor runs the step's tool in the run's workspace, and the evaluator model judges the step
-"success" or "failure" against its instruction, also when the tool reported an error. The design document's
-tool names work: `tavily_search` calls the local `search` tool (there is no web), `workspace_shell` calls
-`shell`, and `write_file` takes the design document's `{"file", "content"}` as well as `{"path", "content"}`.
-
-Routing on a failure, as the design document's self-correction sub-loop: while corrections remain in
-`retry_budget` (per run), the corrector (shown the failed step, its error and the whole execution history)
-writes a fix plan (the generation schema asks for 1-3 steps) and its steps run, each executed and evaluated.
-Only when every fix step succeeded is the failed step retried; a correction that failed (an unreadable fix
-plan, or a fix step that failed, which skips the rest of that fix plan) is not followed by a retry but by the
-next correction, with a fresh draw from the corrector. With the budget spent the run stops with
-"failed_step" (`info["failed_step"]` says which). All steps succeeding gives "plan_complete";
-`max_iterations` caps the tool executions of the run (plan steps, retries and fix steps together) and stops
-it with "max_iterations"; the corrector is not asked when fewer than two executions are left (a fix step and
-the retry), since nothing it proposes could then lead to the step passing: the run then stops with
-"failed_step", the reason naming the cap. A plan whose placeholder names a
-step that does not come before it (a forward reference) is refused when it is made (the planner is re-asked,
-then the run stops with "error"). A planner call that fails gives "error". Each run gets its own workspace
-`<base>/<run_id>-<n>`, never shared with another run.
-
-Each execution is an Iteration: candidate = "tool(input) -> output", scores = [Score("verdict", 1.0 on
-success / 0.0 on failure, reason)], average = that score, metrics {"step_id", "retries", "tool", "kind"
-(plan | retry | fix), "fix_for", "exit_code" for shell, "extracted" (the values the controller extracted,
-as JSON)}, decision next_step | correct | stop. A step whose placeholder names a step without output, or
-whose value the controller could not extract, is not run and fails with a 0.0 verdict from the controller
-(judge "controller"), without an evaluator call. When the evaluator's reply cannot be parsed the score is
-missing (None, the error recorded) and the step is routed as a failure. `final_output` is the output (as
-text) of the last plan step that succeeded; `info` holds "workspace", "plan", "corrections",
-"retries_used", "unsafe_shell" and "shell_sandbox" (bubblewrap, unsafe or refused).
+More in docs/loops.md, section "promptlab.loops.pcee.loop".
 """
 
 from __future__ import annotations

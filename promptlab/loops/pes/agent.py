@@ -1,30 +1,6 @@
 """PES: Plan-Execute-Synthesize, a ReAct-like agent loop with tools, threads and delegation.
 
-Each iteration the planner (structured: title, intent, plan, thoughts, tool_calls) sees the system
-prompt, the thread's history, the tools with their schemas, the delegation context and every earlier
-iteration's tool and delegation results (errors included). Then, as in the design document, the round's
-delegations start together and are awaited (polling, with a wait limit), and the local tools run. The
-loop ends when the planner calls no tool ("no_tool_calls") or after `max_iterations` ("max_iterations").
-The synthesizer then writes the answer (content + metadata {sources, suggestions}) from the whole
-history. A planning call that fails ends the planning loop, and synthesis still runs on what was
-gathered: the run's stop reason is then "planning_error" if an answer was written. "error" is kept for a
-run without an answer (synthesis failed); `info["planning_stop"]` says why planning ended.
-
-Score trajectory: `Iteration.metrics` = {"tool_calls", "tool_successes", "tool_errors"} (delegations
-count as calls of the `delegate` tool) and `Iteration.average` = 10 * tool_successes / tool_calls (None
-when the iteration called no tool). With `judge=True` the critic model grades the answer 1-10 into
-`Run.final_scores` (None, with the error recorded, when its reply cannot be parsed).
-
-Records: `info["observations"]` (the design's observation types, see `ObservationType`),
-`info["execution_steps"]` (per iteration, the design's ExecutionStep: planning output, tool results,
-A2A tasks, and the planning context with the raw planning text), `info["a2a_tasks"]`. Planning and
-synthesis stream as token events of the design's four kinds (`TOKEN_KINDS`).
-
-`PESAgent` is the agent form: a persona (planning and synthesis system prompts, resolved call -> thread
--> instance -> default), threads with a trimmed history, a title, their own enabled tools, provider
-config and workspace (shared by the thread's turns, never wiped by a later run), and delegation to the
-other agents of an `AgentDirectory` by name or task type. Every run has its own id (a uuid), so a turn never
-overwrites another's delegated-task records. `arun_pes` is the loop-function form used by sweeps.
+More in docs/loops.md, section "promptlab.loops.pes.agent".
 """
 
 from __future__ import annotations

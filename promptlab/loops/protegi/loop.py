@@ -1,40 +1,7 @@
 """ProTeGi, after "Automatic Prompt Optimization with 'Gradient Descent' and Beam Search" (Pryzant, Iter, Li, Lee,
 Zhu and Zeng, 2023; arXiv:2305.03495).
 
-A beam search over prompts. Each of `max_iterations` rounds expands every prompt of the beam, then selects the
-next beam:
-
-1. Errors: the round draws a minibatch of `minibatch_size` dev examples; each beam prompt is run on the ones it
-   has not run on yet, and its wrong answers (score below 1) are its errors.
-2. Gradients: `n_gradients` times, `errors_per_gradient` of the errors are shown to the model, which writes
-   `gradients_per_error` reasons why the prompt may have failed on them (the textual "gradient",
-   `GRADIENT_PROMPT`).
-3. Edits: for each reason the model writes `steps_per_gradient` improved prompts (`EDITOR_PROMPT`).
-4. Paraphrases: each edited prompt and the beam prompt itself are reworded `mc_samples_per_step` times
-   (`PARAPHRASE_PROMPT`, the Monte Carlo step). Of the distinct successors, at most `max_expansion_factor` per
-   beam prompt are kept, drawn at random, as in the paper.
-5. Selection: the beam and its successors are the arms of a bandit on the dev split (`selection`: UCB bandits or
-   successive rejects; `promptlab.loops.protegi.bandit`), and the `beam_size` best estimates are the next beam.
-
-The run returns the head of the last beam (its best estimate); that is the incumbent at every decision. A beam
-prompt with no error on the minibatch has nothing to learn from and is only paraphrased.
-
-Records: iteration 0 is the starting prompt (the first beam), measured on the whole dev split; each new
-successor is an iteration (`metrics`: round, parent, origin) whose dev score is its bandit estimate over the
-examples it ran on (`Iteration.grounded`: n and CI of those), decided IN_BEAM or OUT_OF_BEAM when its round's
-selection ends (UNFINISHED when the budget ended the round first). The calls that expand a beam prompt
-(gradients, edits, paraphrases, and its minibatch evaluation) are steps of that prompt's iteration.
-`Run.info['beams']` lists each round's beam.
-
-Parameters: `ProTeGiConfig` (the paper's code's defaults: 6 rounds, beam 4, minibatch 64, 4 gradients of 4
-errors, 1 reason each, 1 edit per reason, 2 paraphrases, 8 successors, UCB with 8 rounds of 8 arms on 32
-examples). The paper's minibatch and pulls come from a training set of hundreds of examples; here from the
-dev split, so a minibatch or a pull larger than it takes all of it. Where the paper wraps each reason and
-prompt in <START>/<END> tags, the model replies with JSON lists. It edits the task section of a sectioned
-prompt; here the whole prompt.
-
-A step of the budget is one call (a gradient, an edit, a paraphrase) or one pull (a prompt on a few dev
-examples). Stop reasons: `max_iterations` (every round done), `budget`.
+More in docs/baselines.md, section "promptlab.loops.protegi.loop".
 """
 
 from __future__ import annotations

@@ -1,33 +1,7 @@
 """Grounded scoring for the loops whose output is a prompt (P³RO, Creator/Critic), and the API a new
 prompt-optimising loop builds on.
 
-When the task has labelled examples, every iteration's candidate is run on the dev split and scored
-(`measure(ctx, cfg, prompt, "dev", iteration)` -> `Iteration.grounded`), and the original and final prompts on
-the test split (`measure_test` -> `Run.baseline_test`, `Run.final_test`, `Run.delta`), whatever `score_source`
-says. The test split is never seen inside the loop.
-
-**The starting prompt is candidate 0** (`starts_with_start(task, cfg)`: `include_start`, by default true for a
-grounded task). The loop scores it like any candidate, as iteration 0 (`ctx.new_iteration(0)`; dev score and
-critic scores), before its first rewrite; stopping rules and the final selection treat it as a candidate, so
-with `score_source="grounded"` and a best-of selection the returned prompt never scores below the start on
-dev. It does not change what the loop generates: its rewrites are what they would be without it (the same
-prompts, the same cached calls), and the iteration cap counts rewrites only.
-
-**Simulated critics** (`sim/...`, `promptlab.critics.simulated`) play a critic role without a model call:
-`simulated_score` scores a candidate from its dev accuracy (so `measure` runs before the critics), and
-`simulated_step` records what was done as a step without a call. `check_prompt_loop` refuses them on a task
-without examples, and `simulated_info` is what the Run records about them (`Run.info['simulated_critics']`).
-
-`score_source` picks what the router decides on:
-
-- `critic`: the critic's 1-10 average (the grounded score is recorded when there are examples);
-- `grounded`: the dev-split score mapped onto 1-10 as `1 + 9 * score` (`grounded_decision_score`), so a
-  threshold of 8.5 means dev accuracy >= (8.5 - 1) / 9 = 0.833; the critic still runs (its feedback feeds
-  reflection, and calibration needs its scores);
-- `both`: the critic decides; the grounded score is recorded next to it.
-
-Every evaluation call is a Step (phase `score_dev` / `score_test`, role `target`, output {"text", "example",
-"score"}) placed in example order, so tokens and cost count in totals and a replay records the same run.
+More in docs/grounded.md, section "promptlab.loops.runtime.grounding".
 """
 
 from __future__ import annotations

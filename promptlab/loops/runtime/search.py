@@ -1,26 +1,7 @@
 """What the prompt-search baselines share (`opro`, `ape`, `protegi`, `resample`): every candidate is an iteration
 measured on the dev split, and the run returns its incumbent.
 
-- The task must be grounded: `check_search_loop` refuses one without examples with a ConfigError naming the task,
-  before any call (these loops have no critic: the dev split is their only signal).
-- Candidate 0 is the starting prompt (iteration 0), measured on the whole dev split before anything else.
-- Each later candidate is an iteration: the call that wrote it, its dev measurement (`Iteration.grounded`) and its
-  decision, stamped with the run's spend (`Iteration.spent`) and its incumbent (`Iteration.incumbent`): the
-  candidate the run would return if it stopped there, by default the best dev score so far, ties to the earliest
-  (ProTeGi: the head of its beam).
-- `Iteration.decision_score` is `1 + 9 x` the dev score, the design-document loops' grounded scale, so the frames compare;
-  `Iteration.average` stays None: no critic scored the candidate.
-- A candidate whose text repeats an earlier one is recorded (decision DUPLICATE) with the earlier measurement and
-  not measured again, as OPRO's and APE's code skip duplicates.
-- A request the run sends again (the same meta-prompt, a paraphrase of the same prompt) is a fresh draw: sample
-  `run.sample x DRAWS_PER_RUN + k` for its k-th sending (`fresh_sample`), so replicates never share a draw and a
-  replay from the cache is the same run. Random choices (exemplars, minibatches) come from `Search.rng`, seeded
-  by the loop, the run's sample and what is drawn.
-- Budget (`promptlab.loops.runtime.budget`): a step is one candidate, its writing call(s) and its dev evaluation
-  (`Search.next_step` before it, which asks the router, `promptlab.loops.runtime.search_router`); the calls are known, the tokens estimated from the run's calls so far.
-- After the loop the starting prompt, the returned one and, with `test_incumbents` (on by default for these
-  loops), every incumbent are measured on the test split (`Run.baseline_test`, `Run.final_test`, `Run.delta`,
-  `Iteration.test`), outside the budget.
+More in docs/baselines.md, section "promptlab.loops.runtime.search".
 """
 
 from __future__ import annotations
