@@ -327,11 +327,11 @@ display(Markdown("\\n".join(findings_markdown(found))))""",
         """if found.deltas.empty:
     print("no test-split deltas (no grounded data)")
 else:
-    display(found.deltas)
+    display(reports.rounded(found.deltas))  # numbers at 3 significant digits; found.deltas has them all
     reports.plot_forest(found.deltas, title="Test-split gain of the returned prompt over the starting prompt",
                         xlabel="test accuracy, returned minus starting prompt (95% CI)")
     plt.show()
-    display(analysis.compare(results.runs))""",
+    display(reports.rounded(analysis.compare(results.runs)))""",
     ),
     (
         "md",
@@ -354,7 +354,7 @@ plt.show()""",
         """if found.calibration.empty:
     print("no calibration (no iteration has both a critic and a grounded score)")
 else:
-    display(found.calibration)
+    display(reports.rounded(found.calibration))
     reports.plot_calibration(results.trajectories)
     plt.show()
     reports.plot_grounded_trajectories(results.trajectories)
@@ -410,7 +410,7 @@ else:
     reports.plot_budget_curve(budget.table, "dev", ax=dev, budget=budget.unit)
     reports.plot_budget_curve(budget.table, "test", ax=test, budget=budget.unit)
     plt.show()
-    display(budget.table)""",
+    display(reports.rounded(budget.table))  # numbers at 3 significant digits; budget.table has them all""",
     ),
     (
         "md",
@@ -423,7 +423,7 @@ else:
     point = float(budget.table["point"].max())
     by = budget_columns(results.runs, results.trajectories)
     print(f"at {point:,.0f} {budget.unit}")
-    display(analysis.compare_at_budget(results, point, budget.unit, by=by))""",
+    display(reports.rounded(analysis.compare_at_budget(results, point, budget.unit, by=by)))""",
     ),
     (
         "md",
@@ -483,6 +483,7 @@ from IPython.display import Markdown, display
 
 from promptlab.analysis.bias import bias_table, flip_rate
 from promptlab.analysis.bias_asks import probe_frames
+from promptlab.reports import rounded
 from promptlab.reports.bias_charts import plot_biases
 from promptlab.reports.findings import bias_markdown
 from promptlab.results import load
@@ -506,7 +507,7 @@ display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a cr
     (
         "code",
         """limits = table[["critic_model", "probe", "estimate", "n", "detectable", "margin", "at_bottom", "at_top"]]
-display(limits.assign(underpowered=limits["detectable"] > limits["margin"]))""",
+display(rounded(limits.assign(underpowered=limits["detectable"] > limits["margin"])))""",
     ),
     (
         "md",

@@ -30,7 +30,7 @@ from .plots import (
     plot_stop_reasons,
     plot_trajectories,
 )
-from .readable import readable_table
+from .readable import readable_table, rounded
 from .search_tree import plot_search_tree
 from .summary import report, summary_table
 
@@ -56,6 +56,7 @@ __all__ = [
     "plot_score_vs_cost",
     "plot_search_tree",
     "readable_table",
+    "rounded",
     "plot_stop_reasons",
     "plot_trajectories",
     "report",

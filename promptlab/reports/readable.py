@@ -83,4 +83,24 @@ def readable_table(table: pd.DataFrame) -> Styler:
     return styled.set_caption(f"All rows: {caption}") if shared else styled
 
 
-__all__ = ["SHOWN", "number_text", "readable_table", "round_sig"]
+def rounded(frame: pd.DataFrame) -> Styler:
+    """Any result frame for a notebook (04's deltas and calibration, 06's budget table, ...): its number columns
+    at 3 significant digits (`number_text`; missing values blank), headers and long text free to wrap, and the
+    index hidden when it is only row numbers. The frame itself is unchanged."""
+    import pandas as pd
+
+    data = frame if frame.index.is_unique and frame.columns.is_unique else frame.reset_index(drop=True)
+    numbers: list[Hashable] = [
+        c for c in data.columns if pd.api.types.is_numeric_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c])
+    ]
+    styled = data.style.format(number_text, subset=numbers).format(
+        na_rep="", subset=[c for c in data.columns if c not in numbers]
+    )
+    if isinstance(data.index, pd.RangeIndex):
+        styled = styled.hide(axis="index")
+    return styled.set_table_styles(
+        [{"selector": "th, td", "props": "white-space: normal; max-width: 14em; overflow-wrap: anywhere;"}]
+    )
+
+
+__all__ = ["SHOWN", "number_text", "readable_table", "round_sig", "rounded"]

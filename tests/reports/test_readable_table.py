@@ -86,3 +86,22 @@ def test_the_reports_markdown_numbers_are_rounded_without_exponents() -> None:
         "",
         "",
     ]
+
+
+def test_any_result_frame_is_shown_rounded_with_its_text_as_it_is() -> None:
+    from promptlab.reports import rounded
+
+    frame = pd.DataFrame(
+        {
+            "config": ["loop=resample - loop=protegi", "loop=ape"],
+            "estimate": pd.array([-0.126984, pd.NA], dtype="Float64"),
+            "p_holm": [0.000123456, 1.0],
+            "n": [12, 3],
+            "significant": [True, False],
+        }
+    )
+    html = rounded(frame).to_html()
+    assert "-0.127" in html and "0.000123" in html and "loop=resample - loop=protegi" in html
+    assert "0.126984" not in html and "0.000123456" not in html and "<NA>" not in html
+    assert "True" in html and 'class="row_heading' not in html  # row numbers are hidden
+    assert frame["estimate"].iloc[0] == -0.126984  # the frame itself keeps every digit
