@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -162,7 +162,7 @@ class Critique(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _as_json_loads_keeps_it(cls, data: Any, handler: ModelWrapValidatorHandler[Critique]) -> Critique:
+    def _as_json_loads_keeps_it(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         if not isinstance(data, dict):
             return handler(data)
         data = dict(data)

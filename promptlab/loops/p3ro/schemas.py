@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import cache, lru_cache
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import (
     AfterValidator,
@@ -117,7 +117,7 @@ class EvaluationResult(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _entry_by_entry(cls, data: Any, handler: ModelWrapValidatorHandler[EvaluationResult]) -> EvaluationResult:
+    def _entry_by_entry(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         entries = data.get("scores") if isinstance(data, dict) else None
         if not isinstance(entries, list) or not entries:
             return handler(data)
