@@ -374,3 +374,20 @@ def test_no_module_docstring_is_longer_than_25_lines() -> None:
     }
     assert long == {}
     assert len(ast.get_docstring(TREES["promptlab.sweeps.run"]) or "") > 0  # the walk reads real docstrings
+
+
+def test_the_maps_name_every_module_as_it_is() -> None:
+    """docs/calls.md names every module of the call path (`llm/`, by its file name), and the README's map every
+    subpackage: a module added or renamed without its line in the map fails here."""
+    root = PACKAGE.parent
+    calls = (root / "docs" / "calls.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    unnamed = [
+        str(p.relative_to(PACKAGE))
+        for p in sorted((PACKAGE / "llm").rglob("*.py"))
+        if p.name != "__init__.py" and not re.search(rf"\b{re.escape(p.stem)}\b", calls)
+    ]
+    assert unnamed == []
+    subpackages = [p.name for p in sorted(PACKAGE.iterdir()) if (p / "__init__.py").exists()]
+    assert len(subpackages) >= 9
+    assert [name for name in subpackages if f"`promptlab.{name}`" not in readme] == []
