@@ -130,7 +130,7 @@ SWEEP = notebook(
             "machine; the basis is in the line), runs every unfinished cell with a progress bar that counts "
             "finished runs (its time estimate follows from them) and shows the summary table. A sweep estimated "
             "above 5 minutes (or whose time has no basis) starts only with `confirm = True`: Run All otherwise "
-            "stops after the plan, having made no model call but the probe's few timed ones, and says so. "
+            "stops after the plan, having made no model call, and says so (the model's time per call is measured by a short timed probe only once you confirm). "
             "While it runs the kernel is busy; Kernel > Interrupt stops it within a second and keeps what finished. Finished cells "
             "are skipped and calls already made are answered by the cache, so running this again resumes an "
             "interrupted sweep. `model` plays every role, pairings included (e.g. `fake/auto` for a dry run, which makes "
@@ -155,7 +155,7 @@ from IPython.display import display
 
 from promptlab.reports import readable_table, summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
-from promptlab.sweeps.estimate import plan_sweep, require_confirmation
+from promptlab.sweeps.estimate import plan_sweep, probe_first, require_confirmation
 
 exp = load_experiment(here(experiment_path))
 if model:
@@ -164,8 +164,9 @@ cells = exp.cells()
 suffix = f"-{model.replace('/', '_')}" if model else ""
 out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 # the runs, the model calls (counted by a dry run on fake/auto, a few seconds) and the time they should take
-# (from the cells already finished in `out`, else from a timed probe of the model: a few seconds more)
-plan = plan_sweep(exp, out, workers)
+# (from the cells already finished in `out`, else from a timed probe of the model, which makes a few model
+# calls: only once you have confirmed, so Run All makes no model call before it asks)
+plan = plan_sweep(exp, out, workers, probe=probe_first(exp, confirm))  # scripts (fake/auto) are timed at once
 print(plan.text)
 display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
     ),

@@ -16,7 +16,7 @@ takes less than the estimate; the lines say so.
 `plan_sweep` returns the lines with the seconds they estimate (`SweepEstimate`); `require_confirmation` refuses to
 start a sweep estimated above `CONFIRM_ABOVE_S` (5 minutes), or one whose time has no basis, unless the user
 said so (notebook 02's `confirm = True`, papermill's `-p confirm True`): a newcomer's Run All never starts an
-hour of work. Only the probe's few timed calls (a few seconds) are made before that.
+hour of work. Notebook 02 times a model only once confirmed (`probe_first`): Run All makes no model call first.
 """
 
 from __future__ import annotations
@@ -164,6 +164,15 @@ def real_models(cells: list[Any]) -> list[str]:
     return [m for m in models_of(cells) if resolve_model(m).makes_calls]
 
 
+def probe_first(exp: Experiment, confirm: bool) -> bool:
+    """Whether a plan may time the model (a few calls) before the user confirms the sweep: once confirmed, or
+    when no model of the sweep runs a model (scripts answer at once and cost nothing: a dry run on fake/auto is
+    never held up). Notebook 02 plans with `probe=probe_first(exp, confirm)`: no model call before it asks."""
+    from ..llm.resolved import resolve_model
+
+    return confirm or not any(resolve_model(m).runs_a_model for m in real_models(exp.cells()))
+
+
 def first_eval_cap(cells: list[Any]) -> int:
     """The reply cap of the sweep's first evaluation calls (the first cell's `eval_max_tokens`)."""
     from ..loops.runtime.grounding import GroundedConfig
@@ -211,7 +220,11 @@ def plan_sweep(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
             "dry run does not split them by model; the bar's estimate appears once the first runs finish"
         )
     elif not probe or not probed(models[0]):
-        why = "a hosted model is not probed: it would cost money" if probe else "the probe was turned off"
+        why = (
+            "a hosted model is not probed: it would cost money"
+            if probe
+            else "not timed before the sweep is confirmed: a timed probe makes model calls"
+        )
         lines.append(
             f"time: not estimated: {models[0]}'s time per call is not measured here ({why}); the bar's "
             "estimate appears once the first runs finish"
@@ -237,6 +250,7 @@ __all__ = [
     "calls_line",
     "duration",
     "plan_sweep",
+    "probe_first",
     "probe_line",
     "probe_seconds",
     "require_confirmation",

@@ -134,3 +134,12 @@ def test_a_sweep_above_five_minutes_or_without_an_estimate_starts_only_when_conf
     assert hosted.seconds is None and hosted.needs_confirmation
     with pytest.raises(NeedsConfirmation, match="has no time estimate"):
         require_confirmation(hosted, confirm=False)
+
+
+def test_a_model_is_timed_before_the_user_confirms_only_when_it_is_a_script() -> None:
+    from promptlab.sweeps.estimate import probe_first
+
+    tiny = load_experiment(ROOT / "experiments" / "tiny.yaml")
+    assert probe_first(tiny.with_models("fake/auto"), confirm=False)  # a dry run is never held up
+    assert not probe_first(tiny.with_models("local/smollm2"), confirm=False)  # no model call before it asks
+    assert probe_first(tiny.with_models("local/smollm2"), confirm=True)

@@ -67,7 +67,8 @@ def test_sweep_notebook_runs_the_experiment(swept: tuple[Path, nbformat.Notebook
     results_dir, nb = swept
     assert "4 cells: 4 done, 0 failed" in text(nb)
     assert "= 4 runs\nmodels: fake/auto" in text(nb)  # what it runs, said before it starts
-    assert "final_score_mean" in text(nb) and images(nb) == 1
+    html = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb))
+    assert "final score mean" in html and images(nb) == 1  # the readable table: rounded, names spaced
     assert len(load(results_dir).runs) == 4
 
 
