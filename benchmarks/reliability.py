@@ -50,6 +50,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -236,9 +237,10 @@ def bench_hardening(root: Path) -> None:
     check("issue 21 kinds: replies, results or spend lost", lost, "0", lost == 0)
 
 
-def bench_fault_kinds(root: Path) -> None:
-    rows = faults_battery.run_battery(root / "fault_kinds")
-    print("## (f) Issue 28: spending cap, cache rows, URLs, reply shapes, input, results dir\n")
+def battery_section(rows: list[Any], heading: str, name: str, lost_what: str) -> None:
+    """A battery's table (kind, tried, held, lost, what the host saw) and its two checks: every attempt held,
+    nothing lost."""
+    print(f"## {heading}\n")
     print(
         table(
             ["kind", "tried", "held", "lost", "what the host saw"],
@@ -247,23 +249,20 @@ def bench_fault_kinds(root: Path) -> None:
     )
     print()
     tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
-    check("issue 28 kinds held", f"{held} of {tried} attempts ({len(rows)} kinds)", "all", held == tried)
-    check("issue 28 kinds: money past the cap, files touched, secrets shown", lost, "0", lost == 0)
+    check(f"{name} kinds held", f"{held} of {tried} attempts ({len(rows)} kinds)", "all", held == tried)
+    check(f"{name} kinds: {lost_what}", lost, "0", lost == 0)
+
+
+def bench_fault_kinds(root: Path) -> None:
+    rows = faults_battery.run_battery(root / "fault_kinds")
+    heading = "(f) Issue 28: spending cap, cache rows, URLs, reply shapes, input, results dir"
+    battery_section(rows, heading, "issue 28", "money past the cap, files touched, secrets shown")
 
 
 def bench_hostile_inputs(root: Path) -> None:
     rows = hostile_inputs_battery.run_battery(root / "hostile_inputs")
-    print("## (g) Issue 41: a reply's numbers, unservable requests, a full cache, the event loop, files, redirects\n")
-    print(
-        table(
-            ["kind", "tried", "held", "lost", "what the host saw"],
-            [[r.kind, r.tried, r.held, r.lost, r.detail] for r in rows],
-        )
-    )
-    print()
-    tried, held, lost = (sum(r.tried for r in rows), sum(r.held for r in rows), sum(r.lost for r in rows))
-    check("issue 41 kinds held", f"{held} of {tried} attempts ({len(rows)} kinds)", "all", held == tried)
-    check("issue 41 kinds: cells, cache entries or requests lost", lost, "0", lost == 0)
+    heading = "(g) Issue 41: a reply's numbers, unservable requests, a full cache, the event loop, files, redirects"
+    battery_section(rows, heading, "issue 41", "cells, cache entries or requests lost")
 
 
 # (c) malformed replies --------------------------------------------------------------------------------------
