@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import PromptlabError, ResultsDiskFull
+from .errors import CacheUnavailableError, PromptlabError, ResultsDiskFull
 from .exports.commands import add_export_command, add_mlflow_flag, live_logging
 
 
@@ -285,7 +285,13 @@ def _run(args: argparse.Namespace) -> int:
         settings.check_models(config_models(config), "--max-concurrency")
     task = Task(id="cli", prompt=args.prompt, goal=args.goal)
     cache = open_cache(args.cache, origin="--cache")  # a bad or unreachable cache fails here, before any call
-    run = run_loop(args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache, settings=settings)
+    try:
+        run = run_loop(
+            args.loop, task, config, on_event=None if args.quiet else PrintLog(), cache=cache, settings=settings
+        )
+    except CacheUnavailableError as e:  # it started (calls were paid): not "refused before it started" (2)
+        print(f"promptlab: run incomplete: {e}", file=sys.stderr)
+        return 1
     print("\n=== final output ===")
     print(run.final_output if run.final_output is not None else "(none)")
     print("\n=== run ===")

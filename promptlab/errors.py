@@ -11,8 +11,8 @@ class PromptlabError(Exception):
     """Base class of every error promptlab raises on purpose. Its message never shows a URL's password
     (`sanitize.mask_userinfo`), wherever it is printed, logged or recorded."""
 
-    def __str__(self) -> str:
-        return mask_userinfo(super().__str__())
+    def __str__(self) -> str:  # BaseException's: a KeyError mixed in would show the message quoted
+        return mask_userinfo(BaseException.__str__(self))
 
     infrastructure: bool = False
     """True when the failure lies outside the model's reply (provider down, key missing, bad setup): the

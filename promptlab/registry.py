@@ -36,10 +36,7 @@ V = TypeVar("V")
 
 
 class UnknownNameError(ConfigError, KeyError):
-    """A name no registry entry has; the message lists the known names."""
-
-    def __str__(self) -> str:  # KeyError would show the message quoted
-        return ConfigError.__str__(self)
+    """A name no registry entry has; the message lists the known names (unquoted: PromptlabError's str)."""
 
 
 class Registry(Mapping[str, T], Generic[T]):

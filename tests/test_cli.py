@@ -196,6 +196,7 @@ def test_every_command_prints_its_whole_error_and_exits_2(
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("promptlab: error: ") and message in err, (argv, err)
+        assert not err.startswith(('promptlab: error: "', "promptlab: error: '")), (argv, err)  # no KeyError quotes
         assert "Traceback" not in err, (argv, err)
 
 

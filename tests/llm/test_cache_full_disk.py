@@ -57,3 +57,18 @@ def test_a_sweep_whose_cache_disk_fills_exits_1(
     said = capsys.readouterr()
     assert code == 1, said.err
     assert "its disk is full" in said.out + said.err
+
+
+def test_promptlab_run_whose_cache_disk_fills_exits_1_not_2(
+    tmpfs: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`promptlab run` that started and then met a full cache disk exits 1, as a run an infrastructure failure
+    left incomplete: 2 says "refused before it started", which is not what happened (calls were paid)."""
+    disk = tmpfs("2m")
+    cache = disk / "cache"
+    Cache(cache)  # made while there is room
+    fill_up(disk)
+    code = main(["run", "p3ro", "--prompt", "Say hi", "--model", "fake/auto", "--cache", str(cache), "--quiet"])
+    said = capsys.readouterr()
+    assert code == 1, said.err
+    assert "its disk is full" in said.err and "run incomplete" in said.err
