@@ -30,7 +30,8 @@ handled. Offline, loopback only, in one run:
 (g) hostile inputs (benchmarks/support/hostile_inputs_battery.py): a reply's numbers out of range (10^30 tokens
     with and without a cap, Retry-After inf), a schema the local engine cannot compile beside 6 calls, a full Redis,
     the cache's read/write race, a slow regex scorer beside a heartbeat, files that are not files (FIFO, sparse
-    3 GiB, links to /dev/zero, a cell directory linked outside), a 1,500-deep chain copied back, redirects on both
+    3 GiB, links to /dev/zero, a cell directory linked outside; the results and cache dirs' own files and the user's
+    experiment and task files as a FIFO or a link), a 1,500-deep chain copied back, redirects on both
     transports, a key in an api_base's query string and grid x replicates past the cap: tried, held, lost.
 
 Targets: every fault survived, cells lost 0, paid calls repeated 0, sent again after a kill <= the calls in

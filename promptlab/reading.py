@@ -2,7 +2,8 @@
 values): text that is not UTF-8 and YAML that would blow up are refused with an error naming the file.
 
 - `read_text(path)`: UTF-8 text (a byte-order mark is dropped); other bytes raise ConfigError naming the file,
-  the line and column of the first bad byte; a file over `MAX_FILE_BYTES` is refused before it is read.
+  the line and column of the first bad byte; a file over `MAX_FILE_BYTES`, or one that is not a regular file
+  (a FIFO, a device, a directory), is refused by name before it is read.
 - `load_yaml(text, source)`: `yaml.safe_load` with a bound on what the document would hold once its
   aliases are expanded. A YAML alias is a reference, so a "billion laughs" file of a few hundred bytes
   composes to a small graph that explodes only when a program walks it (pydantic validating a field, an
@@ -14,9 +15,12 @@ values): text that is not UTF-8 and YAML that would blow up are refused with an 
 - `jsonl_lines(text)`: the lines of a JSONL text, split on "\n" only: U+2028, U+0085 and the other
   characters `str.splitlines` also breaks on are valid inside a JSON string.
 - `read_bounded(path, limit)`: the one way promptlab reads a file it did not just write (a cache's value file, a
-  results directory's status.json, runs.jsonl): only a regular file, of at most `limit` bytes, never through a
+  results directory's status.json, runs.jsonl, experiment.yaml, spending.json, sweep.lock): only a regular file, of at most `limit` bytes, never through a
   symbolic link; a FIFO, a device or a link (to /dev/zero, say) is refused by name without blocking
   (`RefusedFile`), and a file past the limit (a sparse 3 GiB one) is refused before it is read.
+- `open_regular(path, flags)`: the one way promptlab opens a file of its own directories to write (sweep.lock,
+  the cache's heal lock): never through a link, never blocking on a FIFO; anything but a regular file is
+  refused by name.
 """
 
 from __future__ import annotations
@@ -39,15 +43,16 @@ class RefusedFile(ValueError):
     """A file promptlab will not read: not a regular file (a FIFO, a device, a symbolic link), or too large."""
 
 
-def read_bounded(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, opened without following a symbolic link and without
-    blocking (a FIFO never holds the reader up).
+def read_bounded(path: str | os.PathLike[str], limit: int, what: str = "file", *, follow_links: bool = False) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, opened without following a symbolic link (unless
+    `follow_links`: a file the user names may be a link) and without blocking (a FIFO never holds the reader up).
 
     Raises:
-        RefusedFile: the path is a symbolic link, a FIFO, a device or a socket, or holds more than `limit` bytes.
+        RefusedFile: the path is a symbolic link (without `follow_links`), a FIFO, a device, a socket or a
+            directory, or holds more than `limit` bytes.
         FileNotFoundError: there is nothing there.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
     except OSError as e:
@@ -71,6 +76,29 @@ def read_bounded(path: str | os.PathLike[str], limit: int, what: str = "file") -
         os.close(fd)
 
 
+def open_regular(path: str | os.PathLike[str], flags: int, what: str = "file") -> int:
+    """A file descriptor on a regular file promptlab keeps in its own directory (a lock file, a counter), opened
+    with `flags` (os.O_WRONLY | os.O_CREAT...) without following a symbolic link and without blocking: so nothing
+    is written through a link out of the directory and a FIFO put there never holds a process up.
+
+    Raises:
+        RefusedFile: the path is a symbolic link, a FIFO, a device, a socket or a directory (naming it).
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise RefusedFile(f"{path}: the {what} is a symbolic link; refused, not followed") from None
+        if e.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without a reader (write-only), a directory
+            raise RefusedFile(f"{path}: the {what} is not a regular file; refused") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise RefusedFile(f"{path}: the {what} is not a regular file ({_kind(mode)}); refused")
+    return fd
+
+
 def _kind(mode: int) -> str:
     kinds = [(stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
     kinds += [(stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")]
@@ -82,17 +110,19 @@ class NotYamlError(ConfigError):
 
 
 def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
-    """The UTF-8 text of a file.
+    """The UTF-8 text of a file the user names (a symbolic link to a regular file is followed).
 
     Raises:
-        ConfigError: the file is over `MAX_FILE_BYTES`, or holds bytes that are not UTF-8 (naming the file,
-            line and column of the first one).
+        ConfigError: the file is not a regular file (a FIFO, a device, /dev/zero through a link, a directory),
+            is over `MAX_FILE_BYTES`, or holds bytes that are not UTF-8 (naming the file, line and column of
+            the first one).
+        FileNotFoundError: there is nothing there.
     """
     p = Path(path)
-    size = p.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ConfigError(f"{p}: the {what} is {size} bytes, over the {MAX_FILE_BYTES}-byte limit")
-    data = p.read_bytes()
+    try:
+        data = read_bounded(p, MAX_FILE_BYTES, what, follow_links=True)
+    except RefusedFile as e:
+        raise ConfigError(str(e)) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -228,6 +258,7 @@ __all__ = [
     "RefusedFile",
     "jsonl_lines",
     "load_yaml",
+    "open_regular",
     "read_bounded",
     "read_text",
 ]

@@ -30,6 +30,7 @@ import toyloop  # noqa: F401 (registers the "toy" loop)
 from experiment_files import topics, write_experiment
 from fault_server import FaultServer, Raw, Reply, Status, free_port
 from hardening_battery import Row
+from own_files_battery import own_files
 from pydantic import BaseModel, Field
 
 import promptlab as pl
@@ -389,6 +390,7 @@ KINDS = (
     cache_race,
     slow_regex,
     special_files,
+    own_files,
     deep_chain,
     redirects,
     input_caps,

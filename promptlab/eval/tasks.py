@@ -122,7 +122,7 @@ def read_examples(path: str | Path, where: str, written: str | None = None) -> l
 
     `written` is the path as the task file gives it (named in the error for a missing file)."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ConfigError(f"{where}: examples: no examples file {written or str(path)!r} (looked for {p})")
     out = [
         _example(data, f"{where}: examples file {p}:{n}")

@@ -38,6 +38,7 @@ DEFAULT_ARTIFACTS = "mlartifacts"
 """The default store's artifact folder in the results directory."""
 TEXT_ARTIFACTS = (".md", ".csv", ".txt", ".json", ".yaml", ".yml")
 """Report files logged as cleaned text (secrets out); other files (charts) are copied as they are."""
+log = logging.getLogger("promptlab.exports")
 QUIET_ENV = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 """Set while exporting (unless the user set them): MLflow prints no "View run at" line per run."""
 
@@ -144,12 +145,12 @@ class MlflowTarget:
         return mask_userinfo(self.uri)
 
     def _experiment_field(self, key: str) -> str | None:
-        from ..reading import load_yaml, read_text
+        from ..reading import load_yaml
 
-        path = self.results / "experiment.yaml"
-        if not path.is_file():
+        text = results_file(self.results / "experiment.yaml")
+        if text is None:
             return None
-        data = load_yaml(read_text(path, "experiment file"), str(path))
+        data = load_yaml(text.decode("utf-8", errors="replace"), str(self.results / "experiment.yaml"))
         value = data.get(key) if isinstance(data, dict) else None
         return str(value) if value is not None else None
 
@@ -174,13 +175,11 @@ class MlflowTarget:
         where = quoted(str(self.results))
         for run in self._search(f"tags.`{RESULTS_TAG}` = {where} and tags.`{ROLE_TAG}` = 'sweep'"):
             return str(run.info.run_id)
-        experiment_file = self.results / "experiment.yaml"
+        experiment = results_file(self.results / "experiment.yaml")
         tags = {
             ROLE_TAG: "sweep",
             RESULTS_TAG: str(self.results),
-            "promptlab.experiment_hash": hashlib.sha256(experiment_file.read_bytes()).hexdigest()
-            if experiment_file.is_file()
-            else "",
+            "promptlab.experiment_hash": "" if experiment is None else hashlib.sha256(experiment).hexdigest(),
         }
         name = f"{self._experiment_field('name') or self.results.name} sweep ({self.results.name})"
         run = self.client.create_run(self.experiment_id, tags=self.clean(tags), run_name=self.clean(name))
@@ -241,15 +240,16 @@ class MlflowTarget:
 
     def log_sweep_files(self) -> None:
         """The parent run's artifacts: the experiment file, and the report's charts and tables if there is one."""
-        experiment_file = self.results / "experiment.yaml"
-        if experiment_file.is_file():
-            self.client.log_text(self.parent_id, self.clean(experiment_file.read_text()), "experiment.yaml")
+        experiment = results_file(self.results / "experiment.yaml")
+        if experiment is not None:
+            self.client.log_text(self.parent_id, self.clean(experiment.decode("utf-8", "replace")), "experiment.yaml")
         report = self.results / "report"
-        for path in sorted(report.iterdir()) if report.is_dir() else []:
-            if not path.is_file():
+        for path in sorted(report.iterdir()) if report.is_dir() and not report.is_symlink() else []:
+            data = results_file(path)  # a link, a FIFO or a directory there is left out: never followed
+            if data is None:
                 continue
             if path.suffix in TEXT_ARTIFACTS:
-                self.client.log_text(self.parent_id, self.clean(path.read_text()), f"report/{path.name}")
+                self.client.log_text(self.parent_id, self.clean(data.decode("utf-8", "replace")), f"report/{path.name}")
             else:
                 self.client.log_artifact(self.parent_id, str(path), "report")
 
@@ -260,6 +260,20 @@ class MlflowTarget:
     def summary(self) -> ExportSummary:
         """An empty summary of an export to this target."""
         return ExportSummary(self.where, self.experiment_id, self.parent_id)
+
+
+def results_file(path: Path) -> bytes | None:
+    """A results directory's file as `reading.read_bounded` reads it (a regular file of at most MAX_FILE_BYTES,
+    no link followed); None when it is missing or refused (a link, a FIFO: said once in the log, not exported)."""
+    from ..reading import MAX_FILE_BYTES, RefusedFile, read_bounded
+
+    try:
+        return read_bounded(path, MAX_FILE_BYTES, path.name)
+    except FileNotFoundError:
+        return None
+    except RefusedFile as e:
+        log.warning("promptlab export: %s; not exported", e)
+        return None
 
 
 def quoted(text: str) -> str:

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, SpendingCapExceeded
+from ..reading import RefusedFile, read_bounded
 from .ledger_file import keep_room, write_whole
 from .model_names import litellm
 from .resolved import resolve_model
@@ -27,6 +28,11 @@ ENV_MAX_COST = "PROMPTLAB_MAX_COST"
 """Environment variable holding the cap in USD, for processes a sweep starts."""
 ENV_LEDGER_FILE = "PROMPTLAB_SPENDING_LEDGER"
 """Environment variable holding the ledger's path, for processes a sweep starts."""
+
+
+MAX_LEDGER_BYTES = 16 * 2**20
+"""Largest spending.json read (it holds a total per model: kilobytes); a bigger one, or one that is not a regular
+file, is refused by name."""
 
 
 class Ledger(BaseModel):
@@ -155,7 +161,7 @@ class SpendingCap:
     """A cap in USD on the ledger at `path`; `scope()` makes it the one the call path checks."""
 
     def __init__(self, path: str | os.PathLike[str], cap: float) -> None:
-        self.path = Path(path).resolve()
+        self.path = Path(os.path.abspath(path))  # absolute, a link not resolved: it is refused, never followed
         self.cap = _cap(cap, "max_cost")
         with _thread_locks_guard:  # fcntl locks are per process: threads of one process take this one too
             self._thread_lock = _thread_locks.setdefault(str(self.path), threading.Lock())
@@ -186,9 +192,11 @@ class SpendingCap:
     def ledger(self) -> Ledger:
         """The ledger as it is now (empty when none was written yet)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_bounded(self.path, MAX_LEDGER_BYTES, "spending ledger").decode("utf-8", errors="replace")
         except FileNotFoundError:
             return Ledger()
+        except RefusedFile as e:
+            raise ConfigError(f"{e}; delete it to count spending from zero") from None
         try:
             return Ledger.model_validate_json(text)
         except ValidationError as e:
@@ -209,12 +217,12 @@ class SpendingCap:
         if known is not None and known[0] == seen:
             return known[1]
         try:
-            total = float(json.loads(self.path.read_text(encoding="utf-8"))["spent_usd"])
+            total = float(json.loads(read_bounded(self.path, MAX_LEDGER_BYTES, "spending ledger"))["spent_usd"])
             if not math.isfinite(total) or total < 0:  # a ledger that would switch the cap off: refused
                 raise ValueError(total)
         except FileNotFoundError:  # replaced between the stat and the read: read the new one
             return self.spent()
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):  # RefusedFile is a ValueError too
             total = self.ledger().spent_usd  # raises the clear error
         self._known = (seen, total)
         return total

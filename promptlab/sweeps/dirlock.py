@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..reading import RefusedFile, open_regular, read_bounded
 
 LOCK_NAME = "sweep.lock"
 """The lock file's name in a results directory."""
@@ -36,7 +37,7 @@ class ResultsDirBusy(ConfigError):
 
 def _holder(path: Path) -> str:
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        info = json.loads(read_bounded(path, 64 * 1024, LOCK_NAME))  # RefusedFile (a FIFO, a link) is a ValueError
         return f"pid {info['pid']} on {info['host']}, started {info['started']}"
     except (OSError, ValueError, KeyError, TypeError):
         return "a process that did not say who it is"
@@ -65,7 +66,11 @@ def hold_results_dir(out: Path) -> Iterator[None]:
             raise _busy(out, _holder(path))
         _held.add(key)
     try:
-        with open(path, "a+", encoding="utf-8") as f:
+        try:  # never through a link (its target would be truncated), never blocking on a FIFO
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, LOCK_NAME)
+        except RefusedFile as e:
+            raise ConfigError(f"results dir {out}: {e}; remove it and run again") from None
+        with os.fdopen(fd, "a+", encoding="utf-8") as f:
             try:
                 fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

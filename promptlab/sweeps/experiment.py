@@ -221,7 +221,7 @@ class Experiment(BaseModel):
         raw = Path(self.tasks).expanduser()
         tried = [raw] if raw.is_absolute() else [d / raw for d in (self._base_dir, Path.cwd()) if d is not None]
         for path in tried:
-            if path.is_file():
+            if path.exists():  # a FIFO or a device there is refused by name when it is read (read_text)
                 return path.resolve()
         raise ConfigError(f"tasks: no task file {self.tasks!r}; tried {', '.join(str(p) for p in tried)}")
 
@@ -299,8 +299,8 @@ def load_experiment(path: str | Path, *, check_models: bool = True) -> Experimen
     or local model file, or a loop config a task refuses (score_source 'grounded' on a task without examples,
     score_mode 'expected' with a critic without log-probabilities), raises ConfigError before anything runs."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise ConfigError(f"experiment file not found: {p}")
+    if not p.exists():
+        raise ConfigError(f"experiment file not found: {p}")  # anything else there is refused by read_text
     data = load_yaml(read_text(p, "experiment file"), str(p))  # UTF-8 and a bounded YAML, or an error naming p
     try:
         exp = Experiment.from_dict(data, p.resolve().parent, source=str(p))

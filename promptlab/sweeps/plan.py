@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import ConfigError, ResultsDiskFull, is_disk_full
 from ..events import Event, EventHandler
 from ..llm.tally import Tally
+from ..reading import MAX_FILE_BYTES, read_bounded
 from ..record import Run, Task
 from .cells import Cell
 from .experiment import Experiment
@@ -286,12 +287,17 @@ def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: li
 def experiment_provenance(out: Path) -> dict[str, Any]:
     """{"experiment_hash": sha256 of the results dir's experiment.yaml}, or {} before it is written; every
     executor reads that one file, so their runs carry the same hash."""
-    path = out / "experiment.yaml"
-    return {"experiment_hash": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}
+    try:
+        data = read_bounded(out / "experiment.yaml", MAX_FILE_BYTES, "experiment.yaml")
+    except FileNotFoundError:
+        return {}
+    return {"experiment_hash": hashlib.sha256(data).hexdigest()}
 
 
 PARTIAL_NOTEBOOK = ".run_cell.partial.ipynb"
 """Where papermill writes a cell's notebook as it runs (it writes in place, not atomically)."""
+MAX_NOTEBOOK_BYTES = 256 * 2**20
+"""Largest executed cell notebook kept (its outputs are small: the cell's records are written apart)."""
 
 
 def keep_notebook(cell_dir: Path) -> None:
@@ -300,10 +306,10 @@ def keep_notebook(cell_dir: Path) -> None:
     notebook before it, if any, stays; a re-run of the cell replaces both)."""
     partial = cell_dir / PARTIAL_NOTEBOOK
     try:
-        json.loads(partial.read_bytes())
+        json.loads(read_bounded(partial, MAX_NOTEBOOK_BYTES, PARTIAL_NOTEBOOK))
     except FileNotFoundError:
         return
-    except ValueError:  # not JSON (cut short), or not UTF-8
+    except ValueError:  # not JSON (cut short), not UTF-8, or refused (a link, a FIFO, too big: RefusedFile)
         partial.unlink(missing_ok=True)
         return
     os.replace(partial, cell_dir / "run_cell.ipynb")

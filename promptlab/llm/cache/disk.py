@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ...errors import CacheUnavailableError
+from ...reading import open_regular, read_bounded
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
 from .entries import open_diskcache, problem_of, unopenable
@@ -135,7 +136,7 @@ class Cache(CacheBackend):
     def _heal_count(self) -> int:
         """How many heals the lock file records (0 when it is missing or unreadable)."""
         try:
-            return int((self.directory / "cache.db.heal-lock").read_text() or 0)
+            return int(read_bounded(self.directory / "cache.db.heal-lock", 64, "heal lock") or 0)
         except (OSError, ValueError):
             return 0
 
@@ -173,9 +174,10 @@ class Cache(CacheBackend):
             return
         with self._heal_lock:
             try:
-                f = open(self.directory / "cache.db.heal-lock", "a")  # noqa: SIM115 -- closed below
-            except OSError:  # e.g. no room for the lock file on a full disk: this process's lock only
-                f = None
+                fd = open_regular(self.directory / "cache.db.heal-lock", os.O_WRONLY | os.O_CREAT, "heal lock")
+                f = os.fdopen(fd, "a")  # noqa: SIM115 -- closed below
+            except (OSError, ValueError):  # no room (a full disk); a link or a FIFO (RefusedFile)
+                f = None  # this process's lock only
             self._held.depth = 1
             try:
                 if f is not None:
@@ -197,8 +199,10 @@ class Cache(CacheBackend):
                 self._empty_in_place(error)
                 heals += 1
                 try:
-                    (self.directory / "cache.db.heal-lock").write_text(str(heals))
-                except OSError:
+                    lock = open_regular(self.directory / "cache.db.heal-lock", os.O_WRONLY | os.O_TRUNC, "heal lock")
+                    with os.fdopen(lock, "w") as counter:
+                        counter.write(str(heals))
+                except (OSError, ValueError):
                     pass  # no room to count: another process may heal once more, losing only what it re-empties
             self._heals = heals
             self._dc, self._ident = self._connect(emptied=True)
