@@ -99,6 +99,16 @@ def open_regular(path: str | os.PathLike[str], flags: int, what: str = "file") -
     return fd
 
 
+def write_regular(path: str | os.PathLike[str], text: str, what: str = "file") -> None:
+    """Write `text` over a file of promptlab's own directory through `open_regular` (never through a link).
+
+    Raises:
+        RefusedFile: the path is a symbolic link or not a regular file.
+    """
+    with os.fdopen(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, what), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def _kind(mode: int) -> str:
     kinds = [(stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
     kinds += [(stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")]
@@ -261,4 +271,5 @@ __all__ = [
     "open_regular",
     "read_bounded",
     "read_text",
+    "write_regular",
 ]

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.bias_asks import BUDGET
+from ..errors import ConfigError
+from ..results.atomic import atomic_write
 from ..results.configs import By, by_columns, config_columns, config_groups, fmt_value
 from .bias_charts import plot_biases
 from .by_critic import (
@@ -155,8 +157,8 @@ def report(
     the findings charts calibration.png, grounded_trajectories.png, counterfactual.png (one panel per
     configuration), budget_curve.png (dev and test accuracy against spend at equal budget), deltas.png and
     biases.png (score against length at equal accuracy, score change against accuracy change, per critic); one
-    whose columns are absent or that has nothing to compare is skipped,
-    with the reason in `Report.skipped` and in summary.md. summary.md has a "Findings" section (see
+    whose columns are absent or that has nothing to compare is skipped, with the reason in `Report.skipped` and
+    in summary.md. summary.md has a "Findings" section (see
     `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data, experiment files or
     inference fingerprints, and an "Inference fingerprints" section naming what the replies rest on
     (`promptlab.reports.fingerprints`).
@@ -175,6 +177,8 @@ def report(
 
     res = results_dir if isinstance(results_dir, Results) else load(results_dir)  # read
     out = Path(out_dir) if out_dir is not None else res.path / "report"
+    if out_dir is None and out.is_symlink():  # as a cell directory linked out: never written through
+        raise ConfigError(f"{out} is a symbolic link to {os.readlink(out)}; refused, nothing written through it")
     out.mkdir(parents=True, exist_ok=True)
     written = Report()
     chart = _ChartWriter(out, written)
@@ -184,10 +188,10 @@ def report(
     found = findings(res, bias_budget=bias_budget)
     _findings_charts(res, found, chart)
     _bias_chart(found, chart)
-    table.to_csv(out / "summary.csv", index=False)  # write the tables
+    atomic_write(out / "summary.csv", lambda tmp: table.to_csv(tmp, index=False))
     written["summary.csv"] = out / "summary.csv"
     written.table, written.findings = table, found
-    (out / "summary.md").write_text(_summary_md(res, table, written, found))
+    atomic_write(out / "summary.md", _summary_md(res, table, written, found).encode())  # whole: a link is replaced
     written["summary.md"] = out / "summary.md"
     return written
 
@@ -206,7 +210,7 @@ class _ChartWriter:
             return
         fig = Figure(figsize=size)
         draw(fig)
-        fig.savefig(self.out / name, dpi=110, bbox_inches="tight")
+        atomic_write(self.out / name, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
         self.written[name] = self.out / name
 
 

@@ -287,17 +287,14 @@ def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: li
 def experiment_provenance(out: Path) -> dict[str, Any]:
     """{"experiment_hash": sha256 of the results dir's experiment.yaml}, or {} before it is written; every
     executor reads that one file, so their runs carry the same hash."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         data = read_bounded(out / "experiment.yaml", MAX_FILE_BYTES, "experiment.yaml")
-    except FileNotFoundError:
-        return {}
-    return {"experiment_hash": hashlib.sha256(data).hexdigest()}
+        return {"experiment_hash": hashlib.sha256(data).hexdigest()}
+    return {}
 
 
 PARTIAL_NOTEBOOK = ".run_cell.partial.ipynb"
 """Where papermill writes a cell's notebook as it runs (it writes in place, not atomically)."""
-MAX_NOTEBOOK_BYTES = 256 * 2**20
-"""Largest executed cell notebook kept (its outputs are small: the cell's records are written apart)."""
 
 
 def keep_notebook(cell_dir: Path) -> None:
@@ -306,7 +303,7 @@ def keep_notebook(cell_dir: Path) -> None:
     notebook before it, if any, stays; a re-run of the cell replaces both)."""
     partial = cell_dir / PARTIAL_NOTEBOOK
     try:
-        json.loads(read_bounded(partial, MAX_NOTEBOOK_BYTES, PARTIAL_NOTEBOOK))
+        json.loads(read_bounded(partial, MAX_FILE_BYTES, PARTIAL_NOTEBOOK))
     except FileNotFoundError:
         return
     except ValueError:  # not JSON (cut short), not UTF-8, or refused (a link, a FIFO, too big: RefusedFile)

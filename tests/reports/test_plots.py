@@ -17,6 +17,7 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from promptlab.errors import ConfigError
 from promptlab.eval.stats import bootstrap_ci
 from promptlab.reports.plots import (
     pareto_front,
@@ -335,3 +336,26 @@ def test_pairing_heatmap_with_equal_counts_has_one_number_per_cell() -> None:
     )
     ax = plot_pairing_heatmap(runs, ax=new_ax())
     assert [t.get_text() for t in ax.texts] == ["5.00", "8.00"] and "(n=2 runs each)" in ax.get_title()
+
+
+def test_report_writes_over_a_planted_link_never_through_it(res: Results, tmp_path: Path) -> None:
+    """#41 item 6 for what a report writes: summary.md, summary.csv and each chart replace a link planted under
+    their name (a temp file renamed over it), so a file outside the results directory is never overwritten; a
+    report folder that is itself a link out is refused by name."""
+    victims = {name: tmp_path / f"victim-{name}" for name in ("summary.md", "summary.csv", "trajectories.png")}
+    folder = res.path / "report"
+    folder.mkdir()
+    for name, victim in victims.items():
+        victim.write_text("keep me")
+        (folder / name).symlink_to(victim)
+    out = report(res.path)
+    assert all(v.read_text() == "keep me" for v in victims.values())  # was: written through the links
+    assert not (folder / "summary.md").is_symlink() and out["trajectories.png"].read_bytes().startswith(PNG)
+    for p in folder.iterdir():
+        p.unlink()
+    folder.rmdir()
+    (tmp_path / "outside").mkdir()
+    folder.symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(ConfigError, match=r"report is a symbolic link to .*outside; refused"):
+        report(res.path)
+    assert list((tmp_path / "outside").iterdir()) == []

@@ -9,9 +9,8 @@ the database keeps a rollback journal (`journal_mode=truncate`), not diskcache's
 finds a database's -journal, -wal and -shm files by path and its locks by inode, so a connection still open on a
 replaced file (another thread's, another process's) would read and write the new database's journal or log while
 locking the old file, and delete them when it closes. Emptied in place, every connection keeps meeting one file.
-A full disk: a write that fails for lack of space says so once, its paid reply is returned, and the next call stops
-(`full_disk.py`); a cache that cannot be opened for it raises `CacheDiskFullError` (`open_cache` opens it
-read-only instead, with a warning)."""
+A full disk: the failed write says so once, its paid reply is returned, the next call stops (`full_disk.py`); a
+cache that cannot be opened for it raises `CacheDiskFullError` (`open_cache` opens it read-only, with a warning)."""
 
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from ...errors import CacheUnavailableError
-from ...reading import open_regular, read_bounded
+from ...reading import open_regular, read_bounded, write_regular
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
 from .entries import open_diskcache, problem_of, unopenable
@@ -199,9 +198,7 @@ class Cache(CacheBackend):
                 self._empty_in_place(error)
                 heals += 1
                 try:
-                    lock = open_regular(self.directory / "cache.db.heal-lock", os.O_WRONLY | os.O_TRUNC, "heal lock")
-                    with os.fdopen(lock, "w") as counter:
-                        counter.write(str(heals))
+                    write_regular(self.directory / "cache.db.heal-lock", str(heals), "heal lock")
                 except (OSError, ValueError):
                     pass  # no room to count: another process may heal once more, losing only what it re-empties
             self._heals = heals
