@@ -28,7 +28,7 @@ handled. Offline, loopback only, in one run:
     cache.db that cannot be opened, deep, circular and duplicate YAML, two sweeps on one results dir, a full results
     disk (inline, and papermill on a 2 MiB tmpfs as root): tried, held, lost.
 (g) hostile inputs (benchmarks/support/hostile_inputs_battery.py): a reply's numbers out of range (10^30 tokens
-    with and without a cap, Retry-After inf), a schema the local engine cannot compile beside 6 calls, a full Redis,
+    with and without a cap, Retry-After inf, log-probabilities over 0 or not numbers), a schema the local engine cannot compile beside 6 calls, a full Redis,
     the cache's read/write race, a slow regex scorer beside a heartbeat, files that are not files (FIFO, sparse
     3 GiB, links to /dev/zero, a cell directory linked outside; the results and cache dirs' own files and the user's
     experiment and task files as a FIFO or a link), a 1,500-deep chain copied back, redirects on both

@@ -29,6 +29,7 @@ from typing import Any
 import toyloop  # noqa: F401 (registers the "toy" loop)
 from experiment_files import topics, write_experiment
 from fault_server import FaultServer, Raw, Reply, Status, free_port
+from figures_battery import logprob_figures
 from hardening_battery import Row
 from own_files_battery import own_files
 from pydantic import BaseModel, Field
@@ -385,6 +386,7 @@ def input_caps(base: Path) -> Row:
 
 KINDS = (
     huge_usage,
+    logprob_figures,
     unservable_schema,
     full_redis,
     cache_race,

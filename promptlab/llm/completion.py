@@ -9,10 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .failures import InvalidReply
 from .wire import MAX_FIGURE, whole_text
 
 FLOOR_LOGPROB = -9999.0
-"""Stands in for a log-probability of minus infinity (or NaN), which JSON cannot hold (OpenAI does the same)."""
+"""Stands in for a log-probability of minus infinity, which JSON cannot hold (OpenAI does the same)."""
+LOGPROB_SLACK = 1e-6
+"""A reported log-probability above 0 by at most this much is rounding, read as 0; above it, it is no
+log-probability (a probability over 1)."""
 
 
 class TopLogprob(BaseModel):
@@ -22,8 +26,9 @@ class TopLogprob(BaseModel):
 
     token: str
     """The candidate token's text."""
-    logprob: float
-    """Its natural-log probability at that position."""
+    logprob: float = Field(le=LOGPROB_SLACK, allow_inf_nan=False)
+    """Its natural-log probability at that position (a record holding anything else, an older version's cache
+    entry say, is not a record: a miss)."""
 
 
 class TokenLogprob(BaseModel):
@@ -33,7 +38,7 @@ class TokenLogprob(BaseModel):
 
     token: str
     """The generated token's text; the texts of all tokens, in order, make up the reply."""
-    logprob: float
+    logprob: float = Field(le=LOGPROB_SLACK, allow_inf_nan=False)
     """The generated token's natural-log probability."""
     top_logprobs: list[TopLogprob] = Field(default_factory=list)
     """The most likely tokens at this position, most likely first (as many as `top_logprobs=` asked for,
@@ -44,30 +49,61 @@ def _field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
-def _finite(value: Any) -> float:
-    x = float(value) if value is not None else FLOOR_LOGPROB
-    return x if math.isfinite(x) else FLOOR_LOGPROB
+def _logprob(value: Any, where: str) -> float:
+    """A reported log-probability: a real number <= 0 (minus infinity and a missing one read as FLOOR_LOGPROB).
+
+    Raises:
+        InvalidReply: anything else (a string, a bool, NaN, a positive number: a probability over 1), naming
+            the field; not retried."""
+    if value is None:
+        return FLOOR_LOGPROB
+    x = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    if x == -math.inf:
+        return FLOOR_LOGPROB
+    if not x <= LOGPROB_SLACK:  # NaN, +inf, a probability over 1, or not a number at all
+        shown = f"{value:.3g}" if isinstance(x, float) and x == x and not isinstance(value, bool) else repr(value)
+        raise InvalidReply(f"{where} is {shown[:40]}, out of range (a log-probability: a number <= 0)", retryable=False)
+    return min(x, 0.0)
+
+
+def _entries(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise InvalidReply(f"{where} is {type(value).__name__}, not a list", retryable=False)
+    return list(value)
 
 
 def logprobs_of(choice_logprobs: Any) -> list[TokenLogprob] | None:
     """Token log-probabilities from a provider choice's `logprobs` (OpenAI chat shape, as an object or a
-    dict: `{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}`); None when absent."""
+    dict: `{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}`); None when absent.
+
+    Raises:
+        InvalidReply: a log-probability that is not one (`_logprob`), or a list that is not a list, naming the
+            field (`logprobs.content[3].top_logprobs[0].logprob`); not retried."""
     if choice_logprobs is None:
         return None
     content = _field(choice_logprobs, "content")
     if content is None:
         return None
-    return [
-        TokenLogprob(
-            token=str(_field(t, "token") or ""),
-            logprob=_finite(_field(t, "logprob")),
-            top_logprobs=[
-                TopLogprob(token=str(_field(a, "token") or ""), logprob=_finite(_field(a, "logprob")))
-                for a in (_field(t, "top_logprobs") or [])
-            ],
+    tokens = []
+    for i, t in enumerate(_entries(content, "logprobs.content")):
+        at = f"logprobs.content[{i}]"
+        tops = _entries(_field(t, "top_logprobs"), f"{at}.top_logprobs")
+        tokens.append(
+            TokenLogprob(
+                token=str(_field(t, "token") or ""),
+                logprob=_logprob(_field(t, "logprob"), f"{at}.logprob"),
+                top_logprobs=[
+                    TopLogprob(
+                        token=str(_field(a, "token") or ""),
+                        logprob=_logprob(_field(a, "logprob"), f"{at}.top_logprobs[{j}].logprob"),
+                    )
+                    for j, a in enumerate(tops)
+                ],
+            )
         )
-        for t in content
-    ]
+    return tokens
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,7 @@ def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Repl
         if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
             counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
         cost = bounded_cost(cost_of(model.target, response, own=own) if counts is not None or own else None)
+        logprobs = logprobs_of(getattr(choice, "logprobs", None))
     except InvalidReply as e:
         e.paid_text = choice.message.content or ""  # delivered and billed: a spending cap charges its estimate
         raise
@@ -123,7 +124,7 @@ def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Repl
         output_tokens=counts[1] if counts is not None else None,
         cost_usd=cost,
         finish_reason=getattr(choice, "finish_reason", None),
-        logprobs=logprobs_of(getattr(choice, "logprobs", None)),
+        logprobs=logprobs,
         response_model=said,
         endpoint=model.endpoint_of(response),
         fingerprint=None if own else hosted_fingerprint(said, response),

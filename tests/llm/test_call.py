@@ -423,11 +423,11 @@ def test_scripted_logprobs_must_spell_the_reply() -> None:
         ScriptedReply("abc", [("a", -0.1), ("b", -0.1)])
 
 
-def test_logprobs_of_reads_objects_and_dicts_and_floors_infinity() -> None:
+def test_logprobs_of_reads_objects_and_dicts_and_floors_minus_infinity() -> None:
     tokens = logprobs_of(
         {
             "content": [
-                {"token": "a", "logprob": float("-inf"), "top_logprobs": [{"token": "b", "logprob": float("nan")}]}
+                {"token": "a", "logprob": float("-inf"), "top_logprobs": [{"token": "b", "logprob": float("-inf")}]}
             ]
         }
     )
