@@ -50,14 +50,27 @@ CacheArg = Union[CacheBackend, str, Path, bool, None]
 object: that one."""
 
 
-def _replayed(store: CacheBackend | None, op: ProviderCall, on_token: TokenHandler | None) -> Reply | None:
+def _stored_reply(store: CacheBackend | None, op: ProviderCall) -> Reply | None:
     if store is None or op.reply_key is None:
         return None
     reply = store.get(op.reply_key, Reply)
     if reply is not None:
         reply.replayed = True
-        if on_token is not None:
-            on_token(reply.text)
+    return reply
+
+
+def _replayed(store: CacheBackend | None, op: ProviderCall, on_token: TokenHandler | None) -> Reply | None:
+    reply = _stored_reply(store, op)
+    if reply is not None and on_token is not None:
+        on_token(reply.text)
+    return reply
+
+
+async def _areplayed(store: CacheBackend | None, op: ProviderCall, on_token: TokenHandler | None) -> Reply | None:
+    """`_replayed` with the lookup in a worker thread (never holding the event loop); `on_token` on the loop."""
+    reply = None if store is None or op.reply_key is None else await asyncio.to_thread(_stored_reply, store, op)
+    if reply is not None and on_token is not None:
+        on_token(reply.text)
     return reply
 
 
@@ -121,6 +134,15 @@ def _from_cache(store: CacheBackend | None, req: Request) -> Completion | None:
 def _answered(store: CacheBackend | None, req: Request, on_token: TokenHandler | None) -> Completion | None:
     """The cached Completion of `req`, its whole text sent to `on_token` (None on a miss)."""
     hit = _from_cache(store, req)
+    if hit is not None and on_token is not None:
+        on_token(hit.text)
+    return hit
+
+
+async def _aanswered(store: CacheBackend | None, req: Request, on_token: TokenHandler | None) -> Completion | None:
+    """`_answered` with the lookup in a worker thread: a read that waits on the cache (a busy Redis, a locked
+    database) or parses a large record never holds the event loop; `on_token` is called on the loop."""
+    hit = None if store is None else await asyncio.to_thread(_from_cache, store, req)
     if hit is not None and on_token is not None:
         on_token(hit.text)
     return hit
@@ -275,13 +297,13 @@ async def acomplete(
         params=params,
     )
     store = _resolve_cache(cache)
-    hit = _answered(store, req, on_token)
+    hit = await _aanswered(store, req, on_token)
     if hit is not None:
         return hit
     check_model(req.resolved, params)
     async with ASYNC_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext(False) as waited:
         # an identical call in flight finished while we waited: its result
-        hit = _answered(store, req, on_token) if waited else None
+        hit = await _aanswered(store, req, on_token) if waited else None
         return hit if hit is not None else await _adrive(req, store, on_token)
 
 
@@ -333,7 +355,10 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
             if isinstance(op, Sleep):
                 await asyncio.sleep(op.seconds)
                 continue
-            value, budget = _replayed(store, op, on_token), None  # outside the try: a cache outage is no provider error
+            value, budget = (
+                await _areplayed(store, op, on_token),
+                None,
+            )  # outside the try: an outage is no provider error
             if value is None:
                 try:
                     if rpm or tpm:

@@ -4,6 +4,7 @@ that goes away; bad URLs. Skipped, with the reason, when no redis-server binary 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -581,3 +582,35 @@ def test_an_evicting_policy_is_named_once_at_open(
         assert "maxmemory-policy allkeys-lru" in caplog.text and "paid again" in caplog.text
     finally:
         redis_server.client.config_set("maxmemory-policy", "noeviction")
+
+
+def test_a_cache_read_waiting_on_redis_never_holds_the_event_loop(redis_url: str, redis_server: Server) -> None:
+    """#41 item 4 for the cache: a lookup waits on the server (here paused for 2 s, as a busy or distant Redis
+    makes it wait) in a worker thread, so the event loop goes on with the other calls meanwhile. Shown by what
+    overlapped: the other coroutine finishes while the read still waits (before, it could not even start)."""
+    store = open_cache(redis_url)
+    model = pl.scripted("redis-paused", respond=lambda msgs: "stored")
+    pl.complete(model.name, "p", cache=store)
+    order: list[str] = []
+
+    async def read() -> pl.Completion:
+        c = await pl.acomplete(model.name, "p", cache=store)
+        order.append("read")
+        return c
+
+    async def other() -> None:
+        for _ in range(3):
+            await asyncio.sleep(0.01)
+        order.append("other")
+
+    async def main() -> pl.Completion:
+        redis_server.client.execute_command("CLIENT", "PAUSE", 2000, "ALL")
+        hit, _ = await asyncio.gather(read(), other())
+        return hit
+
+    try:
+        hit = asyncio.run(main())
+    finally:
+        redis_server.client.execute_command("CLIENT", "UNPAUSE")
+    assert hit.cache_hit and len(model.requests) == 1
+    assert order == ["other", "read"]
