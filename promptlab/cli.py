@@ -249,12 +249,17 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _print_summary(results_dir: Any) -> None:
+    from pandas.api.types import is_numeric_dtype
+
+    from .reports.readable import number_text
     from .reports.summary import summary_table
     from .results.store import load
 
     table = summary_table(load(results_dir))
-    if len(table):
-        print(table.to_string(index=False))
+    if len(table):  # 3 significant digits, as the report's and the notebooks' tables show them
+        print(
+            table.to_string(index=False, formatters={str(c): number_text for c in table if is_numeric_dtype(table[c])})
+        )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -238,3 +239,13 @@ def test_an_unknown_cost_has_no_unit() -> None:
     line = totals_text(Totals(calls=3, input_tokens=10, output_tokens=5, cost_usd=None, wall_time_s=1.0))
     assert ", cost unknown, 1.00 s" in line and "USD" not in line
     assert ", cost 0.0025 USD, " in totals_text(Totals(calls=1, cost_usd=0.0025))
+
+
+def test_the_sweeps_summary_table_prints_rounded_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table `promptlab sweep` prints after its one-line summary shows numbers as the report and the notebooks
+    do (3 significant digits, counts with every digit, no exponent): it printed 5.583333333333333 before."""
+    exp = tiny_experiment(tmp_path, grid={"max_iterations": [1, 2]}, replicates=3)
+    assert main(["sweep", str(exp), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    table = capsys.readouterr().out.split("\n", 1)[1]
+    assert "final_score_mean" in table
+    assert not re.search(r"\d\.\d{4,}|\de[+-]\d", table), table

@@ -7,6 +7,7 @@ caption instead of a column each, and lets long text and headers wrap. `summary.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +44,19 @@ def round_sig(value: Any, digits: int = 3) -> Any:
 def number_text(value: Any) -> str:
     """A number as a table shows it: 3 significant digits, thousands separated (36172.52381 -> "36,173"); "" when
     missing."""
+    import numpy as np
     import pandas as pd
 
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
-    value = round_sig(value)
-    return f"{value:,.0f}" if isinstance(value, float) and value.is_integer() and abs(value) >= 1000 else f"{value:g}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return str(value)
+    if isinstance(value, numbers.Integral):  # a count: every digit, never an exponent (1234567 -> "1,234,567")
+        return f"{int(value):,}"
+    value = round_sig(float(value))
+    if value.is_integer() and abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return str(np.format_float_positional(value, trim="-"))  # 1.5e-05 -> "0.000015": no exponent
 
 
 def readable_table(table: pd.DataFrame) -> Styler:

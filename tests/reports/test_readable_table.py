@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from promptlab.reports import readable_table
@@ -86,6 +87,8 @@ def test_the_reports_markdown_numbers_are_rounded_without_exponents() -> None:
         "",
         "",
     ]
+    counts = [1234567, np.int64(1916), 1.5e-05, 2.5e-12, 639.0]  # counts keep every digit; no exponent anywhere
+    assert [number_text(v) for v in counts] == ["1,234,567", "1,916", "0.000015", "0.0000000000025", "639"]
 
 
 def test_any_result_frame_is_shown_rounded_with_its_text_as_it_is() -> None:
