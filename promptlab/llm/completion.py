@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,11 +58,12 @@ def _logprob(value: Any, where: str) -> float:
             the field; not retried."""
     if value is None:
         return FLOOR_LOGPROB
-    x = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)  # np.float32 (the local model's) too
+    x = float(value) if real else math.nan
     if x == -math.inf:
         return FLOOR_LOGPROB
     if not x <= LOGPROB_SLACK:  # NaN, +inf, a probability over 1, or not a number at all
-        shown = f"{value:.3g}" if isinstance(x, float) and x == x and not isinstance(value, bool) else repr(value)
+        shown = f"{x:.3g}" if real else repr(value)
         raise InvalidReply(f"{where} is {shown[:40]}, out of range (a log-probability: a number <= 0)", retryable=False)
     return min(x, 0.0)
 

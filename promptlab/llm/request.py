@@ -99,6 +99,11 @@ def build_request(
         raise ValueError(f"model must be a non-empty model name, got {model!r}")
     if not isinstance(sample, int) or sample < 0:
         raise ValueError(f"sample must be a whole number >= 0, got {sample!r}")
+    if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        raise ValueError(
+            f"schema must be a pydantic model class (a subclass of pydantic.BaseModel), got {type(schema).__name__} "
+            f"{str(schema)[:80]!r}"
+        )
     messages = chat_messages(prompt, system)
     resolved = resolve_model(model, params)
     if not resolved.in_process:

@@ -74,3 +74,52 @@ def test_concurrent_calls_lose_only_the_unservable_ones(mode: str, monkeypatch: 
     assert "Pattern must start" in str(unanchored) and "KeyError" in str(recursive)
     if mode == "batch":
         assert all(eng.alive for eng in engine.running().values())
+
+
+@pytest.mark.parametrize(
+    ("node", "match"),
+    [
+        (
+            {"type": "array", "items": {"type": "integer"}, "minItems": 10**7},
+            r"properties\.x\.minItems is 10,000,000, past",
+        ),
+        ({"type": "string", "minLength": 10**7}, r"properties\.x\.minLength is 10,000,000, past the 600"),
+        ({"type": "string", "maxLength": "abc"}, r"properties\.x\.maxLength is 'abc', not a number"),
+        (
+            {"type": "array", "items": {"type": "integer"}, "maxItems": 1e400},
+            r"properties\.x\.maxItems is 'inf', not a",
+        ),
+        ({"enum": [f"v{i}" for i in range(100_000)]}, r"grammar for the local model is 1,488,9\d\d characters, over"),
+    ],
+)
+def test_a_schema_no_bounded_reply_can_satisfy_is_refused_at_once_by_its_field(
+    node: dict[str, Any], match: str
+) -> None:
+    """Round 5 of item 2: minItems 10^7 compiled a 180 MB grammar three times (33 s) before a ParseError,
+    minLength 10^7 took 177 s, an enum of 100,000 values 167 s of decoding; "abc" or 1e400 as a length was a bare
+    ValueError or OverflowError. Each is now refused before any model, naming the field."""
+    schema = {"type": "object", "properties": {"x": node}, "required": ["x"]}
+    with pytest.raises(UnservableSchema, match=match):
+        schema_grammar(local.bound_schema(schema))
+    with pytest.raises(UnservableSchema, match=match):
+        local.engine_params({"response_format": {"type": "json_schema", "json_schema": {"schema": schema}}})
+
+
+def test_a_number_fields_bounds_keep_their_fraction_and_an_integers_are_made_whole() -> None:
+    schema = {"properties": {"p": {"type": "number", "minimum": 0.5, "maximum": 9.5},
+                             "n": {"type": "integer", "minimum": 0.5, "maximum": 3.7}}}  # fmt: skip
+    bounded = local.bound_schema(schema)["properties"]
+    assert bounded["p"] == {"type": "number", "minimum": 0.5, "maximum": 9.5}
+    assert bounded["n"] == {"enum": [1, 2, 3]}
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+def test_a_local_call_whose_schema_asks_past_the_caps_fails_alone_without_a_model_call() -> None:
+    class Many(BaseModel):
+        xs: list[int] = Field(min_length=10**7)
+
+    with pytest.raises(pl.ProviderError) as err:
+        pl.complete("local/smollm2", "List numbers.", schema=Many, cache=False)
+    assert err.value.attempts == 1 and "properties.xs.minItems is 10,000,000" in str(err.value)
+    assert pl.complete("local/smollm2", "Say hi.", max_tokens=3, cache=False).output_tokens

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import promptlab as pl
-from promptlab.llm import local
+from promptlab.llm import grammar, local
 
 
 class Review(BaseModel):
@@ -35,8 +35,8 @@ def test_weights_come_from_the_installed_wheel() -> None:
 def test_bound_schema_caps_strings_arrays_and_small_integer_ranges() -> None:
     bounded = local.bound_schema(Review.model_json_schema())
     props = bounded["properties"]
-    assert props["verdict"]["maxLength"] == local.MAX_STRING
-    assert props["tips"]["maxItems"] == local.MAX_ITEMS and props["tips"]["items"]["maxLength"] == local.MAX_STRING
+    assert props["verdict"]["maxLength"] == grammar.MAX_STRING
+    assert props["tips"]["maxItems"] == grammar.MAX_ITEMS and props["tips"]["items"]["maxLength"] == grammar.MAX_STRING
     assert props["score"]["enum"] == list(range(1, 11)) and "minimum" not in props["score"]
     assert "maxLength" not in Review.model_json_schema()["properties"]["verdict"]  # the original is untouched
 

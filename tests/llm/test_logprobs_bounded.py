@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fault_server import FaultServer, Raw
 from pydantic import ValidationError
@@ -19,7 +20,7 @@ import promptlab as pl
 from promptlab.errors import ProviderError
 from promptlab.eval.expected import expected_scores
 from promptlab.llm.cache.disk import Cache
-from promptlab.llm.completion import TokenLogprob
+from promptlab.llm.completion import TokenLogprob, logprobs_of
 from promptlab.llm.settings import Settings
 
 TEXT = '{"score": 7}'
@@ -105,3 +106,17 @@ def con_value(folder: Path) -> object:
         return con.execute("SELECT value FROM Cache").fetchone()[0]
     finally:
         con.close()
+
+
+def test_numpy_logprobs_as_the_local_model_reports_them_are_numbers() -> None:
+    """llama-cpp-python reports np.float32 log-probabilities: numbers, read as floats (a first version of this rule
+    took them for non-numbers and refused every local reply with log-probabilities)."""
+    tokens = logprobs_of(
+        {
+            "content": [
+                {"token": "a", "logprob": np.float32(-0.5), "top_logprobs": [{"token": "b", "logprob": np.float64(-1)}]}
+            ]
+        }
+    )
+    assert tokens is not None and tokens[0].logprob == -0.5 and tokens[0].top_logprobs[0].logprob == -1.0
+    assert isinstance(tokens[0].logprob, float)
