@@ -494,3 +494,11 @@ def test_hosted_provider_logprobs_model_and_endpoint_through_litellm(cache_dir: 
     for path in cache_dir.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes()
+
+
+def test_a_schema_that_is_not_a_pydantic_model_is_named_before_any_call() -> None:
+    """A dict JSON schema raised "TypeError: unhashable type: 'dict'" from the cache key; now a clear error."""
+    m = pl.scripted("schema-dict")
+    with pytest.raises(ValueError, match=r"schema must be a pydantic model class .*got dict"):
+        pl.complete(m.name, "x", schema={"type": "object"})  # type: ignore[arg-type]
+    assert m.requests == []
