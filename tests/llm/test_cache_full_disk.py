@@ -6,7 +6,8 @@ full Redis; once room is made the same cache goes on and stores again."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import promptlab as pl
 from promptlab.cli import main
 from promptlab.errors import CacheUnavailableError
 from promptlab.llm.cache.disk import Cache
+from promptlab.llm.cache.disk_errors import CacheReadOnlyError
 
 
 def test_a_full_cache_disk_stops_the_next_call_until_room_is_made(
@@ -72,3 +74,58 @@ def test_promptlab_run_whose_cache_disk_fills_exits_1_not_2(
     said = capsys.readouterr()
     assert code == 1, said.err
     assert "its disk is full" in said.err and "run incomplete" in said.err
+
+
+@pytest.fixture
+def read_only_view(tmp_path: Path) -> Iterator[Callable[[Path], Path]]:
+    """A read-only bind mount of a folder (as root), as a cache published on a read-only share is seen."""
+    views: list[Path] = []
+
+    def view(folder: Path) -> Path:
+        at = tmp_path / f"read-only-{len(views)}"
+        at.mkdir()
+        for args in (["--bind", str(folder), str(at)], ["-o", "remount,bind,ro", str(at)]):
+            done = subprocess.run(["mount", *args], capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"cannot make a read-only bind mount (needs root): {done.stderr.strip()}")
+        views.append(at)
+        return at
+
+    yield view
+    for at in views:
+        subprocess.run(["umount", "-l", str(at)], capture_output=True)
+
+
+def test_a_cache_on_a_read_only_file_system_replays_and_stops_at_the_first_paid_reply(
+    read_only_view: Callable[[Path], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A published cache mounted read-only (or one this user may not write): it was refused as "not a promptlab
+    cache (another program's database)". Now `Cache` raises CacheReadOnlyError naming it, and `open_cache` (the
+    CLI, the sweep) opens it read-only: what is stored replays with no call; the first miss is paid, returned,
+    not stored, and the next call stops, as on a full disk."""
+    import toyloop  # noqa: F401 -- the "toy" loop
+
+    written = tmp_path / "cache"
+    exp = write_experiment(
+        tmp_path,
+        {"name": "published", "loops": ["toy"], "config": {"model": "fake/auto", "max_iterations": 1}},
+        topics(2),
+    )
+    assert main(["sweep", str(exp), "--out", str(tmp_path / "first"), "--cache", str(written), "--no-progress"]) == 0
+    cache = read_only_view(written)
+    with pytest.raises(CacheReadOnlyError, match=r"is unavailable: it is read-only \(attempt to write a readonly"):
+        Cache(cache)
+    capsys.readouterr()
+    assert main(["sweep", str(exp), "--out", str(tmp_path / "replay"), "--cache", str(cache), "--no-progress"]) == 0
+    capsys.readouterr()
+    replay = pl.load(tmp_path / "replay").runs
+    assert replay["cache_hits"].sum() == replay["calls"].sum() > 0  # every call of the replay came from the cache
+    (tmp_path / "more").mkdir()
+    more = write_experiment(
+        tmp_path / "more",
+        {"name": "more", "loops": ["toy"], "config": {"model": "fake/auto", "max_iterations": 1}},
+        topics(3, prompt="A new topic {i}."),
+    )
+    code = main(["sweep", str(more), "--out", str(tmp_path / "new"), "--cache", str(cache), "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 1 and "it is read-only" in said.out + said.err

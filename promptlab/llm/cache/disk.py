@@ -14,7 +14,6 @@ cache that cannot be opened for it raises `CacheDiskFullError` (`open_cache` ope
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
@@ -33,15 +32,13 @@ from ...errors import CacheUnavailableError
 from ...reading import open_regular, read_bounded, write_regular
 from ..completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
+from .disk_errors import CacheDiskFullError, CacheReadOnlyError, is_corruption, is_disk_full, is_read_only
 from .entries import open_diskcache, problem_of, unopenable
 from .full_disk import FullDisk
 
 log = logging.getLogger("promptlab.llm.cache")
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-
-CORRUPTION_SIGNS = ("malformed", "no such table", "not a database")
-"""Words of SQLite's errors for a database whose file is damaged (a locked or full database is not corrupt)."""
 
 
 OPEN_FOR_GOOD: list[int] = []
@@ -64,24 +61,6 @@ def empty_image() -> bytes:
     return bytes(image)
 
 
-class CacheDiskFullError(CacheUnavailableError):
-    """A directory cache that cannot be opened because its disk is full (`open_cache` opens it read-only)."""
-
-
-def is_corruption(e: BaseException) -> bool:
-    """SQLite's 'not a database' / 'malformed' / 'no such table' errors."""
-    if type(e) is sqlite3.DatabaseError:  # SQLITE_CORRUPT, SQLITE_NOTADB
-        return True
-    return isinstance(e, sqlite3.OperationalError) and any(s in str(e).lower() for s in CORRUPTION_SIGNS)
-
-
-def is_disk_full(e: BaseException) -> bool:
-    """SQLite's 'database or disk is full', or ENOSPC / EDQUOT from the file system."""
-    if isinstance(e, sqlite3.OperationalError):
-        return "database or disk is full" in str(e).lower()
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
 class Cache(CacheBackend):
     """A completion cache in one directory, safe to share between threads and processes.
 
@@ -91,6 +70,7 @@ class Cache(CacheBackend):
 
     Raises:
         CacheDiskFullError: the directory's disk is full and the database cannot be opened.
+        CacheReadOnlyError: the directory is on a read-only file system, or this user may not write it.
         CacheUnavailableError: its cache.db cannot be opened (a directory, another program's database), naming
             the file and what to do.
     """
@@ -110,6 +90,12 @@ class Cache(CacheBackend):
             self.directory.mkdir(parents=True, exist_ok=True)
             self._dc, self._ident = self._open_checked()
         except (sqlite3.Error, OSError) as e:
+            if is_read_only(e, self.directory):
+                raise CacheReadOnlyError(
+                    self.location,
+                    f"it is read-only ({e}); make it writable or use another cache directory",
+                    origin="the cache directory",
+                ) from e
             if not is_disk_full(e):
                 raise CacheUnavailableError(
                     self.location,
@@ -397,4 +383,4 @@ class Cache(CacheBackend):
         self._dc.close()
 
 
-__all__ = ["CORRUPTION_SIGNS", "Cache", "CacheDiskFullError", "is_corruption", "is_disk_full"]
+__all__ = ["Cache"]

@@ -20,8 +20,10 @@ ROOM_BYTES = 1 << 20
 class FullDisk:
     """Whether a directory cache met a full disk, and since when it has stored nothing."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, why: str = "its disk is full", remedy: str = "free space there") -> None:
         self.directory = directory
+        self.why, self.remedy = why, remedy
+        """Why nothing can be stored, and what to do, as the messages say it (a read-only cache: `readonly.py`)."""
         self.cause: str | None = None
         """Why a write failed for lack of space, once one did: the cache is then full."""
         self.unstored = 0
@@ -38,10 +40,13 @@ class FullDisk:
                 return True
             self.cause, self._free_then = (cause.splitlines() or ["no space left"])[0][:200], self._free()
         log.warning(
-            "promptlab cache: %s is full (its disk is full: %s): a paid reply was not stored, and the next call on "
-            "this cache stops (free space there, then resume)",
+            "promptlab cache: %s %s (%s: %s): a paid reply was not stored, and the next call on this cache stops "
+            "(%s, then resume)",
             self.directory,
+            "is full" if self.why == "its disk is full" else "cannot store",
+            self.why,
             self.cause,
+            self.remedy,
         )
         return True
 
@@ -56,8 +61,8 @@ class FullDisk:
             n = self.unstored
             raise CacheUnavailableError(
                 location,
-                f"its disk is full ({self.cause}); {n} paid repl{'y' if n == 1 else 'ies'} could not be stored, and "
-                "no more calls are made on it: free space there, then resume",
+                f"{self.why} ({self.cause}); {n} paid repl{'y' if n == 1 else 'ies'} could not be stored, and "
+                f"no more calls are made on it: {self.remedy}, then resume",
                 origin=origin,
             )
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from .backend import CACHE_URL_ENV, CacheBackend, opener_for, register_backend
-from .disk import Cache, CacheDiskFullError
+from .disk import Cache
+from .disk_errors import CacheUnwritableError
 from .readonly import ReadOnlyCache
 
 CACHE_ENV = "PROMPTLAB_CACHE_DIR"
@@ -19,8 +20,8 @@ DEFAULT_DIR = Path(".promptlab") / "cache"
 def _open_directory(location: str, origin: str) -> CacheBackend:
     try:
         return Cache(location)
-    except CacheDiskFullError as e:  # stored replies still replay; new ones are paid and returned, not stored
-        return ReadOnlyCache(location, f"{origin}: {e.cause}")
+    except CacheUnwritableError as e:  # stored replies still replay; a new one is paid, returned, not stored
+        return ReadOnlyCache(location, f"{origin}: {e.cause}", why=e.why, remedy=e.remedy)
 
 
 def _open_redis(location: str, origin: str) -> CacheBackend:

@@ -1,4 +1,5 @@
-"""A directory cache opened read-only, because its disk is full: stored records are served; a new one is not
+"""A directory cache opened read-only, because its disk is full or it cannot be written (a read-only file system, a
+published cache this user may not write): stored records are served; a new one is not
 stored (its paid reply is returned, with one warning) and the next call stops, as on a full disk
 (`full_disk.py`): a sweep over a full cache disk replays what is stored and exits 1 at the first reply it pays.
 
@@ -33,14 +34,18 @@ class ReadOnlyCache(CacheBackend):
     Args:
         directory: the cache directory.
         cause: why it is read-only (said in the warning and in `stats`).
+        why: the reason as the full-cache messages say it ("its disk is full", "it is read-only").
+        remedy: what to do, as they say it.
     """
 
-    def __init__(self, directory: str | Path, cause: str) -> None:
+    def __init__(
+        self, directory: str | Path, cause: str, *, why: str = "its disk is full", remedy: str = "free space there"
+    ) -> None:
         self.directory = Path(directory)
         self.location = str(self.directory)
         self.cause = cause
         self._lock = threading.Lock()
-        self.full = FullDisk(self.directory)
+        self.full = FullDisk(self.directory, why, remedy)
         db = self.directory / "cache.db"
         self._con: sqlite3.Connection | None = None
         if db.exists():
