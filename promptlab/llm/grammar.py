@@ -49,13 +49,14 @@ def _bound(node: dict[str, Any], where: str) -> None:
         if key in node:
             whole = _whole(node, key, where)  # a number of a "number" field keeps its fraction
             node[key] = whole if key.endswith(("Length", "Items")) or node.get("type") == "integer" else node[key]
-    kind, caps = node.get("type"), {"string": ("Length", MAX_STRING), "array": ("Items", MAX_ITEMS)}
+    kind = node.get("type")
+    caps = {"string": ("Length", MAX_STRING, "MAX_STRING"), "array": ("Items", MAX_ITEMS, "MAX_ITEMS")}
     if kind in caps and not (kind == "string" and "enum" in node):
-        word, cap = caps[kind]
+        word, cap, name = caps[kind]
         if node.get(f"min{word}", 0) > cap:
             raise UnservableSchema(
                 f"the JSON schema's {where}.min{word} is {node[f'min{word}']:,}, past the {cap} a local model's "
-                f"structured reply may hold (promptlab.llm.grammar.MAX_{word.upper().replace('LENGTH', 'STRING')})"
+                f"structured reply may hold (promptlab.llm.grammar.{name})"
             )
         node[f"max{word}"] = min(node.get(f"max{word}", cap), cap)
     elif kind == "integer" and "minimum" in node and "maximum" in node:
