@@ -308,9 +308,10 @@ def kill_mid_call(d: Path, *, after_requests: int = 9, key: str = KEY) -> Measur
                 break
             time.sleep(0.005)
         killed = proc.poll() is None
-        proc.send_signal(signal.SIGKILL)
+        m.in_flight_at_kill = sum(server.in_flight.values())  # replies not yet sent, read as the kill is sent
+        proc.send_signal(signal.SIGKILL)  # (read after the kill, a busy machine had answered them into a dead socket)
         proc.communicate()
-        before, m.in_flight_at_kill = server.requests, sum(server.in_flight.values())  # replies not yet sent
+        before = server.requests
         server.default = REPLY
         passes = sweep_until_complete(path, out, cache)
         m.sent_again, m.paid_repeated = split_repeats(server, before)
