@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def make_run(
     config = config or {"model": "fake/model", "generator_model": None, "critic_model": None}
     task = Task(id=task_id, prompt=f"prompt of {task_id}", goal="be clear")
     run = Run(
-        run_id=f"{loop}-{task_id}-{sample}-{abs(hash(str(config))) % 10_000}",
+        run_id=f"{loop}-{task_id}-{sample}-{hashlib.sha256(str(config).encode()).hexdigest()[:12]}",  # hash() % 10,000 collided
         loop=loop,
         task=task,
         config=config,
