@@ -54,11 +54,9 @@ def _refused(transport: str, logprob: Any, top: Any, field: str) -> bool:
 def logprob_figures(base: Path) -> Row:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     checks = [_refused(t, lp, top, field) for t in ("auto", "litellm") for lp, top, field in SHAPES]
-    return Row(
+    return Row.of_checks(
         "log-probabilities out of range (5, 1e308, NaN, a string, a list; top_logprobs not a list), both transports",
-        len(checks),
-        sum(checks),
-        len(checks) - sum(checks),
+        checks,
         "an invalid reply naming the field, after 1 request; test_logprobs_bounded",
     )
 

@@ -65,6 +65,11 @@ class Row:
     lost: int
     detail: str
 
+    @classmethod
+    def of_checks(cls, kind: str, checks: list[bool], detail: str) -> Row:
+        """A kind whose attempts each held (True) or not: tried, held and lost counted from them."""
+        return cls(kind, len(checks), sum(checks), len(checks) - sum(checks), detail)
+
 
 def record(key: str, text: str = "t") -> pl.Completion:
     return pl.Completion(model="fake/x", text=text, key=key)

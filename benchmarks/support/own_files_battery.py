@@ -78,12 +78,10 @@ def own_files(base: Path) -> Row:
     (base / "linked" / LOCK_NAME).symlink_to(victim)
     checks.append(_refused(lambda: _locked(base / "linked")) and victim.read_text() == "keep me")
     checks.append(_heal_through_link(base))
-    return Row(
+    return Row.of_checks(
         "a results or cache dir's own files (experiment.yaml, spending.json, sweep.lock, partial notebook, heal "
         "lock) and a user's experiment and task files, as a FIFO or a link (to /dev/zero, out of the dir)",
-        len(checks),
-        sum(checks),
-        len(checks) - sum(checks),
+        checks,
         "refused by name, no hang, nothing written through; test_special_files_own",
     )
 

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import time
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from pydantic import BaseModel
 
@@ -45,6 +45,8 @@ from .spending_cap import SpendingCap, gate
 from .steps import ProviderCall, Sleep, priced, protocol
 from .transport import Reply, TokenHandler, afetch, fetch
 
+F = TypeVar("F", Reply, Completion)
+"""What a cache lookup finds: a provider's Reply, a whole Completion, or nothing."""
 CacheArg = Union[CacheBackend, str, Path, bool, None]
 """None or True: the default cache; False: no cache; a directory, a URL (redis://host:port/db) or a cache
 object: that one."""
@@ -59,19 +61,21 @@ def _stored_reply(store: CacheBackend | None, op: ProviderCall) -> Reply | None:
     return reply
 
 
+def _told(found: F | None, on_token: TokenHandler | None) -> F | None:
+    """`found` (a cached Reply or Completion, or None), its whole text sent to `on_token` first when found."""
+    if found is not None and on_token is not None:
+        on_token(found.text)
+    return found
+
+
 def _replayed(store: CacheBackend | None, op: ProviderCall, on_token: TokenHandler | None) -> Reply | None:
-    reply = _stored_reply(store, op)
-    if reply is not None and on_token is not None:
-        on_token(reply.text)
-    return reply
+    return _told(_stored_reply(store, op), on_token)
 
 
 async def _areplayed(store: CacheBackend | None, op: ProviderCall, on_token: TokenHandler | None) -> Reply | None:
     """`_replayed` with the lookup in a worker thread (never holding the event loop); `on_token` on the loop."""
     reply = None if store is None or op.reply_key is None else await asyncio.to_thread(_stored_reply, store, op)
-    if reply is not None and on_token is not None:
-        on_token(reply.text)
-    return reply
+    return _told(reply, on_token)
 
 
 def _keep(store: CacheBackend | None, op: ProviderCall, reply: Reply) -> Reply:
@@ -133,19 +137,13 @@ def _from_cache(store: CacheBackend | None, req: Request) -> Completion | None:
 
 def _answered(store: CacheBackend | None, req: Request, on_token: TokenHandler | None) -> Completion | None:
     """The cached Completion of `req`, its whole text sent to `on_token` (None on a miss)."""
-    hit = _from_cache(store, req)
-    if hit is not None and on_token is not None:
-        on_token(hit.text)
-    return hit
+    return _told(_from_cache(store, req), on_token)
 
 
 async def _aanswered(store: CacheBackend | None, req: Request, on_token: TokenHandler | None) -> Completion | None:
     """`_answered` with the lookup in a worker thread: a read that waits on the cache (a busy Redis, a locked
     database) or parses a large record never holds the event loop; `on_token` is called on the loop."""
-    hit = None if store is None else await asyncio.to_thread(_from_cache, store, req)
-    if hit is not None and on_token is not None:
-        on_token(hit.text)
-    return hit
+    return _told(None if store is None else await asyncio.to_thread(_from_cache, store, req), on_token)
 
 
 def complete(

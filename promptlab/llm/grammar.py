@@ -47,8 +47,9 @@ def _bound(node: dict[str, Any], where: str) -> None:
     """Bound one schema node in place (see `bound_schema`)."""
     for key in LENGTHS:
         if key in node:
-            whole = _whole(node, key, where)  # a number of a "number" field keeps its fraction
-            node[key] = whole if key.endswith(("Length", "Items")) or node.get("type") == "integer" else node[key]
+            whole = _whole(node, key, where)  # checked a number; a "number" field's bound keeps its fraction
+            if key.endswith(("Length", "Items")) or node.get("type") == "integer":
+                node[key] = whole
     kind = node.get("type")
     caps = {"string": ("Length", MAX_STRING, "MAX_STRING"), "array": ("Items", MAX_ITEMS, "MAX_ITEMS")}
     if kind in caps and not (kind == "string" and "enum" in node):
