@@ -23,13 +23,19 @@ def comparable(run: Run) -> dict[str, Any]:
     return data
 
 
-def worker_owning(port: int) -> int | None:
-    """The pid of this test's descendant process (a dask worker) with a TCP connection from local port `port`."""
+def worker_owning(client: tuple[str, int], server_port: int) -> int | None:
+    """The pid of this test's descendant process (a dask worker) holding the TCP connection from `client` to the
+    loopback server on `server_port`. Both ends are matched: Linux gives one local port to several connections
+    with different peers, so the client's port alone can name a nanny or another worker whose connection to the
+    scheduler has the same local port (that process was killed and the request's sender went on)."""
     import psutil
 
     for proc in psutil.Process().children(recursive=True):
         try:
-            if any(c.laddr and c.laddr.port == port for c in proc.net_connections(kind="tcp")):
+            if any(
+                c.laddr and c.raddr and c.laddr.port == client[1] and c.raddr.port == server_port
+                for c in proc.net_connections(kind="tcp")
+            ):
                 return proc.pid
         except psutil.Error:
             continue

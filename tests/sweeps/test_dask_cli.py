@@ -238,7 +238,7 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
         # the worker that sent request 6 dies while its reply is held back: that reply is never delivered
         with lock:
             if index == 5 and not killed:
-                pid = worker_owning(address[1])
+                pid = worker_owning(address, server.port)
                 assert pid is not None and pid != os.getpid()
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
