@@ -40,3 +40,39 @@ def worker_owning(client: tuple[str, int], server_port: int) -> int | None:
         except psutil.Error:
             continue
     return None
+
+
+def killed_and_seen(pid: int, client: tuple[str, int], server_port: int) -> bool:
+    """Whether the killed process `pid` has exited (gone, or a zombie its parent has not reaped yet) and the
+    loopback server of this process has seen its connection from `client` close (`server_saw_close`): from then
+    on a reply to that connection reaches no one."""
+    import psutil
+
+    try:
+        exited = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        exited = True
+    return exited and server_saw_close(client, server_port)
+
+
+def server_saw_close(client: tuple[str, int], server_port: int) -> bool:
+    """Whether this process's end of the connection from `client` to its loopback server on `server_port` has
+    seen the client close it (no longer ESTABLISHED: the FIN or RST arrived). A killed client's process can be
+    reaped before that: on a busy machine the kernel hands loopback packets on in a thread that waits its turn."""
+    import psutil
+
+    return not any(
+        c.laddr
+        and c.raddr
+        and c.laddr.port == server_port
+        and c.raddr.port == client[1]
+        and c.status == psutil.CONN_ESTABLISHED
+        for c in psutil.Process().net_connections(kind="tcp")
+    )
+
+
+FOREGROUND = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+"""Prefix for a `python -c` child that a test stops with Ctrl-C: SIGINT as in a command a terminal runs in the
+foreground. A child keeps an ignored SIGINT across exec, and a shell starts a background job (`ci &`) with SIGINT
+ignored; a sweep started so rightly keeps ignoring Ctrl-C (as `nohup` and `&` intend), so without this prefix
+the test would measure how the suite was started, not the sweep."""

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from executions import RUN_ORDER, WALL_CLOCK, comparable, worker_owning
+from executions import RUN_ORDER, WALL_CLOCK, comparable, killed_and_seen, worker_owning
 from experiment_files import write_experiment
 from fault_server import FaultServer, Reply, free_port
+from overlap import eventually
 
 from promptlab.llm.settings import DEFAULT_SETTINGS
 from promptlab.results.store import cell_status, load, read_runs
@@ -242,6 +243,9 @@ def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice
                 assert pid is not None and pid != os.getpid()
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+                # the reply goes out only once the worker is gone and the server has seen its connection close,
+                # however long a busy machine takes: a reply sent before could still reach the dying worker
+                assert eventually(lambda: killed_and_seen(pid, address, server.port), within_s=60)
 
     with FaultServer(responder=answer, on_request=kill_at_the_sixth) as server:
         path = poem_experiment(

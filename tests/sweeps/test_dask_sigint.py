@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from executions import FOREGROUND
 from experiment_files import topics, write_experiment
 
 from promptlab.results.store import cell_status
@@ -22,7 +23,7 @@ pytest.importorskip("distributed")
 def start_sweep(exp: Path, out: Path, toy_dir: Path, **extra: str) -> subprocess.Popen[bytes]:
     """`promptlab sweep EXP --executor dask` in its own session, as a terminal runs a foreground command."""
     code = (
-        "import sys, toyloop; from promptlab.cli import main; "
+        FOREGROUND + "import sys, toyloop; from promptlab.cli import main; "
         f"sys.exit(main(['sweep', {str(exp)!r}, '--out', {str(out)!r}, '--executor', 'dask', '--workers', '1', "
         "'--no-progress']))"
     )

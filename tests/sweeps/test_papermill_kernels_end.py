@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 import pytest
+from executions import FOREGROUND
 from experiment_files import topics, write_experiment
 from fault_server import FaultServer, Reply
 
@@ -86,7 +87,7 @@ def test_a_stopped_papermill_sweep_ends_its_kernels(
         topics(2),
     )
     code = (
-        "import sys, toyloop; from pathlib import Path; import promptlab.sweeps.papermill as p; "
+        FOREGROUND + "import sys, toyloop; from pathlib import Path; import promptlab.sweeps.papermill as p; "
         f"p.TEMPLATE = Path({str(template(tmp_path))!r}); from promptlab.cli import main; "
         f"sys.exit(main(['sweep', {str(exp)!r}, '--out', {str(out)!r}, '--executor', 'papermill', "
         "'--workers', '2', '--no-progress']))"

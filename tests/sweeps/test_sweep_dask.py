@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import toyloop  # the "toy" loop; its folder goes on the workers' PYTHONPATH
 import yaml
-from executions import RUN_ORDER, WALL_CLOCK, comparable, worker_owning
+from executions import RUN_ORDER, WALL_CLOCK, comparable, killed_and_seen, worker_owning
 from fault_server import FaultServer, Reply, free_port
 from overlap import eventually
 
@@ -102,16 +102,6 @@ def reply_for(body: dict[str, Any]) -> Reply:
     return Reply(f"Improved prompt {digest[:12]}", 15, 6, delay_s=0.15)
 
 
-def ended(pid: int) -> bool:
-    """Whether the process has exited (gone, or a zombie its parent has not reaped yet: its sockets are closed)."""
-    import psutil
-
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
-
-
 @pytest.mark.slow
 def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -149,9 +139,9 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
                 assert pid is not None and pid != os.getpid()
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
-                # the reply goes out only once the worker is gone (its socket closed), however long a busy
-                # machine takes to end it: a reply sent before that could still reach the dying worker's socket
-                assert eventually(lambda: ended(pid), within_s=60)
+                # the reply goes out only once the worker is gone and the server has seen its connection close,
+                # however long a busy machine takes: a reply sent before could still reach the dying worker
+                assert eventually(lambda: killed_and_seen(pid, address, server.port), within_s=60)
 
     with FaultServer(responder=reply_for, on_request=kill_at_the_sixth) as server:
         for name in ("OPENAI_API_BASE", "OPENAI_BASE_URL"):
