@@ -20,10 +20,17 @@ from promptlab.results.store import cell_status
 pytest.importorskip("distributed")
 
 
-def start_sweep(exp: Path, out: Path, toy_dir: Path, **extra: str) -> subprocess.Popen[bytes]:
-    """`promptlab sweep EXP --executor dask` in its own session, as a terminal runs a foreground command."""
+IN_BACKGROUND = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+"""Prefix for a child started as a shell starts a background job (`cmd &`): SIGINT ignored."""
+
+
+def start_sweep(
+    exp: Path, out: Path, toy_dir: Path, *, start: str = FOREGROUND, **extra: str
+) -> subprocess.Popen[bytes]:
+    """`promptlab sweep EXP --executor dask` in its own session, as a terminal runs a foreground command (or, with
+    `start=IN_BACKGROUND`, a background one)."""
     code = (
-        FOREGROUND + "import sys, toyloop; from promptlab.cli import main; "
+        start + "import sys, toyloop; from promptlab.cli import main; "
         f"sys.exit(main(['sweep', {str(exp)!r}, '--out', {str(out)!r}, '--executor', 'dask', '--workers', '1', "
         "'--no-progress']))"
     )
@@ -70,3 +77,31 @@ def test_ctrl_c_stops_a_dask_sweep_with_one_message_and_it_resumes(toy_dir: Path
     assert resumed.returncode == 0, err.decode()
     assert all(cell_status(out, d.name) for d in (out / "cells").iterdir())
     assert len(list(out.glob("cells/*/status.json"))) == 3
+
+
+@pytest.mark.slow
+def test_a_sweep_started_in_the_background_ignores_ctrl_c_and_stops_on_sigterm(toy_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    exp = write_experiment(
+        tmp_path,
+        {
+            "name": "bg",
+            "loops": ["toy"],
+            "config": {"model": "fake/auto", "max_iterations": 1},
+            "grid": {"style": ["a", "b"]},
+        },
+        topics(1),
+    )
+    proc = start_sweep(exp, out, toy_dir, start=IN_BACKGROUND, TOYLOOP_HOLD_AFTER_A_CELL=str(out))
+    deadline = time.monotonic() + 300  # a hang guard only
+    while not list(out.glob("cells/*/status.json")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1].decode()
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(5)  # a bounded wait for a stop that must not come  # noqa
+    assert proc.poll() is None, proc.communicate()[1].decode()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)  # a hang guard only
+    said = err.decode()
+    assert proc.returncode == 143, said
+    assert "promptlab: terminated (SIGTERM)" in said and "Traceback" not in said, said
