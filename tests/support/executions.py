@@ -57,8 +57,9 @@ def killed_and_seen(pid: int, client: tuple[str, int], server_port: int) -> bool
 
 def server_saw_close(client: tuple[str, int], server_port: int) -> bool:
     """Whether this process's end of the connection from `client` to its loopback server on `server_port` has
-    seen the client close it (no longer ESTABLISHED: the FIN or RST arrived). A killed client's process can be
-    reaped before that: on a busy machine the kernel hands loopback packets on in a thread that waits its turn."""
+    seen the client close it (no longer ESTABLISHED: the FIN or RST arrived). A killed process's main thread shows
+    as a zombie while its other threads are still being ended, and its sockets close only with the last of them:
+    a multi-threaded process (a dask worker) can look reaped with its connection still open."""
     import psutil
 
     return not any(

@@ -139,8 +139,8 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
                 assert pid is not None and pid != os.getpid()
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
-                # the reply goes out only once the worker is gone and the server has seen its connection close,
-                # however long a busy machine takes: a reply sent before could still reach the dying worker
+                # the reply goes out only once the worker is gone and the server has seen its connection close
+                # (its main thread is a zombie before its other threads end and its sockets close)
                 assert eventually(lambda: killed_and_seen(pid, address, server.port), within_s=60)
 
     with FaultServer(responder=reply_for, on_request=kill_at_the_sixth) as server:
