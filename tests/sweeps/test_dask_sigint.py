@@ -45,6 +45,17 @@ def start_sweep(
     )
 
 
+def held_after_a_cell(exp: Path, out: Path, toy_dir: Path, *, start: str = FOREGROUND) -> subprocess.Popen[bytes]:
+    """`start_sweep` with its later cells waiting once one is done, returned once that cell is recorded and the
+    sweep still runs."""
+    proc = start_sweep(exp, out, toy_dir, start=start, TOYLOOP_HOLD_AFTER_A_CELL=str(out))
+    deadline = time.monotonic() + 300  # a hang guard only
+    while not list(out.glob("cells/*/status.json")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1].decode()
+    return proc
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_a_dask_sweep_with_one_message_and_it_resumes(toy_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -58,11 +69,7 @@ def test_ctrl_c_stops_a_dask_sweep_with_one_message_and_it_resumes(toy_dir: Path
         },
         topics(2),
     )
-    proc = start_sweep(exp, out, toy_dir, TOYLOOP_HOLD_AFTER_A_CELL=str(out))  # later cells wait once one is done
-    deadline = time.monotonic() + 300  # a hang guard only
-    while not list(out.glob("cells/*/status.json")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()[1].decode()
+    proc = held_after_a_cell(exp, out, toy_dir)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal signals the whole foreground group
     _, err = proc.communicate(timeout=300)  # a hang guard only (beside CPU hogs a dask sweep ends slowly)
     said = err.decode()
@@ -92,11 +99,7 @@ def test_a_sweep_started_in_the_background_ignores_ctrl_c_and_stops_on_sigterm(t
         },
         topics(1),
     )
-    proc = start_sweep(exp, out, toy_dir, start=IN_BACKGROUND, TOYLOOP_HOLD_AFTER_A_CELL=str(out))
-    deadline = time.monotonic() + 300  # a hang guard only
-    while not list(out.glob("cells/*/status.json")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    assert proc.poll() is None, proc.communicate()[1].decode()
+    proc = held_after_a_cell(exp, out, toy_dir, start=IN_BACKGROUND)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(5)  # a bounded wait for a stop that must not come  # noqa
     assert proc.poll() is None, proc.communicate()[1].decode()
