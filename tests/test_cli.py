@@ -183,7 +183,8 @@ def _error_cases(tmp: Path) -> list[tuple[list[str], str]]:
         (["report", str(tmp / "not-results")], "not-results is not a results dir: it has no cells/ folder"),
         (["cache", "stats", "--dir", "ftp://x"], "--dir: cache location 'ftp://x' has an unknown scheme"),
         (["cache", "stats", "--dir", refused], f"call cache {refused} (set by --dir) is unavailable"),
-        (["cache", "clear", "--dir", str(a_file)], str(a_file)),
+        (["cache", "clear", "--dir", str(a_file)], f"call cache {a_file} (set by --dir) is unavailable"),
+        ([*run, "--cache", str(a_file)], f"call cache {a_file} (set by --cache) is unavailable"),
     ]
 
 
@@ -199,6 +200,17 @@ def test_every_command_prints_its_whole_error_and_exits_2(
         assert err.startswith("promptlab: error: ") and message in err, (argv, err)
         assert not err.startswith(('promptlab: error: "', "promptlab: error: '")), (argv, err)  # no KeyError quotes
         assert "Traceback" not in err, (argv, err)
+
+
+def test_an_unusable_cache_names_the_environment_variable_that_set_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x", encoding="utf-8")
+    monkeypatch.setenv("PROMPTLAB_CACHE_DIR", str(a_file))
+    for argv in (["run", "p3ro", "--prompt", "x", "--model", "fake/auto"], ["cache", "stats"]):
+        assert main(argv) == 2, argv
+        assert f"call cache {a_file} (set by PROMPTLAB_CACHE_DIR) is unavailable" in capsys.readouterr().err, argv
 
 
 def test_a_multi_line_message_is_printed_whole(

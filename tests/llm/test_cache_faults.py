@@ -108,7 +108,7 @@ def test_a_full_cache_disk_keeps_paid_replies_and_the_next_run_opens_read_only(s
         cwd=small_disk.parent,
     )
     assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
-    assert f"{cache} is read-only" in again.stderr and "disk is full" in again.stderr
+    assert f"{cache} (set by --cache) is read-only" in again.stderr and "disk is full" in again.stderr
     calls = again.stdout.split("totals: ")[1].split()[0]
     assert f"{calls} calls ({calls} cached" in again.stdout  # every stored reply replayed: none paid twice
     other = cli(
@@ -146,7 +146,11 @@ def test_opening_on_a_full_disk_gives_a_read_only_cache(
     monkeypatch.setattr(diskcache, "Cache", full)
     with caplog.at_level(logging.WARNING, logger="promptlab.llm.cache"):
         ro = open_cache(directory, origin="--cache")
-    assert isinstance(ro, ReadOnlyCache) and "read-only" in caplog.text and "--cache: its disk is full" in caplog.text
+    assert (
+        isinstance(ro, ReadOnlyCache)
+        and "read-only" in caplog.text
+        and "(set by --cache) is read-only (its disk is full" in caplog.text
+    )
     hit = pl.complete(m.name, "stored", cache=ro)
     new = pl.complete(m.name, "new", cache=ro)
     assert (hit.cache_hit, hit.text, new.cache_hit, new.text, len(m.requests)) == (

@@ -75,9 +75,10 @@ class Cache(CacheBackend):
             the file and what to do.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, origin: str = "the cache directory") -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.location = str(self.directory)
+        self.origin = origin  # what set the directory (--cache, $PROMPTLAB_CACHE_DIR, ...), named in its errors
         self.unstored = 0  # paid replies this object could not store (a full disk, a lock held too long)
         self.full = FullDisk(self.directory)  # a write met a full disk: the next call stops (full_disk.py)
         self.moved_aside: list[str] = []
@@ -94,18 +95,18 @@ class Cache(CacheBackend):
                 raise CacheReadOnlyError(
                     self.location,
                     f"it is read-only ({e}); make it writable or use another cache directory",
-                    origin="the cache directory",
+                    origin=self.origin,
                 ) from e
             if not is_disk_full(e):
                 raise CacheUnavailableError(
                     self.location,
                     f"cannot open {self._db} ({e}): {unopenable(self._db, e)}",
-                    origin="the cache directory",
+                    origin=self.origin,
                 ) from e
             raise CacheDiskFullError(
                 self.location,
                 f"its disk is full ({e}); free space there or use another cache directory",
-                origin="the cache directory",
+                origin=self.origin,
             ) from e
 
     def _open_checked(self) -> tuple[Any, tuple[int, int] | None]:
@@ -251,7 +252,7 @@ class Cache(CacheBackend):
         """The stored record for `key` (a Completion unless `kind` says otherwise), or None; a corrupted
         entry, one stored under another key or a missing value file is logged, dropped and missed (after a full disk:
         `FullDisk.check`)."""
-        self.full.check(self.location, "the cache directory")
+        self.full.check(self.location, self.origin)
         try:
             raw = self._read(key)
         except Exception as e:  # an unreadable row or value file

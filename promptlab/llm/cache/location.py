@@ -19,9 +19,9 @@ DEFAULT_DIR = Path(".promptlab") / "cache"
 
 def _open_directory(location: str, origin: str) -> CacheBackend:
     try:
-        return Cache(location)
+        return Cache(location, origin=origin)
     except CacheUnwritableError as e:  # stored replies still replay; a new one is paid, returned, not stored
-        return ReadOnlyCache(location, f"{origin}: {e.cause}", why=e.why, remedy=e.remedy)
+        return ReadOnlyCache(location, e.cause, why=e.why, remedy=e.remedy, origin=origin)
 
 
 def _open_redis(location: str, origin: str) -> CacheBackend:

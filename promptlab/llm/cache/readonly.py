@@ -36,13 +36,21 @@ class ReadOnlyCache(CacheBackend):
         cause: why it is read-only (said in the warning and in `stats`).
         why: the reason as the full-cache messages say it ("its disk is full", "it is read-only").
         remedy: what to do, as they say it.
+        origin: what set the directory (--cache, $PROMPTLAB_CACHE_DIR, ...), named in its errors.
     """
 
     def __init__(
-        self, directory: str | Path, cause: str, *, why: str = "its disk is full", remedy: str = "free space there"
+        self,
+        directory: str | Path,
+        cause: str,
+        *,
+        why: str = "its disk is full",
+        remedy: str = "free space there",
+        origin: str = "the cache directory",
     ) -> None:
         self.directory = Path(directory)
         self.location = str(self.directory)
+        self.origin = origin
         self.cause = cause
         self._lock = threading.Lock()
         self.full = FullDisk(self.directory, why, remedy)
@@ -55,9 +63,10 @@ class ReadOnlyCache(CacheBackend):
             except sqlite3.Error:  # a WAL database needs its -shm writable: read the file as it is instead
                 self._con = sqlite3.connect(f"{db.as_uri()}?immutable=1", uri=True, check_same_thread=False)
         log.warning(
-            "promptlab cache: %s is read-only (%s): stored replies are replayed, new ones are paid for "
+            "promptlab cache: %s (set by %s) is read-only (%s): stored replies are replayed, new ones are paid for "
             "and returned but not stored",
             self.location,
+            origin,
             cause,
         )
 
@@ -69,7 +78,7 @@ class ReadOnlyCache(CacheBackend):
                 return self._con.execute(sql, args).fetchall()
             except sqlite3.Error as e:
                 raise CacheUnavailableError(
-                    self.location, f"cannot read the read-only cache: {e}", origin="the cache directory"
+                    self.location, f"cannot read the read-only cache: {e}", origin=self.origin
                 ) from e
 
     def _value(self, mode: int, filename: str | None, value: Any) -> str | None:
@@ -83,7 +92,7 @@ class ReadOnlyCache(CacheBackend):
     def get(self, key: str, kind: type[M] = Completion) -> M | None:  # type: ignore[assignment]
         """The stored record for `key`, or None (also for a value that cannot be read). Once a paid reply could
         not be stored, raises CacheUnavailableError as a full disk does (`FullDisk.check`)."""
-        self.full.check(self.location, "the cache directory")
+        self.full.check(self.location, self.origin)
         rows = self._rows("SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1", (key,))
         if not rows:
             return None
@@ -101,9 +110,7 @@ class ReadOnlyCache(CacheBackend):
 
     def set(self, key: str, record: BaseModel) -> None:
         """Refused: the cache is read-only."""
-        raise CacheUnavailableError(
-            self.location, f"the cache is read-only ({self.cause})", origin="the cache directory"
-        )
+        raise CacheUnavailableError(self.location, f"the cache is read-only ({self.cause})", origin=self.origin)
 
     def discard(self, key: str) -> None:
         """Nothing is removed from a read-only cache."""
@@ -123,9 +130,7 @@ class ReadOnlyCache(CacheBackend):
 
     def clear(self) -> int:
         """Refused: the cache is read-only."""
-        raise CacheUnavailableError(
-            self.location, f"the cache is read-only ({self.cause})", origin="the cache directory"
-        )
+        raise CacheUnavailableError(self.location, f"the cache is read-only ({self.cause})", origin=self.origin)
 
     def verify(self, *, fix: bool = False) -> VerifyReport:
         """Read back every entry (nothing is removed, also with `fix`)."""
