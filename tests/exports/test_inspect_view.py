@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,30 +17,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chromium import NEEDS_CHROMIUM, launch
 from exported import TARGET, register_target, write_experiment
 from fault_server import free_port
 
 from promptlab.exports.inspect_log import export_inspect
 from promptlab.sweeps.run import sweep
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
+    NEEDS_CHROMIUM,
 ]
 pytest.importorskip("inspect_ai", reason="inspect_ai is not installed (pip install 'promptlab-loops[inspect]')")
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
 )
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +79,7 @@ def test_inspect_view_lists_the_runs_and_shows_a_sample_s_output(viewer: tuple[s
     )
     shots = os.environ.get("PROMPTLAB_SCREENSHOTS")
     with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url, timeout=120_000)
         task = f"{log.eval.task}"

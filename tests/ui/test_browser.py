@@ -26,6 +26,7 @@ from typing import Any
 import nbformat
 import pytest
 from biased import PLANTED, write_biased_sweep
+from chromium import NEEDS_CHROMIUM, launch
 from factories import LONG_CRITERION, make_wide_run, write_sweep
 from grounded import write_grounded_sweep
 from wording import write_baselines_sweep
@@ -34,11 +35,10 @@ from promptlab.results.store import write_cell
 from promptlab.ui.notebook import FIRST_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)"),
+    NEEDS_CHROMIUM,
     pytest.mark.skipif(
         not shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)),
         reason="JupyterLab is not installed (pip install -e '.[notebook]')",
@@ -47,15 +47,6 @@ pytestmark = [
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
 )
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 BROKEN = 'import promptlab as pl\n\npl.scripted("broken", ["not json"] * 200)  # a model whose replies never parse'
 """Code a user adds to 01_explore to have a scripted model that makes P³RO end in error."""
 REGISTER_BIAS_MODELS = (
@@ -300,7 +291,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
 def page(lab: tuple[str, Path]) -> Iterator[Any]:
     with playwright_api.sync_playwright() as p:
         # scroll bars shown, as a user sees them (playwright hides them in headless mode by default)
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, ignore_default_args=["--hide-scrollbars"])
+        browser = launch(p, ignore_default_args=["--hide-scrollbars"])
         yield browser.new_page(viewport={"width": 1400, "height": 1000})
         browser.close()
 
