@@ -94,7 +94,9 @@ def test_inspect_view_lists_the_runs_and_shows_a_sample_s_output(viewer: tuple[s
         assert isinstance(sample.input, str)
         playwright_api.expect(page.locator("body")).to_contain_text(sample.input.splitlines()[0], timeout=60_000)
         shown = rf"TARGET\s+{re.escape(str(sample.target))}\s+ANSWER\s+{re.escape(output)}\s+SCORE"
-        playwright_api.expect(page.locator("body")).to_contain_text(re.compile(shown), timeout=60_000)
+        # as a user reads it (innerText: the labels drawn upper-case, one field a line), not the bare textContent
+        body = playwright_api.expect(page.locator("body"))
+        body.to_contain_text(re.compile(shown), timeout=60_000, use_inner_text=True)
         if shots:
             page.screenshot(path=str(Path(shots) / "inspect_sample.png"))
         browser.close()

@@ -81,18 +81,26 @@ STUCK += (
     "\n\nimport promptlab.sweeps.estimate as estimate\n\n"
     "estimate.probe_first = lambda exp, confirm: False  # a probe of it would take minutes"
 )
-HANG = (
-    SLOW.replace('"slow"', '"hang"')
-    .replace("0.3 s late", "0.3 s late, 600 s once the project root holds hang.flag")
-    .replace("time.sleep(0.3)", "time.sleep(600 if Path('hang.flag').exists() else 0.3)")
-    .replace("import time\n", "import time\nfrom pathlib import Path\n")
-)
-"""A model, fake/hang, that answers in 0.3 s until the test touches hang.flag in the project root (the kernel's
-working directory), then takes 600 s a call: a Stop that waited for the call in flight would take ten minutes."""
 """A model, fake/stuck, whose every call takes 600 s (its own name: no call of it is in the cache): an interrupt
 that waited for the calls in flight would take ten minutes, so one seen within 120 s did not wait for them, however
 busy the machine (the bound is for a loaded browser, not a stopwatch on the interrupt; 15 s of 60 was passed
 beside CPU hogs and two other CI runs)."""
+
+
+def hanging(name: str) -> str:
+    """Code that adds a model, fake/<name>, that answers in 0.3 s until the test touches hang.flag in the project
+    root (the kernel's working directory), then takes 600 s a call: a Stop that waited for the call in flight
+    would take ten minutes. Each notebook stopped this way has a model of its own: a Stop cancels nothing in
+    flight (promptlab.loops.runtime.interrupt), so another notebook's stopped call stores its reply 600 s later,
+    and the fake replies are deterministic, so that reply could be the very one this run waits for (beside CPU
+    hogs, with the notebooks sharing fake/hang, the GEPA interrupt test found every call of iterations 2 and 3
+    cached and the run over before its Kernel > Interrupt)."""
+    return (
+        SLOW.replace('"slow"', f'"{name}"')
+        .replace("0.3 s late", "0.3 s late, 600 s once the project root holds hang.flag")
+        .replace("time.sleep(0.3)", "time.sleep(600 if Path('hang.flag').exists() else 0.3)")
+        .replace("import time\n", "import time\nfrom pathlib import Path\n")
+    )
 
 
 COUNTED = (
@@ -159,10 +167,15 @@ def scratch_project(root: Path) -> None:
     nbs.mkdir()
     with_parameters("01_explore", nbs / "01_explore.ipynb", max_iterations=2)
     with_parameters("01_explore", nbs / "01_scripted.ipynb", prelude=BROKEN, max_iterations=1)
-    with_parameters("01_explore", nbs / "01_hang.ipynb", prelude=HANG, model="fake/hang", max_iterations=10)
-    shutil.copy(nbs / "01_hang.ipynb", nbs / "01_hang_interrupt.ipynb")  # a kernel of its own
-    with_parameters("01_explore", nbs / "01_hang_gepa.ipynb", prelude=HANG, model="fake/hang", loop="gepa")
-    shutil.copy(nbs / "01_hang_gepa.ipynb", nbs / "01_hang_gepa_interrupt.ipynb")
+    p3ro, gepa = {"max_iterations": 10}, {"loop": "gepa"}
+    for name, settings in [
+        ("hang", p3ro),
+        ("hang_interrupt", p3ro),
+        ("hang_gepa", gepa),
+        ("hang_gepa_interrupt", gepa),
+    ]:
+        # each its own model (none replays another's replies) and its own kernel
+        with_parameters("01_explore", nbs / f"01_{name}.ipynb", prelude=hanging(name), model=f"fake/{name}", **settings)
     with_parameters("01_explore", nbs / "01_bad_threshold.ipynb", finish_threshold=-1)
     with_parameters("01_explore", nbs / "01_bad_task.ipynb", task_id="nope")
     with_parameters("02_sweep", nbs / "02_sweep.ipynb", experiment_path="experiments/tiny.yaml")
