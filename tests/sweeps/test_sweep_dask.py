@@ -128,7 +128,8 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
         ),
         encoding="utf-8",
     )
-    killed: list[int] = []  # the killed worker's pid, then the index of the request it was killed at
+    killed: list[int] = []  # the killed worker's pid
+    killed_at: list[int] = []  # the index of the request it was killed at
     sent: Counter[int] = Counter()  # requests by worker pid
     lock = threading.Lock()
 
@@ -145,7 +146,8 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
             sent[pid] += 1
             if sent[pid] == 3:
                 os.kill(pid, signal.SIGKILL)
-                killed.extend([pid, index])
+                killed.append(pid)
+                killed_at.append(index)
                 # the reply goes out only once the worker is gone and the server has seen its connection close
                 # (its main thread is a zombie before its other threads end and its sockets close)
                 assert eventually(lambda: killed_and_seen(pid, address, server.port), within_s=60)
@@ -174,7 +176,7 @@ def test_a_killed_worker_ends_in_a_complete_sweep_without_paying_twice(
     assert all(cell_status(tmp_path / "out", c.cell_id)["status"] == "ok" for c in result.cells)  # type: ignore[index]
     runs = load(tmp_path / "out").runs
     assert len(runs) == 8 and (runs["n_errors"] == 0).all()
-    assert not server.delivered[killed[1]]  # the killed worker's third request
+    assert not server.delivered[killed_at[0]]  # the killed worker's third request
     # each of the LocalCluster's 2 worker processes (and the restarted one) took half of each model's limits
     lines = (tmp_path / "env.txt").read_text().split("\n")[:-1]
     assert len({line.split()[0] for line in lines}) >= 2 and {line.split()[1] for line in lines} == {"2"}
