@@ -83,8 +83,7 @@ STUCK += (
 )
 """A model, fake/stuck, whose every call takes 600 s (its own name: no call of it is in the cache): an interrupt
 that waited for the calls in flight would take ten minutes, so one seen within 120 s did not wait for them, however
-busy the machine (the bound is for a loaded browser, not a stopwatch on the interrupt; 15 s of 60 was passed
-beside CPU hogs and two other CI runs)."""
+busy the machine (the bound is for a loaded browser, not a stopwatch on the interrupt)."""
 
 
 def hanging(name: str) -> str:
