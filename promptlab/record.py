@@ -10,9 +10,10 @@ import re
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator, model_validator
 
 from .llm.tally import Tally
+from .record_upgrade import upgrade_run
 
 
 class Example(BaseModel):
@@ -155,7 +156,7 @@ class Score(BaseModel):
     justification: str = ""
     """The judge's reason."""
     judge: str | None = None
-    """Which judge gave it (a model name, or 'critic[1]' for one of several)."""
+    """Which judge gave it: a model name, or a role of `Run.models` ('critic', or 'critic[k]' for one of several)."""
     mode: str | None = None
     """How the score was produced: 'sampled' (the integer the judge wrote) or 'expected' (probability-weighted
     mean over 1-10 from the judge's token log-probabilities); None for records made before modes existed."""
@@ -266,7 +267,8 @@ class Run(BaseModel):
     config: dict[str, Any]
     """The loop config, as JSON."""
     models: dict[str, str] = Field(default_factory=dict)
-    """The model that played each role."""
+    """The model that played each role, each role once (one critic is 'critic', several 'critic[1]', 'critic[2]',
+    ...; a record written before read as one, `promptlab.record_upgrade`)."""
     sample: int = 0
     """Replicate index (the cache's sample index)."""
     setup: list[Step] = Field(default_factory=list)
@@ -310,6 +312,11 @@ class Run(BaseModel):
     """Every error recorded during the run."""
     started_at: float = 0.0
     """Unix time the run started (differs between replays)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _roles_once(cls, data: Any) -> Any:
+        return upgrade_run(data)
 
     @property
     def incomplete(self) -> bool:

@@ -172,7 +172,7 @@ def _spend(spent: Tally | None) -> dict[str, Any]:
 
 
 def _critic_model(run: Run, judge: str | None) -> str | None:
-    """The model behind a score's judge ('critic[k]' names a role in Run.models), else the judging role's."""
+    """The model behind a score's judge ('critic' or 'critic[k]' names a role in Run.models), else the judging role's."""
     cfg = run.config
     if judge is not None and judge in run.models:
         return run.models[judge]

@@ -192,7 +192,7 @@ def test_rescore_asks_the_critic_again_at_another_sample(tmp_path: Path) -> None
     spec = get_loop("creator_critic")
     assert spec.rescore is not None
     scores = promptlab.aio.run_sync(spec.rescore(run, 1, sample=1, cache=tmp_path))
-    assert [s.score for s in scores] == [9.0] and scores[0].judge == "critic[1]"
+    assert [s.score for s in scores] == [9.0] and scores[0].judge == "critic"
     assert len(critic.requests) == before + 1
     assert critic.prompts[-1] == critic.prompts[0]  # the same prompt as the loop's first critique
     again = promptlab.aio.run_sync(spec.rescore(run, 1, sample=1, cache=tmp_path))

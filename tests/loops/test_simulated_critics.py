@@ -62,7 +62,7 @@ def test_oracle_scores_one_plus_nine_times_dev_accuracy_without_a_call() -> None
         assert score.score == pytest.approx(1 + 9 * it.grounded.score) and score.mode == "simulated"
         assert "1 + 9 a" in score.justification
         (step,) = [s for s in it.steps if s.phase == "critique"]
-        assert step.call is None and step.model == "sim/oracle" and step.role == "critic[1]"
+        assert step.call is None and step.model == "sim/oracle" and step.role == "critic"
     assert len({it.grounded.score for it in run.iterations}) > 2  # the scripted prompts differ in accuracy
     # every call of the run was the creator's or the target's: the critic made none
     assert run.totals.calls == len(creator.requests) + 4 * 8 + 2 * 4

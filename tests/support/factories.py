@@ -199,12 +199,12 @@ def make_grounded_run(*, source: str = "grounded", task_id: str = "g1") -> Run:
 
     config = {"model": "fake/gen", "critic_model": "fake/crit", "score_source": source, "target_model": "fake/target"}
     run = make_run([[4.0], [6.0]], loop="creator_critic", task_id=task_id, config=config, criteria=("overall",))
-    run.models = {"creator": "fake/gen", "critic[1]": "fake/crit", "critic": "fake/crit", "target": "fake/target"}
+    run.models = {"creator": "fake/gen", "critic": "fake/crit", "target": "fake/target"}
     for it, (dev, n) in zip(run.iterations, [(0.5, 4), (0.75, 4)], strict=True):
         it.grounded = GroundedScore(split="dev", score=dev, n=n, ci_low=dev - 0.3, ci_high=min(dev + 0.2, 1.0))
         it.decision_score = 1 + 9 * dev if source == "grounded" else it.average
         for sc in it.scores:
-            sc.judge = "critic[1]"
+            sc.judge = "critic"
     run.baseline_test = GroundedScore(split="test", score=0.25, n=8, ci_low=0.07, ci_high=0.59)
     run.final_test = GroundedScore(split="test", score=0.625, n=8, ci_low=0.31, ci_high=0.86)
     run.delta = Delta(value=0.375, n=8, ci_low=0.125, ci_high=0.625)

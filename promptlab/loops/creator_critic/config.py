@@ -119,9 +119,17 @@ class CreatorCriticConfig(PromptLoopConfig):
         return cut(candidate, self.history_chars)
 
     def critics(self) -> list[tuple[str, str]]:
-        """(judge name, model) of every critic, in order."""
+        """(judge name, model) of every critic, in order: one critic is the role `critic`; several are
+        `critic[1]`, `critic[2]`, ... (each a role of its own in `Run.models`)."""
         models = self.critic_models or [self.model_for("critic")] * self.n_critics
-        return [(f"critic[{k}]", m) for k, m in enumerate(models, start=1)]
+        return critic_roles(models)
+
+
+def critic_roles(models: list[str]) -> list[tuple[str, str]]:
+    """(judge name, model) per critic model: `critic` alone, else `critic[k]` numbered from 1."""
+    if len(models) == 1:
+        return [("critic", models[0])]
+    return [(f"critic[{k}]", m) for k, m in enumerate(models, start=1)]
 
 
 CRITIQUE_LISTS = ("strengths", "weaknesses", "suggestions")

@@ -5,7 +5,7 @@ from the original prompt, the goal, the latest version and every critic's latest
 weaknesses, suggestions); with `role_inputs="seed"` from the original prompt and the previous critique only,
 as the design document. Every critic returns a `Critique` (score 1-10, strengths, weaknesses, suggestions) on
 the whole prompt (and the goal, unless `role_inputs="seed"`). Each critic's score is kept as its own `Score`
-(criterion 'overall', judge 'critic[k]'); the iteration's average is the configured aggregate (mean, median
+(criterion 'overall', judge 'critic', or 'critic[k]' of several); the iteration's average is the configured aggregate (mean, median
 or min) of the PRESENT critic scores, unrounded. A critic whose reply cannot be parsed gives a missing score
 with the error recorded (or, with `parse_failure_score`, the design document's fallback: that score after
 one call, and a critique whose weakness is "Critic returned invalid JSON", which the creator sees). The loop
@@ -248,8 +248,8 @@ async def arun_creator_critic(ctx: RunContext, task: Task, cfg: CreatorCriticCon
         ConfigError: bad config or task (e.g. score_source 'grounded' without examples), before any call.
     """
     critics = cfg.critics()
+    ctx.run.models.pop("critic", None)  # each critic once, as its judge: `critic` alone, or `critic[k]` of several
     ctx.run.models.update({judge: model for judge, model in critics})
-    ctx.run.models["critic"] = ", ".join(dict.fromkeys(model for _, model in critics))
     if task.grounded:
         ctx.run.models["target"] = cfg.target()
     ctx.emit("run_started", f"creator_critic on task {task.id}", task=task.id, models=ctx.run.models)
