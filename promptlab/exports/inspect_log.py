@@ -16,10 +16,12 @@ from ..eval.tasks import examples_of, format_prompt
 from ..llm.tally import Tally
 from ..record import Iteration, Run
 from ..results.examples import example_rows
+from ..results.frames import frame_columns
 from ..results.store import read_runs
 from ..sanitize import Cleaner
 from .extras import need
 from .mlflow_export import results_cells
+from .run_names import run_row, sweep_labelling
 
 LOG_DIR = "inspect"
 """The default log folder in the results directory."""
@@ -57,13 +59,17 @@ def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[s
     cells = results_cells(results)
     folder.mkdir(parents=True, exist_ok=True)
     clean = Cleaner()
+    label = sweep_labelling(results)
     written: list[Path] = []
     for cell_id, params in cells:
-        for run in read_runs(results, cell_id):
+        runs = read_runs(results, cell_id)
+        rows = frame_columns(runs, params, cell_id)[1]
+        for i, run in enumerate(runs):
             if not run.task.grounded:
                 continue
             path = folder / log_name(run)
-            write_eval_log(eval_log(run, cell_id, params, clean), str(path), format="eval")
+            name = label(run_row(params, {key: values[i] for key, values in rows.items()}))
+            write_eval_log(eval_log(run, cell_id, params, clean, name=name), str(path), format="eval")
             written.append(path)
     keep = {p.name for p in written}
     for stale in folder.glob("*.eval"):
@@ -86,21 +92,23 @@ def epoch_of(run: Run, candidate: int | None) -> int:
     return max((it.index for it in run.iterations), default=0) + 2
 
 
-def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) -> Any:
-    """The run as an Inspect `EvalLog` (status "success", every sample in it)."""
+def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner, *, name: str | None = None) -> Any:
+    """The run as an Inspect `EvalLog` (status "success", every sample in it), shown in Inspect's log list as
+    `name` (the run's label in its sweep, `run_names`; default: its loop, task and replicate)."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalPlanStep, EvalSpec, EvalStats
     from inspect_ai.model import ModelConfig
 
     samples = eval_samples(run, cell_id, params, clean)
+    label = clean(name or f"{run.loop}, {run.task.id}, replicate {run.sample}")
     target = target_model(run)
     created = iso(run.started_at)
     spec = EvalSpec(
         eval_id=run.run_id,
         run_id=run.run_id,
         created=created,
-        task=f"{run.loop}/{run.task.id}",
+        task=label,  # what Inspect's log list shows
         task_id=run.run_id,
-        task_display_name=clean(" ".join([run.loop, run.task.id, f"sample {run.sample}", *_param_text(params)])),
+        task_display_name=label,
         task_args=clean(dict(params)),
         solver=run.loop,
         solver_args=clean(dict(run.config)),
@@ -271,10 +279,6 @@ def _usage(run: Run, by: str) -> dict[str, Any]:
 def _packages(run: Run) -> dict[str, str | None]:
     prov = run.provenance
     return {"promptlab-loops": prov.get("promptlab_version"), "litellm": prov.get("litellm_version")}
-
-
-def _param_text(params: Mapping[str, Any]) -> list[str]:
-    return [f"{k}={v}" for k, v in params.items() if k != "loop"]
 
 
 def iso(timestamp: float) -> str:

@@ -31,6 +31,7 @@ from ..sanitize import Cleaner, mask_userinfo
 from ..sweeps.plan import env_defaults
 from .extras import need
 from .mlflow_payload import DIGEST_TAG, RESULTS_TAG, ROLE_TAG, RUN_ID_TAG, RunPayload, run_payloads
+from .run_names import sweep_labelling
 
 DEFAULT_STORE = "mlflow.db"
 """The default tracking store's file in the results directory (SQLite)."""
@@ -138,6 +139,8 @@ class MlflowTarget:
         self.experiment_id = self._experiment(name)
         self.parent_id = self._parent()
         self.known: dict[str, Logged] = self._nested()
+        self.labelling = sweep_labelling(self.results)
+        """How its runs are named: by what differs between the sweep's runs (`run_names`)."""
 
     @property
     def where(self) -> str:
@@ -192,7 +195,7 @@ class MlflowTarget:
     # logging ------------------------------------------------------------------------------------------
     def log_cell(self, cell_id: str, params: Mapping[str, Any], summary: ExportSummary | None = None) -> None:
         """Log (or complete) the nested runs of one finished cell."""
-        for payload in run_payloads(self.results, cell_id, params, self.clean):
+        for payload in run_payloads(self.results, cell_id, params, self.clean, self.labelling):
             self.log_run(payload, summary)
 
     def log_run(self, p: RunPayload, summary: ExportSummary | None = None) -> None:

@@ -10,14 +10,16 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..record import Run
 from ..results.frames import frame_columns
+from ..results.labels import Labelling
 from ..results.store import read_runs
 from ..sanitize import Cleaner
+from .run_names import run_row, sweep_labelling
 
 MAX_PARAM_CHARS = 6000
 """MLflow's limit on a param value (mlflow.utils.validation.MAX_PARAM_VAL_LENGTH)."""
@@ -89,17 +91,24 @@ class RunPayload:
 
 
 def run_payloads(
-    results_dir: Path, cell_id: str, cell_params: Mapping[str, Any], clean: Cleaner | None = None
+    results_dir: Path,
+    cell_id: str,
+    cell_params: Mapping[str, Any],
+    clean: Cleaner | None = None,
+    labelling: Labelling | None = None,
 ) -> list[RunPayload]:
-    """The payloads of one finished cell's runs, from its runs.jsonl (rows built as the tidy frames build them)."""
+    """The payloads of one finished cell's runs, from its runs.jsonl (rows built as the tidy frames build them);
+    each run named by `labelling` (default: the sweep's, `run_names.sweep_labelling`)."""
     runs = read_runs(results_dir, cell_id)
     traj, rows = frame_columns(runs, cell_params, cell_id)
     clean = clean or Cleaner()
+    name = labelling or sweep_labelling(results_dir)
     out = []
     for i, run in enumerate(runs):
-        row = {name: values[i] for name, values in rows.items()}
+        row = {key: values[i] for key, values in rows.items()}
         its = _iteration_rows(traj, run.run_id)
-        out.append(_payload(run, cell_id, cell_params, row, its, clean).with_digest())
+        payload = _payload(run, cell_id, cell_params, row, its, clean)
+        out.append(replace(payload, name=clean(name(run_row(cell_params, row)))).with_digest())
     return out
 
 
@@ -145,7 +154,7 @@ def _payload(
     start = int(run.started_at * 1000)
     return RunPayload(
         run_id=run.run_id,
-        name=clean(run_name(run, cell_params)),
+        name=run.run_id,  # named by the sweep's labelling (`run_payloads`)
         params={key_of(k): _cut(clean(text_of(v)), MAX_PARAM_CHARS) for k, v in params.items()},
         tags={key_of(k): _cut(clean(text_of(v)), MAX_TAG_CHARS) for k, v in tags.items() if v is not None},
         metrics=metrics,
@@ -153,12 +162,6 @@ def _payload(
         start_ms=start,
         end_ms=start + int(run.totals.wall_time_s * 1000),
     )
-
-
-def run_name(run: Run, cell_params: Mapping[str, Any]) -> str:
-    """A nested run's name: its cell's params (loop first), task and replicate."""
-    varying = [f"{k}={text_of(v)}" for k, v in cell_params.items() if k != "loop"]
-    return " ".join([run.loop, *varying, run.task.id, f"s{run.sample}"])
 
 
 def key_of(name: str) -> str:
@@ -199,7 +202,6 @@ __all__ = [
     "RUN_ID_TAG",
     "RunPayload",
     "key_of",
-    "run_name",
     "run_payloads",
     "text_of",
 ]

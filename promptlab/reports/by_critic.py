@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..results.configs import by_columns, fmt_value, short_model
+from ..results.configs import by_columns
+from ..results.labels import fmt_value, short_model
 from .charts import accuracy_limits
 from .plots import plot_trajectories
 

@@ -13,7 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..results.configs import By, config_groups, fmt_value, need_columns
+from ..results.configs import By, config_groups, need_columns
+from ..results.labels import fmt_value
 
 if TYPE_CHECKING:
     import pandas as pd

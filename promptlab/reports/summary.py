@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ..analysis.bias_asks import BUDGET
 from ..errors import ConfigError
 from ..results.atomic import atomic_write
-from ..results.configs import By, by_columns, config_columns, config_groups, fmt_value
+from ..results.configs import By, by_columns, config_columns, config_groups
+from ..results.labels import fmt_value
 from .bias_charts import plot_biases
 from .by_critic import (
     ACCURACY,

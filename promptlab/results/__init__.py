@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
-from .configs import config_columns, config_groups, config_labels, run_configs
+from .configs import config_columns, config_groups, config_labels, run_configs, run_labels
 from .examples import EXAMPLE_COLUMNS, example_frame, example_rows
 from .frames import iteration_frame, tidy
 from .store import (
@@ -23,6 +23,7 @@ __all__ = [
     "config_columns",
     "config_groups",
     "config_labels",
+    "run_labels",
     "SPENDING_CAP_KIND",
     "CELL_COLUMNS",
     "EXAMPLE_COLUMNS",

@@ -6,11 +6,10 @@ Used by the analysis (paired comparisons by configuration), the charts and the r
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..llm.resolved import resolve_model
+from .labels import REPLICATE, TASK, labels
 from .store import read_runs
 
 if TYPE_CHECKING:
@@ -39,48 +38,23 @@ def config_columns(frame: pd.DataFrame) -> list[str]:
 def config_labels(frame: pd.DataFrame, by: By = "config") -> pd.Series:
     """A readable label per row ("finish_threshold=8, max_iterations=3"), naming only the `by` columns
     that vary in the frame (all of them when none varies), and of those only the ones the row has a value
-    for ("loop=ape", not "loop=ape, score_source=NA")."""
+    for ("loop=ape", not "loop=ape, score_source=NA"): `labels.labels`, as every label is made."""
     import pandas as pd
 
     cols = by_columns(frame, by)
     if not cols:
         return pd.Series(["all runs"] * len(frame), index=frame.index, dtype="string")
-    varying = [c for c in cols if frame[c].nunique(dropna=False) > 1] or cols
-    # a field a row's loop does not have (NA: score_source on a search loop) is left out of its label, which
-    # stays unique: rows that differ only there differ in which fields they name
-    parts = []
-    for c in varying:
-        name, value = short_values(frame[c], c)
-        parts.append(frame[c].map(lambda v, n=name, f=value: "" if fmt_value(v) == "NA" else f"{n}={f(v)}").tolist())
-    everything_na = ", ".join(f"{c}=NA" for c in varying)
-    labels = [", ".join(p for p in row if p) or everything_na for row in zip(*parts, strict=True)]
-    return pd.Series(labels, index=frame.index, dtype="string")
+    return pd.Series(labels(frame[cols].to_dict("records"), cols), index=frame.index, dtype="string")
 
 
-SHORT_NAMES = {"generator_model": "generator", "critic_model": "critic", "target_model": "target"}
-"""How a model column is named in a label."""
+def run_labels(runs: pd.DataFrame) -> pd.Series:
+    """A label per row of a runs frame (`Results.runs`) among those runs: the configuration's varied columns
+    (`config_columns`), the task and the replicate, what differs first (`labels.labels`)."""
+    import pandas as pd
 
-
-def short_model(name: str) -> str:
-    """A model name as a label shows it: `sim/noisy?sd=2&seed=0` -> `noisy sd 2`, `local/smollm2` -> `smollm2`
-    (promptlab's own providers' prefixes and a zero seed left out; hosted names unchanged)."""
-    model = resolve_model(name)
-    base = model.model_id if model.in_process and model.alias is None and model.model_id else name
-    base, _, query = base.partition("?")
-    params = [p.partition("=") for p in query.split("&") if p]
-    extra = [f"{k} {v}" for k, _, v in params if not (k == "seed" and v == "0")]
-    return " ".join([base, *extra])
-
-
-def short_values(column: pd.Series, name: str) -> tuple[str, Any]:
-    """(name, value formatter) of a column in a label: a model column shortened (`critic=oracle`) when the short
-    forms of its values stay distinct, every other column as it is."""
-    if name not in SHORT_NAMES:
-        return name, fmt_value
-    values = {fmt_value(v) for v in column.dropna().unique()}
-    if len({short_model(v) for v in values}) < len(values):
-        return name, fmt_value
-    return SHORT_NAMES[name], lambda v: short_model(fmt_value(v))
+    keys = [*config_columns(runs), *(k for k in (TASK, REPLICATE) if k in runs.columns)]
+    rows = runs[keys].to_dict("records") if len(runs) else []
+    return pd.Series(labels(rows, keys), index=runs.index, dtype="string")
 
 
 def config_groups(frame: pd.DataFrame, by: By = "config") -> list[tuple[str, pd.DataFrame]]:
@@ -106,14 +80,6 @@ def need_columns(frame: pd.DataFrame, cols: Sequence[str]) -> None:
         raise KeyError(f"column(s) {missing} not in the frame; its columns are {list(frame.columns)}")
 
 
-def fmt_value(value: Any) -> str:
-    import pandas as pd
-
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return "NA"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 def run_configs(results: Results) -> dict[str, dict[str, Any]]:
     """run_id -> the run's logged config (`Run.config`, every field) for the runs of `results.runs`, read from
     the cells' runs.jsonl (a cell whose file is missing or unreadable is left out)."""
@@ -136,8 +102,6 @@ __all__ = [
     "config_columns",
     "config_groups",
     "config_labels",
-    "fmt_value",
     "need_columns",
-    "short_model",
-    "short_values",
+    "run_labels",
 ]

@@ -15,6 +15,8 @@ import os
 from typing import Any
 
 from ..record import Iteration, Run, Step
+from ..results.labels import REPLICATE, TASK
+from ..results.labels import labels as label_rows
 
 
 def candidate_diff(before: str | None, after: str | None) -> str:
@@ -256,7 +258,6 @@ class RunBrowser:
 
     def __init__(self, results_dir: str | os.PathLike[str]) -> None:
         import ipywidgets as w
-        import pandas as pd
 
         from ..results.columns import CELL_COLUMNS
         from ..results.store import load, read_runs
@@ -265,11 +266,9 @@ class RunBrowser:
         self.read_runs = read_runs
         cells = load(results_dir).cells
         ok = cells[cells["status"] == "ok"]
-        labels = []
         params = [k for k in ok.columns if k == "loop" or k not in CELL_COLUMNS]  # what the cell varies
-        for _, row in ok.iterrows():
-            extra = ", ".join(f"{k}={row[k]}" for k in params if pd.notna(row[k]))
-            labels.append((f"{row['cell_id']} ({extra})", str(row["cell_id"])))
+        rows = ok[params].to_dict("records")
+        labels = [(f"{name} ({cell})", str(cell)) for name, cell in zip(label_rows(rows, params), ok["cell_id"])]
         if not labels:
             raise ValueError(f"{results_dir}: no finished cell to browse")
         self.cell_w = w.Dropdown(options=labels, description="cell", layout={"width": "95%"})
@@ -299,9 +298,10 @@ class RunBrowser:
     def load_cell(self) -> None:
         """Read the selected cell's runs and show the first iteration of its first run."""
         self.runs = self.read_runs(self.results_dir, self.cell_w.value)
+        names = label_rows([{TASK: r.task.id, REPLICATE: r.sample} for r in self.runs], [TASK, REPLICATE])
         self.run_w.options = [
-            (f"{r.task.id} · sample {r.sample} · {r.stop_reason} · {iterations_label(r)}", k)
-            for k, r in enumerate(self.runs)
+            (f"{name} · {r.stop_reason} · {iterations_label(r)}", k)
+            for k, (name, r) in enumerate(zip(names, self.runs, strict=True))
         ]
         self.run_w.value = 0 if self.runs else None
         self.show(1)

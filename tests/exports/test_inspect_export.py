@@ -12,7 +12,7 @@ from exported import TARGET, register_target, write_experiment
 
 from promptlab.eval.tasks import examples_of, format_prompt
 from promptlab.exports.inspect_log import SAMPLE_PREFIX, epoch_of, export_inspect
-from promptlab.results import example_frame, load, read_runs
+from promptlab.results import example_frame, load, read_runs, run_labels
 from promptlab.sweeps.run import sweep
 
 pytest.importorskip("inspect_ai", reason="inspect_ai is not installed (pip install 'promptlab-loops[inspect]')")
@@ -50,7 +50,8 @@ def test_every_example_s_output_and_score_read_back_equal_the_per_example_frame(
     # one log per run: its samples are that run's rows, with the run's context
     log = read_eval_log(str(paths[0]))
     run = next(r for c in runs["cell_id"].unique() for r in read_runs(results, c) if r.run_id == log.eval.eval_id)
-    assert log.status == "success" and log.eval.task == f"{run.loop}/{run.task.id}" and log.eval.solver == run.loop
+    labels = dict(zip(runs["run_id"], run_labels(runs), strict=True))  # what differs between the sweep's runs first
+    assert log.status == "success" and log.eval.task == log.eval.task_display_name == labels[run.run_id] and log.eval.solver == run.loop
     assert log.samples is not None and len(log.samples) == int((frame["run_id"] == run.run_id).sum())
     by_index = {it.index: it for it in run.iterations}
     for sample in log.samples:

@@ -82,9 +82,11 @@ def test_inspect_view_lists_the_runs_and_shows_a_sample_s_output(viewer: tuple[s
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(url, timeout=120_000)
-        task = f"{log.eval.task}"
-        playwright_api.expect(page.get_by_text(task).first).to_be_visible(timeout=120_000)  # the log list
-        assert page.get_by_text(task).count() >= 1
+        # the log list names each run by its label in the sweep (what differs first: loop, setting, task)
+        names = [read_eval_log(str(p), header_only=True).eval.task for p in logs]
+        assert len(set(names)) == len(names) and "loop=creator_critic, max_iterations=1, alpha" in names
+        for name in names:
+            playwright_api.expect(page.get_by_text(name, exact=True).first).to_be_visible(timeout=120_000)
         name = urllib.parse.quote(path.name)
         page.goto(f"{url}/#/tasks/{name}/samples/sample/{sample.id}/{sample.epoch}/", timeout=120_000)
         header = page.get_by_text(f"Sample {sample.id} (Epoch {sample.epoch})")

@@ -10,6 +10,7 @@ import pytest
 from factories import LONG_CRITERION, make_run, make_wide_run, write_sweep
 
 from promptlab.record import GroundedScore
+from promptlab.results.labels import labels
 from promptlab.ui.browser import RunBrowser, candidate_diff, examples_html, iteration_html, iterations_label
 
 
@@ -83,6 +84,10 @@ def test_the_run_browser_steps_through_iterations(tmp_path: Path) -> None:
     assert b.index == 1
     b.run_w.value = 1
     assert b.position.value == "iteration 1 of 3"
+    # runs named as every label names them: what differs between the cell's runs (task, replicate) first
+    assert [name.split(" · ")[0] for name, _ in b.run_w.options] == labels(
+        [{"task_id": r.task.id, "sample": r.sample} for r in b.runs], ["task_id", "sample"]
+    )
     b.cell_w.value = "b"
     assert len(b.runs) == 4 and [r[6] for r in rows(b.view.value, "pl-steps")] == ["cached", "yes", "yes"]
 
@@ -148,10 +153,10 @@ def test_cells_with_unknown_columns_are_offered_by_their_params(tmp_path: Path) 
     results = write_sweep(tmp_path / "results")
     write_cell(results, "wide", {"loop": "p3ro", "finish_threshold": 8.0}, [make_wide_run()])
     b = RunBrowser(results)
-    labels = dict((v, k) for k, v in b.cell_w.options)
-    assert set(labels) == {"a", "b", "wide"}
-    assert "finish_threshold=8.0" in labels["wide"] and "loop=p3ro" in labels["wide"]
-    assert "spent" not in " ".join(labels.values()) and "wall_time" not in " ".join(labels.values())
+    offered = dict((v, k) for k, v in b.cell_w.options)
+    assert set(offered) == {"a", "b", "wide"}
+    assert offered["wide"] == "finish_threshold=8 (wide)"  # what the cells vary, as every label writes it
+    assert "spent" not in " ".join(offered.values()) and "wall_time" not in " ".join(offered.values())
 
 
 def test_each_dev_example_shows_its_reply_and_whether_it_was_scored_correct() -> None:
