@@ -153,7 +153,7 @@ confirm = False  # True: start a sweep estimated above 5 minutes (papermill: -p 
         """import pandas as pd
 from IPython.display import display
 
-from promptlab.reports import readable_table, summary_table, trajectory_charts
+from promptlab.reports import readable_table, rounded, summary_table, trajectory_charts
 from promptlab.sweeps import load_experiment, sweep
 from promptlab.sweeps.estimate import plan_sweep, probe_first, require_confirmation
 
@@ -168,7 +168,7 @@ out = here(out_dir) if out_dir else ROOT / "results" / f"{exp.name}{suffix}"
 # calls: only once you have confirmed, so Run All makes no model call before it asks)
 plan = plan_sweep(exp, out, workers, probe=probe_first(exp, confirm))  # scripts (fake/auto) are timed at once
 print(plan.text)
-display(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells]))""",
+display(rounded(pd.DataFrame([{"cell_id": c.cell_id, **c.params} for c in cells])))""",
     ),
     (
         "code",
@@ -213,7 +213,7 @@ results = load(here(results_dir))
 runs, traj = results.runs, results.trajectories
 measure, no_measure = reports.run_measure(runs)
 print(f"{len(results.cells)} cells, {len(runs)} runs, {len(traj)} trajectory rows")
-display(results.cells)""",
+display(reports.rounded(results.cells))  # rounded, NA as a dash, times to the minute; results.cells has them all""",
     ),
     (
         "code",
@@ -355,7 +355,7 @@ plt.show()""",
         """if found.calibration.empty:
     print("no calibration (no iteration has both a critic and a grounded score)")
 else:
-    display(reports.rounded(found.calibration))
+    display(reports.rounded(reports.critics_named(found.calibration)))  # critics named as in every legend
     reports.plot_calibration(results.trajectories)
     plt.show()
     reports.plot_grounded_trajectories(results.trajectories)
@@ -484,7 +484,7 @@ from IPython.display import Markdown, display
 
 from promptlab.analysis.bias import bias_table, flip_rate
 from promptlab.analysis.bias_asks import probe_frames
-from promptlab.reports import rounded
+from promptlab.reports import critics_named, rounded
 from promptlab.reports.bias_charts import plot_biases
 from promptlab.reports.findings import bias_markdown
 from promptlab.results import load
@@ -493,7 +493,7 @@ from promptlab.ui.notebook import require_results
 results = load(require_results(here(results_dir)))  # on a fresh clone: stops here, saying to run scripts/demo first
 frames = probe_frames(results, budget=budget)
 table = bias_table(frames)
-print(f"{len(results.runs)} runs; critics: {', '.join(sorted(table['critic_model'].unique())) or 'none'}")
+print(f"{len(results.runs)} runs; critics: {', '.join(sorted(critics_named(table)['critic'].unique())) or 'none'}")
 display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a critic score and a dev score."])))""",
     ),
     (
@@ -508,7 +508,7 @@ display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a cr
     (
         "code",
         """limits = table[["critic_model", "probe", "estimate", "n", "detectable", "margin", "at_bottom", "at_top"]]
-display(rounded(limits.assign(underpowered=limits["detectable"] > limits["margin"])))""",
+display(rounded(critics_named(limits.assign(underpowered=limits["detectable"] > limits["margin"]))))""",
     ),
     (
         "md",
@@ -550,12 +550,12 @@ else:
         "code",
         """for probe in ("padding", "anchoring", "order"):
     print(f"{probe}: {len(frames[probe])} re-asks")
-    display(frames[probe].head(8))
-for critic, pairs in frames["order"].groupby("critic_model"):
+    display(rounded(critics_named(frames[probe].head(8))))
+for critic, pairs in critics_named(frames["order"]).groupby("critic"):
     rate, n = flip_rate(pairs)
     print(f"{critic}: {'no pairs' if rate is None else f'{rate:.0%} of {n} pairs flip under swapped order'}")
 if len(frames["skipped"]):
-    display(frames["skipped"])""",
+    display(rounded(critics_named(frames["skipped"])))""",
     ),
 )
 

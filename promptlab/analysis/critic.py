@@ -27,6 +27,9 @@ ALL = "(all)"
 NEAR_CONSTANT_SD = 0.1
 """A critic whose scores have a standard deviation below this (on the 1-10 scale) is treated as constant:
 no correlation is reported, only the finding that it carries no information about accuracy."""
+MIN_CANDIDATES = 3
+"""The fewest candidates with both a critic score and a dev score a calibration reads: below it, the row says "not
+enough candidates" and gives no verdict (not even that the critic's scores do not vary)."""
 CALIBRATION_COLUMNS = [
     "critic_model",
     "criterion",
@@ -57,7 +60,7 @@ def calibration(trajectories: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         `CALIBRATION_COLUMNS`: n pairs; the critic's score mean, sd, min and max; Spearman and Kendall with
-        95% bootstrap CIs (<NA> for fewer than 3 pairs, a critic whose sd is below NEAR_CONSTANT_SD, or
+        95% bootstrap CIs (<NA> for fewer than MIN_CANDIDATES pairs, a critic whose sd is below NEAR_CONSTANT_SD, or
         grounded scores that are all equal); and `finding`, a sentence where there is no correlation to
         report (<NA> otherwise).
     """
@@ -117,6 +120,8 @@ def _no_correlation(critic: str, xs: Any, ys: Any, sd: float) -> str | None:
     import numpy as np
 
     n = len(xs)
+    if n < MIN_CANDIDATES:  # first: one or two scores always "barely vary", which says nothing about the critic
+        return f"not enough candidates with both scores (n={n}; a correlation needs at least {MIN_CANDIDATES})"
     if sd < NEAR_CONSTANT_SD:
         gave = (
             f"gave every candidate {xs[0]:.3g}"
@@ -124,8 +129,6 @@ def _no_correlation(critic: str, xs: Any, ys: Any, sd: float) -> str | None:
             else f"scores barely vary ({np.min(xs):.3g} to {np.max(xs):.3g}, sd {sd:.2g})"
         )
         return f"the critic {critic} {gave} (n={n}): it carries no information about accuracy"
-    if n < 3:
-        return f"too few candidates with both scores (n={n}) for a correlation"
     if np.ptp(ys) == 0:
         return (
             f"every candidate had the same dev score ({ys[0]:.3g}, n={n}): there is no difference in "
@@ -187,6 +190,7 @@ def _pearson(a: Any, b: Any, axis: int) -> Any:
 __all__ = [
     "ALL",
     "CALIBRATION_COLUMNS",
+    "MIN_CANDIDATES",
     "NEAR_CONSTANT_SD",
     "calibration",
     "correlations",

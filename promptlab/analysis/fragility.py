@@ -44,9 +44,9 @@ def standard_error(low: Any, high: Any) -> float | None:
 
 def fragile(low: Any, high: Any, null: float = 0.0) -> bool:
     """Whether the verdict a 95% CI gives about `null` is fragile: an end lies within one standard error of it
-    (or on it). False when an end is missing."""
+    (or on it). False when an end is missing or the CI has zero width (every value the same)."""
     se = standard_error(low, high)
-    if se is None:
+    if se is None or se == 0.0:  # a zero-width CI has no spread to be near: "no variation", not fragile
         return False
     near = min(abs(float(low) - null), abs(float(high) - null))
     return near == 0.0 or near < se

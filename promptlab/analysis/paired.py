@@ -18,7 +18,7 @@ from ..results.configs import config_groups
 ALPHA = 0.05
 """The family-wise error rate a reported claim is held to: its Holm-corrected p must be below it."""
 
-Standing = Literal["no_ci", "spans", "not_after_holm", "up", "down"]
+Standing = Literal["no_ci", "no_variation", "spans", "not_after_holm", "up", "down"]
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -139,11 +139,14 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 def standing(low: Any, high: Any, p_holm: Any = None, null: float = 0.0) -> Standing:
     """What an estimate's 95% CI [low, high] and Holm-corrected p let a report claim, the one rule the findings'
-    sentences and the forest plot follow: "no_ci" (a bound missing), "spans" (the CI holds `null`, touching
+    sentences and the forest plot follow: "no_ci" (a bound missing), "no_variation" (a zero-width CI: every
+    value was the same), "spans" (the CI holds `null`, touching
     included), "not_after_holm" (the CI excludes it but `p_holm`, when known, is `ALPHA` or more), else "up" or
     "down" (the side of `null` the CI lies on)."""
     if _missing(low) or _missing(high):
         return "no_ci"
+    if float(low) == float(high):  # every resample gave the same value: no spread to read a side from
+        return "no_variation"
     if float(low) <= null <= float(high):
         return "spans"
     if not _missing(p_holm) and float(p_holm) >= ALPHA:

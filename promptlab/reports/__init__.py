@@ -30,7 +30,7 @@ from .plots import (
     plot_stop_reasons,
     plot_trajectories,
 )
-from .readable import readable_table, rounded
+from .readable import critics_named, readable_table, rounded
 from .search_tree import plot_search_tree
 from .summary import report, summary_table
 
@@ -55,6 +55,7 @@ __all__ = [
     "plot_pairing_heatmap",
     "plot_score_vs_cost",
     "plot_search_tree",
+    "critics_named",
     "readable_table",
     "rounded",
     "plot_stop_reasons",

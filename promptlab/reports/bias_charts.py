@@ -14,6 +14,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from ..results.labels import model_names
 from .charts import say_why
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def plot_biases(frames: dict[str, pd.DataFrame], biases: pd.DataFrame | None, fi
     """Both charts for every critic of the logged frame (`frames["length"]`), one row per critic."""
     logged = frames["length"]
     critics = sorted(logged["critic_model"].dropna().unique())
+    names = model_names(critics)  # as every legend and table names a critic
     fig.set_layout_engine("constrained")
     axes = fig.subplots(max(len(critics), 1), 2, squeeze=False)
     for row, critic in zip(axes, critics, strict=False):
@@ -86,7 +88,7 @@ def plot_biases(frames: dict[str, pd.DataFrame], biases: pd.DataFrame | None, fi
         plot_length_bias(mine, get("length"), ax=row[0])
         plot_inflation(mine, get("inflation"), ax=row[1])
         for ax in row:
-            ax.set_title("\n".join([ax.get_title(), *textwrap.wrap(str(critic), 60)]), fontsize="medium")
+            ax.set_title("\n".join([ax.get_title(), *textwrap.wrap(names[str(critic)], 60)]), fontsize="medium")
     return fig
 
 

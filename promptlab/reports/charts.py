@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analysis.paired import standing
 from ..critics.simulated import simulated_critic
-from .plots import By, plot_trajectories
+from .plots import By, colour_range, plot_trajectories
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -238,11 +238,10 @@ def plot_counterfactual_grid(table: pd.DataFrame, fig: Figure | None = None) -> 
         value, cmap = kind
         vals = table[value].astype(float).to_numpy(dtype=float, na_value=np.nan)
         lo, hi = (float(np.nanmin(vals)), float(np.nanmax(vals))) if np.any(~np.isnan(vals)) else (0.0, 1.0)
+        lo, hi = colour_range(lo, hi, accuracy=value == "grounded_mean")
         for row, (label, g) in enumerate(groups):
             ax = axes[row, col]
-            plot_counterfactual_heatmap(
-                g, value, ax=ax, vmin=lo, vmax=hi if hi > lo else lo + 1e-9, colorbar=False, cmap=cmap
-            )
+            plot_counterfactual_heatmap(g, value, ax=ax, vmin=lo, vmax=hi, colorbar=False, cmap=cmap)
             # the panel says which configuration; the colour bar under the column says what is drawn
             ax.set_title(
                 f"{label}\n{_VALUE_SHORT[value]}, {ax.get_title().rsplit('(', 1)[-1].rstrip(')')}", fontsize="small"
@@ -286,7 +285,11 @@ def plot_forest(
     ax.errorbar(est, ys, xerr=[lo, hi], fmt="none", capsize=4, color="C0")
     holm = rows["p_holm"] if "p_holm" in rows.columns else [None] * len(rows)
     stands = [standing(low, high, p, null) for low, high, p in zip(rows["ci_low"], rows["ci_high"], holm, strict=True)]
-    marks = {"spans": "; CI spans 0", "not_after_holm": "; CI excludes 0, not after Holm"}
+    marks = {
+        "spans": "; CI spans 0",
+        "not_after_holm": "; CI excludes 0, not after Holm",
+        "no_variation": "; no variation",
+    }
     ax.scatter(est, ys, s=40, zorder=3, color=["white" if st in marks else "C0" for st in stands], edgecolors="C0")
     ax.axvline(null, color="grey", linestyle="--", linewidth=1)
     labels = []

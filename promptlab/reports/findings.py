@@ -34,6 +34,7 @@ from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping, rank_rules
 from ..critics.simulated import simulated_critic
 from ..results.configs import config_columns, config_labels, run_configs
+from ..results.labels import model_names
 from .budget import BudgetFindings, budget_findings, budget_markdown
 from .markdown import percent, table_lines
 
@@ -48,6 +49,7 @@ THRESHOLDS = (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 """Finish thresholds of the report's counterfactual grid (plus every threshold the sweep used); from 2, since a small
 model's critic scores 2.5-5 on the shipped tasks (the demo) and thresholds above its scores never stop a run."""
 INCONCLUSIVE = "Inconclusive: the CI spans 0"
+NO_VARIATION = "No variation: every value is the same (a zero-width CI)"
 """The answer when a 95% CI includes 0."""
 NOT_AFTER_HOLM = "Inconclusive after Holm's correction"
 """The answer when an estimate's own CI excludes 0 but its Holm-corrected p is `analysis.paired.ALPHA` or more:
@@ -166,6 +168,7 @@ def verdict(low: Any, high: Any, *, up: str, down: str, p_holm: Any = None) -> s
     NOT_AFTER_HOLM (the rule: `promptlab.analysis.paired.standing`)."""
     words = {
         "no_ci": "No CI (too few values)",
+        "no_variation": NO_VARIATION,
         "spans": INCONCLUSIVE,
         "not_after_holm": NOT_AFTER_HOLM,
         "up": up,
@@ -312,6 +315,7 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
         "saturated, the estimate is a lower bound):",
         "",
     ]
+    names = model_names(biases["critic_model"])  # as every legend and table names a critic
     for critic, g in biases.groupby("critic_model", sort=True):
         level = g["ci_level"].dropna()
         head = f"{percent(level.iloc[0])} CI" if len(level) and level.nunique() == 1 else "CI"
@@ -327,7 +331,7 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
             + [r.n, r.unit, _p(r.detectable), _ends(r), r.finding]
             for r in g.itertuples()
         ]
-        lines += [f"**{critic}**", "", *table_lines(cols, rows), ""]
+        lines += [f"**{names.get(str(critic), critic)}**", "", *table_lines(cols, rows), ""]
     if "planted" in biases.columns and biases["planted"].notna().any():
         lines.append(
             "A simulated critic's planted size is the bias it was built with (0: none; before the clip to 1-10); "
@@ -383,6 +387,7 @@ def _na(v: Any) -> bool:
 __all__ = [
     "calibration_verdict",
     "INCONCLUSIVE",
+    "NO_VARIATION",
     "NOT_AFTER_HOLM",
     "STOPPING_PARAMS",
     "THRESHOLDS",

@@ -352,7 +352,21 @@ def _legend(ax: Axes, title: str | None) -> None:
     ax.set_axisbelow(True)
 
 
+def colour_range(lo: float, hi: float, *, accuracy: bool = False) -> tuple[float, float]:
+    """A colour scale for values from `lo` to `hi`: as it is when they differ; around the one value when all are
+    equal (0.1 wide for an accuracy, kept inside [0, 1]; else 10% of it, at least 1), never a 1e-9 sliver."""
+    if hi > lo:
+        return lo, hi
+    if accuracy:
+        low = min(max(0.0, lo - 0.05), 0.9)
+        return low, low + 0.1
+    pad = max(abs(lo) * 0.05, 0.5)
+    low = max(0.0, lo - pad) if lo >= 0 else lo - pad
+    return low, low + 2 * pad
+
+
 __all__ = [
+    "colour_range",
     "VALUE_LABELS",
     "integer_ticks",
     "pareto_front",

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
+
+from ..results.labels import model_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,14 +44,26 @@ def round_sig(value: Any, digits: int = 3) -> Any:
     return round(value, decimals) if decimals else float(round(value))
 
 
-def number_text(value: Any) -> str:
-    """A number as a table shows it: 3 significant digits, thousands separated (36172.52381 -> "36,173"); "" when
-    missing."""
-    import numpy as np
+DASH = "–"
+"""What a table shows for a missing value (NA, None, NaN)."""
+ISO_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2})(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?$")
+"""A timestamp as the frames hold it (`finished_at`: ISO 8601), shown to the minute."""
+
+
+def missing(value: Any) -> bool:
+    """None, NA or NaN."""
     import pandas as pd
 
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return ""
+    return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
+
+
+def number_text(value: Any) -> str:
+    """A number as a table shows it: 3 significant digits, thousands separated (36172.52381 -> "36,173"); a dash
+    when missing."""
+    import numpy as np
+
+    if missing(value):
+        return DASH
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return str(value)
     if isinstance(value, numbers.Integral):  # a count: every digit, never an exponent (1234567 -> "1,234,567")
@@ -59,11 +74,26 @@ def number_text(value: Any) -> str:
     return str(np.format_float_positional(value, trim="-"))  # 1.5e-05 -> "0.000015": no exponent
 
 
+def cell_text(value: Any) -> str:
+    """Any value as a table cell shows it: a number by `number_text`, a missing value as a dash, a timestamp to
+    the minute ("2026-11-29 06:13", its UTC offset dropped), anything else as its text."""
+    import datetime as dt
+
+    if missing(value):
+        return DASH
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return number_text(value)
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    text = str(value)
+    found = ISO_TIME.match(text)
+    return f"{found.group(1)} {found.group(2)}" if found else text
+
+
 def readable_table(table: pd.DataFrame) -> Styler:
     """`summary_table`'s frame for a notebook: the parameters that differ between rows, then the `SHOWN` columns
     it has (cost only when some run has one), numbers at 3 significant digits, headers with spaces (so they
     wrap), long text wrapped, no index; the parameters every row shares are named in the caption."""
-    import pandas as pd
 
     params = [c for c in table.columns if c not in STATS]
     shared = [c for c in params if len(table) > 1 and table[c].nunique(dropna=False) == 1]
@@ -79,7 +109,7 @@ def readable_table(table: pd.DataFrame) -> Styler:
     text: list[Hashable] = [c for c in view.columns if c not in numeric]
     styled = (
         view.style.format(number_text, subset=numeric)
-        .format(lambda v: "" if v is None or v is pd.NA else str(v), subset=text)
+        .format(cell_text, subset=text)
         .hide(axis="index")
         .set_table_styles(
             [
@@ -91,19 +121,25 @@ def readable_table(table: pd.DataFrame) -> Styler:
     return styled.set_caption(f"All rows: {caption}") if shared else styled
 
 
+def critics_named(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its `critic_model` column as labels name critics (`results.labels.model_names`: `noisy sd 2`
+    for `sim/noisy?sd=2&seed=0`, as 03's and 04's legends), headed `critic`; a frame without one as it is."""
+    if "critic_model" not in frame.columns:
+        return frame
+    names = model_names(frame["critic_model"])
+    shown = frame["critic_model"].map(lambda v: names.get(str(v), v) if not missing(v) else v)
+    return frame.assign(critic_model=shown).rename(columns={"critic_model": "critic"})
+
+
 def rounded(frame: pd.DataFrame) -> Styler:
-    """Any result frame for a notebook (04's deltas and calibration, 06's budget table, ...): its number columns
-    at 3 significant digits (`number_text`; missing values blank), headers and long text free to wrap, and the
-    index hidden when it is only row numbers. The frame itself is unchanged."""
+    """Any frame a notebook shows (03's cells, 04's deltas and calibration, 06's budget table, 07's bias tables,
+    ...): every cell by `cell_text` (numbers at 3 significant digits in one format, missing values as a dash,
+    timestamps to the minute), headers and long text free to wrap, and the index hidden when it is only row
+    numbers. The frame itself is unchanged."""
     import pandas as pd
 
     data = frame if frame.index.is_unique and frame.columns.is_unique else frame.reset_index(drop=True)
-    numbers: list[Hashable] = [
-        c for c in data.columns if pd.api.types.is_numeric_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c])
-    ]
-    styled = data.style.format(number_text, subset=numbers).format(
-        na_rep="", subset=[c for c in data.columns if c not in numbers]
-    )
+    styled = data.style.format(cell_text)
     if isinstance(data.index, pd.RangeIndex):
         styled = styled.hide(axis="index")
     return styled.set_table_styles(
@@ -111,4 +147,14 @@ def rounded(frame: pd.DataFrame) -> Styler:
     )
 
 
-__all__ = ["SHOWN", "number_text", "readable_table", "round_sig", "rounded"]
+__all__ = [
+    "DASH",
+    "SHOWN",
+    "cell_text",
+    "critics_named",
+    "missing",
+    "number_text",
+    "readable_table",
+    "round_sig",
+    "rounded",
+]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ from .findings import Findings, findings, findings_markdown
 from .fingerprints import fingerprint_markdown
 from .markdown import table_lines
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
-from .readable import number_text
+from .readable import cell_text
 from .recorded_errors import errors_markdown
 
 if TYPE_CHECKING:
@@ -390,12 +389,6 @@ def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findi
 
 
 def _markdown(table: pd.DataFrame) -> str:
-    if table.empty:
-        return "(no runs)"
-
-    def cell(v: Any) -> str:
-        return fmt_value(v) if not isinstance(v, float) or math.isnan(v) else number_text(v)
-
-    return "\n".join(
-        table_lines(list(table.columns), ([cell(v) for v in row] for row in table.itertuples(index=False)))
-    )
+    """The table as markdown, every cell as a notebook's table shows it (`readable.cell_text`)."""
+    rows = ([cell_text(v) for v in row] for row in table.itertuples(index=False))
+    return "\n".join(table_lines(list(table.columns), rows)) if len(table) else "(no runs)"

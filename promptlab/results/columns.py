@@ -21,7 +21,10 @@ TRAJECTORY_COLUMNS: Columns = {
         "scored as candidate 0 (grounded P³RO and Creator/Critic with include_start).",
     ),
     "criterion": ("string", "What this row's score judged; <NA> for an iteration without scores (one row)."),
-    "judge": ("string", "Who gave the score (a model name, or a role: 'critic', 'critic[k]' of several), <NA> if not recorded."),
+    "judge": (
+        "string",
+        "Who gave the score (a model name, or a role: 'critic', 'critic[k]' of several), <NA> if not recorded.",
+    ),
     "score": ("Float64", "The judge's own score; <NA> when the judge's output was unusable (never a default number)."),
     "mode": (
         "string",

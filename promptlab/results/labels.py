@@ -60,13 +60,21 @@ def varying(rows: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> list[str]
     return [k for k in ordered(keys) if len({fmt_value(r.get(k)) for r in rows}) > 1]
 
 
+def model_names(models: Iterable[Any]) -> dict[str, str]:
+    """Each model name as a label shows it: its `short_model` form when those of all `models` stay distinct, else
+    as it is (the one rule: a critic reads `noisy sd 2` in every notebook's legend, title and table)."""
+    values = {fmt_value(m) for m in models} - {"NA"}
+    distinct = len({short_model(v) for v in values}) == len(values)
+    return {v: short_model(v) if distinct else v for v in values}
+
+
 def shortened(rows: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> frozenset[str]:
-    """The model keys whose values stay distinct when shortened (`short_model`): those a label shortens."""
+    """The model keys whose values stay distinct when shortened (`model_names`): those a label shortens."""
     out = set()
     for key in keys:
         if key in MODEL_NAMES:
-            values = {fmt_value(r.get(key)) for r in rows} - {"NA"}
-            if len({short_model(v) for v in values}) == len(values):
+            names = model_names(r.get(key) for r in rows)
+            if all(short == short_model(v) for v, short in names.items()):
                 out.add(key)
     return frozenset(out)
 
@@ -120,6 +128,7 @@ __all__ = [
     "TASK",
     "fmt_value",
     "labels",
+    "model_names",
     "ordered",
     "part",
     "short_model",

@@ -268,7 +268,9 @@ class RunBrowser:
         ok = cells[cells["status"] == "ok"]
         params = [k for k in ok.columns if k == "loop" or k not in CELL_COLUMNS]  # what the cell varies
         rows = ok[params].to_dict("records")
-        labels = [(f"{name} ({cell})", str(cell)) for name, cell in zip(label_rows(rows, params), ok["cell_id"])]
+        labels = [
+            (f"{name} ({cell})", str(cell)) for name, cell in zip(label_rows(rows, params), ok["cell_id"], strict=True)
+        ]
         if not labels:
             raise ValueError(f"{results_dir}: no finished cell to browse")
         self.cell_w = w.Dropdown(options=labels, description="cell", layout={"width": "95%"})

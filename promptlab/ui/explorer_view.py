@@ -11,7 +11,7 @@ import io
 from typing import Any
 
 from ..events import Event
-from ..record import Run
+from ..record import Iteration, Run
 
 MODELS = ["local/smollm2", "fake/auto"]
 """Model choices offered in the comboboxes (any litellm name can be typed)."""
@@ -58,11 +58,6 @@ class LogLines:
             line = f"[{where}] {event.kind}{role}: {event.message}\n"
         self.lines.append(line)
         return line
-
-
-def event_line(event: Event) -> str | None:
-    """One log line per event, with no memory of earlier events (token and call events: None)."""
-    return LogLines().add(event)
 
 
 LOG_TAIL = 12
@@ -280,7 +275,10 @@ def fit_critic_score(ax: Any, values: list[float]) -> None:
 def run_summary(run: Run, config: dict[str, Any]) -> str:
     """One line on how the run went: its iterations (and what `max_iterations` counted, when a step writes
     several candidates), stop reason, best critic score and best dev accuracy."""
-    parts = [f"{run.loop} on {run.task.id}: {len(run.iterations)} iteration(s)"]
+    done = charted(run)
+    parts = [f"{run.loop} on {run.task.id}: {len(done)} iteration(s)"]
+    if unscored := [str(it.index) for it in run.iterations if all(it is not d for d in done)]:
+        parts[0] += f" with a score (iteration {', '.join(unscored)} stopped before one)"
     cap, scored = config.get("max_iterations"), [it for it in run.iterations if it.index != 0]
     if isinstance(cap, int) and len(scored) > cap:
         parts[0] += f" (max iterations {cap} counts {run.loop}'s steps; each writes several candidates)"
@@ -302,6 +300,12 @@ def run_summary(run: Run, config: dict[str, Any]) -> str:
     parts.extend(below_start(run))
     parts.extend(critic_reading(run, config))
     return ", ".join(parts)
+
+
+def charted(run: Run) -> list[Iteration]:
+    """The iterations the trajectory chart draws: those with a critic's score or a dev accuracy (an iteration a
+    Stop cut short has neither, and is no point)."""
+    return [it for it in run.iterations if it.average is not None or (it.grounded and it.grounded.score is not None)]
 
 
 def critic_reading(run: Run, params: dict[str, Any]) -> list[str]:
@@ -375,7 +379,7 @@ __all__ = [
     "error_box",
     "error_text",
     "errors_html",
-    "event_line",
+    "charted",
     "failed_html",
     "figure_png",
     "fit_accuracy",

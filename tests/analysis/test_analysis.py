@@ -222,7 +222,13 @@ def test_calibration_says_why_there_is_no_r() -> None:
     same = traj({"r": {"decision": [5] * 4, "grounded": [0.35] * 4, "score": [2.0, 5.0, 7.0, 3.0]}})
     assert analysis.calibration(same)["finding"].iloc[0].startswith("every candidate had the same dev score (0.35")
     two = traj({"r": {"decision": [5, 6], "grounded": [0.1, 0.3], "score": [2.0, 5.0]}})
-    assert analysis.calibration(two)["finding"].iloc[0].startswith("too few candidates")
+    assert analysis.calibration(two)["finding"].iloc[0].startswith("not enough candidates with both scores (n=2")
+    one = traj(
+        {"r": {"decision": [5], "grounded": [0.1], "score": [2.0]}}
+    )  # one point: no verdict, not "no information"
+    assert analysis.calibration(one)["finding"].iloc[0] == (
+        "not enough candidates with both scores (n=1; a correlation needs at least 3)"
+    )
     fine = analysis.calibration(
         traj({"r": {"decision": [5] * 4, "grounded": [0.1, 0.2, 0.4, 0.3], "score": [2.0, 5.0, 6.0, 7.0]}})
     )

@@ -51,7 +51,11 @@ def test_every_example_s_output_and_score_read_back_equal_the_per_example_frame(
     log = read_eval_log(str(paths[0]))
     run = next(r for c in runs["cell_id"].unique() for r in read_runs(results, c) if r.run_id == log.eval.eval_id)
     labels = dict(zip(runs["run_id"], run_labels(runs), strict=True))  # what differs between the sweep's runs first
-    assert log.status == "success" and log.eval.task == log.eval.task_display_name == labels[run.run_id] and log.eval.solver == run.loop
+    assert (
+        log.status == "success"
+        and log.eval.task == log.eval.task_display_name == labels[run.run_id]
+        and log.eval.solver == run.loop
+    )
     assert log.samples is not None and len(log.samples) == int((frame["run_id"] == run.run_id).sum())
     by_index = {it.index: it for it in run.iterations}
     for sample in log.samples:

@@ -20,7 +20,9 @@ from promptlab.sweeps.run import sweep
 
 pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'promptlab-loops[mlflow]')")
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
 CRITICS = ("sim/oracle", "sim/noisy?sd=2&seed=0")
 SHOWN = 40
 """The characters of a run name the list must tell runs apart by."""

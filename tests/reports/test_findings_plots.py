@@ -22,7 +22,14 @@ from promptlab.reports.charts import (
     plot_forest,
     plot_grounded_trajectories,
 )
-from promptlab.reports.findings import INCONCLUSIVE, NOT_AFTER_HOLM, findings, findings_markdown, verdict
+from promptlab.reports.findings import (
+    INCONCLUSIVE,
+    NO_VARIATION,
+    NOT_AFTER_HOLM,
+    findings,
+    findings_markdown,
+    verdict,
+)
 from promptlab.reports.summary import report
 from promptlab.results.store import Results, load
 
@@ -264,3 +271,46 @@ def test_report_without_grounded_data_says_so(tmp_path: Path) -> None:
         assert name not in written and "no grounded data" in written.skipped[name]
     assert "trajectories.png" in written and len(load(tmp_path / "results").runs) == 8
     assert set(DECISIONS) == {"t1", "t2", "t3"}
+
+
+def test_a_zero_width_interval_is_no_variation_not_inconclusive_or_fragile(tmp_path: Path) -> None:
+    """Every run's gain exactly 0 (every dev accuracy 0, say): +0.000 [+0.000, +0.000] is "no variation", in the
+    verdict, the fragility note and summary.md alike; never "Inconclusive" or "Fragile"."""
+    from grounded import CELLS, grounded, grounded_run
+
+    from promptlab.analysis.fragility import fragile_note
+    from promptlab.record import Delta
+    from promptlab.results.store import write_cell
+
+    assert verdict(0.0, 0.0, up="up", down="down") == NO_VARIATION
+    assert verdict(0.1, 0.1, up="up", down="down") == NO_VARIATION  # no spread: no side either
+    assert fragile_note(0.0, 0.0) == ""
+    for cell_id, params in CELLS.items():
+        runs = [grounded_run(params, t, s) for t in DECISIONS for s in (0, 1)]
+        for run in runs:
+            run.final_test = grounded("test", 0.2)
+            run.delta = Delta(value=0.0, n=20, ci_low=0.0, ci_high=0.0)
+        write_cell(tmp_path / "r", cell_id, params, runs)
+    report(load(tmp_path / "r"), tmp_path / "out")
+    helped = (tmp_path / "out" / "summary.md").read_text().split("### 1. Did refinement help?", 1)[1]
+    helped = helped.split("### 2.", 1)[0]
+    assert "No variation" in helped and "Inconclusive" not in helped and "Fragile" not in helped, helped
+
+
+def test_the_counterfactual_colour_bars_are_sane_when_every_value_is_equal() -> None:
+    """Every dev accuracy 0 (and every cost equal): each colour bar spans a readable range around the one value,
+    not 0 to 1e-9 with an offset label ("0.0 ... 1.0 1e-9")."""
+    rows = [
+        {"config": c, "threshold": 10.0, "cap": cap, "n_runs": 3, "n_exact": 3, "grounded_mean": 0.0}
+        | {"cost_usd_mean": None, "tokens_mean": 500.0, "stopped_early": 0.0}
+        for c in ("a", "b")
+        for cap in (0, 1)
+    ]
+    fig = plot_counterfactual_grid(pd.DataFrame(rows), Figure())
+    fig.canvas.draw()
+    bars = [ax for ax in fig.axes if not ax.get_images() and ax.get_label() == "<colorbar>"]
+    assert len(bars) == 2
+    accuracy, tokens = (bar.get_xlim() for bar in bars)
+    assert accuracy == (0.0, 0.1) and tokens[0] < 500 < tokens[1]
+    for bar in bars:
+        assert bar.xaxis.get_offset_text().get_text() == ""  # no "1e-9" beside the ticks

@@ -84,8 +84,8 @@ def test_the_reports_markdown_numbers_are_rounded_without_exponents() -> None:
         "-0.127",
         "0",
         "3",
-        "",
-        "",
+        "–",
+        "–",
     ]
     counts = [1234567, np.int64(1916), 1.5e-05, 2.5e-12, 639.0]  # counts keep every digit; no exponent anywhere
     assert [number_text(v) for v in counts] == ["1,234,567", "1,916", "0.000015", "0.0000000000025", "639"]
@@ -108,3 +108,33 @@ def test_any_result_frame_is_shown_rounded_with_its_text_as_it_is() -> None:
     assert "0.126984" not in html and "0.000123456" not in html and "<NA>" not in html
     assert "True" in html and 'class="row_heading' not in html  # row numbers are hidden
     assert frame["estimate"].iloc[0] == -0.126984  # the frame itself keeps every digit
+
+
+def test_every_cell_of_a_shown_frame_is_readable_and_numbers_share_one_format(tmp_path: Path) -> None:
+    """03's cells table, and summary.md's table: NA as a dash, timestamps to the minute, numbers rounded, and every
+    count with its thousands separated (summary.md printed "9,314" beside "37254")."""
+    from factories import write_sweep
+
+    from promptlab.reports import rounded
+    from promptlab.reports.readable import DASH, cell_text
+    from promptlab.reports.summary import report
+    from promptlab.results import load
+
+    assert [cell_text(v) for v in (pd.NA, None, 7.6037, 37254, np.int64(9314), "2026-11-29T06:13:03+00:00")] == [
+        DASH,
+        DASH,
+        "7.6",
+        "37,254",
+        "9,314",
+        "2026-11-29 06:13",
+    ]
+    cells = load(write_sweep(tmp_path / "r")).cells
+    html = rounded(cells).to_html()
+    assert "<NA>" not in html and "&lt;NA&gt;" not in html and DASH in html
+    assert "T06:" not in html and "+00:00" not in html
+    report(load(tmp_path / "r"))
+    md = (tmp_path / "r" / "report" / "summary.md").read_text()
+    table = md.split("## Per configuration", 1)[1].split("##", 1)[0]
+    assert "| NA |" not in table and "nan" not in table
+    numbers = [c.strip() for line in table.splitlines() if line.startswith("|") for c in line.split("|")]
+    assert not [n for n in numbers if n.isdigit() and len(n) > 3], table  # 4+ digits always separated

@@ -170,6 +170,7 @@ def scratch_project(root: Path) -> None:
     for name, settings in [
         ("hang", p3ro),
         ("hang_interrupt", p3ro),
+        ("hang_first", p3ro),
         ("hang_gepa", gepa),
         ("hang_gepa_interrupt", gepa),
     ]:
@@ -705,6 +706,39 @@ def test_01_explore_stop_ends_the_run_at_once_and_measures_on_test_on_request(pa
     nb.locator(".widget-button", has_text="Measure best prompt on test").click()
     expect(nb.locator(".widget-output").first).to_contain_text("test accuracy", timeout=120_000)
     expect(nb.locator(".widget-button", has_text="Measure best prompt on test")).to_be_hidden()
+
+
+def test_01_explore_stopped_in_its_first_iteration_counts_what_the_chart_shows_and_gives_no_verdict(
+    page: Any, lab: tuple[str, Path]
+) -> None:
+    """Stopped while iteration 1 runs, a run has one scored iteration (0, the starting prompt): the summary counts
+    that one, as the chart draws it (one decision in the log), names the iteration cut short, and reads no
+    calibration verdict from one candidate ("not enough candidates")."""
+    url, root = lab
+    expect = playwright_api.expect
+    nb = open_and_run_all(page, url.format(name="01_hang_first"))
+    flag = root / "hang.flag"
+    flag.unlink(missing_ok=True)
+    run = nb.locator(".widget-button", has_text="Run")
+    run.wait_for(timeout=120_000)
+    run.click()
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it0] decision", timeout=60_000)
+    flag.touch()  # from now on every call takes 600 s: iteration 1 cannot finish
+    expect(nb.locator(".promptlab-log")).to_contain_text("[it1] ", timeout=30_000)
+    nb.locator(".widget-button", has_text="Stop").click()
+    expect(nb.locator(".promptlab-stopped")).to_contain_text("stop reason interrupted", timeout=120_000)
+    flag.unlink()
+    keep(page, nb.locator(".widget-vbox").first, "01_explore_stopped_in_iteration_1")
+    summary = nb.locator(".widget-output").first.inner_text()
+    log = nb.locator(".promptlab-log").first.inner_text()
+    decided = len(set(re.findall(r"\[it(\d+)\] decision", log)))
+    count = int(re.search(r"(\d+) iteration\(s\)", summary).group(1))  # type: ignore[union-attr]
+    assert count == decided == 1, summary  # the chart's one point: iteration 0
+    assert "iteration 1 stopped before one" in summary
+    assert "not enough candidates with both scores (n=1" in summary
+    for verdict in ("carries no information", "ranks candidates", "Inconclusive", "Spearman"):
+        assert verdict not in summary, summary
+    expect(nb.locator(".widget-output img")).to_have_count(1)
 
 
 def test_01_explore_kernel_interrupt_stops_a_clicked_run_at_once(page: Any, lab: tuple[str, Path]) -> None:

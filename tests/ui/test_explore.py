@@ -452,3 +452,24 @@ def test_the_summary_reads_the_critic_by_the_rule_of_notebook_04_and_the_report(
     table = with_findings(calibration(tidy([run], ex.params, "explore")[0]))
     finding = str(table[table["criterion"] == ALL]["finding"].iloc[0])
     assert f"critic score against dev accuracy: {finding}" in ex.result.outputs[1]["text"]
+
+
+def test_a_run_stopped_in_its_first_iteration_counts_the_chart_s_points_and_gives_no_verdict() -> None:
+    """Stopped during iteration 1: iteration 0 (the starting prompt) has its scores, iteration 1 none. The summary
+    counts 1 iteration, as many as the chart draws points, names the one cut short, and says "not enough
+    candidates" where a calibration verdict would go (one point used to read "carries no information")."""
+    from promptlab.record import GroundedScore, Iteration
+    from promptlab.ui.explorer_view import run_summary
+
+    run = make_run([[2.0]], stop_reason="interrupted")
+    start = run.iterations[0].model_copy(
+        update={"index": 0, "candidate": run.task.prompt, "grounded": GroundedScore(split="dev", score=0.3, n=20)}
+    )
+    stopped = run.model_copy(update={"iterations": [start, Iteration(index=1)], "final_output": run.task.prompt})
+    summary = run_summary(stopped, {})
+    assert summary.startswith(f"{run.loop} on {run.task.id}: 1 iteration(s) with a score (iteration 1 stopped")
+    assert "not enough candidates with both scores (n=1" in summary
+    assert "carries no information" not in summary and "ranks candidates" not in summary
+    fig = trajectory_figure(stopped, {})
+    drawn = [[y for y in line.get_ydata() if y == y] for ax in fig.axes for line in ax.get_lines()]  # y == y: not NaN
+    assert [len(ys) for ys in drawn if ys] == [1, 1]  # each panel (critic, dev accuracy) draws the one iteration
