@@ -219,6 +219,9 @@ def plan_sweep(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
             f"time: not estimated: the calls go to {len(models)} models ({', '.join(models)}) and the "
             "dry run does not split them by model; the bar's estimate appears once the first runs finish"
         )
+    elif not probe and (reference := reference_line(count, models[0])) is not None:
+        lines.append(reference[0])
+        seconds = reference[1]
     elif not probe or not probed(models[0]):
         why = (
             "a hosted model is not probed: it would cost money"
@@ -237,6 +240,27 @@ def plan_sweep(exp: Experiment, out: str | Path, workers: int, *, probe: bool = 
     return SweepEstimate(wrapped(lines), runs, count.made, seconds)
 
 
+def reference_line(count: CallCount, model: str) -> tuple[str, float] | None:
+    """The time line before the model is timed here, from a reference measurement (`reference.REFERENCES`) scaled
+    by this sweep's reply caps, labelled with the machine it was measured on; and its seconds (the loaded figure,
+    the longer). None for a model without one."""
+    from .reference import REFERENCES, machine_words, this_machine
+
+    ref = REFERENCES.get(model)
+    if ref is None:
+        return None
+    scale = count.token_cap / ref.token_cap
+    low, high = ref.quiet_s * scale, ref.loaded_s * scale
+    here = this_machine()
+    kind = "a machine of this kind" if here == (ref.arch, ref.cores, ref.avx2) else "another kind of machine"
+    line = (
+        f"time: about {duration(low)} to {duration(high)}, not measured here: measured on {kind} "
+        f"({ref.machine}; this one: {machine_words(*here)}), {ref.source}, scaled by this sweep's reply caps "
+        f"({count.token_cap:,} tokens against {ref.token_cap:,}); {model} is timed on this machine once you confirm"
+    )
+    return line, high
+
+
 def wrapped(lines: list[str]) -> str:
     """The lines, each wrapped at words to `WIDTH` columns with its further lines indented."""
     return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ") for line in "\n".join(lines).splitlines())
@@ -253,6 +277,7 @@ __all__ = [
     "probe_first",
     "probe_line",
     "probe_seconds",
+    "reference_line",
     "require_confirmation",
     "sweep_plan",
     "time_estimate",

@@ -23,7 +23,7 @@ from ..errors import ConfigError, PromptlabError
 from .notes import install_notes
 
 FIRST_STEPS = {
-    "demo": "run notebook 02 (it says how long the demo takes on this machine before it starts) or `scripts/demo` first",
+    "demo": "run notebook 02 (it plans the demo's sweep: its runs, model calls and time, then asks before it starts) or `scripts/demo` first",
     "baselines": "run `promptlab sweep experiments/baselines.yaml` first",
 }
 """What makes a results directory, by its name (results/<name>); any other name gets `OTHER_FIRST_STEP`."""

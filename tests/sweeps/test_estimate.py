@@ -143,3 +143,28 @@ def test_a_model_is_timed_before_the_user_confirms_only_when_it_is_a_script() ->
     assert probe_first(tiny.with_models("fake/auto"), confirm=False)  # a dry run is never held up
     assert not probe_first(tiny.with_models("local/smollm2"), confirm=False)  # no model call before it asks
     assert probe_first(tiny.with_models("local/smollm2"), confirm=True)
+
+
+def test_a_fresh_clone_s_demo_plan_names_a_time_before_any_model_call(tmp_path: Path, monkeypatch) -> None:
+    """Unconfirmed, with no cell finished: the demo's time is the reference measurement (labelled with its machine
+    and whether this one is of its kind), not "not estimated"; no probe runs, and the sweep still asks first."""
+    import promptlab.sweeps.probe as probe_module
+    from promptlab.sweeps.estimate import plan_sweep
+    from promptlab.sweeps.reference import DEMO
+
+    monkeypatch.setattr(probe_module, "probe_model", lambda *a: (_ for _ in ()).throw(AssertionError("probed")))
+    monkeypatch.chdir(tmp_path)
+    plan = plan_sweep(load_experiment(ROOT / DEMO.experiment), tmp_path / "out", 2, probe=False)
+    line = plan.text.replace("\n  ", " ").splitlines()[-1]
+    assert line.startswith("time: about 21 min to 38 min, not measured here: measured on "), line
+    assert "x86_64, 2 cores, AVX2" in line and "is timed on this machine once you confirm" in line
+    assert plan.seconds == DEMO.loaded_s and plan.needs_confirmation
+
+
+def test_the_reference_s_reply_caps_are_the_demo_s_as_the_dry_run_counts_them(tmp_path: Path, monkeypatch) -> None:
+    """The reference time is scaled by reply caps: its own must be the demo's (a changed demo fails here, and the
+    demo is then measured again)."""
+    from promptlab.sweeps.reference import DEMO
+
+    monkeypatch.chdir(tmp_path)
+    assert count_calls(load_experiment(ROOT / DEMO.experiment)).token_cap == DEMO.token_cap

@@ -64,7 +64,7 @@ def test_short_errors_show_a_promptlab_error_as_its_message_only(capsys: pytest.
     [
         (
             "demo",
-            "run notebook 02 (it says how long the demo takes on this machine before it starts) or `scripts/demo` first.",
+            "run notebook 02 (it plans the demo's sweep: its runs, model calls and time, then asks before it starts) or `scripts/demo` first.",
         ),
         ("baselines", "run `promptlab sweep experiments/baselines.yaml` first."),
         ("mine", "run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first."),
