@@ -136,6 +136,8 @@ class MlflowTarget:
         self.clean = clean or Cleaner()
         self.client: Any = mlflow.tracking.MlflowClient(self.uri)
         name = experiment_name or self._experiment_field("name") or self.results.name
+        self.experiment_name = name
+        """The MLflow experiment's name."""
         self.experiment_id = self._experiment(name)
         self.parent_id = self._parent()
         self.known: dict[str, Logged] = self._nested()

@@ -11,7 +11,8 @@ The sweep's driver process calls `cell_finished` for every cell it records, whic
 It only queues the cell: a background thread logs it (`MlflowTarget.log_cell`, the export's own code), so a tracker
 that is slow or down never stalls or fails the sweep. Its HTTP calls time out after `timeout_s` with one retry
 (MLflow's `MLFLOW_HTTP_REQUEST_TIMEOUT` / `_MAX_RETRIES`, unless set in the environment). The first failure stops
-live logging and is named in one line (`say`); the sweep goes on. `close` waits at most `drain_s` for the cells
+live logging and is named in one line (`say`); the sweep goes on. A sweep whose cells were all logged ends with one
+line naming the tracker, the experiment and the runs logged (`done_line`). `close` waits at most `drain_s` for the cells
 still queued, and names the tracker (the same one line) if they were not all logged. Nothing is lost: the results
 directory is the record, and `promptlab export mlflow RESULTS_DIR` later logs what was missed (by run id, adding
 no run twice). Cells skipped as finished before are logged too, unless their runs are there already.
@@ -31,7 +32,7 @@ from typing import Any
 from ..sanitize import mask_userinfo
 from ..sweeps.plan import CellOutcome
 from .extras import check_installed
-from .mlflow_export import QUIET_ENV, MlflowTarget
+from .mlflow_export import QUIET_ENV, ExportSummary, MlflowTarget
 
 LIVE_ENV = {**QUIET_ENV, "MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1"}
 """MLflow's HTTP settings while live logging runs (each kept where the user set it): a tracker that is down refuses
@@ -75,6 +76,10 @@ class LiveMlflow:
         self.thread: threading.Thread | None = None
         self.logged: list[str] = []
         """Cells whose runs are on the tracker."""
+        self.summary: ExportSummary | None = None
+        """What the logging did (runs created, updated, unchanged), once connected."""
+        self.experiment: str | None = None
+        """The MLflow experiment's name, once connected."""
         self.problem: str | None = None
         """What stopped live logging (None: nothing did)."""
         self.named = False
@@ -104,13 +109,27 @@ class LiveMlflow:
         self.thread.join(self.drain_s)
         if self.thread.is_alive():
             self._name(f"it did not finish logging within {self.drain_s:g} s")
+        elif self.problem is None and self.summary is not None:
+            self.say(self.done_line(self.summary))
         self._restore_env()
+
+    def done_line(self, summary: ExportSummary) -> str:
+        """The one line a live sweep ends with: the tracker, the experiment and the runs logged."""
+        s = summary
+        runs = s.created + s.updated + s.unchanged
+        kept = f" ({s.unchanged} already there)" if s.unchanged else ""
+        line = (
+            f"promptlab: MLflow tracker {self.where}: {runs} run(s) of {len(self.logged)} cell(s) logged{kept} to "
+            f"experiment '{self.experiment}' (id {s.experiment_id}), under sweep run {s.parent_run_id}"
+        )
+        return line + ("" if self.uri else f"; open it with: mlflow ui --backend-store-uri sqlite:///{self.where}")
 
     def _work(self) -> None:
         try:
             target = MlflowTarget(self.results, self.uri, experiment_name=self.experiment_name)
+            self.summary, self.experiment = target.summary(), target.experiment_name
             while (item := self.queue.get()) is not None:
-                target.log_cell(*item)
+                target.log_cell(*item, self.summary)
                 self.logged.append(item[0])
             target.finish()
         except Exception as e:  # noqa: BLE001 -- any tracker failure: named once, the sweep goes on

@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from ..events import Event
 from ..loops.runtime.interrupt import stop_scope
 from ..record import Run, Task
-from .explorer_fields import RANGES, SCORE_MODES, check_initial, default_score_mode, loop_config
+from .explorer_fields import check_initial, default_score_mode, loop_config, run_buttons, setting_controls
 from .explorer_view import (
     MODELS,
     LogLines,
@@ -45,6 +45,9 @@ from .explorer_view import (
     status_html,
 )
 from .sigint import sigint_calls
+
+STYLE = {"description_width": "110px"}
+"""The controls' label width."""
 
 
 class Explorer:
@@ -83,10 +86,7 @@ class Explorer:
         budget_calls: int = 0,
         score_mode: str = "",
     ) -> None:
-        import ipywidgets as w
-
         from ..loops.registry import get_loop
-        from ..loops.runtime.define import LOOPS
 
         get_loop(loop)  # imports the built-in loops (and fails early on an unknown name)
         check_initial(
@@ -102,84 +102,60 @@ class Explorer:
         )
         self.tasks = {t.id: t for t in tasks}
         self.model, self.max_tokens, self.eval_max_tokens = model, max_tokens, eval_max_tokens
-        style = {"description_width": "110px"}
-        self.loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=style)
-        self.task_w = w.Dropdown(
-            options=list(self.tasks), value=task_id or tasks[0].id, description="task", style=style
-        )
+        self._controls(loop, task_id or tasks[0].id, model or generator_model, model or critic_model)
+        self._settings(finish_threshold, max_iterations, min_criteria, budget_calls, score_mode)
+        self._run_state()
+        self._wire()
+        self.widget = self._layout()
+
+    def _controls(self, loop: str, task_id: str, generator: str, critic: str) -> None:
+        """The loop, task and model controls."""
+        import ipywidgets as w
+
+        from ..loops.runtime.define import LOOPS
+
+        self.loop_w = w.Dropdown(options=sorted(LOOPS), value=loop, description="loop", style=STYLE)
+        self.task_w = w.Dropdown(options=list(self.tasks), value=task_id, description="task", style=STYLE)
         self.gen_w = w.Combobox(
-            options=MODELS, value=model or generator_model, description="generator", style=style, ensure_option=False
+            options=MODELS, value=generator, description="generator", style=STYLE, ensure_option=False
         )
-        self.critic_w = w.Combobox(
-            options=MODELS, value=model or critic_model, description="critic", style=style, ensure_option=False
-        )
-        lo, hi = RANGES["finish_threshold"]
-        self.threshold_w = w.FloatSlider(
-            value=finish_threshold, min=lo, max=hi, step=0.5, description="finish at", style=style
-        )
-        lo, hi = RANGES["max_iterations"]
-        self.cap_w = w.IntSlider(value=max_iterations, min=lo, max=hi, description="max iterations", style=style)
-        p3ro_min = get_loop("p3ro").config_cls.model_fields["min_criteria"]
-        self.min_criteria_w = w.IntSlider(
-            value=min_criteria or p3ro_min.default,
-            min=1,
-            max=RANGES["min_criteria"][1],
-            description="min criteria",
-            style=style,
-            description_tooltip=p3ro_min.description or "",
-        )
-        self.budget_w = w.BoundedIntText(
-            value=budget_calls,
-            min=0,
-            max=RANGES["budget_calls"][1],
-            description="budget (calls)",
-            style=style,
-            description_tooltip="budget_calls: stop before a step that would pass this many model calls (0: no budget)",
-        )
-        self.score_mode_w = w.Dropdown(
-            options=SCORE_MODES,
-            value=score_mode or default_score_mode(self.critic_w.value),
-            description="critic score",
-            style=style,
-            description_tooltip="expected: the probability-weighted mean over 1-10 (G-Eval); sampled: the integer "
-            "the critic wrote",
-        )
+        self.critic_w = w.Combobox(options=MODELS, value=critic, description="critic", style=STYLE, ensure_option=False)
+
+    def _settings(
+        self, finish_threshold: float, max_iterations: int, min_criteria: int, budget_calls: int, score_mode: str
+    ) -> None:
+        """The controls of the loop's settings (`explorer_fields.setting_controls`) and the buttons and areas."""
+        import ipywidgets as w
+
+        mode = score_mode or default_score_mode(self.critic_w.value)
+        made = setting_controls(finish_threshold, max_iterations, min_criteria, budget_calls, mode, STYLE)
+        self.threshold_w, self.cap_w, self.min_criteria_w, self.budget_w, self.score_mode_w = made
         self.loop_fields = {
             "finish_threshold": self.threshold_w,
             "min_criteria": self.min_criteria_w,
             "score_mode": self.score_mode_w,
         }
         """Controls of config fields that only some loops have (greyed out for the others)."""
-        # the buttons never shrink; the status beside them takes the rest of the row and wraps
-        self.run_w = w.Button(
-            description="Run", button_style="primary", icon="play", layout={"flex": "0 0 auto", "width": "120px"}
-        )
-        self.stop_w = w.Button(
-            description="Stop",
-            icon="stop",
-            disabled=True,
-            layout={"flex": "0 0 auto", "width": "100px", "margin": "0 0 0 6px"},
-            tooltip="stop the run now: the call in flight is cancelled, what the run recorded is kept (stop reason "
-            "interrupted), and the test-split measurement is skipped",
-        )
-        self.measure_w = w.Button(
-            description="Measure best prompt on test",
-            icon="flask",
-            layout={"flex": "0 0 auto", "width": "auto", "margin": "0 0 0 6px", "display": "none"},
-            tooltip="measure the stopped run's best prompt, and its starting prompt, on the task's test examples",
-        )
+        self.run_w, self.stop_w, self.measure_w = run_buttons()
+        # the status beside the buttons takes the rest of the row and wraps
         self.status = w.HTML("", layout={"flex": "1 1 0%", "min_width": "0", "margin": "0 0 0 12px"})
         self.note = w.HTML("", layout={"width": "auto"})
         self.error = w.HTML("", layout={"width": "auto"})
         self.log_lines = LogLines()
         self.log = w.HTML(log_html([]), layout={"width": "auto"})
         self.result = w.Output()
+
+    def _run_state(self) -> None:
+        """What a run keeps between clicks: the last run, its params, its tasks and the stop flag."""
         self.last_run: Run | None = None
         self.params: dict[str, Any] = {}
         self.task: asyncio.Task[Run | None] | None = None
         self.work: asyncio.Task[Any] | None = None
         """The run's (or the test measurement's) own task, which Stop cancels."""
         self.stop_flag = threading.Event()
+
+    def _wire(self) -> None:
+        """The controls' observers and the buttons' handlers."""
         self.loop_w.observe(lambda _change: self.sync_controls(), names="value")
         self.task_w.observe(lambda _change: self.sync_controls(), names="value")
         for model_w in (self.gen_w, self.critic_w):
@@ -189,7 +165,12 @@ class Explorer:
         self.run_w.on_click(self.clicked)
         self.stop_w.on_click(self.stop)
         self.measure_w.on_click(self.measure_clicked)
-        self.widget = w.VBox(
+
+    def _layout(self) -> Any:
+        """The explorer's widget: the controls in rows, the buttons, the error, the log and the result."""
+        import ipywidgets as w
+
+        return w.VBox(
             [
                 w.HBox([self.loop_w, self.task_w]),
                 w.HBox([self.gen_w, self.critic_w]),

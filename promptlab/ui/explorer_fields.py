@@ -1,5 +1,5 @@
-"""The explorer's numeric controls: what each allows (`RANGES`), the check of an initial value (`check_value`),
-and a critic's default score mode."""
+"""The explorer's setting controls: what each allows (`RANGES`), the check of an initial value (`check_value`),
+a critic's default score mode, and the widgets themselves (`setting_controls`, `run_buttons`)."""
 
 from __future__ import annotations
 
@@ -72,4 +72,78 @@ def loop_config(loop: str, values: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-__all__ = ["RANGES", "SCORE_MODES", "check_initial", "check_value", "default_score_mode", "loop_config"]
+def setting_controls(
+    finish_threshold: float, max_iterations: int, min_criteria: int, budget_calls: int, score_mode: str, style: Any
+) -> tuple[Any, Any, Any, Any, Any]:
+    """The explorer's setting controls, each within its RANGES: (finish threshold, max iterations, min criteria,
+    budget, critic score)."""
+    import ipywidgets as w
+
+    from ..loops.registry import get_loop
+
+    lo, hi = RANGES["finish_threshold"]
+    threshold = w.FloatSlider(value=finish_threshold, min=lo, max=hi, step=0.5, description="finish at", style=style)
+    lo, hi = RANGES["max_iterations"]
+    cap = w.IntSlider(value=max_iterations, min=lo, max=hi, description="max iterations", style=style)
+    p3ro_min = get_loop("p3ro").config_cls.model_fields["min_criteria"]
+    criteria = w.IntSlider(
+        value=min_criteria or p3ro_min.default,
+        min=1,
+        max=RANGES["min_criteria"][1],
+        description="min criteria",
+        style=style,
+        description_tooltip=p3ro_min.description or "",
+    )
+    budget = w.BoundedIntText(
+        value=budget_calls,
+        min=0,
+        max=RANGES["budget_calls"][1],
+        description="budget (calls)",
+        style=style,
+        description_tooltip="budget_calls: stop before a step that would pass this many model calls (0: no budget)",
+    )
+    mode = w.Dropdown(
+        options=SCORE_MODES,
+        value=score_mode,
+        description="critic score",
+        style=style,
+        description_tooltip="expected: the probability-weighted mean over 1-10 (G-Eval); sampled: the integer "
+        "the critic wrote",
+    )
+    return threshold, cap, criteria, budget, mode
+
+
+def run_buttons() -> tuple[Any, Any, Any]:
+    """The explorer's Run, Stop and Measure buttons (they never shrink)."""
+    import ipywidgets as w
+
+    run = w.Button(
+        description="Run", button_style="primary", icon="play", layout={"flex": "0 0 auto", "width": "120px"}
+    )
+    stop = w.Button(
+        description="Stop",
+        icon="stop",
+        disabled=True,
+        layout={"flex": "0 0 auto", "width": "100px", "margin": "0 0 0 6px"},
+        tooltip="stop the run now: the call in flight is cancelled, what the run recorded is kept (stop reason "
+        "interrupted), and the test-split measurement is skipped",
+    )
+    measure = w.Button(
+        description="Measure best prompt on test",
+        icon="flask",
+        layout={"flex": "0 0 auto", "width": "auto", "margin": "0 0 0 6px", "display": "none"},
+        tooltip="measure the stopped run's best prompt, and its starting prompt, on the task's test examples",
+    )
+    return run, stop, measure
+
+
+__all__ = [
+    "RANGES",
+    "SCORE_MODES",
+    "check_initial",
+    "check_value",
+    "default_score_mode",
+    "loop_config",
+    "run_buttons",
+    "setting_controls",
+]

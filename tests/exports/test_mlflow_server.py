@@ -157,8 +157,15 @@ def test_a_live_sweep_logs_each_cell_s_runs_while_the_sweep_runs(server: str, tm
     result = sweep(exp, out, workers=1, progress=False, on_cell=on_cell, cache=tmp_path / "cache")
     live.close()
     assert result.failed == 0 and seen_during == [True] * len(result.cells)
-    assert lines == [] and live.problem is None
+    assert live.problem is None
     assert logged_ids(client, "live") == set(load(out).runs["run_id"])
+    # it ends with one line: the tracker, the experiment and the runs logged
+    runs, cells = len(load(out).runs), len(result.cells)
+    experiment = client.get_experiment_by_name("live").experiment_id
+    assert lines == [
+        f"promptlab: MLflow tracker {server}: {runs} run(s) of {cells} cell(s) logged to experiment 'live' "
+        f"(id {experiment}), under sweep run {live.summary.parent_run_id if live.summary else None}"
+    ]
 
 
 def logged_ids(client: Any, experiment: str) -> set[str]:
@@ -195,7 +202,7 @@ def test_a_live_sweep_in_other_processes_logs_its_runs(executor: str, server: st
     )
     live.close()
     assert result.failed == 0 and result.done == len(result.cells) == 4
-    assert lines == []
+    assert len(lines) == 1 and f"{len(load(out).runs)} run(s) of 4 cell(s) logged to experiment '{name}'" in lines[0]
     assert logged_ids(MlflowClient(server), name) == set(load(out).runs["run_id"])
 
 
@@ -252,3 +259,23 @@ def test_the_sweep_command_with_its_tracker_down_ends_normally_and_names_it_once
     named = [line for line in done.stderr.splitlines() if uri.removeprefix("http://") in line]
     assert len(named) == 1 and "live logging stopped, the sweep goes on" in named[0]
     assert (load(tmp_path / "out").cells["status"] == "ok").all()
+
+
+def test_a_live_sweep_command_ends_with_one_line_naming_the_tracker_the_experiment_and_the_runs(
+    server: str, tmp_path: Path
+) -> None:
+    exp = write_experiment(tmp_path, target="fake/auto", replicates=1, name="told")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-m", "promptlab.cli", "sweep", str(exp), "--out", str(tmp_path / "out"), "--mlflow", server],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    named = [line for line in done.stderr.splitlines() if server in line]
+    runs = len(load(tmp_path / "out").runs)
+    assert len(named) == 1, done.stderr
+    assert f"MLflow tracker {server}: {runs} run(s) of 4 cell(s) logged to experiment 'told'" in named[0]

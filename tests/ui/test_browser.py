@@ -157,6 +157,7 @@ def scratch_project(root: Path) -> None:
     parameters set), and results directories to browse (one with a run that strains the layout)."""
     (root / "experiments").mkdir()
     shutil.copy(ROOT / "experiments" / "tiny.yaml", root / "experiments")
+    shutil.copy(ROOT / "experiments" / "demo.yaml", root / "experiments")  # 02's default, as a fresh clone has it
     (root / "experiments" / "big.yaml").write_text(BIG)
     (root / "data").mkdir()
     for name in ("demo_tasks.jsonl", "prompt_tasks.jsonl", "grounded_tasks.jsonl"):
@@ -221,6 +222,7 @@ def scratch_project(root: Path) -> None:
     for name in FRESH:  # their defaults: results/demo and results/baselines, which a fresh clone lacks
         shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", nbs / f"{name}_fresh.ipynb")
     shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
+    shutil.copy(ROOT / "notebooks" / "02_sweep.ipynb", nbs / "02_sweep_fresh.ipynb")  # the demo, nothing run yet
     browse = write_sweep(root / "results" / "browse")
     write_cell(
         browse,
@@ -846,6 +848,25 @@ def test_02_sweep_shows_busy_while_it_runs_and_an_interrupt_stops_it_at_once(pag
     statuses = [json.loads(p.read_text()) for p in (root / "results" / "stuck").glob("cells/*/status.json")]
     assert all(s["status"] == "ok" for s in statuses), statuses  # kept cells are whole
     keep(page, sweeping, "02_sweep_interrupted_at_once")
+
+
+def test_02_sweep_on_a_fresh_clone_names_the_demo_s_time_before_any_model_call(
+    page: Any, lab: tuple[str, Path]
+) -> None:
+    """02 as a fresh clone has it (the demo, no cell finished, not confirmed): its first output, the plan, names a
+    time for the demo, labelled as measured elsewhere; then it asks, having made no model call."""
+    url, root = lab
+    nb = open_and_run_all(page, url.format(name="02_sweep_fresh"))
+    error = nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").first
+    error.wait_for(timeout=300_000)
+    wait_idle(page)
+    text = error.inner_text().strip()
+    assert text.startswith("NeedsConfirmation: Not started: this sweep should take about 38 min (63 runs"), text
+    plan = " ".join(nb.locator(".jp-OutputArea-output", has_text="demo: 3 cells").first.inner_text().split())
+    assert "time: about 21 min to 38 min, not measured here: measured on" in plan, plan
+    assert "just now on this machine" not in plan  # no probe: no model call before the user confirms
+    assert not (root / "results" / "demo" / "cells").exists()
+    keep(page, nb.locator(".jp-Notebook"), "02_sweep_fresh_plan")
 
 
 def test_02_sweep_run_all_prints_its_plan_and_asks_before_a_long_sweep(page: Any, lab: tuple[str, Path]) -> None:
