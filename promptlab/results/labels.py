@@ -55,7 +55,7 @@ def ordered(keys: Iterable[str]) -> list[str]:
     return settings + models + [k for k in (TASK, REPLICATE) if k in keys]
 
 
-def varying(rows: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> list[str]:
+def varying(rows: Sequence[Mapping[Any, Any]], keys: Iterable[str]) -> list[str]:
     """The keys (in label order) whose value differs between the rows (a missing value counts as one)."""
     return [k for k in ordered(keys) if len({fmt_value(r.get(k)) for r in rows}) > 1]
 
@@ -68,7 +68,7 @@ def model_names(models: Iterable[Any]) -> dict[str, str]:
     return {v: short_model(v) if distinct else v for v in values}
 
 
-def shortened(rows: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> frozenset[str]:
+def shortened(rows: Sequence[Mapping[Any, Any]], keys: Iterable[str]) -> frozenset[str]:
     """The model keys whose values stay distinct when shortened (`model_names`): those a label shortens."""
     out = set()
     for key in keys:
@@ -102,20 +102,20 @@ class Labelling:
     """The model keys it shortens (`short_model`)."""
 
     @classmethod
-    def of(cls, rows: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> Labelling:
+    def of(cls, rows: Sequence[Mapping[Any, Any]], keys: Iterable[str]) -> Labelling:
         """The labelling of `rows`: the `keys` whose values differ between them (all of them when none differs),
         models shortened where that keeps them distinct."""
         keys = list(keys)
         shown = varying(rows, keys) or ordered(keys)
         return cls(tuple(shown), shortened(rows, shown))
 
-    def __call__(self, row: Mapping[str, Any]) -> str:
+    def __call__(self, row: Mapping[Any, Any]) -> str:
         """The row's label: its shown keys that have a value (every shown key as NA when it has none)."""
         parts = [part(k, row.get(k), k in self.short) for k in self.shown if fmt_value(row.get(k)) != "NA"]
         return ", ".join(parts) or ", ".join(f"{k}=NA" for k in self.shown)
 
 
-def labels(rows: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> list[str]:
+def labels(rows: Sequence[Mapping[Any, Any]], keys: Iterable[str]) -> list[str]:
     """A label per row, by the rows' `Labelling`."""
     label = Labelling.of(rows, keys)
     return [label(row) for row in rows]
