@@ -44,11 +44,13 @@ def standard_error(low: Any, high: Any) -> float | None:
 
 def fragile(low: Any, high: Any, null: float = 0.0) -> bool:
     """Whether the verdict a 95% CI gives about `null` is fragile: an end lies within one standard error of it
-    (or on it). False when an end is missing or the CI has zero width (every value the same)."""
+    (or on it). False when an end is missing, or for a zero-width CI on `null` (every value was `null`)."""
     se = standard_error(low, high)
-    if se is None or se == 0.0:  # a zero-width CI has no spread to be near: "no variation", not fragile
+    if se is None:
         return False
     near = min(abs(float(low) - null), abs(float(high) - null))
+    if se == 0.0 and near == 0.0:  # a zero-width CI on the line: "no variation" (`standing`), not fragile
+        return False
     return near == 0.0 or near < se
 
 

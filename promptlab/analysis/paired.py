@@ -139,13 +139,13 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 def standing(low: Any, high: Any, p_holm: Any = None, null: float = 0.0) -> Standing:
     """What an estimate's 95% CI [low, high] and Holm-corrected p let a report claim, the one rule the findings'
-    sentences and the forest plot follow: "no_ci" (a bound missing), "no_variation" (a zero-width CI: every
-    value was the same), "spans" (the CI holds `null`, touching
+    sentences and the forest plot follow: "no_ci" (a bound missing), "no_variation" (a zero-width CI on `null`:
+    every value was `null`, +0.000 [+0.000, +0.000]), "spans" (the CI holds `null`, touching
     included), "not_after_holm" (the CI excludes it but `p_holm`, when known, is `ALPHA` or more), else "up" or
     "down" (the side of `null` the CI lies on)."""
     if _missing(low) or _missing(high):
         return "no_ci"
-    if float(low) == float(high):  # every resample gave the same value: no spread to read a side from
+    if float(low) == float(high) == null:  # every value was the line itself: no spread, no side, nothing fragile
         return "no_variation"
     if float(low) <= null <= float(high):
         return "spans"

@@ -49,7 +49,7 @@ THRESHOLDS = (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
 """Finish thresholds of the report's counterfactual grid (plus every threshold the sweep used); from 2, since a small
 model's critic scores 2.5-5 on the shipped tasks (the demo) and thresholds above its scores never stop a run."""
 INCONCLUSIVE = "Inconclusive: the CI spans 0"
-NO_VARIATION = "No variation: every value is the same (a zero-width CI)"
+NO_VARIATION = "No variation: every value is 0 (a zero-width CI)"
 """The answer when a 95% CI includes 0."""
 NOT_AFTER_HOLM = "Inconclusive after Holm's correction"
 """The answer when an estimate's own CI excludes 0 but its Holm-corrected p is `analysis.paired.ALPHA` or more:

@@ -27,7 +27,8 @@ def test_the_standard_error_is_the_ci_width_over_two_z() -> None:
         (-0.181, -0.036, True),  # refinement hurt (noisy critic): 0.036 < se 0.037
         (-0.232, -0.062, False),  # refinement hurt (SmolLM2 critic): 0.062 > se 0.043
         (-0.007, 0.0, True),  # an end on the line
-        (0.0, 0.0, True),
+        (0.0, 0.0, False),  # every value 0: "no variation" (issue 53), not fragile
+        (0.0, 0.001, True),
         (None, 0.2, False),
     ],
 )

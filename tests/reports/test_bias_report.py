@@ -17,6 +17,7 @@ from promptlab.analysis.bias import bias_table
 from promptlab.analysis.bias_asks import probe_frames
 from promptlab.reports.bias_charts import plot_inflation, plot_length_bias
 from promptlab.reports.summary import report
+from promptlab.results.labels import model_names
 from promptlab.results.store import load
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -29,7 +30,8 @@ def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path
     assert len(model_critic.requests) - logged == 10  # the budget, spent once
     text = out["summary.md"].read_text()
     section = text.split("### 3. Can the critic be trusted?", 1)[1].split("###", 1)[0]
-    for critic in ("fake/bias-critic", PLANTED, "sim/oracle"):
+    names = model_names(["fake/bias-critic", PLANTED, "sim/oracle"])  # as every legend and table names a critic
+    for critic in names.values():
         table = section.split(f"**{critic}**", 1)[1].split("\n\n", 2)[1]
         assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [
             "| anchoring",
@@ -38,15 +40,15 @@ def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path
             "| order",
             "| padding",
         ]
-    oracle = section.split("**sim/oracle**", 1)[1]
+    oracle = section.split(f"**{names['sim/oracle']}**", 1)[1]
     assert oracle.count("No evidence of bias") == 5
     # a simulated critic's table shows the size it was built with, and whether the CI covers it
     head = "| n | unit | detectable (80% power) | scores at 1 / 10 | finding |"
     assert f"| probe | estimate [99.4% CI] | planted (in the CI?) {head}" in oracle
     assert oracle.count(" | +0 (yes) | ") == 5
-    biased = section.split(f"**{PLANTED}**", 1)[1].split("**", 1)[0]
+    biased = section.split(f"**{names[PLANTED]}**", 1)[1].split("**", 1)[0]
     assert "| +0.6 (" in biased and "| +0.5 (" in biased  # order (first=0.6), anchoring (anchor=0.5)
-    model = section.split("**fake/bias-critic**", 1)[1].split("**", 1)[0]
+    model = section.split(f"**{names['fake/bias-critic']}**", 1)[1].split("**", 1)[0]
     assert f"| probe | estimate [99.4% CI] {head}" in model and "planted" not in model
     assert "| order | +1.000 [+1.000, +1.000] |" in section  # the scripted judge always names the first shown
     assert out["biases.png"].read_bytes().startswith(PNG)

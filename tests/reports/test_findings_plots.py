@@ -283,7 +283,7 @@ def test_a_zero_width_interval_is_no_variation_not_inconclusive_or_fragile(tmp_p
     from promptlab.results.store import write_cell
 
     assert verdict(0.0, 0.0, up="up", down="down") == NO_VARIATION
-    assert verdict(0.1, 0.1, up="up", down="down") == NO_VARIATION  # no spread: no side either
+    assert verdict(0.1, 0.1, up="up", down="down") == "up"  # every value +0.1 (a Spearman of 1 every resample)
     assert fragile_note(0.0, 0.0) == ""
     for cell_id, params in CELLS.items():
         runs = [grounded_run(params, t, s) for t in DECISIONS for s in (0, 1)]

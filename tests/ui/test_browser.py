@@ -25,7 +25,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from biased import PLANTED, write_biased_sweep
+from biased import write_biased_sweep
 from chromium import NEEDS_CHROMIUM, launch
 from factories import LONG_CRITERION, make_wide_run, write_sweep
 from grounded import write_grounded_sweep
@@ -544,7 +544,8 @@ def test_07_critic_shows_the_bias_tables_and_charts(page: Any, lab: tuple[str, P
     assert nb.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
     playwright_api.expect(nb.locator(".jp-OutputArea-output img").first).to_be_visible(timeout=60_000)
     shown = nb.inner_text()
-    assert PLANTED in shown and "fake/bias-critic: 100% of 2 pairs flip under swapped order" in shown
+    # critics named as in 03's and 04's legends (`sim/` and `fake/` left out)
+    assert "biased per_100 0.3" in shown and "\nbias-critic: 100% of 2 pairs flip under swapped order" in shown
     tables_fit_or_scroll(nb, 3)  # the three critics' bias tables (and the re-asks' frames)
     keep(page, nb.locator(".jp-Notebook"), "07_critic")
 
