@@ -9,7 +9,7 @@ More in docs/analysis.md, section "promptlab.eval.stats".
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -23,7 +23,7 @@ def present(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
 
 
-def canonical_order(*columns: Sequence[Any]) -> list[int]:
+def canonical_order(*columns: Iterable[Any]) -> list[int]:
     """The positions of equal-length columns sorted by their values: by the first column, ties by the next, a
     missing value (None, NaN) after every number.
 

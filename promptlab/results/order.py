@@ -39,11 +39,11 @@ def canonical_rows(frame: pd.DataFrame) -> pd.DataFrame:
         return frame.reset_index(drop=True)
     keys = [c for c in ORDER_KEYS if c in frame.columns]
     rest = [c for c in frame.columns if c not in keys and c not in VOLATILE]
-    columns: dict[int, Any] = {i: _sortable(frame[c]) for i, c in enumerate(keys)}
+    columns: dict[str, Any] = {f"key{i}": _sortable(frame[c]) for i, c in enumerate(keys)}
     if rest:
-        columns[len(columns)] = row_digest(frame[rest])
+        columns["digest"] = row_digest(frame[rest])
     if "run_id" in frame.columns:
-        columns[len(columns)] = _sortable(frame["run_id"])
+        columns["run_id"] = _sortable(frame["run_id"])
     order = pd.DataFrame(columns).sort_values(list(columns), kind="mergesort", na_position="last").index
     return frame.iloc[order].reset_index(drop=True)
 
