@@ -206,7 +206,7 @@ def run_cell_task(
     settings_json: str = "",
 ) -> dict[str, Any] | ResultsDiskFull:
     """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
-    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.spending_cap`);
+    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.spending.cap`);
     `settings_json` the sweep's call settings (`Settings.to_json`; "" for the defaults).
 
     A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a

@@ -7,8 +7,8 @@ goes on; a full results disk is not a cell's failure: it stops the sweep (Result
 cells running have finished their calls, as the inline executor stops. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers share the cores, and
 PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. The
 sweep's call settings (e.g. `--max-concurrency`) reach each kernel as JSON in PROMPTLAB_SETTINGS
-(`promptlab.llm.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
-gets PROMPTLAB_MAX_COST and PROMPTLAB_SPENDING_LEDGER (`promptlab.llm.spending_cap`). A cache location that holds a secret
+(`promptlab.llm.call.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
+gets PROMPTLAB_MAX_COST and PROMPTLAB_SPENDING_LEDGER (`promptlab.llm.spending.cap`). A cache location that holds a secret
 (a Redis URL with a password) reaches the kernels as PROMPTLAB_CACHE, never as a notebook parameter, so no
 executed notebook holds it.
 """

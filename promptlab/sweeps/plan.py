@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, ResultsDiskFull, is_disk_full
 from ..events import Event, EventHandler
-from ..llm.tally import Tally
+from ..llm.spending.tally import Tally
 from ..reading import MAX_FILE_BYTES, read_bounded
 from ..record import Run, Task
 from .cells import Cell
 from .experiment import Experiment
 
 if TYPE_CHECKING:
-    from ..llm.settings import Settings
-    from ..llm.spending_cap import SpendingCap
+    from ..llm.call.settings import Settings
+    from ..llm.spending.cap import SpendingCap
     from ..results.store import Results
 
 
@@ -338,7 +338,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def settings_env(settings: Settings | None) -> dict[str, str]:
     """The environment that hands call settings to a papermill kernel (PROMPTLAB_SETTINGS); {} for None."""
-    from ..llm.settings import SETTINGS_ENV
+    from ..llm.call.settings import SETTINGS_ENV
 
     return {SETTINGS_ENV: settings.to_json()} if settings is not None else {}
 
