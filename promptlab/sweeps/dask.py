@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, ResultsDiskFull
+from .cell_process import cell_process_env
 from .cells import Cell
 from .execute import cell_error, cell_outcome, run_cell_by_id
-from .plan import CellOutcome, SweepPlan, cell_process_env
+from .plan import CellOutcome, SweepPlan
 
 RETRIES = 2
 """Retries of a task that raised (not of a cell that failed: that is recorded and the task returns)."""

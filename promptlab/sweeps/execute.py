@@ -26,9 +26,11 @@ from ..llm.spending.ledger import ledger_in
 from ..llm.spending.tally import Tally
 from ..record import Run, Task
 from ..results.store import SPENDING_CAP_KIND
+from .cell_process import frozen_heap
 from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment
-from .plan import CellOutcome, SweepPlan, experiment_provenance, frozen_heap, prepare_results_dir, spent_by
+from .plan import CellOutcome, SweepPlan, spent_by
+from .results_dir import experiment_provenance, prepare_results_dir
 
 if TYPE_CHECKING:
     from ..llm.call.settings import Settings

@@ -27,20 +27,12 @@ from typing import Any
 
 from ..errors import ResultsDiskFull, is_disk_full
 from ..llm.cache.backend import CACHE_URL_ENV, holds_secret
+from .cell_process import cell_process_env, env_defaults, env_set, settings_env
 from .cells import Cell
 from .execute import cell_error, cell_outcome
 from .notebook import TEMPLATE
-from .plan import (
-    PARTIAL_NOTEBOOK,
-    CellOutcome,
-    SweepPlan,
-    cell_process_env,
-    disk_full_named,
-    env_defaults,
-    env_set,
-    keep_notebook,
-    settings_env,
-)
+from .plan import CellOutcome, SweepPlan
+from .results_dir import PARTIAL_NOTEBOOK, disk_full_named, keep_notebook
 
 KERNEL_ARGS = ["--log-level=CRITICAL"]
 """Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""

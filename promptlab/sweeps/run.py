@@ -15,20 +15,13 @@ from ..errors import ConfigError
 from ..events import EventHandler
 from ..llm.spending.cap import SpendingCap
 from ..llm.spending.ledger import ledger_in
+from .cell_process import frozen_heap
 from .cells import Cell, preflight_cells
 from .dirlock import hold_results_dir
 from .executors import EXECUTORS, ExecutorSpec, get_executor
 from .experiment import Experiment, load_experiment
-from .plan import (
-    CellOutcome,
-    SweepPlan,
-    SweepResult,
-    frozen_heap,
-    keep_notebook,
-    prepare_results_dir,
-    progress_bar,
-    schedule,
-)
+from .plan import CellOutcome, SweepPlan, SweepResult, progress_bar, schedule
+from .results_dir import keep_notebook, prepare_results_dir
 
 if TYPE_CHECKING:
     from ..llm.call.settings import Settings
