@@ -33,7 +33,7 @@ from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
     measure,
-    measure_test,
+    finish_measures,
     simulated_info,
     simulated_score,
     simulated_step,
@@ -300,8 +300,7 @@ async def arun_creator_critic(ctx: RunContext, task: Task, cfg: CreatorCriticCon
     ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
     if budget:
         ctx.run.info["budget_stop"] = budget
-    if task.grounded:
-        await measure_test(ctx, cfg, chosen.candidate if chosen else None)
+    await finish_measures(ctx, cfg, chosen.candidate if chosen else None)
     run = ctx.finish(stop_reason, chosen.candidate if chosen else None)
     run.summary = _summary(run, cfg, chosen)
     return run

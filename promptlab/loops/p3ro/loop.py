@@ -17,7 +17,7 @@ from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
     measure,
-    measure_test,
+    finish_measures,
     simulated_info,
 )
 from ..runtime.rescoring import Rescore, define_rescore
@@ -258,8 +258,7 @@ async def arun_p3ro(ctx: RunContext, task: Task, cfg: P3ROConfig) -> Run:
         feedback={str(k): v for k, v in s.feedback.items()},
         final_iteration=best.index if best else None,
     )
-    if task.grounded:
-        await measure_test(ctx, cfg, best.candidate if best else None)
+    await finish_measures(ctx, cfg, best.candidate if best else None)
     run = ctx.finish(stop_reason, best.candidate if best else None)
     run.summary = journey_summary(run, s.criteria, best, revisions)
     return run
