@@ -110,14 +110,17 @@ def critic_agreement(
     funcs = measures_for(kind)
     for comparison, pick in zip(COMPARISONS, PICKS, strict=True):
         for name, func in funcs.items():
-            if kind != "pair" and comparison == "people vs people" and name == "corrected":
-                stat: Callable[[Sequence[Unit]], float | None] = lambda us: matrix_alpha([u.values for u in us])
-            else:
-                stat = _over(func, pick, kind == "pair")
+            ceiling = kind != "pair" and comparison == "people vs people" and name == "corrected"
+            stat = _people_alpha if ceiling else _over(func, pick, kind == "pair")
             measures[comparison, name] = cluster_bootstrap(units, stat, draws=draws)
     c, p = measures["critic vs people", "corrected"], measures["people vs people", "corrected"]
     difference = _difference(c, p, len(units))
     return CriticAgreement(critic, measures, difference, units)
+
+
+def _people_alpha(units: Sequence[Unit]) -> float | None:
+    """Krippendorff's alpha with every person a coder (the ratings' ceiling)."""
+    return matrix_alpha([u.values for u in units])
 
 
 def _over(
@@ -167,4 +170,12 @@ def agreement_table(found: Sequence[CriticAgreement]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.array([r[c] for r in rows], dtype=d) for c, (d, _) in AGREEMENT_COLUMNS.items()})
 
 
-__all__ = ["AGREEMENT_COLUMNS", "COMPARISONS", "CriticAgreement", "Unit", "agreement_table", "critic_agreement", "item_units"]
+__all__ = [
+    "AGREEMENT_COLUMNS",
+    "COMPARISONS",
+    "CriticAgreement",
+    "Unit",
+    "agreement_table",
+    "critic_agreement",
+    "item_units",
+]

@@ -39,7 +39,9 @@ def import_csv(results: str | os.PathLike[str], path: str | os.PathLike[str]) ->
     if missing or unknown:
         raise ConfigError(
             f"{path}: the header must name {', '.join(REQUIRED)} (and may name {', '.join(OPTIONAL)}); "
-            + "; ".join(p for p in (f"missing {missing}" if missing else "", f"unknown {unknown}" if unknown else "") if p)
+            + "; ".join(
+                p for p in (f"missing {missing}" if missing else "", f"unknown {unknown}" if unknown else "") if p
+            )
         )
     rows = [(f"{path}:{reader.line_num}", dict(row)) for row in reader]
     return store_rows(results, rows, source="csv")

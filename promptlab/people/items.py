@@ -62,7 +62,9 @@ class Item(BaseModel):
     """The sides in the order a CSV's A and B refer to (drawn with the plan's seed)."""
 
 
-def candidate_items(results: str, kind: Kind, rng: random.Random, per_run: int = 1) -> tuple[list[Item], dict[str, int]]:
+def candidate_items(
+    results: str, kind: Kind, rng: random.Random, per_run: int = 1
+) -> tuple[list[Item], dict[str, int]]:
     """Every item the ok runs of `results` offer, and how many runs were left out and why."""
     loaded = load(results)
     items: list[Item] = []

@@ -22,12 +22,18 @@ JUDGED_COLUMNS: Columns = {
     "item": ("string", "The item judged."),
     "person": ("string", "Who judged it."),
     "repeat": ("boolean", "A second (or later) judgment of the item by the same person."),
-    "label": ("Float64", "Pairs: the side preferred as an index into LABELS (0 start, 1 tie, 2 returned); ratings: the value."),
+    "label": (
+        "Float64",
+        "Pairs: the side preferred as an index into LABELS (0 start, 1 tie, 2 returned); ratings: the value.",
+    ),
     "chose_a": ("boolean", "Pairs: the text shown first was preferred (<NA> for a tie and for ratings)."),
     "critic": ("string", "The model of the item's run's judging roles."),
     "pairing": ("string", "The item's run's model pairing ('generator / critic')."),
     "task_id": ("string", "The item's run's task."),
-    "critic_label": ("Float64", "The critic's view: pairs, the side its scores prefer (LABELS index); ratings, its score."),
+    "critic_label": (
+        "Float64",
+        "The critic's view: pairs, the side its scores prefer (LABELS index); ratings, its score.",
+    ),
     "seconds": ("Float64", "Seconds the person took; <NA> when not measured."),
 }
 """One row per judgment that is not a skip."""

@@ -9,6 +9,8 @@ More in docs/people.md.
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import random
 from pathlib import Path
@@ -165,7 +167,11 @@ def slots_with_repeats(items: list[Item], rng: random.Random, repeat_every: int)
             if earlier:
                 back = rng.choice(earlier)
                 repeated.add(back.item)
-                slots.append(Slot(position=len(slots), item=back.item, shown=rng.sample(back.shown, len(back.shown)), repeat=True))
+                slots.append(
+                    Slot(
+                        position=len(slots), item=back.item, shown=rng.sample(back.shown, len(back.shown)), repeat=True
+                    )
+                )
     return slots
 
 
@@ -190,6 +196,23 @@ def write_plan(results: str | os.PathLike[str], plan: Plan) -> Path:
     return path
 
 
+def write_plan_csv(results: str | os.PathLike[str], plan: Plan) -> Path:
+    """`<results>/judgments/plan.csv`: one row per slot (item, input, and A and B, or the text) for an annotation
+    tool; what it sends back is imported with `import_csv` (a pair's A and B are each item's `order`)."""
+    by_id = plan.by_id()
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["item", "kind", "input", "a", "b", "scale"])
+    for slot in plan.slots:
+        item = by_id[slot.item]
+        texts = [item.texts[side] for side in item.order]
+        scale = f"{plan.scale.low}-{plan.scale.high}" if plan.kind == "rating" else "A, B, tie, skip"
+        writer.writerow([item.id, item.kind, item.input, texts[0], texts[1] if len(texts) > 1 else "", scale])
+    path = judgments_dir(results) / "plan.csv"
+    atomic_write(path, out.getvalue().encode("utf-8"))
+    return path
+
+
 def read_plan(results: str | os.PathLike[str]) -> Plan:
     """The stored plan (ConfigError naming the file when missing or unreadable)."""
     path = plan_path(results)
@@ -205,4 +228,15 @@ def read_plan(results: str | os.PathLike[str]) -> Plan:
         raise ConfigError(f"{path}: not a judging plan: {e.error_count()} error(s): {e.errors()[0]['msg']}") from e
 
 
-__all__ = ["DEFAULT_ANCHORS", "PLAN_FILE", "Plan", "Scale", "Slot", "make_plan", "plan_path", "read_plan", "write_plan"]
+__all__ = [
+    "DEFAULT_ANCHORS",
+    "PLAN_FILE",
+    "Plan",
+    "Scale",
+    "Slot",
+    "make_plan",
+    "plan_path",
+    "read_plan",
+    "write_plan",
+    "write_plan_csv",
+]

@@ -85,7 +85,9 @@ class Session:
         if problem:
             raise ConfigError(f"slot {slot.position}: {problem}")
         if slot.position in self.judged():
-            raise ConfigError(f"slot {slot.position}: {self.person} has judged it already (a judgment is never rewritten)")
+            raise ConfigError(
+                f"slot {slot.position}: {self.person} has judged it already (a judgment is never rewritten)"
+            )
         judgment = Judgment(
             item=slot.item,
             person=self.person,

@@ -124,8 +124,17 @@ def refinement_table(frame: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
         est = cluster_bootstrap(units, _share, n_boot=n_boot, seed=seed)
         means = shares["sum"] / shares["count"]
         p = float(ttest_1samp(means, 0.5).pvalue) if len(means) > 1 and means.std() > 0 else math.nan
-        rows.append({"pairing": pairing, "items": len(units), "judgments": int(shares["count"].sum()),
-                     "returned_share": est.value, "low": est.low, "high": est.high, "p": p})
+        rows.append(
+            {
+                "pairing": pairing,
+                "items": len(units),
+                "judgments": int(shares["count"].sum()),
+                "returned_share": est.value,
+                "low": est.low,
+                "high": est.high,
+                "p": p,
+            }
+        )
     ps = [r["p"] for r in rows if not math.isnan(r["p"])]
     adjusted = iter(multipletests(ps, method="holm")[1] if ps else [])
     order = sorted(range(len(rows)), key=lambda k: -(rows[k]["returned_share"] or 0))
@@ -154,8 +163,16 @@ def position_table(frame: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) ->
         units = list(zip(per_item["sum"], per_item["count"], strict=True))
         est = cluster_bootstrap(units, _share, n_boot=n_boot, seed=seed)
         n, k = int(per_item["count"].sum()), int(per_item["sum"].sum())
-        rows.append({"person": person, "judgments": n, "share_a": est.value, "low": est.low, "high": est.high,
-                     "p": float(binomtest(k, n).pvalue) if n else None})
+        rows.append(
+            {
+                "person": person,
+                "judgments": n,
+                "share_a": est.value,
+                "low": est.low,
+                "high": est.high,
+                "p": float(binomtest(k, n).pvalue) if n else None,
+            }
+        )
     return _frame(rows, POSITION_COLUMNS)
 
 

@@ -60,9 +60,20 @@ def test_the_first_slots_cover_every_critic_and_pairing_and_one_in_ten_is_a_repe
 
 def _items(strata: int, per: int) -> list[Item]:
     return [
-        Item(id=f"{s}-{k}", kind="pair", what="prompts", cell_id="c", run_id=f"{s}-{k}", task_id="t", loop="l",
-             critic=f"critic{s % 3}", pairing=f"g{s} / critic{s % 3}", input="", texts={"start": "a", "returned": "b"},
-             order=["start", "returned"])
+        Item(
+            id=f"{s}-{k}",
+            kind="pair",
+            what="prompts",
+            cell_id="c",
+            run_id=f"{s}-{k}",
+            task_id="t",
+            loop="l",
+            critic=f"critic{s % 3}",
+            pairing=f"g{s} / critic{s % 3}",
+            input="",
+            texts={"start": "a", "returned": "b"},
+            order=["start", "returned"],
+        )
         for s in range(strata)
         for k in range(per)
     ]

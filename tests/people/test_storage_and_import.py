@@ -64,7 +64,10 @@ def test_a_judgment_is_one_line_appended_to_the_persons_file(results: Path) -> N
 
 def test_a_damaged_line_is_named_with_a_short_excerpt_and_skipped(results: Path) -> None:
     plan = read_plan(results)
-    good = [Judgment(item=plan.slots[k].item, person="bob", value="B", shown=plan.slots[k].shown, position=k) for k in range(3)]
+    good = [
+        Judgment(item=plan.slots[k].item, person="bob", value="B", shown=plan.slots[k].shown, position=k)
+        for k in range(3)
+    ]
     append_judgments(results, good[:2])
     path = results / "judgments" / "bob.jsonl"
     secret = "x" * 500
@@ -83,11 +86,16 @@ def test_a_damaged_line_is_named_with_a_short_excerpt_and_skipped(results: Path)
 def test_a_line_of_another_person_or_with_an_unknown_field_is_damaged(results: Path) -> None:
     folder = results / "judgments"
     (folder / "cy.jsonl").write_text(
-        json.dumps({"item": "x", "person": "dee", "value": "A"}) + "\n" + json.dumps({"item": "x", "person": "cy", "value": "A", "mood": 1}) + "\n"
+        json.dumps({"item": "x", "person": "dee", "value": "A"})
+        + "\n"
+        + json.dumps({"item": "x", "person": "cy", "value": "A", "mood": 1})
+        + "\n"
     )
     stored = read_judgments(results, warn=False)
     assert stored.judgments == []
-    assert stored.damaged[0].startswith("cy.jsonl:1: person 'dee'") and stored.damaged[1].startswith("cy.jsonl:2: not a judgment (mood")
+    assert stored.damaged[0].startswith("cy.jsonl:1: person 'dee'") and stored.damaged[1].startswith(
+        "cy.jsonl:2: not a judgment (mood"
+    )
 
 
 def test_a_csv_with_an_unknown_item_or_a_value_off_the_scale_is_refused_whole(results: Path, tmp_path: Path) -> None:
@@ -116,7 +124,10 @@ def test_a_csv_with_an_unknown_item_or_a_value_off_the_scale_is_refused_whole(re
 def test_a_good_csv_is_stored_with_the_items_order_and_not_twice(results: Path, tmp_path: Path) -> None:
     plan = read_plan(results)
     csv = tmp_path / "j.csv"
-    csv.write_text("item,person,value,seconds\n" + "".join(f"{i.id},dee,{v},4.5\n" for i, v in zip(plan.items[:3], ["a", "B", "tie"], strict=True)))
+    csv.write_text(
+        "item,person,value,seconds\n"
+        + "".join(f"{i.id},dee,{v},4.5\n" for i, v in zip(plan.items[:3], ["a", "B", "tie"], strict=True))
+    )
     assert import_csv(results, csv) == 3
     stored = read_judgments(results).judgments
     assert [(j.value, j.shown, j.source, j.seconds) for j in stored] == [
@@ -138,7 +149,9 @@ def test_ratings_off_the_scale_are_refused_by_name(results: Path) -> None:
     write_plan(results, make_plan(results, kind="rating", seed=1, scale=Scale(low=1, high=5)))
     item = read_plan(results).items[0].id
     with pytest.raises(ConfigError, match=r"row 1: value 6 is off the scale \(a whole number 1-5, or skip\)"):
-        add_judgments(results, [{"item": item, "person": "ann", "value": 3}, {"item": item, "person": "bob", "value": 6}])
+        add_judgments(
+            results, [{"item": item, "person": "ann", "value": 3}, {"item": item, "person": "bob", "value": 6}]
+        )
     assert read_judgments(results).judgments == []
     assert add_judgments(results, [{"item": item, "person": "ann", "value": 3}]) == 1
 

@@ -32,8 +32,8 @@ from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
-    measure,
     finish_measures,
+    measure,
     simulated_info,
     simulated_score,
     simulated_step,

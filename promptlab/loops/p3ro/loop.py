@@ -16,8 +16,8 @@ from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
-    measure,
     finish_measures,
+    measure,
     simulated_info,
 )
 from ..runtime.rescoring import Rescore, define_rescore
