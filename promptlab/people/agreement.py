@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..results.columns import Columns
 from .statistics import (
     Estimate,
@@ -30,6 +28,7 @@ from .statistics import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 COMPARISONS = ("critic vs people", "people vs people", "people vs themselves")

@@ -26,6 +26,8 @@ from ..results.store import load, read_runs
 
 SIDES = ("start", "returned")
 """The two sides of a pair: what the starting prompt and what the returned prompt gave."""
+LABELS = ("start", "tie", "returned")
+"""A pair's labels (the side preferred), in the order of the statistics' 3 x 3 tables."""
 Kind = Literal["pair", "rating"]
 
 
@@ -54,6 +56,8 @@ class Item(BaseModel):
     """The run's model pairing: 'generator / critic'."""
     input: str
     """What the texts answer, shown to the person: the example's input, or the task's goal."""
+    example: int | None = None
+    """The test example's position in its split (grounded runs); None for an open-ended run's own outputs."""
     texts: dict[str, str]
     """Side ('start', 'returned') -> text; a rating has one side."""
     critic_scores: dict[str, float | None] = Field(default_factory=dict)
@@ -91,7 +95,7 @@ def run_items(run: Run, cell_id: str, kind: Kind, rng: random.Random, per_run: i
     cfg = run.config
     critic = str(cfg.get("critic_model") or cfg.get("model") or "?")
     pairing = f"{cfg.get('generator_model') or cfg.get('model') or '?'} / {critic}"
-    for what, texts, shown_input in pairs[:per_run]:
+    for what, texts, shown_input, example in pairs[:per_run]:
         for chosen in [list(SIDES)] if kind == "pair" else [[s] for s in SIDES]:
             order = rng.sample(chosen, len(chosen))
             key = "|".join([kind, run.run_id, shown_input, *(texts[s] for s in chosen)])
@@ -106,14 +110,15 @@ def run_items(run: Run, cell_id: str, kind: Kind, rng: random.Random, per_run: i
                 critic=critic,
                 pairing=pairing,
                 input=shown_input,
+                example=example,
                 texts={s: texts[s] for s in chosen},
                 critic_scores={s: scores.get(s) for s in chosen},
                 order=order,
             )
 
 
-def _text_pairs(run: Run) -> list[tuple[Literal["outputs", "prompts"], dict[str, str], str]]:
-    """(what, side -> text, input) for each input both prompts answered."""
+def _text_pairs(run: Run) -> list[tuple[Literal["outputs", "prompts"], dict[str, str], str, int | None]]:
+    """(what, side -> text, input, test example) for each input both prompts answered."""
     goal = run.task.goal.strip() or run.task.prompt
     if run.task.grounded:
         tests = {m: steps for split, m, _, steps in measurements(run) if split == "test"}
@@ -124,13 +129,14 @@ def _text_pairs(run: Run) -> list[tuple[Literal["outputs", "prompts"], dict[str,
             other = found.get(step.output["example"])
             a, b = (other.output.get("text") if other else None), step.output.get("text")
             if isinstance(a, str) and isinstance(b, str):
-                out.append(("outputs", {"start": a, "returned": b}, _example_input(run, step.output["example"])))
+                position = int(step.output["example"])
+                out.append(("outputs", {"start": a, "returned": b}, _example_input(run, position), position))
         return out  # type: ignore[return-value]
     outputs = {s.output.get("prompt"): s.output.get("text") for s in run.final if s.phase == OUTPUT_PHASE}
     if isinstance(outputs.get("start"), str) and isinstance(outputs.get("returned"), str):
-        return [("outputs", {"start": outputs["start"], "returned": outputs["returned"]}, goal)]
+        return [("outputs", {"start": outputs["start"], "returned": outputs["returned"]}, goal, None)]
     if "score_source" in run.config and isinstance(run.final_output, str):  # a loop whose output is a prompt
-        return [("prompts", {"start": run.task.prompt, "returned": run.final_output}, goal)]
+        return [("prompts", {"start": run.task.prompt, "returned": run.final_output}, goal, None)]
     return []
 
 
@@ -160,4 +166,4 @@ def _why_none(run: Run) -> str:
     return "no prompt returned and no outputs recorded (record_outputs)"
 
 
-__all__ = ["SIDES", "Item", "Kind", "candidate_items", "run_items"]
+__all__ = ["LABELS", "SIDES", "Item", "Kind", "candidate_items", "run_items"]

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..results.columns import Columns
+from .items import LABELS
 from .plan import Plan
-from .statistics import LABELS
 from .storage import SKIP, Judgment
 
 if TYPE_CHECKING:

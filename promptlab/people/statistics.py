@@ -4,7 +4,7 @@ along, so several people judging one item are not counted as independent).
 Pairs are labelled start / tie / returned (whichever side a person, or the critic, preferred); agreement is the share
 of equal labels and Cohen's kappa (statsmodels) corrects it for chance. Ratings use Spearman's rho (scipy) and
 Krippendorff's alpha at the ordinal level (krippendorff). Each measure is built from per-item units, so one
-function (`cluster_bootstrap`) gives every interval. More in docs/people.md.
+function (`cluster_bootstrap`) gives every interval; numpy is imported inside the functions. More in docs/people.md.
 """
 
 from __future__ import annotations
@@ -12,15 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import numpy as np
-
-LABELS = ("start", "tie", "returned")
-"""A pair's labels, in table order."""
 N_BOOT = 2000
 """Bootstrap draws behind every interval."""
 LEVEL = 0.95
+
+if TYPE_CHECKING:
+    import numpy as np
 
 U = TypeVar("U")
 
@@ -61,6 +60,8 @@ def cluster_bootstrap(
         draws: Unit indices to use instead of fresh draws (`boot_indices`): two measures over the same items get
             the same draws, so their difference has an interval too.
     """
+    import numpy as np
+
     value = statistic(units)
     if value is None or not math.isfinite(value) or len(units) < 2:
         return Estimate(None if value is None or not math.isfinite(value) else value, None, None, len(units))
@@ -72,11 +73,15 @@ def cluster_bootstrap(
 
 def boot_indices(n: int, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
     """`n_boot` rows of `n` unit indices drawn with replacement."""
+    import numpy as np
+
     return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
 
 
 def interval(found: np.ndarray, level: float = LEVEL) -> tuple[float | None, float | None]:
     """The percentile interval of the finite draws (None, None when under half of them are finite)."""
+    import numpy as np
+
     ok = found[np.isfinite(found)]
     if len(ok) < len(found) / 2:
         return None, None
@@ -92,6 +97,8 @@ def _finite(value: float | None) -> float:
 # pairs: a unit is one item's 3 x 3 table of label pairs --------------------------------------------------------
 def label_table(pairs: Sequence[tuple[int, int]]) -> np.ndarray:
     """The 3 x 3 counts of (row label, column label) index pairs."""
+    import numpy as np
+
     table = np.zeros((3, 3))
     for a, b in pairs:
         table[int(a), int(b)] += 1
@@ -100,6 +107,7 @@ def label_table(pairs: Sequence[tuple[int, int]]) -> np.ndarray:
 
 def kappa(tables: Sequence[np.ndarray]) -> float | None:
     """Cohen's kappa (statsmodels) of the summed tables; None without two labels in use or on a degenerate table."""
+    import numpy as np
     from statsmodels.stats.inter_rater import cohens_kappa
 
     total = np.sum(tables, axis=0) if len(tables) else np.zeros((3, 3))
@@ -113,6 +121,8 @@ def kappa(tables: Sequence[np.ndarray]) -> float | None:
 
 def agreement(tables: Sequence[np.ndarray]) -> float | None:
     """The share of label pairs that agree."""
+    import numpy as np
+
     total = np.sum(tables, axis=0) if len(tables) else np.zeros((3, 3))
     return float(np.trace(total) / total.sum()) if total.sum() else None
 
@@ -120,6 +130,7 @@ def agreement(tables: Sequence[np.ndarray]) -> float | None:
 # ratings: a unit is one item's list of (row value, column value) pairs -----------------------------------------
 def spearman(units: Sequence[Sequence[tuple[float, float]]]) -> float | None:
     """Spearman's rho (scipy) over every pair of the units; None under 3 pairs or without variation."""
+    import numpy as np
     from scipy.stats import spearmanr
 
     pairs = [p for unit in units for p in unit]
@@ -133,12 +144,16 @@ def spearman(units: Sequence[Sequence[tuple[float, float]]]) -> float | None:
 
 def pair_alpha(units: Sequence[Sequence[tuple[float, float]]]) -> float | None:
     """Krippendorff's alpha (ordinal) of two coders over every pair of the units (each pair a unit of coding)."""
+    import numpy as np
+
     pairs = [p for unit in units for p in unit]
     return ordinal_alpha(np.array(pairs, dtype=float).T) if len(pairs) >= 2 else None
 
 
 def matrix_alpha(units: Sequence[dict[str, float]]) -> float | None:
     """Krippendorff's alpha (ordinal) with the people as coders and the items as units (missing where unjudged)."""
+    import numpy as np
+
     people = sorted({p for unit in units for p in unit})
     if len(people) < 2:
         return None
@@ -149,6 +164,7 @@ def matrix_alpha(units: Sequence[dict[str, float]]) -> float | None:
 def ordinal_alpha(data: np.ndarray) -> float | None:
     """krippendorff.alpha at the ordinal level; None when the data hold fewer than two values or no pairable unit."""
     import krippendorff
+    import numpy as np
 
     values = data[np.isfinite(data)]
     if len(np.unique(values)) < 2 or not (np.isfinite(data).sum(axis=0) >= 2).any():
@@ -158,7 +174,6 @@ def ordinal_alpha(data: np.ndarray) -> float | None:
 
 
 __all__ = [
-    "LABELS",
     "LEVEL",
     "N_BOOT",
     "Estimate",

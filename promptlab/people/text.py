@@ -3,9 +3,8 @@ report's "People and the critic" section holds. Words say what the numbers say."
 
 from __future__ import annotations
 
+import math
 from typing import Any
-
-import pandas as pd
 
 from .summary import PeopleFindings
 from .verdicts import AS_OFTEN, LESS, NOT_ENOUGH
@@ -15,9 +14,14 @@ AGREED = {"pair": "agreement", "rating": "Spearman's rho"}
 SHORT = {"pair": "kappa", "rating": "alpha"}
 
 
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA."""
+    return value is None or str(value) in ("<NA>", "nan") or (isinstance(value, float) and math.isnan(value))
+
+
 def num(value: Any, digits: int = 3) -> str:
     """A number to `digits` decimals, or 'n/a' for a missing one."""
-    if value is None or pd.isna(value):
+    if _missing(value):
         return "n/a"
     return f"{float(value):.{digits}f}"
 
@@ -66,7 +70,7 @@ def verdict_words(v: dict[str, Any], measure: str = "kappa") -> str:
     if v["verdict"] == LESS:
         return f"{LESS} than people agree with each other ({diff})."
     more = v["more_items"]
-    settled = more is not None and not pd.isna(more)
+    settled = more is not None and not _missing(more)
     need = f"about {more} more item(s) judged by 2+ people would settle it" if settled else "more judgments are needed"
     return f"{NOT_ENOUGH}: {need} ({diff})."
 
@@ -91,7 +95,7 @@ def _position(found: PeopleFindings) -> list[str]:
         return []
     row = found.position.iloc[0]
     share = f"{ci(row, 'share_a', 'low', 'high')} of {row['judgments']} judgments (binomial p {num(row['p'])})"
-    if pd.isna(row["low"]):
+    if _missing(row["low"]):
         return [f"People chose the text shown first in {share}.", ""]
     fair = row["low"] <= 0.5 <= row["high"]
     words = "no position preference detected" if fair else "a position preference: the order matters to them"
