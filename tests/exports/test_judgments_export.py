@@ -13,8 +13,8 @@ from judging import write_open_ended_sweep
 from promptlab.exports.inspect_log import export_inspect
 from promptlab.exports.mlflow_export import default_tracking_uri, export_mlflow
 from promptlab.people import add_judgments, make_plan, read_judgments, read_plan, write_plan
-from promptlab.people.judged import pair_label
 from promptlab.people.items import LABELS
+from promptlab.people.judged import pair_label
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_mlflow_holds_each_judgment_as_human_feedback_and_a_second_export_adds_none(results: Path, tmp_path: Path) -> None:
+def test_mlflow_holds_each_judgment_as_human_feedback_and_a_second_export_adds_none(
+    results: Path, tmp_path: Path
+) -> None:
     mlflow = pytest.importorskip("mlflow")
     copy = tmp_path / "results"
     shutil.copytree(results, copy)
@@ -45,7 +47,9 @@ def test_mlflow_holds_each_judgment_as_human_feedback_and_a_second_export_adds_n
     assert len(by_item) == 6
     for j in read_judgments(copy).judgments:
         trace = by_item[j.item]
-        human = [a for a in trace.info.assessments if a.source.source_type == "HUMAN" and a.source.source_id == j.person]
+        human = [
+            a for a in trace.info.assessments if a.source.source_type == "HUMAN" and a.source.source_id == j.person
+        ]
         assert len(human) == 1
         label, _ = pair_label(j.value, j.shown)
         assert human[0].value == LABELS[int(label)]  # type: ignore[arg-type]
@@ -79,7 +83,9 @@ def test_inspect_logs_carry_the_peoples_judgments_as_a_second_score(results: Pat
         assert len(people) == 1
         score = people[0].scores["people"]
         mine = [j for j in read_judgments(results).judgments if j.item == item.id]
-        expected = sum(1.0 if pair_label(j.value, j.shown)[0] == 2 else 0.5 if j.value == "tie" else 0.0 for j in mine) / len(mine)
+        expected = sum(
+            1.0 if pair_label(j.value, j.shown)[0] == 2 else 0.5 if j.value == "tie" else 0.0 for j in mine
+        ) / len(mine)
         assert score.value == pytest.approx(expected)
         assert score.metadata["judgments"] == len(mine) and score.metadata["item"] == item.id
         seen += 1

@@ -45,5 +45,5 @@ def write_open_ended_sweep(results: Path, *, replicates: int = 2) -> Path:
             "replicates": replicates,
         }
     )
-    sweep(exp, results, cache=results.parent / "cache", progress=False, workers=1)
+    sweep(exp, results, cache=results.with_name(results.name + ".cache"), progress=False, workers=1)
     return results
