@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..results.columns import Columns
+from .judged import frame_of
 from .statistics import (
     Estimate,
     agreement,
@@ -145,8 +146,6 @@ def _difference(c: Estimate, p: Estimate, n: int) -> Estimate:
 
 def agreement_table(found: Sequence[CriticAgreement]) -> pd.DataFrame:
     """The comparisons as `AGREEMENT_COLUMNS`, one row per critic x comparison."""
-    import pandas as pd
-
     rows = []
     for ca in found:
         for comparison, pick in zip(COMPARISONS, PICKS, strict=True):
@@ -166,7 +165,7 @@ def agreement_table(found: Sequence[CriticAgreement]) -> pd.DataFrame:
                     "corrected_high": k.high,
                 }
             )
-    return pd.DataFrame({c: pd.array([r[c] for r in rows], dtype=d) for c, (d, _) in AGREEMENT_COLUMNS.items()})
+    return frame_of(rows, AGREEMENT_COLUMNS)
 
 
 __all__ = [

@@ -133,8 +133,9 @@ def _text_pairs(run: Run) -> list[tuple[Literal["outputs", "prompts"], dict[str,
                 out.append(("outputs", {"start": a, "returned": b}, _example_input(run, position), position))
         return out  # type: ignore[return-value]
     outputs = {s.output.get("prompt"): s.output.get("text") for s in run.final if s.phase == OUTPUT_PHASE}
-    if isinstance(outputs.get("start"), str) and isinstance(outputs.get("returned"), str):
-        return [("outputs", {"start": outputs["start"], "returned": outputs["returned"]}, goal, None)]
+    first, last = outputs.get("start"), outputs.get("returned")
+    if isinstance(first, str) and isinstance(last, str):
+        return [("outputs", {"start": first, "returned": last}, goal, None)]
     if "score_source" in run.config and isinstance(run.final_output, str):  # a loop whose output is a prompt
         return [("prompts", {"start": run.task.prompt, "returned": run.final_output}, goal, None)]
     return []

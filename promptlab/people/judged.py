@@ -7,7 +7,7 @@ Skipped items are left out (and counted).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..results.columns import Columns
@@ -41,8 +41,6 @@ JUDGED_COLUMNS: Columns = {
 
 def judged_frame(plan: Plan, judgments: Sequence[Judgment]) -> pd.DataFrame:
     """The judgments of the plan's items (others are left out) as `JUDGED_COLUMNS`, in stored order."""
-    import pandas as pd
-
     items = plan.by_id()
     seen: set[tuple[str, str]] = set()
     rows: list[dict[str, Any]] = []
@@ -75,7 +73,15 @@ def judged_frame(plan: Plan, judgments: Sequence[Judgment]) -> pd.DataFrame:
                 "seconds": j.seconds,
             }
         )
-    return pd.DataFrame({c: pd.array([r[c] for r in rows], dtype=d) for c, (d, _) in JUDGED_COLUMNS.items()})
+    return frame_of(rows, JUDGED_COLUMNS)
+
+
+def frame_of(rows: Sequence[Mapping[str, Any]], columns: Columns) -> pd.DataFrame:
+    """A frame with the documented columns (and dtypes) from dict rows (a missing key is <NA>)."""
+    import pandas as pd
+
+    dtypes: dict[str, Any] = {name: dtype for name, (dtype, _) in columns.items()}
+    return pd.DataFrame({c: pd.array([r.get(c) for r in rows], dtype=d) for c, d in dtypes.items()})
 
 
 def pair_label(value: str | int, shown: Sequence[str]) -> tuple[float | None, bool | None]:
@@ -96,4 +102,4 @@ def critic_label(start: float | None, returned: float | None) -> float | None:
     return float(LABELS.index(side))
 
 
-__all__ = ["JUDGED_COLUMNS", "critic_label", "judged_frame", "pair_label"]
+__all__ = ["JUDGED_COLUMNS", "critic_label", "frame_of", "judged_frame", "pair_label"]

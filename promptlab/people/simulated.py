@@ -83,7 +83,10 @@ def simulated_pairs(
         truth = "returned" if rng.random() < returned else "start"
         other = "start" if truth == "returned" else "returned"
         seen = truth if rng.random() < critic_accuracy else other
-        scores = {"start": 6.0 if seen == "start" else 5.0, "returned": 6.0 if seen == "returned" else 5.0}
+        scores: dict[str, float | None] = {
+            "start": 6.0 if seen == "start" else 5.0,
+            "returned": 6.0 if seen == "returned" else 5.0,
+        }
         items.append(_item(k, "pair", scores, {"start": "s", "returned": "r"}, pairing))
         slots.append(Slot(position=k, item=items[-1].id, shown=["start", "returned"]))
         for p in range(people):

@@ -55,7 +55,7 @@ def findings_markdown(found: PeopleFindings) -> list[str]:
         )
     lines += ["", "Verdicts (non-inferiority against the people's own agreement; 90% interval of the difference):", ""]
     for v in found.verdicts.to_dict("records"):
-        lines.append(f"- **{v['critic']}**: {verdict_words(v, SHORT[kind])}")
+        lines.append(f"- **{v['critic']}**: {verdict_words({str(k): x for k, x in v.items()}, SHORT[kind])}")
     return [*lines, "", *_refinement(found), *_position(found)]
 
 

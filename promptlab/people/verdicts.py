@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..results.columns import Columns
 from .agreement import CriticAgreement
+from .judged import frame_of
 from .statistics import Estimate, cluster_bootstrap, interval
 
 if TYPE_CHECKING:
@@ -89,8 +90,8 @@ def verdict(ca: CriticAgreement, *, margin: float = MARGIN, min_items: int = MIN
     half = (high - low) / 2
     gap = d.value + margin if d.value > -margin else -d.value  # distance to the bound that would settle it
     needed = items * (half / gap) ** 2 if gap > 0 else math.inf
-    more = max(int(math.ceil(needed - items)), 1) if math.isfinite(needed) else None
-    return Verdict(ca.critic, NOT_ENOUGH, d, low, high, items, more)
+    extra = max(int(math.ceil(needed - items)), 1) if math.isfinite(needed) else None
+    return Verdict(ca.critic, NOT_ENOUGH, d, low, high, items, extra)
 
 
 def verdict_table(verdicts: Sequence[Verdict], margin: float = MARGIN) -> pd.DataFrame:
@@ -108,7 +109,7 @@ def verdict_table(verdicts: Sequence[Verdict], margin: float = MARGIN) -> pd.Dat
         }
         for v in verdicts
     ]
-    return _frame(rows, VERDICT_COLUMNS)
+    return frame_of(rows, VERDICT_COLUMNS)
 
 
 def refinement_table(frame: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -117,7 +118,7 @@ def refinement_table(frame: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
     from statsmodels.stats.multitest import multipletests
 
     first = frame[~frame["repeat"].astype(bool)]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for pairing, rows_p in first.groupby("pairing", sort=True):
         shares = (rows_p["label"].astype(float) / 2).groupby(rows_p["item"]).agg(["sum", "count"])
         units = list(zip(shares["sum"], shares["count"], strict=True))
@@ -143,7 +144,7 @@ def refinement_table(frame: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
     for r in rows:
         r["p_holm"] = float(next(adjusted)) if not math.isnan(r["p"]) else None
         r["p"] = None if math.isnan(r["p"]) else r["p"]
-    return _frame(rows, REFINEMENT_COLUMNS)
+    return frame_of(rows, REFINEMENT_COLUMNS)
 
 
 def _share(units: Sequence[tuple[float, float]]) -> float | None:
@@ -157,7 +158,7 @@ def position_table(frame: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) ->
 
     chose = frame[frame["chose_a"].notna()]
     groups = [("(all)", chose), *((str(p), rows) for p, rows in chose.groupby("person", sort=True))]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for person, part in groups:
         per_item = part["chose_a"].astype(float).groupby(part["item"]).agg(["sum", "count"])
         units = list(zip(per_item["sum"], per_item["count"], strict=True))
@@ -173,13 +174,7 @@ def position_table(frame: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) ->
                 "p": float(binomtest(k, n).pvalue) if n else None,
             }
         )
-    return _frame(rows, POSITION_COLUMNS)
-
-
-def _frame(rows: list[dict[str, object]], columns: Columns) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame({c: pd.array([r.get(c) for r in rows], dtype=d) for c, (d, _) in columns.items()})
+    return frame_of(rows, POSITION_COLUMNS)
 
 
 __all__ = [
