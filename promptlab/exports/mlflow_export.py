@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..people.plan import plan_path
 from ..results.store import cell_status
 from ..sanitize import Cleaner, mask_userinfo
-from ..sweeps.plan import env_defaults
+from ..sweeps.cell_process import env_defaults
 from .extras import need
 from .mlflow_judgments import log_judgments
 from .mlflow_payload import DIGEST_TAG, RESULTS_TAG, ROLE_TAG, RUN_ID_TAG, RunPayload, run_payloads
