@@ -338,13 +338,12 @@ async def finish_measures(ctx: RunContext, cfg: PromptLoopConfig, final_prompt: 
 
 
 async def record_outputs(ctx: RunContext, cfg: GroundedConfig, final_prompt: str | None) -> None:
-    """The starting prompt's and the returned prompt's replies from the target model (temperature 0, sample
-    `EVAL_SAMPLE`), each a Step of `Run.final` (phase `OUTPUT_PHASE`, output {"text", "prompt"}); a failed call
-    records its error and a null text. Nothing when there is no returned prompt."""
+    """The starting and the returned prompt's replies from the target model (temperature 0, `EVAL_SAMPLE`), each a
+    `Run.final` step (phase `OUTPUT_PHASE`, output {"text", "prompt"}; a failed call: its error, a null text)."""
     if final_prompt is None:
         return
     for which, prompt in (("start", ctx.run.task.prompt), ("returned", final_prompt)):
-        c, step = await ctx.completion(
+        request = RoleCall(
             "target",
             OUTPUT_PHASE,
             prompt,
@@ -355,6 +354,7 @@ async def record_outputs(ctx: RunContext, cfg: GroundedConfig, final_prompt: str
             max_tokens=cfg.eval_max_tokens,
             sample=EVAL_SAMPLE,
         )
+        c, step = await ctx.ask(request)
         step.output = {"text": c.text if c is not None else None, "prompt": which}
         ctx.place(step, None)
 
