@@ -560,6 +560,56 @@ if len(frames["skipped"]):
 )
 
 
+JUDGE = notebook(
+    (
+        "md",
+        (
+            "# Judge: people as the ground truth\n\nWhere nothing is labelled, people are the yardstick. Judge "
+            "what the runs of a results directory produced, blind: for each item, two texts for the same input "
+            "(what the starting and the returned prompt gave, in a random order you are not told), or one text "
+            "to rate 1-10. Type your name and press Start; keys: **a** / **b** / **t** (as good) / **s** (skip) "
+            "for pairs, **1**-**9** and **0** (10) for ratings. Every judgment is stored at once in "
+            "`<results>/judgments/<name>.jsonl`, so a restarted kernel or a closed tab resumes where you stopped. "
+            "About one item in ten comes back later, to measure how consistent each of us is. The plan is drawn "
+            "on first use (pairs, seed 0); `promptlab judgments plan RESULTS --kind rating` draws another."
+        ),
+    ),
+    (
+        "parameters",
+        """results_dir = "results/people"
+person = ""  # your name (letters, digits, '.', '_', '-'); empty: type it below""",
+    ),
+    ("code", RESULTS_ROOT_CELL),
+    (
+        "code",
+        """from promptlab.ui.judging import JudgingWidget
+from promptlab.ui.notebook import require_results
+
+widget = JudgingWidget(require_results(here(results_dir)), person=person or None)
+_ = widget.show()""",
+    ),
+    (
+        "md",
+        (
+            "## What the judgments say\n\nRun this once people have judged: each critic against the people, the "
+            "people against each other (the ceiling) and themselves (the repeats), a verdict per critic, whether "
+            "refinement helped by people's judgment, and the people's own position preference "
+            "(`promptlab judgments summary` prints the same)."
+        ),
+    ),
+    (
+        "code",
+        """from IPython.display import Markdown, display
+
+from promptlab.people import has_judgments, people_findings
+from promptlab.people.text import findings_markdown
+
+if has_judgments(here(results_dir)):
+    display(Markdown("\\n".join(findings_markdown(people_findings(here(results_dir), n_boot=500)))))""",
+    ),
+)
+
+
 def main() -> None:
     """Write the notebooks next to this script."""
     from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
@@ -576,6 +626,7 @@ def main() -> None:
                 ("05_runs", RUNS),
                 ("06_baselines", BASELINES),
                 ("07_critic", CRITIC),
+                ("08_judge", JUDGE),
                 ("run_cell", run_cell),
             )
         ),
