@@ -26,7 +26,6 @@ import json
 import os
 import re
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +48,7 @@ CONTEXT = ("cpu", "threads", "instances", "n_seq", "engine", "extra_bufts")
 BUILD_FILE = "promptlab-llama-build.json"
 BUFFER_LINE = re.compile(r"load_tensors:\s+(\S+) model buffer size")
 """How llama.cpp's load log names each buffer type holding weights."""
-LOAD_LOG = threading.Lock()
-"""Held while llama.cpp's log goes to `weight_buffers` (the log callback is one for the process): a model
-loaded in the same process meanwhile (`pool._new_slot`) waits."""
+
 """What `scripts/setup` writes into the virtualenv: {variant, cmake_args, llama_cpp_python}."""
 
 
@@ -129,6 +126,8 @@ def weight_buffers(path: Path, extra_bufts: bool) -> tuple[str, ...]:
     read the file (the model's own load then says why)."""
     import llama_cpp
     from llama_cpp import _logger
+
+    from .pool import LOAD_LOG
 
     lines: list[str] = []
 

