@@ -34,6 +34,7 @@ from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping, rank_rules
 from ..critics.simulated import simulated_critic
 from ..results.configs import config_columns, config_labels, run_configs
+from ..results.order import canonical_results
 from .budget import BudgetFindings, budget_findings, budget_markdown
 from .markdown import percent, table_lines
 
@@ -87,9 +88,11 @@ class Findings:
 
 def findings(results: Results, *, bias_budget: int = 0, cache: Any = None) -> Findings:
     """The findings of a loaded results directory (see the module docstring). `bias_budget` is the model calls
-    per model critic for the bias probes' re-asks (0: none; simulated critics are re-asked without a call)."""
+    per model critic for the bias probes' re-asks (0: none; simulated critics are re-asked without a call). The
+    frames are taken in the canonical order (`promptlab.results.order`): the same runs give the same findings."""
     import pandas as pd
 
+    results = canonical_results(results)
     runs, traj = results.runs, results.trajectories
     deltas = delta_table(runs) if len(runs) else pd.DataFrame()
     comparisons = compare(runs) if len(deltas) > 1 else None
