@@ -305,23 +305,27 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
         return []
     lines = [
         "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together (each at "
-        "1 - 0.03 / its probes, Bonferroni), so an unbiased critic is called biased on any probe at most 5% of "
-        'the time. "No evidence of bias" only where the CI lies inside the stated size (docs/analysis.md, Critic '
-        "biases). *Detectable* is the smallest bias the probe finds with 80% power at its n (above the stated size: "
-        "underpowered); *scores at 1 / 10* the share of the probe's scores at the scale's ends (above 10% together: "
-        "saturated, the estimate is a lower bound):",
+        "1 - 0.03 / the probes measured, Bonferroni: a critic whose re-asks could not run has two, so its logged "
+        "probes' intervals are narrower than with all five), so an unbiased critic is called biased on any probe "
+        'at most 5% of the time. "No evidence of bias" only where the CI lies inside the stated size, and no '
+        'verdict from fewer observations than a probe needs or from data that do not vary ("Not enough data"; '
+        "docs/analysis.md, Critic biases). *From* says where the interval came from: the logs or re-asks of the "
+        "critic. *Detectable* is the smallest bias the probe finds with 80% power at its n (an inconclusive row "
+        "above the stated size is underpowered); *scores at 1 / 10* the share of the probe's scores at the "
+        "scale's ends (above 10% together: saturated, the estimate likely understates the bias):",
         "",
     ]
     for critic, g in biases.groupby("critic_model", sort=True):
         level = g["ci_level"].dropna()
         head = f"{percent(level.iloc[0])} CI" if len(level) and level.nunique() == 1 else "CI"
         sim = "planted" in g.columns and bool(g["planted"].notna().any())
-        cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit"]
+        cols = ["probe", f"estimate [{head}]", "from", *(["planted (in the CI?)"] if sim else []), "n", "unit"]
         cols += ["detectable (80% power)", "scores at 1 / 10", "finding"]
         rows = [
             [
                 r.probe,
                 _ci(r.estimate, r.ci_low, r.ci_high),
+                r.source,
                 *([_planted(r.planted, r.ci_low, r.ci_high)] if sim else []),
             ]
             + [r.n, r.unit, _p(r.detectable), _ends(r), r.finding]
