@@ -46,12 +46,14 @@ if TYPE_CHECKING:
 
 ANCHORS = (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
 """The previous scores the anchoring probe shows, one drawn per candidate."""
-BUDGET = 150
-"""Default model calls per critic for the re-asks (3 per candidate for padding and anchoring, 2 per pair): 30
-candidates, the fewest at which the padding probe detects its margin (0.2 points per 100 characters) with 80%
-power on a model critic whose scores vary by 0.7 points from ask to ask (benchmarks/bias_model_critics.py: its
-detectable size at 24 candidates is 0.21). Anchoring and order need hundreds for their margins of 0.1; their
-rows say "underpowered"."""
+BUDGET = 250
+"""Default model calls per critic for the re-asks (3 per candidate for padding and anchoring, 2 per pair): 50
+candidates and 50 pairs, at which the padding probe detects its margin (0.2 points per 100 characters) with 80%
+power on a model critic whose scores vary by 0.7 points from ask to ask, and whose reactions to particular
+padding sentences add more (benchmarks/bias_model_critics.py: detectable 0.17 at 50 candidates; 0.23 at the 30
+that 150 bought). Anchoring and order do not reach their margins of 0.1 at it (they would need about 200
+candidates and 400 pairs), nor do the logged probes, whose n is the sweep's: their inconclusive rows say
+"underpowered" and about the n that would reach the margin."""
 SEED = 0
 """Seed of the draw of candidates, pairs and shown scores."""
 SAMPLES = {"plain": 101, "padded": 102, "anchored": 103, "pair": 104}

@@ -7,6 +7,9 @@ reads its prompt and answers JSON, re-asked through the loop's rescore hook, the
 - Biases planted at sizes above the margins are covered by the 99% intervals at the stated rate (slow).
 - A critic with about 60% of its scores at 10 never gets "No evidence of bias" for a planted size above the
   margin, and its rows name the saturation.
+- A critic that reacts to particular padding sentences (no length preference) is not read as length-biased by
+  the padding probe: each candidate's padding is its own draw (with the same five sentences on every candidate,
+  as before issue #52, it was).
 - Under history_chars=150, the length and padding probes read what the critic was shown and recover a planted
   0.6 (slow).
 
@@ -68,7 +71,9 @@ def test_a_saturated_critic_is_never_read_as_unbiased(tmp_path: Path) -> None:
         assert 0.5 <= top <= 0.75, top  # about 60% of its scores at the top
         assert not table["finding"].str.startswith("No evidence of bias").any(), table["finding"].tolist()
         scored = table[table["probe"] != "order"]
-        assert scored["finding"].str.contains("% at 10\\): the estimate is a lower bound", regex=True).all()
+        assert scored["finding"].str.contains("% at 10\\): the estimate likely understates", regex=True).all()
+        assert not table["finding"].str.contains("lower bound").any()
+        assert not table[table["finding"].str.startswith("Biased")]["finding"].str.contains("underpowered").any()
         assert (scored["at_top"].astype(float) > 0.3).all()
 
 
@@ -77,3 +82,28 @@ def test_under_a_truncated_history_length_and_padding_read_what_the_critic_saw(t
     sim = Simulation(Planted(per_100=0.6), history_chars=150)
     coverage = _coverage(sim, COVERAGE_REPLICATIONS, tmp_path, ["length", "padding"])
     assert all(share >= 0.97 for share in coverage.values()), coverage
+
+
+OLD_BANK = (
+    "The task is described above.",
+    "Please follow the instructions given above.",
+    "The instructions above say what to do.",
+    "Nothing else is required beyond the instructions above.",
+    "This is the end of the instructions.",
+)
+"""The five sentences every candidate was padded with before issue #52."""
+
+
+def test_a_critic_reacting_to_padding_sentences_is_not_read_as_length_biased(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.analysis import bias_padding
+
+    # each distinct padding sentence shifts the score by a fixed Normal(0, 1) draw; no length preference
+    sim = Simulation(Planted(sentence_sd=1.0))
+    reps = range(4)
+    now = [sim.replicate(r, tmp_path / f"now{r}")[0].set_index("probe").loc["padding"] for r in reps]
+    assert not any(row["finding"].startswith("Biased") for row in now), [row["finding"] for row in now]
+    assert all(row["ci_low"] <= 0 <= row["ci_high"] for row in now)
+    # the same critics with the same five sentences on every candidate: their reaction poses as length
+    monkeypatch.setattr(bias_padding, "PAD_BANK", OLD_BANK)
+    before = [sim.replicate(r, tmp_path / f"before{r}")[0].set_index("probe").loc["padding"] for r in reps]
+    assert sum(row["finding"].startswith("Biased") for row in before) >= 3, [dict(row) for row in before]
