@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..results.store import cell_status
 from ..sanitize import Cleaner, mask_userinfo
-from ..sweeps.plan import env_defaults
+from ..sweeps.cell_process import env_defaults
 from .extras import need
 from .mlflow_payload import DIGEST_TAG, RESULTS_TAG, ROLE_TAG, RUN_ID_TAG, RunPayload, run_payloads
 
