@@ -68,7 +68,7 @@ def _rate(k: int, n: int) -> str:
     return f"{k / n:.1%} ({k}/{n}; Wilson 95% {ci.low:.1%}-{ci.high:.1%})" if ci else "NA"
 
 
-def run(name: str, replications: int | None, budget: int) -> list[str]:
+def run(name: str, replications: int | None, budget: int, first: int = 0) -> list[str]:
     sc = SCENARIOS[name]
     reps, planted = replications or sc.replications, sc.planted
     truth = {"length": planted.per_100, "padding": planted.per_100, "anchoring": planted.anchor}
@@ -80,7 +80,7 @@ def run(name: str, replications: int | None, budget: int) -> list[str]:
     top: list[float] = []
     cpu = time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(reps):
+        for r in range(first, first + reps):
             table, frames = sim.replicate(r, Path(tmp) / f"r{r}")
             biased = table["finding"].str.startswith("Biased")
             flagged += bool(biased.any())
@@ -90,7 +90,7 @@ def run(name: str, replications: int | None, budget: int) -> list[str]:
                 _tally(stats[str(row.probe)], row, truth[str(row.probe)])
     cpu = time.process_time() - cpu
     lines = [
-        f"### {name}: {reps} replications, budget {sim.budget}, {sc.tasks * 4} runs, {cpu / reps:.2f} s CPU each, "
+        f"### {name}: {reps} replications (from {first}), budget {sim.budget}, {sc.tasks * 4} runs, {cpu / reps:.2f} s CPU each, "
         f"{sum(top) / len(top):.0%} of logged scores at 10",
         "",
         f'"Biased" on some probe: {_rate(flagged, reps)}; on length or padding: {_rate(length_or_padding, reps)}',
@@ -102,8 +102,8 @@ def run(name: str, replications: int | None, budget: int) -> list[str]:
     for probe, s in stats.items():
         k, rows = len(s["est"]) or 1, len(s["biased"]) or 1
         lines.append(
-            f"| {probe} | {truth[probe]:+.2f} | {sum(s['est']) / k:+.3f} | {sum(s['cov']) / k:.1%} | "
-            f"{sum(s['biased']) / rows:.1%} | {sum(s['none']) / rows:.1%} | {sum(s['nodata']) / rows:.1%} | "
+            f"| {probe} | {truth[probe]:+.2f} | {sum(s['est']) / k:+.3f} | {sum(s['cov']):.0f}/{k} | "
+            f"{sum(s['biased']):.0f} ({sum(s['biased']) / rows:.1%}) | {sum(s['none']) / rows:.1%} | {sum(s['nodata']) / rows:.1%} | "
             f"{sum(s['n']) / rows:.0f} | {sum(s['mde']) / k:.3f} | {sum(s['underpowered']):.0f} | "
             f"{sum(s['understates']) / rows:.0%} |"
         )
@@ -130,9 +130,10 @@ def main() -> None:
     parser.add_argument("--replications", type=int, help="per scenario (default: each scenario's own)")
     parser.add_argument("--budget", type=int, default=BUDGET, help="of the scenarios without a budget of their own")
     parser.add_argument("--scenario", choices=list(SCENARIOS), action="append")
+    parser.add_argument("--first", type=int, default=0, help="the first replication's index (to run one in parts)")
     args = parser.parse_args()
     for name in args.scenario or list(SCENARIOS):
-        print("\n".join(run(name, args.replications, args.budget)), flush=True)
+        print("\n".join(run(name, args.replications, args.budget, args.first)), flush=True)
 
 
 if __name__ == "__main__":

@@ -337,7 +337,6 @@ __all__ = [
     "REASKED",
     "SPENT_ERROR",
     "UNITS",
-    "Estimate",
     "anchoring_bias",
     "bias_table",
     "bias_verdict",

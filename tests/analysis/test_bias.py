@@ -12,7 +12,6 @@ from biased import PLANTED, write_biased_sweep
 
 from promptlab.analysis.bias import (
     PROBES,
-    Estimate,
     anchoring_bias,
     bias_table,
     bias_verdict,
@@ -24,6 +23,7 @@ from promptlab.analysis.bias import (
     planted,
 )
 from promptlab.analysis.bias_asks import SIM_DRAWS, probe_frames
+from promptlab.analysis.bias_intervals import Estimate
 from promptlab.analysis.bias_padding import PAD_BANK, pad, pad_draw
 from promptlab.results.store import load
 
