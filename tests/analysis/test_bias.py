@@ -382,3 +382,17 @@ def test_two_pairs_and_three_candidates_are_not_enough_data() -> None:
     # twelve pairs that each split one-one do vary as the score interval reads them: a verdict
     twelve = pd.concat([pairs.assign(pair=pairs["pair"] + 2 * k) for k in range(6)])
     assert order_bias(twelve, 0.994).low is not None and order_bias(twelve).n == 12
+
+
+def test_under_a_window_the_candidates_that_can_be_padded_are_asked_first(swept) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.results.store import read_runs, write_cell
+
+    results_dir, model_critic = swept
+    runs = read_runs(results_dir, "model")
+    for run in runs:
+        run.config["history_chars"] = 60  # only the 9-character starting prompts leave room for a sentence
+    write_cell(results_dir, "model", {"loop": "creator_critic", "critic_model": model_critic.name}, runs)
+    padding = probe_frames(load(results_dir), budget=10)["padding"].query("critic_model == @model_critic.name")
+    # budget 10: 2 candidates re-asked, and both are ones the window leaves room to pad (drawn at random, the
+    # first two were not: 21-28 of 30 re-asked candidates went unpadded under history_chars=150, issue #52)
+    assert len(padding) == 2 and padding["why_not"].isna().all() and (padding["added_chars"] > 0).all()

@@ -2,8 +2,9 @@
 model_critics.py, shared with the benchmark: Creator/Critic sweeps at one fixed sample, the loops' repeated candidates, a scripted critic that
 reads its prompt and answers JSON, re-asked through the loop's rescore hook, then `probe_frames` and `bias_table`).
 
-- An unbiased critic is called "Biased" on some probe in at most 5% of replications, and the Wilson upper bound
-  of that rate over REPLICATIONS is under 7% (slow).
+- An unbiased critic (one that reacts to particular padding sentences) is called "Biased" on some probe in at
+  most 5% of replications, each probe in at most 1% (its share), and the Wilson upper bound of the family rate
+  over REPLICATIONS is under 7% (slow; the benchmark's first scenario runs the same replications).
 - Biases planted at sizes above the margins are covered by the 99% intervals at the stated rate (slow).
 - A critic with about 60% of its scores at 10 never gets "No evidence of bias" for a planted size above the
   margin, and its rows name the saturation.
@@ -46,14 +47,20 @@ def _coverage(sim: Simulation, reps: int, tmp_path: Path, probes: list[str]) -> 
 
 @pytest.mark.slow
 def test_an_unbiased_model_critic_is_called_biased_at_most_5_percent_of_the_time(tmp_path: Path) -> None:
-    sim = Simulation(Planted())
-    flagged = 0
+    # no bias, but each distinct padding sentence shifts its score by a fixed Normal(0, 0.2) draw (issue #52)
+    sim = Simulation(Planted(sentence_sd=0.2))
+    flagged, per_probe = 0, dict.fromkeys(TRUTH, 0)
     for r in range(REPLICATIONS):
         table = sim.replicate(r, tmp_path / f"r{r}")[0]
         assert len(table) == 5 and table["ci_low"].notna().all(), table
-        flagged += bool(table["finding"].str.startswith("Biased").any())
+        biased = table["finding"].str.startswith("Biased")
+        flagged += bool(biased.any())
+        for probe in table.loc[biased, "probe"]:
+            per_probe[str(probe)] += 1
     upper = binomtest(flagged, REPLICATIONS).proportion_ci(method="wilson").high
     assert flagged / REPLICATIONS <= 0.05 and upper < 0.07, f"{flagged} of {REPLICATIONS} called biased"
+    # each probe at or under its share of the 5% (1%: 4 of 400)
+    assert all(k <= REPLICATIONS // 100 for k in per_probe.values()), per_probe
 
 
 @pytest.mark.slow
