@@ -8,7 +8,8 @@ the row has one), the share of rows "Biased" (with no bias planted: false ones, 
 of the 5%, SHARE), "No evidence" and "Not enough data", the mean n and smallest detectable bias (80% power),
 "Biased" rows that say "underpowered" (there should be none) and rows that say the estimate "likely understates";
 and the share of replications "Biased" on some probe, and on length or padding (Wilson 95% CIs).
-Run: .venv/bin/python benchmarks/bias_model_critics.py [--replications N] [--budget B] [--scenario NAME]
+Run: PYTHONPATH=.:benchmarks/support .venv/bin/python benchmarks/bias_model_critics.py [--replications N] [--budget B]
+[--scenario NAME] [--first K]
 """
 
 from __future__ import annotations

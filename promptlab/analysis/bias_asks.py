@@ -51,8 +51,8 @@ BUDGET = 250
 candidates and 50 pairs, at which the padding probe detects its margin (0.2 points per 100 characters) with 80%
 power on a model critic whose scores vary by 0.7 points from ask to ask, and whose reactions to particular
 padding sentences add more (benchmarks/bias_model_critics.py: detectable 0.17 at 50 candidates; 0.23 at the 30
-that 150 bought). Anchoring and order do not reach their margins of 0.1 at it (they would need about 200
-candidates and 400 pairs), nor do the logged probes, whose n is the sweep's: their inconclusive rows say
+that 150 bought). Anchoring and order do not reach their margins of 0.1 at it (they would need about 220
+candidates and 450 pairs), nor do the logged probes, whose n is the sweep's: their inconclusive rows say
 "underpowered" and about the n that would reach the margin."""
 SEED = 0
 """Seed of the draw of candidates, pairs and shown scores."""
