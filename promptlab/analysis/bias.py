@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..critics.simulated import simulated_critic
+from ..results.order import canonical_rows
 from .bias_intervals import Estimate, mean_interval, ols_interval, ternary_interval
 from .bias_limits import detectable, end_shares, limited_verdict
 
@@ -97,11 +98,14 @@ def distinct_asks(frame: pd.DataFrame) -> pd.DataFrame:
 def inflation(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Score change at no change in accuracy (nor in length, when `chars` is given), step by step along each
     run (columns run_id, iteration, score, accuracy, optionally chars and key: a step between the same two
-    asks, logged again in another run, counts once)."""
+    asks, logged again in another run, counts once, with the run that comes first in the frame; runs are taken
+    in the frame's order, never by run id: `logged_frame` gives them in the canonical order)."""
     import numpy as np
+    import pandas as pd
 
     cols = ["score", "accuracy", *(["chars"] if "chars" in frame.columns and frame["chars"].notna().all() else [])]
-    d = frame.dropna(subset=["score", "accuracy"]).sort_values(["run_id", "iteration"])
+    d = frame.dropna(subset=["score", "accuracy"])
+    d = d.iloc[np.lexsort((d["iteration"].to_numpy(float), pd.factorize(d["run_id"])[0]))]
     steps = d.groupby("run_id", sort=False)[cols].diff().assign(run_id=d["run_id"])
     if "key" in d.columns and d["key"].notna().all():
         steps = steps.assign(step=d.groupby("run_id", sort=False)["key"].shift() + ">" + d["key"])
@@ -297,7 +301,8 @@ def source(probe: str, critic: str) -> str:
 
 
 def logged_frame(trajectories: pd.DataFrame, chars: pd.DataFrame) -> pd.DataFrame:
-    """One row per critic x run x iteration from the logs: critic_model, run_id, iteration, score (the critic's
+    """One row per critic x run x iteration from the logs, in the canonical order of the trajectories' rows
+    (`promptlab.results.order`): critic_model, run_id, iteration, score (the critic's
     own mean score over its criteria), accuracy (the dev score), chars (the characters of the candidate the
     critic was shown: all of it for a simulated critic, what the loop's prompt showed a model critic) and key
     (the ask: `bias_asks.text_key` of the text shown; rows with one key are one observation).
@@ -313,8 +318,9 @@ def logged_frame(trajectories: pd.DataFrame, chars: pd.DataFrame) -> pd.DataFram
     need = {"score", "grounded_score", "critic_model", "run_id", "iteration"}
     if trajectories.empty or not need <= set(trajectories.columns):
         return pd.DataFrame(columns=cols)
-    t = trajectories[trajectories["score"].notna() & trajectories["grounded_score"].notna()]
-    per = t.groupby(["critic_model", "run_id", "iteration"], as_index=False).agg(
+    t = canonical_rows(trajectories)  # runs in the canonical order, not by run id: which run an ask counts for
+    t = t[t["score"].notna() & t["grounded_score"].notna()]
+    per = t.groupby(["critic_model", "run_id", "iteration"], as_index=False, sort=False).agg(
         score=("score", "mean"), accuracy=("grounded_score", "first")
     )
     out = per.merge(chars, on=["run_id", "iteration"], how="left")

@@ -34,6 +34,7 @@ from ..eval.pairwise import ajudge_pair
 from ..loops.registry import get_loop
 from ..loops.runtime.config import LOGGED, goal_of
 from ..loops.runtime.define import rescore_sample
+from ..results.order import canonical_runs
 from ..results.store import read_runs
 from .bias import logged_frame
 from .bias_padding import pad_within
@@ -84,11 +85,15 @@ def text_key(run: Run, *texts: str) -> str:
 
 
 def logged_runs(results: Results) -> list[Run]:
-    """The Run records of the results' ok cells (a cell whose runs.jsonl cannot be read is left out)."""
+    """The Run records of the results' ok cells (a cell whose runs.jsonl cannot be read is left out), cell by cell
+    in the order of their ids, each cell's in the canonical order (`promptlab.results.order.canonical_runs`): the
+    candidates drawn for the re-asks do not depend on the order in which runs finished."""
     runs: list[Run] = []
-    for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
+    for cell in (
+        sorted(map(str, results.runs["cell_id"].dropna().unique())) if "cell_id" in results.runs.columns else []
+    ):
         try:
-            runs += read_runs(results.path, str(cell))
+            runs += canonical_runs(read_runs(results.path, cell))
         except (OSError, ValueError):
             continue
     return runs

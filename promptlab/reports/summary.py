@@ -11,6 +11,7 @@ from ..analysis.bias_asks import BUDGET
 from ..errors import ConfigError
 from ..results.atomic import atomic_write
 from ..results.configs import By, by_columns, config_columns, config_groups, fmt_value
+from ..results.order import canonical_results, canonical_rows
 from .bias_charts import plot_biases
 from .by_critic import (
     ACCURACY,
@@ -59,7 +60,7 @@ def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFram
     """
     import pandas as pd
 
-    runs = results if isinstance(results, pd.DataFrame) else results.runs
+    runs = canonical_rows(results if isinstance(results, pd.DataFrame) else results.runs)  # sums in one order
     cols = by_columns(runs, by)
     out_cols = [
         *cols,
@@ -98,14 +99,8 @@ def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFram
             ]
         )
     table = pd.DataFrame(rows, columns=out_cols)
-    for c in (
-        "final_score_mean",
-        "final_score_sd",
-        "best_score_mean",
-        "iterations_mean",
-        "tokens_mean",
-        "cost_usd_total",
-    ):
+    floats = ["final_score_mean", "final_score_sd", "best_score_mean", "iterations_mean", "tokens_mean"]
+    for c in [*floats, "cost_usd_total"]:
         table[c] = table[c].astype("Float64")
     for c in ("runs", "final_score_n", "tokens_total", "n_errors", "runs_with_errors"):
         table[c] = table[c].astype("Int64")
@@ -151,7 +146,8 @@ def report(
     *,
     bias_budget: int = BUDGET,
 ) -> Report:
-    """Load a results directory and write its charts, summary.csv and summary.md.
+    """Load a results directory and write its charts, summary.csv and summary.md, from its frames in the canonical
+    order (`promptlab.results.order`): the same runs give the same numbers whatever order they finished in.
 
     Charts: trajectories.png, pairings.png, score_vs_cost.png, stop_reasons.png, final_by_threshold.png, and
     the findings charts calibration.png, grounded_trajectories.png, counterfactual.png (one panel per
@@ -175,7 +171,7 @@ def report(
     """
     from ..results.store import Results, load
 
-    res = results_dir if isinstance(results_dir, Results) else load(results_dir)  # read
+    res = canonical_results(results_dir if isinstance(results_dir, Results) else load(results_dir))  # read
     out = Path(out_dir) if out_dir is not None else res.path / "report"
     if out_dir is None and out.is_symlink():  # as a cell directory linked out: never written through
         raise ConfigError(f"{out} is a symbolic link to {os.readlink(out)}; refused, nothing written through it")

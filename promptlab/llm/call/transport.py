@@ -61,21 +61,21 @@ _unpriced: set[tuple[str, str | None, int]] = set()
 and catch the same error on every call. A price registered later grows the map and so misses this set."""
 
 
-def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
-    """The reply's cost by litellm's price map: 0.0 for promptlab's in-process models (`own`), None when
+def cost_of(model: ResolvedModel, response: Any) -> float | None:
+    """The cost of `model`'s reply by litellm's price map: 0.0 for promptlab's in-process models, None when
     unknown.
 
     litellm prices a response it made itself while logging it (`_hidden_params['response_cost']`): that
     figure is used rather than pricing the same response twice.
     """
-    if own:
+    if model.in_process:
         return 0.0  # in-process models cost nothing by construction
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:
         priced = hidden["response_cost"]
         return None if priced is None else float(priced)
     lm = litellm()
-    seen = (model, getattr(response, "model", None), len(lm.model_cost))
+    seen = (model.target, getattr(response, "model", None), len(lm.model_cost))
     if seen in _unpriced:
         return None
     try:
@@ -113,7 +113,7 @@ def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Repl
         counts = tokens_of(reported)
         if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
             counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
-        cost = bounded_cost(cost_of(model.target, response, own=own) if counts is not None or own else None)
+        cost = bounded_cost(cost_of(model, response) if counts is not None or own else None)
         logprobs = logprobs_of(getattr(choice, "logprobs", None))
     except InvalidReply as e:
         e.paid_text = choice.message.content or ""  # delivered and billed: a spending cap charges its estimate
@@ -179,12 +179,12 @@ async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | 
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
     except TimeoutError as e:
-        raise timed_out(req.resolved.target, e) from e
+        raise timed_out(req.resolved, e) from e
 
 
 async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     streams, cap = _streams(kwargs, on_token), req.settings.max_reply_bytes
-    way = openai_http.route(kwargs) if req.settings.transport == "auto" else None
+    way = openai_http.route(req.resolved, kwargs) if req.settings.transport == "auto" else None
     if way is not None:
         if streams:
             assert on_token is not None
