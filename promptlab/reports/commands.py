@@ -21,7 +21,7 @@ def add_report_command(sub: Any) -> None:
         "--bias-budget",
         type=_non_negative,
         default=None,
-        help="model calls per model critic for the bias probes' re-asks (cached; default 150, 0: none)",
+        help="model calls per model critic for the bias probes' re-asks (cached; default 250, 0: none)",
     )
     rep.set_defaults(func=_report)
 
