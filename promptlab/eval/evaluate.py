@@ -22,11 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..aio import run_sync
 from ..errors import ConfigError
 from ..llm.cache.location import open_cache
-from ..llm.call import CacheArg, acomplete
-from ..llm.completion import Completion
-from ..llm.request import concurrency_limit
-from ..llm.settings import DEFAULT_SETTINGS, Settings
-from ..llm.tally import Tally, Usage
+from ..llm.call.completion import Completion
+from ..llm.call.entry import CacheArg, acomplete
+from ..llm.call.request import concurrency_limit
+from ..llm.call.settings import DEFAULT_SETTINGS, Settings
+from ..llm.providers.resolved import resolve_model
+from ..llm.spending.tally import Tally, Usage
 from ..record import Example, GroundedScore
 from .scorers import get_scorer
 from .scoring import Scored, Scorer, score_safely
@@ -146,8 +147,8 @@ DEFAULT_CONCURRENCY = 8
 
 def default_concurrency(model: str) -> int:
     """Examples in flight by default: a local model on the batching engine takes as many as it decodes at once
-    (`promptlab.llm.engine.capacity`), any other `DEFAULT_CONCURRENCY`."""
-    from ..llm.resolved import resolve_model
+    (`promptlab.llm.local.engine.capacity`), any other `DEFAULT_CONCURRENCY`."""
+    from ..llm.providers.resolved import resolve_model
 
     try:
         resolved = resolve_model(model)
@@ -186,7 +187,7 @@ async def aevaluate_prompt(
         sample: the cache's sample index (independent draws at temperature > 0).
         concurrency: examples in flight at once (the model's call limit for these calls is raised to it when
             lower); None: `DEFAULT_CONCURRENCY`, or for a local model on the batching engine as many as it
-            decodes at once (`promptlab.llm.engine.capacity`: a batch of more sequences costs less per example).
+            decodes at once (`promptlab.llm.local.engine.capacity`: a batch of more sequences costs less per example).
         cache: as for `promptlab.complete`.
         settings: retries, timeouts; its concurrency for `model` is replaced by `concurrency`.
         call: `async (index, formatted prompt, system) -> text` making the model call instead of
@@ -206,7 +207,7 @@ async def aevaluate_prompt(
     base = settings or DEFAULT_SETTINGS  # plan: how the calls are made
     # this evaluation's own gate holds it to `concurrency` examples at once; the model's limit is raised to that
     # when lower (so concurrency=16 gets 16 in flight), never lowered (other calls to the model keep theirs)
-    at_once = max(concurrency, concurrency_limit(model, base))
+    at_once = max(concurrency, concurrency_limit(resolve_model(model), base))
     limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: at_once})
     call_args = {"temperature": temperature, "max_tokens": max_tokens, "sample": sample, "settings": limited}
     gate = asyncio.Semaphore(concurrency)

@@ -11,7 +11,10 @@ Columns = dict[str, tuple[str, str]]
 
 TRAJECTORY_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
+    "run_id": (
+        "string",
+        "Unique run id (Run.run_id, a uuid that differs between executions of a cell; never orders rows).",
+    ),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),
@@ -112,7 +115,10 @@ Setup and final phases (planning, polish) are not in any iteration: their tokens
 
 RUN_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
+    "run_id": (
+        "string",
+        "Unique run id (Run.run_id, a uuid that differs between executions of a cell; never orders rows).",
+    ),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),
@@ -205,7 +211,7 @@ RUN_COLUMNS: Columns = {
     ),
     "fingerprint": (
         "string",
-        "The ids of the inference fingerprints the run's replies rest on (promptlab.llm.fingerprint), sorted and "
+        "The ids of the inference fingerprints the run's replies rest on (promptlab.llm.local.fingerprint), sorted and "
         "space-separated; <NA> where no reply carried one (scripted and simulated models, older records).",
     ),
     "fingerprints": (

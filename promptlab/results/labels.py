@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..llm.resolved import resolve_model
+from ..llm.providers.resolved import resolve_model
 
 MODEL_NAMES = {"generator_model": "generator", "critic_model": "critic", "target_model": "target"}
 """How a model key is named in a label, in label order."""

@@ -13,25 +13,18 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..events import EventHandler
-from ..llm.ledger_file import ledger_in
-from ..llm.spending_cap import SpendingCap
+from ..llm.spending.cap import SpendingCap
+from ..llm.spending.ledger import ledger_in
+from .cell_process import frozen_heap
 from .cells import Cell, preflight_cells
 from .dirlock import hold_results_dir
 from .executors import EXECUTORS, ExecutorSpec, get_executor
 from .experiment import Experiment, load_experiment
-from .plan import (
-    CellOutcome,
-    SweepPlan,
-    SweepResult,
-    frozen_heap,
-    keep_notebook,
-    prepare_results_dir,
-    progress_bar,
-    schedule,
-)
+from .plan import CellOutcome, SweepPlan, SweepResult, progress_bar, schedule
+from .results_dir import keep_notebook, prepare_results_dir
 
 if TYPE_CHECKING:
-    from ..llm.settings import Settings
+    from ..llm.call.settings import Settings
     from ..record import Task
 
 Executor = str
@@ -76,7 +69,7 @@ def sweep(
         scheduler: a Dask scheduler address (e.g. tcp://10.0.0.5:8786) for the dask executor; None starts a
             LocalCluster of `workers` processes.
         max_cost: a cap in USD on what model calls pay in this results dir, over every sweep of it (default:
-            the experiment's `max_cost`; see `promptlab.llm.spending_cap`): a request that would pass it is not made and
+            the experiment's `max_cost`; see `promptlab.llm.spending.cap`): a request that would pass it is not made and
             its cell is "cut"; a sweep with a higher cap resumes the cut cells.
         on_cell: called in this process with each cell's outcome once it is recorded (skipped cells included), on
             every executor; e.g. `promptlab.exports.LiveMlflow(out).cell_finished` logs each cell's runs to MLflow.
@@ -89,26 +82,17 @@ def sweep(
             dir holding another experiment's cells, or a cap with a model whose price is unknown.
         KeyboardInterrupt: on Ctrl-C, after running writes finished (run again to resume).
     """
-    spec = get_executor(executor)
     given = {"settings": settings, "template": template, "scheduler": scheduler}
-    _check_options(spec, executor, given, on_event=on_event, workers=workers, cell_concurrency=cell_concurrency)
-    exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
-    if out_dir is not None and not str(out_dir).strip():
-        raise ConfigError("out_dir (--out): an empty path would write the results into the working directory")
-    out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
-    tasks = exp.load_tasks()
-    cells = exp.cells(tasks)
-    cap = max_cost if max_cost is not None else exp.max_cost
-    spending_cap = SpendingCap(ledger_in(out), cap) if cap is not None else None
+    spec = _check_options(executor, given, on_event=on_event, workers=workers, cell_concurrency=cell_concurrency)
+    exp, out, tasks, cells = _experiment_cells(experiment, out_dir)
+    cap, spending_cap = _spending_cap(exp, out, max_cost)
     where = _preflight(cells, tasks, spending_cap, settings, cache)
     spec.precheck(given)  # e.g. a scheduler that does not answer: before the results dir is written
     with hold_results_dir(out):  # one sweep at a time per results dir: a second stops here, naming this one
         prepare_results_dir(out, exp, tasks, cells)
         t0 = time.perf_counter()
         result = SweepResult(exp.name, out, executor, max_cost=cap)
-        pending, finished = _split_finished(out, cells)
         runs_per_cell = len(tasks) * exp.replicates
-        bar = progress_bar(exp.name, len(cells), runs_per_cell, disable=not progress)
         plan = SweepPlan(
             exp,
             out,
@@ -117,7 +101,7 @@ def sweep(
             on_event,
             cell_concurrency,
             result,
-            bar,
+            progress_bar(exp.name, len(cells), runs_per_cell, disable=not progress),
             workers=workers,
             settings=settings,
             template=Path(template) if template else None,
@@ -126,25 +110,54 @@ def sweep(
             runs_per_cell=runs_per_cell,
             on_cell=on_cell,
         )
-        for outcome in finished:
-            plan.record(outcome)
-        _run(spec, plan, pending, len(cells), t0)
-        order = {c.cell_id: i for i, c in enumerate(cells)}
-        result.cells.sort(key=lambda c: order[c.cell_id])
-        result.wall_time_s = round(time.perf_counter() - t0, 3)
-        return result
+        return _run_pending(spec, plan, cells, t0)
+
+
+def _experiment_cells(
+    experiment: str | Path | Experiment, out_dir: str | Path | None
+) -> tuple[Experiment, Path, list[Task], list[Cell]]:
+    """The experiment (loaded from its file), its results dir, its tasks and its cells."""
+    exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
+    tasks = exp.load_tasks()
+    return exp, _results_dir(exp, out_dir), tasks, exp.cells(tasks)
+
+
+def _spending_cap(exp: Experiment, out: Path, max_cost: float | None) -> tuple[float | None, SpendingCap | None]:
+    """The cap in USD (`max_cost`, else the experiment's) and the spending cap over the results dir's ledger."""
+    cap = max_cost if max_cost is not None else exp.max_cost
+    return cap, SpendingCap(ledger_in(out), cap) if cap is not None else None
+
+
+def _results_dir(exp: Experiment, out_dir: str | Path | None) -> Path:
+    """The sweep's results dir: `out_dir`, or results/<experiment name>; an empty path is refused."""
+    if out_dir is not None and not str(out_dir).strip():
+        raise ConfigError("out_dir (--out): an empty path would write the results into the working directory")
+    return Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
+
+
+def _run_pending(spec: ExecutorSpec, plan: SweepPlan, cells: list[Cell], t0: float) -> SweepResult:
+    """Record the cells already finished, run the rest, and return the result in the experiment's cell order."""
+    pending, finished = _split_finished(plan.out, cells)
+    for outcome in finished:
+        plan.record(outcome)
+    _run(spec, plan, pending, len(cells), t0)
+    result = plan.result
+    order = {c.cell_id: i for i, c in enumerate(cells)}
+    result.cells.sort(key=lambda c: order[c.cell_id])
+    result.wall_time_s = round(time.perf_counter() - t0, 3)
+    return result
 
 
 def _check_options(
-    spec: ExecutorSpec,
     executor: str,
     given: Mapping[str, object],
     *,
     on_event: EventHandler | None,
     workers: int,
     cell_concurrency: int | None,
-) -> None:
-    """Validate: each option given is one the executor takes, and the counts are at least 1."""
+) -> ExecutorSpec:
+    """The executor named, once each option given is one it takes and the counts are at least 1."""
+    spec = get_executor(executor)
     for name, value in given.items():
         if value is not None and name not in spec.options:
             takes = [s.name for s in EXECUTORS.values() if name in s.options]
@@ -155,6 +168,7 @@ def _check_options(
         raise ConfigError(f"workers: {workers} must be at least 1")
     if cell_concurrency is not None and cell_concurrency < 1:
         raise ConfigError(f"cell_concurrency: {cell_concurrency} must be at least 1")
+    return spec
 
 
 def _preflight(

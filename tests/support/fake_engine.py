@@ -1,6 +1,6 @@
-"""A scripted model for the batching engine: the real worker loop (`promptlab.llm.engine_worker.Worker`:
+"""A scripted model for the batching engine: the real worker loop (`promptlab.llm.local.engine_worker.Worker`:
 admission, sequence slots, timeouts, heartbeats) over a model whose decode is Python, served from a thread of
-the test's process in place of the worker process (`promptlab.llm.engine.spawn_worker`)."""
+the test's process in place of the worker process (`promptlab.llm.local.engine.spawn_worker`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-from promptlab.llm.engine_model import Model
-from promptlab.llm.engine_worker import Worker
+from promptlab.llm.local.engine_model import Model
+from promptlab.llm.local.engine_worker import Worker
 
 WORD = 7
 """The token every reply is made of (its text is `w `)."""
@@ -61,6 +61,8 @@ class FakeModel:
     hang: threading.Event = field(default_factory=threading.Event)
     freed: threading.Event = field(default_factory=threading.Event)
     steps: int = 0
+    copies: int = 0
+    """Prefixes copied from one slot to another."""
     lib: Any = None
     batch: Any = field(default_factory=lambda: SimpleNamespace(n_tokens=0))
     ctx: Any = None
@@ -87,6 +89,9 @@ class FakeModel:
     def sampler(self, params: dict[str, Any]) -> Any:
         return object()
 
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        self.copies += 1
+
     def decode(self) -> int:
         if self.hang.is_set():
             self.freed.wait()
@@ -96,7 +101,7 @@ class FakeModel:
 
 
 class ThreadProc:
-    """The worker thread, seen as the worker process `promptlab.llm.engine.Engine` watches."""
+    """The worker thread, seen as the worker process `promptlab.llm.local.engine.Engine` watches."""
 
     def __init__(self, thread: threading.Thread) -> None:
         self.thread = thread

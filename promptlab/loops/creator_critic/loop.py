@@ -32,22 +32,17 @@ from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
+    finish_measures,
     measure,
-    measure_test,
     simulated_info,
     simulated_score,
     simulated_step,
 )
 from ..runtime.missing import record_missing
 from ..runtime.rescoring import Rescore, define_rescore
+from ..runtime.role_call import RoleCall
 from ..runtime.toolkit import best_iteration, by_decision_score, cut
-from .config import (
-    CreatorCriticConfig,
-    Critique,
-    aggregate,
-    critique_schema,
-    judged_score,
-)
+from .config import CreatorCriticConfig, Critique, aggregate, critique_schema, judged_score
 from .creator import clean_prompt_text, creator_prompt, critique_summary, fallback_critique
 from .router import route
 
@@ -71,19 +66,21 @@ async def _one_critic(
         return crit, score, simulated_step(it, "critique", judge, model, [score])
     expected = cfg.score_mode == "expected"
     fallback = cfg.parse_failure_score
-    c, step = await ctx.completion(
-        "critic",
-        "critique",
-        prompt,
-        schema=critique_schema(cfg),
-        iteration=it,
-        sample_offset=k,
-        model=model,
-        judge=judge,
-        token_type="critic",
-        place=False,
-        logprobs=expected,
-        parse_attempts=None if fallback is None else 1,
+    c, step = await ctx.ask(
+        RoleCall(
+            "critic",
+            "critique",
+            prompt,
+            schema=critique_schema(cfg),
+            iteration=it,
+            sample_offset=k,
+            model=model,
+            judge=judge,
+            token_type="critic",
+            place=False,
+            logprobs=expected,
+            parse_attempts=None if fallback is None else 1,
+        )
     )  # the seed makes one call
     crit = c.parsed if c is not None else None
     if not isinstance(crit, Critique):
@@ -300,8 +297,7 @@ async def arun_creator_critic(ctx: RunContext, task: Task, cfg: CreatorCriticCon
     ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
     if budget:
         ctx.run.info["budget_stop"] = budget
-    if task.grounded:
-        await measure_test(ctx, cfg, chosen.candidate if chosen else None)
+    await finish_measures(ctx, cfg, chosen.candidate if chosen else None)
     run = ctx.finish(stop_reason, chosen.candidate if chosen else None)
     run.summary = _summary(run, cfg, chosen)
     return run
