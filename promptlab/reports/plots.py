@@ -302,7 +302,8 @@ def plot_final_by(
             continue
         a = np.array(stats)
         dodge = (k - (len(groups) - 1) / 2) * 0.015 * span
-        yerr = np.nan_to_num(np.vstack([a[:, 1] - a[:, 2], a[:, 3] - a[:, 1]]))
+        # clipped at 0: equal values give a band on the mean, a rounding below or above it
+        yerr = np.clip(np.nan_to_num(np.vstack([a[:, 1] - a[:, 2], a[:, 3] - a[:, 1]])), 0, None)
         ax.errorbar(
             a[:, 0] + dodge,
             a[:, 1],

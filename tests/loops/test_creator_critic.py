@@ -139,7 +139,7 @@ def test_runs_to_max_iterations_and_keeps_history() -> None:
     # the creator saw the original, the latest version and the critique of it
     first, second = creator.prompts[:2]
     assert TASK.prompt in first and "(none yet" in first
-    assert "V1" in second and "critic: score 5/10" in second
+    assert "V1" in second and "critic[1]: score 5/10" in second
     assert "weakness: no date given" in second and "suggestion: add the launch date" in second
     assert "Decision score by iteration: 5 -> 7 -> 6." in (run.summary or "")
     kinds = events.kinds()

@@ -45,7 +45,7 @@ def test_show_errors_shows_the_latest_versions_wrong_answers() -> None:
     odd = [i for i in shown_items(second)]
     assert len(odd) == 2 and all(i % 2 == 1 for i in odd) and "Latest version:\nHALF v1" in second
     assert "answered every example it was tried on correctly" in third and not shown_items(third)
-    assert "weakness: too vague" in second and "critic: score 4/10" in second
+    assert "weakness: too vague" in second and "critic[1]: score 4/10" in second
 
 
 def test_show_errors_draws_differ_by_sample_and_stay_within_the_wrong_answers() -> None:
@@ -77,7 +77,7 @@ def test_show_critique_false_makes_the_rewrites_independent_of_the_critic() -> N
     _, seen = cc("fb-seen", ["HALF v1", "HALF v2"], [2, 2, 2], max_iterations=2, show_errors=3)
     assert "too vague" in seen.prompts[1]
     _, plain = cc("fb-plain", ["HALF v1", "HALF v2"], [2, 2, 2], max_iterations=2)
-    assert "Critique of the latest version:\ncritic: score 2/10" in plain.prompts[1]
+    assert "Critique of the latest version:\ncritic[1]: score 2/10" in plain.prompts[1]
     assert "answered these examples wrongly" not in plain.prompts[1]
 
 

@@ -79,10 +79,12 @@ def critique_text(critiques: list[tuple[str, Critique | None]], limit: int | Non
     if not critiques:
         return "(none yet: this is the first rewrite)"
     blocks = []
-    for judge, c in critiques:
+    # numbered from 1 whatever the critics' roles (one critic is the role `critic`): the creator's prompt reads as
+    # it did before roles were named once, so the replies cached for it stay valid
+    for k, (_, c) in enumerate(critiques, start=1):
         if c is None:
             continue
-        parts = [f"{judge}: " + (f"score {c.score:g}/10" if c.score is not None else "no score")]
+        parts = [f"critic[{k}]: " + (f"score {c.score:g}/10" if c.score is not None else "no score")]
         for label, items in (("strength", c.strengths), ("weakness", c.weaknesses), ("suggestion", c.suggestions)):
             parts += [f"  {label}: {cut(item, limit)}" for item in items if item]
         parts += [f"  {key}: {cut(value, limit)}" for key, value in (c.model_extra or {}).items()]
