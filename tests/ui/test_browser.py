@@ -579,7 +579,8 @@ def test_05_runs_fits_long_cells_and_folds_per_example_rows(page: Any, lab: tupl
     position = nb.locator(".widget-label", has_text=re.compile(r"^iteration \d+ of \d+"))
     position.wait_for(timeout=120_000)
     cells = nb.locator(".widget-dropdown:has(label:text-is('cell')) select")
-    cells.select_option(label=cells.locator("option", has_text="wide (").inner_text())
+    # a cell is labelled by what differs between the cells, then its id
+    cells.select_option(label=cells.locator("option", has_text="(wide)").inner_text())
     expect(position).to_have_text("iteration 0 of 2 (the starting prompt)")  # the start comes first
     # the go-to menu jumps to an iteration in one step
     nb.locator(".widget-dropdown:has(label:text-is('go to')) select").select_option(label="iteration 2 of 2")
