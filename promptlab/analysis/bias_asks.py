@@ -114,13 +114,10 @@ def text_key(run: Run, *texts: str) -> str:
 
 
 def logged_runs(results: Results) -> list[Run]:
-    """The Run records of the results' ok cells (a cell whose runs.jsonl cannot be read is left out)."""
+    """The Run records of the results' ok cells (`read_runs`: a damaged record is skipped and named)."""
     runs: list[Run] = []
     for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
-        try:
-            runs += read_runs(results.path, str(cell))
-        except (OSError, ValueError):
-            continue
+        runs += read_runs(results.path, str(cell))
     return runs
 
 

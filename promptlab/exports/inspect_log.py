@@ -16,10 +16,10 @@ from ..eval.tasks import examples_of, format_prompt
 from ..llm.tally import Tally
 from ..record import Iteration, Run
 from ..results.examples import example_rows
-from ..results.store import read_runs
+from ..results.runs_file import warn_damaged
+from ..results.store import ok_cells, read_cell_runs
 from ..sanitize import Cleaner
 from .extras import need
-from .mlflow_export import results_cells
 
 LOG_DIR = "inspect"
 """The default log folder in the results directory."""
@@ -34,7 +34,18 @@ OWN_LOG = re.compile(r"_[0-9a-f]{32}\.eval$")
 """The name of a log this export writes (it ends with the promptlab run id): stale ones are removed."""
 
 
-def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> list[Path]:
+class InspectLogs(list[Path]):
+    """The logs an Inspect export wrote, in cell and run order, and the records it skipped."""
+
+    damaged: list[str]
+    """Records of the results directory that could not be read ('cells/<id>/runs.jsonl:<line>: why'): skipped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.damaged = []
+
+
+def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> InspectLogs:
     """Write one Inspect `.eval` log per grounded loop run of the results directory's ok cells.
 
     Args:
@@ -43,7 +54,8 @@ def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[s
             was run again) are removed from it, other files are left alone.
 
     Returns:
-        The logs written, in cell and run order.
+        The logs written, in cell and run order (a list), with `.damaged`: the records of a runs.jsonl that could
+        not be read, each skipped and named in a `DamagedRecord` warning.
 
     Raises:
         MissingDependencyError: inspect_ai is not installed (pip install 'promptlab-loops[inspect]').
@@ -54,12 +66,15 @@ def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[s
 
     results = Path(results_dir)
     folder = Path(out) if out is not None else results / LOG_DIR
-    cells = results_cells(results)
+    cells = ok_cells(results)
     folder.mkdir(parents=True, exist_ok=True)
     clean = Cleaner()
-    written: list[Path] = []
+    written = InspectLogs()
     for cell_id, params in cells:
-        for run in read_runs(results, cell_id):
+        read = read_cell_runs(results, cell_id)
+        warn_damaged(read)
+        written.damaged += read.damaged
+        for run in read.runs:
             if not run.task.grounded:
                 continue
             path = folder / log_name(run)
@@ -283,6 +298,7 @@ def iso(timestamp: float) -> str:
 
 
 __all__ = [
+    "InspectLogs",
     "LOG_DIR",
     "SAMPLE_PREFIX",
     "candidate_prompt",

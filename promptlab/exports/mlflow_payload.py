@@ -9,14 +9,12 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..record import Run
 from ..results.frames import frame_columns
-from ..results.store import read_runs
 from ..sanitize import Cleaner
 
 MAX_PARAM_CHARS = 6000
@@ -89,10 +87,10 @@ class RunPayload:
 
 
 def run_payloads(
-    results_dir: Path, cell_id: str, cell_params: Mapping[str, Any], clean: Cleaner | None = None
+    runs: Sequence[Run], cell_id: str, cell_params: Mapping[str, Any], clean: Cleaner | None = None
 ) -> list[RunPayload]:
-    """The payloads of one finished cell's runs, from its runs.jsonl (rows built as the tidy frames build them)."""
-    runs = read_runs(results_dir, cell_id)
+    """The payloads of one finished cell's runs, read from its runs.jsonl (rows built as the tidy frames build
+    them)."""
     traj, rows = frame_columns(runs, cell_params, cell_id)
     clean = clean or Cleaner()
     out = []
