@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def side() -> dict[str, object]:
     """One side's run, in this process: CPU-s per example, the replies and the fingerprint."""
     import promptlab as pl
-    from promptlab.llm.fingerprint import kernel_flags
+    from promptlab.llm.local.fingerprint import kernel_flags
 
     prompts = ref.reference_prompts()
     pl.complete(ref.MODEL, "Warm up.", max_tokens=4, cache=False)

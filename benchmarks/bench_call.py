@@ -19,8 +19,8 @@ import time
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import promptlab as pl  # noqa: E402
-from promptlab.llm import local  # noqa: E402
-from promptlab.llm.model_names import litellm  # noqa: E402
+from promptlab.llm.local import pool as local  # noqa: E402
+from promptlab.llm.providers.litellm_lazy import litellm  # noqa: E402
 
 MOCK_MODEL = "gpt-4o-mini"
 MESSAGES = [{"role": "user", "content": "Rewrite this prompt to be clearer: summarise the report."}]

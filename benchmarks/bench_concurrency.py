@@ -41,7 +41,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from loopback import LoopbackServer as Server  # noqa: E402 -- benchmarks/ is the script's own directory
 
 import promptlab as pl  # noqa: E402
-from promptlab.llm.model_names import litellm  # noqa: E402
+from promptlab.llm.providers.litellm_lazy import litellm  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".peers-venv"

@@ -49,8 +49,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import promptlab as pl  # noqa: E402
 from promptlab.eval.tasks import format_prompt  # noqa: E402
-from promptlab.llm import local  # noqa: E402
-from promptlab.llm.model_names import litellm  # noqa: E402
+from promptlab.llm.local import pool as local  # noqa: E402
+from promptlab.llm.providers.litellm_lazy import litellm  # noqa: E402
 from promptlab.record import Example  # noqa: E402
 
 REVIEWS = [

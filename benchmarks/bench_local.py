@@ -214,7 +214,8 @@ def run_side(name: str, candidates: int) -> dict[str, Any]:
     """Run one side in this process: warm up, then measure the workload (wall, CPU, outputs)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from promptlab.eval.tasks import examples_of, read_tasks
-    from promptlab.llm import engine, local
+    from promptlab.llm.local import engine
+    from promptlab.llm.local import pool as local
 
     evals = workload(candidates)
     warm = [{"task": "warm", "prompt": WARMUP, "examples": examples_of(read_tasks(TASKS)[0], "test")[:4]}] * 2
@@ -254,7 +255,7 @@ def run_side(name: str, candidates: int) -> dict[str, Any]:
 def _count_tokens(outs: list[list[str]]) -> int:
     from llama_cpp import Llama
 
-    from promptlab.llm import local
+    from promptlab.llm.local import pool as local
 
     v = Llama(model_path=str(local.resolve_model_path("smollm2")), vocab_only=True, verbose=False)
     return sum(len(v.tokenize(t.encode(), add_bos=False, special=True)) for o in outs for t in o)

@@ -207,7 +207,7 @@ def profile_sweep(server: LoopbackServer, root: Path, runs: int, top: int, cell_
     import pstats
 
     import promptlab.sweeps.inline as inline
-    from promptlab.llm.aliases import get_alias
+    from promptlab.llm.providers.aliases import get_alias
     from promptlab.sweeps.run import sweep
 
     get_alias(ALIAS)  # start-up (the alias registry's first look imports litellm) stays out of the profile

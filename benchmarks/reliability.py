@@ -67,7 +67,7 @@ import reliability_scenarios as rs  # noqa: E402
 
 import promptlab as pl  # noqa: E402
 from promptlab.errors import ParseError  # noqa: E402
-from promptlab.llm.settings import Settings  # noqa: E402
+from promptlab.llm.call.settings import Settings  # noqa: E402
 from promptlab.sweeps.experiment import Experiment  # noqa: E402
 from promptlab.sweeps.run import sweep  # noqa: E402
 from promptlab.tools.sandbox import sandbox_problem  # noqa: E402

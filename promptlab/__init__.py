@@ -27,12 +27,12 @@ NAMES = {
     "CacheUnavailableError": "promptlab.errors",
     "cache_key": "promptlab.llm.cache.keys",
     "open_cache": "promptlab.llm.cache.location",
-    "Settings": "promptlab.llm.settings",
-    "complete": "promptlab.llm.call",
-    "acomplete": "promptlab.llm.call",
-    "Completion": "promptlab.llm.completion",
-    "Tally": "promptlab.llm.tally",
-    "Usage": "promptlab.llm.tally",
+    "Settings": "promptlab.llm.call.settings",
+    "complete": "promptlab.llm.call.entry",
+    "acomplete": "promptlab.llm.call.entry",
+    "Completion": "promptlab.llm.call.completion",
+    "Tally": "promptlab.llm.spending.tally",
+    "Usage": "promptlab.llm.spending.tally",
     "SpendingCapExceeded": "promptlab.errors",
     "ConfigError": "promptlab.errors",
     "MissingDependencyError": "promptlab.errors",
@@ -45,11 +45,11 @@ NAMES = {
     "Event": "promptlab.events",
     "EventList": "promptlab.events",
     "PrintLog": "promptlab.events",
-    "ScriptedModel": "promptlab.llm.fake",
-    "ScriptedReply": "promptlab.llm.fake",
-    "scripted": "promptlab.llm.fake",
-    "TokenLogprob": "promptlab.llm.completion",
-    "TopLogprob": "promptlab.llm.completion",
+    "ScriptedModel": "promptlab.llm.providers.scripted",
+    "ScriptedReply": "promptlab.llm.providers.scripted",
+    "scripted": "promptlab.llm.providers.scripted",
+    "TokenLogprob": "promptlab.llm.call.completion",
+    "TopLogprob": "promptlab.llm.call.completion",
     "Iteration": "promptlab.record",
     "Run": "promptlab.record",
     "Score": "promptlab.record",
@@ -120,13 +120,13 @@ NAMES = {
     "reliability": "promptlab.analysis.consistency",
     "bias_table": "promptlab.analysis.bias",
     "probe_frames": "promptlab.analysis.bias_asks",
-    "SpendingCap": "promptlab.llm.spending_cap",
+    "SpendingCap": "promptlab.llm.spending.cap",
     "RedisCache": "promptlab.llm.cache.redis",
-    "register_model": "promptlab.llm.aliases",
-    "unregister_model": "promptlab.llm.aliases",
-    "registered_models": "promptlab.llm.aliases",
-    "ModelAlias": "promptlab.llm.aliases",
-    "Price": "promptlab.llm.aliases",
+    "register_model": "promptlab.llm.providers.aliases",
+    "unregister_model": "promptlab.llm.providers.aliases",
+    "registered_models": "promptlab.llm.providers.aliases",
+    "ModelAlias": "promptlab.llm.providers.aliases",
+    "Price": "promptlab.llm.providers.aliases",
     "Explorer": "promptlab.ui.explorer",
     "RunBrowser": "promptlab.ui.browser",
 }
@@ -136,8 +136,8 @@ _CALL_PATH = (
     "promptlab.errors",
     "promptlab.events",
     "promptlab.record",
-    "promptlab.llm.call",
-    "promptlab.llm.fake",
+    "promptlab.llm.call.entry",
+    "promptlab.llm.providers.scripted",
     "promptlab.llm.cache.location",
 )
 for _module in _CALL_PATH:
@@ -179,28 +179,28 @@ if TYPE_CHECKING:  # NAMES again, for a user's type checker (which cannot run `_
     from .events import Event as Event
     from .events import EventList as EventList
     from .events import PrintLog as PrintLog
-    from .llm.aliases import ModelAlias as ModelAlias
-    from .llm.aliases import Price as Price
-    from .llm.aliases import register_model as register_model
-    from .llm.aliases import registered_models as registered_models
-    from .llm.aliases import unregister_model as unregister_model
     from .llm.cache.backend import CacheBackend as CacheBackend
     from .llm.cache.disk import Cache as Cache
     from .llm.cache.keys import cache_key as cache_key
     from .llm.cache.location import open_cache as open_cache
     from .llm.cache.redis import RedisCache as RedisCache
-    from .llm.call import acomplete as acomplete
-    from .llm.call import complete as complete
-    from .llm.completion import Completion as Completion
-    from .llm.completion import TokenLogprob as TokenLogprob
-    from .llm.completion import TopLogprob as TopLogprob
-    from .llm.fake import ScriptedModel as ScriptedModel
-    from .llm.fake import ScriptedReply as ScriptedReply
-    from .llm.fake import scripted as scripted
-    from .llm.settings import Settings as Settings
-    from .llm.spending_cap import SpendingCap as SpendingCap
-    from .llm.tally import Tally as Tally
-    from .llm.tally import Usage as Usage
+    from .llm.call.completion import Completion as Completion
+    from .llm.call.completion import TokenLogprob as TokenLogprob
+    from .llm.call.completion import TopLogprob as TopLogprob
+    from .llm.call.entry import acomplete as acomplete
+    from .llm.call.entry import complete as complete
+    from .llm.call.settings import Settings as Settings
+    from .llm.providers.aliases import ModelAlias as ModelAlias
+    from .llm.providers.aliases import Price as Price
+    from .llm.providers.aliases import register_model as register_model
+    from .llm.providers.aliases import registered_models as registered_models
+    from .llm.providers.aliases import unregister_model as unregister_model
+    from .llm.providers.scripted import ScriptedModel as ScriptedModel
+    from .llm.providers.scripted import ScriptedReply as ScriptedReply
+    from .llm.providers.scripted import scripted as scripted
+    from .llm.spending.cap import SpendingCap as SpendingCap
+    from .llm.spending.tally import Tally as Tally
+    from .llm.spending.tally import Usage as Usage
     from .loops.ape.loop import APEConfig as APEConfig
     from .loops.ape.loop import arun_ape as arun_ape
     from .loops.ape.loop import run_ape as run_ape
@@ -255,7 +255,7 @@ if TYPE_CHECKING:  # NAMES again, for a user's type checker (which cannot run `_
 
 # Old names kept working for a while (with a DeprecationWarning): "budget" now means only a loop's call/token budget.
 _DEPRECATED = {
-    "Budget": ("promptlab.llm.spending_cap", "SpendingCap"),
+    "Budget": ("promptlab.llm.spending.cap", "SpendingCap"),
     "BudgetExceeded": ("promptlab.errors", "SpendingCapExceeded"),
 }
 

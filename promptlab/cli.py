@@ -201,7 +201,7 @@ def _settings(items: list[str]) -> Any:
     """Call settings with the `--max-concurrency MODEL=N` overrides, or None when none is given."""
     if not items:
         return None
-    from .llm.settings import Settings
+    from .llm.call.settings import Settings
 
     limits: dict[str, int] = {}
     for item in items:

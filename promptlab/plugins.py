@@ -11,7 +11,11 @@ without importing `promptlab.critics`.
 from __future__ import annotations
 
 OWN: dict[str, tuple[str, ...]] = {
-    "promptlab.models": ("promptlab.llm.hosted", "promptlab.llm.own_models", "promptlab.critics.simulated"),
+    "promptlab.models": (
+        "promptlab.llm.providers.hosted",
+        "promptlab.llm.providers.own_models",
+        "promptlab.critics.simulated",
+    ),
     "promptlab.loops": (
         "promptlab.loops.ape.loop",
         "promptlab.loops.creator_critic.loop",

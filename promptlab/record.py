@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
-from .llm.tally import Tally
+from .llm.spending.tally import Tally
 
 
 class Example(BaseModel):

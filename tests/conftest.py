@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from full_disk import mount_tmpfs, unmount
 
-from promptlab.llm import aliases as models
+from promptlab.llm.providers import aliases as models
 
 
 @pytest.fixture(autouse=True)

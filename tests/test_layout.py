@@ -242,10 +242,10 @@ def test_llm_imports_nothing_from_the_research_packages() -> None:
 
 
 MODEL_REGISTRY = {
-    "promptlab.llm.providers",
-    "promptlab.llm.resolved",
-    "promptlab.llm.hosted",
-    "promptlab.llm.own_models",
+    "promptlab.llm.providers.registry",
+    "promptlab.llm.providers.resolved",
+    "promptlab.llm.providers.hosted",
+    "promptlab.llm.providers.own_models",
     "promptlab.critics.simulated",
 }
 """Where model names are read: the providers' registry, resolution and the providers themselves."""
@@ -286,7 +286,7 @@ def prefix_tests(tree: ast.AST) -> list[str]:
 
 
 def test_no_module_outside_the_model_registry_reads_a_model_name() -> None:
-    """Callers ask the resolved model (`promptlab.llm.resolved.resolve_model`) what it is, never its name."""
+    """Callers ask the resolved model (`promptlab.llm.providers.resolved.resolve_model`) what it is, never its name."""
     wrong = [
         f"{name}:{hit}" for name, tree in TREES.items() if name not in MODEL_REGISTRY for hit in prefix_tests(tree)
     ]
@@ -377,7 +377,7 @@ def test_no_module_docstring_is_longer_than_25_lines() -> None:
 
 
 def test_the_maps_name_every_module_as_it_is() -> None:
-    """docs/calls.md names every module of the call path (`llm/`, by its file name), and the README's map every
+    """docs/calls.md names every module of the call path (`llm/`, by its path in its room, e.g. `call/steps`), and the README's map every
     subpackage: a module added or renamed without its line in the map fails here."""
     root = PACKAGE.parent
     calls = (root / "docs" / "calls.md").read_text(encoding="utf-8")
@@ -385,7 +385,8 @@ def test_the_maps_name_every_module_as_it_is() -> None:
     unnamed = [
         str(p.relative_to(PACKAGE))
         for p in sorted((PACKAGE / "llm").rglob("*.py"))
-        if p.name != "__init__.py" and not re.search(rf"\b{re.escape(p.stem)}\b", calls)
+        if p.name != "__init__.py"
+        and not re.search(rf"\b{re.escape(p.relative_to(PACKAGE / 'llm').with_suffix('').as_posix())}\b", calls)
     ]
     assert unnamed == []
     subpackages = [p.name for p in sorted(PACKAGE.iterdir()) if (p / "__init__.py").exists()]

@@ -70,7 +70,7 @@ def test_the_call_path_finds_simulated_critics_without_importing_them_itself() -
 
     code = (
         "import sys, promptlab as pl\n"
-        "from promptlab.llm.resolved import resolve_model\n"
+        "from promptlab.llm.providers.resolved import resolve_model\n"
         "assert 'promptlab.critics.simulated' not in sys.modules\n"
         "m = resolve_model('sim/noisy?sd=2')\n"
         "print(m.makes_calls, m.in_process, type(m.instrument).__name__, m.instrument.params['sd'])\n"

@@ -36,6 +36,6 @@ def test_a_users_mypy_outside_the_checkout_sees_the_signatures(tmp_path: Path) -
     assert "Cannot find implementation or library stub" not in out, out
     complete, loop, sweep = [line.partition("Revealed type is ")[2] for line in out.splitlines() if "Revealed" in line]
     assert complete.startswith('"def (model: str, prompt: str | list[dict[str, Any]], *, schema: '), complete
-    assert "promptlab.llm.completion.Completion" in complete
+    assert "promptlab.llm.call.completion.Completion" in complete
     assert loop.startswith('"promptlab.loops.runtime.define.LoopEntry[promptlab.loops.p3ro.config.P3ROConfig'), loop
     assert sweep.startswith('"def (') and sweep != '"Any"', sweep

@@ -34,9 +34,9 @@ from promptlab.cli import main
 from promptlab.errors import CacheUnavailableError, ConfigError, ProviderError, SpendingCapExceeded
 from promptlab.llm.cache.backend import encode_record
 from promptlab.llm.cache.disk import Cache
-from promptlab.llm.model_names import litellm
-from promptlab.llm.settings import Settings
-from promptlab.llm.spending_cap import SpendingCap
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.providers.litellm_lazy import litellm
+from promptlab.llm.spending.cap import SpendingCap
 from promptlab.reading import load_yaml
 from promptlab.sweeps.dirlock import ResultsDirBusy, hold_results_dir
 

@@ -14,7 +14,7 @@ from hardening_battery import Row
 
 import promptlab as pl
 from promptlab.errors import ProviderError
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 
 SHAPES: list[tuple[Any, Any, str]] = [
     (5.0, None, "logprobs.content[0].logprob"),

@@ -67,8 +67,8 @@ def greedy_replies(prompts: list[str], *, at_once: int = 1, order: list[int] | N
 
 def current_fingerprint() -> dict[str, Any]:
     """The inference fingerprint local/smollm2 runs under in this process now."""
-    from promptlab.llm.fingerprint import local_fingerprint
-    from promptlab.llm.local import resolve_model_path
+    from promptlab.llm.local.fingerprint import local_fingerprint
+    from promptlab.llm.local.pool import resolve_model_path
 
     return local_fingerprint(resolve_model_path("smollm2"))
 
@@ -118,7 +118,7 @@ def compare(reference: dict[str, Any], replies: list[str]) -> Comparison:
 def mismatch_report(reference: dict[str, Any], replies: list[str], fingerprint: dict[str, Any]) -> str:
     """The failure message: how many replies differ, the fingerprints (reference and here, and the fields that
     differ), and the first differing reply (prompt, expected, got)."""
-    from promptlab.llm.fingerprint import describe, differing_fields
+    from promptlab.llm.local.fingerprint import describe, differing_fields
 
     result = compare(reference, replies)
     if result.first is None:

@@ -38,7 +38,7 @@ from promptlab.errors import CacheUnavailableError
 from promptlab.llm.cache.disk import Cache, CacheDiskFullError
 from promptlab.llm.cache.location import open_cache
 from promptlab.llm.cache.readonly import ReadOnlyCache
-from promptlab.llm.transport import Reply
+from promptlab.llm.call.transport import Reply
 
 KINDS = (
     "cache disk full",
@@ -371,8 +371,8 @@ class Battery:
         from fault_server import FaultServer
         from fault_server import Reply as ServerReply
 
-        from promptlab.llm.ledger_file import LEDGER_NAME
-        from promptlab.llm.spending_cap import SpendingCap
+        from promptlab.llm.spending.cap import SpendingCap
+        from promptlab.llm.spending.ledger import LEDGER_NAME
         from promptlab.results.store import load
         from promptlab.sweeps.run import sweep
 

@@ -40,7 +40,7 @@ from promptlab.errors import CacheUnavailableError, ConfigError, ProviderError
 from promptlab.eval.scorers import Regex
 from promptlab.eval.scoring import score_safely
 from promptlab.llm.cache.disk import Cache
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 from promptlab.record import Example
 from promptlab.results.store import load, write_cell
 from promptlab.tools import stager
@@ -102,7 +102,7 @@ def huge_usage(base: Path) -> Row:
 
 def unservable_schema(base: Path) -> Row:
     try:
-        from promptlab.llm import local
+        from promptlab.llm.local import pool as local
 
         local.resolve_model_path("smollm2")
         import llama_cpp  # noqa: F401

@@ -11,7 +11,7 @@ import json
 
 from pydantic import BaseModel, Field
 
-from promptlab.llm.structured import MAX_JSON_CHARS
+from promptlab.llm.call.structured import MAX_JSON_CHARS
 
 
 class Verdict(BaseModel):

@@ -16,10 +16,10 @@ from hardening_battery import Row
 import promptlab as pl
 from promptlab.errors import ConfigError
 from promptlab.llm.cache.disk import Cache
-from promptlab.llm.spending_cap import SpendingCap
+from promptlab.llm.spending.cap import SpendingCap
 from promptlab.reading import RefusedFile, read_text
 from promptlab.sweeps.dirlock import LOCK_NAME, hold_results_dir
-from promptlab.sweeps.plan import PARTIAL_NOTEBOOK, experiment_provenance, keep_notebook
+from promptlab.sweeps.results_dir import PARTIAL_NOTEBOOK, experiment_provenance, keep_notebook
 
 
 def _special(path: Path, kind: str) -> Path:

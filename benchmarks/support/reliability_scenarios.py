@@ -34,7 +34,7 @@ import pandas as pd
 import toyloop  # noqa: F401 -- registers the "toy" loop
 from fault_server import FaultServer, Reply
 
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 from promptlab.results.store import Results, load
 from promptlab.sweeps.plan import SweepResult
 from promptlab.sweeps.run import sweep

@@ -5,7 +5,7 @@ one loop were made under different role prompts only when some role they both us
 run that stopped before a role (e.g. before P³RO's reflector) used fewer templates, and that is not a mix.
 
 Runs also record the inference fingerprints their replies rest on (`fingerprints`, JSON text: model -> id ->
-fields; `promptlab.llm.fingerprint`). Replies of one model made under different fingerprints (another build, other
+fields; `promptlab.llm.local.fingerprint`). Replies of one model made under different fingerprints (another build, other
 kernels, another engine, other weights, another hosted snapshot) may differ for the same request, so pooling or
 comparing them warns, naming the fields that differ (`mixed_fingerprints`).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..llm.fingerprint import differing_fields
+from ..llm.local.fingerprint import differing_fields
 
 if TYPE_CHECKING:
     import pandas as pd

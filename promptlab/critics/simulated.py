@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from ..errors import UnknownModelError
-from ..llm.providers import ModelProvider, register_model_provider
-from ..llm.resolved import resolve_model
+from ..llm.providers.registry import ModelProvider, register_model_provider
+from ..llm.providers.resolved import resolve_model
 
 PREFIX = "sim/"
 """What every simulated critic's name starts with (its provider's prefix, `sim`, and a slash)."""

@@ -22,11 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..aio import run_sync
 from ..errors import ConfigError
 from ..llm.cache.location import open_cache
-from ..llm.call import CacheArg, acomplete
-from ..llm.completion import Completion
-from ..llm.request import concurrency_limit
-from ..llm.settings import DEFAULT_SETTINGS, Settings
-from ..llm.tally import Tally, Usage
+from ..llm.call.completion import Completion
+from ..llm.call.entry import CacheArg, acomplete
+from ..llm.call.request import concurrency_limit
+from ..llm.call.settings import DEFAULT_SETTINGS, Settings
+from ..llm.spending.tally import Tally, Usage
 from ..record import Example, GroundedScore
 from .scorers import get_scorer
 from .scoring import Scored, Scorer, score_safely
@@ -146,8 +146,8 @@ DEFAULT_CONCURRENCY = 8
 
 def default_concurrency(model: str) -> int:
     """Examples in flight by default: a local model on the batching engine takes as many as it decodes at once
-    (`promptlab.llm.engine.capacity`), any other `DEFAULT_CONCURRENCY`."""
-    from ..llm.resolved import resolve_model
+    (`promptlab.llm.local.engine.capacity`), any other `DEFAULT_CONCURRENCY`."""
+    from ..llm.providers.resolved import resolve_model
 
     try:
         resolved = resolve_model(model)
@@ -186,7 +186,7 @@ async def aevaluate_prompt(
         sample: the cache's sample index (independent draws at temperature > 0).
         concurrency: examples in flight at once (the model's call limit for these calls is raised to it when
             lower); None: `DEFAULT_CONCURRENCY`, or for a local model on the batching engine as many as it
-            decodes at once (`promptlab.llm.engine.capacity`: a batch of more sequences costs less per example).
+            decodes at once (`promptlab.llm.local.engine.capacity`: a batch of more sequences costs less per example).
         cache: as for `promptlab.complete`.
         settings: retries, timeouts; its concurrency for `model` is replaced by `concurrency`.
         call: `async (index, formatted prompt, system) -> text` making the model call instead of

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..llm.completion import TokenLogprob
+from ..llm.call.completion import TokenLogprob
 
 _STRIP = " \t\r\n\"':,{}"
 """Characters around a token's digits that do not change the value it stands for."""

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..critics.simulated import TIE, simulated_critic
 from ..errors import PromptlabError
-from ..llm.call import CacheArg, acomplete
-from ..llm.settings import Settings
+from ..llm.call.entry import CacheArg, acomplete
+from ..llm.call.settings import Settings
 
 MAX_TOKENS = 120
 """Room for the verdict and a one-sentence reason."""

@@ -15,9 +15,9 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from ..errors import ConfigError
-from ..llm.call import CacheArg, acomplete
-from ..llm.settings import Settings
-from ..llm.structured import extract_json
+from ..llm.call.entry import CacheArg, acomplete
+from ..llm.call.settings import Settings
+from ..llm.call.structured import extract_json
 from ..record import Example
 from ..registry import Registry
 from .matching import alternatives, as_number, normalise, numbers, same_value

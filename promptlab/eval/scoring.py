@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from ..llm.call import CacheArg
-from ..llm.completion import Completion
-from ..llm.settings import Settings
+from ..llm.call.completion import Completion
+from ..llm.call.entry import CacheArg
+from ..llm.call.settings import Settings
 from ..record import Example
 
 

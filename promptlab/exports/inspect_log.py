@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..eval.tasks import examples_of, format_prompt
-from ..llm.tally import Tally
+from ..llm.spending.tally import Tally
 from ..record import Iteration, Run
 from ..results.examples import example_rows
 from ..results.runs_file import warn_damaged

@@ -29,7 +29,7 @@ from ..reading import bounded
 from ..results.runs_file import warn_damaged
 from ..results.store import ok_cells, read_cell_runs
 from ..sanitize import Cleaner, mask_userinfo
-from ..sweeps.plan import env_defaults
+from ..sweeps.cell_process import env_defaults
 from .extras import need
 from .mlflow_payload import DIGEST_TAG, RESULTS_TAG, ROLE_TAG, RUN_ID_TAG, RunPayload, run_payloads
 

@@ -5,16 +5,16 @@ More in docs/calls.md, section "promptlab.llm".
 
 from __future__ import annotations
 
-from .aliases import ModelAlias, Price, register_model, registered_models, unregister_model
-from .call import CacheArg, acomplete, complete
-from .completion import Completion, TokenLogprob, TopLogprob
-from .fake import ScriptedModel, ScriptedReply, scripted
-from .providers import MODEL_PROVIDERS, ModelProvider, register_model_provider
-from .request import Prompt
-from .resolved import ResolvedModel, resolve_model
-from .settings import DEFAULT_SETTINGS, Settings
-from .spending_cap import SpendingCap
-from .tally import Tally, Usage
+from .call.completion import Completion, TokenLogprob, TopLogprob
+from .call.entry import CacheArg, acomplete, complete
+from .call.request import Prompt
+from .call.settings import DEFAULT_SETTINGS, Settings
+from .providers.aliases import ModelAlias, Price, register_model, registered_models, unregister_model
+from .providers.registry import MODEL_PROVIDERS, ModelProvider, register_model_provider
+from .providers.resolved import ResolvedModel, resolve_model
+from .providers.scripted import ScriptedModel, ScriptedReply, scripted
+from .spending.cap import SpendingCap
+from .spending.tally import Tally, Usage
 
 __all__ = [
     "CacheArg",

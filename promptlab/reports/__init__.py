@@ -23,13 +23,7 @@ from .charts import (
     say_why,
 )
 from .findings import Findings, findings, findings_markdown
-from .plots import (
-    plot_final_by,
-    plot_pairing_heatmap,
-    plot_score_vs_cost,
-    plot_stop_reasons,
-    plot_trajectories,
-)
+from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
 from .readable import readable_table, rounded
 from .search_tree import plot_search_tree
 from .summary import report, summary_table

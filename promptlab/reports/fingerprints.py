@@ -1,6 +1,6 @@
 """The "Inference fingerprints" section of summary.md: what the runs' replies rest on, per model.
 
-Each model's fingerprints (`promptlab.llm.fingerprint`), read from the runs frame's `fingerprints` column, with
+Each model's fingerprints (`promptlab.llm.local.fingerprint`), read from the runs frame's `fingerprints` column, with
 the runs that rest on each; more than one for a model is also a provenance warning (`analysis.mixed_fingerprints`).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..llm.fingerprint import describe
+from ..llm.local.fingerprint import describe
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -202,7 +202,7 @@ RUN_COLUMNS: Columns = {
     ),
     "fingerprint": (
         "string",
-        "The ids of the inference fingerprints the run's replies rest on (promptlab.llm.fingerprint), sorted and "
+        "The ids of the inference fingerprints the run's replies rest on (promptlab.llm.local.fingerprint), sorted and "
         "space-separated; <NA> where no reply carried one (scripted and simulated models, older records).",
     ),
     "fingerprints": (

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..llm.resolved import resolve_model
+from ..llm.providers.resolved import resolve_model
 from .store import read_runs
 
 if TYPE_CHECKING:

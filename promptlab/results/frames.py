@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, PromptlabWarning
-from ..llm.tally import Tally
+from ..llm.spending.tally import Tally
 from ..record import GroundedScore, Run, Step
 from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS, Columns
 

@@ -79,7 +79,7 @@ def dry_sweep(exp: Experiment, out: Path, cache: Path) -> tuple[int, int, int]:
 def uncounted_models(dry: Experiment) -> list[str]:
     """The models a dry run of `dry` would still call for real: those `with_models` cannot replace, such as a
     task's judge scorer's model (simulated critics and scripted models cost nothing and are left out)."""
-    from ..llm.resolved import resolve_model
+    from ..llm.providers.resolved import resolve_model
     from .cells import preflight_cells
 
     tasks = dry.load_tasks()

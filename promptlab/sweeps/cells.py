@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..llm.request import concurrency_limit
-from ..llm.resolved import resolve_model
-from ..llm.settings import DEFAULT_SETTINGS, Settings
+from ..llm.call.request import concurrency_limit
+from ..llm.call.settings import DEFAULT_SETTINGS, Settings
+from ..llm.providers.resolved import resolve_model
 from ..record import Task
 
 ID_LENGTH = 12
@@ -60,9 +60,9 @@ def config_models(config: Any) -> list[str]:
 
 def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> int:
     """How many of a cell's runs go at once when the sweep does not say (`cell_concurrency=None`): as many as
-    the most limited of its models takes calls at once (`promptlab.llm.request.concurrency_limit`: a
+    the most limited of its models takes calls at once (`promptlab.llm.call.request.concurrency_limit`: a
     `--max-concurrency` override, else an alias's max_concurrency, else `Settings.max_concurrency`, 4; this
-    process's share of it), and no more runs than a local model decodes calls at once (`promptlab.llm.engine.capacity`:
+    process's share of it), and no more runs than a local model decodes calls at once (`promptlab.llm.local.engine.capacity`:
     the batching engine's sequence slots, or the instance pool's instances): further runs would only wait for a
     call slot. With no model, the settings' max_concurrency."""
     limits = []
@@ -75,9 +75,9 @@ def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> i
 
 def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, priced: bool = False) -> list[str]:
     """Check every cell before anything is written or called: every model of every cell
-    (`promptlab.llm.preflight.preflight`), then, given the tasks, each cell's loop config against every task
+    (`promptlab.llm.call.preflight.preflight`), then, given the tasks, each cell's loop config against every task
     (`promptlab.sweeps.checks`) and the models those checks add (target, judge scorer). With `priced` (a
-    spending cap is set), every one of those models must have a known price (`promptlab.llm.spending_cap.check_prices`).
+    spending cap is set), every one of those models must have a known price (`promptlab.llm.spending.cap.check_prices`).
 
     Returns:
         Every model the cells will call, each once.
@@ -86,7 +86,7 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, price
         ConfigError: listing every problem at once; a config problem names the cell's params, the task and
             the field.
     """
-    from ..llm.preflight import preflight
+    from ..llm.call.preflight import preflight
     from .checks import check_configs
 
     models = [m for cell in cells for m in cell_models(cell)]
@@ -95,7 +95,7 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, price
     extra = check_configs(labelled, tasks or [])
     preflight(extra)
     if priced:
-        from ..llm.spending_cap import check_prices
+        from ..llm.spending.cap import check_prices
 
         check_prices([*models, *extra])
     return list(dict.fromkeys([*models, *extra]))

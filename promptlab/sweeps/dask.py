@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, MissingDependencyError, ResultsDiskFull
+from .cell_process import cell_process_env
 from .cells import Cell
 from .execute import cell_error, cell_outcome, run_cell_by_id
-from .plan import CellOutcome, SweepPlan, cell_process_env
+from .plan import CellOutcome, SweepPlan
 
 RETRIES = 2
 """Retries of a task that raised (not of a cell that failed: that is recorded and the task returns)."""
@@ -206,7 +207,7 @@ def run_cell_task(
     settings_json: str = "",
 ) -> dict[str, Any] | ResultsDiskFull:
     """Run one cell on a worker and write its results (the Dask task); returns its status. `max_cost` is the
-    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.spending_cap`);
+    sweep's spending cap, on the ledger in the results dir that every worker shares (`promptlab.llm.spending.cap`);
     `settings_json` the sweep's call settings (`Settings.to_json`; "" for the defaults).
 
     A cell that fails is recorded as failed and returned, not raised (raising would make Dask retry a

@@ -158,7 +158,7 @@ def probe_line(count: CallCount, probe: Probe, in_flight: int) -> str:
 
 def real_models(cells: list[Any]) -> list[str]:
     """The models the cells call, simulated critics left out."""
-    from ..llm.resolved import resolve_model
+    from ..llm.providers.resolved import resolve_model
     from .models import models_of
 
     return [m for m in models_of(cells) if resolve_model(m).makes_calls]
@@ -168,7 +168,7 @@ def probe_first(exp: Experiment, confirm: bool) -> bool:
     """Whether a plan may time the model (a few calls) before the user confirms the sweep: once confirmed, or
     when no model of the sweep runs a model (scripts answer at once and cost nothing: a dry run on fake/auto is
     never held up). Notebook 02 plans with `probe=probe_first(exp, confirm)`: no model call before it asks."""
-    from ..llm.resolved import resolve_model
+    from ..llm.providers.resolved import resolve_model
 
     return confirm or not any(resolve_model(m).runs_a_model for m in real_models(exp.cells()))
 

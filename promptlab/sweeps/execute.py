@@ -4,7 +4,7 @@ runs one cell in another process (the papermill notebook, a Dask task).
 
 A cell whose code raises is recorded as failed (kind SweepCellError); an infrastructure failure (a provider
 error after retries, a missing key, a lost worker) fails it with kind "infrastructure", so the next sweep
-runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.spending_cap`) is "cut"
+runs it again. A cell in which the sweep's spending cap refused a model call (`promptlab.llm.spending.cap`) is "cut"
 (kind "spending_cap"), however its loop handled the refusal: a sweep with a higher cap runs it again.
 """
 
@@ -21,17 +21,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, ResultsDiskFull, SpendingCapExceeded, SweepCellError
 from ..events import EventHandler
-from ..llm.ledger_file import ledger_in
-from ..llm.spending_cap import SpendingCap, charges
-from ..llm.tally import Tally
+from ..llm.spending.cap import SpendingCap, charges
+from ..llm.spending.ledger import ledger_in
+from ..llm.spending.tally import Tally
 from ..record import Run, Task
 from ..results.status import SPENDING_CAP_KIND
+from .cell_process import frozen_heap
 from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment
-from .plan import CellOutcome, SweepPlan, experiment_provenance, frozen_heap, prepare_results_dir, spent_by
+from .plan import CellOutcome, SweepPlan, spent_by
+from .results_dir import experiment_provenance, prepare_results_dir
 
 if TYPE_CHECKING:
-    from ..llm.settings import Settings
+    from ..llm.call.settings import Settings
 
 
 async def arun_cell(
@@ -243,7 +245,7 @@ def run_cell_by_id(
     PROMPTLAB_SETTINGS (a papermill kernel), else the defaults; a bad value raises ConfigError naming it. Its runs
     go `concurrency` at once (None: as many as its models take calls at once in this process, `runs_in_flight`)."""
     from ..aio import run_sync
-    from ..llm.settings import settings_from_env, settings_from_json
+    from ..llm.call.settings import settings_from_env, settings_from_json
 
     settings = settings_from_json(settings_json, "settings_json") if settings_json else settings_from_env()
     params = _checked_parameters(results_dir, params_json, concurrency)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ..errors import ConfigError
 from ..eval.tasks import read_tasks
-from ..llm.aliases import ModelSpec, register_spec
+from ..llm.providers.aliases import ModelSpec, register_spec
 from ..reading import bounded, excerpt, load_yaml, read_text
 from ..record import Task
 from .cells import Cell, cell_id, preflight_cells, task_fingerprint
@@ -79,7 +79,7 @@ class Experiment(BaseModel):
     """A cap in USD on what the sweep's model calls pay in its results dir, over every run and resume (None:
     no cap); cells cut by it are re-run by a sweep with a higher cap. Not part of the cells' identity."""
     models: dict[str, ModelSpec] = Field(default_factory=dict)
-    """Model aliases by name (see `promptlab.llm.aliases`), registered when the experiment is loaded."""
+    """Model aliases by name (see `promptlab.llm.providers.aliases`), registered when the experiment is loaded."""
 
     _base_dir: Path | None = PrivateAttr(default=None)
 

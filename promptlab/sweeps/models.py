@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..llm.resolved import resolve_model
+from ..llm.providers.resolved import resolve_model
 
 MODEL_FIELDS = frozenset({"model", "generator_model", "critic_model", "target_model"})
 """Config fields that name one model."""

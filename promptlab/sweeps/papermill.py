@@ -7,8 +7,8 @@ goes on; a full results disk is not a cell's failure: it stops the sweep (Result
 cells running have finished their calls, as the inline executor stops. Each kernel gets PROMPTLAB_LOCAL_THREADS = cores // workers so workers share the cores, and
 PROMPTLAB_LIMIT_SHARE = the number of kernels at once, so each takes its share of a model's limits. The
 sweep's call settings (e.g. `--max-concurrency`) reach each kernel as JSON in PROMPTLAB_SETTINGS
-(`promptlab.llm.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
-gets PROMPTLAB_MAX_COST and PROMPTLAB_SPENDING_LEDGER (`promptlab.llm.spending_cap`). A cache location that holds a secret
+(`promptlab.llm.call.settings`), a concurrency limit of theirs divided by the share too. Under a spending cap each kernel
+gets PROMPTLAB_MAX_COST and PROMPTLAB_SPENDING_LEDGER (`promptlab.llm.spending.cap`). A cache location that holds a secret
 (a Redis URL with a password) reaches the kernels as PROMPTLAB_CACHE, never as a notebook parameter, so no
 executed notebook holds it.
 """
@@ -27,20 +27,12 @@ from typing import Any
 
 from ..errors import ResultsDiskFull, is_disk_full
 from ..llm.cache.backend import CACHE_URL_ENV, holds_secret
+from .cell_process import cell_process_env, env_defaults, env_set, settings_env
 from .cells import Cell
 from .execute import cell_error, cell_outcome
 from .notebook import TEMPLATE
-from .plan import (
-    PARTIAL_NOTEBOOK,
-    CellOutcome,
-    SweepPlan,
-    cell_process_env,
-    disk_full_named,
-    env_defaults,
-    env_set,
-    keep_notebook,
-    settings_env,
-)
+from .plan import CellOutcome, SweepPlan
+from .results_dir import PARTIAL_NOTEBOOK, disk_full_named, keep_notebook
 
 KERNEL_ARGS = ["--log-level=CRITICAL"]
 """Arguments of each papermill cell's kernel (quiet: its warnings would repeat once per cell)."""

@@ -1,5 +1,6 @@
 """What every executor of a sweep shares: the plan (experiment, results dir, tasks, cache, options), the
-outcome of each cell, the sweep's result and its progress bar, the run order and the results dir's setup.
+outcome of each cell, the sweep's result and its progress bar, and the run order (the results dir's setup is in
+`promptlab.sweeps.results_dir`, what a process that runs cells is given in `promptlab.sweeps.cell_process`).
 
 The progress bar counts finished runs (a cell's tasks x replicates each; its time estimate is tqdm's, from the
 runs finished so far), and shows the cells done / failed / skipped and, over the cells run in this sweep, the
@@ -11,29 +12,23 @@ use the same one).
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import hashlib
 import json
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError, ResultsDiskFull, is_disk_full
 from ..events import Event, EventHandler
-from ..llm.tally import Tally
-from ..reading import MAX_FILE_BYTES, read_bounded
+from ..llm.spending.tally import Tally
 from ..record import Run, Task
 from .cells import Cell
 from .experiment import Experiment
 
 if TYPE_CHECKING:
-    from ..llm.settings import Settings
-    from ..llm.spending_cap import SpendingCap
+    from ..llm.call.settings import Settings
+    from ..llm.spending.cap import SpendingCap
     from ..results.store import Results
 
 
@@ -260,141 +255,3 @@ def schedule(cells: list[Cell]) -> list[Cell]:
             if q:
                 order.append(q.pop(0))
     return order
-
-
-def prepare_results_dir(out: Path, exp: Experiment, tasks: list[Task], cells: list[Cell]) -> None:
-    """Refuse a dir holding other cells; write experiment.yaml and tasks.jsonl (self-contained)."""
-    known = {c.cell_id for c in cells}
-    cells_dir = out / "cells"
-    stale = (
-        sorted(p.name for p in cells_dir.iterdir() if p.is_dir() and p.name not in known) if cells_dir.is_dir() else []
-    )
-    if stale:
-        raise ConfigError(
-            f"out dir {out} already holds {len(stale)} cell(s) of a different experiment or config "
-            f"(e.g. {stale[0]}); their results would mix with these: choose another out dir or remove it"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    # the cap is how much to spend, not what to run: it stays out (the experiment's hash does not change with it)
-    snapshot = exp.model_copy(update={"tasks": "tasks.jsonl", "task_ids": None, "limit": None, "max_cost": None})
-    write_text_atomic(out / "tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks))
-    write_text_atomic(
-        out / "experiment.yaml",
-        f"# written by promptlab sweep; tasks.jsonl holds the selected tasks\n{snapshot.to_yaml()}",
-    )
-
-
-def experiment_provenance(out: Path) -> dict[str, Any]:
-    """{"experiment_hash": sha256 of the results dir's experiment.yaml}, or {} before it is written; every
-    executor reads that one file, so their runs carry the same hash."""
-    with contextlib.suppress(FileNotFoundError):
-        data = read_bounded(out / "experiment.yaml", MAX_FILE_BYTES, "experiment.yaml")
-        return {"experiment_hash": hashlib.sha256(data).hexdigest()}
-    return {}
-
-
-PARTIAL_NOTEBOOK = ".run_cell.partial.ipynb"
-"""Where papermill writes a cell's notebook as it runs (it writes in place, not atomically)."""
-
-
-def keep_notebook(cell_dir: Path) -> None:
-    """Keep a cell's last executed notebook as run_cell.ipynb, if papermill wrote it whole: a sweep killed, or
-    a disk filled, while papermill wrote it leaves a cut-short .run_cell.partial.ipynb, which is removed (the
-    notebook before it, if any, stays; a re-run of the cell replaces both)."""
-    partial = cell_dir / PARTIAL_NOTEBOOK
-    try:
-        json.loads(read_bounded(partial, MAX_FILE_BYTES, PARTIAL_NOTEBOOK))
-    except FileNotFoundError:
-        return
-    except ValueError:  # not JSON (cut short), not UTF-8, or refused (a link, a FIFO, too big: RefusedFile)
-        partial.unlink(missing_ok=True)
-        return
-    os.replace(partial, cell_dir / "run_cell.ipynb")
-
-
-@contextlib.contextmanager
-def disk_full_named(path: Path) -> Iterator[None]:
-    """Turn a full disk met in the block into ResultsDiskFull naming `path`."""
-    try:
-        yield
-    except OSError as e:
-        if is_disk_full(e):
-            raise ResultsDiskFull(str(path), e) from e
-        raise
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temp file beside `path`, then os.replace it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(e):
-            raise ResultsDiskFull(str(path), e) from e
-        raise
-
-
-def settings_env(settings: Settings | None) -> dict[str, str]:
-    """The environment that hands call settings to a papermill kernel (PROMPTLAB_SETTINGS); {} for None."""
-    from ..llm.settings import SETTINGS_ENV
-
-    return {SETTINGS_ENV: settings.to_json()} if settings is not None else {}
-
-
-def cell_process_env(workers: int, at_once: int) -> dict[str, str]:
-    """The environment of each process that runs cells (a papermill kernel, a local Dask worker): its share
-    of the cores (PROMPTLAB_LOCAL_THREADS) and of each model's limits (PROMPTLAB_LIMIT_SHARE)."""
-    return {
-        "PROMPTLAB_LOCAL_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, workers))),
-        "PROMPTLAB_LIMIT_SHARE": str(max(1, at_once)),
-    }
-
-
-@contextlib.contextmanager
-def env_set(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables (child processes inherit them: a kernel's spending cap), whatever they were;
-    restore after."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextlib.contextmanager
-def env_defaults(values: Mapping[str, str]) -> Iterator[None]:
-    """Set environment variables (child processes inherit them) that the user did not set; restore after."""
-    added = [name for name in values if name not in os.environ]
-    for name in added:
-        os.environ[name] = values[name]
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
-
-
-@contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Leave the objects alive now out of the garbage collector's passes while the block runs (`gc.freeze`), then
-    give them back to it (`gc.unfreeze`).
-
-    A process that has imported litellm holds some 400,000 objects that live as long as it does, and every full
-    collection walks them all: 0.2 s on the sweep benchmark's machine, during which the event loop, and every call
-    in flight, waits. A sweep starts one every ~100,000 objects it keeps (records, calls in flight); frozen, such a
-    pass walks only what the sweep made. A process that froze objects itself is left as it is."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()

@@ -46,7 +46,7 @@ class Probe:
 
 def probed(model: str) -> bool:
     """True for a model the probe may call: one that costs nothing (embedded or scripted)."""
-    from ..llm.resolved import resolve_model
+    from ..llm.providers.resolved import resolve_model
 
     resolved = resolve_model(model)
     return resolved.in_process and resolved.makes_calls
@@ -66,7 +66,7 @@ def probe_messages(task: Task, n: int) -> list[list[dict[str, str]]]:
 def probe_model(model: str, task: Task, max_tokens: int, at_once: int) -> Probe:
     """Time `PROBE_CALLS x at_once` calls of `model` (at most `MAX_AT_ONCE` in flight), after an untimed one."""
     from ..aio import run_sync
-    from ..llm.call import acomplete
+    from ..llm.call.entry import acomplete
 
     at_once = max(1, min(at_once, MAX_AT_ONCE))
     requests = probe_messages(task, 1 + PROBE_CALLS * at_once)

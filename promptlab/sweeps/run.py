@@ -13,25 +13,18 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..events import EventHandler
-from ..llm.ledger_file import ledger_in
-from ..llm.spending_cap import SpendingCap
+from ..llm.spending.cap import SpendingCap
+from ..llm.spending.ledger import ledger_in
+from .cell_process import frozen_heap
 from .cells import Cell, preflight_cells
 from .dirlock import hold_results_dir
 from .executors import EXECUTORS, ExecutorSpec, get_executor
 from .experiment import Experiment, load_experiment
-from .plan import (
-    CellOutcome,
-    SweepPlan,
-    SweepResult,
-    frozen_heap,
-    keep_notebook,
-    prepare_results_dir,
-    progress_bar,
-    schedule,
-)
+from .plan import CellOutcome, SweepPlan, SweepResult, progress_bar, schedule
+from .results_dir import keep_notebook, prepare_results_dir
 
 if TYPE_CHECKING:
-    from ..llm.settings import Settings
+    from ..llm.call.settings import Settings
     from ..record import Task
 
 Executor = str
@@ -76,7 +69,7 @@ def sweep(
         scheduler: a Dask scheduler address (e.g. tcp://10.0.0.5:8786) for the dask executor; None starts a
             LocalCluster of `workers` processes.
         max_cost: a cap in USD on what model calls pay in this results dir, over every sweep of it (default:
-            the experiment's `max_cost`; see `promptlab.llm.spending_cap`): a request that would pass it is not made and
+            the experiment's `max_cost`; see `promptlab.llm.spending.cap`): a request that would pass it is not made and
             its cell is "cut"; a sweep with a higher cap resumes the cut cells.
         on_cell: called in this process with each cell's outcome once it is recorded (skipped cells included), on
             every executor; e.g. `promptlab.exports.LiveMlflow(out).cell_finished` logs each cell's runs to MLflow.
@@ -93,9 +86,7 @@ def sweep(
     given = {"settings": settings, "template": template, "scheduler": scheduler}
     _check_options(spec, executor, given, on_event=on_event, workers=workers, cell_concurrency=cell_concurrency)
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
-    if out_dir is not None and not str(out_dir).strip():
-        raise ConfigError("out_dir (--out): an empty path would write the results into the working directory")
-    out = Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
+    out = _results_dir(exp, out_dir)
     tasks = exp.load_tasks()
     cells = exp.cells(tasks)
     cap = max_cost if max_cost is not None else exp.max_cost
@@ -106,9 +97,7 @@ def sweep(
         prepare_results_dir(out, exp, tasks, cells)
         t0 = time.perf_counter()
         result = SweepResult(exp.name, out, executor, max_cost=cap)
-        pending, finished = _split_finished(out, cells)
         runs_per_cell = len(tasks) * exp.replicates
-        bar = progress_bar(exp.name, len(cells), runs_per_cell, disable=not progress)
         plan = SweepPlan(
             exp,
             out,
@@ -117,7 +106,7 @@ def sweep(
             on_event,
             cell_concurrency,
             result,
-            bar,
+            progress_bar(exp.name, len(cells), runs_per_cell, disable=not progress),
             workers=workers,
             settings=settings,
             template=Path(template) if template else None,
@@ -126,13 +115,27 @@ def sweep(
             runs_per_cell=runs_per_cell,
             on_cell=on_cell,
         )
-        for outcome in finished:
-            plan.record(outcome)
-        _run(spec, plan, pending, len(cells), t0)
-        order = {c.cell_id: i for i, c in enumerate(cells)}
-        result.cells.sort(key=lambda c: order[c.cell_id])
-        result.wall_time_s = round(time.perf_counter() - t0, 3)
-        return result
+        return _run_pending(spec, plan, cells, t0)
+
+
+def _results_dir(exp: Experiment, out_dir: str | Path | None) -> Path:
+    """The sweep's results dir: `out_dir`, or results/<experiment name>; an empty path is refused."""
+    if out_dir is not None and not str(out_dir).strip():
+        raise ConfigError("out_dir (--out): an empty path would write the results into the working directory")
+    return Path(out_dir if out_dir is not None else Path("results") / exp.name).resolve()
+
+
+def _run_pending(spec: ExecutorSpec, plan: SweepPlan, cells: list[Cell], t0: float) -> SweepResult:
+    """Record the cells already finished, run the rest, and return the result in the experiment's cell order."""
+    pending, finished = _split_finished(plan.out, cells)
+    for outcome in finished:
+        plan.record(outcome)
+    _run(spec, plan, pending, len(cells), t0)
+    result = plan.result
+    order = {c.cell_id: i for i, c in enumerate(cells)}
+    result.cells.sort(key=lambda c: order[c.cell_id])
+    result.wall_time_s = round(time.perf_counter() - t0, 3)
+    return result
 
 
 def _check_options(

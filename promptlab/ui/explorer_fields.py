@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError
-from ..llm.resolved import resolve_model
+from ..llm.providers.resolved import resolve_model
 
 RANGES: dict[str, tuple[float, float]] = {
     "finish_threshold": (1.0, 10.0),

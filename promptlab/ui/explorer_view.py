@@ -147,7 +147,7 @@ def error_text(e: BaseException) -> str:
 
 def uses_local(model: str) -> bool:
     """Whether a model name is the embedded model (False for a name no provider knows)."""
-    from ..llm.resolved import resolve_model
+    from ..llm.providers.resolved import resolve_model
 
     try:
         return resolve_model(model).embedded

@@ -17,8 +17,8 @@ from statsmodels.stats.proportion import proportion_confint
 
 import promptlab as pl
 from promptlab.eval.stats import bootstrap_ci
-from promptlab.llm import model_names
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.providers import litellm_lazy as model_names
 from promptlab.record import Example
 
 NO_RETRY = Settings(retries=0)
@@ -298,7 +298,7 @@ def test_local_model_outputs_equal_llama_cpp_called_directly(tmp_path: Path, mon
     """The instance pool is the exact path: its replies equal llama-cpp-python's own, reply for reply. (The
     batching engine, the default, may differ at near-ties whenever two sequences share a batch, as any batched
     server's do: docs/benchmarks.md measures how often, and its accuracy, in bench_local.)"""
-    from promptlab.llm import local
+    from promptlab.llm.local import pool as local
 
     monkeypatch.setenv("PROMPTLAB_LOCAL_ENGINE", "pool")
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 
 import promptlab as pl
 from promptlab.eval.expected import ExpectedScore, expected_scores
-from promptlab.llm.completion import TokenLogprob, TopLogprob
-from promptlab.llm.fake import ScriptedReply
+from promptlab.llm.call.completion import TokenLogprob, TopLogprob
+from promptlab.llm.providers.scripted import ScriptedReply
 
 
 def tok(text: str, alternatives: dict[str, float] | None = None) -> TokenLogprob:

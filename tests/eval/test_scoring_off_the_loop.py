@@ -15,8 +15,8 @@ from pydantic import BaseModel
 import promptlab as pl
 from promptlab.eval.scorers import Regex
 from promptlab.eval.scoring import score_safely
-from promptlab.llm import structured
-from promptlab.llm.call import HEAVY_REPLY_CHARS
+from promptlab.llm.call import structured
+from promptlab.llm.call.entry import HEAVY_REPLY_CHARS
 from promptlab.record import Example
 
 

@@ -20,7 +20,7 @@ from promptlab.cli import main
 from promptlab.llm.cache.disk import Cache, CacheDiskFullError
 from promptlab.llm.cache.location import open_cache
 from promptlab.llm.cache.readonly import ReadOnlyCache
-from promptlab.llm.transport import Reply
+from promptlab.llm.call.transport import Reply
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs: run as root")
 

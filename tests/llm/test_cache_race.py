@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from promptlab.llm.cache.disk import Cache
-from promptlab.llm.completion import Completion
+from promptlab.llm.call.completion import Completion
 
 
 def record(key: str, size: int) -> Completion:

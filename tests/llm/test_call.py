@@ -19,11 +19,11 @@ from overlap import InFlight
 from pydantic import BaseModel, Field
 
 import promptlab as pl
-from promptlab.llm import model_names
-from promptlab.llm.completion import FLOOR_LOGPROB, TokenLogprob, TopLogprob, logprobs_of
-from promptlab.llm.fake import ScriptedReply
-from promptlab.llm.resolved import resolve_model
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.completion import FLOOR_LOGPROB, TokenLogprob, TopLogprob, logprobs_of
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.providers import litellm_lazy as model_names
+from promptlab.llm.providers.resolved import resolve_model
+from promptlab.llm.providers.scripted import ScriptedReply
 
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002)
 
@@ -282,9 +282,7 @@ def test_two_processes_share_one_cache_directory(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_litellm_price_map_is_not_fetched() -> None:
-    code = (
-        "import promptlab, os; promptlab.llm.model_names.litellm(); print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
-    )
+    code = "import promptlab, os; promptlab.llm.providers.litellm_lazy.litellm(); print(os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])"
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True"
@@ -313,7 +311,7 @@ def test_hosted_structured_call(cache_dir: Path) -> None:
 
 def test_preflight_lists_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from promptlab.errors import ConfigError
-    from promptlab.llm.preflight import preflight
+    from promptlab.llm.call.preflight import preflight
 
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)

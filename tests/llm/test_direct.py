@@ -16,10 +16,10 @@ from pydantic import BaseModel
 
 import promptlab as pl
 from promptlab.errors import ConfigError, ProviderError
-from promptlab.llm import openai_http
 from promptlab.llm.cache.location import open_cache
+from promptlab.llm.call.settings import Settings
 from promptlab.llm.concurrency.limits import Limiter
-from promptlab.llm.settings import Settings
+from promptlab.llm.providers import openai_http
 
 KEY = "sk-test-direct"
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, deadline_s=20)

@@ -1,4 +1,4 @@
-"""The batching engine for local models (`promptlab.llm.engine`), the direct in-process call path and the CPU
+"""The batching engine for local models (`promptlab.llm.local.engine`), the direct in-process call path and the CPU
 guard: offline tests first, then a few on the real SmolLM2 (marked local_model and slow)."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 import promptlab as pl
-from promptlab.llm import cpu, engine, local
-from promptlab.llm.engine_worker import TEST_ABORT_ENV
+from promptlab.llm.local import cpu, engine
+from promptlab.llm.local import pool as local
+from promptlab.llm.local.engine_worker import TEST_ABORT_ENV
 
 SMOLLM = local.resolve_model_path("smollm2")
 AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"

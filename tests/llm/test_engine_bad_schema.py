@@ -13,8 +13,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 import promptlab as pl
-from promptlab.llm import engine, local
-from promptlab.llm.grammar import UnservableSchema, schema_grammar
+from promptlab.llm.local import engine
+from promptlab.llm.local import pool as local
+from promptlab.llm.local.grammar import UnservableSchema, schema_grammar
 
 
 class Unanchored(BaseModel):

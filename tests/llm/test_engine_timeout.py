@@ -14,7 +14,7 @@ import pytest
 from fake_engine import FakeModel, spawner
 
 import promptlab as pl
-from promptlab.llm import engine, engine_worker, inprocess
+from promptlab.llm.local import engine, engine_worker, inprocess
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from pydantic import BaseModel
 import promptlab as pl
 from promptlab.errors import ParseError, ProviderError
 from promptlab.llm.cache.location import open_cache
+from promptlab.llm.call.settings import Settings
 from promptlab.llm.concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
-from promptlab.llm.settings import Settings
-from promptlab.llm.tally import Usage
+from promptlab.llm.spending.tally import Usage
 
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, deadline_s=20)
 KEY = "sk-test-not-a-real-key"
@@ -271,7 +271,7 @@ CHILD = textwrap.dedent("""
     import json, sys
     from pydantic import BaseModel
     import promptlab as pl
-    from promptlab.llm.call import Settings
+    from promptlab.llm.call.entry import Settings
 
     class Verdict(BaseModel):
         score: int

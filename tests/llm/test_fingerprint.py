@@ -13,10 +13,10 @@ import pytest
 from factories import CELL_A, CELL_B, runs_a, runs_b
 
 from promptlab import analysis
-from promptlab.llm import fingerprint as fpr
-from promptlab.llm.completion import Completion
-from promptlab.llm.resolved import resolve_model
-from promptlab.llm.transport import reply_of
+from promptlab.llm.call.completion import Completion
+from promptlab.llm.call.transport import reply_of
+from promptlab.llm.local import fingerprint as fpr
+from promptlab.llm.providers.resolved import resolve_model
 from promptlab.loops.runtime.provenance import note_model
 from promptlab.reports.fingerprints import fingerprint_markdown
 from promptlab.results.store import load, write_cell

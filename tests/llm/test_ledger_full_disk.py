@@ -12,8 +12,8 @@ import pytest
 from full_disk import fill
 
 from promptlab.errors import ResultsDiskFull
-from promptlab.llm.ledger_file import LEDGER_NAME, RESERVE_BYTES, reserve_of
-from promptlab.llm.spending_cap import SpendingCap
+from promptlab.llm.spending.cap import SpendingCap
+from promptlab.llm.spending.ledger import LEDGER_NAME, RESERVE_BYTES, reserve_of
 
 MODEL = "openai/gpt-4o-mini"
 

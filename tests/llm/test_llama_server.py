@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 import promptlab as pl
 from promptlab.errors import ParseError
-from promptlab.llm import aliases as models
+from promptlab.llm.providers import aliases as models
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]  # llama-cpp-python's server, as a process
 
@@ -81,7 +81,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
             f"llama_cpp.server cannot be imported ({e}): pip install fastapi uvicorn sse-starlette "
             "'starlette-context<0.4' pydantic-settings (the dev extra has them)"
         )
-    from promptlab.llm.local import resolve_model_path
+    from promptlab.llm.local.pool import resolve_model_path
 
     gguf = resolve_model_path("smollm2")
     port = _free_port()

@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 import promptlab as pl
-from promptlab.llm import grammar, local
+from promptlab.llm.local import grammar
+from promptlab.llm.local import pool as local
 
 
 class Review(BaseModel):

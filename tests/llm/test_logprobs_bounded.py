@@ -20,8 +20,8 @@ import promptlab as pl
 from promptlab.errors import ProviderError
 from promptlab.eval.expected import expected_scores
 from promptlab.llm.cache.disk import Cache
-from promptlab.llm.completion import TokenLogprob, logprobs_of
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.completion import TokenLogprob, logprobs_of
+from promptlab.llm.call.settings import Settings
 
 TEXT = '{"score": 7}'
 

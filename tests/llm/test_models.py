@@ -16,11 +16,11 @@ from pydantic import BaseModel
 
 import promptlab as pl
 from promptlab.errors import ConfigError, MissingKeyError, UnknownModelError
-from promptlab.llm import aliases as models
 from promptlab.llm.cache.keys import cache_key
+from promptlab.llm.call.preflight import preflight, validate_model_name
+from promptlab.llm.call.settings import Settings
 from promptlab.llm.concurrency import limits
-from promptlab.llm.preflight import preflight, validate_model_name
-from promptlab.llm.settings import Settings
+from promptlab.llm.providers import aliases as models
 
 KEY = "sk-alias-secret-7731"
 

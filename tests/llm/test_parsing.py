@@ -14,8 +14,8 @@ from malformed_corpus import CORPUS, Verdict, v
 from pydantic import BaseModel, Field
 
 import promptlab as pl
-from promptlab.llm.settings import Settings
-from promptlab.llm.structured import MAX_JSON_CHARS, object_spans, parse, schema_json
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.call.structured import MAX_JSON_CHARS, object_spans, parse, schema_json
 
 
 class Rated(BaseModel):

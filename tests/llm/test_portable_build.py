@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from promptlab.llm.fingerprint import llama_build
+from promptlab.llm.local.fingerprint import llama_build
 
 llama_cpp = pytest.importorskip("llama_cpp")
 BUILD = llama_build()

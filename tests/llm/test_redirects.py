@@ -9,7 +9,7 @@ import pytest
 from fault_server import FaultServer, Raw
 
 import promptlab as pl
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 
 TRANSPORTS = ("auto", "litellm")
 

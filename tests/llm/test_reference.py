@@ -15,8 +15,8 @@ import llama_cpp
 import pytest
 
 import promptlab as pl
-from promptlab.llm import engine
-from promptlab.llm.local import resolve_model_path
+from promptlab.llm.local import engine
+from promptlab.llm.local.pool import resolve_model_path
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 

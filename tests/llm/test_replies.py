@@ -15,7 +15,7 @@ from fault_server import FaultServer, Item, Reply, Status, fault_server_fixture 
 import promptlab as pl
 from promptlab.errors import ProviderError
 from promptlab.llm.cache.location import open_cache
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 
 KEY = "sk-test-replies"
 PATHS = [("auto", False), ("auto", True), ("litellm", False), ("litellm", True)]
@@ -164,7 +164,7 @@ def test_retry_after_reads_seconds_and_http_dates(monkeypatch: pytest.MonkeyPatc
 
     from email.utils import formatdate
 
-    from promptlab.llm.failures import retry_after
+    from promptlab.llm.call.failures import retry_after
 
     assert retry_after(Limited("7")) == 7.0
     now = 1_800_000_000.0  # the clock stands still: a date 10 s ahead is read as 10 s, however busy the machine

@@ -1,4 +1,4 @@
-"""#28 items 6-9: one rule for what a reply is (`promptlab.llm.wire`), the same on the direct transport and through
+"""#28 items 6-9: one rule for what a reply is (`promptlab.llm.call.wire`), the same on the direct transport and through
 litellm: each shape of body gets the same answer (a reply, or the same invalid reply, retried alike), a gzip body
 is bounded after inflating, a lone surrogate is stored and replayed, a stream of only [DONE] is no reply."""
 
@@ -14,7 +14,7 @@ from fault_server import FaultServer, Raw, Reply
 
 import promptlab as pl
 from promptlab.errors import ProviderError
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 
 TRANSPORTS = ["auto", "litellm"]
 DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000

@@ -1,4 +1,4 @@
-"""A model name is resolved once, at the door of a call (`promptlab.llm.resolved`): the alias, endpoint, key
+"""A model name is resolved once, at the door of a call (`promptlab.llm.providers.resolved`): the alias, endpoint, key
 variable, in-process flag and schema support are read from one `ResolvedModel`, and the call path does not go
 back to the alias registry to ask again."""
 
@@ -13,11 +13,11 @@ import pytest
 from pydantic import BaseModel
 
 import promptlab as pl
-from promptlab.llm import aliases
-from promptlab.llm.aliases import Price
 from promptlab.llm.cache.keys import cache_key, call_key, reply_key
-from promptlab.llm.request import build_request
-from promptlab.llm.resolved import resolve_model
+from promptlab.llm.call.request import build_request
+from promptlab.llm.providers import aliases
+from promptlab.llm.providers.aliases import Price
+from promptlab.llm.providers.resolved import resolve_model
 
 
 class Verdict(BaseModel):

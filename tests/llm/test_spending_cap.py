@@ -14,8 +14,8 @@ from fault_server import FaultServer, Reply
 
 import promptlab as pl
 from promptlab.errors import ConfigError, SpendingCapExceeded
-from promptlab.llm.settings import Settings
-from promptlab.llm.spending_cap import ENV_LEDGER_FILE, ENV_MAX_COST, SpendingCap, check_prices, gate, price_of
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.spending.cap import ENV_LEDGER_FILE, ENV_MAX_COST, SpendingCap, check_prices, gate, price_of
 from promptlab.sweeps.experiment import Experiment
 
 KEY = "sk-test-cap"
@@ -124,7 +124,7 @@ def test_concurrent_calls_overshoot_by_at_most_those_in_flight(server: FaultServ
 def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "spending.json"
     code = (
-        "import sys; from promptlab.llm.spending_cap import SpendingCap\n"
+        "import sys; from promptlab.llm.spending.cap import SpendingCap\n"
         "b = SpendingCap(sys.argv[1], cap=100)\n"
         "for _ in range(50): b.charge('openai/gpt-4o-mini', 0.001)\n"
     )
@@ -174,7 +174,7 @@ def test_max_cost_in_the_experiment_file(tmp_path: Path) -> None:
 def test_a_model_alias_price_is_what_the_cap_counts(server: FaultServer, tmp_path: Path) -> None:
     """A served model litellm does not price can be capped through its alias's price; the ledger charges that
     price (10,000 x 150 + 1,000 x 600 USD per million tokens = 2.1 USD a reply)."""
-    from promptlab.llm.aliases import register_model, unregister_model
+    from promptlab.llm.providers.aliases import register_model, unregister_model
 
     register_model(
         "spending_cap-served",
@@ -213,7 +213,7 @@ def test_the_old_public_names_of_the_spending_cap_still_work_and_say_they_are_de
 
 def test_a_ledger_under_its_former_name_is_renamed_and_still_counts(tmp_path: Path) -> None:
     """A results dir a sweep wrote before the ledger was called spending.json (budget.json) keeps what it paid."""
-    from promptlab.llm.ledger_file import FORMER_LEDGER_NAME, LEDGER_NAME, ledger_in
+    from promptlab.llm.spending.ledger import FORMER_LEDGER_NAME, LEDGER_NAME, ledger_in
 
     SpendingCap(tmp_path / FORMER_LEDGER_NAME, cap=1.0).charge("gpt-4o-mini", 0.25)
     path = ledger_in(tmp_path)

@@ -14,11 +14,11 @@ from fault_server import FaultServer, Reply
 
 import promptlab as pl
 from promptlab.errors import ConfigError, ProviderError, SpendingCapExceeded
-from promptlab.llm.failures import InvalidReply
-from promptlab.llm.model_names import litellm
-from promptlab.llm.settings import Settings
-from promptlab.llm.spending_cap import SpendingCap, price_of
-from promptlab.llm.wire import tokens_of
+from promptlab.llm.call.failures import InvalidReply
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.call.wire import tokens_of
+from promptlab.llm.providers.litellm_lazy import litellm
+from promptlab.llm.spending.cap import SpendingCap, price_of
 
 TEXT = '{"score": 7, "note": "' + "lorem ipsum dolor " * 600 + '"}'
 """A long reply (about 1,800 tokens): 0.0011 USD of gpt-4o-mini's output each."""

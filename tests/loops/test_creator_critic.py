@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 import promptlab
 from promptlab.events import EventList
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 from promptlab.loops.creator_critic.config import CreatorCriticConfig, Critique, aggregate
 from promptlab.loops.creator_critic.creator import clean_prompt_text
 from promptlab.loops.creator_critic.loop import run_creator_critic
@@ -313,7 +313,7 @@ def test_default_temperature_is_the_seeds() -> None:
 
 
 def test_expected_score_mode_weighs_the_critics_log_probabilities() -> None:
-    from promptlab.llm.fake import ScriptedReply
+    from promptlab.llm.providers.scripted import ScriptedReply
 
     text = '{"score": 7, "strengths": [], "weaknesses": [], "suggestions": []}'
     head, tail = '{"score": ', ', "strengths": [], "weaknesses": [], "suggestions": []}'

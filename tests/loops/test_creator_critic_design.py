@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 import promptlab
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 from promptlab.loops.creator_critic.config import CreatorCriticConfig, Critique, LongCritique
 from promptlab.loops.creator_critic.creator import clean_prompt_text
 from promptlab.loops.creator_critic.loop import run_creator_critic

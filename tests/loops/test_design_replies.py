@@ -15,8 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 import promptlab as pl
-from promptlab.llm.fake import get_scripted
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.providers.scripted import get_scripted
 from promptlab.loops.creator_critic.loop import run_creator_critic
 from promptlab.loops.p3ro.loop import run_p3ro
 from promptlab.loops.pcee.loop import run_pcee

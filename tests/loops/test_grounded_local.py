@@ -39,7 +39,7 @@ def sentiment_task(per_label: int = 4) -> Task:
 
 def direct_replies(prompt: str, examples: list[Example]) -> list[str]:
     """llama.cpp called directly with the loop's evaluation settings (temperature 0, the reply cap, seed 0)."""
-    from promptlab.llm import local
+    from promptlab.llm.local import pool as local
 
     llm, lock = local.load("smollm2")
     out = []

@@ -143,7 +143,7 @@ def test_grounded_without_examples_is_refused_before_any_call() -> None:
 
 
 def test_expected_mode_refused_for_a_model_without_logprobs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptlab.llm.own_models import ScriptedProvider
+    from promptlab.llm.providers.own_models import ScriptedProvider
 
     monkeypatch.setattr(ScriptedProvider, "logprobs", lambda self, m: not m.endswith("blind-critic"))
     creator, critic, _ = cc_models("g-cc-blind", ["X"], [critique(3)])

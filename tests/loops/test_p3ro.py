@@ -14,7 +14,7 @@ from pydantic import ValidationError
 import promptlab
 from promptlab.errors import ConfigError
 from promptlab.events import EventList
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 from promptlab.loops.p3ro.config import P3ROConfig
 from promptlab.loops.p3ro.loop import run_p3ro
 from promptlab.loops.p3ro.router import route
@@ -542,7 +542,7 @@ def test_expected_score_mode_weighs_the_evaluators_log_probabilities() -> None:
     import math
     import re
 
-    from promptlab.llm.fake import ScriptedReply
+    from promptlab.llm.providers.scripted import ScriptedReply
 
     text = ev(6, 4, 8)
     tokens: list[Any] = []

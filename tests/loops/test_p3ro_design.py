@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 import promptlab as pl
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 from promptlab.loops.p3ro.config import P3ROConfig
 from promptlab.loops.p3ro.loop import run_p3ro
 from promptlab.record import Run

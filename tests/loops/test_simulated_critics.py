@@ -12,7 +12,7 @@ from pydantic import ValidationError
 import promptlab
 from promptlab.critics.simulated import SIM_CRITICS, parse_sim
 from promptlab.errors import ConfigError, UnknownModelError
-from promptlab.llm.preflight import preflight, validate_model_name
+from promptlab.llm.call.preflight import preflight, validate_model_name
 from promptlab.loops.creator_critic.config import CreatorCriticConfig
 from promptlab.loops.creator_critic.loop import run_creator_critic
 from promptlab.loops.p3ro.config import P3ROConfig

@@ -12,7 +12,7 @@ import pytest
 from wording import TASK
 
 import promptlab as pl
-import promptlab.llm.fake as fake
+import promptlab.llm.providers.scripted as fake
 from promptlab.events import Event
 from promptlab.loops.registry import arun_loop
 from promptlab.loops.runtime.interrupt import stop_scope

@@ -1,6 +1,6 @@
-"""A scripted model for the batching engine: the real worker loop (`promptlab.llm.engine_worker.Worker`:
+"""A scripted model for the batching engine: the real worker loop (`promptlab.llm.local.engine_worker.Worker`:
 admission, sequence slots, timeouts, heartbeats) over a model whose decode is Python, served from a thread of
-the test's process in place of the worker process (`promptlab.llm.engine.spawn_worker`)."""
+the test's process in place of the worker process (`promptlab.llm.local.engine.spawn_worker`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-from promptlab.llm.engine_model import Model
-from promptlab.llm.engine_worker import Worker
+from promptlab.llm.local.engine_model import Model
+from promptlab.llm.local.engine_worker import Worker
 
 WORD = 7
 """The token every reply is made of (its text is `w `)."""
@@ -96,7 +96,7 @@ class FakeModel:
 
 
 class ThreadProc:
-    """The worker thread, seen as the worker process `promptlab.llm.engine.Engine` watches."""
+    """The worker thread, seen as the worker process `promptlab.llm.local.engine.Engine` watches."""
 
     def __init__(self, thread: threading.Thread) -> None:
         self.thread = thread

@@ -23,7 +23,7 @@ from experiment_files import write_experiment
 from fault_server import FaultServer, Reply, free_port
 from overlap import eventually
 
-from promptlab.llm.settings import DEFAULT_SETTINGS
+from promptlab.llm.call.settings import DEFAULT_SETTINGS
 from promptlab.results.store import cell_status, load, read_runs
 from promptlab.sweeps.experiment import load_experiment
 from promptlab.sweeps.run import sweep
@@ -225,7 +225,7 @@ def test_the_cli_on_a_scheduler_and_workers_gives_the_inline_results(cluster: Cl
 def test_a_worker_killed_mid_sweep_ends_in_a_complete_sweep_without_paying_twice(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    from promptlab.llm.fake import reply
+    from promptlab.llm.providers.scripted import reply
 
     def answer(body: dict[str, Any]) -> Reply:
         # fake/auto's deterministic, schema-valid answer to the request, after a latency

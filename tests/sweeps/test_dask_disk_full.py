@@ -18,8 +18,8 @@ from fault_server import FaultServer, Reply
 from full_disk import fill_up
 
 from promptlab.cli import main
-from promptlab.llm.ledger_file import LEDGER_NAME
-from promptlab.llm.spending_cap import SpendingCap
+from promptlab.llm.spending.cap import SpendingCap
+from promptlab.llm.spending.ledger import LEDGER_NAME
 from promptlab.results.store import load
 
 pytest.importorskip("distributed")

@@ -52,7 +52,7 @@ def test_replace_models_covers_loop_config_grid_role_models_and_lists() -> None:
 
 
 def test_a_dry_run_of_the_demo_makes_no_local_model_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from promptlab.llm import local
+    from promptlab.llm.local import pool as local
 
     calls: list[str] = []
 

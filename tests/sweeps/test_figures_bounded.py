@@ -17,9 +17,9 @@ from fault_server import FaultServer, Raw, Reply, Status
 import promptlab as pl
 from promptlab.cli import main
 from promptlab.errors import ProviderError
-from promptlab.llm.ledger_file import LEDGER_NAME
-from promptlab.llm.settings import Settings
-from promptlab.llm.spending_cap import SpendingCap
+from promptlab.llm.call.settings import Settings
+from promptlab.llm.spending.cap import SpendingCap
+from promptlab.llm.spending.ledger import LEDGER_NAME
 from promptlab.results.store import load
 
 HUGE = 10**30

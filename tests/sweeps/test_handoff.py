@@ -16,7 +16,7 @@ from fault_server import FaultServer, Raw
 
 import promptlab as pl
 from promptlab.errors import ProviderError
-from promptlab.llm.replay import REPLAY_ENV, replay_only
+from promptlab.llm.call.replay import REPLAY_ENV, replay_only
 from promptlab.sweeps.run import sweep
 
 KEY_ENV = "HANDOFF_TEST_KEY"

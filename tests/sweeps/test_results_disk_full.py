@@ -43,7 +43,7 @@ def test_a_full_results_disk_is_named_exits_4_and_resumes(
 
 def test_a_notebook_cut_short_is_removed_and_a_whole_one_kept(tmp_path: Path) -> None:
     """What a sweep killed, or a disk filled, while papermill wrote the notebook leaves: only whole JSON is kept."""
-    from promptlab.sweeps.plan import PARTIAL_NOTEBOOK, keep_notebook
+    from promptlab.sweeps.results_dir import PARTIAL_NOTEBOOK, keep_notebook
 
     (tmp_path / "run_cell.ipynb").write_text('{"cells": "before"}')
     (tmp_path / PARTIAL_NOTEBOOK).write_text('{"cells": [{"source": "cut he')

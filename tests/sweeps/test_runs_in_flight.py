@@ -17,10 +17,10 @@ from fault_server import FaultServer, Gather, Reply
 
 import promptlab as pl
 from promptlab.cli import main
+from promptlab.llm.call.request import concurrency_limit
+from promptlab.llm.call.settings import Settings
 from promptlab.llm.concurrency.limits import SHARE_ENV
-from promptlab.llm.inprocess import MODEL_THREADS
-from promptlab.llm.request import concurrency_limit
-from promptlab.llm.settings import Settings
+from promptlab.llm.local.inprocess import MODEL_THREADS
 from promptlab.sweeps.cells import runs_in_flight
 from promptlab.sweeps.run import sweep
 

@@ -17,7 +17,7 @@ from fault_server import FaultServer, Gather, Reply
 
 from promptlab.cli import main
 from promptlab.errors import ConfigError
-from promptlab.llm.settings import SETTINGS_ENV, Settings, settings_from_env, settings_from_json
+from promptlab.llm.call.settings import SETTINGS_ENV, Settings, settings_from_env, settings_from_json
 from promptlab.results.store import load
 from promptlab.sweeps.run import sweep
 

@@ -15,7 +15,7 @@ import pytest
 from experiment_files import topics, write_experiment
 
 from promptlab.sweeps.papermill import tidy_notebooks
-from promptlab.sweeps.plan import PARTIAL_NOTEBOOK
+from promptlab.sweeps.results_dir import PARTIAL_NOTEBOOK
 
 
 @pytest.mark.slow

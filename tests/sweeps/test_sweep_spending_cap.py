@@ -15,9 +15,9 @@ from fault_server import FaultServer, Reply
 
 from promptlab.cli import main
 from promptlab.errors import ConfigError
-from promptlab.llm.ledger_file import LEDGER_NAME
-from promptlab.llm.model_names import litellm
-from promptlab.llm.spending_cap import SpendingCap, price_of
+from promptlab.llm.providers.litellm_lazy import litellm
+from promptlab.llm.spending.cap import SpendingCap, price_of
+from promptlab.llm.spending.ledger import LEDGER_NAME
 from promptlab.results.store import cell_status, load
 from promptlab.sweeps.run import sweep
 

@@ -16,7 +16,7 @@ from fault_server import FaultServer, Reply
 import promptlab as pl
 from promptlab.cli import main
 from promptlab.errors import ConfigError
-from promptlab.llm.settings import Settings
+from promptlab.llm.call.settings import Settings
 
 SECRET = "s3cret-pw-Zq9"
 

@@ -59,7 +59,7 @@ LONG_MODEL = "fake/" + "no-such-model-" * 20
 SLOW = """import time
 
 import promptlab as pl
-import promptlab.llm.fake as fake
+import promptlab.llm.providers.scripted as fake
 
 pl.scripted("slow", respond=lambda messages: "")  # the name exists; its replies are fake/auto's, each 0.3 s late
 auto_reply = fake.reply

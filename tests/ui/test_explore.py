@@ -368,7 +368,7 @@ def test_stop_cancels_the_call_in_flight_keeps_the_record_and_offers_the_test_me
 
     from wording import TASK
 
-    import promptlab.llm.fake as fake
+    import promptlab.llm.providers.scripted as fake
 
     auto_reply, started, release = fake.reply, threading.Event(), threading.Event()
     hang = {"on": False}

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from ...errors import ConfigError
 from ...registry import Registry
 from ...sanitize import is_secret_name
-from ..completion import Completion
+from ..call.completion import Completion
 
 log = logging.getLogger("promptlab.llm.cache")
 

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from ...errors import CacheUnavailableError
 from ...reading import open_regular, read_bounded, write_regular
-from ..completion import Completion
+from ..call.completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, record_problem
 from .disk_errors import CacheDiskFullError, CacheReadOnlyError, is_corruption, is_disk_full, is_read_only
 from .entries import open_diskcache, problem_of, unopenable

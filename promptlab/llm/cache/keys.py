@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..structured import schema_json
+from ..call.structured import schema_json
 
 # Request fields that never enter a key nor the disk: secrets and where the secret is sent.
 SECRET_FIELDS = frozenset(

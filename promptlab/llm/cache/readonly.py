@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from ...errors import CacheUnavailableError
 from ...reading import read_bounded
-from ..completion import Completion
+from ..call.completion import Completion
 from .backend import CacheBackend, VerifyReport, record_problem
 from .entries import MAX_VALUE_BYTES, MODE_RAW, MODE_TEXT, inside
 from .full_disk import FullDisk

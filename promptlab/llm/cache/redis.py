@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from ...errors import CacheUnavailableError, ConfigError, MissingDependencyError
-from ..completion import Completion
+from ..call.completion import Completion
 from .backend import CacheBackend, VerifyReport, encode_record, masked, record_problem
 
 log = logging.getLogger("promptlab.llm.cache")

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from .config import (
-    AGGREGATES,
-    Aggregate,
-    CreatorCriticConfig,
-    Critique,
-    Final,
-    RoleInputs,
-    aggregate,
-)
+from .config import AGGREGATES, Aggregate, CreatorCriticConfig, Critique, Final, RoleInputs, aggregate
 from .creator import CREATOR_PROMPT, CREATOR_SEED_PROMPT, FALLBACK_WEAKNESS, clean_prompt_text
 from .loop import (
     CRITIC_PROMPT,

@@ -41,13 +41,7 @@ from ..runtime.grounding import (
 from ..runtime.missing import record_missing
 from ..runtime.rescoring import Rescore, define_rescore
 from ..runtime.toolkit import best_iteration, by_decision_score, cut
-from .config import (
-    CreatorCriticConfig,
-    Critique,
-    aggregate,
-    critique_schema,
-    judged_score,
-)
+from .config import CreatorCriticConfig, Critique, aggregate, critique_schema, judged_score
 from .creator import clean_prompt_text, creator_prompt, critique_summary, fallback_critique
 from .router import route
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...eval.evaluate import EvalResult
-from ...llm.completion import Completion
+from ...llm.call.completion import Completion
 from ...record import Iteration
 from ..runtime.grounding import measure_examples
 from ..runtime.search import Search

@@ -13,13 +13,7 @@ from ..runtime.config import goal_of
 from ..runtime.context import RunContext
 from ..runtime.decision import Decision
 from ..runtime.define import define_loop
-from ..runtime.grounding import (
-    check_prompt_loop,
-    decision_score,
-    measure,
-    measure_test,
-    simulated_info,
-)
+from ..runtime.grounding import check_prompt_loop, decision_score, measure, measure_test, simulated_info
 from ..runtime.rescoring import Rescore, define_rescore
 from ..runtime.toolkit import best_iteration, by_decision_score
 from .config import P3ROConfig, average_of
@@ -193,7 +187,16 @@ async def arun_p3ro(ctx: RunContext, task: Task, cfg: P3ROConfig) -> Run:
         parse_failure_score=cfg.parse_failure_score,
         missing_criteria=cfg.missing_criteria,
     )
-    # PLAN
+    if not await _plan_criteria(s):
+        ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
+        return ctx.finish("error", None)
+    stop_reason, budget, plans, revisions = await _probe_and_orient(s)
+    return await _polish(s, stop_reason, budget, plans, revisions)
+
+
+async def _plan_criteria(s: _State) -> bool:
+    """PLAN: the goal decomposed into criteria (recorded in the run's info); False when the decomposer failed."""
+    ctx, cfg, task = s.ctx, s.cfg, s.task
     prompt = ctx.prompt(
         "decomposer",
         DECOMPOSER_PROMPT,
@@ -211,10 +214,17 @@ async def arun_p3ro(ctx: RunContext, task: Task, cfg: P3ROConfig) -> Run:
     )
     if decomposed is None:
         ctx.run.info["criteria"] = []
-        ctx.run.summary = "P³RO stopped: the goal could not be decomposed into criteria (see errors)."
-        return ctx.finish("error", None)
+        return False
     s.criteria = list(decomposed.criteria) if cfg.criteria_as_written else distinct(decomposed.criteria)
     ctx.run.info["criteria"] = s.criteria
+    return True
+
+
+async def _probe_and_orient(s: _State) -> tuple[str, str | None, list[dict[str, Any]], list[int]]:
+    """PROBE / REFLECT & ORIENT until the router stops: (stop reason, the budget's reason if it stopped the run,
+    the strategies in order, the iterations that revised the strategy). The router sees the rewrites; candidate 0
+    only ends the loop at the threshold."""
+    ctx, cfg, task = s.ctx, s.cfg, s.task
     start = cfg.starts_with_start(task)
     ctx.run.info.update(include_start=start, simulated_critics=simulated_info([cfg.model_for("evaluator")]))
     plans: list[dict[str, Any]] = []
@@ -226,12 +236,10 @@ async def arun_p3ro(ctx: RunContext, task: Task, cfg: P3ROConfig) -> Run:
     if stop_reason is None:
         s.plan = await _formulate(s, None)
         plans.append({"before_iteration": 1, "plan": s.plan})
-    # PROBE / REFLECT & ORIENT (the router sees the rewrites; candidate 0 only ends the loop at the threshold)
     while stop_reason is None:
         budget = ctx.budget_stop(*last_step_cost(ctx))
         if budget:
-            stop_reason = BUDGET
-            break
+            return BUDGET, budget, plans, revisions
         it = ctx.new_iteration()
         if decision is not None and decision.action == "REVISE_STRATEGY":
             revisions.append(it.index)
@@ -246,7 +254,14 @@ async def arun_p3ro(ctx: RunContext, task: Task, cfg: P3ROConfig) -> Run:
         decision = route(decisions, cfg)
         ctx.decide(it, decision.action, decision.reason, incumbent=incumbent(ctx.run.iterations))
         stop_reason = decision.stop_reason
-    # POLISH (pure Python)
+    return stop_reason, budget, plans, revisions
+
+
+async def _polish(
+    s: _State, stop_reason: str, budget: str | None, plans: list[dict[str, Any]], revisions: list[int]
+) -> Run:
+    """POLISH (pure Python): the best prompt by decision score, its test measurement and the journey summary."""
+    ctx = s.ctx
     if budget:
         ctx.run.info["budget_stop"] = budget
     best = best_iteration(ctx.run.iterations, key=by_decision_score)
@@ -258,8 +273,8 @@ async def arun_p3ro(ctx: RunContext, task: Task, cfg: P3ROConfig) -> Run:
         feedback={str(k): v for k, v in s.feedback.items()},
         final_iteration=best.index if best else None,
     )
-    if task.grounded:
-        await measure_test(ctx, cfg, best.candidate if best else None)
+    if s.task.grounded:
+        await measure_test(ctx, s.cfg, best.candidate if best else None)
     run = ctx.finish(stop_reason, best.candidate if best else None)
     run.summary = journey_summary(run, s.criteria, best, revisions)
     return run

@@ -26,8 +26,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
+from ...llm.call.entry import CacheArg
+from ...llm.call.settings import Settings
 from ...record import Run, Task
 from ...tools.registry import Tool, ToolError
 

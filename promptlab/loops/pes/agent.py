@@ -12,8 +12,8 @@ from typing import Any
 
 from ...aio import run_sync
 from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
+from ...llm.call.entry import CacheArg
+from ...llm.call.settings import Settings
 from ...record import Run, Task
 from ...tools.builtin import ToolEnv, build_tools, check_tool_names, needs_workspace
 from ...tools.registry import Tool, ToolRegistry
@@ -26,14 +26,7 @@ from .a2a import AgentDirectory, delegate_tool
 from .config import PROVIDER_FIELDS, Persona, PESConfig, ThreadState, with_provider
 from .observe import Observer, StreamTyper
 from .router import run_stop_reason
-from .run import (
-    Turn,
-    finalize,
-    judge,
-    plan_and_execute,
-    synthesize,
-    trim,
-)
+from .run import Turn, finalize, judge, plan_and_execute, synthesize, trim
 
 
 class PESAgent:

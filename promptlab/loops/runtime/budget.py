@@ -20,7 +20,7 @@ What a step is, per loop:
 
 from __future__ import annotations
 
-from ...llm.tally import Tally
+from ...llm.spending.tally import Tally
 from ...record import Run
 from .config import LoopConfig
 from .interrupt import INTERRUPTED, stop_requested
@@ -32,8 +32,8 @@ BUDGET = "budget"
 """The stop reason of a run its budget stopped."""
 
 
-class Spending:
-    """What a run has spent towards its budget, and whether its next step may start (`RunContext` is one)."""
+class BudgetMeter:
+    """What a run has used of its budget of calls and tokens, and whether its next step may start (`RunContext` is one)."""
 
     config: LoopConfig
     run: Run
@@ -93,7 +93,7 @@ class Spending:
         return None
 
 
-def last_step_cost(ctx: Spending) -> tuple[int, int]:
+def last_step_cost(ctx: BudgetMeter) -> tuple[int, int]:
     """(calls, tokens) the run spent between its last two decisions: the expected cost of the next step of a loop
     whose steps are alike. With one decision, what the run had spent by then (setup included: an
     over-estimate); with none, (0, 0)."""
@@ -106,7 +106,7 @@ def last_step_cost(ctx: Spending) -> tuple[int, int]:
     return max(last.calls - before.calls, 0), max(last.tokens - before.tokens, 0)
 
 
-def phase_tokens(ctx: Spending, phase: str, calls: int, fallback: int) -> int:
+def phase_tokens(ctx: BudgetMeter, phase: str, calls: int, fallback: int) -> int:
     """Expected tokens of `calls` calls of `phase`: the run's mean tokens per call of that phase so far, else
     `fallback` per call (e.g. the prompt's characters / 4 plus the reply cap)."""
     tally = ctx.spent_by_phase.get(phase)
@@ -121,4 +121,4 @@ def rough_tokens(text: str) -> int:
     return len(text) // 4
 
 
-__all__ = ["BUDGET", "BUDGET_FREE_PHASES", "Spending", "last_step_cost", "phase_tokens", "rough_tokens"]
+__all__ = ["BUDGET", "BUDGET_FREE_PHASES", "BudgetMeter", "last_step_cost", "phase_tokens", "rough_tokens"]

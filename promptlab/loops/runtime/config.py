@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ...critics.simulated import simulated_critic
 from ...errors import ConfigError
-from ...llm.preflight import validate_model_name
+from ...llm.call.preflight import validate_model_name
 from ...record import Task
 
 LOGGED = {"check_models": False}

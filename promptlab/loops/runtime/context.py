@@ -14,13 +14,13 @@ from pydantic import BaseModel
 
 from ...errors import ConfigError, ParseError, ProviderError
 from ...events import Event, EventHandler, wants_tokens
-from ...llm.call import CacheArg, acomplete
-from ...llm.completion import Completion
-from ...llm.preflight import preflight
-from ...llm.settings import DEFAULT_SETTINGS, Settings
+from ...llm.call.completion import Completion
+from ...llm.call.entry import CacheArg, acomplete
+from ...llm.call.preflight import preflight
+from ...llm.call.settings import DEFAULT_SETTINGS, Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
-from .budget import Spending
+from .budget import BudgetMeter
 from .config import LoopConfig
 from .provenance import base_provenance, note_model, scoped_provenance, text_hash
 from .toolkit import best_iteration, by_average, mean_present
@@ -31,7 +31,7 @@ USER_INPUT = frozenset({"task", "config"})
 """Run fields recorded as the user gave them; everything else is cleaned by `finish` (`promptlab.sanitize`)."""
 
 
-class RunContext(Spending):
+class RunContext(BudgetMeter):
     """Records one run as it goes: model calls through the core path, steps, errors, events, totals."""
 
     def __init__(

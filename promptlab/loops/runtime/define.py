@@ -28,8 +28,8 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
 from ...aio import run_sync
 from ...errors import ConfigError
 from ...events import EventHandler
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
+from ...llm.call.entry import CacheArg
+from ...llm.call.settings import Settings
 from ...record import Iteration, Run, Score, Task
 from ...registry import Registry
 from .config import C, LoopConfig, as_config, as_task

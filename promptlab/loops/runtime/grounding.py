@@ -16,10 +16,10 @@ from ...errors import ConfigError
 from ...eval.evaluate import EvalResult, aevaluate_prompt
 from ...eval.stats import paired_delta_ci
 from ...eval.tasks import check_task, examples_of, task_scorer
-from ...llm.call import CacheArg
-from ...llm.preflight import validate_model_name
-from ...llm.resolved import resolve_model
-from ...llm.settings import Settings
+from ...llm.call.entry import CacheArg
+from ...llm.call.preflight import validate_model_name
+from ...llm.call.settings import Settings
+from ...llm.providers.resolved import resolve_model
 from ...record import Delta, GroundedScore, Iteration, Run, Score, Step, Task
 from .config import LoopConfig
 from .context import RunContext

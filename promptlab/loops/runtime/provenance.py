@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-from ...llm.completion import Completion
+from ...llm.call.completion import Completion
 from ...record import Task
 
 
@@ -66,7 +66,7 @@ def base_provenance(task: Task) -> dict[str, Any]:
 def note_model(provenance: dict[str, Any], role: str, model: str, c: Completion) -> None:
     """Record, once per role, the model requested, the id the provider reported, the endpoint and the inference
     fingerprint; and, per model requested, every distinct fingerprint the run's replies rest on
-    (`provenance["fingerprints"]`: model -> fingerprint id -> its fields; `promptlab.llm.fingerprint`)."""
+    (`provenance["fingerprints"]`: model -> fingerprint id -> its fields; `promptlab.llm.local.fingerprint`)."""
     roles = provenance.setdefault("models", {})
     fp = c.fingerprint
     if role not in roles:

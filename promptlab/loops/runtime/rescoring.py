@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Generic
 
 from ...errors import ConfigError
-from ...llm.call import CacheArg
-from ...llm.settings import Settings
+from ...llm.call.entry import CacheArg
+from ...llm.call.settings import Settings
 from ...record import Iteration, Run, Score
 from .config import LOGGED, C, goal_of
 from .context import RunContext
