@@ -82,15 +82,10 @@ def sweep(
             dir holding another experiment's cells, or a cap with a model whose price is unknown.
         KeyboardInterrupt: on Ctrl-C, after running writes finished (run again to resume).
     """
-    spec = get_executor(executor)
     given = {"settings": settings, "template": template, "scheduler": scheduler}
-    _check_options(spec, executor, given, on_event=on_event, workers=workers, cell_concurrency=cell_concurrency)
-    exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
-    out = _results_dir(exp, out_dir)
-    tasks = exp.load_tasks()
-    cells = exp.cells(tasks)
-    cap = max_cost if max_cost is not None else exp.max_cost
-    spending_cap = SpendingCap(ledger_in(out), cap) if cap is not None else None
+    spec = _check_options(executor, given, on_event=on_event, workers=workers, cell_concurrency=cell_concurrency)
+    exp, out, tasks, cells = _experiment_cells(experiment, out_dir)
+    cap, spending_cap = _spending_cap(exp, out, max_cost)
     where = _preflight(cells, tasks, spending_cap, settings, cache)
     spec.precheck(given)  # e.g. a scheduler that does not answer: before the results dir is written
     with hold_results_dir(out):  # one sweep at a time per results dir: a second stops here, naming this one
@@ -118,6 +113,21 @@ def sweep(
         return _run_pending(spec, plan, cells, t0)
 
 
+def _experiment_cells(
+    experiment: str | Path | Experiment, out_dir: str | Path | None
+) -> tuple[Experiment, Path, list[Task], list[Cell]]:
+    """The experiment (loaded from its file), its results dir, its tasks and its cells."""
+    exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
+    tasks = exp.load_tasks()
+    return exp, _results_dir(exp, out_dir), tasks, exp.cells(tasks)
+
+
+def _spending_cap(exp: Experiment, out: Path, max_cost: float | None) -> tuple[float | None, SpendingCap | None]:
+    """The cap in USD (`max_cost`, else the experiment's) and the spending cap over the results dir's ledger."""
+    cap = max_cost if max_cost is not None else exp.max_cost
+    return cap, SpendingCap(ledger_in(out), cap) if cap is not None else None
+
+
 def _results_dir(exp: Experiment, out_dir: str | Path | None) -> Path:
     """The sweep's results dir: `out_dir`, or results/<experiment name>; an empty path is refused."""
     if out_dir is not None and not str(out_dir).strip():
@@ -139,15 +149,15 @@ def _run_pending(spec: ExecutorSpec, plan: SweepPlan, cells: list[Cell], t0: flo
 
 
 def _check_options(
-    spec: ExecutorSpec,
     executor: str,
     given: Mapping[str, object],
     *,
     on_event: EventHandler | None,
     workers: int,
     cell_concurrency: int | None,
-) -> None:
-    """Validate: each option given is one the executor takes, and the counts are at least 1."""
+) -> ExecutorSpec:
+    """The executor named, once each option given is one it takes and the counts are at least 1."""
+    spec = get_executor(executor)
     for name, value in given.items():
         if value is not None and name not in spec.options:
             takes = [s.name for s in EXECUTORS.values() if name in s.options]
@@ -158,6 +168,7 @@ def _check_options(
         raise ConfigError(f"workers: {workers} must be at least 1")
     if cell_concurrency is not None and cell_concurrency < 1:
         raise ConfigError(f"cell_concurrency: {cell_concurrency} must be at least 1")
+    return spec
 
 
 def _preflight(
