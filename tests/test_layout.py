@@ -249,14 +249,27 @@ MODEL_REGISTRY = {
     "promptlab.critics.simulated",
 }
 """Where model names are read: the providers' registry, resolution and the providers themselves."""
-OWN_PREFIXES = ("sim", "fake", "local")
+OWN_PREFIXES = ("sim", "fake", "local", "openai")
+"""Provider prefixes a module could test a name for: promptlab's own, and litellm's OpenAI-compatible one."""
 KIND_HELPERS = {"is_simulated", "is_own", "is_local", "is_scripted", "OWN_PROVIDERS", "target_of", "supports_logprobs"}
+NAME_VARIABLES = {"model", "target", "name", "model_name"}
+"""What a model name is called where one is cut at its '/' to read its prefix."""
+
+
+def _cuts_a_name(node: ast.Call) -> bool:
+    """`model.split('/')`, `target.partition('/')` ...: a model name cut at its prefix."""
+    func = node.func
+    assert isinstance(func, ast.Attribute)
+    named = func.value.id if isinstance(func.value, ast.Name) else getattr(func.value, "attr", None)
+    first = node.args[0] if node.args else None
+    slash = isinstance(first, ast.Constant) and first.value == "/"
+    return slash and named in NAME_VARIABLES and func.attr in ("partition", "split", "rpartition", "rsplit")
 
 
 def prefix_tests(tree: ast.AST) -> list[str]:
-    """Where a module reads a model's kind from its name: a literal 'sim/' (outside an f-string that builds a
-    name), a startswith/endswith of such a prefix, a comparison with a provider's prefix, or a helper of the
-    old kind (`is_simulated`, `is_own`, `is_local`, ...)."""
+    """Where a module reads a model's kind from its name: a literal 'sim/' or 'openai/' (outside an f-string that
+    builds a name), a startswith/endswith of such a prefix, a model name cut at its '/', a comparison with a
+    provider's prefix, or a helper of the old kind (`is_simulated`, `is_own`, `is_local`, ...)."""
     in_fstring = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in ast.walk(n)}
     slashed = {f"{p}/" for p in OWN_PREFIXES}
     found = []
@@ -269,6 +282,8 @@ def prefix_tests(tree: ast.AST) -> list[str]:
                 consts = [c.value for a in node.args for c in ast.walk(a) if isinstance(c, ast.Constant)]
                 if any(isinstance(c, str) and c.startswith(tuple(slashed)) for c in consts):
                     found.append(f"{line}: {node.func.attr}({consts[0]!r})")
+                elif _cuts_a_name(node):
+                    found.append(f"{line}: a model name cut at its '/' ({ast.unparse(node)})")
         elif isinstance(node, ast.Compare):
             consts = [
                 c.value
@@ -299,10 +314,104 @@ def test_the_prefix_scan_finds_what_it_looks_for() -> None:
         "x = m.partition('/')[0] == 'fake'\n"
         "y = 'local/'\n"
         "z = f'fake/{id}'\n"
+        "direct = model.startswith('openai/')\n"
+        "provider = model.split('/', 1)[0] if '/' in model else 'openai'\n"
+        "url = base.rstrip('/').split('/')\n"
     )
     hits = prefix_tests(ast.parse(code))
-    assert {hit.partition(":")[0] for hit in hits} == {"1", "2", "3"}  # not line 4: an f-string that builds a name
+    # not line 4 (an f-string that builds a name) nor line 7 (a URL cut at its slashes)
+    assert {hit.partition(":")[0] for hit in hits} == {"1", "2", "3", "5", "6"}
     assert any("is_simulated" in h for h in hits) and any("startswith" in h for h in hits)
+
+
+BELOW_THE_DOOR = (
+    "promptlab.llm.call",
+    "promptlab.llm.spending",
+    "promptlab.llm.concurrency",
+    "promptlab.llm.cache",
+    "promptlab.llm.local",
+)
+"""Where a call runs once its model is resolved: every step there asks the `ResolvedModel`, never a name."""
+MODEL_NAME_PARAMETERS = {"model", "models", "target", "targets", "name", "names", "model_name"}
+NAMES_TAKEN_AT_A_DOOR = {
+    "promptlab.llm.call.entry:complete.model": "the door: the name the caller wrote, resolved by build_request",
+    "promptlab.llm.call.entry:acomplete.model": "the door, async",
+    "promptlab.llm.call.request:build_request.model": "the door's one resolution (`resolve_model`)",
+    "promptlab.llm.call.preflight:validate_model_name.model": "a door of its own: a loop config's field, checked "
+    "before any call",
+    "promptlab.llm.call.preflight:problem.model": "a door of its own: one line of `preflight`'s message",
+    "promptlab.llm.call.preflight:warm_up.models": "a door of its own: the names a script warms up for, before any call",
+    "promptlab.llm.call.preflight:preflight.models": "a door of its own: every name of a run or sweep, checked "
+    "before anything is written",
+    "promptlab.llm.call.settings:Settings.check_models.models": "names checked against the override names a user "
+    "wrote, before any call",
+    "promptlab.llm.spending.tally:Tally.add_failure.model": "a record's key: totals count by the name a caller "
+    "wrote, as results on disk hold it",
+    "promptlab.llm.spending.tally:Usage.add_failure.model": "the same record's key",
+    "promptlab.llm.call.completion:_field.name": "a reply field's name, not a model's",
+    "promptlab.llm.call.wire:_count.name": "a usage field's name, not a model's",
+    "promptlab.llm.concurrency.call_loop:LoopThread.__init__.name": "a thread's name",
+}
+"""String parameters below the door that are not a model name a step would resolve again, each with its reason."""
+GGUF_NAMES = "promptlab.llm.local.pool"
+"""The local pool's `name` is a GGUF model file's name (`local/<name>`'s part after the prefix), not a model name."""
+
+
+def model_name_parameters(name: str, tree: ast.AST) -> list[str]:
+    """'module:function.parameter' of each parameter called like a model name and typed as a string (`str`,
+    `str | None`, `Iterable[str]` ...) in the module's functions and methods."""
+    found = []
+
+    def walk(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                walk(child, f"{where}{child.name}.")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = child.args
+                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs]:
+                    typed = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+                    if arg.arg in MODEL_NAME_PARAMETERS and re.search(r"\bstr\b", typed):
+                        found.append(f"{name}:{where}{child.name}.{arg.arg}")
+                walk(child, f"{where}{child.name}.")
+
+    walk(tree, "")
+    return found
+
+
+def names_below_the_door(trees: dict[str, ast.AST]) -> list[str]:
+    return [
+        hit
+        for name, tree in trees.items()
+        if name.startswith(BELOW_THE_DOOR) and name != GGUF_NAMES
+        for hit in model_name_parameters(name, tree)
+        if hit not in NAMES_TAKEN_AT_A_DOOR
+    ]
+
+
+def test_no_function_below_the_call_s_door_takes_a_model_name() -> None:
+    """A call resolves its model once, at its door (`complete`, `acomplete`, `build_request`); every step below
+    it (the protocol, transports, failures, the cache key, the spending cap, limits, the in-process models)
+    takes the `ResolvedModel` and asks it, so no step can resolve a name again, or read its prefix."""
+    assert names_below_the_door(TREES) == []
+    stale = [hit for hit in NAMES_TAKEN_AT_A_DOOR if hit.partition(":")[0] not in MODULES]
+    assert stale == []
+
+
+def test_the_model_name_scan_finds_a_planted_name() -> None:
+    """The scan above sees a string `model` in a function, a method and an optional one, and leaves the resolved
+    model alone (so it can fail)."""
+    planted = ast.parse(
+        "def price(model: str) -> float: ...\n"
+        "class Cap:\n    def charge(self, target: str | None, cost: float) -> None: ...\n"
+        "def checked(models: Iterable[str]) -> None: ...\n"
+        "def fine(model: ResolvedModel, text: str) -> None: ...\n"
+    )
+    hits = names_below_the_door({"promptlab.llm.spending.planted": planted, "promptlab.sweeps.planted": planted})
+    assert hits == [
+        "promptlab.llm.spending.planted:price.model",
+        "promptlab.llm.spending.planted:Cap.charge.target",
+        "promptlab.llm.spending.planted:checked.models",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

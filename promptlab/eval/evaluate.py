@@ -26,6 +26,7 @@ from ..llm.call.completion import Completion
 from ..llm.call.entry import CacheArg, acomplete
 from ..llm.call.request import concurrency_limit
 from ..llm.call.settings import DEFAULT_SETTINGS, Settings
+from ..llm.providers.resolved import resolve_model
 from ..llm.spending.tally import Tally, Usage
 from ..record import Example, GroundedScore
 from .scorers import get_scorer
@@ -206,7 +207,7 @@ async def aevaluate_prompt(
     base = settings or DEFAULT_SETTINGS  # plan: how the calls are made
     # this evaluation's own gate holds it to `concurrency` examples at once; the model's limit is raised to that
     # when lower (so concurrency=16 gets 16 in flight), never lowered (other calls to the model keep theirs)
-    at_once = max(concurrency, concurrency_limit(model, base))
+    at_once = max(concurrency, concurrency_limit(resolve_model(model), base))
     limited = dataclasses.replace(base, per_model_concurrency={**base.per_model_concurrency, model: at_once})
     call_args = {"temperature": temperature, "max_tokens": max_tokens, "sample": sample, "settings": limited}
     gate = asyncio.Semaphore(concurrency)

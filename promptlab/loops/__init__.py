@@ -15,6 +15,7 @@ from .runtime.context import RunContext
 from .runtime.decision import Decision
 from .runtime.define import LOOPS, LoopSpec, define_loop, register_loop, rescore_sample
 from .runtime.provenance import provenance_scope
+from .runtime.role_call import RoleCall
 
 if TYPE_CHECKING:
     from .registry import arun_loop, get_loop, run_loop
@@ -38,6 +39,7 @@ __all__ = [
     "Decision",
     "LoopConfig",
     "LoopSpec",
+    "RoleCall",
     "RunContext",
     "arun_loop",
     "as_config",

@@ -66,9 +66,8 @@ def runs_in_flight(models: Iterable[str], settings: Settings | None = None) -> i
     the batching engine's sequence slots, or the instance pool's instances): further runs would only wait for a
     call slot. With no model, the settings' max_concurrency."""
     limits = []
-    for model in models:
-        limit = concurrency_limit(model, settings)
-        own = resolve_model(model).capacity
+    for model in map(resolve_model, models):
+        limit, own = concurrency_limit(model, settings), model.capacity
         limits.append(limit if own is None else min(limit, own))
     return min(limits, default=(settings or DEFAULT_SETTINGS).max_concurrency)
 
@@ -97,7 +96,7 @@ def preflight_cells(cells: list[Cell], tasks: list[Task] | None = None, *, price
     if priced:
         from ..llm.spending.cap import check_prices
 
-        check_prices([*models, *extra])
+        check_prices(map(resolve_model, [*models, *extra]))
     return list(dict.fromkeys([*models, *extra]))
 
 

@@ -20,6 +20,7 @@ from promptlab.llm.cache.location import open_cache
 from promptlab.llm.call.settings import Settings
 from promptlab.llm.concurrency.limits import Limiter
 from promptlab.llm.providers import openai_http
+from promptlab.llm.providers.resolved import resolve_model
 
 KEY = "sk-test-direct"
 FAST = Settings(backoff_s=0.001, backoff_max_s=0.002, timeout_s=5, deadline_s=20)
@@ -278,7 +279,10 @@ def test_what_the_direct_path_leaves_to_litellm(
         prompt = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # type: ignore[assignment]
     if case == "no base":  # a call would go to api.openai.com: only ask the router
         assert (
-            openai_http.route({"model": model, "messages": [{"role": "user", "content": "hi"}], "api_key": KEY}) is None
+            openai_http.route(
+                resolve_model(model), {"model": model, "messages": [{"role": "user", "content": "hi"}], "api_key": KEY}
+            )
+            is None
         )
         return
     pl.complete(model, prompt, **kw)

@@ -20,6 +20,7 @@ from promptlab.llm.cache.disk import Cache
 from promptlab.llm.call.settings import Settings
 from promptlab.llm.call.wire import MAX_COST_USD
 from promptlab.llm.providers.aliases import register_model
+from promptlab.llm.providers.resolved import resolve_model
 from promptlab.llm.spending.cap import SpendingCap, price_of, table_price
 
 DEAR = {"input_per_million": 1000.0, "output_per_million": 2000.0}
@@ -71,14 +72,14 @@ def test_an_alias_price_out_of_range_is_refused_naming_the_field(price: dict[str
 
 @pytest.mark.parametrize(("low", "high"), [(math.inf, 1e-6), (1e-6, math.nan), (-1e-6, 1e-6), (2.0, 1e-6), ("x", 1)])
 def test_a_price_map_entry_out_of_range_is_unknown(low: Any, high: Any, caplog: pytest.LogCaptureFixture) -> None:
-    assert table_price("some/model", low, high) is None
-    assert "litellm's price map gives some/model a price out of range" in caplog.text
+    assert table_price(resolve_model("openai/some-model"), low, high) is None
+    assert "litellm's price map gives openai/some-model a price out of range" in caplog.text
 
 
 def test_a_price_map_entry_in_range_is_the_price() -> None:
-    price = table_price("some/model", 1.5e-7, 6e-7)
+    price = table_price(resolve_model("openai/some-model"), 1.5e-7, 6e-7)
     assert price is not None and (price.input, price.output) == (1.5e-7, 6e-7)
-    assert price_of("gpt-4o-mini") == table_price("gpt-4o-mini", 1.5e-7, 6e-7)
+    assert price_of(resolve_model("gpt-4o-mini")) == table_price(resolve_model("gpt-4o-mini"), 1.5e-7, 6e-7)
 
 
 @pytest.mark.parametrize(

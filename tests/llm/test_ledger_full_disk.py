@@ -12,10 +12,11 @@ import pytest
 from full_disk import fill
 
 from promptlab.errors import ResultsDiskFull
+from promptlab.llm.providers.resolved import resolve_model
 from promptlab.llm.spending.cap import SpendingCap
 from promptlab.llm.spending.ledger import LEDGER_NAME, RESERVE_BYTES, reserve_of
 
-MODEL = "openai/gpt-4o-mini"
+MODEL = resolve_model("openai/gpt-4o-mini")
 
 
 def test_a_full_disk_is_met_with_the_reserve_then_named(tmpfs: Callable[[str], Path]) -> None:

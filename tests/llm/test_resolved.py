@@ -90,8 +90,55 @@ def test_both_cache_keys_are_made_in_cache_keys_from_what_they_always_held() -> 
         "endpoint": "openai@127.0.0.1:9",
     }
     assert req.key == cache_key(payload)
-    assert req.key == call_key("gpt-4o-mini", messages, req.params, Verdict, 2, "openai@127.0.0.1:9")
+    assert req.key == call_key(req.resolved, messages, req.params, Verdict, 2)
+    assert req.resolved.target == "gpt-4o-mini" and req.resolved.endpoint_id == "openai@127.0.0.1:9"
     assert reply_key(req.key, messages) == cache_key({"reply_of": req.key, "messages": messages})
+
+
+BASE = {"api_base": "http://127.0.0.1:9/v1", "api_key": "sk-x"}
+KEYS_BEFORE = [
+    ("gpt-4o-mini", {}, False, "5191d7f1870774d1a040f4d6b577868999fdfb3dfa06938a38d2fdc18b14349b"),
+    ("gpt-4o-mini", {}, True, "23f459bdc118fc4aa6cf374ecde19a0a022af9d880b312b4666433615824deb0"),
+    ("gpt-4o-mini", BASE, False, "d5ccc249de4078d567bf5eb61d66ce95741299a86855e62ec19ce1faf79d9f29"),
+    ("gpt-4o-mini", BASE, True, "02e8b320fb23f31f36df37f3169c6fc36ae23e4d3b67c7e3c5c3986680927f00"),
+    ("keyjudge", {}, False, "359c56fef661dae345b1d1275d2216d11de2146c100420867855a0b8f056bef5"),
+    ("keyjudge", {}, True, "769d80722cf3a6b95b230f9d07626c36c9652f661a974e41ae27c7a009905318"),
+    ("fake/echo", {}, False, "e738a1270e4ce77a534f6c6f1d04a1d3d3962d24b5b3ff677eebaabd0b9ef80d"),
+    ("fake/echo", {}, True, "cf6a1f9b1eb53021a1f4b76ba9ed4125c83fee0039871b59b1eede80523695a3"),
+    ("local/smollm2", {"seed": 3}, False, "71b64970ef1ec649e1238fa09c135f667a181593fc5a4da5dff169566ef42b92"),
+    ("local/smollm2", {"seed": 3}, True, "c74341b45c35722907ec36518bf2379b6fdb3e2552d18d1fc0ef2b3bc0241261"),
+]
+"""Cache keys computed on main before the model travelled as an object (19f5bcc): (model, params, structured,
+key) of the request `test_cache_keys_are_those_written_before_the_model_became_an_object` makes."""
+
+
+@pytest.mark.parametrize(("model", "params", "structured", "key"), KEYS_BEFORE)
+def test_cache_keys_are_those_written_before_the_model_became_an_object(
+    model: str, params: dict[str, Any], structured: bool, key: str
+) -> None:
+    """`call_key` takes the resolved model now; the keys are byte for byte those a cache made before holds (a
+    plain name, one with an api_base, an alias with its api_base and params, the scripted and the local model)."""
+
+    class Verdict(BaseModel):  # the schema the keys were computed with
+        score: int
+        reason: str
+
+    pl.register_model("keyjudge", model="openai/qwen2.5-7b", api_base="http://127.0.0.1:8000/v1", params={"top_p": 0.9})
+    try:
+        req = build_request(
+            model,
+            [{"role": "user", "content": "hi"}],
+            schema=Verdict if structured else None,
+            system="Be brief.",
+            temperature=0.2,
+            max_tokens=64,
+            sample=1,
+            settings=None,
+            params=dict(params),
+        )
+    finally:
+        pl.unregister_model("keyjudge")
+    assert req.key == key
 
 
 def count_alias_lookups(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:

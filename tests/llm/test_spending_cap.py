@@ -15,6 +15,7 @@ from fault_server import FaultServer, Reply
 import promptlab as pl
 from promptlab.errors import ConfigError, SpendingCapExceeded
 from promptlab.llm.call.settings import Settings
+from promptlab.llm.providers.resolved import resolve_model
 from promptlab.llm.spending.cap import ENV_LEDGER_FILE, ENV_MAX_COST, SpendingCap, check_prices, gate, price_of
 from promptlab.sweeps.experiment import Experiment
 
@@ -39,7 +40,7 @@ def ask(server: FaultServer, prompt: str, **kw: object) -> pl.Completion:
 
 
 def test_no_active_spending_cap_checks_nothing(server: FaultServer, tmp_path: Path) -> None:
-    assert gate(server.model, {"messages": []}) is None
+    assert gate(resolve_model(server.model), {"messages": []}) is None
     ask(server, "one")
     assert server.requests == 1 and not list(tmp_path.glob("**/spending.json"))
 
@@ -125,8 +126,9 @@ def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "spending.json"
     code = (
         "import sys; from promptlab.llm.spending.cap import SpendingCap\n"
+        "from promptlab.llm.providers.resolved import resolve_model\n"
         "b = SpendingCap(sys.argv[1], cap=100)\n"
-        "for _ in range(50): b.charge('openai/gpt-4o-mini', 0.001)\n"
+        "for _ in range(50): b.charge(resolve_model('openai/gpt-4o-mini'), 0.001)\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0] * 4
@@ -135,9 +137,11 @@ def test_the_ledger_adds_up_across_processes(tmp_path: Path) -> None:
 
 
 def test_unknown_price_is_refused_before_any_call(server: FaultServer, tmp_path: Path) -> None:
-    assert price_of("fake/auto") is not None and price_of("openai/gpt-4o-mini") is not None
+    assert (
+        price_of(resolve_model("fake/auto")) is not None and price_of(resolve_model("openai/gpt-4o-mini")) is not None
+    )
     with pytest.raises(ConfigError, match=r"'openai/no-such-priced-model'.*price.*without max_cost"):
-        check_prices(["fake/auto", "openai/no-such-priced-model"])
+        check_prices(map(resolve_model, ["fake/auto", "openai/no-such-priced-model"]))
     with SpendingCap(tmp_path / "spending.json", cap=1).scope(), pytest.raises(ConfigError, match="price"):
         pl.complete("openai/no-such-priced-model", "hi", settings=FAST)
     assert server.requests == 0
@@ -184,9 +188,9 @@ def test_a_model_alias_price_is_what_the_cap_counts(server: FaultServer, tmp_pat
     )
     register_model("spending_cap-unpriced", model="openai/served-model", api_base=server.url)
     try:
-        check_prices(["spending_cap-served"])
+        check_prices([resolve_model("spending_cap-served")])
         with pytest.raises(ConfigError, match="'spending_cap-unpriced'.*register_model"):
-            check_prices(["spending_cap-served", "spending_cap-unpriced"])
+            check_prices(map(resolve_model, ["spending_cap-served", "spending_cap-unpriced"]))
         spending_cap = SpendingCap(tmp_path / "spending.json", cap=5.0)
         with spending_cap.scope():
             first = pl.complete("spending_cap-served", "one", max_tokens=2000, settings=FAST)
@@ -215,7 +219,7 @@ def test_a_ledger_under_its_former_name_is_renamed_and_still_counts(tmp_path: Pa
     """A results dir a sweep wrote before the ledger was called spending.json (budget.json) keeps what it paid."""
     from promptlab.llm.spending.ledger import FORMER_LEDGER_NAME, LEDGER_NAME, ledger_in
 
-    SpendingCap(tmp_path / FORMER_LEDGER_NAME, cap=1.0).charge("gpt-4o-mini", 0.25)
+    SpendingCap(tmp_path / FORMER_LEDGER_NAME, cap=1.0).charge(resolve_model("gpt-4o-mini"), 0.25)
     path = ledger_in(tmp_path)
     assert path.name == LEDGER_NAME == "spending.json" and not (tmp_path / FORMER_LEDGER_NAME).exists()
     assert SpendingCap(path, cap=1.0).spent() == pytest.approx(0.25)

@@ -18,6 +18,7 @@ from promptlab.llm.call.failures import InvalidReply
 from promptlab.llm.call.settings import Settings
 from promptlab.llm.call.wire import tokens_of
 from promptlab.llm.providers.litellm_lazy import litellm
+from promptlab.llm.providers.resolved import resolve_model
 from promptlab.llm.spending.cap import SpendingCap, price_of
 
 TEXT = '{"score": 7, "note": "' + "lorem ipsum dolor " * 600 + '"}'
@@ -36,7 +37,7 @@ OUT_OF_RANGE = {"negative", "fraction", "huge"}
 
 def true_cost(body: dict[str, Any], text: str) -> float:
     """What the provider charges for a request and its reply: their tokens at gpt-4o-mini's price."""
-    price = price_of("openai/gpt-4o-mini")
+    price = price_of(resolve_model("openai/gpt-4o-mini"))
     assert price is not None
     lm = litellm()
     return (
@@ -99,4 +100,4 @@ def test_a_ledger_that_went_negative_is_refused_not_a_cap_switched_off(tmp_path:
     with pytest.raises(ConfigError, match="spending ledger .*unreadable.*delete it"):
         SpendingCap(path, cap=0.5).spent()
     with pytest.raises(ConfigError, match="spending ledger"):
-        SpendingCap(path, cap=0.5).charge("openai/gpt-4o-mini", 0.001, 10, 10)
+        SpendingCap(path, cap=0.5).charge(resolve_model("openai/gpt-4o-mini"), 0.001, 10, 10)

@@ -21,6 +21,7 @@ from promptlab.llm.call.request import concurrency_limit
 from promptlab.llm.call.settings import Settings
 from promptlab.llm.concurrency.limits import SHARE_ENV
 from promptlab.llm.local.inprocess import MODEL_THREADS
+from promptlab.llm.providers.resolved import resolve_model
 from promptlab.sweeps.cells import runs_in_flight
 from promptlab.sweeps.run import sweep
 
@@ -164,11 +165,13 @@ def test_a_local_model_lets_its_waiting_calls_queue_at_its_instances(monkeypatch
     """Calls beyond the instances wait in the instance queue (where prefix affinity picks among them), not at a
     limit of a few calls in front of it; an override or an alias still sets the limit."""
     monkeypatch.delenv(SHARE_ENV, raising=False)
-    assert concurrency_limit("local/smollm2") == MODEL_THREADS
-    assert concurrency_limit("local/smollm2", Settings(per_model_concurrency={"local/smollm2": 3})) == 3
+    assert concurrency_limit(resolve_model("local/smollm2")) == MODEL_THREADS
+    assert concurrency_limit(resolve_model("local/smollm2"), Settings(per_model_concurrency={"local/smollm2": 3})) == 3
     pl.register_model("smol2", model="local/smollm2", max_concurrency=5)
-    assert concurrency_limit("smol2") == 5
-    assert concurrency_limit("fake/auto") == Settings().max_concurrency  # other in-process models keep the default
+    assert concurrency_limit(resolve_model("smol2")) == 5
+    assert (
+        concurrency_limit(resolve_model("fake/auto")) == Settings().max_concurrency
+    )  # other in-process models keep the default
 
 
 def test_the_run_cell_notebook_leaves_the_runs_in_flight_to_the_models() -> None:

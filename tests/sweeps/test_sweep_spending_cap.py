@@ -16,6 +16,7 @@ from fault_server import FaultServer, Reply
 from promptlab.cli import main
 from promptlab.errors import ConfigError
 from promptlab.llm.providers.litellm_lazy import litellm
+from promptlab.llm.providers.resolved import resolve_model
 from promptlab.llm.spending.cap import SpendingCap, price_of
 from promptlab.llm.spending.ledger import LEDGER_NAME
 from promptlab.results.store import cell_status, load
@@ -237,7 +238,7 @@ def test_no_usage_the_server_reports_switches_the_cap_off(
     exp = experiment(tmp_path, grid={"style": [f"s{i}" for i in range(6)]})
     out, cap = tmp_path / "out", 0.004
     first = sweep(exp, out, workers=1, cell_concurrency=1, progress=False, max_cost=cap)
-    price = price_of("openai/gpt-4o-mini")
+    price = price_of(resolve_model("openai/gpt-4o-mini"))
     assert price is not None
     lm = litellm()
     costs = [

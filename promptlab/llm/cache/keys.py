@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from ..call.structured import schema_json
+
+if TYPE_CHECKING:
+    from ..providers.resolved import ResolvedModel
 
 # Request fields that never enter a key nor the disk: secrets and where the secret is sent.
 SECRET_FIELDS = frozenset(
@@ -41,24 +44,24 @@ def cache_key(payload: dict[str, Any]) -> str:
 
 
 def call_key(
-    model: str,
+    model: ResolvedModel,
     messages: list[dict[str, Any]],
     params: dict[str, Any],
     schema: type[BaseModel] | None,
     sample: int,
-    endpoint_id: str | None = None,
 ) -> str:
-    """The key of a call's final Completion: `model` is the litellm model the requests go to, `params` every
-    generation parameter (secrets left out), `endpoint_id` the '<provider>@<host>' of an api_base."""
+    """The key of a call's final Completion: of the litellm model the requests go to (`model.target`), every
+    generation parameter in `params` (secrets left out), and the endpoint's '<provider>@<host>' when the model
+    is called with an api_base (`model.endpoint_id`)."""
     payload: dict[str, Any] = {
-        "model": model,
+        "model": model.target,
         "messages": messages,
         "params": {k: v for k, v in params.items() if k not in SECRET_FIELDS},
         "schema": schema_json(schema) if schema is not None else None,
         "sample": sample,
     }
-    if endpoint_id is not None:
-        payload["endpoint"] = endpoint_id
+    if model.endpoint_id is not None:
+        payload["endpoint"] = model.endpoint_id
     return cache_key(payload)
 
 

@@ -89,7 +89,9 @@ def _keep(store: CacheBackend | None, op: ProviderCall, reply: Reply) -> Reply:
 def _charge(cap: SpendingCap, req: Request, request: dict[str, Any], reply: Reply) -> None:
     """Charge a paid reply to the spending cap: its cost, or an estimate when the cost is unknown."""
     paid = priced(req, reply)
-    cap.charge(req.model, paid.cost_usd, paid.input_tokens, paid.output_tokens, request=request, reply_text=paid.text)
+    cap.charge(
+        req.resolved, paid.cost_usd, paid.input_tokens, paid.output_tokens, request=request, reply_text=paid.text
+    )
 
 
 def _charge_refused(cap: SpendingCap | None, req: Request, request: dict[str, Any], e: Exception) -> Exception | None:
@@ -100,7 +102,7 @@ def _charge_refused(cap: SpendingCap | None, req: Request, request: dict[str, An
     if cap is None or invalid is None or invalid.paid_text is None:
         return None
     try:
-        cap.charge(req.model, None, request=request, reply_text=invalid.paid_text)
+        cap.charge(req.resolved, None, request=request, reply_text=invalid.paid_text)
     except Exception as failed:  # noqa: BLE001 -- raised by the driver once the call has ended
         return failed
     return None
@@ -236,7 +238,7 @@ def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | No
                 rpm, tpm = req.resolved.rates
                 if rpm or tpm:
                     rate_wait(req.resolved.endpoint, rpm, tpm, op.kwargs)
-                cap = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
+                cap = gate(req.resolved, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                 reply = fetch(req, op.kwargs, on_token)
             except Exception as e:
                 error, unbilled = e, unbilled or _charge_refused(cap, req, op.kwargs, e)
@@ -345,7 +347,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
     error: BaseException | None = None
     unbilled: Exception | None = None
     rpm, tpm = req.resolved.rates
-    async with slot(req.resolved.endpoint, req.concurrency()):
+    async with slot(req.resolved, req.concurrency):
         while True:
             try:
                 if error is not None:
@@ -369,7 +371,7 @@ async def _adrive(req: Request, store: CacheBackend | None, on_token: TokenHandl
                 try:
                     if rpm or tpm:
                         await arate_wait(req.resolved.endpoint, rpm, tpm, op.kwargs)
-                    cap = gate(req.model, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
+                    cap = gate(req.resolved, op.kwargs)  # SpendingCapExceeded before a request that would pass the cap
                     reply = await afetch(req, op.kwargs, on_token)
                 except Exception as e:
                     error = e

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from ...errors import MissingKeyError, ProviderError
 from ..providers.litellm_lazy import litellm
-from ..providers.resolved import resolve_model
+from ..providers.resolved import ResolvedModel
 
 
 class InvalidReply(Exception):
@@ -87,13 +87,14 @@ def transient(e: BaseException) -> bool:
     return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
 
 
-def raise_if_auth(model: str, e: BaseException, attempts: int) -> None:
-    """Raise MissingKeyError (a key variable is unset) or ProviderError when `e` is an authentication failure."""
+def raise_if_auth(model: ResolvedModel, e: BaseException, attempts: int) -> None:
+    """Raise MissingKeyError (a key variable `model` needs is unset) or ProviderError when `e` is an
+    authentication failure; both name the model as the caller wrote it."""
     if isinstance(e, litellm().AuthenticationError):
-        missing = resolve_model(model).missing_keys()
+        missing, name = model.missing_keys(), model.name
         if missing:
-            raise MissingKeyError(model, missing) from e
-        raise ProviderError(model, f"authentication failed: {message_of(e)}", attempts=attempts, retryable=False) from e
+            raise MissingKeyError(name, missing) from e
+        raise ProviderError(name, f"authentication failed: {message_of(e)}", attempts=attempts, retryable=False) from e
 
 
 def retry_after(e: BaseException) -> float | None:
@@ -130,8 +131,11 @@ def sdk_http() -> Any:
     return httpx2
 
 
-def status_error(model: str, status: int, content: bytes, headers: Mapping[str, str], url: str) -> BaseException:
-    """litellm's exception for an HTTP error status, built as the OpenAI client and litellm build it."""
+def status_error(
+    model: ResolvedModel, status: int, content: bytes, headers: Mapping[str, str], url: str
+) -> BaseException:
+    """litellm's exception for an HTTP error status to a request for `model`, built as the OpenAI client and
+    litellm build it."""
     import openai
 
     httpx = sdk_http()
@@ -157,8 +161,8 @@ def status_error(model: str, status: int, content: bytes, headers: Mapping[str, 
     return _mapped(model, kind(message, response=http, body=data))
 
 
-def transport_error(model: str, e: BaseException, url: str) -> BaseException:
-    """litellm's exception for a request that got no reply (timeout, refused or dropped connection)."""
+def transport_error(model: ResolvedModel, e: BaseException, url: str) -> BaseException:
+    """litellm's exception for a request for `model` that got no reply (timeout, refused or dropped connection)."""
     import httpx as plain_httpx
     import openai
 
@@ -170,13 +174,14 @@ def transport_error(model: str, e: BaseException, url: str) -> BaseException:
     return _mapped(model, sdk_error)
 
 
-def timed_out(model: str, e: BaseException) -> BaseException:
+def timed_out(model: ResolvedModel, e: BaseException) -> BaseException:
     """litellm's timeout exception, for a request the call's timeout (or deadline) cut short."""
     return transport_error(model, e if isinstance(e, TimeoutError) else TimeoutError(), "")
 
 
-def _mapped(model: str, sdk_error: BaseException) -> BaseException:
-    """Wrap an OpenAI client error as litellm's OpenAI handler does, then map it as litellm maps it."""
+def _mapped(model: ResolvedModel, sdk_error: BaseException) -> BaseException:
+    """Wrap an OpenAI client error as litellm's OpenAI handler does, then map it as litellm maps it (its
+    message names the model the request went to, `model.target`)."""
     from litellm.llms.openai.common_utils import OpenAIError
 
     http = getattr(sdk_error, "response", None)
@@ -189,7 +194,7 @@ def _mapped(model: str, sdk_error: BaseException) -> BaseException:
     wrapped.__cause__ = sdk_error
     mapped: BaseException
     try:
-        mapped = litellm().exception_type(model=model, custom_llm_provider="openai", original_exception=wrapped)
+        mapped = litellm().exception_type(model=model.target, custom_llm_provider="openai", original_exception=wrapped)
     except Exception as e:  # litellm raises the mapped exception
         mapped = e
     if mapped is not wrapped:

@@ -1,7 +1,7 @@
-"""Model checks before any call: a name a registered provider can serve (`validate_model_name`), the API key it
-needs in the environment (`key_env_vars`), one model at call time (`check_model`) and many at once, every problem
-listed, before a sweep writes anything (`preflight`). Each check asks the model the name resolves to
-(`promptlab.llm.providers.resolved`)."""
+"""Model checks before any call: a name a registered provider can serve (`validate_model_name`), one resolved model
+at call time (`check_model`: its provider, its API key in the environment) and many names at once, every problem
+listed, before a sweep writes anything (`preflight`). The name checks are doors of their own (a loop's config, a
+sweep's plan): each resolves its name once and asks the model (`promptlab.llm.providers.resolved`)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,6 @@ from .replay import replay_only
 
 _checked: set[str] = set()
 _checked_aliases: dict[str, Any] = {}
-
-
-def key_env_vars(model: str) -> list[str]:
-    """The environment variables a hosted model still needs (empty when its keys are set); for an alias, its
-    `api_key_env` when unset (nothing for an api_base without one), else its target's."""
-    return resolve_model(model).missing_keys()
 
 
 def validate_model_name(model: str) -> None:
@@ -105,4 +99,4 @@ def warm_up(models: Iterable[str]) -> bool:
     return True
 
 
-__all__ = ["warm_up", "check_model", "key_env_vars", "preflight", "problem", "validate_model_name"]
+__all__ = ["check_model", "preflight", "problem", "validate_model_name", "warm_up"]

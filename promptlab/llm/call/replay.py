@@ -10,8 +10,12 @@ scripted) still run.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ...errors import ConfigError, ProviderError
+
+if TYPE_CHECKING:
+    from .request import Request
 
 REPLAY_ENV = "PROMPTLAB_REPLAY"
 NOT_CACHED = f"not in the cache, and {REPLAY_ENV} is set: no request is sent (replay only)"
@@ -23,9 +27,9 @@ class NotCached(ProviderError):
     it is (never retried, never wrapped, never asking for a key the call does not need), so the message starts
     with the missing call: '<model>: this call (key 1a2b3c4d5e6f...) is not in the cache, ...'."""
 
-    def __init__(self, model: str, key: str) -> None:
-        said = f"this call (key {key[:12]}...) is " if key else ""
-        super().__init__(model, said + NOT_CACHED, attempts=0, retryable=False)
+    def __init__(self, req: Request) -> None:
+        said = f"this call (key {req.key[:12]}...) is " if req.key else ""
+        super().__init__(req.model, said + NOT_CACHED, attempts=0, retryable=False)
 
 
 def replay_only() -> bool:

@@ -2,8 +2,9 @@
 
 It checks the arguments, makes the chat messages (`chat_messages`), resolves the model once
 (`promptlab.llm.providers.resolved.resolve_model`: an alias's target, api_base and extra params, in-process or not, the
-endpoint) and takes the cache key from `promptlab.llm.cache.keys.call_key`. `concurrency_limit` says how many
-calls a model allows in flight at its endpoint (a sweep also reads it for its runs in flight).
+endpoint), and asks the resolved model, once, what the call needs of it before any step: the cache key
+(`promptlab.llm.cache.keys.call_key`) and how many calls its endpoint allows in flight (`concurrency_limit`, which a
+sweep also reads for its runs in flight).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ class Request:
     """What one `complete`/`acomplete` call asks for: its model resolved, its messages and parameters, its
     cache key."""
 
-    model: str
-    """The model name the caller wrote (an alias or a litellm name)."""
+    resolved: ResolvedModel
+    """The model as this call resolved it, once (`promptlab.llm.providers.resolved.resolve_model`): every step
+    asks it what the model is."""
     messages: list[dict[str, Any]]
     params: dict[str, Any]
     """Generation parameters (temperature, max_tokens, the alias's params, the caller's)."""
@@ -39,36 +41,31 @@ class Request:
     settings: Settings
     key: str
     """The cache key of the final Completion (`promptlab.llm.cache.keys.call_key`)."""
-    resolved: ResolvedModel
-    """The model as this call resolved it, once (`promptlab.llm.providers.resolved.resolve_model`)."""
+    concurrency: int
+    """Calls in flight allowed to the model's endpoint in this process, by these settings (`concurrency_limit`)."""
 
-    def concurrency(self) -> int:
-        """Calls in flight allowed to this request's endpoint (`concurrency_limit`)."""
-        return concurrency_limit(self.resolved, self.settings)
+    @property
+    def model(self) -> str:
+        """The model name the caller wrote (an alias or a litellm name), as records and errors name it."""
+        return self.resolved.name
 
 
-def concurrency_limit(model: str | ResolvedModel, settings: Settings | None = None) -> int:
-    """Calls in flight allowed to a model's endpoint in this process: the settings' override for the name written
-    (or the model an alias stands for), else the alias's max_concurrency, else the settings' max_concurrency;
-    this process's share of it (`shared_concurrency`). `model` is a name, or one a call already resolved.
+def concurrency_limit(model: ResolvedModel, settings: Settings | None = None) -> int:
+    """Calls in flight allowed to a resolved model's endpoint in this process: the settings' override for it
+    (`Settings.concurrency`), else the alias's max_concurrency, else the settings' max_concurrency; this
+    process's share of it (`shared_concurrency`).
 
     An in-process local model (`local/...`) without an override takes `MODEL_THREADS` calls at once: its llama.cpp
     instances (PROMPTLAB_LOCAL_INSTANCES) are what limit it, and the calls beyond them wait in its instance queue,
     which hands a freed instance to the call that shares most of its prompt (`promptlab.llm.local.pool.instance`); a
     limit of a few calls would keep the others from that queue, and interleaved evaluations would then read every
     prompt anew."""
-    m = model if isinstance(model, ResolvedModel) else resolve_model(model)
-    s = settings or DEFAULT_SETTINGS
-    overrides = s.per_model_concurrency
-    if m.name in overrides or m.target in overrides:
-        limit = s.concurrency(m.name if m.name in overrides else m.target)
-    elif m.alias is not None:
-        limit = m.alias.max_concurrency or s.max_concurrency
-    elif m.embedded:
-        limit = MODEL_THREADS  # its llama.cpp instances limit it; the calls beyond them queue where affinity sees them
-    else:
-        limit = s.max_concurrency
-    return shared_concurrency(limit)
+    own: int | None = None
+    if model.alias is not None:
+        own = model.alias.max_concurrency
+    elif model.embedded:
+        own = MODEL_THREADS  # its llama.cpp instances limit it; the calls beyond them queue where affinity sees them
+    return shared_concurrency((settings or DEFAULT_SETTINGS).concurrency(model, own))
 
 
 def chat_messages(prompt: Prompt, system: str | None) -> list[dict[str, Any]]:
@@ -109,8 +106,9 @@ def build_request(
     if not resolved.in_process:
         check_bases(resolved.api_base)  # no user name or password in a server URL (aliases.refuse_userinfo)
     gen = {"temperature": temperature, "max_tokens": max_tokens, **resolved.params}
-    key = call_key(resolved.target, messages, gen, schema, sample, resolved.endpoint_id)
-    return Request(model, messages, gen, schema, sample, settings or DEFAULT_SETTINGS, key, resolved)
+    settings = settings or DEFAULT_SETTINGS
+    key, limit = call_key(resolved, messages, gen, schema, sample), concurrency_limit(resolved, settings)
+    return Request(resolved, messages, gen, schema, sample, settings, key, limit)
 
 
 __all__ = ["Prompt", "Request", "build_request", "chat_messages", "concurrency_limit"]

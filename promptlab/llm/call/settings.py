@@ -19,6 +19,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ..providers.aliases import get_alias, registered_models
+from ..providers.resolved import ResolvedModel
 
 TRANSPORTS = ("auto", "litellm")
 """Known values of `Settings.transport`."""
@@ -83,9 +84,13 @@ class Settings:
                 f"name, nor does any model alias; the models it calls: {', '.join(used) or 'none'}"
             )
 
-    def concurrency(self, model: str) -> int:
-        """Calls in flight at once allowed for `model` by these settings (at least 1)."""
-        return max(1, self.per_model_concurrency.get(model, self.max_concurrency))
+    def concurrency(self, model: ResolvedModel, default: int | None = None) -> int:
+        """Calls in flight at once allowed for `model` by these settings (at least 1): the override for the name
+        it was called by, else for the model an alias stands for, else `default` (the alias's own limit),
+        else max_concurrency."""
+        overrides = self.per_model_concurrency
+        limit = overrides.get(model.name, overrides.get(model.target))
+        return max(1, limit if limit is not None else default or self.max_concurrency)
 
     def to_json(self) -> str:
         """These settings as a JSON object of their fields (`settings_from_json` reads it back)."""

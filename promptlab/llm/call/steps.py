@@ -26,14 +26,7 @@ from typing import Any
 
 from ...errors import ConfigError, ParseError, ProviderError, SpendingCapExceeded
 from ..cache.keys import reply_key
-from ..providers.aliases import (
-    SCHEMA_FORMS,
-    api_key,
-    refuses_schema,
-    remember_schema_support,
-    schema_form,
-    schema_support,
-)
+from ..providers.aliases import SCHEMA_FORMS, refuses_schema
 from ..spending.tally import total
 from . import structured
 from .completion import Completion
@@ -97,20 +90,9 @@ class Call:
         return reply_key(self.req.key, self.messages)
 
 
-def schema_mode(req: Request) -> str:
-    """How the schema goes out: 'native' (response_format), 'prompt', or 'detect' (native, the prompt once
-    the endpoint refuses it: an alias without a `native_schema` choice, `openai/` model with an api_base)."""
-    m = req.resolved
-    if req.schema is None:
-        return "none"
-    if m.served and m.alias is not None and m.alias.native_schema is None:
-        learnt = schema_support(m.endpoint)
-        return "detect" if learnt is None else ("native" if learnt else "prompt")
-    return "native" if m.native_schema else "prompt"
-
-
 def prepare(req: Request) -> Call:
-    """The call's first request: its arguments, the key read now, the schema where it goes."""
+    """The call's first request: its arguments, the key read now, the schema where the model takes it
+    (`ResolvedModel.schema_mode`: natively, in the prompt, or detected)."""
     kwargs: dict[str, Any] = {k: v for k, v in req.params.items() if v is not None}
     m = req.resolved
     if m.in_process:  # an in-process model draws by the call's sample, and a scripted `respond` may read it
@@ -118,17 +100,12 @@ def prepare(req: Request) -> Call:
         kwargs["sample"] = req.sample
     else:  # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
         kwargs.update(num_retries=0, max_retries=0)
-    if m.alias is not None and "api_key" not in kwargs and (m.in_process or not replay_only()):
-        key = api_key(m.alias)  # read now, from the alias's variable; never stored (replay only sends nothing)
+    if "api_key" not in kwargs and (m.in_process or not replay_only()):
+        key = m.api_key()  # read now, from an alias's variable; never stored (replay only sends nothing)
         if key is not None:
             kwargs["api_key"] = key
-    call = Call(
-        req,
-        kwargs,
-        list(req.messages),
-        schema_mode(req),
-        (schema_form(m.endpoint) if m.served else None) or SCHEMA_FORMS[0],
-    )
+    mode = "none" if req.schema is None else m.schema_mode()
+    call = Call(req, kwargs, list(req.messages), mode, m.schema_form())
     if req.schema is not None:
         if call.mode != "prompt":
             kwargs["response_format"] = structured.response_format(req.schema, call.form)
@@ -176,7 +153,7 @@ def retry_wait(call: Call, e: Exception, retry: int, timeout: float | None) -> f
     """How long to wait before retrying after `e`; raises the call's error when it is not retried (not
     transient, retries spent, or a `Retry-After` that would pass the deadline)."""
     s = call.req.settings
-    raise_if_auth(call.req.model, e, call.attempts)
+    raise_if_auth(call.req.resolved, e, call.attempts)
     cause = describe_cause(e, timeout)
     if not transient(e):
         raise call.error(cause, retryable=False) from e
@@ -216,7 +193,7 @@ def schema_fallback(call: Call, e: Exception, timeout: float | None) -> bool:
             retryable=False,
         ) from e
     call.mode = "prompt"
-    remember_schema_support(req.resolved.endpoint, False)
+    req.resolved.remember_schema(False)
     call.kwargs.pop("response_format", None)
     call.messages = call.messages + [{"role": "user", "content": structured.schema_instruction(schema)}]
     return True
@@ -278,7 +255,7 @@ def protocol(req: Request) -> Generator[ProviderCall | Sleep, Any, Completion]:
         reply = yield from send(call)
         if call.mode in ("detect", "native") and req.resolved.served and not reply.replayed:
             call.mode = "native"
-            remember_schema_support(req.resolved.endpoint, True, call.form)
+            req.resolved.remember_schema(True, call.form)
         replies.append(priced(req, reply))
         done = completion_of(call, replies)
         if req.schema is None:
@@ -318,6 +295,5 @@ __all__ = [
     "protocol",
     "retry_wait",
     "schema_fallback",
-    "schema_mode",
     "send",
 ]

@@ -60,21 +60,21 @@ _unpriced: set[tuple[str, str | None, int]] = set()
 and catch the same error on every call. A price registered later grows the map and so misses this set."""
 
 
-def cost_of(model: str, response: Any, *, own: bool = False) -> float | None:
-    """The reply's cost by litellm's price map: 0.0 for promptlab's in-process models (`own`), None when
+def cost_of(model: ResolvedModel, response: Any) -> float | None:
+    """The cost of `model`'s reply by litellm's price map: 0.0 for promptlab's in-process models, None when
     unknown.
 
     litellm prices a response it made itself while logging it (`_hidden_params['response_cost']`): that
     figure is used rather than pricing the same response twice.
     """
-    if own:
+    if model.in_process:
         return 0.0  # in-process models cost nothing by construction
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:
         priced = hidden["response_cost"]
         return None if priced is None else float(priced)
     lm = litellm()
-    seen = (model, getattr(response, "model", None), len(lm.model_cost))
+    seen = (model.target, getattr(response, "model", None), len(lm.model_cost))
     if seen in _unpriced:
         return None
     try:
@@ -106,7 +106,7 @@ def reply_cost(model: ResolvedModel, response: Any, counts: tuple[int, int] | No
         return bounded_cost(None if counts is None else model.price.cost(*counts))
     if model.in_process:
         return 0.0
-    return bounded_cost(None if counts is None else cost_of(model.target, response))
+    return bounded_cost(None if counts is None else cost_of(model, response))
 
 
 def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Reply:
@@ -171,7 +171,7 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
     if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     if replay_only():
-        raise NotCached(req.model, req.key)
+        raise NotCached(req)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
 
@@ -181,17 +181,17 @@ async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | 
         made, streamed = await inprocess.agenerate(req.resolved, kwargs, on_token)
         return _checked(req, own_reply(req.resolved, made), on_token, streamed)
     if replay_only():
-        raise NotCached(req.model, req.key)
+        raise NotCached(req)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
     except TimeoutError as e:
-        raise timed_out(req.resolved.target, e) from e
+        raise timed_out(req.resolved, e) from e
 
 
 async def _afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Reply:
     streams, cap = _streams(kwargs, on_token), req.settings.max_reply_bytes
-    way = openai_http.route(kwargs) if req.settings.transport == "auto" else None
+    way = openai_http.route(req.resolved, kwargs) if req.settings.transport == "auto" else None
     if way is not None:
         if streams:
             assert on_token is not None

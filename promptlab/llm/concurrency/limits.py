@@ -32,7 +32,10 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..providers.resolved import ResolvedModel
 
 SHARE_ENV = "PROMPTLAB_LIMIT_SHARE"
 """Environment variable: divide every limit by this many processes (kernels) sharing it."""
@@ -96,12 +99,12 @@ class Limiter:
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Limiter]] = weakref.WeakKeyDictionary()
 
 
-def slot(model: str, limit: int) -> contextlib.AbstractAsyncContextManager[None]:
-    """A place among `model`'s calls in flight in the running event loop, under `limit`."""
+def slot(model: ResolvedModel, limit: int) -> contextlib.AbstractAsyncContextManager[None]:
+    """A place among the calls in flight to `model`'s endpoint in the running event loop, under `limit`."""
     per_loop = _limiters.setdefault(asyncio.get_running_loop(), {})
-    limiter = per_loop.get(model)
+    limiter = per_loop.get(model.endpoint)
     if limiter is None:
-        limiter = per_loop[model] = Limiter()
+        limiter = per_loop[model.endpoint] = Limiter()
     return limiter.slot(limit)
 
 

@@ -60,16 +60,17 @@ def params_of(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k not in NOT_PARAMS and v is not None}
 
 
-def _engine_request(name: str, kwargs: dict[str, Any], stream: bool) -> tuple[engine.Engine, dict[str, Any]]:
-    params = local.engine_params(params_of(kwargs))
+def _engine_request(model: ResolvedModel, kwargs: dict[str, Any], stream: bool) -> tuple[engine.Engine, dict[str, Any]]:
+    asked = params_of(kwargs)
+    path = local.resolve_model_path(model.model_id)  # the GGUF file `local/<name>` names
+    params = local.engine_params(asked)
     if kwargs.get("timeout") is not None:
         params["timeout"] = float(kwargs["timeout"])  # the worker counts it from the call's admission
     params["stream"] = stream
-    path = local.resolve_model_path(name)
     return engine.engine_for(path, local.N_CTX), params
 
 
-def _outcome(target: str, event: tuple[Any, ...], model_file: str) -> Generated:
+def _outcome(model: ResolvedModel, event: tuple[Any, ...], model_file: str) -> Generated:
     """The Generated of an engine's last event, or the exception it stands for."""
     kind = event[0]
     if kind == "done":
@@ -84,6 +85,7 @@ def _outcome(target: str, event: tuple[Any, ...], model_file: str) -> Generated:
     if kind == "crash":
         raise engine.LocalModelCrashed(event[2])
     what, message = event[2], event[3]
+    target = model.target
     if what == "timeout":
         raise TimeoutError(f"{target}: {message}")
     if what == "bad_request":
@@ -96,8 +98,8 @@ class Watch:
     call's timeout plus `HUNG_GRACE_S` since the call was submitted, or the call was admitted longer ago than
     that and the worker has not ended it. A call waiting in the queue behind a working batch waits on."""
 
-    def __init__(self, target: str, eng: engine.Engine, timeout: float | None) -> None:
-        self.target, self.eng = target, eng
+    def __init__(self, model: ResolvedModel, eng: engine.Engine, timeout: float | None) -> None:
+        self.target, self.eng = model.target, eng
         self.limit = (timeout or 0.0) + HUNG_GRACE_S
         self.since = time.monotonic()
         self.admitted: float | None = None
@@ -119,11 +121,10 @@ class Watch:
 
 
 def _engine_generate(model: ResolvedModel, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
-    target = model.target
-    eng, params = _engine_request(model.model_id, kwargs, on_token is not None)
+    eng, params = _engine_request(model, kwargs, on_token is not None)
     call = engine.Pending()
     rid = eng.submit(kwargs["messages"], params, call)
-    watch = Watch(target, eng, params.get("timeout"))
+    watch = Watch(model, eng, params.get("timeout"))
     try:
         while True:
             try:
@@ -134,15 +135,14 @@ def _engine_generate(model: ResolvedModel, kwargs: dict[str, Any], on_token: Tok
             if event[0] == "piece" and on_token is not None:
                 on_token(event[2])
             elif event[0] not in engine.PASSING:
-                return _outcome(target, event, eng.path.name)
+                return _outcome(model, event, eng.path.name)
     except BaseException:
         eng.cancel(rid)
         raise
 
 
 async def _engine_agenerate(model: ResolvedModel, kwargs: dict[str, Any], on_token: TokenHandler | None) -> Generated:
-    target = model.target
-    eng, params = _engine_request(model.model_id, kwargs, on_token is not None)
+    eng, params = _engine_request(model, kwargs, on_token is not None)
     loop = asyncio.get_running_loop()
     ready = asyncio.Event()
 
@@ -151,7 +151,7 @@ async def _engine_agenerate(model: ResolvedModel, kwargs: dict[str, Any], on_tok
 
     call = engine.Pending(notify=wake)
     rid = eng.submit(kwargs["messages"], params, call)
-    watch = Watch(target, eng, params.get("timeout"))
+    watch = Watch(model, eng, params.get("timeout"))
     try:
         while True:
             try:
@@ -165,7 +165,7 @@ async def _engine_agenerate(model: ResolvedModel, kwargs: dict[str, Any], on_tok
                 if event[0] == "piece" and on_token is not None:
                     on_token(event[2])
                 elif event[0] not in engine.PASSING:
-                    return _outcome(target, event, eng.path.name)
+                    return _outcome(model, event, eng.path.name)
     except BaseException:
         eng.cancel(rid)
         raise

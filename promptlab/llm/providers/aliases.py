@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ...errors import ConfigError, MissingKeyError
 from ...sanitize import mask_userinfo
+from .registry import MODEL_PROVIDERS, routed_prefix
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$")
 """Alias names: letters, digits and `_.:@+-`, no '/' (a '/' would read as a provider prefix)."""
@@ -112,8 +113,6 @@ def _reserved() -> frozenset[str]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    from .registry import MODEL_PROVIDERS
-
     names = {str(getattr(p, "value", p)) for p in litellm.provider_list}
     return frozenset(names | set(MODEL_PROVIDERS))
 
@@ -123,7 +122,7 @@ def _check_name(name: Any) -> str:
         raise ConfigError(f"model alias name: must be a non-empty string, got {name!r}")
     if "/" in name:
         raise ConfigError(
-            f"model alias {name!r}: an alias name has no '/' ('{name.split('/')[0]}/' reads as a "
+            f"model alias {name!r}: an alias name has no '/' ('{routed_prefix(name)}/' reads as a "
             "provider prefix); pick a short name like 'judge'"
         )
     if not NAME_PATTERN.match(name):
@@ -257,10 +256,9 @@ def check_bases(base: Any = None) -> None:
 
 def endpoint_identity(model: str, api_base: str) -> str:
     """'<provider>@<host[:port]>' for a request to `model` at `api_base`: what enters the cache key and
-    names the limits' endpoint (never a key, a path or a query). The provider is the model's prefix
-    ('openai' for a bare name, as litellm routes a bare name with an api_base)."""
-    provider = model.split("/", 1)[0] if "/" in model else "openai"
-    return f"{provider}@{base_host(api_base) or '?'}"
+    names the limits' endpoint (never a key, a path or a query). The provider is the one the registry says
+    litellm routes the name to (`registry.routed_prefix`)."""
+    return f"{routed_prefix(model)}@{base_host(api_base) or '?'}"
 
 
 def api_key(alias: ModelAlias) -> str | None:

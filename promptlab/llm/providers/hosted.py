@@ -80,6 +80,10 @@ class HostedProvider(ModelProvider):
 
     def detects_schema(self, target: str) -> bool:
         """An `openai/` model at an alias's api_base: an OpenAI-compatible server, asked which form it takes."""
+        return self.openai_compatible(target)
+
+    def openai_compatible(self, target: str) -> bool:
+        """An `openai/<name>` model: litellm's OpenAI provider, which posts to an OpenAI-compatible endpoint."""
         return target.partition("/")[0] == "openai"
 
 

@@ -28,6 +28,7 @@ from ..call.failures import (
 )
 from ..call.wire import chunk_of, completion_of
 from .litellm_lazy import litellm
+from .resolved import ResolvedModel
 
 if TYPE_CHECKING:
     import aiohttp
@@ -68,6 +69,8 @@ EVENT_STREAM = "text/event-stream"
 class Route:
     """Where and how a request is posted."""
 
+    model: ResolvedModel
+    """The model the request is for (an `openai/<name>` one: `name` is what the body names)."""
     url: str
     """The chat completions URL."""
     api_base: str
@@ -101,10 +104,10 @@ def _reported_base(model: str) -> str | None:
         return None
 
 
-def route(kwargs: dict[str, Any]) -> Route | None:
-    """The direct route of a request (litellm's keyword arguments), or None when litellm must make it."""
-    model = kwargs.get("model")
-    if not isinstance(model, str) or not model.startswith("openai/") or not kwargs.keys() <= PLAIN_PARAMS:
+def route(model: ResolvedModel, kwargs: dict[str, Any]) -> Route | None:
+    """The direct route of a request for `model` (litellm's keyword arguments), or None when litellm must make
+    it: the model is not an OpenAI-compatible one, or the request is not a plain chat request."""
+    if not model.openai_compatible or not kwargs.keys() <= PLAIN_PARAMS:
         return None
     for m in kwargs.get("messages") or ():
         if not isinstance(m, dict) or not m.keys() <= MESSAGE_FIELDS or not isinstance(m.get("content"), str):
@@ -119,10 +122,11 @@ def route(kwargs: dict[str, Any]) -> Route | None:
         or os.environ.get("OPENAI_API_BASE")
     )
     key = kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY")
-    if not base or not key or not _plain_model(model[len("openai/") :]):
+    if not base or not key or not _plain_model(model.model_id):
         return None
     given = kwargs.get("api_base") or kwargs.get("base_url")
     return Route(
+        model=model,
         url=str(base).rstrip("/") + "/chat/completions",
         api_base=str(base),
         api_key=str(key),
@@ -130,9 +134,9 @@ def route(kwargs: dict[str, Any]) -> Route | None:
     )
 
 
-def _body(kwargs: dict[str, Any], stream: bool) -> bytes:
+def _body(r: Route, kwargs: dict[str, Any], stream: bool) -> bytes:
     body = {k: v for k, v in kwargs.items() if k not in NOT_SENT}
-    body["model"] = body["model"][len("openai/") :]
+    body["model"] = r.model.model_id
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -206,22 +210,23 @@ async def _post(r: Route, kwargs: dict[str, Any], stream: bool, max_bytes: int) 
     try:
         with _aiohttp_errors():
             async with session.post(
-                r.url, data=_body(kwargs, stream), headers=headers, allow_redirects=False, timeout=timeout
+                r.url, data=_body(r, kwargs, stream), headers=headers, allow_redirects=False, timeout=timeout
             ) as http:
                 if 300 <= http.status < 400:
                     raise redirected(http.status, http.headers.get("Location"))
                 if http.status >= 400:
                     content = await _read(http, max_bytes)
-                    raise status_error(kwargs["model"], http.status, content, http.headers, r.url)
+                    raise status_error(r.model, http.status, content, http.headers, r.url)
                 yield http
     except (httpx.HTTPError, aiohttp.ClientError, OSError) as e:  # TimeoutError is an OSError
-        raise transport_error(kwargs["model"], e, r.url)  # noqa: B904 (it carries its own chain)
+        raise transport_error(r.model, e, r.url)  # noqa: B904 (it carries its own chain)
 
 
-def _response(r: Route, model: str, data: dict[str, Any]) -> Any:
+def _response(r: Route, data: dict[str, Any]) -> Any:
     """The litellm ModelResponse of a chat completion, reporting the endpoint as litellm would."""
     response = litellm().ModelResponse(**data)
-    response._hidden_params = {"custom_llm_provider": "openai", "api_base": r.given_base or _reported_base(model)}
+    base = r.given_base or _reported_base(r.model.target)
+    response._hidden_params = {"custom_llm_provider": "openai", "api_base": base}
     return response
 
 
@@ -229,7 +234,7 @@ async def apost(r: Route, kwargs: dict[str, Any], max_bytes: int) -> Any:
     """Make one plain request; returns a litellm ModelResponse."""
     async with _post(r, kwargs, False, max_bytes) as http:
         content = await _read(http, max_bytes)
-    return _response(r, kwargs["model"], completion_of(content))  # what a reply is: promptlab.llm.call.wire
+    return _response(r, completion_of(content))  # what a reply is: promptlab.llm.call.wire
 
 
 async def astream(r: Route, kwargs: dict[str, Any], on_token: Callable[[str], None], max_bytes: int) -> Any:
@@ -246,7 +251,7 @@ async def astream(r: Route, kwargs: dict[str, Any], on_token: Callable[[str], No
                     retryable=False,
                 )
             raise InvalidReply(f"a stream was asked for and the server answered {kind or 'no content type'}")
-        reader = Events(kwargs["model"][len("openai/") :], on_token)
+        reader = Events(r.model.model_id, on_token)
         pending: list[bytes] = []  # the start of a line not yet ended
         size = 0
         async for part in http.content.iter_any():
@@ -260,7 +265,7 @@ async def astream(r: Route, kwargs: dict[str, Any], on_token: Callable[[str], No
             pending = [rest] if rest else []
             if any(reader.line(line) for line in lines):
                 break
-    return _response(r, kwargs["model"], reader.completion())
+    return _response(r, reader.completion())
 
 
 class Events:

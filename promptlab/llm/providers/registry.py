@@ -85,6 +85,10 @@ class ModelProvider:
         """Whether an alias's server for `target` is asked once which structured-output form it takes."""
         return False
 
+    def openai_compatible(self, target: str) -> bool:
+        """Whether requests for `target` go to an OpenAI-compatible chat endpoint by the name after its prefix."""
+        return False
+
     # In-process providers answer requests themselves (`promptlab.llm.local.inprocess` calls these).
     def reply(self, name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
         """The `Generated` reply to a request to `<prefix>/<name>`."""
@@ -112,6 +116,13 @@ def register_model_provider(provider: ModelProvider, prefix: str | None = None) 
     return MODEL_PROVIDERS.register(prefix or provider.prefix, provider)
 
 
+def routed_prefix(target: str) -> str:
+    """The provider litellm routes `target` to by its name: its prefix, or 'openai' for a bare name (as litellm
+    routes a bare name with an api_base)."""
+    prefix, slash, _ = target.partition("/")
+    return prefix if slash else "openai"
+
+
 def provider_of(target: str) -> ModelProvider:
     """The provider of `target` (an alias already replaced by its target): by its prefix, else litellm."""
     prefix, slash, _ = target.partition("/")
@@ -119,4 +130,4 @@ def provider_of(target: str) -> ModelProvider:
     return found if found is not None else MODEL_PROVIDERS[HOSTED]
 
 
-__all__ = ["HOSTED", "MODEL_PROVIDERS", "ModelProvider", "provider_of", "register_model_provider"]
+__all__ = ["HOSTED", "MODEL_PROVIDERS", "ModelProvider", "provider_of", "register_model_provider", "routed_prefix"]

@@ -19,7 +19,18 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ...errors import UnknownModelError
-from .aliases import ModelAlias, Price, endpoint_identity, get_alias, missing_key_vars
+from .aliases import (
+    SCHEMA_FORMS,
+    ModelAlias,
+    Price,
+    api_key,
+    endpoint_identity,
+    get_alias,
+    missing_key_vars,
+    remember_schema_support,
+    schema_form,
+    schema_support,
+)
 from .registry import ModelProvider, provider_of
 
 
@@ -100,6 +111,38 @@ class ResolvedModel:
         """Whether the requests go to an OpenAI-compatible server of an alias (an `openai/` model with an
         api_base), whose structured-output support is detected."""
         return self.alias is not None and self.api_base is not None and self.provider.detects_schema(self.target)
+
+    @property
+    def openai_compatible(self) -> bool:
+        """Whether its requests go to an OpenAI-compatible chat endpoint by the name after the prefix (an
+        `openai/<name>` model): the direct transport may post them (`promptlab.llm.providers.openai_http`)."""
+        return self.provider.openai_compatible(self.target)
+
+    def schema_mode(self) -> str:
+        """How a structured call's schema goes out: 'native' (`response_format`), 'prompt', or 'detect' (native
+        until the server refuses it: a served alias without a `native_schema` choice, until this process learnt
+        what its endpoint takes)."""
+        if self.served and self.alias is not None and self.alias.native_schema is None:
+            learnt = schema_support(self.endpoint)
+            return "detect" if learnt is None else ("native" if learnt else "prompt")
+        return "native" if self.native_schema else "prompt"
+
+    def schema_form(self) -> str:
+        """The native `response_format` form to send first: what its served endpoint took in this process, else
+        OpenAI's (`aliases.SCHEMA_FORMS`)."""
+        return (schema_form(self.endpoint) if self.served else None) or SCHEMA_FORMS[0]
+
+    def remember_schema(self, supported: bool, form: str = SCHEMA_FORMS[0]) -> None:
+        """Record for its endpoint, in this process, whether it took a native `response_format`, and in which form."""
+        remember_schema_support(self.endpoint, supported, form)
+
+    def api_key(self) -> str | None:
+        """The key to send, read now from its alias's `api_key_env` (a placeholder for an alias's api_base
+        without one); None: the provider reads its own variables. Never stored.
+
+        Raises:
+            MissingKeyError: the alias's `api_key_env` is unset."""
+        return api_key(self.alias) if self.alias is not None else None
 
     @property
     def key_env(self) -> str | None:

@@ -23,7 +23,7 @@ from ...errors import ConfigError, SpendingCapExceeded
 from ...reading import RefusedFile, read_bounded
 from ..providers.aliases import MAX_PRICE_PER_MILLION
 from ..providers.litellm_lazy import litellm
-from ..providers.resolved import resolve_model
+from ..providers.resolved import ResolvedModel
 from .ledger import keep_room, write_whole
 
 log = logging.getLogger("promptlab.llm.spending")
@@ -69,12 +69,11 @@ FREE = TokenPrice(0.0, 0.0)
 _prices: dict[tuple[str, int], TokenPrice | None] = {}
 
 
-def price_of(model: str) -> TokenPrice | None:
-    """The model's price per token: a model alias's own `price` (`promptlab.llm.providers.aliases`), else litellm's price map
-    for the model (or the alias's target); FREE for in-process models; None if unknown.
+def price_of(resolved: ResolvedModel) -> TokenPrice | None:
+    """A resolved model's price per token: a model alias's own `price` (`promptlab.llm.providers.aliases`), else
+    litellm's price map for the model (or the alias's target); FREE for in-process models; None if unknown.
 
     A price registered with litellm later grows its map and so is found (the lookup is cached per map size)."""
-    resolved = resolve_model(model)
     if resolved.price is not None:
         return TokenPrice(resolved.price.input_per_million / 1e6, resolved.price.output_per_million / 1e6)
     if resolved.in_process:
@@ -86,15 +85,16 @@ def price_of(model: str) -> TokenPrice | None:
         try:
             info = lm.get_model_info(model=model)
             low, high = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-            _prices[seen] = None if low is None and high is None else table_price(model, low, high)
+            _prices[seen] = None if low is None and high is None else table_price(resolved, low, high)
         except Exception:
             _prices[seen] = None
     return _prices[seen]
 
 
-def table_price(model: str, low: Any, high: Any) -> TokenPrice | None:
-    """A price map's entry as a TokenPrice, bounded where it is read: a price that is not a number from 0 to
-    `MAX_PRICE_PER_MILLION` per million tokens is not a price (None, unknown; logged once, naming the model)."""
+def table_price(resolved: ResolvedModel, low: Any, high: Any) -> TokenPrice | None:
+    """A price map's entry for `resolved`'s target as a TokenPrice, bounded where it is read: a price that is not a
+    number from 0 to `MAX_PRICE_PER_MILLION` per million tokens is not a price (None, unknown; logged, naming the
+    model)."""
     try:
         price = TokenPrice(float(low or 0.0), float(high or 0.0))
     except (TypeError, ValueError):
@@ -104,18 +104,18 @@ def table_price(model: str, low: Any, high: Any) -> TokenPrice | None:
         return price
     log.warning(
         "promptlab: litellm's price map gives %s a price out of range (%.3g, %.3g USD a token); read as unknown",
-        model, price.input, price.output,
+        resolved.target, price.input, price.output,
     )  # fmt: skip
     return None
 
 
-def check_prices(models: Iterable[str]) -> None:
+def check_prices(models: Iterable[ResolvedModel]) -> None:
     """Refuse, before any call, models whose cost a spending cap cannot track (their price is unknown).
 
     Raises:
-        ConfigError: naming every such model and how to fix it.
+        ConfigError: naming every such model (as it was called) and how to fix it.
     """
-    unknown = [m for m in dict.fromkeys(models) if price_of(m) is None]
+    unknown = list(dict.fromkeys(m.name for m in models if price_of(m) is None))
     if unknown:
         raise ConfigError(
             f"max_cost: the price of {', '.join(repr(m) for m in unknown)} is unknown, so spending on it cannot be "
@@ -249,7 +249,7 @@ class SpendingCap:
 
     def charge(
         self,
-        model: str,
+        model: ResolvedModel,
         cost_usd: float | None,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
@@ -257,7 +257,7 @@ class SpendingCap:
         request: Mapping[str, Any] | None = None,
         reply_text: str = "",
     ) -> None:
-        """Add one paid request to the ledger (under the lock).
+        """Add one paid request for `model` to the ledger (under the lock), counted under the name it was called by.
 
         A cost that is unknown (no usage, usage that is not usage, an unknown price), negative or not finite is
         never counted as 0: it is estimated (`estimate`) from the request's input tokens and the reply's text,
@@ -279,7 +279,7 @@ class SpendingCap:
                 led = self.ledger()
                 led.spent_usd = round(led.spent_usd + cost_usd, 10)
                 led.requests += 1
-                led.by_model[model] = round(led.by_model.get(model, 0.0) + cost_usd, 10)
+                led.by_model[model.name] = round(led.by_model.get(model.name, 0.0) + cost_usd, 10)
                 if estimated:
                     led.estimated_usd = round(led.estimated_usd + cost_usd, 10)
                     led.estimated_requests += 1
@@ -294,8 +294,8 @@ class SpendingCap:
             counted.add(cost_usd, input_tokens, output_tokens)
 
     # the check ---------------------------------------------------------------------------------------
-    def check(self, model: str, request: Mapping[str, Any]) -> None:
-        """Refuse a request (litellm keyword arguments) whose cost would pass the cap.
+    def check(self, model: ResolvedModel, request: Mapping[str, Any]) -> None:
+        """Refuse a request for `model` (litellm keyword arguments) whose cost would pass the cap.
 
         Raises:
             SpendingCapExceeded: spent plus this request's estimated cost would pass the cap (recorded in the
@@ -312,10 +312,10 @@ class SpendingCap:
         out = float(request.get("max_tokens") or 0) * price.output
         if spent + out + _input_bound(request) * price.input <= self.cap:
             return
-        estimate = out + _input_tokens(str(request.get("model") or model), request) * price.input
+        estimate = out + _input_tokens(model, request) * price.input
         if spent < self.cap and spent + estimate <= self.cap:
             return
-        refusal = SpendingCapExceeded(model, spent=spent, cap=self.cap, estimate=estimate)
+        refusal = SpendingCapExceeded(model.name, spent=spent, cap=self.cap, estimate=estimate)
         refused = _REFUSED.get()
         if refused is not None:
             refused.append(refusal)
@@ -340,21 +340,23 @@ def _input_bound(request: Mapping[str, Any]) -> int:
     return len(json.dumps(parts, default=str).encode("utf-8"))
 
 
-def _input_tokens(model: str, request: Mapping[str, Any]) -> int:
-    """The request's input tokens by litellm's tokenizer (the upper bound when it cannot count)."""
+def _input_tokens(model: ResolvedModel, request: Mapping[str, Any]) -> int:
+    """The request's input tokens by litellm's tokenizer for the model it goes to (the upper bound when it
+    cannot count)."""
     try:
-        return int(litellm().token_counter(model=model, messages=request.get("messages") or []))
+        name = str(request.get("model") or model.target)
+        return int(litellm().token_counter(model=name, messages=request.get("messages") or []))
     except Exception:
         return _input_bound(request)
 
 
-def estimate(model: str, request: Mapping[str, Any], reply_text: str) -> tuple[float, int, int]:
+def estimate(model: ResolvedModel, request: Mapping[str, Any], reply_text: str) -> tuple[float, int, int]:
     """The cost of a paid request whose cost is unknown: (USD, input tokens, output tokens), the tokens of the
     request and of the reply's text counted by litellm's tokenizer, at the model's price (0 when it has none:
     `check` refuses such a model under a cap before any call)."""
     price = price_of(model) or FREE
-    name = str(request.get("model") or model)
-    tokens_in = _input_tokens(name, request)
+    name = str(request.get("model") or model.target)
+    tokens_in = _input_tokens(model, request)
     try:
         tokens_out = int(litellm().token_counter(model=name, text=reply_text)) if reply_text else 0
     except Exception:
@@ -362,8 +364,8 @@ def estimate(model: str, request: Mapping[str, Any], reply_text: str) -> tuple[f
     return tokens_in * price.input + tokens_out * price.output, tokens_in, tokens_out
 
 
-def gate(model: str, request: Mapping[str, Any]) -> SpendingCap | None:
-    """Check a provider request against the active spending cap (None when none is active: no cost)."""
+def gate(model: ResolvedModel, request: Mapping[str, Any]) -> SpendingCap | None:
+    """Check a provider request for `model` against the active spending cap (None when none is active: no cost)."""
     current = _ACTIVE.get()
     if current is not None:
         current.check(model, request)

@@ -40,6 +40,7 @@ from ..runtime.grounding import (
 )
 from ..runtime.missing import record_missing
 from ..runtime.rescoring import Rescore, define_rescore
+from ..runtime.role_call import RoleCall
 from ..runtime.toolkit import best_iteration, by_decision_score, cut
 from .config import CreatorCriticConfig, Critique, aggregate, critique_schema, judged_score
 from .creator import clean_prompt_text, creator_prompt, critique_summary, fallback_critique
@@ -65,19 +66,21 @@ async def _one_critic(
         return crit, score, simulated_step(it, "critique", judge, model, [score])
     expected = cfg.score_mode == "expected"
     fallback = cfg.parse_failure_score
-    c, step = await ctx.completion(
-        "critic",
-        "critique",
-        prompt,
-        schema=critique_schema(cfg),
-        iteration=it,
-        sample_offset=k,
-        model=model,
-        judge=judge,
-        token_type="critic",
-        place=False,
-        logprobs=expected,
-        parse_attempts=None if fallback is None else 1,
+    c, step = await ctx.ask(
+        RoleCall(
+            "critic",
+            "critique",
+            prompt,
+            schema=critique_schema(cfg),
+            iteration=it,
+            sample_offset=k,
+            model=model,
+            judge=judge,
+            token_type="critic",
+            place=False,
+            logprobs=expected,
+            parse_attempts=None if fallback is None else 1,
+        )
     )  # the seed makes one call
     crit = c.parsed if c is not None else None
     if not isinstance(crit, Critique):

@@ -11,6 +11,7 @@ from ...eval.evaluate import EvalResult
 from ...llm.call.completion import Completion
 from ...record import Iteration
 from ..runtime.grounding import measure_examples
+from ..runtime.role_call import RoleCall
 from ..runtime.search import Search
 from .bridge import Bridge, Halted
 from .config import COMPONENT
@@ -49,13 +50,15 @@ class Recorder:
         """One reflection call (a fresh draw of `prompt`), a step of the current iteration."""
         estimate = prompt if self.ctx.spent_by_phase.get("reflect") is None else self.reflection_estimate
         self.refuse(self.search.write_cost("reflect", estimate))
-        c, step = await self.ctx.completion(
-            "reflector",
-            "reflect",
-            prompt,
-            iteration=self.current,
-            sample=self.search.fresh_sample(prompt),
-            token_type="reflector",
+        c, step = await self.ctx.ask(
+            RoleCall(
+                "reflector",
+                "reflect",
+                prompt,
+                iteration=self.current,
+                sample=self.search.fresh_sample(prompt),
+                token_type="reflector",
+            )
         )
         if c is None:
             raise RuntimeError(step.error.message if step.error else "the reflection call failed")

@@ -11,6 +11,7 @@ from ...record import Iteration, Score
 from ..runtime.context import RunContext
 from ..runtime.grounding import simulated_score, simulated_step
 from ..runtime.missing import record_missing
+from ..runtime.role_call import RoleCall
 from .config import P3ROConfig
 from .schemas import EvaluationResult, evaluation_schema, match_scores
 from .text import missing_scores, numbered
@@ -57,15 +58,17 @@ async def evaluate(
     prompt = ctx.prompt("evaluator", EVALUATOR_PROMPT, goal=goal, criteria=numbered(criteria), prompt_text=candidate)
     expected = cfg.score_mode == "expected"
     fallback = cfg.parse_failure_score
-    c, step = await ctx.completion(
-        "evaluator",
-        "evaluate",
-        prompt,
-        schema=evaluation_schema(tuple(criteria), cfg.score_type),
-        iteration=it,
-        token_type="evaluator",
-        logprobs=expected,
-        parse_attempts=None if fallback is None else 1,
+    c, step = await ctx.ask(
+        RoleCall(
+            "evaluator",
+            "evaluate",
+            prompt,
+            schema=evaluation_schema(tuple(criteria), cfg.score_type),
+            iteration=it,
+            token_type="evaluator",
+            logprobs=expected,
+            parse_attempts=None if fallback is None else 1,
+        )
     )
     ev = c.parsed if c is not None else None
     if c is None or not isinstance(ev, EvaluationResult):

@@ -1,7 +1,8 @@
 """What every loop runs on, by kind: how a loop is defined and registered (`define`: `define_loop`, `LoopSpec`,
 `LOOPS`), what a router returns (`decision`), the config base and reading a task and config (`config`), the
 small helpers loops share (`toolkit`), what a run records about its origin (`provenance`), the run context that
-records calls, steps and events (`context`), how a reply is read (`replies`), what a re-score may change
+records calls, steps and events (`context`), one role's call as a loop asks it (`role_call`), how a reply is read
+(`replies`), what a re-score may change
 (`rescoring`), grounded scoring of candidates (`grounding`), budgets (`budget`),
 the prompt-search baselines' shared toolkit (`search`) and router (`search_router`), and tool steps
 (`tool_steps`)."""
@@ -24,6 +25,7 @@ from .define import (
 )
 from .grounding import PromptLoopConfig, ScoreMode, ScoreSource, measure, measure_test
 from .provenance import provenance_scope
+from .role_call import RoleCall
 from .toolkit import best_iteration
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "LoopConfig",
     "LoopSpec",
     "PromptLoopConfig",
+    "RoleCall",
     "RunArgs",
     "RunContext",
     "ScoreMode",

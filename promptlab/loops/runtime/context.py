@@ -3,29 +3,25 @@ events, totals) and closes it into a `Run`."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
-from typing import Any, TypeVar, overload
-
-from pydantic import BaseModel
+from typing import Any
 
 from ...errors import ConfigError, ParseError, ProviderError
 from ...events import Event, EventHandler, wants_tokens
 from ...llm.call.completion import Completion
 from ...llm.call.entry import CacheArg, acomplete
 from ...llm.call.preflight import preflight
-from ...llm.call.settings import DEFAULT_SETTINGS, Settings
+from ...llm.call.settings import Settings
 from ...record import Iteration, ModelCall, Run, Score, Step, StepError, Task, new_run_id
 from ...sanitize import Cleaner
 from .budget import BudgetMeter
 from .config import LoopConfig
 from .provenance import base_provenance, note_model, scoped_provenance, text_hash
+from .role_call import RoleCall, cleaned
 from .toolkit import best_iteration, by_average, mean_present
-
-M = TypeVar("M", bound=BaseModel)
 
 USER_INPUT = frozenset({"task", "config"})
 """Run fields recorded as the user gave them; everything else is cleaned by `finish` (`promptlab.sanitize`)."""
@@ -120,139 +116,41 @@ class RunContext(BudgetMeter):
             ) from e
 
     # model calls ------------------------------------------------------------------------------
-    @overload
-    async def call(
-        self,
-        role: str,
-        phase: str,
-        prompt: str,
-        *,
-        schema: type[M],
-        iteration: Iteration | None = ...,
-        system: str | None = ...,
-        sample_offset: int = ...,
-        model: str | None = ...,
-        judge: str | None = ...,
-        token_type: str | None = ...,
-        keep_raw: bool = ...,
-    ) -> tuple[M | None, Step]: ...
-
-    @overload
-    async def call(
-        self,
-        role: str,
-        phase: str,
-        prompt: str,
-        *,
-        schema: None = ...,
-        iteration: Iteration | None = ...,
-        system: str | None = ...,
-        sample_offset: int = ...,
-        model: str | None = ...,
-        judge: str | None = ...,
-        token_type: str | None = ...,
-        keep_raw: bool = ...,
-    ) -> tuple[str | None, Step]: ...
-
-    async def call(
-        self,
-        role: str,
-        phase: str,
-        prompt: str,
-        *,
-        schema: type[BaseModel] | None = None,
-        iteration: Iteration | None = None,
-        system: str | None = None,
-        sample_offset: int = 0,
-        model: str | None = None,
-        judge: str | None = None,
-        token_type: str | None = None,
-        keep_raw: bool = False,
-    ) -> tuple[Any, Step]:
-        """Make one role's model call and record it as a step of `iteration` (or of setup/final).
-
-        With `keep_raw`, the reply's raw text is kept on the step (`Step.raw`). With `token_type`, the reply
-        is streamed and each piece is emitted as a `token` event with data {"token_type": token_type,
-        "text": piece} (a cache hit sends its whole text as one piece).
+    async def call(self, role: str, phase: str, prompt: str, **options: Any) -> tuple[Any, Step]:
+        """Make one role's model call (`ask(RoleCall(role, phase, prompt, **options))`: the options are the
+        fields of `promptlab.loops.runtime.role_call.RoleCall`) and return its reply.
 
         Returns (parsed object or text, step): a parsed reply has the schema's type. On a ParseError or
         ProviderError the first item is None, the step carries the error (with the raw output), and the
         run's `errors` lists it.
         """
-        c, step = await self.completion(
-            role,
-            phase,
-            prompt,
-            schema=schema,
-            iteration=iteration,
-            system=system,
-            sample_offset=sample_offset,
-            model=model,
-            judge=judge,
-            token_type=token_type,
-            keep_raw=keep_raw,
-        )
-        if c is None:
-            return None, step
-        return (c.parsed if schema is not None else c.text), step
+        request = RoleCall(role, phase, prompt, **options)
+        c, step = await self.ask(request)
+        return request.answer(c), step
 
-    async def completion(
-        self,
-        role: str,
-        phase: str,
-        prompt: str,
-        *,
-        schema: type[BaseModel] | None = None,
-        iteration: Iteration | None = None,
-        system: str | None = None,
-        sample_offset: int = 0,
-        model: str | None = None,
-        judge: str | None = None,
-        token_type: str | None = None,
-        keep_raw: bool = False,
-        place: bool = True,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        logprobs: bool = False,
-        sample: int | None = None,
-        parse_attempts: int | None = None,
-    ) -> tuple[Completion | None, Step]:
-        """`call`, returning the whole Completion (None on failure). `place=False` leaves the step for
-        the caller to place (concurrent calls recorded in a fixed order); `temperature` and `max_tokens`
-        override the config's; `logprobs` asks for token log-probabilities (20 alternatives); `sample` fixes
-        the call's sample index (default: the run's sample plus `sample_offset`); `parse_attempts` overrides
-        the settings' (1: one reply, never re-asked)."""
-        model = model or self.config.model_for(role)
-        it = iteration.index if iteration is not None else None
+    async def ask(self, request: RoleCall) -> tuple[Completion | None, Step]:
+        """Make one role's model call and record it as a step of its iteration (or of setup/final); returns the
+        whole Completion (None on failure: the step carries the error) and the step."""
+        model, role, phase = request.model_of(self.config), request.role, request.phase
+        it = request.iteration.index if request.iteration is not None else None
         self.emit("phase", f"{role} ({model})", iteration=it, phase=phase, role=role)
-        step = Step(iteration=it, phase=phase, role=judge or role, model=model)
-        extra: dict[str, Any] = {"logprobs": True, "top_logprobs": 20} if logprobs else {}
+        step = Step(iteration=it, phase=phase, role=request.judge or role, model=model)
         c: Completion | None = None
         try:
             c = await acomplete(
                 model,
-                prompt,
-                schema=schema,
-                system=system,
-                temperature=self.config.temperature if temperature is None else temperature,
-                max_tokens=self.config.max_tokens if max_tokens is None else max_tokens,
-                sample=self.run.sample + sample_offset if sample is None else sample,
+                request.prompt,
                 cache=self.cache,
-                settings=self.settings
-                if parse_attempts is None
-                else dataclasses.replace(self.settings or DEFAULT_SETTINGS, parse_attempts=parse_attempts),
-                on_token=self._token_sink(token_type, it, phase, role),
-                **extra,
+                on_token=self._token_sink(request.token_type, it, phase, role),
+                **request.call_args(self.config, self.run.sample, self.settings),
             )
         except (ParseError, ProviderError) as e:
             self._failed(step, model, e)
         else:
-            c = _cleaned(
-                c, self.clean
-            )  # model output is hostile: no terminal escape nor secret reaches a record or a prompt
-            self._answered(step, role, c, keep_raw=keep_raw)
-        if place:
-            self.place(step, iteration)
+            c = cleaned(c, self.clean)  # model output is hostile: no terminal escape nor secret reaches a record
+            self._answered(step, role, c, keep_raw=request.keep_raw)
+        if request.place:
+            self.place(step, request.iteration)
         return c, step
 
     def _token_sink(
@@ -385,16 +283,3 @@ class RunContext(BudgetMeter):
         self.clean.model(r, skip=USER_INPUT)  # the one pass every loop's record goes through (plan, candidates, steps)
         self.emit("run_finished", f"stopped: {r.stop_reason}", stop_reason=r.stop_reason, best_score=r.best_score)
         return r
-
-
-def _cleaned(c: Completion, clean: Cleaner) -> Completion:
-    """The Completion with its text and parsed object cleaned (`promptlab.sanitize.Cleaner`); the same object
-    when there was nothing to clean."""
-    text = clean(c.text)
-    parsed = c.parsed
-    if isinstance(parsed, BaseModel):
-        dumped = parsed.model_dump(mode="json")
-        fixed = clean(dumped)
-        if fixed != dumped:
-            parsed = type(parsed).model_validate(fixed)
-    return c if text == c.text and parsed is c.parsed else c.model_copy(update={"text": text, "parsed": parsed})

@@ -24,6 +24,7 @@ from ...record import Delta, GroundedScore, Iteration, Run, Score, Step, Task
 from .config import LoopConfig
 from .context import RunContext
 from .missing import record_unscored
+from .role_call import RoleCall
 
 ScoreSource = Literal["critic", "grounded", "both"]
 ScoreMode = Literal["sampled", "expected"]
@@ -172,17 +173,19 @@ async def measure_examples(
     n_errors = len(ctx.run.errors)
 
     async def call(index: int, text: str, system: str | None) -> str:
-        c, step = await ctx.completion(
-            "target",
-            phase,
-            text,
-            iteration=iteration,
-            system=system,
-            model=cfg.target(),
-            place=False,
-            temperature=0.0,
-            max_tokens=cfg.eval_max_tokens,
-            sample=EVAL_SAMPLE,
+        c, step = await ctx.ask(
+            RoleCall(
+                "target",
+                phase,
+                text,
+                iteration=iteration,
+                system=system,
+                model=cfg.target(),
+                place=False,
+                temperature=0.0,
+                max_tokens=cfg.eval_max_tokens,
+                sample=EVAL_SAMPLE,
+            )
         )
         step.output = {"text": c.text if c is not None else None, "example": positions[index]}
         steps[index] = step

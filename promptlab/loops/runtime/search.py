@@ -22,6 +22,7 @@ from .context import RunContext
 from .decision import Decision
 from .define import AsyncLoop, define_loop
 from .grounding import GroundedConfig, grounded_decision_score, measure, measure_test
+from .role_call import RoleCall
 from .search_router import Action, route
 from .toolkit import by_decision_score
 
@@ -112,8 +113,10 @@ class Search:
         self, role: str, phase: str, prompt: str, schema: type[BaseModel], it: Iteration | None
     ) -> tuple[Any, Step]:
         """One writing call (a fresh draw of `prompt`), recorded as a step of `it`: (parsed reply or None, step)."""
-        c, step = await self.ctx.completion(
-            role, phase, prompt, schema=schema, iteration=it, sample=self.fresh_sample(prompt), token_type=role
+        c, step = await self.ctx.ask(
+            RoleCall(
+                role, phase, prompt, schema=schema, iteration=it, sample=self.fresh_sample(prompt), token_type=role
+            )
         )
         return (c.parsed if c is not None else None), step
 
