@@ -454,9 +454,10 @@ CRITIC = notebook(
         (
             "# Can the critic be trusted? Its biases\n\nFive probes of the judge biases a refinement loop is "
             "exposed to, run on any results directory. Each gives an estimate with its n and a CI; a critic's "
-            "intervals hold together at 95% (each at 99% for five probes, `ci_level`), so a critic with no bias is "
+            "intervals hold together at 95% (each at 99.4% for five probes, `ci_level`), so a critic with no bias is "
             'called biased on some probe at most 5% of the time. The verdict says "biased" only when the CI excludes 0 and "no evidence of bias" only when the CI lies inside a '
-            "stated size (`promptlab.analysis.bias.MARGINS`), else inconclusive. Two probes read the logs (no "
+            "stated size (`promptlab.analysis.bias.MARGINS`), else inconclusive; fewer than 10 observations, or data "
+            'that do not vary (an interval of width zero), give "not enough data". Two probes read the logs (no '
             "model call); three re-ask the critic on a sample of logged candidates, at most `budget` calls per "
             "model critic, through the call cache, so running this notebook again costs nothing. Simulated "
             "critics (`sim/...`) are re-asked without a call, on every candidate and pair, five draws each "
@@ -465,16 +466,17 @@ CRITIC = notebook(
             "one observation (a model critic answers it the same), and the length and padding probes use what "
             "the critic was shown (a loop's `history_chars` cuts it). docs/analysis.md (Critic biases) gives each "
             "probe's validity on simulated and on scripted model critics with a planted bias.\n\n"
-            "Two columns say what a row cannot: **detectable**, the smallest bias the probe finds with 80% "
-            'power at its n ("underpowered" when above the stated size), and **scores at 1 / 10**, the share '
-            "of the probe's scores at the scale's ends: above 10% together the estimate is a lower bound "
-            '(saturated), and the row never says "no evidence of bias".'
+            "**from** says where each interval came from: the logs or re-asks. Two columns say what a row "
+            "cannot: **detectable**, the smallest bias the probe finds with 80% power at its n (an inconclusive "
+            'row above the stated size says "underpowered", with about the n that would reach it), and **scores '
+            "at 1 / 10**, the share of the probe's scores at the scale's ends: above 10% together the estimate "
+            'likely understates the bias (saturated), and the row never says "no evidence of bias".'
         ),
     ),
     (
         "parameters",
         """results_dir = "results/demo"
-budget = 150  # model calls per model critic for the re-asks (0: the logged probes only)""",
+budget = 250  # model calls per model critic for the re-asks (0: the logged probes only)""",
     ),
     ("code", RESULTS_ROOT_CELL),
     (
@@ -501,14 +503,15 @@ display(Markdown("\\n".join(bias_markdown(table) or ["No candidate has both a cr
         (
             "## Power and saturation\n\nPer critic and probe: the smallest bias detectable with 80% power "
             "(`detectable`, in the probe's unit) against the stated size (`margin`), and the share of the "
-            "probe's scores at 1 and at 10 (`at_bottom`, `at_top`; NA for order, which reads verdicts). A "
-            "row above its margin is underpowered; one above 10% at the ends reads as a lower bound."
+            "probe's scores at 1 and at 10 (`at_bottom`, `at_top`; NA for order, which reads verdicts). An "
+            "inconclusive row above its margin is underpowered; one above 10% at the ends likely understates."
         ),
     ),
     (
         "code",
         """limits = table[["critic_model", "probe", "estimate", "n", "detectable", "margin", "at_bottom", "at_top"]]
-display(rounded(limits.assign(underpowered=limits["detectable"] > limits["margin"])))""",
+unsure = table["finding"].str.startswith("Inconclusive")
+display(rounded(limits.assign(underpowered=unsure & (limits["detectable"] > limits["margin"]))))""",
     ),
     (
         "md",
@@ -537,7 +540,8 @@ else:
         "md",
         (
             "## By re-asking: padding, anchoring and order\n\n**Padding**: the same candidate re-scored as it "
-            "is and with neutral sentences appended (`PAD_BANK`, about 300 characters, same meaning): the "
+            "is and with neutral sentences appended (about 300 characters, same meaning, drawn for each candidate "
+            "from `promptlab.analysis.bias_padding.PAD_BANK`): the "
             "score change per 100 characters added. **Anchoring**: the same candidate re-scored with a previous "
             "score shown in the critic's context (drawn at random from 2-9, so it is independent of the "
             "candidate's quality): the slope of the score change on the shown score, the weight the critic "
@@ -560,6 +564,56 @@ if len(frames["skipped"]):
 )
 
 
+JUDGE = notebook(
+    (
+        "md",
+        (
+            "# Judge: people as the ground truth\n\nWhere nothing is labelled, people are the yardstick. Judge "
+            "what the runs of a results directory produced, blind: for each item, two texts for the same input "
+            "(what the starting and the returned prompt gave, in a random order you are not told), or one text "
+            "to rate 1-10. Type your name and press Start; keys: **a** / **b** / **t** (as good) / **s** (skip) "
+            "for pairs, **1**-**9** and **0** (10) for ratings. Every judgment is stored at once in "
+            "`<results>/judgments/<name>.jsonl`, so a restarted kernel or a closed tab resumes where you stopped. "
+            "About one item in ten comes back later, to measure how consistent each of us is. The plan is drawn "
+            "on first use (pairs, seed 0); `promptlab judgments plan RESULTS --kind rating` draws another."
+        ),
+    ),
+    (
+        "parameters",
+        """results_dir = "results/people"
+person = ""  # your name (letters, digits, '.', '_', '-'); empty: type it below""",
+    ),
+    ("code", RESULTS_ROOT_CELL),
+    (
+        "code",
+        """from promptlab.ui.judging import JudgingWidget
+from promptlab.ui.notebook import require_results
+
+widget = JudgingWidget(require_results(here(results_dir)), person=person or None)
+_ = widget.show()""",
+    ),
+    (
+        "md",
+        (
+            "## What the judgments say\n\nRun this once people have judged: each critic against the people, the "
+            "people against each other (the ceiling) and themselves (the repeats), a verdict per critic, whether "
+            "refinement helped by people's judgment, and the people's own position preference "
+            "(`promptlab judgments summary` prints the same)."
+        ),
+    ),
+    (
+        "code",
+        """from IPython.display import Markdown, display
+
+from promptlab.people import has_judgments, people_findings
+from promptlab.people.text import findings_markdown
+
+if has_judgments(here(results_dir)):
+    display(Markdown("\\n".join(findings_markdown(people_findings(here(results_dir), n_boot=500)))))""",
+    ),
+)
+
+
 def main() -> None:
     """Write the notebooks next to this script."""
     from promptlab.sweeps.notebook import TEMPLATE, run_cell_notebook
@@ -576,6 +630,7 @@ def main() -> None:
                 ("05_runs", RUNS),
                 ("06_baselines", BASELINES),
                 ("07_critic", CRITIC),
+                ("08_judge", JUDGE),
                 ("run_cell", run_cell),
             )
         ),

@@ -16,7 +16,9 @@ from pydantic import ValidationError
 
 from .errors import CacheUnavailableError, PromptlabError, ResultsDiskFull
 from .exports.commands import add_export_command, add_mlflow_flag, live_logging
+from .people.commands import add_judgments_command
 from .reading import bounded
+from .reports.commands import add_report_command, print_summary
 from .ui.notes import notes_on_stderr
 
 MAX_ERROR_CHARS = 4000
@@ -76,7 +78,16 @@ def _describe(err: Any) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="promptlab", description="Experiments on iterative prompt refinement loops.")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_sweep_command(sub)
+    _add_run_command(sub)
+    add_report_command(sub)
+    _add_cache_command(sub)
+    add_export_command(sub)
+    add_judgments_command(sub)
+    return p
 
+
+def _add_sweep_command(sub: Any) -> None:
     s = sub.add_parser("sweep", help="run an experiment's cells (finished cells are skipped)")
     s.add_argument("experiment", help="experiment YAML file")
     s.add_argument("--workers", type=_at_least_one, default=2, help="cells at once (default 2)")
@@ -117,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     add_mlflow_flag(s)
     s.set_defaults(func=_sweep)
 
+
+def _add_run_command(sub: Any) -> None:
     r = sub.add_parser("run", help="run one loop on one prompt, with a live event log")
     r.add_argument(
         "loop",
@@ -140,17 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     _concurrency_flag(r)
     r.set_defaults(func=_run)
 
-    rep = sub.add_parser("report", help="write charts and the summary table of a results dir")
-    rep.add_argument("results_dir")
-    rep.add_argument("--out", help="where the charts go (default: the results dir)")
-    rep.add_argument(
-        "--bias-budget",
-        type=_non_negative,
-        default=None,
-        help="model calls per model critic for the bias probes' re-asks (cached; default 150, 0: none)",
-    )
-    rep.set_defaults(func=_report)
 
+def _add_cache_command(sub: Any) -> None:
     c = sub.add_parser("cache", help="call cache: stats, clear, or verify every entry")
     c.add_argument("action", choices=["stats", "clear", "verify"])
     c.add_argument(
@@ -160,8 +164,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--fix", action="store_true", help="verify: remove the entries that fail")
     c.set_defaults(func=_cache)
-    add_export_command(sub)
-    return p
 
 
 def _at_least_one(raw: str) -> int:
@@ -172,17 +174,6 @@ def _at_least_one(raw: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {raw!r}")
-    return value
-
-
-def _non_negative(raw: str) -> int:
-    """A flag's whole number >= 0 (argparse names the flag and exits 2 on anything else)."""
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {raw!r}")
     return value
 
 
@@ -245,7 +236,7 @@ def _sweep(args: argparse.Namespace) -> int:
             on_cell=on_cell,
         )
     print(result)
-    _print_summary(result.out_dir)
+    print_summary(result.out_dir)
     if result.cut:
         print(
             f"promptlab: {result.cut} cell(s) cut by max_cost={result.max_cost:g} USD "
@@ -254,20 +245,6 @@ def _sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if result.failed else 3 if result.cut else 0
-
-
-def _print_summary(results_dir: Any) -> None:
-    from pandas.api.types import is_numeric_dtype
-
-    from .reports.readable import number_text
-    from .reports.summary import summary_table
-    from .results.store import load
-
-    table = summary_table(load(results_dir))
-    if len(table):  # 3 significant digits, as the report's and the notebooks' tables show them
-        print(
-            table.to_string(index=False, formatters={str(c): number_text for c in table if is_numeric_dtype(table[c])})
-        )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -344,28 +321,6 @@ def _scalar(raw: str) -> Any:
     except NotYamlError:
         return raw
     return raw if value is None and raw.strip() not in ("null", "~", "") else value
-
-
-def _report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .reports.summary import report
-
-    if not Path(args.results_dir).is_dir():
-        raise PromptlabError(f"results dir not found: {args.results_dir}")
-    if not (Path(args.results_dir) / "cells").is_dir():
-        raise PromptlabError(
-            f"{args.results_dir} is not a results dir: it has no cells/ folder (a sweep writes "
-            "one; run `promptlab sweep EXPERIMENT --out DIR` first)"
-        )
-    budget = {} if args.bias_budget is None else {"bias_budget": args.bias_budget}
-    paths = report(args.results_dir, args.out, **budget)
-    _print_summary(args.results_dir)
-    for name, path in paths.items():
-        print(f"{name}: {path}")
-    for name, why in getattr(paths, "skipped", {}).items():
-        print(f"{name}: not drawn ({why})")
-    return 0
 
 
 def _cache(args: argparse.Namespace) -> int:

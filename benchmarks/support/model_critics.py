@@ -6,12 +6,15 @@ A replication is one small sweep at ONE fixed sample: 3 tasks x 4 creator styles
 starting prompt in every run of its task, a first rewrite two styles share). Its critic is a scripted model
 (`fake/...`) that reads the candidate it is shown from its prompt and scores it
 
-    clip((1 - W') (2 + 6 q + B x (shown - 150) / 100 + offset + e) + W' x s0, 1, 10)
+    clip((1 - W') (2 + 6 q + B x (shown - 150) / 100 + offset + e + sum of r(s)) + W' x s0, 1, 10)
 
 q the candidate's quality (its level, which the scripted target's dev accuracy follows), `shown` the characters
 of the candidate in its prompt (a loop's `history_chars` cuts it), e ~ Normal(0, sd) a pure function of the
 replication, the call's sample and the text shown (a model at temperature 0: the same text at the same sample
-gets the same score), s0 a previous score shown in its prompt (W' = W when one is, else 0); in a pairwise
+gets the same score), r(s) ~ Normal(0, sentence_sd) a fixed reaction to each distinct sentence s shown that is not
+the candidate's own (its marker and filler; with `own_sentences`, to those as well): a pure function of the
+replication and the sentence, a critic that reacts to what particular padding sentences say, with no length
+preference, s0 a previous score shown in its prompt (W' = W when one is, else 0); in a pairwise
 judgement it names the first shown with probability P, else the better one. `offset` pushes scores to the top
 of the scale (saturation). Each replication's critic has its own model name, so its calls are new draws while
 the creator's and the target's (which do not depend on the critic: show_critique=False) are cache hits.
@@ -117,9 +120,23 @@ class Planted:
     sd: float = 0.7
     offset: float = 0.0
     """Added to every score before the clip: 6 puts about 60% of the logged scores at 10."""
+    sentence_sd: float = 0.0
+    """The sd of the fixed shift each distinct sentence shown (not the candidate's own) gives the score (0: none)."""
+    own_sentences: bool = False
+    """Whether the candidates' own sentences (FILLER, whose distinct count grows with length) get a shift too."""
 
 
 ANCHOR = re.compile(r"scored ([0-9.]+) out of 10")
+
+
+SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+OWN = {f.strip() for f in FILLER}
+"""The candidates' own filler sentences."""
+
+
+def sentences(text: str) -> set[str]:
+    """The distinct sentences of a text (a cut text's last, partial one among them)."""
+    return {s.strip() for s in SENTENCE.findall(text) if s.strip()} if text else set()
 
 
 def critic_reply(planted: Planted, replication: int) -> Any:
@@ -129,7 +146,13 @@ def critic_reply(planted: Planted, replication: int) -> Any:
         found = MARK.search(shown)
         quality = int(found.group(3)) / LEVELS if found else 0.0
         e = planted.sd * _normal("critic", replication, sample, shown, *context)
-        return 2 + 6 * quality + planted.per_100 * (len(shown) - 150) / 100 + planted.offset + e
+        said = (
+            sentences(shown)
+            if planted.own_sentences
+            else sentences(shown) - OWN - {m.group(0) for m in MARK.finditer(shown)}
+        )
+        react = sum(planted.sentence_sd * _normal("sentence", replication, s) for s in said)
+        return 2 + 6 * quality + planted.per_100 * (len(shown) - 150) / 100 + planted.offset + e + react
 
     def score(shown: str, sample: int, anchor: float | None) -> float:
         value = raw(shown, sample)
@@ -173,7 +196,7 @@ EXAMPLES = examples()
 def task(k: int) -> Task:
     return Task(
         id=f"t{k}",
-        prompt=prompt_text(k, 0, 1 + k, 40 + 60 * k),
+        prompt=prompt_text(k, 0, 1 + k % 5, 40 + 60 * (k % 5)),
         goal="answer yes or no",
         examples=EXAMPLES,
         scorer={"kind": "exact"},
@@ -231,6 +254,8 @@ class Simulation:
     planted: Planted
     history_chars: int | None = None
     budget: int = BUDGET
+    tasks: int = TASKS
+    """Tasks of the sweep (4 runs each): more than TASKS gives a large budget more distinct candidates to re-ask."""
     cache: MemoryCache = field(default_factory=MemoryCache)
 
     def __post_init__(self) -> None:
@@ -242,7 +267,7 @@ class Simulation:
         """The bias table of one replication (its sweep written to `results_dir`)."""
         critic = promptlab.scripted(f"mc-critic-{replication}", respond=critic_reply(self.planted, replication))
         runs = []
-        for k in range(TASKS):
+        for k in range(self.tasks):
             for style in range(STYLES):
                 cfg = CreatorCriticConfig(
                     model=f"fake/mc-creator-{style}",
@@ -267,6 +292,7 @@ __all__ = [
     "creator_reply",
     "critic_reply",
     "prompt_text",
+    "sentences",
     "target_reply",
     "task",
 ]

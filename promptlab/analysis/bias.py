@@ -8,12 +8,12 @@ More in docs/analysis.md, section "promptlab.analysis.bias".
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..critics.simulated import simulated_critic
+from ..results.order import canonical_rows
+from .bias_intervals import Estimate, mean_interval, ols_interval, ternary_interval
 from .bias_limits import detectable, end_shares, limited_verdict
 
 if TYPE_CHECKING:
@@ -46,12 +46,15 @@ BIAS_COLUMNS = [
     "at_bottom",
     "at_top",
     "detectable",
+    "source",
 ]
 """Columns of `bias_table` (one row per critic x probe; n counts candidates, steps, pairs or re-asks; ci_level
 is the confidence of that row's interval, 1 - SPENT_ERROR / the critic's probes; planted is the size a
 simulated critic was built with, `planted`, NA for a model; at_bottom / at_top the share of the probe's scores at
-1 / at 10, NA for order: above `bias_limits.SATURATED` the estimate is a lower bound; detectable the smallest
-bias the probe detects with 80% power at its n, `bias_limits.detectable`: above the margin it is underpowered)."""
+1 / at 10, NA for order: above `bias_limits.SATURATED` the estimate likely understates the bias; detectable the
+smallest bias the probe detects with 80% power at its n, `bias_limits.detectable`: an inconclusive row whose
+detectable size is above the margin is underpowered; source where the interval came from, `source`: the logs or
+re-asks)."""
 FAMILY_ERROR = 0.05
 """The most often, for a critic with no bias at all, that `bias_table` calls any of its probes "biased". Five
 probes at 95% each would call an unbiased critic biased on some probe about one time in four."""
@@ -61,17 +64,6 @@ five). Less than FAMILY_ERROR because the probes' intervals are approximate at t
 sweep gives: at 1 - 0.05 / 5 each missed a true 0 in 1.0-1.7% of 300 scripted model critics (nominal 1%), and
 together they called 6.0% of them biased (benchmarks/bias_model_critics.py); at 0.03 the family-wise rate
 measured is in docs/analysis.md (Validity on model critics)."""
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """One probe's estimate: value, n and 95% CI (None where there is too little data, `why` then says so)."""
-
-    value: float | None
-    n: int
-    low: float | None = None
-    high: float | None = None
-    why: str | None = None
 
 
 def length_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
@@ -87,7 +79,7 @@ def length_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     if len(x) and np.ptp(x[:, 1]) == 0:  # one iteration only: nothing to hold fixed
         x = np.delete(x, 1, axis=1)
     what = "candidates whose length varies at equal accuracy"
-    return _ols(d["score"].to_numpy(float), x, d["run_id"], 0, what, confidence)
+    return ols_interval(d["score"].to_numpy(float), x, d["run_id"], 0, what, confidence)
 
 
 def distinct_asks(frame: pd.DataFrame) -> pd.DataFrame:
@@ -106,18 +98,23 @@ def distinct_asks(frame: pd.DataFrame) -> pd.DataFrame:
 def inflation(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """Score change at no change in accuracy (nor in length, when `chars` is given), step by step along each
     run (columns run_id, iteration, score, accuracy, optionally chars and key: a step between the same two
-    asks, logged again in another run, counts once)."""
+    asks, logged again in another run, counts once, with the run that comes first in the frame; runs are taken
+    in the frame's order, never by run id: `logged_frame` gives them in the canonical order)."""
     import numpy as np
+    import pandas as pd
 
     cols = ["score", "accuracy", *(["chars"] if "chars" in frame.columns and frame["chars"].notna().all() else [])]
-    d = frame.dropna(subset=["score", "accuracy"]).sort_values(["run_id", "iteration"])
+    d = frame.dropna(subset=["score", "accuracy"])
+    d = d.iloc[np.lexsort((d["iteration"].to_numpy(float), pd.factorize(d["run_id"])[0]))]
     steps = d.groupby("run_id", sort=False)[cols].diff().assign(run_id=d["run_id"])
     if "key" in d.columns and d["key"].notna().all():
         steps = steps.assign(step=d.groupby("run_id", sort=False)["key"].shift() + ">" + d["key"])
         steps = steps.drop_duplicates("step")
     steps = steps.dropna(subset=cols)
     x = np.column_stack([np.ones(len(steps)), steps[cols[1:]].to_numpy(float) / [1, 100][: len(cols) - 1]])
-    return _ols(steps["score"].to_numpy(float), x, steps["run_id"], 0, "consecutive scored iterations", confidence)
+    return ols_interval(
+        steps["score"].to_numpy(float), x, steps["run_id"], 0, "consecutive scored iterations", confidence
+    )
 
 
 def padding_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
@@ -128,17 +125,23 @@ def padding_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     d = d[d["added_chars"] > 0]
     x = (d["added_chars"].to_numpy(float) / 100).reshape(-1, 1)
     what = "candidates with a plain and a padded score"
-    return _ols((d["padded"] - d["plain"]).to_numpy(float), x, None, 0, what, confidence)
+    return ols_interval((d["padded"] - d["plain"]).to_numpy(float), x, None, 0, what, confidence)
 
 
 def order_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     """First-position preference over pairs judged in both orders (columns pair, swapped, first_won; and draw
-    when a pair was judged several times: its share of first-shown wins in each order is averaged over them)."""
+    when a pair was judged several times). Each pair judged once reads -1, 0 or +1 (first-shown won in none,
+    one or both orders, minus 1): their mean with Tango's score interval (`bias_intervals.ternary_interval`). A
+    pair judged several times (a simulated critic's draws) is one observation, its share of first-shown wins in
+    each order averaged over the draws: their mean with a t interval (draws of one pair are not independent)."""
     d = frame.dropna(subset=["first_won"])
     shares = d.assign(first_won=d["first_won"].astype(float)).groupby(["pair", "swapped"])["first_won"].mean()
     both = shares.unstack("swapped")
     values = (both[0] + both[1] - 1).dropna().tolist() if {0, 1} <= set(both.columns) else []
-    return _mean(values, "pairs judged in both orders", confidence)
+    what = "pairs judged in both orders"
+    if all(v in (-1.0, 0.0, 1.0) for v in values) and ("draw" not in d.columns or d["draw"].nunique() <= 1):
+        return ternary_interval(values, what, confidence)
+    return mean_interval(values, what, confidence)
 
 
 def flip_rate(frame: pd.DataFrame) -> tuple[float | None, int]:
@@ -160,7 +163,7 @@ def anchoring_bias(frame: pd.DataFrame, confidence: float = 0.95) -> Estimate:
     d = frame.dropna(subset=["plain", "anchored", "anchor"])
     x = np.column_stack([np.ones(len(d)), d["anchor"].to_numpy(float)])
     what = "re-asks with and without a shown score"
-    return _ols((d["anchored"] - d["plain"]).to_numpy(float), x, None, 1, what, confidence)
+    return ols_interval((d["anchored"] - d["plain"]).to_numpy(float), x, None, 1, what, confidence)
 
 
 PROBES: dict[str, Callable[[pd.DataFrame, float], Estimate]] = {
@@ -173,47 +176,18 @@ PROBES: dict[str, Callable[[pd.DataFrame, float], Estimate]] = {
 """Probe name -> its estimator (frame, confidence of its CI)."""
 REASKED = ("padding", "order", "anchoring")
 """The probes that re-ask the critic (`promptlab.analysis.bias_asks`); the others read the logs."""
-
-
-def _ols(y: Any, x: Any, clusters: Any, coef: int, what: str, confidence: float) -> Estimate:
-    """Coefficient `coef` of OLS y ~ x with its CI at `confidence`: clustered by `clusters` (t with clusters - 1 df), or
-    HC3 without clusters (statsmodels; HC3 rather than HC2: at the few dozen re-asks a budget buys, HC2 intervals
-    missed a true 0 in 2% of 300 simulated model critics at 99%)."""
-    import numpy as np
-    import statsmodels.api as sm
-
-    n = len(y)
-    if n < 3 or np.linalg.matrix_rank(x) < x.shape[1] or n <= x.shape[1]:
-        return Estimate(None, n, why=f"too few {what} (n={n}) for the regression")
-    groups = None if clusters is None else np.unique(np.asarray(clusters, dtype=str), return_inverse=True)[1]
-    if groups is not None and groups.max() < 1:
-        return Estimate(None, n, why=f"only one run: no run-clustered CI (n={n} {what})")
-    with warnings.catch_warnings():  # an undefined interval is reported below, not warned about
-        warnings.simplefilter("ignore", RuntimeWarning)
-        if groups is None:
-            fit = sm.OLS(y, x).fit(cov_type="HC3", use_t=True)
-        else:
-            fit = sm.OLS(y, x).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
-    low, high = np.round(fit.conf_int(1 - confidence)[coef], 12)  # an exact fit's rounding error is no bias
-    value = round(float(fit.params[coef]), 12)
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return Estimate(value, n, why=f"no CI (the {what} leave no residual variation)")
-    return Estimate(value, n, float(low), float(high))
-
-
-def _mean(values: list[float], what: str, confidence: float) -> Estimate:
-    """The mean of `values` with its t interval at `confidence` (zero width when they do not vary). A t interval
-    rather than the bootstrap: at the two dozen pairs a budget buys, the percentile bootstrap of values in
-    {-1, 0, 1} missed a true 0 in 1.7% of 300 simulated model critics at 99%."""
-    import numpy as np
-    from scipy.stats import t
-
-    if len(values) < 2:
-        return Estimate(None, len(values), why=f"too few {what} (n={len(values)})")
-    arr = np.asarray(values, dtype=float)
-    mean = round(float(arr.mean()), 12)
-    half = float(t.ppf(1 - (1 - confidence) / 2, arr.size - 1) * arr.std(ddof=1) / np.sqrt(arr.size))
-    return Estimate(mean, arr.size, round(mean - half, 12), round(mean + half, 12))
+MIN_N = dict.fromkeys(PROBES, 10)
+"""The fewest observations a probe gives a verdict from ("Not enough data" below): the intervals' levels are
+checked by simulation down to about 10 (tests/analysis/test_bias_intervals.py; the few-candidates case of
+benchmarks/bias_model_critics.py), and a handful of values can all agree by chance."""
+NOUNS = {
+    "length": "distinct candidates",
+    "inflation": "steps",
+    "padding": "padded candidates",
+    "order": "pairs judged in both orders",
+    "anchoring": "candidates",
+}
+"""What a probe's n counts."""
 
 
 PLANTED: dict[str, Callable[[dict[str, Any]], dict[str, float]]] = {
@@ -243,10 +217,12 @@ def planted(critic_model: str) -> dict[str, float] | None:
 
 
 def bias_verdict(probe: str, est: Estimate) -> str:
-    """The finding in words: biased (CI excludes 0), no evidence of bias (CI inside +/- the margin) or
-    inconclusive."""
+    """The finding in words: not enough data (fewer than MIN_N observations, or no interval: data without
+    variation), biased (CI excludes 0), no evidence of bias (CI inside +/- the margin) or inconclusive."""
+    if est.n < MIN_N[probe]:
+        return f"Not enough data: {est.n} {NOUNS[probe]}, the probe needs at least {MIN_N[probe]}"
     if est.value is None or est.low is None or est.high is None:
-        return f"Not measured: {est.why}"
+        return f"Not enough data: {est.why}; a verdict needs data that vary, and at least {MIN_N[probe]} {NOUNS[probe]}"
     margin = MARGINS[probe]
     if est.low > 0 or est.high < 0:
         return f"Biased: the CI excludes 0 ({'above' if est.low > 0 else 'below'})"
@@ -275,6 +251,7 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
         rows += [
             [r.critic_model, p, UNITS[p], None, 0, None, None, MARGINS[p], f"Not measured: {r.why}", None, sizes.get(p)]
             + [None] * 3
+            + ["none: the re-asks failed"]
             for p in REASKED
         ]
     probed = [
@@ -290,18 +267,18 @@ def bias_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     for c in ("estimate", "ci_low", "ci_high", "margin", "ci_level", "planted", "at_bottom", "at_top", "detectable"):
         out[c] = out[c].astype("Float64")
     out["n"] = out["n"].astype("Int64")
-    for c in ("critic_model", "probe", "unit", "finding"):
+    for c in ("critic_model", "probe", "unit", "finding", "source"):
         out[c] = out[c].astype("string")
     return out
 
 
 def _row(probe: str, critic: str, g: pd.DataFrame, confidence: float) -> list[Any]:
     """One row of `bias_table`: the probe's estimate for one critic at `confidence`, its verdict with what limits
-    it (`bias_limits`), and the size planted in a simulated critic."""
+    it (`bias_limits`), the size planted in a simulated critic, and where its data came from."""
     est = PROBES[probe](g, confidence)
     bottom, top = end_shares(probe, g)
     mde = detectable(est.low, est.high, confidence)
-    finding = limited_verdict(bias_verdict(probe, est), MARGINS[probe], bottom, top, mde)
+    finding = limited_verdict(bias_verdict(probe, est), MARGINS[probe], (bottom, top), mde, (est.n, NOUNS[probe]))
     if probe == "order":
         rate, n = flip_rate(g)
         draws = int(g["draw"].nunique()) if "draw" in g.columns else 1
@@ -311,27 +288,21 @@ def _row(probe: str, critic: str, g: pd.DataFrame, confidence: float) -> list[An
         why = g["why_not"].dropna()
         finding += f"; {len(why)} candidates not padded (the padding would be out of the critic's view: {why.iloc[0]})"
     size = (planted(critic) or {}).get(probe)
-    return [
-        critic,
-        probe,
-        UNITS[probe],
-        est.value,
-        est.n,
-        est.low,
-        est.high,
-        MARGINS[probe],
-        finding,
-        confidence,
-        size,
-    ] + [
-        bottom,
-        top,
-        mde,
-    ]
+    values = [est.value, est.n, est.low, est.high, MARGINS[probe], finding, confidence, size, bottom, top, mde]
+    return [critic, probe, UNITS[probe], *values, source(probe, critic)]
+
+
+def source(probe: str, critic: str) -> str:
+    """Where a probe's interval comes from: "logs" (the logged scores) or "re-asks" (new asks of the critic:
+    model calls, or a simulated critic's SIM_DRAWS free draws)."""
+    if probe not in REASKED:
+        return "logs"
+    return "re-asks (simulated, averaged draws)" if simulated_critic(critic) is not None else "re-asks"
 
 
 def logged_frame(trajectories: pd.DataFrame, chars: pd.DataFrame) -> pd.DataFrame:
-    """One row per critic x run x iteration from the logs: critic_model, run_id, iteration, score (the critic's
+    """One row per critic x run x iteration from the logs, in the canonical order of the trajectories' rows
+    (`promptlab.results.order`): critic_model, run_id, iteration, score (the critic's
     own mean score over its criteria), accuracy (the dev score), chars (the characters of the candidate the
     critic was shown: all of it for a simulated critic, what the loop's prompt showed a model critic) and key
     (the ask: `bias_asks.text_key` of the text shown; rows with one key are one observation).
@@ -347,8 +318,9 @@ def logged_frame(trajectories: pd.DataFrame, chars: pd.DataFrame) -> pd.DataFram
     need = {"score", "grounded_score", "critic_model", "run_id", "iteration"}
     if trajectories.empty or not need <= set(trajectories.columns):
         return pd.DataFrame(columns=cols)
-    t = trajectories[trajectories["score"].notna() & trajectories["grounded_score"].notna()]
-    per = t.groupby(["critic_model", "run_id", "iteration"], as_index=False).agg(
+    t = canonical_rows(trajectories)  # runs in the canonical order, not by run id: which run an ask counts for
+    t = t[t["score"].notna() & t["grounded_score"].notna()]
+    per = t.groupby(["critic_model", "run_id", "iteration"], as_index=False, sort=False).agg(
         score=("score", "mean"), accuracy=("grounded_score", "first")
     )
     out = per.merge(chars, on=["run_id", "iteration"], how="left")
@@ -365,11 +337,12 @@ __all__ = [
     "BIAS_COLUMNS",
     "MARGINS",
     "PLANTED",
+    "MIN_N",
+    "NOUNS",
     "PROBES",
     "REASKED",
     "SPENT_ERROR",
     "UNITS",
-    "Estimate",
     "anchoring_bias",
     "bias_table",
     "bias_verdict",
@@ -381,4 +354,5 @@ __all__ = [
     "order_bias",
     "padding_bias",
     "planted",
+    "source",
 ]

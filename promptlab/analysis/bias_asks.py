@@ -2,7 +2,8 @@
 (cached) for the three intervention probes, within a budget of calls per critic.
 
 - `length`, `inflation`: from the logs alone (`bias.logged_frame` over the candidates' lengths).
-- `padding`: a logged candidate re-scored as it is and with PAD_CHARS of neutral text from PAD_BANK appended.
+- `padding`: a logged candidate re-scored as it is and with about 300 characters of neutral sentences appended,
+  drawn for that candidate (`bias_padding`); under a window, the candidates that can be padded in it first.
 - `anchoring`: the same candidate re-scored with a previous score shown (ANCHORS, drawn by a fixed seed).
 - `order`: two candidates of one run judged by the critic's model as a pairwise judge
   (`promptlab.eval.pairwise`), in both orders.
@@ -33,8 +34,10 @@ from ..eval.pairwise import ajudge_pair
 from ..loops.registry import get_loop
 from ..loops.runtime.config import LOGGED, goal_of
 from ..loops.runtime.define import rescore_sample
+from ..results.order import canonical_runs
 from ..results.store import read_runs
 from .bias import logged_frame
+from .bias_padding import pad_within
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,24 +45,16 @@ if TYPE_CHECKING:
     from ..record import Iteration, Run
     from ..results.store import Results
 
-PAD_BANK = (
-    "The task is described above.",
-    "Please follow the instructions given above.",
-    "The instructions above say what to do.",
-    "Nothing else is required beyond the instructions above.",
-    "This is the end of the instructions.",
-)
-"""Neutral sentences appended in turn (same meaning, more characters) for the padding probe."""
-PAD_CHARS = 300
-"""Characters of padding added to each candidate (whole sentences of PAD_BANK, at least this many)."""
 ANCHORS = (2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
 """The previous scores the anchoring probe shows, one drawn per candidate."""
-BUDGET = 150
-"""Default model calls per critic for the re-asks (3 per candidate for padding and anchoring, 2 per pair): 30
-candidates, the fewest at which the padding probe detects its margin (0.2 points per 100 characters) with 80%
-power on a model critic whose scores vary by 0.7 points from ask to ask (benchmarks/bias_model_critics.py: its
-detectable size at 24 candidates is 0.21). Anchoring and order need hundreds for their margins of 0.1; their
-rows say "underpowered"."""
+BUDGET = 250
+"""Default model calls per critic for the re-asks (3 per candidate for padding and anchoring, 2 per pair): 50
+candidates and 50 pairs, at which the padding probe detects its margin (0.2 points per 100 characters) with 80%
+power on a model critic whose scores vary by 0.7 points from ask to ask, and whose reactions to particular
+padding sentences add more (benchmarks/bias_model_critics.py: detectable 0.17 at 50 candidates; 0.23 at the 30
+that 150 bought). Anchoring and order do not reach their margins of 0.1 at it (they would need about 220
+candidates and 450 pairs), nor do the logged probes, whose n is the sweep's: their inconclusive rows say
+"underpowered" and about the n that would reach the margin."""
 SEED = 0
 """Seed of the draw of candidates, pairs and shown scores."""
 SAMPLES = {"plain": 101, "padded": 102, "anchored": 103, "pair": 104}
@@ -69,30 +64,6 @@ SIM_DRAWS = 5
 leave each probe's CI too wide to rule out the stated size."""
 DRAW_STRIDE = 10
 """Sample step between draws: draw j of a kind is at SAMPLES[kind] + DRAW_STRIDE x j."""
-
-
-def pad(text: str, chars: int = PAD_CHARS) -> str:
-    """`text` followed by PAD_BANK's sentences in turn until at least `chars` characters were added."""
-    added, k = "", 0
-    while len(added) < chars:
-        added += " " + PAD_BANK[k % len(PAD_BANK)]
-        k += 1
-    return text + added
-
-
-def pad_within(text: str, view: Callable[[str], str], chars: int = PAD_CHARS) -> str | None:
-    """`pad(text, chars)` where the critic sees all of it; where `view` (what the critic is shown of a text)
-    would cut the padding, the most whole sentences that stay in view; None when none does (the text fills the
-    critic's window already: padding it would add nothing the critic sees)."""
-    best, k = None, 1
-    while True:
-        padded = text + "".join(" " + PAD_BANK[j % len(PAD_BANK)] for j in range(k))
-        if view(padded) != padded.strip():
-            return best
-        best = padded
-        if len(padded) - len(text) >= chars:
-            return best
-        k += 1
 
 
 def critic_view(run: Run, critic: str) -> Callable[[str], str]:
@@ -114,10 +85,14 @@ def text_key(run: Run, *texts: str) -> str:
 
 
 def logged_runs(results: Results) -> list[Run]:
-    """The Run records of the results' ok cells (`read_runs`: a damaged record is skipped and named)."""
+    """The Run records of the results' ok cells (`read_runs`: a damaged record is skipped and named), cell by cell
+    in the order of their ids, each cell's in the canonical order (`promptlab.results.order.canonical_runs`): the
+    candidates drawn for the re-asks do not depend on the order in which runs finished."""
     runs: list[Run] = []
-    for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
-        runs += read_runs(results.path, str(cell))
+    for cell in (
+        sorted(map(str, results.runs["cell_id"].dropna().unique())) if "cell_id" in results.runs.columns else []
+    ):
+        runs += canonical_runs(read_runs(results.path, cell))
     return runs
 
 
@@ -200,6 +175,8 @@ async def _ask_critic(
     pairs = pairs[::-1]
     items = [items[i] for i in rng.permutation(len(items))]
     pairs = [pairs[i] for i in rng.permutation(len(pairs))]
+    # under a window (history_chars) a candidate that fills it cannot be padded: ask those that can first
+    items.sort(key=lambda ri: _padded(critic, *ri) is None)
     if simulated_critic(critic) is None:
         n_items = min(len(items), max(budget * 3 // 5, budget - 2 * len(pairs)) // 3)
         items, pairs = items[:n_items], pairs[: max(0, budget - 3 * n_items) // 2]
@@ -240,7 +217,7 @@ async def _rescores(
     rescore = get_loop(run.loop).rescore
     assert rescore is not None
     view = critic_view(run, critic)
-    text = pad_within(it.candidate, view)
+    text = _padded(critic, run, it)
     extra: dict[str, dict[str, Any]] = {"plain": {}, "anchored": {"anchor": anchor}}
     if text is not None:
         extra["padded"] = {"candidate": text}
@@ -263,6 +240,13 @@ async def _rescores(
         "anchored": anchored,
         "anchor": anchor,
     }
+
+
+def _padded(critic: str, run: Run, it: Iteration) -> str | None:
+    """The candidate as the padding probe shows it to `critic` (`pad_within` its view, padding drawn for this
+    candidate), or None when it cannot be padded in view."""
+    assert it.candidate is not None
+    return pad_within(it.candidate, critic_view(run, critic), key=text_key(run, it.candidate))
 
 
 def _average(scores: list[float | None]) -> float | None:
@@ -319,8 +303,6 @@ __all__ = [
     "ANCHORS",
     "BUDGET",
     "DRAW_STRIDE",
-    "PAD_BANK",
-    "PAD_CHARS",
     "SAMPLES",
     "SEED",
     "SIM_DRAWS",
@@ -329,8 +311,6 @@ __all__ = [
     "critic_view",
     "critics_of",
     "logged_runs",
-    "pad",
-    "pad_within",
     "probe_frames",
     "text_key",
 ]

@@ -5,16 +5,19 @@
   scores (all but order) understates it: a regression on censored scores is pulled towards 0 by about the share
   of scores at the ends (for normal regressors, the slope times the share left uncensored; Greene 1981,
   "On the asymptotic bias of the ordinary least squares estimator of the Tobit model", Econometrica 49:2).
-  `end_shares` gives the share of the probe's scores at each end; above SATURATED (summed), the estimate is a
-  lower bound on the bias's size: the verdict never says "No evidence of bias", and says why.
+  `end_shares` gives the share of the probe's scores at each end; above SATURATED (summed), the estimate likely
+  understates the bias's size (not a strict bound: noise can still carry one estimate above the truth): the
+  verdict never says "No evidence of bias", and says why.
 - **Power.** `detectable` is the smallest bias the probe would call "Biased" with 80% power at its n:
   (z_{1 - a/2} + z_{0.80}) x SE, the SE read from the row's interval (its half-width / z_{1 - a/2}, a the
-  interval's error, Bonferroni-adjusted); a probe whose detectable size exceeds its margin is underpowered: a
-  real bias of the margin's size would most likely be missed.
+  interval's error, Bonferroni-adjusted). It qualifies only an "Inconclusive" row (a "Biased" row found a bias,
+  a "No evidence" row's interval already rules out the margin): there, a detectable size above the margin is
+  "underpowered", with about the n that would reach the margin (`needed`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,8 +26,8 @@ if TYPE_CHECKING:
 SCALE = (1.0, 10.0)
 """The critic's score scale (the loops' 1-10)."""
 SATURATED = 0.10
-"""Share of a probe's scores at the scale's ends (bottom + top) above which its estimate is read as a lower bound
-on the bias's size. At 10% censored, a regression's slope keeps about 90% of the truth (Greene 1981): within
+"""Share of a probe's scores at the scale's ends (bottom + top) above which its estimate is read as likely to
+understate the bias's size. At 10% censored, a regression's slope keeps about 90% of the truth (Greene 1981): within
 these probes' own precision; beyond it the understatement grows with the share (half the truth at 50%)."""
 POWER = 0.80
 """The power at which `detectable` states the smallest detectable bias."""
@@ -62,26 +65,46 @@ def detectable(low: float | None, high: float | None, confidence: float) -> floa
 
 
 def saturation_note(bottom: float | None, top: float | None) -> str | None:
-    """The sentence saying a probe's estimate is a lower bound (its scores' share at the ends above SATURATED),
-    or None."""
+    """The sentence saying a probe's estimate likely understates the bias (its scores' share at the ends above
+    SATURATED), or None."""
     if bottom is None or top is None or bottom + top <= SATURATED:
         return None
     ends = " and ".join(f"{share:.0%} at {end:g}" for share, end in ((bottom, SCALE[0]), (top, SCALE[1])) if share > 0)
-    return f"saturated ({ends}): the estimate is a lower bound on the bias's size"
+    return f"saturated ({ends}): the estimate likely understates the bias's size"
 
 
-def limited_verdict(finding: str, margin: float, bottom: float | None, top: float | None, mde: float | None) -> str:
-    """A verdict (`bias.bias_verdict`) with what limits it: under saturation "No evidence of bias" becomes
-    "Inconclusive" (a censored estimate near 0 does not rule out a bias) and the row says the estimate is a lower
-    bound; a probe whose detectable size exceeds its margin says it is underpowered."""
+def needed(n: int, mde: float, margin: float) -> int:
+    """About the n at which the probe would detect `margin` with POWER: n x (mde / margin)^2 (the SE shrinks as
+    1 / sqrt(n))."""
+    return math.ceil(n * (mde / margin) ** 2)
+
+
+def rounded_up(value: float) -> str:
+    """`value` rounded UP to 2 decimals (3 below 0.1): a detectable size printed never reads smaller than it is,
+    so 0.2004 is "0.21", never "0.2" beside a margin of 0.2."""
+    digits = 2 if value >= 0.1 else 3
+    return f"{math.ceil(value * 10**digits - 1e-9) / 10**digits:.{digits}f}"
+
+
+def limited_verdict(
+    finding: str, margin: float, ends: tuple[float | None, float | None], mde: float | None, n: tuple[int, str]
+) -> str:
+    """A verdict (`bias.bias_verdict`) with what limits it: under saturation (`ends`: the shares at the bottom
+    and top) "No evidence of bias" becomes "Inconclusive" (a censored estimate near 0 does not rule out a bias)
+    and the row says the estimate likely understates; an "Inconclusive" row whose detectable size exceeds its
+    margin says it is underpowered and about how many observations (`n`: count, noun) would reach the margin."""
     notes = []
-    saturated = saturation_note(bottom, top)
+    saturated = saturation_note(*ends)
     if saturated is not None:
         if finding.startswith("No evidence of bias"):
             finding = f"Inconclusive: the CI lies within +/-{margin:g}, but the scores are censored"
         notes.append(saturated)
-    if mde is not None and mde > margin:
-        notes.append(f"underpowered: it detects {mde:.2g} or more with 80% power, above the margin {margin:g}")
+    if finding.startswith("Inconclusive") and mde is not None and mde > margin:
+        count, noun = n
+        notes.append(
+            f"underpowered: it detects {rounded_up(mde)} or more with 80% power, above the margin {margin:g} "
+            f"(about {needed(count, mde, margin)} {noun} would reach it)"
+        )
     return "; ".join([finding, *notes])
 
 
@@ -93,5 +116,7 @@ __all__ = [
     "detectable",
     "end_shares",
     "limited_verdict",
+    "needed",
+    "rounded_up",
     "saturation_note",
 ]

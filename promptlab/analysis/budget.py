@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..eval.stats import bootstrap_ci, present
+from ..eval.stats import bootstrap_ci, exact_mean, present
 from ..record import Run
+from ..results.order import canonical_rows
 from .paired import compare
 
 if TYPE_CHECKING:
@@ -148,15 +149,17 @@ def compare_at_budget(
 
 
 def _frames(source: Any, runs: pd.DataFrame | None, tidy: Any) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """(trajectories, runs frame or None) of a Results, a list of Runs or a trajectories frame."""
+    """(trajectories, runs frame or None) of a Results, a list of Runs or a trajectories frame, in the canonical
+    order (`promptlab.results.order`: by cell, task, replicate and iteration, not by run id or finishing order)."""
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
-        return source, runs
-    if isinstance(source, Sequence):
+        traj, run_frame = source, runs
+    elif isinstance(source, Sequence):
         traj, run_frame = tidy(list(source), {}, "runs")
-        return traj, run_frame
-    return source.trajectories, source.runs
+    else:
+        traj, run_frame = source.trajectories, source.runs
+    return canonical_rows(traj), None if run_frame is None else canonical_rows(run_frame)
 
 
 def _run_info(run_frame: pd.DataFrame | None) -> dict[tuple[Any, Any], dict[str, Any]]:
@@ -208,10 +211,10 @@ def _summarise(detail: pd.DataFrame, by_cols: list[str]) -> pd.DataFrame:
 
     rows = []
     for key, g in detail.groupby([*by_cols, "point"], sort=True, dropna=False):
-        parts: list[Any] = [*key, len(g), int(g["exact"].sum()), float(g["spend"].mean())]
+        parts: list[Any] = [*key, len(g), int(g["exact"].sum()), exact_mean([float(v) for v in g["spend"]])]
         for col in ("dev", "test"):
             xs = present(list(g[col]))
-            parts += [len(xs), *((sum(xs) / len(xs), *bootstrap_ci(xs)) if xs else (None, None, None))]
+            parts += [len(xs), *((exact_mean(xs), *bootstrap_ci(xs)) if xs else (None, None, None))]
         rows.append(parts)
     cols = [
         *by_cols,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..aio import run_sync
 from ..errors import ConfigError
-from ..eval.stats import BOOTSTRAP_RESAMPLES, bootstrap_interval, mean_ci
+from ..eval.stats import BOOTSTRAP_RESAMPLES, bootstrap_interval, canonical_order, mean_ci
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,10 +104,12 @@ def agreement(
 
 
 def _stats(matrix: pd.DataFrame) -> list[Any]:
-    """[n_items, n_raters, alpha, lo, hi, mac, mac_n, mac_lo, mac_hi] of an items x raters matrix."""
+    """[n_items, n_raters, alpha, lo, hi, mac, mac_n, mac_lo, mac_hi] of an items x raters matrix (its items
+    resampled in `canonical_order` of their scores, so the interval does not depend on how items are named)."""
     import numpy as np
 
     m = matrix.to_numpy(dtype=float, na_value=np.nan)
+    m = m[canonical_order(*m.T)] if m.size else m
     n_items, n_raters = m.shape
     alpha = _alpha(m)
     lo = hi = None

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..results.order import canonical_rows
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -64,7 +66,8 @@ def calibration(trajectories: pd.DataFrame) -> pd.DataFrame:
     need = {"score", "grounded_score", "run_id", "iteration"}
     if trajectories.empty or not need <= set(trajectories.columns):
         return _frame([])
-    traj = trajectories.assign(critic_model=_critic(trajectories))
+    ordered = canonical_rows(trajectories)  # means and "first" rows the same for the rows in any order
+    traj = ordered.assign(critic_model=_critic(ordered))
     scored = traj[traj["score"].notna() & traj["grounded_score"].notna()]
     rows: list[list[Any]] = []
     keys = [c for c in ("cell_id", "run_id", "iteration") if c in scored.columns]

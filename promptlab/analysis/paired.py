@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..eval.stats import SEED, bootstrap_ci
+from ..eval.stats import SEED, bootstrap_ci, canonical_samples, exact_mean
 from ..results.configs import config_groups
+from ..results.order import canonical_rows
 
 ALPHA = 0.05
 """The family-wise error rate a reported claim is held to: its Holm-corrected p must be below it."""
@@ -38,7 +39,7 @@ def delta_table(runs: pd.DataFrame, by: str | Sequence[str] = "config", metric: 
     if metric not in runs.columns or runs[metric].isna().all():
         return pd.DataFrame(columns=cols)
     rows = []
-    for label, g in config_groups(runs, by):
+    for label, g in config_groups(canonical_rows(runs), by):
         values = [float(v) for v in g[metric].dropna()]
         est, n, lo, hi = _plain_ci(values)  # run-level gains: bootstrap (Wilson is for 0/1 scores)
         rows.append([label, n, est, lo, hi, sign_flip_p(values)])
@@ -61,7 +62,8 @@ def compare(
     import pandas as pd
 
     cols = ["a", "b", "label", "n", "estimate", "ci_low", "ci_high", "p_value"]
-    groups = [(label, _by_pair(g, metric)) for label, g in config_groups(runs, by)] if metric in runs.columns else []
+    ordered = canonical_rows(runs)  # a (task, sample) with several runs in a group is paired by its first, canonically
+    groups = [(label, _by_pair(g, metric)) for label, g in config_groups(ordered, by)] if metric in runs.columns else []
     if reference is not None and reference not in [lab for lab, _ in groups]:
         raise ValueError(f"reference {reference!r} is not a configuration; known: {[lab for lab, _ in groups]}")
     rows = []
@@ -79,7 +81,7 @@ def compare(
                     lb,
                     f"{lb} - {la}",
                     len(diffs),
-                    sum(diffs) / len(diffs) if diffs else None,
+                    exact_mean(diffs) if diffs else None,
                     lo,
                     hi,
                     sign_flip_p(diffs),
@@ -89,7 +91,8 @@ def compare(
 
 
 def _by_pair(group: pd.DataFrame, metric: str) -> dict[tuple[object, object], float]:
-    """(task_id, sample) -> the value of `metric` of the group's first run with one (missing values skipped)."""
+    """(task_id, sample) -> the value of `metric` of the group's first run with one (missing values skipped; the
+    group's rows in the canonical order, `promptlab.results.order`)."""
     import pandas as pd
 
     out: dict[tuple[object, object], float] = {}
@@ -100,11 +103,12 @@ def _by_pair(group: pd.DataFrame, metric: str) -> dict[tuple[object, object], fl
 
 
 def sign_flip_p(diffs: Sequence[float]) -> float | None:
-    """Two-sided p-value of a paired sign-flip permutation test that the mean difference is 0 (scipy)."""
+    """Two-sided p-value of a paired sign-flip permutation test that the mean difference is 0 (scipy). The signs
+    are drawn for the differences in `canonical_order`, so the p-value is the same for them in any order."""
     import numpy as np
     from scipy.stats import permutation_test
 
-    xs = np.asarray(diffs, dtype=float)
+    (xs,) = canonical_samples((diffs,))
     if xs.size == 0:
         return None
     if not np.any(xs) or xs.size == 1:  # one pair: both sign patterns are as extreme, so p = 1 exactly
@@ -175,7 +179,7 @@ def _plain_ci(values: Sequence[float]) -> tuple[float | None, int, float | None,
     if not values:
         return None, 0, None, None
     lo, hi = bootstrap_ci(values)
-    return sum(values) / len(values), len(values), lo, hi
+    return exact_mean(values), len(values), lo, hi
 
 
 __all__ = ["ALPHA", "Standing", "compare", "delta_table", "holm", "sign_flip_p", "standing"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..eval.stats import bootstrap_ci, mean_ci
+from ..eval.stats import bootstrap_ci, exact_mean, mean_ci
+from ..results.order import canonical_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,36 +96,57 @@ def counterfactual_stopping(
         stopped_early_ci_low, stopped_early_ci_high (Wilson). The n of every mean is n_runs (grounded_n for
         the grounded score).
     """
+    by_cols = [by] if isinstance(by, str) else list(by)
+    if any(c < 0 for c in caps):
+        raise ValueError(f"caps must be >= 0, got {list(caps)}")
+    traj, run_frame, logged = _inputs(results, runs, configs)
+    detail = _detail(_iterations(traj, by_cols, dedupe), run_frame, logged, by_cols, thresholds, caps)
+    return detail if per_run else _summarise(detail, by_cols)
+
+
+def _inputs(
+    results: Results | pd.DataFrame, runs: pd.DataFrame | None, configs: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[pd.DataFrame, pd.DataFrame | None, Mapping[str, Mapping[str, Any]]]:
+    """(trajectories, runs frame or None, run_id -> logged config) of `counterfactual_stopping`'s arguments, the
+    frames in the canonical order (`promptlab.results.order`)."""
     import pandas as pd
 
     from ..results.configs import run_configs
 
-    by_cols = [by] if isinstance(by, str) else list(by)  # validate
-    if any(c < 0 for c in caps):
-        raise ValueError(f"caps must be >= 0, got {list(caps)}")
-    traj = results if isinstance(results, pd.DataFrame) else results.trajectories  # read
+    traj = results if isinstance(results, pd.DataFrame) else results.trajectories
     run_frame = runs if runs is not None or isinstance(results, pd.DataFrame) else results.runs
     if configs is None and not isinstance(results, pd.DataFrame):
         configs = run_configs(results)
-    its = _iterations(traj, by_cols, dedupe)
+    return canonical_rows(traj), None if run_frame is None else canonical_rows(run_frame), configs or {}
+
+
+def _detail(
+    its: pd.DataFrame,
+    run_frame: pd.DataFrame | None,
+    configs: Mapping[str, Mapping[str, Any]],
+    by_cols: list[str],
+    thresholds: Sequence[float],
+    caps: Sequence[int],
+) -> pd.DataFrame:
+    """Each run under each rule (`DETAIL_COLUMNS` after the `by` columns), runs in the order of `its`."""
+    import pandas as pd
+
     decision = "decision_score" if "decision_score" in its.columns else "average"
-    settings = _settings(its, run_frame, configs or {})
-    rows: list[dict[str, Any]] = []  # compute: each run under each rule
+    settings = _settings(its, run_frame, configs)
+    rows: list[dict[str, Any]] = []
     for (cell, run_id), g in its.groupby(["cell_id", "run_id"], sort=False):
         last, patience = settings[(cell, run_id)]
         rows.extend(_truncated_rows(g, decision, by_cols, thresholds, caps, last=last, patience=patience))
-    detail = pd.DataFrame(rows, columns=[*by_cols, *DETAIL_COLUMNS])
-    if per_run:
-        return detail
-    return _summarise(detail, by_cols)
+    return pd.DataFrame(rows, columns=[*by_cols, *DETAIL_COLUMNS])
 
 
 def _iterations(traj: pd.DataFrame, by_cols: list[str], dedupe: bool) -> pd.DataFrame:
-    """The scored iterations in run order; with `dedupe`, per `by` group and (task_id, sample) only the run
-    with the most logged iterations."""
+    """The scored iterations of canonically ordered trajectories, in that order (each run's iterations in turn:
+    the order is by cell, task, replicate and iteration, never by run id); with `dedupe`, per `by` group and
+    (task_id, sample) only the run with the most logged iterations (of equally long ones, the first)."""
     from ..results.frames import iteration_frame
 
-    its = iteration_frame(traj).sort_values(["cell_id", "run_id", "iteration"])
+    its = iteration_frame(traj)
     if dedupe and len(its):
         longest = its.groupby(["cell_id", "run_id"], sort=False).agg(
             n=("iteration", "size"), **{c: (c, "first") for c in [*by_cols, "task_id", "sample"]}
@@ -270,7 +292,7 @@ def _summarise(detail: pd.DataFrame, by_cols: list[str]) -> pd.DataFrame:
         em, _, elo, ehi = mean_ci([float(v) for v in g["stopped_early"]])
         tokens = [float(v) for v in g["tokens"]]
         costs = None if g["cost_usd"].isna().any() else [float(v) for v in g["cost_usd"]]
-        cost = [sum(costs) / len(costs), *bootstrap_ci(costs)] if costs else [None, None, None]
+        cost = [exact_mean(costs), *bootstrap_ci(costs)] if costs else [None, None, None]
         rows.append(
             [
                 *key,
@@ -280,7 +302,7 @@ def _summarise(detail: pd.DataFrame, by_cols: list[str]) -> pd.DataFrame:
                 gm,
                 glo,
                 ghi,
-                sum(tokens) / len(tokens),
+                exact_mean(tokens),
                 *bootstrap_ci(tokens),
                 *cost,
                 float(g["stop"].mean()),

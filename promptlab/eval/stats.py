@@ -1,12 +1,15 @@
 """The intervals every table, chart and report of promptlab uses, built on scipy (no hand-rolled resampling).
 
+Every seeded resampling draws from the values in one canonical order (`canonical_order`), so an interval is a
+function of the values alone: the same runs give the same interval in whatever order they finished.
+
 More in docs/analysis.md, section "promptlab.eval.stats".
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -18,6 +21,39 @@ SEED = 0
 def present(values: Sequence[float | None]) -> list[float]:
     """The values that are not None or NaN."""
     return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+def canonical_order(*columns: Iterable[Any]) -> list[int]:
+    """The positions of equal-length columns sorted by their values: by the first column, ties by the next, a
+    missing value (None, NaN) after every number.
+
+    A seeded bootstrap or permutation test draws positions; drawing them from the values in this order makes its
+    result a function of the values alone (of the pairs, for paired columns), whatever order they came in.
+
+    Raises:
+        ValueError: the columns differ in length.
+    """
+    import numpy as np
+
+    arrays = [np.asarray([np.nan if v is None else v for v in c], dtype=float).reshape(-1) for c in columns]
+    if len({a.size for a in arrays}) > 1:
+        raise ValueError(f"columns to order differ in length: {[a.size for a in arrays]}")
+    if not arrays:
+        return []
+    return [int(i) for i in np.lexsort(arrays[::-1])]  # lexsort's last key is its primary one; NaN sorts last
+
+
+def exact_mean(xs: Sequence[float]) -> float:
+    """The mean of `xs`, the same float for the values in any order: their exactly rounded sum (`math.fsum`) over
+    their number, or the value itself when they are all equal.
+
+    Raises:
+        ValueError: `xs` is empty.
+    """
+    if not xs:
+        raise ValueError("the mean of no values")
+    first = float(xs[0])
+    return first if all(float(x) == first for x in xs) else math.fsum(xs) / len(xs)
 
 
 def mean_ci(
@@ -32,7 +68,7 @@ def mean_ci(
     n = len(xs)
     if n == 0:
         return None, 0, None, None
-    mean = sum(xs) / n
+    mean = exact_mean(xs)
     if all(x in (0.0, 1.0) for x in xs):
         from scipy.stats import binomtest
 
@@ -67,11 +103,12 @@ def bootstrap_interval(
     """The percentile bootstrap interval of `statistic` over `samples`: promptlab's one bootstrap.
 
     `scipy.stats.bootstrap` draws the resamples (with SEED; `paired` resamples the samples' positions
-    together). A resample whose statistic is undefined (NaN, e.g. a correlation of a resample with a constant
+    together) from the samples in `canonical_order` (each sorted; paired samples sorted as pairs), so the
+    interval depends on the values, not on the order they are given in. A resample whose statistic is undefined (NaN, e.g. a correlation of a resample with a constant
     side) is left out, not counted as any value.
 
     Args:
-        samples: The data, one array per sample (equal lengths when `paired`).
+        samples: The data, one 1-D array per sample (equal lengths when `paired`).
         statistic: Of the samples (and `axis` when `vectorized`), as `scipy.stats.bootstrap` takes it.
         paired: Resample positions jointly across the samples.
         level: Nominal level of the percentile interval (see `expanded_level` for a mean).
@@ -81,13 +118,16 @@ def bootstrap_interval(
 
     Returns:
         (low, high), or None when no resample has a defined statistic.
+
+    Raises:
+        ValueError: a sample is not one-dimensional, or paired samples differ in length.
     """
     import warnings
 
     import numpy as np
     from scipy.stats import bootstrap
 
-    data = tuple(np.asarray(s, dtype=float) for s in samples)
+    data = canonical_samples(samples, paired=paired)
     with warnings.catch_warnings():  # a degenerate resample distribution is handled below, not warned about
         warnings.simplefilter("ignore")
         res = bootstrap(
@@ -109,6 +149,24 @@ def bootstrap_interval(
     return float(low), float(high)
 
 
+def canonical_samples(samples: Sequence[Any], *, paired: bool = False) -> tuple[Any, ...]:
+    """The samples as float arrays in `canonical_order`: each sorted, or, when `paired`, sorted together as pairs.
+
+    Raises:
+        ValueError: a sample is not one-dimensional, or paired samples differ in length.
+    """
+    import numpy as np
+
+    data = tuple(np.asarray(s, dtype=float) for s in samples)
+    flat = [d.ndim for d in data if d.ndim != 1]
+    if flat:
+        raise ValueError(f"each sample must be one-dimensional (one value per observation), got {flat[0]} dimensions")
+    if paired:
+        order = canonical_order(*data)
+        return tuple(d[order] for d in data)
+    return tuple(d[canonical_order(d)] for d in data)
+
+
 def _mean(x: Any, axis: int = -1) -> Any:
     import numpy as np
 
@@ -128,7 +186,7 @@ def bootstrap_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, 
     if arr.size == 0 or np.isnan(arr).any():
         raise ValueError("bootstrap_ci needs at least one value and no missing ones (use present())")
     if arr.size < 2 or float(arr.max()) == float(arr.min()):
-        m = float(arr.mean())
+        m = exact_mean(arr.tolist())
         return m, m
     interval = bootstrap_interval((arr,), _mean, level=expanded_level(arr.size, confidence))
     assert interval is not None  # a mean is always defined
@@ -153,7 +211,7 @@ def paired_delta_ci(
     if not diffs:
         return None, 0, None, None
     low, high = bootstrap_ci(diffs, confidence)
-    return sum(diffs) / len(diffs), len(diffs), low, high
+    return exact_mean(diffs), len(diffs), low, high
 
 
 __all__ = [
@@ -161,6 +219,9 @@ __all__ = [
     "SEED",
     "bootstrap_ci",
     "bootstrap_interval",
+    "canonical_order",
+    "canonical_samples",
+    "exact_mean",
     "expanded_level",
     "mean_ci",
     "paired_delta_ci",

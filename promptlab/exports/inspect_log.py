@@ -20,6 +20,7 @@ from ..results.runs_file import warn_damaged
 from ..results.store import ok_cells, read_cell_runs
 from ..sanitize import Cleaner
 from .extras import need
+from .inspect_judgments import output_rows, people_scores
 
 LOG_DIR = "inspect"
 """The default log folder in the results directory."""
@@ -28,6 +29,8 @@ SAMPLE_PREFIX = {
     "baseline_test": "test-start",
     "final_test": "test-final",
     "incumbent_test": "test-incumbent",
+    "start_output": "output-start",
+    "returned_output": "output-returned",
 }
 """A sample id's prefix per measurement (`promptlab.results.examples`): the viewer lists dev samples first."""
 OWN_LOG = re.compile(r"_[0-9a-f]{32}\.eval$")
@@ -70,15 +73,17 @@ def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[s
     folder.mkdir(parents=True, exist_ok=True)
     clean = Cleaner()
     written = InspectLogs()
+    people = people_scores(results)
     for cell_id, params in cells:
         read = read_cell_runs(results, cell_id)
         warn_damaged(read)
         written.damaged += read.damaged
         for run in read.runs:
-            if not run.task.grounded:
+            if not run.task.grounded and not output_rows(run):
                 continue
             path = folder / log_name(run)
-            write_eval_log(eval_log(run, cell_id, params, clean), str(path), format="eval")
+            log = eval_log(run, cell_id, params, clean, people.get(run.run_id, {}))
+            write_eval_log(log, str(path), format="eval")
             written.append(path)
     keep = {p.name for p in written}
     for stale in folder.glob("*.eval"):
@@ -101,12 +106,15 @@ def epoch_of(run: Run, candidate: int | None) -> int:
     return max((it.index for it in run.iterations), default=0) + 2
 
 
-def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) -> Any:
-    """The run as an Inspect `EvalLog` (status "success", every sample in it)."""
+def eval_log(
+    run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner, people: Mapping[Any, Any] | None = None
+) -> Any:
+    """The run as an Inspect `EvalLog` (status "success", every sample in it; `people`: (measure, example) -> the
+    people's score of that sample, `inspect_judgments.people_scores`)."""
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalPlan, EvalPlanStep, EvalSpec, EvalStats
     from inspect_ai.model import ModelConfig
 
-    samples = eval_samples(run, cell_id, params, clean)
+    samples = eval_samples(run, cell_id, params, clean, people or {})
     target = target_model(run)
     created = iso(run.started_at)
     spec = EvalSpec(
@@ -144,27 +152,33 @@ def eval_log(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) 
     )
 
 
-def eval_samples(run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner) -> list[Any]:
-    """One `EvalSample` per example row of the run (`example_rows`): id `<SAMPLE_PREFIX>-<example>`, epoch = candidate
-    + 1 (an example measured twice under one candidate and measure gets `#2`)."""
+def eval_samples(
+    run: Run, cell_id: str, params: Mapping[str, Any], clean: Cleaner, people: Mapping[Any, Any] | None = None
+) -> list[Any]:
+    """One `EvalSample` per example row of the run (`example_rows`, or an open-ended run's `output_rows`): id
+    `<SAMPLE_PREFIX>-<example>`, epoch = candidate + 1 (an example measured twice under one candidate and measure
+    gets `#2`); the people's score, where they judged the sample, is its second score ('people')."""
     from inspect_ai.log import EvalError, EvalSample
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage
-    from inspect_ai.scorer import Score
 
     by_index = {it.index: it for it in run.iterations}
     scorer = str((run.task.scorer or {}).get("kind") or "score")
-    splits = {split: examples_of(run.task, split) for split in ("dev", "test")}
+    splits = {split: examples_of(run.task, split) for split in ("dev", "test")} if run.task.grounded else {}
     seen: dict[tuple[str, int], int] = {}
     samples = []
-    for row in example_rows(run, cell_id):
+    for row in example_rows(run, cell_id) or output_rows(run, cell_id):
         candidate = row["candidate"]
         epoch = epoch_of(run, candidate)
         base_id = f"{SAMPLE_PREFIX[row['measure']]}-{row['example_id'] or row['example']}"
         seen[(base_id, epoch)] = seen.get((base_id, epoch), 0) + 1
         sample_id = base_id if seen[(base_id, epoch)] == 1 else f"{base_id}#{seen[(base_id, epoch)]}"
-        example = splits[row["split"]][row["example"]]
+        example = splits[row["split"]][row["example"]] if row["split"] in splits else None
         prompt = candidate_prompt(run, candidate)
-        text = clean(format_prompt(prompt, example.input)) if prompt is not None else clean(row["input"] or "")
+        text = (
+            clean(row["input"] or "")
+            if prompt is None
+            else clean(format_prompt(prompt, example.input) if example else prompt)
+        )
         output = clean(row["output"] or "")
         model = row["model"] or target_model(run)
         messages: list[Any] = [ChatMessageSystem(content=clean(run.task.system))] if run.task.system else []
@@ -178,9 +192,7 @@ def eval_samples(run: Run, cell_id: str, params: Mapping[str, Any], clean: Clean
                 target=clean(row["target"] or ""),
                 messages=messages,
                 output=ModelOutput.from_content(model, output, error=clean(row["error"]) if row["error"] else None),
-                scores=None
-                if row["score"] is None
-                else {scorer: Score(value=row["score"], answer=output, explanation=clean(row["error"]))},
+                scores=_scores(row, scorer, output, clean, (people or {}).get((row["measure"], row["example"]))),
                 metadata=clean(_sample_metadata(run, row, by_index.get(candidate) if candidate is not None else None)),
                 model_usage={
                     model: ModelUsage(
@@ -196,6 +208,20 @@ def eval_samples(run: Run, cell_id: str, params: Mapping[str, Any], clean: Clean
             )
         )
     return samples
+
+
+def _scores(row: Mapping[str, Any], scorer: str, output: str, clean: Cleaner, people: Any) -> dict[str, Any] | None:
+    """The scorer's score and the people's, where there are any."""
+    from inspect_ai.scorer import Score
+
+    scores = (
+        {}
+        if row["score"] is None
+        else {scorer: Score(value=row["score"], answer=output, explanation=clean(row["error"]))}
+    )
+    if people is not None:
+        scores["people"] = people
+    return scores or None
 
 
 def candidate_prompt(run: Run, candidate: int | None) -> str | None:

@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..people.plan import plan_path
 from ..reading import bounded
 from ..results.runs_file import warn_damaged
 from ..results.store import ok_cells, read_cell_runs
 from ..sanitize import Cleaner, mask_userinfo
 from ..sweeps.cell_process import env_defaults
 from .extras import need
+from .mlflow_judgments import log_judgments
 from .mlflow_payload import DIGEST_TAG, RESULTS_TAG, ROLE_TAG, RUN_ID_TAG, RunPayload, run_payloads
 
 DEFAULT_STORE = "mlflow.db"
@@ -67,12 +69,14 @@ class ExportSummary:
     """'<run id>: <param>' whose value on the tracker differs (MLflow keeps a param's first value)."""
     damaged: list[str] = field(default_factory=list)
     """Records of the results directory that could not be read ('cells/<id>/runs.jsonl:<line>: why'): skipped."""
+    judgments: int = 0
+    """People's judgments logged as assessments (`mlflow_judgments`)."""
 
     def __str__(self) -> str:
         text = (
             f"mlflow {self.tracking_uri}: experiment {self.experiment_id}, sweep run {self.parent_run_id}: "
             f"{self.created} run(s) created, {self.updated} updated, {self.unchanged} unchanged"
-        )
+        ) + (f", {self.judgments} judgment(s) logged" if self.judgments else "")
         if self.skipped_params:
             text += (
                 f"; {len(self.skipped_params)} param(s) differ on the tracker and were kept: {self.skipped_params[:3]}"
@@ -304,6 +308,8 @@ def export_mlflow(
         summary = target.summary()
         for cell_id, params in cells:
             target.log_cell(cell_id, params, summary)
+        if plan_path(results).is_file():
+            summary.judgments = log_judgments(target)
         target.log_sweep_files()
         target.finish()
     return summary

@@ -34,6 +34,7 @@ from ..analysis.provenance import provenance_warnings
 from ..analysis.stopping import best_stopping_rule, counterfactual_stopping, rank_rules
 from ..critics.simulated import simulated_critic
 from ..results.configs import config_columns, config_labels, run_configs
+from ..results.order import canonical_results
 from .budget import BudgetFindings, budget_findings, budget_markdown
 from .markdown import percent, table_lines
 
@@ -87,9 +88,11 @@ class Findings:
 
 def findings(results: Results, *, bias_budget: int = 0, cache: Any = None) -> Findings:
     """The findings of a loaded results directory (see the module docstring). `bias_budget` is the model calls
-    per model critic for the bias probes' re-asks (0: none; simulated critics are re-asked without a call)."""
+    per model critic for the bias probes' re-asks (0: none; simulated critics are re-asked without a call). The
+    frames are taken in the canonical order (`promptlab.results.order`): the same runs give the same findings."""
     import pandas as pd
 
+    results = canonical_results(results)
     runs, traj = results.runs, results.trajectories
     deltas = delta_table(runs) if len(runs) else pd.DataFrame()
     comparisons = compare(runs) if len(deltas) > 1 else None
@@ -304,27 +307,25 @@ def bias_markdown(biases: pd.DataFrame | None) -> list[str]:
     if biases is None or biases.empty:
         return []
     lines = [
-        "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together (each at "
-        "1 - 0.03 / its probes, Bonferroni), so an unbiased critic is called biased on any probe at most 5% of "
-        'the time. "No evidence of bias" only where the CI lies inside the stated size (docs/analysis.md, Critic '
-        "biases). *Detectable* is the smallest bias the probe finds with 80% power at its n (above the stated size: "
-        "underpowered); *scores at 1 / 10* the share of the probe's scores at the scale's ends (above 10% together: "
-        "saturated, the estimate is a lower bound):",
+        "Is the critic biased? Each probe's estimate with its CI; a critic's intervals hold together (each at 1 - "
+        "0.03 / the probes measured, Bonferroni: with the re-asks failed, two, so narrower logged intervals), so an "
+        'unbiased critic is called biased on any probe at most 5% of the time. "No evidence of bias" only where the '
+        'CI lies inside the stated size; "Not enough data" below a probe\'s minimum or from data that do not vary '
+        "(docs/analysis.md, Critic biases). *From*: the logs or re-asks of the critic. *Detectable*: the smallest "
+        "bias the probe finds with 80% power at its n (an inconclusive row above the stated size is underpowered); "
+        "*scores at 1 / 10*: the share at the scale's ends (above 10% together the estimate likely understates):",
         "",
     ]
     for critic, g in biases.groupby("critic_model", sort=True):
         level = g["ci_level"].dropna()
         head = f"{percent(level.iloc[0])} CI" if len(level) and level.nunique() == 1 else "CI"
         sim = "planted" in g.columns and bool(g["planted"].notna().any())
-        cols = ["probe", f"estimate [{head}]", *(["planted (in the CI?)"] if sim else []), "n", "unit"]
+        cols = ["probe", f"estimate [{head}]", "from", *(["planted (in the CI?)"] if sim else []), "n", "unit"]
         cols += ["detectable (80% power)", "scores at 1 / 10", "finding"]
         rows = [
-            [
-                r.probe,
-                _ci(r.estimate, r.ci_low, r.ci_high),
-                *([_planted(r.planted, r.ci_low, r.ci_high)] if sim else []),
-            ]
-            + [r.n, r.unit, _p(r.detectable), _ends(r), r.finding]
+            [r.probe, _ci(r.estimate, r.ci_low, r.ci_high), r.source]
+            + [*([_planted(r.planted, r.ci_low, r.ci_high)] if sim else []), r.n, r.unit]
+            + [_p(r.detectable), _ends(r), r.finding]
             for r in g.itertuples()
         ]
         lines += [f"**{critic}**", "", *table_lines(cols, rows), ""]

@@ -11,6 +11,7 @@ from ..analysis.bias_asks import BUDGET
 from ..errors import ConfigError
 from ..results.atomic import atomic_write
 from ..results.configs import By, by_columns, config_columns, config_groups, fmt_value
+from ..results.order import canonical_results, canonical_rows
 from .bias_charts import plot_biases
 from .by_critic import (
     ACCURACY,
@@ -31,6 +32,7 @@ from .charts import (
 from .findings import Findings, findings, findings_markdown
 from .fingerprints import fingerprint_markdown
 from .markdown import table_lines
+from .people import people_section
 from .plots import plot_final_by, plot_pairing_heatmap, plot_score_vs_cost, plot_stop_reasons, plot_trajectories
 from .readable import number_text
 from .recorded_errors import errors_markdown
@@ -59,7 +61,7 @@ def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFram
     """
     import pandas as pd
 
-    runs = results if isinstance(results, pd.DataFrame) else results.runs
+    runs = canonical_rows(results if isinstance(results, pd.DataFrame) else results.runs)  # sums in one order
     cols = by_columns(runs, by)
     out_cols = [
         *cols,
@@ -98,14 +100,8 @@ def summary_table(results: Results | pd.DataFrame, by: By = None) -> pd.DataFram
             ]
         )
     table = pd.DataFrame(rows, columns=out_cols)
-    for c in (
-        "final_score_mean",
-        "final_score_sd",
-        "best_score_mean",
-        "iterations_mean",
-        "tokens_mean",
-        "cost_usd_total",
-    ):
+    floats = ["final_score_mean", "final_score_sd", "best_score_mean", "iterations_mean", "tokens_mean"]
+    for c in [*floats, "cost_usd_total"]:
         table[c] = table[c].astype("Float64")
     for c in ("runs", "final_score_n", "tokens_total", "n_errors", "runs_with_errors"):
         table[c] = table[c].astype("Int64")
@@ -151,17 +147,17 @@ def report(
     *,
     bias_budget: int = BUDGET,
 ) -> Report:
-    """Load a results directory and write its charts, summary.csv and summary.md.
+    """Load a results directory and write its charts, summary.csv and summary.md, from its frames in the canonical
+    order (`promptlab.results.order`): the same runs give the same numbers whatever order they finished in.
 
     Charts: trajectories.png, pairings.png, score_vs_cost.png, stop_reasons.png, final_by_threshold.png, and
     the findings charts calibration.png, grounded_trajectories.png, counterfactual.png (one panel per
     configuration), budget_curve.png (dev and test accuracy against spend at equal budget), deltas.png and
-    biases.png (score against length at equal accuracy, score change against accuracy change, per critic); one
-    whose columns are absent or that has nothing to compare is skipped, with the reason in `Report.skipped` and
-    in summary.md. summary.md has a "Findings" section (see
-    `promptlab.reports.findings`), with a warning when the directory mixes role prompts, data, experiment files or
-    inference fingerprints, and an "Inference fingerprints" section naming what the replies rest on
-    (`promptlab.reports.fingerprints`).
+    biases.png (score against length at equal accuracy, score change against accuracy change, per critic), people.png
+    (`promptlab.reports.people`); one with nothing to draw is skipped, the reason in `Report.skipped` and summary.md.
+    summary.md has a "Findings" section (`promptlab.reports.findings`), warning when the directory mixes role prompts,
+    data, experiment files or fingerprints, "People and the critic" when people judged (or pairings on open-ended
+    runs cannot be compared), and "Inference fingerprints" (`promptlab.reports.fingerprints`).
 
     Args:
         results_dir: The sweep's results directory, or its loaded `Results`.
@@ -175,7 +171,7 @@ def report(
     """
     from ..results.store import Results, load
 
-    res = results_dir if isinstance(results_dir, Results) else load(results_dir)  # read
+    res = canonical_results(results_dir if isinstance(results_dir, Results) else load(results_dir))  # read
     out = Path(out_dir) if out_dir is not None else res.path / "report"
     if out_dir is None and out.is_symlink():  # as a cell directory linked out: never written through
         raise ConfigError(f"{out} is a symbolic link to {os.readlink(out)}; refused, nothing written through it")
@@ -191,7 +187,10 @@ def report(
     atomic_write(out / "summary.csv", lambda tmp: table.to_csv(tmp, index=False))
     written["summary.csv"] = out / "summary.csv"
     written.table, written.findings = table, found
-    atomic_write(out / "summary.md", _summary_md(res, table, written, found).encode())  # whole: a link is replaced
+    people = people_section(res, chart)  # draws people.png before summary.md lists the charts
+    atomic_write(
+        out / "summary.md", _summary_md(res, table, written, found, people).encode()
+    )  # whole: a link is replaced
     written["summary.md"] = out / "summary.md"
     return written
 
@@ -360,7 +359,7 @@ DELTAS_TITLE = "Did refinement help? Test-split gain of the final prompt over th
 """Title of deltas.png: what its estimates are (mean over runs of final minus starting test accuracy)."""
 
 
-def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findings) -> str:
+def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findings, people: list[str]) -> str:
     counts = res.cells["status"].value_counts().to_dict()
     lines = [
         f"# Sweep report: {res.path}",
@@ -381,7 +380,7 @@ def _summary_md(res: Results, table: pd.DataFrame, written: Report, found: Findi
         ]
         lines.append("")
     lines += errors_markdown(res)
-    lines += findings_markdown(found)
+    lines += findings_markdown(found) + people
     lines += fingerprint_markdown(res.runs)
     lines += ["## Charts", ""] + [f"- [{n}]({n})" for n in written if n.endswith(".png")]
     lines += [f"- {n} not drawn: {why}" for n, why in written.skipped.items()]

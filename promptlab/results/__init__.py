@@ -1,5 +1,5 @@
 """Sweep results on disk (`store`: one directory per cell, written atomically) and as tidy pandas frames
-(`frames`, with the documented columns of `columns`)."""
+(`frames`, with the documented columns of `columns`), in one canonical order for the analysis (`order`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from .columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUM
 from .configs import config_columns, config_groups, config_labels, run_configs
 from .examples import EXAMPLE_COLUMNS, example_frame, example_rows
 from .frames import iteration_frame, tidy
+from .order import canonical_results, canonical_rows, canonical_runs
 from .runs_file import DamagedRecord, RunsRead
 from .status import SPENDING_CAP_KIND, CellError, CellStatus
 from .store import Results, cell_status, incomplete_error, load, read_cell_runs, read_runs, write_cell
@@ -27,6 +28,9 @@ __all__ = [
     "RUN_COLUMNS",
     "Results",
     "TRAJECTORY_COLUMNS",
+    "canonical_results",
+    "canonical_rows",
+    "canonical_runs",
     "cell_status",
     "example_frame",
     "example_rows",

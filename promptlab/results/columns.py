@@ -11,7 +11,10 @@ Columns = dict[str, tuple[str, str]]
 
 TRAJECTORY_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
+    "run_id": (
+        "string",
+        "Unique run id (Run.run_id, a uuid that differs between executions of a cell; never orders rows).",
+    ),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),
@@ -109,7 +112,10 @@ Setup and final phases (planning, polish) are not in any iteration: their tokens
 
 RUN_COLUMNS: Columns = {
     "cell_id": ("string", "Sweep cell the run belongs to."),
-    "run_id": ("string", "Unique run id (Run.run_id, a uuid: differs between executions of the same cell)."),
+    "run_id": (
+        "string",
+        "Unique run id (Run.run_id, a uuid that differs between executions of a cell; never orders rows).",
+    ),
     "loop": ("string", "Loop name."),
     "task_id": ("string", "Task id."),
     "sample": ("Int64", "Replicate index of the run."),

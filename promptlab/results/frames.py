@@ -80,76 +80,81 @@ def frame_columns(
             "task_id": run.task.id,
             "sample": run.sample,
         }
-        for it in run.iterations:
-            tin, tout, cost, calls, hits = _usage(it.steps)
-            level = dict(
-                base,
-                iteration=it.index,
-                average=it.average,
-                decision=it.decision,
-                stop_reason=run.stop_reason,
-                input_tokens=tin,
-                output_tokens=tout,
-                cost_usd=cost,
-                calls=calls,
-                cache_hits=hits,
-                n_errors=sum(1 for e in run.errors if e.iteration == it.index),
-                decision_score=it.decision_score,
-                critic_score=it.average,
-                score_source=run.config.get("score_source"),
-                incumbent=it.incumbent,
-                parents=",".join(map(str, it.parents)) or None,
-                **_spend(it.spent),
-                **_grounded("grounded", it.grounded),
-                **_grounded("test", it.test),
-            )
-            scored: list[tuple[str | None, str | None, float | None, str | None]] = [
-                (s.criterion, s.judge, s.score, s.mode) for s in it.scores
-            ] or [(None, None, None, None)]
-            for criterion, judge, score, mode in scored:
-                _append(
-                    traj,
-                    dict(
-                        level,
-                        criterion=criterion,
-                        judge=judge,
-                        score=score,
-                        mode=mode,
-                        critic_model=_critic_model(run, judge),
-                    ),
-                )
-        tin, tout, cost, _, _ = _usage([*run.setup, *(s for it in run.iterations for s in it.steps), *run.final])
-        finals = [s.score for s in run.final_scores if s.score is not None]
-        cfg, t, first = run.config, run.totals, run.errors[0] if run.errors else None
-        _append(
-            rows,
-            dict(
-                base,
-                generator_model=cfg.get("generator_model") or cfg.get("model"),
-                critic_model=cfg.get("critic_model") or cfg.get("model"),
-                final_score=run.iterations[-1].average if run.iterations else None,
-                best_score=run.best_score,
-                best_iteration=run.best_iteration,
-                final_output_score=sum(finals) / len(finals) if finals else None,
-                iterations_used=sum(it.index > 0 for it in run.iterations),
-                stop_reason=run.stop_reason,
-                calls=t.calls,
-                cache_hits=t.cache_hits,
-                failed_calls=t.failed_calls,
-                input_tokens=tin,
-                output_tokens=tout,
-                tokens=tin + tout,
-                cost_usd=cost,
-                spent_tokens=t.input_tokens + t.output_tokens,
-                spent_cost_usd=t.cost_usd,
-                wall_time_s=t.wall_time_s,
-                **_spend(run.spent),
-                n_errors=len(run.errors),
-                error=f"{first.kind}: {first.message}" if first else None,
-                **_grounded_run(run),
-            ),
-        )
+        for row in trajectory_rows(run, base):
+            _append(traj, row)
+        _append(rows, run_row(run, base))
     return traj, rows
+
+
+def trajectory_rows(run: Run, base: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The run's trajectories rows (`base` columns plus one row per iteration x score; an unscored iteration
+    gives one row without a score)."""
+    out: list[dict[str, Any]] = []
+    for it in run.iterations:
+        tin, tout, cost, calls, hits = _usage(it.steps)
+        level = dict(
+            base,
+            iteration=it.index,
+            average=it.average,
+            decision=it.decision,
+            stop_reason=run.stop_reason,
+            input_tokens=tin,
+            output_tokens=tout,
+            cost_usd=cost,
+            calls=calls,
+            cache_hits=hits,
+            n_errors=sum(1 for e in run.errors if e.iteration == it.index),
+            decision_score=it.decision_score,
+            critic_score=it.average,
+            score_source=run.config.get("score_source"),
+            incumbent=it.incumbent,
+            parents=",".join(map(str, it.parents)) or None,
+            **_spend(it.spent),
+            **_grounded("grounded", it.grounded),
+            **_grounded("test", it.test),
+        )
+        scored: list[tuple[str | None, str | None, float | None, str | None]] = [
+            (s.criterion, s.judge, s.score, s.mode) for s in it.scores
+        ] or [(None, None, None, None)]
+        out += [
+            dict(
+                level, criterion=criterion, judge=judge, score=score, mode=mode, critic_model=_critic_model(run, judge)
+            )
+            for criterion, judge, score, mode in scored
+        ]
+    return out
+
+
+def run_row(run: Run, base: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's row of the runs frame (`base` columns plus the run-level ones)."""
+    tin, tout, cost, _, _ = _usage([*run.setup, *(s for it in run.iterations for s in it.steps), *run.final])
+    finals = [s.score for s in run.final_scores if s.score is not None]
+    cfg, t, first = run.config, run.totals, run.errors[0] if run.errors else None
+    return dict(
+        base,
+        generator_model=cfg.get("generator_model") or cfg.get("model"),
+        critic_model=cfg.get("critic_model") or cfg.get("model"),
+        final_score=run.iterations[-1].average if run.iterations else None,
+        best_score=run.best_score,
+        best_iteration=run.best_iteration,
+        final_output_score=sum(finals) / len(finals) if finals else None,
+        iterations_used=sum(it.index > 0 for it in run.iterations),
+        stop_reason=run.stop_reason,
+        calls=t.calls,
+        cache_hits=t.cache_hits,
+        failed_calls=t.failed_calls,
+        input_tokens=tin,
+        output_tokens=tout,
+        tokens=tin + tout,
+        cost_usd=cost,
+        spent_tokens=t.input_tokens + t.output_tokens,
+        spent_cost_usd=t.cost_usd,
+        wall_time_s=t.wall_time_s,
+        **_spend(run.spent),
+        n_errors=len(run.errors),
+        error=f"{first.kind}: {first.message}" if first else None,
+        **_grounded_run(run),
+    )
 
 
 def _grounded(prefix: str, g: GroundedScore | None) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from .notes import install_notes
 FIRST_STEPS = {
     "demo": "run notebook 02 (it says how long the demo takes on this machine before it starts) or `scripts/demo` first",
     "baselines": "run `promptlab sweep experiments/baselines.yaml` first",
+    "people": "run `promptlab sweep experiments/people.yaml` first",
 }
 """What makes a results directory, by its name (results/<name>); any other name gets `OTHER_FIRST_STEP`."""
 OTHER_FIRST_STEP = "run notebook 02 (or `promptlab sweep EXPERIMENT --out DIR`) first"

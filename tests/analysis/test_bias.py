@@ -12,7 +12,6 @@ from biased import PLANTED, write_biased_sweep
 
 from promptlab.analysis.bias import (
     PROBES,
-    Estimate,
     anchoring_bias,
     bias_table,
     bias_verdict,
@@ -23,7 +22,9 @@ from promptlab.analysis.bias import (
     padding_bias,
     planted,
 )
-from promptlab.analysis.bias_asks import PAD_BANK, SIM_DRAWS, pad, probe_frames
+from promptlab.analysis.bias_asks import SIM_DRAWS, probe_frames
+from promptlab.analysis.bias_intervals import Estimate
+from promptlab.analysis.bias_padding import PAD_BANK, pad, pad_draw
 from promptlab.results.store import load
 
 
@@ -79,12 +80,21 @@ def test_verdicts_need_the_ci_inside_the_margin_to_say_no_bias() -> None:
     assert bias_verdict("order", Estimate(-0.2, 50, -0.3, -0.1)) == "Biased: the CI excludes 0 (below)"
     assert bias_verdict(
         "length", length_bias(pd.DataFrame(columns=["run_id", "iteration", "score", "accuracy", "chars"]))
-    ) == ("Not measured: too few candidates whose length varies at equal accuracy (n=0) for the regression")
+    ) == ("Not enough data: 0 distinct candidates, the probe needs at least 10")
 
 
-def test_pad_adds_whole_neutral_sentences() -> None:
-    text = pad("Answer yes or no.")
-    assert text.startswith("Answer yes or no. " + PAD_BANK[0]) and len(text) - len("Answer yes or no.") >= 300
+def test_pad_adds_whole_neutral_sentences_drawn_for_each_candidate() -> None:
+    text = pad("Answer yes or no.", key="k1")
+    added = text.removeprefix("Answer yes or no. ")
+    assert text.startswith("Answer yes or no. " + pad_draw("k1")[0]) and len(text) - len("Answer yes or no.") >= 300
+    assert all(s.endswith(".") and s in PAD_BANK for s in added.replace(". ", ".\n").splitlines())
+    assert pad("Answer yes or no.", key="k1") == text  # the same candidate: the same padding (a cache hit)
+    # another candidate gets other sentences: a bank of 1,152, about 5 drawn each
+    assert len(PAD_BANK) == len(set(PAD_BANK)) == 1152
+    others = {pad("Answer yes or no.", key=f"k{i}") for i in range(40)}
+    assert len(others) == 40
+    sentences = [s for t in others for s in t.removeprefix("Answer yes or no. ").replace(". ", ".\n").splitlines()]
+    assert len(set(sentences)) > 0.9 * len(sentences)  # few sentences shared between candidates
 
 
 @pytest.fixture
@@ -98,7 +108,12 @@ def test_probes_find_planted_biases_and_none_in_the_oracle(swept) -> None:  # ty
     oracle = table[table["critic_model"] == "sim/oracle"].set_index("probe")
     assert set(oracle.index) == {"length", "inflation", "padding", "order", "anchoring"}
     assert (oracle["estimate"].abs() < 1e-9).all()
-    assert oracle["finding"].str.startswith("No evidence of bias").all()
+    # a critic without noise: every difference exactly 0, an interval of width zero, so no verdict
+    assert oracle["finding"].str.startswith("Not enough data: the ").all(), oracle["finding"].tolist()
+    assert (
+        oracle["finding"].str.contains("(an interval of width zero); a verdict needs data that vary", regex=False).all()
+    )
+    assert oracle["ci_low"].isna().all()
     planted = table[table["critic_model"] == PLANTED].set_index("probe")
     sizes = {"padding": 0.3, "anchoring": 0.5, "order": 0.6, "inflation": 0.3}
     for probe, size in sizes.items():
@@ -295,7 +310,7 @@ def test_a_text_logged_again_at_the_same_sample_is_one_observation() -> None:
 
 
 def test_padding_goes_where_the_critic_sees_it() -> None:
-    from promptlab.analysis.bias_asks import pad_within
+    from promptlab.analysis.bias_padding import pad_within
     from promptlab.loops.runtime.toolkit import cut
 
     def view(text: str) -> str:
@@ -304,7 +319,8 @@ def test_padding_goes_where_the_critic_sees_it() -> None:
     short = "Answer yes or no."
     padded = pad_within(short, view)
     assert padded is not None and padded.startswith(short) and view(padded) == padded  # all of it in view
-    assert 150 - len(PAD_BANK[0]) - 2 < len(padded) <= 150
+    # a sentence that would be cut is passed over for a shorter one that fits: no room left for the shortest
+    assert 150 - min(map(len, PAD_BANK)) - 2 < len(padded) <= 150
     assert pad_within("x" * 140, view) is None  # no whole sentence fits in the window: not padded
     assert pad_within(short, str.strip) == pad(short)  # no cut: the full padding
 
@@ -315,11 +331,68 @@ def test_a_saturated_or_underpowered_probe_says_so() -> None:
     scores = pd.DataFrame({"score": [10.0] * 6 + [7.0, 8.0, 9.0, 1.0]})
     assert end_shares("length", scores) == (0.1, 0.6) and end_shares("order", scores) == (None, None)
     fine = "No evidence of bias: the CI lies within +/-0.2"
-    said = limited_verdict(fine, 0.2, 0.1, 0.6, 0.1)
-    assert (
-        said.startswith("Inconclusive") and "saturated (10% at 1 and 60% at 10): the estimate is a lower bound" in said
-    )
-    assert limited_verdict(fine, 0.2, 0.0, 0.05, 0.1) == fine  # 5% at the ends: read as it is
+    said = limited_verdict(fine, 0.2, (0.1, 0.6), 0.1, (30, "candidates"))
+    assert said.startswith("Inconclusive")
+    assert "saturated (10% at 1 and 60% at 10): the estimate likely understates the bias's size" in said
+    assert "lower bound" not in said
+    assert limited_verdict(fine, 0.2, (0.0, 0.05), 0.1, (30, "candidates")) == fine  # 5% at the ends: as it is
     # (z_0.995 + z_0.8) x SE, the SE from the 99% interval's half-width
     assert detectable(-0.258, 0.258, 0.99) == pytest.approx(0.1 * (2.5758 + 0.8416), abs=1e-3)
-    assert "underpowered: it detects 0.34 or more" in limited_verdict(fine, 0.2, 0.0, 0.0, 0.342)
+    unsure = "Inconclusive: the CI spans 0 but reaches beyond +/-0.2"
+    assert limited_verdict(unsure, 0.2, (0.0, 0.0), 0.342, (30, "candidates")) == (
+        f"{unsure}; underpowered: it detects 0.35 or more with 80% power, above the margin 0.2 "
+        "(about 88 candidates would reach it)"
+    )
+
+
+def test_power_qualifies_only_an_inconclusive_row_and_never_rounds_to_the_margin() -> None:
+    from promptlab.analysis.bias_limits import limited_verdict
+
+    biased = "Biased: the CI excludes 0 (above)"
+    assert limited_verdict(biased, 0.2, (0.0, 0.0), 0.9, (30, "candidates")) == biased  # a finding, not a caveat
+    fine = "No evidence of bias: the CI lies within +/-0.2"
+    assert limited_verdict(fine, 0.2, (0.0, 0.0), 0.24, (30, "candidates")) == fine
+    unsure = "Inconclusive: the CI spans 0 but reaches beyond +/-0.2"
+    said = limited_verdict(unsure, 0.2, (0.0, 0.0), 0.2004, (30, "candidates"))
+    assert "it detects 0.21 or more with 80% power, above the margin 0.2" in said  # rounded up, never "0.2"
+    assert limited_verdict(unsure, 0.2, (0.0, 0.0), 0.19, (30, "candidates")) == unsure
+    saturated = limited_verdict(biased, 0.2, (0.0, 0.6), 0.9, (30, "candidates"))
+    assert saturated == f"{biased}; saturated (60% at 10): the estimate likely understates the bias's size"
+
+
+def test_two_pairs_and_three_candidates_are_not_enough_data() -> None:
+    """Data that do not vary give an interval of width zero (the t interval of the past read [0, 0] as "No
+    evidence of bias"); and fewer observations than a probe's minimum give no verdict either."""
+    from promptlab.analysis.bias import MIN_N
+
+    pairs = pd.DataFrame({"pair": [0, 0, 1, 1], "swapped": [0, 1, 0, 1], "first_won": [True, False, False, True]})
+    padded = pd.DataFrame({"plain": [5.0, 6.0, 4.0], "padded": [5.0, 6.0, 4.0], "added_chars": [300, 310, 290]})
+    frames = {"order": pairs.assign(critic_model="m"), "padding": padded.assign(critic_model="m")}
+    table = bias_table(frames).set_index("probe")
+    assert table.loc["order", "finding"] == (
+        "Not enough data: 2 pairs judged in both orders, the probe needs at least 10; 0% of 2 pairs flip under swap"
+    )
+    assert table.loc["padding", "finding"] == "Not enough data: 3 padded candidates, the probe needs at least 10"
+    assert not table["finding"].str.contains("No evidence").any()
+    # at the minimum, data that do not vary still give no verdict
+    flat = pd.DataFrame({"plain": [5.0] * 12, "padded": [5.0] * 12, "added_chars": [300] * 12})
+    est = padding_bias(flat)
+    assert est.n == 12 >= MIN_N["padding"] and est.low is None and "interval of width zero" in str(est.why)
+    assert bias_verdict("padding", est).startswith("Not enough data: the 12 candidates with a plain and a padded")
+    # twelve pairs that each split one-one do vary as the score interval reads them: a verdict
+    twelve = pd.concat([pairs.assign(pair=pairs["pair"] + 2 * k) for k in range(6)])
+    assert order_bias(twelve, 0.994).low is not None and order_bias(twelve).n == 12
+
+
+def test_under_a_window_the_candidates_that_can_be_padded_are_asked_first(swept) -> None:  # type: ignore[no-untyped-def]
+    from promptlab.results.store import read_runs, write_cell
+
+    results_dir, model_critic = swept
+    runs = read_runs(results_dir, "model")
+    for run in runs:
+        run.config["history_chars"] = 60  # only the 9-character starting prompts leave room for a sentence
+    write_cell(results_dir, "model", {"loop": "creator_critic", "critic_model": model_critic.name}, runs)
+    padding = probe_frames(load(results_dir), budget=10)["padding"].query("critic_model == @model_critic.name")
+    # budget 10: 2 candidates re-asked, and both are ones the window leaves room to pad (drawn at random, the
+    # first two were not: 21-28 of 30 re-asked candidates went unpadded under history_chars=150, issue #52)
+    assert len(padding) == 2 and padding["why_not"].isna().all() and (padding["added_chars"] > 0).all()

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 import promptlab as pl
 from promptlab.llm.local import cpu, engine
 from promptlab.llm.local import pool as local
-from promptlab.llm.local.engine_worker import TEST_ABORT_ENV
+from promptlab.llm.local.engine_worker import TEST_ABORT_ENV, chunks
 
 SMOLLM = local.resolve_model_path("smollm2")
 AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"
@@ -25,6 +25,33 @@ PLAIN_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2\n"
 @pytest.fixture
 def batched(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROMPTLAB_LOCAL_ENGINE", "batch")
+
+
+@pytest.mark.parametrize(
+    ("start", "length", "planned"),
+    [
+        (0, 100, (0, [100])),
+        (0, 512, (0, [512])),
+        (0, 513, (0, [512, 1])),  # read alone, its last token is a chunk of its own: so here too
+        (99, 100, (98, [2])),  # one token left would be read alone: one fewer is reused
+        (10, 523, (10, [511, 2])),  # 513 left: not 512 + 1
+        (500, 1025, (500, [512, 12, 1])),
+        (1024, 1025, (1024, [1])),
+    ],
+)
+def test_a_prompt_is_read_in_the_chunks_it_is_read_in_alone(
+    start: int, length: int, planned: tuple[int, list[int]]
+) -> None:
+    assert chunks(start, length, 512) == planned
+
+
+def test_every_chunk_plan_reads_each_token_as_the_whole_prompt_does() -> None:
+    for length in range(1, 1600, 7):
+        for start in range(0, length, 5):
+            begin, sizes = chunks(start, length, 512)
+            assert begin <= start and begin + sum(sizes) == length and all(0 < n <= 512 for n in sizes)
+            alone = length % 512 == 1
+            assert [n for n in sizes if n == 1] == ([1] if alone else []) and (sizes[-1] == 1) == alone
 
 
 def test_cpu_flags_read_amx_from_cpuinfo() -> None:

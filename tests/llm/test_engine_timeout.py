@@ -1,5 +1,5 @@
 """The batching engine's timeout counts from a call's admission into the batch, not its wait in the queue, a
-hung worker is still given up on, and idle slots keep few KV cells: the real call path and worker loop over a scripted engine model
+hung worker is still given up on, and a prompt reads only what no slot holds: the real call path and worker loop over a scripted engine model
 (tests/support/fake_engine.py), served from a thread."""
 
 from __future__ import annotations
@@ -129,16 +129,28 @@ def test_a_hung_worker_is_given_up_on_by_decoding_and_queued_calls(
     assert model.steps == 0
 
 
-def test_idle_slots_keep_at_most_the_idle_cell_spending_cap(gguf: Path, serve: list[FakeModel]) -> None:
-    """Three 1,000-token prompts one after another: their idle slots would keep 3,000 cells; the oldest are
-    dropped down to `IDLE_CELLS` (2,048), and the latest prompt's prefix is still copied, not read again."""
-    serve.append(FakeModel(gguf, n_seq=4))
-    eng = None
-    for letter in "abc":
-        ask(gguf, letter * 1000, 2, 60.0)
-        eng = engine.engine_for(gguf, 4096)
-        assert eng.stats()["idle_cells"] <= engine_worker.IDLE_CELLS
-    assert eng is not None and eng.stats()["idle_cells"] >= 1000
+def test_a_prompt_reads_only_what_differs_from_the_prefix_a_free_slot_holds(gguf: Path, serve: list[FakeModel]) -> None:
+    """A 1,000-token prompt, then the same with 9 more tokens: the second starts from the first's cells in the
+    same slot (nothing copied) and reads only its 9 new tokens."""
+    serve.append(model := FakeModel(gguf, n_seq=4))
+    ask(gguf, "c" * 1000, 2, 60.0)
+    eng = engine.engine_for(gguf, 4096)
     before = eng.stats()["prompt_tokens_read"]
     ask(gguf, "c" * 1000 + " and more", 2, 60.0)
-    assert eng.stats()["prompt_tokens_read"] - before < 20
+    assert eng.stats()["prompt_tokens_read"] - before == len(" and more")
+    assert model.copies == 0
+
+
+def test_a_prompt_copies_the_prefix_a_decoding_sequence_read(gguf: Path, serve: list[FakeModel]) -> None:
+    """A prompt sharing 300 tokens with a sequence still decoding takes a copy of them into its own slot
+    (`Model.copy_prefix`) and reads only the rest."""
+    serve.append(model := FakeModel(gguf, n_seq=4, step_s=0.01))
+    eng = engine.engine_for(gguf, 4096)
+    first, second = engine.Pending(), engine.Pending()
+    eng.submit([{"role": "user", "content": "p" * 300 + "first"}], {"max_tokens": 400}, first)
+    wait_until(lambda: model.steps >= 5, "the first sequence decodes")
+    before = eng.stats()["prompt_tokens_read"]
+    eng.submit([{"role": "user", "content": "p" * 300 + "second"}], {"max_tokens": 2}, second)
+    assert second.last(timeout=60)[0] == "done"
+    assert model.copies == 1 and eng.stats()["prompt_tokens_read"] - before == len("second")
+    eng.cancel(1)

@@ -36,6 +36,7 @@ def local_fields(**changes: Any) -> dict[str, Any]:
         "system_info": AVX2,
         "engine": "pool",
         "extra_bufts": True,
+        "weight_buffers": ["CPU"],
         "threads": 2,
         "instances": 1,
         "cpu": "AMD EPYC",
@@ -43,17 +44,17 @@ def local_fields(**changes: Any) -> dict[str, Any]:
     return fpr.with_id({**fields, **changes})
 
 
-def test_the_id_hashes_what_decides_a_reply_and_not_the_cpu_name_or_threads() -> None:
+def test_the_id_hashes_what_decides_a_reply_and_not_the_cpu_name_threads_path_or_unused_settings() -> None:
     base = local_fields()
     assert base["id"] == fpr.fingerprint_id(base) and len(base["id"]) == 12
-    assert local_fields(cpu="Intel Xeon", threads=1, instances=2)["id"] == base["id"]
+    same = local_fields(cpu="Intel Xeon", threads=1, instances=2, engine="batch", n_seq=16, extra_bufts=False)
+    assert same["id"] == base["id"]
     for field, value in [
         ("system_info", AVX512),
         ("build", "native"),
-        ("engine", "batch"),
         ("model_sha256", "cd" * 32),
         ("llama_cpp_python", "0.3.37"),
-        ("extra_bufts", False),
+        ("weight_buffers", ["AMX", "CPU"]),
     ]:
         other = local_fields(**{field: value})
         assert other["id"] != base["id"], field
@@ -65,6 +66,7 @@ def test_kernels_and_description_read_from_system_info() -> None:
     line = fpr.describe(local_fields())
     assert line.startswith(local_fields()["id"] + ": m.gguf (sha256 abababababab)")
     assert "portable build, kernels SSE3 AVX AVX2 F16C FMA OPENMP, pool (threads 2, instances 1)," in line
+    assert "weights in CPU (extra buffer types on)" in line
     assert "on AMD EPYC" in line
 
 

@@ -39,16 +39,21 @@ def test_report_has_a_bias_table_per_critic_and_a_second_report_is_free(tmp_path
             "| padding",
         ]
     oracle = section.split("**sim/oracle**", 1)[1]
-    assert oracle.count("No evidence of bias") == 5
+    assert oracle.count("Not enough data") == 5  # a critic without noise: intervals of width zero, no verdict
+    assert "No evidence of bias" not in oracle
     # a simulated critic's table shows the size it was built with, and whether the CI covers it
     head = "| n | unit | detectable (80% power) | scores at 1 / 10 | finding |"
-    assert f"| probe | estimate [99.4% CI] | planted (in the CI?) {head}" in oracle
-    assert oracle.count(" | +0 (yes) | ") == 5
+    assert f"| probe | estimate [99.4% CI] | from | planted (in the CI?) {head}" in oracle
+    # where each interval came from, beside it
+    assert "| length | +0.000 | logs | +0 (yes) |" not in oracle and "| length | +0.000 | logs | +0 |" in oracle
+    assert "| padding | +0.000 | re-asks (simulated, averaged draws) | +0 |" in oracle
+
     biased = section.split(f"**{PLANTED}**", 1)[1].split("**", 1)[0]
     assert "| +0.6 (" in biased and "| +0.5 (" in biased  # order (first=0.6), anchoring (anchor=0.5)
     model = section.split("**fake/bias-critic**", 1)[1].split("**", 1)[0]
-    assert f"| probe | estimate [99.4% CI] {head}" in model and "planted" not in model
-    assert "| order | +1.000 [+1.000, +1.000] |" in section  # the scripted judge always names the first shown
+    assert f"| probe | estimate [99.4% CI] | from {head}" in model and "planted" not in model
+    # the scripted judge always names the first shown: +1 with the score interval's width, from 2 pairs
+    assert "| order | +1.000 [" in model and "| re-asks | 2 |" in model
     assert out["biases.png"].read_bytes().startswith(PNG)
     # the report returns the frames it wrote: summary.csv's table and the bias tables of summary.md
     assert out.table is not None and out.biases is not None and out.findings is not None
@@ -83,7 +88,8 @@ def test_a_multi_line_error_stays_in_its_table_cell() -> None:
     skipped = pd.DataFrame({"critic_model": ["fake/gone"], "why": [why]})
     lines = bias_markdown(bias_table({"skipped": skipped}))
     rows = [line for line in lines if line.startswith("| ")][1:]  # the header's cells hold no pipe
-    assert len(rows) == 3 and all(line.count(" | ") == 6 for line in rows), rows
+    assert len(rows) == 3 and all(line.count(" | ") == 7 for line in rows), rows
+    assert all("| NA | none: the re-asks failed | 0 |" in line for line in rows)
     assert "CreatorCriticConfig model Unknown \\| model |" in rows[0]
     assert table_lines(["a", "b"], [["x\r\ny", "p|q"]]) == ["| a | b |", "|---|---|", "| x y | p\\|q |"]
 
@@ -98,5 +104,5 @@ def test_the_ci_level_is_printed_as_it_is() -> None:
     padded = pd.DataFrame({"plain": [5.0, 6.0, 4.0], "padded": [6.5, 7.0, 5.0], "added_chars": [300, 300, 300]})
     table = bias_table({"order": pairs.assign(critic_model="m"), "padding": padded.assign(critic_model="m")})
     assert table["ci_level"].astype(float).tolist() == [0.985, 0.985]  # two probes: 1 - 0.03 / 2
-    assert "| probe | estimate [98.5% CI] | n | unit | detectable" in "\n".join(bias_markdown(table))
+    assert "| probe | estimate [98.5% CI] | from | n | unit | detectable" in "\n".join(bias_markdown(table))
     assert (percent(0.99), percent(1 - 0.05 / 3), percent(0.95)) == ("99%", "98.3333%", "95%")

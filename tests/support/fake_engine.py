@@ -61,6 +61,8 @@ class FakeModel:
     hang: threading.Event = field(default_factory=threading.Event)
     freed: threading.Event = field(default_factory=threading.Event)
     steps: int = 0
+    copies: int = 0
+    """Prefixes copied from one slot to another."""
     lib: Any = None
     batch: Any = field(default_factory=lambda: SimpleNamespace(n_tokens=0))
     ctx: Any = None
@@ -86,6 +88,9 @@ class FakeModel:
 
     def sampler(self, params: dict[str, Any]) -> Any:
         return object()
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        self.copies += 1
 
     def decode(self) -> int:
         if self.hang.is_set():

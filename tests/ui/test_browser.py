@@ -29,8 +29,10 @@ from biased import PLANTED, write_biased_sweep
 from chromium import NEEDS_CHROMIUM, launch
 from factories import LONG_CRITERION, make_wide_run, write_sweep
 from grounded import write_grounded_sweep
+from judging import write_open_ended_sweep
 from wording import write_baselines_sweep
 
+from promptlab.people import read_judgments, read_plan
 from promptlab.results.store import write_cell
 from promptlab.ui.notebook import FIRST_STEPS
 
@@ -217,6 +219,7 @@ def scratch_project(root: Path) -> None:
     with_parameters(
         "07_critic", nbs / "07_critic.ipynb", prelude=REGISTER_BIAS_MODELS, results_dir="results/biased", budget=10
     )
+    with_parameters("08_judge", nbs / "08_judge.ipynb", results_dir="results/judged")
     for name in FRESH:  # their defaults: results/demo and results/baselines, which a fresh clone lacks
         shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", nbs / f"{name}_fresh.ipynb")
     shutil.copy(ROOT / "notebooks" / "run_cell.ipynb", nbs)  # its defaults, untouched
@@ -236,6 +239,7 @@ def scratch_project(root: Path) -> None:
     write_grounded_sweep(root / "results" / "grounded")
     write_baselines_sweep(root / "results" / "budgeted")
     write_biased_sweep(root / "results" / "biased", samples=2)
+    write_open_ended_sweep(root / "results" / "judged")
 
 
 @pytest.fixture(scope="module")
@@ -383,6 +387,7 @@ FRESH = {
     "05_runs": DEMO_FIRST,
     "06_baselines": "results/baselines yet: run `promptlab sweep experiments/baselines.yaml` first.",
     "07_critic": DEMO_FIRST,
+    "08_judge": f"results/people yet: {FIRST_STEPS['people']}.",
 }
 """The notebooks that read a results directory, and what each says on a fresh clone."""
 
@@ -835,3 +840,57 @@ def test_02_sweep_run_all_prints_its_plan_and_asks_before_a_long_sweep(page: Any
     assert not (root / "results" / "big" / "cells").exists()
     assert nb.locator(".jp-CodeCell").last.locator(".jp-OutputArea-output").count() == 0  # the charts' cell
     keep(page, nb.locator(".jp-Notebook"), "02_sweep_asks_first")
+
+
+def _start_judging(page: Any, nb: Any, person: str) -> None:
+    """Type a name into 08_judge's widget and press Start."""
+    name = nb.locator(".pl-judge-name input")
+    name.wait_for(timeout=120_000)
+    name.fill(person)
+    nb.locator(".pl-judge-start").click()
+
+
+def test_08_judge_judges_12_items_with_clicks_and_keys_and_resumes_at_13_after_a_restart(
+    page: Any, lab: tuple[str, Path]
+) -> None:
+    url, root = lab
+    results = root / "results" / "judged"
+    nb = open_and_run_all(page, url.format(name="08_judge"))
+    wait_idle(page)
+    _start_judging(page, nb, "tester")
+    progress = nb.locator(".pl-judge-progress")
+    progress.locator("text=Item 1 of").wait_for(timeout=60_000)
+    plan = read_plan(results)
+    first = plan.item(plan.slots[0].item)
+    shown = [first.texts[side] for side in plan.slots[0].shown]
+    # the two texts in the drawn order, under A and B, and nothing else: no prompt, loop, model or critic
+    assert nb.locator(".pl-judge-texts").inner_text().split("\n") == ["A", shown[0], "B", shown[1]]
+    assert nb.locator(".pl-judge-input").inner_text().split("\n") == ["Input", first.input]
+    chosen = []
+    for k in range(12):
+        value = ("A", "B", "tie")[k % 3]
+        if k % 2:  # a click on the button
+            nb.locator(
+                ".pl-judge-value", has_text={"A": "A is better", "B": "B is better", "tie": "As good"}[value]
+            ).click()
+        else:  # its key, with the focus on the page
+            progress.click()  # the focus on the notebook, in no text box
+            page.keyboard.press({"A": "a", "B": "b", "tie": "t"}[value])
+        chosen.append(value)
+        progress.locator(f"text=Item {k + 2} of").wait_for(timeout=60_000)
+    keep(page, nb, "08_judge")
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-item", has_text="Restart Kernel…").first.click()
+    page.locator(".jp-Dialog button", has_text="Restart").first.click()
+    wait_idle(page)
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
+    wait_idle(page)
+    _start_judging(page, nb, "tester")
+    nb.locator(".pl-judge-progress >> text=Item 13 of").wait_for(timeout=60_000)
+    stored = read_judgments(results).judgments
+    assert [j.position for j in stored] == list(range(12)) and [j.value for j in stored] == chosen
+    assert [j.shown for j in stored] == [plan.slots[k].shown for k in range(12)]
+    assert [j.item for j in stored] == [plan.slots[k].item for k in range(12)]
+    assert all(j.person == "tester" and j.source == "widget" and j.seconds is not None for j in stored)
+    assert len((results / "judgments" / "tester.jsonl").read_text().splitlines()) == 12

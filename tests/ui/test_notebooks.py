@@ -18,7 +18,17 @@ from promptlab.sweeps.experiment import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ("01_explore", "02_sweep", "03_compare", "04_findings", "05_runs", "06_baselines", "07_critic", "run_cell")
+NAMES = (
+    "01_explore",
+    "02_sweep",
+    "03_compare",
+    "04_findings",
+    "05_runs",
+    "06_baselines",
+    "07_critic",
+    "08_judge",
+    "run_cell",
+)
 
 
 def execute(name: str, out: Path, **parameters: Any) -> nbformat.NotebookNode:
@@ -286,6 +296,7 @@ def test_notebooks_are_committed_clean_and_match_the_builder() -> None:
         "05_runs": build.RUNS,
         "06_baselines": build.BASELINES,
         "07_critic": build.CRITIC,
+        "08_judge": build.JUDGE,
         "run_cell": build.stable_ids(run_cell_notebook()),
     }
     for name in NAMES:

@@ -28,17 +28,20 @@ from ..call.failures import InvalidReply
 from .cpu import extra_bufts_safe
 
 MODES = ("batch", "pool")
-DEFAULT_MODE = "pool"
-"""How local models run when PROMPTLAB_LOCAL_ENGINE is unset: the instance pool, whose greedy replies are the same
-whatever its threads, instances and the order of the calls; the engine's depend on the batch and the prefixes it
-holds (measured with benchmarks/reference_replies.py: docs/reproducibility.md)."""
+DEFAULT_MODE = "batch"
+"""How local models run when PROMPTLAB_LOCAL_ENGINE is unset: the batching engine, whose greedy replies are the
+same alone or batched, in any order and with any prefix shared, and the same as the instance pool's
+(tests/llm/test_reference.py; docs/reproducibility.md, "Why the engine is exact")."""
 DEFAULT_THREADS = min(2, os.cpu_count() or 1)
 """Threads of a worker when PROMPTLAB_LOCAL_THREADS is unset. Measured on 2 shared cores (docs/benchmarks.md):
 two threads cost the same CPU per example as one (0.284 against 0.289 CPU-s) and finish 1.3x sooner; the
 worker waits passively (OMP_WAIT_POLICY), so llama.cpp's barrier does not spin against the caller's threads.
 More than two is not measured, so not assumed."""
-DEFAULT_SEQS = 32
+DEFAULT_SEQS = 16
+"""Sequence slots of a worker when PROMPTLAB_ENGINE_SEQS is unset: each has its own KV stream of the pool's
+context (`pool.N_CTX` cells, 94 MB for SmolLM2-135M at 4,096)."""
 N_BATCH = 512
+"""The engine's prompt chunk, the pool's (`Llama`'s n_batch): a prompt is read in the chunks the pool reads it in."""
 
 
 PASSING = frozenset({"piece", "admitted", "alive"})
@@ -57,7 +60,7 @@ class LocalModelCrashed(InvalidReply):
 
 
 def mode() -> str:
-    """How local models run: env PROMPTLAB_LOCAL_ENGINE, `pool` (default) or `batch`."""
+    """How local models run: env PROMPTLAB_LOCAL_ENGINE, `batch` (default) or `pool`."""
     value = (os.environ.get("PROMPTLAB_LOCAL_ENGINE") or DEFAULT_MODE).strip().lower()
     if value not in MODES:
         raise ConfigError(f"PROMPTLAB_LOCAL_ENGINE must be one of {', '.join(MODES)}, got {value!r}")
@@ -85,7 +88,7 @@ def options(n_ctx_seq: int) -> dict[str, Any]:
     return {
         "threads": _whole("PROMPTLAB_LOCAL_THREADS", DEFAULT_THREADS),
         "n_seq": seqs,
-        "n_ctx": max(4 * n_ctx_seq, 8192),
+        "n_ctx": seqs * n_ctx_seq,
         "n_ctx_seq": n_ctx_seq,
         "n_batch": N_BATCH,
         "extra_bufts": extra_bufts_safe(),
@@ -205,8 +208,9 @@ class Engine:
         return rid
 
     def stats(self) -> dict[str, int]:
-        """The worker's counters: prompt tokens asked for and read (the rest were copied prefixes), decode
-        steps, the most sequences in one step, and the KV cells idle slots keep for prefix reuse."""
+        """The worker's counters: prompt tokens asked for and read (the rest were reused prefixes), `llama_decode`
+        calls (`steps`), decode steps and the tokens they decoded, the most sequences in one step, and the KV
+        cells idle slots keep for prefix reuse."""
         call = Pending()
         with self.lock:
             rid = next(self.ids)

@@ -2,7 +2,14 @@
 
 Used only inside the engine's worker process (`promptlab.llm.local.engine_worker`): loading (extra buffer types
 off on an AMX CPU), the chat template and tokenizer, the shared `llama_batch`, token pieces, a token's
-log-probability and its most likely alternatives, and the sampler chain of one request.
+log-probability and its most likely alternatives, a prefix copied from one sequence slot to another, and the
+sampler chain of one request.
+
+The context is made so that a sequence is computed alone whatever else is in the batch (docs/reproducibility.md,
+"Why the engine is exact"): one KV stream per sequence slot (`kv_unified` off: a sequence's cells start at 0 in
+its own stream, as in an instance of the pool, so attention's sums over cells group the same floats) and flash
+attention off (as llama-cpp-python's `Llama`, the pool, has it: the CPU's flash-attention kernel picks a
+split-KV or tiled variant by the number of cells, queries and threads).
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ DEFAULT_MAX_TOKENS = 512
 
 @dataclass
 class Model:
-    """A loaded model, its context (n_seq sequence slots sharing one unified KV cache) and its batch."""
+    """A loaded model, its context (n_seq sequence slots, each with its own KV stream of n_ctx_seq cells) and its
+    batch."""
 
     lib: Any
     path: Path
@@ -34,7 +42,7 @@ class Model:
     n_vocab: int
     n_seq: int
     n_ctx: int
-    """KV cells shared by all sequences."""
+    """KV cells of all streams together (n_seq x n_ctx_seq)."""
     n_ctx_seq: int
     """The most tokens one sequence may hold (prompt and reply), as the instance pool's context."""
     n_batch: int
@@ -60,7 +68,8 @@ class Model:
         cp.n_ctx, cp.n_batch, cp.n_ubatch = int(options["n_ctx"]), int(options["n_batch"]), int(options["n_batch"])
         cp.n_seq_max = int(options["n_seq"])
         cp.n_threads = cp.n_threads_batch = int(options["threads"])
-        cp.kv_unified = True  # one cache: a shared prefix is the same cells for every sequence that copies it
+        cp.kv_unified = False  # a stream per slot: the cells' places, and so attention's sums, as when alone
+        cp.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as the pool's `Llama`
         cp.no_perf = True
         ctx = lib.llama_init_from_model(model, cp)
         if not ctx:
@@ -155,6 +164,19 @@ class Model:
             n = self.lib.llama_token_to_piece(self.vocab, token, buf, 64, 0, False)
             got = self.pieces[token] = buf.raw[: max(n, 0)]
         return got
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """Give slot `dst` the first `n` cells of slot `src`, bit for bit: the source sequence's state (only its
+        own cells) written into the emptied destination stream from its first cell, then cut to `n`."""
+        lib = self.lib
+        size = int(lib.llama_state_seq_get_size(self.ctx, src))
+        buf = (ctypes.c_uint8 * size)()
+        if lib.llama_state_seq_get_data(self.ctx, buf, size, src) != size:
+            raise RuntimeError(f"llama.cpp could not read sequence {src}'s state")
+        lib.llama_memory_seq_rm(self.mem, dst, -1, -1)
+        if not lib.llama_state_seq_set_data(self.ctx, buf, size, dst):
+            raise RuntimeError(f"llama.cpp could not write sequence {src}'s state into {dst}")
+        lib.llama_memory_seq_rm(self.mem, dst, n, -1)
 
     def sampler(self, params: dict[str, Any]) -> Any:
         """The request's sampler chain (`sampler_for`)."""

@@ -7,14 +7,17 @@ the sweep's). Messages over the pipe: in, `("gen", id, messages, params)`, `("ca
 `("alive", 0)` (a heartbeat, at most every `HEARTBEAT_S` while sequences are decoded, sent by the decoding loop
 itself, so a worker hung in native code falls silent).
 
-Continuous batching: a request joins the running batch as soon as a sequence slot and room in the KV cache
-are free, and leaves it when it stops; each step decodes one token of every live sequence (and chunks of
-new prompts) in one `llama_decode`. A new prompt starts from the longest prefix any slot holds: that slot's
-cells are copied to the new sequence (`llama_memory_seq_cp`: the unified KV cache tags the same cells with
-both ids), so a candidate's instruction is read once for all of its examples. Each sequence has its own
-sampler chain (grammar, top-k/top-p/min-p, temperature, seed), stop strings, token budget and timeout. A
-request's timeout counts from its admission into the batch, as a server's per-request timeout does: its wait
-in the queue (for a slot or room in the KV cache) is not its fault.
+Continuous batching, exact: a request joins as soon as a sequence slot is free and leaves when it stops; each
+step decodes one token of every live sequence in one `llama_decode`. A sequence's reply is the one it gets
+alone (and the instance pool's): each slot has its own KV stream (`engine_model`), a prompt is read in its own
+`llama_decode` calls, never beside another prompt or a decoded token, in the chunks it is read in alone
+(`chunks`), and the decode step lists the sequences by slot, so consecutive slots make one ubatch. A new prompt
+starts from the longest prefix a slot holds that was read the way the new prompt would read it (in chunks of
+two tokens or more, never a reply's tokens): the slot itself when free, else a copy of its cells
+(`Model.copy_prefix`), so a candidate's instruction is read once for all of its examples. Each sequence has
+its own sampler chain (grammar, top-k/top-p/min-p, temperature, seed), stop strings, token budget and timeout.
+A request's timeout counts from its admission into the batch, as a server's per-request timeout does: its
+wait in the queue (for a slot) is not its fault.
 """
 
 from __future__ import annotations
@@ -38,16 +41,33 @@ TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
 (how the tests simulate a llama.cpp crash such as the NaN-weights abort)."""
 
-IDLE_CELLS = 2048
-"""The most KV cells kept for idle slots (prefixes for later requests to copy); older ones are dropped first.
-Attention reads every cell up to the highest one in use, whether a sequence sees it or not (measured: 5.6
-CPU-ms per decoded token with 2k cells in use, 6.9 with 8k), so a cache left full of old prefixes makes every
-step dearer (docs/benchmarks.md)."""
 HEARTBEAT_S = 1.0
 """The most seconds between two `alive` messages while the worker decodes."""
 WAIT_FOR_PREFIX = 16
 """A request waits one step for a shared prefix that another sequence is still reading when that saves more
 than this many tokens."""
+MIN_COPY = 16
+"""The fewest prefix tokens worth copying from another slot (a copy costs about what reading a few tokens does)."""
+
+
+def chunks(start: int, length: int, n_batch: int) -> tuple[int, list[int]]:
+    """How a prompt of `length` tokens whose first `start` are already in the KV cache is read so that every
+    token is computed as when the whole prompt is read alone from its first token, in chunks of `n_batch`:
+    `(start, sizes)`, `start` lowered by one where needed.
+
+    One token alone in a `llama_decode` goes through other kernels than two or more (ggml's vector dot product,
+    not llamafile's tiled one, for attention's products), and nothing else about a chunk changes a token's
+    floats. Read alone, only a prompt of k*n_batch+1 tokens has such a token, its last; so the chunks here hold
+    two tokens or more, and that last token alone where the whole read has it so."""
+    single = length % n_batch == 1
+    end = length - 1 if single else length
+    if end - start == 1:
+        start -= 1
+    rest = end - start
+    sizes = [n_batch] * (rest // n_batch) + ([rest % n_batch] if rest % n_batch else [])
+    if len(sizes) > 1 and sizes[-1] == 1:
+        sizes[-2:] = [n_batch - 1, 2]
+    return start, sizes + ([1] if single else [])
 
 
 def _said(e: BaseException) -> str:
@@ -64,6 +84,8 @@ class Seq:
     prompt: list[int]
     pending: list[int]
     """Prompt tokens not yet in the KV cache."""
+    sizes: list[int]
+    """The chunks `pending` is read in (`chunks`)."""
     params: dict[str, Any]
     sampler: Any
     max_tokens: int
@@ -71,7 +93,6 @@ class Seq:
     """When the sequence is cut short (monotonic clock): its admission plus the call's timeout."""
     stops: list[str]
     stream: bool
-    reserved: int
     out: list[int] = field(default_factory=list)
     raw: bytearray = field(default_factory=bytearray)
     logprobs: list[dict[str, Any]] | None = None
@@ -90,14 +111,23 @@ class Worker:
         self.live: dict[int, Seq] = {}
         self.held: list[list[int]] = [[] for _ in range(model.n_seq)]
         """The tokens each slot's KV cells hold (kept after a sequence ends, for prefix reuse)."""
+        self.exact: list[int] = [0] * model.n_seq
+        """How many of `held` were read as any longer prompt reads them (in chunks of two tokens or more):
+        the prefix a later prompt may reuse."""
         self.busy: list[bool] = [False] * model.n_seq
-        self.idle: dict[int, None] = {}
-        """The idle slots holding cells, oldest first."""
         self.abort = os.environ.get(TEST_ABORT_ENV) == model.path.name
         self.beat = time.monotonic()
-        self.counts = {"prompt_tokens": 0, "prompt_tokens_read": 0, "steps": 0, "max_batch": 0}
-        """Prompt tokens asked for and actually decoded (the rest came from a copied prefix), decode steps,
-        the most sequences in one step."""
+        self.counts = {
+            "prompt_tokens": 0,
+            "prompt_tokens_read": 0,
+            "steps": 0,
+            "decode_steps": 0,
+            "decoded": 0,
+            "max_batch": 0,
+        }
+        """Prompt tokens asked for and actually read (the rest came from a reused prefix), `llama_decode` calls,
+        decode steps (a token of every decoding sequence) and the tokens they decoded, the most sequences in one
+        step."""
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -128,7 +158,8 @@ class Worker:
         if msg[0] == "gen":
             self.waiting.append((msg[1], msg[2], msg[3]))
         elif msg[0] == "stats":
-            self._send("stats", msg[1], {**self.counts, "idle_cells": sum(len(self.held[s]) for s in self.idle)})
+            idle = sum(len(self.held[s]) for s in range(self.m.n_seq) if not self.busy[s])
+            self._send("stats", msg[1], {**self.counts, "idle_cells": idle})
         elif msg[0] == "cancel":
             self.waiting = deque(w for w in self.waiting if w[0] != msg[1])
             if msg[1] in self.live:
@@ -143,7 +174,7 @@ class Worker:
     # -- admission ---------------------------------------------------------------------------------------
 
     def _admit(self) -> None:
-        """Start waiting requests while a slot and room in the KV cache are free (in arrival order)."""
+        """Start waiting requests while a slot is free (in arrival order)."""
         while self.waiting and not all(self.busy):
             rid, messages, params = self.waiting[0]
             try:
@@ -156,72 +187,46 @@ class Worker:
             src, shared, ready = self._best_prefix(prompt)
             if not ready:
                 return  # a live sequence is reading this prompt's prefix: copy it after this step
-            need = len(prompt) - shared + budget
-            if not self._room(need, keep=src):
-                return  # wait for room
             self.waiting.popleft()
             try:
                 sampler = self.m.sampler(params)
             except Exception as e:  # noqa: BLE001 -- whatever it is, this request's own error: the batch goes on
                 self._send("error", rid, "bad_request", _said(e))
                 continue
-            self._start(rid, prompt, params, sampler, budget, src, shared, need)
-
-    def _room(self, need: int, keep: int) -> bool:
-        """Whether `need` more cells fit in the KV cache, dropping the kept cells of idle slots (least first,
-        never `keep`, the prefix the request reuses) until they do."""
-        used = sum(s.reserved for s in self.live.values())
-        idle = sorted(
-            (s for s in range(self.m.n_seq) if not self.busy[s] and s != keep), key=lambda s: len(self.held[s])
-        )
-        kept = sum(len(self.held[s]) for s in idle) + (len(self.held[keep]) if keep >= 0 and not self.busy[keep] else 0)
-        while used + kept + need > self.m.n_ctx and idle:
-            slot = idle.pop(0)
-            kept -= len(self.held[slot])
-            self.m.lib.llama_memory_seq_rm(self.m.mem, slot, -1, -1)
-            self.held[slot] = []
-        return used + kept + need <= self.m.n_ctx or not self.live
+            self._start(rid, prompt, params, sampler, budget, src, shared)
 
     def _best_prefix(self, prompt: list[int]) -> tuple[int, int, bool]:
-        """(slot, length, ready) of the longest prefix of `prompt` some slot holds or is reading (at most all
-        but its last token, which is decoded for the first reply token's logits). Not `ready` when more than
+        """(slot, length, ready) of the longest prefix of `prompt` some slot holds exactly or is reading (at most
+        all but its last token, which is read for the first reply token's logits). Not `ready` when more than
         `WAIT_FOR_PREFIX` of those tokens are still being read by a live sequence: the request then waits a step
         and copies them, as the examples of one candidate arriving together do from the first of them."""
         reading = {seq.slot: seq.pending for seq in self.live.values()}
         best, length, have = -1, 0, 0
         for slot, held in enumerate(self.held):
-            n = _common(held + reading.get(slot, []), prompt)
+            exact = held[: self.exact[slot]] + reading.get(slot, [])
+            n = _common(exact, prompt)
             if n > length:
-                best, length, have = slot, n, min(n, len(held))
+                best, length, have = slot, n, min(n, self.exact[slot])
         length = min(length, len(prompt) - 1)
         if length - have > WAIT_FOR_PREFIX:
             return best, length, False
         return best, min(have, length), True
 
     def _start(
-        self,
-        rid: int,
-        prompt: list[int],
-        params: dict[str, Any],
-        sampler: Any,
-        budget: int,
-        src: int,
-        shared: int,
-        need: int,
+        self, rid: int, prompt: list[int], params: dict[str, Any], sampler: Any, budget: int, src: int, shared: int
     ) -> None:
         free = [s for s in range(self.m.n_seq) if not self.busy[s]]
-        # reuse the source slot itself when free, else the free slot whose cells are worth least
-        slot = src if src in free else min(free, key=lambda s: len(self.held[s]))
-        mem = self.m.mem
-        if slot != src:
-            self.m.lib.llama_memory_seq_rm(mem, slot, -1, -1)
-            if shared > 0:
-                self.m.lib.llama_memory_seq_cp(mem, src, slot, 0, shared)
+        # the source slot itself when free, else the lowest free slot (live slots kept together: one ubatch)
+        slot = src if src in free else free[0]
+        if slot != src and shared < MIN_COPY:
+            shared = 0
+        shared, sizes = chunks(shared, len(prompt), self.m.n_batch)
+        if slot != src and shared > 0:
+            self.m.copy_prefix(src, slot, shared)
         else:
-            self.m.lib.llama_memory_seq_rm(mem, slot, shared, -1)
-        self.held[slot] = prompt[:shared]
+            self.m.lib.llama_memory_seq_rm(self.m.mem, slot, shared, -1)
+        self.held[slot], self.exact[slot] = prompt[:shared], shared
         self.busy[slot] = True
-        self.idle.pop(slot, None)
         self.counts["prompt_tokens"] += len(prompt)
         self.counts["prompt_tokens_read"] += len(prompt) - shared
         timeout = params.get("timeout")
@@ -231,57 +236,75 @@ class Worker:
             slot=slot,
             prompt=prompt,
             pending=prompt[shared:],
+            sizes=sizes,
             params=params,
             sampler=sampler,
             max_tokens=budget,
             deadline=time.monotonic() + float(timeout) if timeout is not None else None,
             stops=[s for s in (params.get("stop") or []) if s],
             stream=bool(params.get("stream")),
-            reserved=need,
             logprobs=[] if params.get("logprobs") else None,
         )
 
     # -- decoding ----------------------------------------------------------------------------------------
 
     def _step(self) -> None:
-        """One llama_decode: a token of every decoding sequence, then prompt chunks up to the batch size."""
+        """The next chunk of every prompt being read, each alone in its `llama_decode`, then one `llama_decode`
+        of a token of every decoding sequence, by slot."""
+        self._beat()
+        now = time.monotonic()
+        for seq in [s for s in self.live.values() if s.deadline is not None and now >= s.deadline]:
+            why = f"the local model passed the call's deadline (its timeout, {seq.params['timeout']:g}s from admission)"
+            self._end(seq, ("timeout", f"{why} after {len(seq.out)} tokens"))
+        for seq in [s for s in self.live.values() if s.pending]:
+            self._read_chunk(seq)
+            self._beat()
+        m = self.m
+        decoding = sorted((s for s in self.live.values() if not s.pending), key=lambda s: s.slot)
+        n = 0
+        for seq in decoding:
+            n = m.add(n, seq.out[-1], len(self.held[seq.slot]), seq.slot, True)
+            self.held[seq.slot].append(seq.out[-1])
+        if n == 0:
+            return
+        self.counts["max_batch"] = max(self.counts["max_batch"], n)
+        self.counts["decode_steps"] += 1
+        self.counts["decoded"] += n
+        if self._decode(n):
+            for i, seq in enumerate(decoding):
+                if seq.id in self.live:
+                    self._sample(seq, i)
+
+    def _read_chunk(self, seq: Seq) -> None:
+        """Read the next chunk of a sequence's prompt; after its last, sample the first reply token."""
+        m = self.m
+        size = seq.sizes.pop(0)
+        take, seq.pending = seq.pending[:size], seq.pending[size:]
+        held = self.held[seq.slot]
+        for k, token in enumerate(take):
+            m.add(k, token, len(held), seq.slot, not seq.pending and k == size - 1)
+            held.append(token)
+        if size > 1:  # read as any longer prompt reads these tokens (a prompt's lone last token is not)
+            self.exact[seq.slot] = len(held)
+        if self._decode(size) and not seq.pending:
+            self._sample(seq, size - 1)
+
+    def _decode(self, n: int) -> bool:
+        """`llama_decode` of the batch's first `n` rows; False (every live sequence failed) when it fails."""
+        if self.abort:
+            os.abort()
+        self.m.batch.n_tokens = n
+        self.counts["steps"] += 1
+        rc = self.m.lib.llama_decode(self.m.ctx, self.m.batch)
+        if rc != 0:
+            self._fail_all(f"llama_decode returned {rc} (the KV cache is full or the batch is invalid)")
+        return rc == 0
+
+    def _beat(self) -> None:
         now = time.monotonic()
         if now - self.beat >= HEARTBEAT_S:
             self.beat = now
             self._send("alive", 0)
-        for seq in [s for s in self.live.values() if s.deadline is not None and now >= s.deadline]:
-            why = f"the local model passed the call's deadline (its timeout, {seq.params['timeout']:g}s from admission)"
-            self._end(seq, ("timeout", f"{why} after {len(seq.out)} tokens"))
-        m = self.m
-        rows: list[tuple[Seq, bool]] = []  # (sequence, whether its row's logits are sampled)
-        n = 0
-        batch = m.batch
-        for seq in self.live.values():
-            if not seq.pending:
-                n = m.add(n, seq.out[-1], len(self.held[seq.slot]), seq.slot, True)
-                self.held[seq.slot].append(seq.out[-1])
-                rows.append((seq, True))
-        for seq in self.live.values():
-            take, seq.pending = seq.pending[: m.n_batch - n], seq.pending[m.n_batch - n :]
-            for k, token in enumerate(take):
-                last = not seq.pending and k == len(take) - 1
-                n = m.add(n, token, len(self.held[seq.slot]), seq.slot, last)
-                self.held[seq.slot].append(token)
-                rows.append((seq, last))
-        if n == 0:  # every sequence just passed its deadline
-            return
-        if self.abort:
-            os.abort()
-        batch.n_tokens = n
-        self.counts["steps"] += 1
-        self.counts["max_batch"] = max(self.counts["max_batch"], len({seq.id for seq, _ in rows}))
-        rc = m.lib.llama_decode(m.ctx, batch)
-        if rc != 0:
-            self._fail_all(f"llama_decode returned {rc} (the KV cache is full or the batch is invalid)")
-            return
-        for i, (seq, sampled) in enumerate(rows):
-            if sampled and seq.id in self.live:
-                self._sample(seq, i)
 
     def _sample(self, seq: Seq, row: int) -> None:
         m = self.m
@@ -314,11 +337,7 @@ class Worker:
         """Take a sequence out of the batch: reply (or error) sent, slot freed, its cells kept for reuse."""
         self.live.pop(seq.id, None)
         self.busy[seq.slot] = False
-        self.idle[seq.slot] = None
         self.m.lib.llama_sampler_free(seq.sampler)
-        if seq.pending:  # its prompt was not fully read: the slot holds only what was decoded
-            self.m.lib.llama_memory_seq_rm(self.m.mem, seq.slot, len(self.held[seq.slot]), -1)
-        self._forget_old()
         if error is not None:
             self._send("error", seq.id, *error)
             return
@@ -334,23 +353,12 @@ class Worker:
             {"text": body, "usage": (len(seq.prompt), len(seq.out)), "finish_reason": finish, "logprobs": logprobs},
         )
 
-    def _forget_old(self) -> None:
-        """Drop the cells of the oldest idle slots while the idle slots hold more than `IDLE_CELLS`."""
-        kept = sum(len(self.held[s]) for s in self.idle)
-        for slot in list(self.idle):
-            if kept <= IDLE_CELLS:
-                return
-            kept -= len(self.held[slot])
-            self.m.lib.llama_memory_seq_rm(self.m.mem, slot, -1, -1)
-            self.held[slot] = []
-            del self.idle[slot]
-
     def _fail_all(self, message: str) -> None:
         for seq in list(self.live.values()):
             self._end(seq, ("engine", message))
         for s in range(self.m.n_seq):
             self.m.lib.llama_memory_seq_rm(self.m.mem, s, -1, -1)
-            self.held[s] = []
+            self.held[s], self.exact[s] = [], 0
 
 
 def _common(a: list[int], b: list[int]) -> int:

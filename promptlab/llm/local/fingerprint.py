@@ -4,23 +4,27 @@ every run's provenance (`Run.provenance["fingerprints"]`).
 A local model's fingerprint (`local_fingerprint`) names the weights (the GGUF file's sha256), the code that ran
 them (llama-cpp-python's version, which pins the llama.cpp it vendors, and the build `scripts/setup` made:
 portable or native, with its CMake flags), the kernels ggml actually uses (`llama_print_system_info`: AVX2,
-AVX512, ...), how the calls ran (`engine`: the instance pool or the batching engine with its sequence slots) and
-the extra buffer types (weight repacking) on or off. A hosted model's (`hosted_fingerprint`) is what the provider
+AVX512, ...) and the buffer types llama.cpp puts the model's weights in (`weight_buffers`: a repacked or AMX
+buffer brings its own matrix kernels; `CPU`, ggml's kernels for each tensor's type). A hosted model's (`hosted_fingerprint`) is what the provider
 reports: the model id and its `system_fingerprint` where the reply carries one (OpenAI does; llama.cpp's
 llama-server reports its build).
 
 The fingerprint's `id` is a sha256 (12 hex) over the fields that decide a greedy reply (`IDENTITY`). The CPU's
-name, the threads and the instances are recorded to read (`CONTEXT`) and left out of the id: the same kernels on
-another CPU, or another thread count on the pool, give the same replies (measured: docs/reproducibility.md), so
-two machines of one kind share an id.
+name, the threads, the instances or sequence slots, the local path (`engine`: the pool or the batching engine)
+and the extra buffer types setting are recorded to read (`CONTEXT`) and left out of the id: the same kernels on
+another CPU, another thread count, either path, or the extra buffer types turned off where no tensor of the
+model uses one, give the same replies (measured: docs/reproducibility.md), so two machines of one kind share
+an id.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,14 +39,16 @@ IDENTITY = (
     "build",
     "cmake_args",
     "system_info",
-    "engine",
-    "extra_bufts",
+    "weight_buffers",
     "system_fingerprint",
 )
 """The fields the fingerprint's id hashes (those a fingerprint has): what decides a greedy reply."""
-CONTEXT = ("cpu", "threads", "instances", "n_seq")
+CONTEXT = ("cpu", "threads", "instances", "n_seq", "engine", "extra_bufts")
 """Fields recorded to read, outside the id."""
 BUILD_FILE = "promptlab-llama-build.json"
+BUFFER_LINE = re.compile(r"load_tensors:\s+(\S+) model buffer size")
+"""How llama.cpp's load log names each buffer type holding weights."""
+
 """What `scripts/setup` writes into the virtualenv: {variant, cmake_args, llama_cpp_python}."""
 
 
@@ -111,6 +117,37 @@ def llama_build() -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def weight_buffers(path: Path, extra_bufts: bool) -> tuple[str, ...]:
+    """The buffer types llama.cpp puts the weights of the model at `path` in, loaded with the extra buffer types
+    on or off: what its load log names, from a load that reads and allocates nothing (`no_alloc`, no mmap).
+    With the extra buffer types on, a tensor goes to a repack or AMX buffer only where that buffer has kernels
+    for its type; SmolLM2-135M's Q4_1, Q8_0 and F32 tensors all stay in `CPU`. Empty when llama.cpp cannot
+    read the file (the model's own load then says why)."""
+    import llama_cpp
+    from llama_cpp import _logger
+
+    from .pool import LOAD_LOG
+
+    lines: list[str] = []
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def collect(level: int, text: bytes, user_data: Any) -> None:
+        lines.append(text.decode("utf-8", errors="replace"))
+
+    params = llama_cpp.llama_model_default_params()
+    params.use_extra_bufts, params.no_alloc, params.load_mode = extra_bufts, True, llama_cpp.LLAMA_LOAD_MODE_NONE
+    with LOAD_LOG:
+        llama_cpp.llama_log_set(collect, ctypes.c_void_p(0))
+        try:
+            model = llama_cpp.llama_model_load_from_file(str(path).encode("utf-8"), params)
+            if model:
+                llama_cpp.llama_model_free(model)
+        finally:
+            llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+    return tuple(sorted(set(BUFFER_LINE.findall("".join(lines)))))
+
+
 def engine_settings() -> dict[str, Any]:
     """How local calls run now: the engine mode, threads, instances or sequence slots, extra buffer types."""
     from . import engine
@@ -143,6 +180,7 @@ def _local(path: Path, settings: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
         "model_sha256": file_sha256(path),
         **llama_build(),
         **dict(settings),
+        "weight_buffers": list(weight_buffers(path, bool(dict(settings)["extra_bufts"]))),
         "cpu": cpu_name(),
     }
     return with_id(fields)
@@ -176,7 +214,8 @@ def describe(fields: dict[str, Any]) -> str:
     return (
         f"{fields.get('id')}: {fields.get('model')} (sha256 {sha}), llama-cpp-python {fields.get('llama_cpp_python')} "
         f"{fields.get('build')} build, kernels {kernels or 'unknown'}, {how}, "
-        f"extra buffer types {'on' if fields.get('extra_bufts') else 'off'}, on {fields.get('cpu') or 'an unknown CPU'}"
+        f"weights in {' '.join(fields.get('weight_buffers') or []) or 'unrecorded buffers'} (extra buffer types "
+        f"{'on' if fields.get('extra_bufts') else 'off'}), on {fields.get('cpu') or 'an unknown CPU'}"
     )
 
 
@@ -204,5 +243,6 @@ __all__ = [
     "kernel_flags",
     "llama_build",
     "local_fingerprint",
+    "weight_buffers",
     "with_id",
 ]

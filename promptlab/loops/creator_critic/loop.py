@@ -32,8 +32,8 @@ from ..runtime.define import define_loop
 from ..runtime.grounding import (
     check_prompt_loop,
     decision_score,
+    finish_measures,
     measure,
-    measure_test,
     simulated_info,
     simulated_score,
     simulated_step,
@@ -297,8 +297,7 @@ async def arun_creator_critic(ctx: RunContext, task: Task, cfg: CreatorCriticCon
     ctx.run.info.update(per_critic=per_critic, final_iteration=chosen.index if chosen else None)
     if budget:
         ctx.run.info["budget_stop"] = budget
-    if task.grounded:
-        await measure_test(ctx, cfg, chosen.candidate if chosen else None)
+    await finish_measures(ctx, cfg, chosen.candidate if chosen else None)
     run = ctx.finish(stop_reason, chosen.candidate if chosen else None)
     run.summary = _summary(run, cfg, chosen)
     return run

@@ -13,7 +13,7 @@ from ..runtime.config import goal_of
 from ..runtime.context import RunContext
 from ..runtime.decision import Decision
 from ..runtime.define import define_loop
-from ..runtime.grounding import check_prompt_loop, decision_score, measure, measure_test, simulated_info
+from ..runtime.grounding import check_prompt_loop, decision_score, finish_measures, measure, simulated_info
 from ..runtime.rescoring import Rescore, define_rescore
 from ..runtime.toolkit import best_iteration, by_decision_score
 from .config import P3ROConfig, average_of
@@ -273,8 +273,7 @@ async def _polish(
         feedback={str(k): v for k, v in s.feedback.items()},
         final_iteration=best.index if best else None,
     )
-    if s.task.grounded:
-        await measure_test(ctx, s.cfg, best.candidate if best else None)
+    await finish_measures(ctx, s.cfg, best.candidate if best else None)
     run = ctx.finish(stop_reason, best.candidate if best else None)
     run.summary = journey_summary(run, s.criteria, best, revisions)
     return run

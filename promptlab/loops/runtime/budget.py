@@ -25,8 +25,12 @@ from ...record import Run
 from .config import LoopConfig
 from .interrupt import INTERRUPTED, stop_requested
 
-BUDGET_FREE_PHASES = frozenset({"score_test"})
-"""Phases whose calls measure a run rather than drive it (the test split): left out of its budget spend."""
+OUTPUT_PHASE = "output"
+"""The phase of a prompt's own reply recorded for people to judge (`grounding.record_outputs`)."""
+
+BUDGET_FREE_PHASES = frozenset({"score_test", OUTPUT_PHASE})
+"""Phases whose calls measure a run rather than drive it (the test split, the replies recorded for people to
+judge): left out of its budget spend."""
 
 BUDGET = "budget"
 """The stop reason of a run its budget stopped."""
@@ -121,4 +125,12 @@ def rough_tokens(text: str) -> int:
     return len(text) // 4
 
 
-__all__ = ["BUDGET", "BUDGET_FREE_PHASES", "BudgetMeter", "last_step_cost", "phase_tokens", "rough_tokens"]
+__all__ = [
+    "BUDGET",
+    "BUDGET_FREE_PHASES",
+    "OUTPUT_PHASE",
+    "BudgetMeter",
+    "last_step_cost",
+    "phase_tokens",
+    "rough_tokens",
+]

@@ -21,6 +21,7 @@ from ...llm.call.preflight import validate_model_name
 from ...llm.call.settings import Settings
 from ...llm.providers.resolved import resolve_model
 from ...record import Delta, GroundedScore, Iteration, Run, Score, Step, Task
+from .budget import OUTPUT_PHASE
 from .config import LoopConfig
 from .context import RunContext
 from .missing import record_unscored
@@ -68,6 +69,11 @@ class PromptLoopConfig(GroundedConfig):
     parse_failure_score: float | None = Field(None, ge=1, le=10)
     """Score given for a critic reply that cannot be read: None (missing, error recorded; promptlab's
     default) or a number (the design documents use 5)."""
+    record_outputs: bool = False
+    """On a task without examples, run the starting and the returned prompt once each with the target model after
+    the loop (temperature 0, outside its budget) and record the replies (`Run.final`, phase 'output', output
+    {"text", "prompt": "start" | "returned"}): what people judge (`promptlab.people`). A grounded task's test
+    replies serve instead."""
     include_start: bool | None = None
     """Score the starting prompt as candidate 0 (iteration 0: on dev and by the critics) so that stopping and
     the final selection may return it. None: yes for a grounded task, no otherwise; False: the design
@@ -322,6 +328,37 @@ async def measure_test(ctx: RunContext, cfg: GroundedConfig, final_prompt: str |
         it.test = measured[it.candidate]
 
 
+async def finish_measures(ctx: RunContext, cfg: PromptLoopConfig, final_prompt: str | None) -> None:
+    """After the loop: a grounded task's test-split measures (`measure_test`), or, with `record_outputs`, the
+    starting and the returned prompts' own replies (`record_outputs`)."""
+    if ctx.run.task.grounded:
+        await measure_test(ctx, cfg, final_prompt)
+    elif cfg.record_outputs:
+        await record_outputs(ctx, cfg, final_prompt)
+
+
+async def record_outputs(ctx: RunContext, cfg: GroundedConfig, final_prompt: str | None) -> None:
+    """The starting and the returned prompt's replies from the target model (temperature 0, `EVAL_SAMPLE`), each a
+    `Run.final` step (phase `OUTPUT_PHASE`, output {"text", "prompt"}; a failed call: its error, a null text)."""
+    if final_prompt is None:
+        return
+    for which, prompt in (("start", ctx.run.task.prompt), ("returned", final_prompt)):
+        request = RoleCall(
+            "target",
+            OUTPUT_PHASE,
+            prompt,
+            system=ctx.run.task.system,
+            model=cfg.target(),
+            place=False,
+            temperature=0.0,
+            max_tokens=cfg.eval_max_tokens,
+            sample=EVAL_SAMPLE,
+        )
+        c, step = await ctx.ask(request)
+        step.output = {"text": c.text if c is not None else None, "prompt": which}
+        ctx.place(step, None)
+
+
 async def measure_stopped(
     run: Run, cfg: GroundedConfig, *, cache: CacheArg = None, settings: Settings | None = None
 ) -> Run:
@@ -355,6 +392,8 @@ __all__ = [
     "measure_examples",
     "measure_stopped",
     "measure_test",
+    "finish_measures",
+    "record_outputs",
     "simulated_info",
     "simulated_score",
     "simulated_step",
