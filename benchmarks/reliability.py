@@ -33,10 +33,15 @@ handled. Offline, loopback only, in one run:
     3 GiB, links to /dev/zero, a cell directory linked outside; the results and cache dirs' own files and the user's
     experiment and task files as a FIFO or a link), a 1,500-deep chain copied back, redirects on both
     transports, a key in an api_base's query string and grid x replicates past the cap: tried, held, lost.
+(h) issue 51's kinds (benchmarks/support/trust_battery.py): a damaged 30 MiB line in a cell's runs.jsonl before both
+    exports, the report and load; a cost past the per-call bound set by an alias's price; plugins that exit, raise a
+    BaseException, hang or shadow a built-in, beside a sweep; replay only without the key; kill -9 during a cell's
+    write, then a resume; the first call of a fresh process under a 3 s deadline: tried, held, lost.
 
 Targets: every fault survived, cells lost 0, paid calls repeated 0, sent again after a kill <= the calls in
 flight, escapes 0, every hardening kind held with 0 lost, secrets on disk 0, every corpus case handled. Prints
 markdown tables; exits 1 on a FAIL. Takes a few minutes. Run: .venv/bin/python benchmarks/reliability.py [--keep DIR]
+[--only h] (--only: the sections to run, e.g. "fgh"; the secrets scan (d) covers what they wrote).
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ import hardening_battery  # noqa: E402
 import hostile_inputs_battery  # noqa: E402
 import malformed_corpus  # noqa: E402
 import reliability_scenarios as rs  # noqa: E402
+import trust_battery  # noqa: E402
 
 import promptlab as pl  # noqa: E402
 from promptlab.errors import ParseError  # noqa: E402
@@ -266,6 +272,14 @@ def bench_hostile_inputs(root: Path) -> None:
     battery_section(rows, heading, "issue 41", "cells, cache entries or requests lost")
 
 
+def bench_trust(root: Path) -> None:
+    rows = trust_battery.run_battery(root / "trust")
+    heading = (
+        "(h) Issue 51: damaged records, figures at their source, untrusted plugins, replay, killed writes, first call"
+    )
+    battery_section(rows, heading, "issue 51", "runs, cells or bounded calls lost")
+
+
 # (c) malformed replies --------------------------------------------------------------------------------------
 def bench_corpus() -> None:
     rows, handled = [], 0
@@ -347,6 +361,7 @@ def scan(root: Path, planted: dict[str, str]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keep", type=Path, help="run in this (new) folder and keep it, instead of a temporary one")
+    ap.add_argument("--only", help="the sections to run, as their letters (e.g. 'gh'); default: all")
     args = ap.parse_args()
     root = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="bench-reliability-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -355,14 +370,21 @@ def main() -> None:
     here = Path.cwd()
     os.chdir(root)  # relative defaults (.promptlab/workspaces) land in the scanned folder too
     t0 = time.perf_counter()
+    sections = {
+        "a": lambda: bench_sweeps(root / "sweeps", planted["OPENAI_API_KEY"]),
+        "b": lambda: bench_sandbox(root, planted),
+        "c": bench_corpus,
+        "e": lambda: bench_hardening(root),
+        "f": lambda: bench_fault_kinds(root),
+        "g": lambda: bench_hostile_inputs(root),
+        "h": lambda: bench_trust(root),
+    }
     try:
-        bench_sweeps(root / "sweeps", planted["OPENAI_API_KEY"])
-        bench_sandbox(root, planted)
-        bench_corpus()
-        bench_hardening(root)
-        bench_fault_kinds(root)
-        bench_hostile_inputs(root)
-        notebook_sweep(root / "notebook")
+        for letter, section in sections.items():
+            if args.only is None or letter in args.only:
+                section()
+        if args.only is None:
+            notebook_sweep(root / "notebook")
         scan(root, planted)
     finally:
         os.chdir(here)

@@ -17,7 +17,12 @@ from pydantic import ValidationError
 from .errors import CacheUnavailableError, PromptlabError, ResultsDiskFull
 from .exports.commands import add_export_command, add_mlflow_flag, live_logging
 from .people.commands import add_judgments_command
+from .reading import bounded
 from .reports.commands import add_report_command, print_summary
+from .ui.notes import notes_on_stderr
+
+MAX_ERROR_CHARS = 4000
+"""The most an error message prints (every problem of an experiment fits; no quoted input makes it longer)."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -35,12 +40,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        return int(args.func(args))
+        with notes_on_stderr():
+            return int(args.func(args))
     except Terminated:
         print("promptlab: terminated (SIGTERM); what finished is kept: run it again to resume", file=sys.stderr)
         return 143
     except ValidationError as e:
-        return _fail("; ".join(_describe(err) for err in e.errors()))
+        said = [_describe(err) for err in e.errors()[:5]]
+        return _fail("; ".join(said) + (f"; and {e.error_count() - 5} more error(s)" if e.error_count() > 5 else ""))
     except ResultsDiskFull as e:  # not "refused before it started" (2): the sweep ran and can resume
         print(f"promptlab: error: {e}", file=sys.stderr)
         return 4
@@ -55,8 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    """Print the whole message (its later lines indented under the first) and return exit status 2."""
-    first, *rest = message.splitlines()
+    """Print the message (its later lines indented under the first; at most `MAX_ERROR_CHARS`, whatever input it
+    quotes) and return exit status 2."""
+    first, *rest = bounded(message, MAX_ERROR_CHARS).splitlines() or [""]
     print("\n".join([f"promptlab: error: {first}", *(f"  {line}" for line in rest)]), file=sys.stderr)
     return 2
 

@@ -12,6 +12,7 @@ values): text that is not UTF-8 and YAML that would blow up are refused with an 
   naming the field and line where it grows, before any Python object is built. A mapping that gives one key
   twice, an alias that refers to a node holding it (a circular reference) and nesting past what Python's
   parser can follow are refused too, each naming the line.
+- `excerpt(text)`, `bounded(message)`: what a message quotes of bad input, and the most it says about it.
 - `jsonl_lines(text)`: the lines of a JSONL text, split on "\n" only: U+2028, U+0085 and the other
   characters `str.splitlines` also breaks on are valid inside a JSON string.
 - `read_bounded(path, limit)`: the one way promptlab reads a file it did not just write (a cache's value file, a
@@ -37,6 +38,10 @@ MAX_FILE_BYTES = 64 * 2**20
 """Largest experiment, task or examples file read (a bigger one is refused, not read)."""
 MAX_YAML_NODES = 200_000
 """Most YAML nodes a document may stand for once its aliases are expanded (a real experiment file has hundreds)."""
+EXCERPT_CHARS = 60
+"""Most characters of bad input a message quotes (`excerpt`)."""
+MAX_MESSAGE_CHARS = 900
+"""Most characters of a message about bad input (`bounded`): under 1 KiB once encoded, whatever the input was."""
 
 
 class RefusedFile(ValueError):
@@ -170,6 +175,27 @@ def load_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
+def excerpt(text: str | bytes, limit: int = EXCERPT_CHARS) -> str:
+    """A short quote of bad input for a message: its first `limit` characters as a Python literal (control
+    characters escaped), then its length when it is longer."""
+    if isinstance(text, bytes):
+        size, text = len(text), text[: 4 * limit].decode("utf-8", errors="replace")
+        unit = "bytes"
+    else:
+        size, unit = len(text), "characters"
+    if size <= limit and len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({size:,} {unit})"
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`message` cut to `limit` characters, saying how much was left out: what promptlab prints or logs about
+    bad input stays short whatever the input holds."""
+    if len(message) <= limit:
+        return message
+    return f"{message[: limit - 40]}... [{len(message) - limit + 40:,} more characters]"
+
+
 def jsonl_lines(text: str) -> list[str]:
     """The lines of a JSONL text: split on "\n" only (a trailing "\r" dropped), never on U+2028, U+0085 or the
     other line breaks `str.splitlines` knows, which are valid inside a JSON string."""
@@ -265,7 +291,11 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_YAML_NODES",
     "NotYamlError",
+    "EXCERPT_CHARS",
+    "MAX_MESSAGE_CHARS",
     "RefusedFile",
+    "bounded",
+    "excerpt",
     "jsonl_lines",
     "load_yaml",
     "open_regular",

@@ -261,3 +261,13 @@ def test_the_sweeps_summary_table_prints_rounded_numbers(tmp_path: Path, capsys:
     table = capsys.readouterr().out.split("\n", 1)[1]
     assert "final_score_mean" in table
     assert not re.search(r"\d\.\d{4,}|\de[+-]\d", table), table
+
+
+def test_an_error_about_a_huge_value_quotes_a_short_excerpt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Output about bad input is bounded: a 5 MB experiment name that breaks the name's pattern is named by its
+    field, quoted in a few dozen characters with its length (control characters escaped); under 1 KiB."""
+    path = tiny_experiment(tmp_path, name="x" * 5_000_000 + "\x1b[2J")
+    assert main(["sweep", str(path), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert "exp.yaml: name: 'xxxxxxxx" in err and "(5,000,004 characters)" in err
+    assert len(err.encode()) < 1024 and "\x1b" not in err

@@ -340,6 +340,7 @@ NAMES_TAKEN_AT_A_DOOR = {
     "promptlab.llm.call.preflight:validate_model_name.model": "a door of its own: a loop config's field, checked "
     "before any call",
     "promptlab.llm.call.preflight:problem.model": "a door of its own: one line of `preflight`'s message",
+    "promptlab.llm.call.preflight:warm_up.models": "a door of its own: the names a script warms up for, before any call",
     "promptlab.llm.call.preflight:preflight.models": "a door of its own: every name of a run or sweep, checked "
     "before anything is written",
     "promptlab.llm.call.settings:Settings.check_models.models": "names checked against the override names a user "

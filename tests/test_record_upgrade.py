@@ -45,7 +45,7 @@ def test_a_one_critic_run_names_one_critic_in_its_record_frames_mlflow_params_an
     frames = load(tmp_path / "results")
     assert set(frames.trajectories["judge"].dropna()) == {"critic"}
     assert set(frames.trajectories["critic_model"].dropna()) == {"sim/oracle"}
-    (payload,) = run_payloads(tmp_path / "results", "c1", {"loop": "creator_critic"})
+    (payload,) = run_payloads(read_runs(tmp_path / "results", "c1"), "c1", {"loop": "creator_critic"})
     models = {k: v for k, v in payload.params.items() if k.startswith("model.")}
     assert models == {"model.creator": "fake/auto", "model.critic": "sim/oracle", "model.target": "fake/auto"}
     log = eval_log(run, "c1", {"loop": "creator_critic"}, Cleaner())

@@ -85,17 +85,14 @@ def text_key(run: Run, *texts: str) -> str:
 
 
 def logged_runs(results: Results) -> list[Run]:
-    """The Run records of the results' ok cells (a cell whose runs.jsonl cannot be read is left out), cell by cell
+    """The Run records of the results' ok cells (`read_runs`: a damaged record is skipped and named), cell by cell
     in the order of their ids, each cell's in the canonical order (`promptlab.results.order.canonical_runs`): the
     candidates drawn for the re-asks do not depend on the order in which runs finished."""
     runs: list[Run] = []
     for cell in (
         sorted(map(str, results.runs["cell_id"].dropna().unique())) if "cell_id" in results.runs.columns else []
     ):
-        try:
-            runs += canonical_runs(read_runs(results.path, cell))
-        except (OSError, ValueError):
-            continue
+        runs += canonical_runs(read_runs(results.path, cell))
     return runs
 
 

@@ -86,7 +86,8 @@ def _export_inspect(args: argparse.Namespace) -> int:
 
     paths = export_inspect(args.results_dir, args.out)
     folder = Path(args.out) if args.out else Path(args.results_dir) / LOG_DIR
-    print(f"{len(paths)} Inspect log(s) in {folder}; open them with: inspect view --log-dir {folder}")
+    skipped = f" ({len(paths.damaged)} damaged record(s) skipped, named above)" if paths.damaged else ""
+    print(f"{len(paths)} Inspect log(s) in {folder}{skipped}; open them with: inspect view --log-dir {folder}")
     return 0
 
 

@@ -17,11 +17,11 @@ from ..llm.spending.tally import Tally
 from ..record import Iteration, Run
 from ..results.examples import example_rows
 from ..results.frames import frame_columns
-from ..results.store import read_runs
+from ..results.runs_file import warn_damaged
+from ..results.store import ok_cells, read_cell_runs
 from ..sanitize import Cleaner
 from .extras import need
 from .inspect_judgments import output_rows, people_scores
-from .mlflow_export import results_cells
 from .run_names import run_row, sweep_labelling
 
 LOG_DIR = "inspect"
@@ -39,7 +39,18 @@ OWN_LOG = re.compile(r"_[0-9a-f]{32}\.eval$")
 """The name of a log this export writes (it ends with the promptlab run id): stale ones are removed."""
 
 
-def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> list[Path]:
+class InspectLogs(list[Path]):
+    """The logs an Inspect export wrote, in cell and run order, and the records it skipped."""
+
+    damaged: list[str]
+    """Records of the results directory that could not be read ('cells/<id>/runs.jsonl:<line>: why'): skipped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.damaged = []
+
+
+def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> InspectLogs:
     """Write one Inspect `.eval` log per grounded loop run of the results directory's ok cells.
 
     Args:
@@ -48,7 +59,8 @@ def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[s
             was run again) are removed from it, other files are left alone.
 
     Returns:
-        The logs written, in cell and run order.
+        The logs written, in cell and run order (a list), with `.damaged`: the records of a runs.jsonl that could
+        not be read, each skipped and named in a `DamagedRecord` warning.
 
     Raises:
         MissingDependencyError: inspect_ai is not installed (pip install 'promptlab-loops[inspect]').
@@ -59,16 +71,18 @@ def export_inspect(results_dir: str | os.PathLike[str], out: str | os.PathLike[s
 
     results = Path(results_dir)
     folder = Path(out) if out is not None else results / LOG_DIR
-    cells = results_cells(results)
+    cells = ok_cells(results)
     folder.mkdir(parents=True, exist_ok=True)
     clean = Cleaner()
     label = sweep_labelling(results)
-    written: list[Path] = []
+    written = InspectLogs()
     people = people_scores(results)
     for cell_id, params in cells:
-        runs = read_runs(results, cell_id)
-        rows = frame_columns(runs, params, cell_id)[1]
-        for i, run in enumerate(runs):
+        read = read_cell_runs(results, cell_id)
+        warn_damaged(read)
+        written.damaged += read.damaged
+        rows = frame_columns(read.runs, params, cell_id)[1]
+        for i, run in enumerate(read.runs):
             if not run.task.grounded and not output_rows(run):
                 continue
             path = folder / log_name(run)
@@ -319,6 +333,7 @@ def iso(timestamp: float) -> str:
 
 
 __all__ = [
+    "InspectLogs",
     "LOG_DIR",
     "SAMPLE_PREFIX",
     "candidate_prompt",

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
 from ..people.plan import plan_path
-from ..results.store import cell_status
+from ..reading import bounded
+from ..results.runs_file import warn_damaged
+from ..results.store import ok_cells, read_cell_runs
 from ..sanitize import Cleaner, mask_userinfo
 from ..sweeps.cell_process import env_defaults
 from .extras import need
@@ -51,21 +52,6 @@ def default_tracking_uri(results_dir: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(results_dir).resolve() / DEFAULT_STORE}"
 
 
-def results_cells(results_dir: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(cell id, params) of the results directory's ok cells, in cell id order."""
-    cells = results_dir / "cells"
-    if not cells.is_dir():
-        raise ConfigError(
-            f"{results_dir} is not a results dir: it has no cells/ folder (run `promptlab sweep EXPERIMENT --out DIR`)"
-        )
-    out = []
-    for d in sorted(p for p in cells.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        status = cell_status(results_dir, d.name)
-        if status is not None and status.get("status") == "ok":
-            out.append((d.name, dict(status.get("params") or {})))
-    return out
-
-
 @dataclass
 class ExportSummary:
     """What an export did."""
@@ -82,6 +68,8 @@ class ExportSummary:
     """Nested runs that had everything already."""
     skipped_params: list[str] = field(default_factory=list)
     """'<run id>: <param>' whose value on the tracker differs (MLflow keeps a param's first value)."""
+    damaged: list[str] = field(default_factory=list)
+    """Records of the results directory that could not be read ('cells/<id>/runs.jsonl:<line>: why'): skipped."""
     judgments: int = 0
     """People's judgments logged as assessments (`mlflow_judgments`)."""
 
@@ -94,7 +82,9 @@ class ExportSummary:
             text += (
                 f"; {len(self.skipped_params)} param(s) differ on the tracker and were kept: {self.skipped_params[:3]}"
             )
-        return text
+        if self.damaged:
+            text += f"; {len(self.damaged)} damaged record(s) skipped (first: {self.damaged[0]})"
+        return bounded(text)
 
 
 @dataclass(frozen=True)
@@ -200,8 +190,13 @@ class MlflowTarget:
 
     # logging ------------------------------------------------------------------------------------------
     def log_cell(self, cell_id: str, params: Mapping[str, Any], summary: ExportSummary | None = None) -> None:
-        """Log (or complete) the nested runs of one finished cell."""
-        for payload in run_payloads(self.results, cell_id, params, self.clean, self.labelling):
+        """Log (or complete) the nested runs of one finished cell; a damaged record of its runs.jsonl is skipped,
+        named in a warning and counted in the summary."""
+        read = read_cell_runs(self.results, cell_id)
+        warn_damaged(read)
+        if summary is not None:
+            summary.damaged += read.damaged
+        for payload in run_payloads(read.runs, cell_id, params, self.clean, self.labelling):
             self.log_run(payload, summary)
 
     def log_run(self, p: RunPayload, summary: ExportSummary | None = None) -> None:
@@ -312,7 +307,7 @@ def export_mlflow(
         ConfigError: `results_dir` is not a results directory.
     """
     results = Path(results_dir)
-    cells = results_cells(results)
+    cells = ok_cells(results)
     with env_defaults(QUIET_ENV):
         target = MlflowTarget(results, tracking_uri, experiment_name=experiment_name)
         summary = target.summary()
@@ -333,5 +328,4 @@ __all__ = [
     "default_tracking_uri",
     "export_mlflow",
     "quiet_mlflow_logs",
-    "results_cells",
 ]

@@ -9,17 +9,15 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from ..record import Run
 from ..results.frames import frame_columns
 from ..results.labels import Labelling
-from ..results.store import read_runs
 from ..sanitize import Cleaner
-from .run_names import run_row, sweep_labelling
+from .run_names import run_row
 
 MAX_PARAM_CHARS = 6000
 """MLflow's limit on a param value (mlflow.utils.validation.MAX_PARAM_VAL_LENGTH)."""
@@ -91,18 +89,21 @@ class RunPayload:
 
 
 def run_payloads(
-    results_dir: Path,
+    runs: Sequence[Run],
     cell_id: str,
     cell_params: Mapping[str, Any],
     clean: Cleaner | None = None,
     labelling: Labelling | None = None,
 ) -> list[RunPayload]:
-    """The payloads of one finished cell's runs, from its runs.jsonl (rows built as the tidy frames build them);
-    each run named by `labelling` (default: the sweep's, `run_names.sweep_labelling`)."""
-    runs = read_runs(results_dir, cell_id)
+    """The payloads of one finished cell's runs, read from its runs.jsonl (rows built as the tidy frames build
+    them); each run named by `labelling` (the sweep's, `run_names.sweep_labelling`; default: by what differs
+    between these runs)."""
     traj, rows = frame_columns(runs, cell_params, cell_id)
     clean = clean or Cleaner()
-    name = labelling or sweep_labelling(results_dir)
+    name = labelling or Labelling.of(
+        [run_row(cell_params, {key: values[i] for key, values in rows.items()}) for i in range(len(runs))],
+        [*cell_params, "task_id", "sample"],
+    )
     out = []
     for i, run in enumerate(runs):
         row = {key: values[i] for key, values in rows.items()}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .call.completion import Completion, TokenLogprob, TopLogprob
 from .call.entry import CacheArg, acomplete, complete
+from .call.preflight import warm_up
 from .call.request import Prompt
 from .call.settings import DEFAULT_SETTINGS, Settings
 from .providers.aliases import ModelAlias, Price, register_model, registered_models, unregister_model
@@ -42,4 +43,5 @@ __all__ = [
     "resolve_model",
     "scripted",
     "unregister_model",
+    "warm_up",
 ]

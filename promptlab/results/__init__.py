@@ -8,17 +8,9 @@ from .configs import config_columns, config_groups, config_labels, run_configs, 
 from .examples import EXAMPLE_COLUMNS, example_frame, example_rows
 from .frames import iteration_frame, tidy
 from .order import canonical_results, canonical_rows, canonical_runs
-from .store import (
-    SPENDING_CAP_KIND,
-    CellError,
-    CellStatus,
-    Results,
-    cell_status,
-    incomplete_error,
-    load,
-    read_runs,
-    write_cell,
-)
+from .runs_file import DamagedRecord, RunsRead
+from .status import SPENDING_CAP_KIND, CellError, CellStatus
+from .store import Results, cell_status, incomplete_error, load, read_cell_runs, read_runs, write_cell
 
 __all__ = [
     "config_columns",
@@ -31,6 +23,8 @@ __all__ = [
     "CONFIG_COLUMNS",
     "CellError",
     "CellStatus",
+    "DamagedRecord",
+    "RunsRead",
     "Columns",
     "RUN_COLUMNS",
     "Results",
@@ -44,6 +38,7 @@ __all__ = [
     "incomplete_error",
     "iteration_frame",
     "load",
+    "read_cell_runs",
     "read_runs",
     "run_configs",
     "tidy",

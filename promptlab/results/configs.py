@@ -82,14 +82,10 @@ def need_columns(frame: pd.DataFrame, cols: Sequence[str]) -> None:
 
 def run_configs(results: Results) -> dict[str, dict[str, Any]]:
     """run_id -> the run's logged config (`Run.config`, every field) for the runs of `results.runs`, read from
-    the cells' runs.jsonl (a cell whose file is missing or unreadable is left out)."""
+    the cells' runs.jsonl (`read_runs`: a damaged record is skipped and named, a missing file gives none)."""
     out: dict[str, dict[str, Any]] = {}
     for cell in results.runs["cell_id"].dropna().unique() if "cell_id" in results.runs.columns else []:
-        try:
-            records = read_runs(results.path, str(cell))
-        except (OSError, ValueError):
-            continue
-        out.update({r.run_id: dict(r.config) for r in records})
+        out.update({r.run_id: dict(r.config) for r in read_runs(results.path, str(cell))})
     return out
 
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from ..errors import ConfigError
 from ..errors import PromptlabWarning as Note
-from ..reading import RefusedFile, jsonl_lines, read_bounded
+from ..reading import bounded, read_bounded
 from ..record import Run
-from .atomic import atomic_write
+from .atomic import atomic_write, remove_leftovers
 from .columns import ADDED_COLUMNS, CELL_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
 from .frames import (
     arrow_table,
@@ -32,69 +32,18 @@ from .frames import (
     iteration_frame,
     param_dtype,
 )
+from .runs_file import RunsRead, read_runs_file, warn_damaged
+from .status import CellError, CellStatus, read_status, status_of
 
 if TYPE_CHECKING:
     import pandas as pd
 
-MAX_STATUS_BYTES = 2**20
-"""The largest status.json read (one is about 1 KB); MAX_RUNS_BYTES and MAX_FRAME_BYTES bound a cell's runs.jsonl
-and each parquet file. Every file of a results directory is read with `reading.read_bounded`: regular files only,
-never through a link, never a FIFO (which would hang the reader) or a device (/dev/zero would fill memory)."""
-MAX_RUNS_BYTES = MAX_FRAME_BYTES = 2**30
-SPENDING_CAP_KIND = "spending_cap"
-"""The error kind of a cell cut by the sweep's spending cap (its status is "cut")."""
-
-
-class CellError(BaseModel):
-    """Why a cell failed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: str
-    """SweepCellError (the cell's code raised: a bug or a bad config), "infrastructure" (a provider outage,
-    a missing key, a run left incomplete) or "spending_cap" (the sweep's max_cost cut it: status "cut"): in every
-    case the cell is re-run by the next sweep."""
-    message: str
-    """What went wrong."""
-    notebook: str | None = None
-    """Executed notebook holding the traceback (papermill executor)."""
-    cell_index: int | None = None
-    """Index of the notebook cell that raised."""
-    ename: str | None = None
-    """Exception name reported by the kernel."""
-    evalue: str | None = None
-    """Exception value reported by the kernel."""
-
-
-class CellStatus(BaseModel):
-    """The status.json of a cell directory, written last."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    version: int = 1
-    """Format version."""
-    cell_id: str
-    """The cell's id (its directory name)."""
-    params: dict[str, str | int | float | bool | None]
-    """The cell's parameters (flat JSON scalars; always 'loop')."""
-    status: str
-    """'ok', 'failed' (a cell with an incomplete run is failed, never ok, so a re-run retries it) or 'cut' (the
-    sweep's max_cost refused a model call of the cell: a re-run with a higher cap resumes it)."""
-    error: CellError | None = None
-    """Why it failed (None when ok)."""
-    n_runs: int
-    """Runs recorded in runs.jsonl."""
-    n_errors: int = 0
-    """Errors its runs recorded and went on past (a reply that did not parse, a score that could not be read)."""
-    wall_time_s: float
-    """Wall-clock seconds the cell took."""
-    finished_at: str
-    """UTC time of writing (ISO 8601)."""
-    spent_tokens: int | None = None
-    """Tokens the cell's execution sent to providers (None in files written before it was recorded)."""
-    spent_cost_usd: float | None = None
-    """USD the cell's execution paid; None where a price is unknown (or in older files). Under a spending
-    cap it is what the cap's ledger charged the cell, so a cell the cap cut shows what it paid."""
+CELL_FILES = ("runs.jsonl", "trajectories.parquet", "runs.parquet", "status.json")
+"""What `write_cell` writes in a cell directory (status.json last)."""
+MAX_FRAME_BYTES = 2**30
+"""The largest parquet file read. Every file of a results directory is read with `reading.read_bounded`: regular
+files only, never through a link, never a FIFO (which would hang the reader) or a device (/dev/zero would fill
+memory); `runs_file.MAX_RUNS_BYTES` and `status.MAX_STATUS_BYTES` bound a runs.jsonl and a status.json."""
 
 
 @dataclass(frozen=True)
@@ -169,8 +118,9 @@ def write_cell(
     traj, run_rows = frame_columns(runs, params, cell_id)
     cell_dir = _cell_dir(results_dir, cell_id)
     cell_dir.mkdir(parents=True, exist_ok=True)
-    # a re-run must not leave the old status pointing at half-replaced files
+    # a re-run must not leave the old status pointing at half-replaced files, nor a killed write's temp files
     (cell_dir / "status.json").unlink(missing_ok=True)
+    remove_leftovers(cell_dir, CELL_FILES)
     atomic_write(cell_dir / "runs.jsonl", "".join(r.model_dump_json() + "\n" for r in runs).encode())
     for name, columns, spec in (
         ("trajectories.parquet", traj, TRAJECTORY_COLUMNS),
@@ -182,7 +132,7 @@ def write_cell(
     status = CellStatus(
         cell_id=cell_id,
         params=params,
-        status=_status_of(cell_error),
+        status=status_of(cell_error),
         error=cell_error,
         n_runs=len(runs),
         n_errors=sum(len(r.errors) for r in runs),
@@ -200,12 +150,6 @@ def _runs_spent(runs: Sequence[Run]) -> tuple[int, float | None]:
     tokens = sum(r.totals.input_tokens + r.totals.output_tokens for r in runs)
     costs = [r.totals.cost_usd for r in runs]
     return tokens, None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 10)
-
-
-def _status_of(error: CellError | None) -> str:
-    if error is None:
-        return "ok"
-    return "cut" if error.kind in (SPENDING_CAP_KIND, "budget") else "failed"  # "budget": its name before
 
 
 def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
@@ -228,15 +172,23 @@ def incomplete_error(runs: Sequence[Run]) -> dict[str, Any] | None:
 
 def cell_status(results_dir: str | os.PathLike[str], cell_id: str) -> dict[str, Any] | None:
     """The parsed status.json of a cell, or None if it is missing or unreadable."""
-    status, _ = _read_status(_cell_dir(results_dir, cell_id))
+    status, _ = read_status(_cell_dir(results_dir, cell_id))
     return status.model_dump(mode="json") if status is not None else None
 
 
 def read_runs(results_dir: str | os.PathLike[str], cell_id: str) -> list[Run]:
-    """The lossless Run records of a cell (its runs.jsonl)."""
+    """The lossless Run records of a cell (its runs.jsonl), as `read_cell_runs` reads them: a damaged record is
+    skipped, with one `DamagedRecord` warning per file naming it by line (a missing file gives no runs)."""
+    read = read_cell_runs(results_dir, cell_id)
+    warn_damaged(read)
+    return read.runs
+
+
+def read_cell_runs(results_dir: str | os.PathLike[str], cell_id: str) -> RunsRead:
+    """A cell's runs and its damaged records (`RunsRead`): what every reader of a results directory reads, so
+    each reads it with the same tolerance (one damaged line costs that record, named by file and line)."""
     path = _cell_dir(results_dir, cell_id) / "runs.jsonl"
-    text = read_bounded(path, MAX_RUNS_BYTES, "runs.jsonl").decode("utf-8")
-    return [Run.model_validate_json(line) for line in jsonl_lines(text) if line.strip()]
+    return read_runs_file(path, f"cells/{cell_id}/runs.jsonl")
 
 
 def _cell_dir(results_dir: str | os.PathLike[str], cell_id: str) -> Path:
@@ -272,12 +224,45 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
     Returns:
         A `Results` with `.trajectories`, `.runs` and `.cells`.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"results directory not found: {root}")
+    cells: list[dict[str, Any]] = []
+    parts: list[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]] = []
+    for d in _cell_dirs(root):
+        row = _cell_row(d)
+        if row["status"] == "ok":
+            try:
+                traj, runs = _cell_frames(d)
+                parts.append((row["params"], traj, runs))
+            except Exception as e:
+                warnings.warn(
+                    f"results: skipping cell {d.name}: {type(e).__name__}: {bounded(str(e))}", Note, stacklevel=2
+                )
+                row.update(status="corrupt", error_kind=type(e).__name__, error=bounded(str(e)))
+        cells.append(row)
+    return _results(root, cells, parts)
+
+
+def ok_cells(results_dir: str | os.PathLike[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(cell id, params) of the results directory's ok cells, in cell id order, found as `load` finds them (a cell
+    directory that is a link is skipped with a warning; an unreadable status.json is not ok).
+
+    Raises:
+        ConfigError: `results_dir` has no cells/ folder.
+    """
+    root = Path(results_dir)
+    if not (root / "cells").is_dir():
+        raise ConfigError(
+            f"{root} is not a results dir: it has no cells/ folder (run `promptlab sweep EXPERIMENT --out DIR`)"
+        )
+    rows = [_cell_row(d) for d in _cell_dirs(root)]
+    return [(row["cell_id"], dict(row["params"])) for row in rows if row["status"] == "ok"]
+
+
+def _cell_dirs(root: Path) -> list[Path]:
+    """The cell directories of a results directory, in name order; one that is a symbolic link is skipped with a
+    warning (a link out of the results directory is never read, nor written: `_cell_dir`)."""
     cells_dir = root / "cells"
     dirs = (
         sorted(p for p in cells_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -285,55 +270,66 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
         else []
     )
     linked = [d for d in dirs if d.is_symlink()]
-    if linked:  # a link out of the results directory is never read (nor written: `_cell_dir`)
+    if linked:
         warnings.warn(
             f"results: skipping {len(linked)} cell director{'y' if len(linked) == 1 else 'ies'} that "
             f"{'is a symbolic link' if len(linked) == 1 else 'are symbolic links'} ({linked[0].name} -> "
             f"{os.readlink(linked[0])}): refused, not read",
             Note,
-            stacklevel=2,
+            stacklevel=3,
         )
-        dirs = [d for d in dirs if not d.is_symlink()]
-    cells: list[dict[str, Any]] = []
-    parts: list[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]] = []
-    for d in dirs:
-        status, problem = _read_status(d)
-        row: dict[str, Any] = {"cell_id": d.name, "status": "incomplete", "params": {}}
-        if problem is not None:
-            row.update(status="corrupt", error_kind="StatusError", error=problem)
-        if status is not None:
-            row.update(
-                status=status.status,
-                n_runs=status.n_runs,
-                n_errors=status.n_errors,
-                wall_time_s=status.wall_time_s,
-                finished_at=status.finished_at,
-                params=status.params,
-                spent_tokens=status.spent_tokens,
-                spent_cost_usd=status.spent_cost_usd,
-            )
-            if status.error is not None:
-                row.update(error_kind=status.error.kind, error=status.error.message)
-        if row["status"] == "ok":
-            try:
-                frames = [
-                    pq.read_table(
-                        pa.BufferReader(read_bounded(d / name, MAX_FRAME_BYTES, name)), use_threads=False
-                    ).to_pandas(use_threads=False)
-                    for name in ("trajectories.parquet", "runs.parquet")
-                ]
-                for frame, spec, name in zip(
-                    frames, (TRAJECTORY_COLUMNS, RUN_COLUMNS), ("trajectories", "runs"), strict=True
-                ):
-                    missing = [c for c in spec if c not in frame.columns and c not in ADDED_COLUMNS]
-                    if missing:
-                        raise ValueError(f"{name}.parquet lacks columns {missing}")
-                parts.append((row["params"], frames[0], frames[1]))
-            except Exception as e:
-                warnings.warn(f"results: skipping cell {d.name}: {type(e).__name__}: {e}", Note, stacklevel=2)
-                row.update(status="corrupt", error_kind=type(e).__name__, error=str(e))
-        cells.append(row)
+    return [d for d in dirs if not d.is_symlink()]
 
+
+def _cell_row(d: Path) -> dict[str, Any]:
+    """A cell directory's row of the cells frame, from its status.json ("incomplete" without one, "corrupt" when
+    it cannot be read)."""
+    status, problem = read_status(d)
+    row: dict[str, Any] = {"cell_id": d.name, "status": "incomplete", "params": {}}
+    if problem is not None:
+        row.update(status="corrupt", error_kind="StatusError", error=problem)
+    if status is not None:
+        row.update(
+            status=status.status,
+            n_runs=status.n_runs,
+            n_errors=status.n_errors,
+            wall_time_s=status.wall_time_s,
+            finished_at=status.finished_at,
+            params=status.params,
+            spent_tokens=status.spent_tokens,
+            spent_cost_usd=status.spent_cost_usd,
+        )
+        if status.error is not None:
+            row.update(error_kind=status.error.kind, error=status.error.message)
+    return row
+
+
+def _cell_frames(d: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """An ok cell's trajectories and runs frames, from its parquet files.
+
+    Raises:
+        ValueError: a file lacks documented columns; or whatever reading it raised (a refused file, bad parquet).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frames = [
+        pq.read_table(pa.BufferReader(read_bounded(d / name, MAX_FRAME_BYTES, name)), use_threads=False).to_pandas(
+            use_threads=False
+        )
+        for name in ("trajectories.parquet", "runs.parquet")
+    ]
+    for frame, spec, name in zip(frames, (TRAJECTORY_COLUMNS, RUN_COLUMNS), ("trajectories", "runs"), strict=True):
+        missing = [c for c in spec if c not in frame.columns and c not in ADDED_COLUMNS]
+        if missing:
+            raise ValueError(f"{name}.parquet lacks columns {missing}")
+    return frames[0], frames[1]
+
+
+def _results(
+    root: Path, cells: list[dict[str, Any]], parts: list[tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]]
+) -> Results:
+    """The cells' rows and the ok cells' frames as one `Results`, every param column with one dtype."""
     names: dict[str, list[Any]] = {}
     for row in cells:
         for name, value in row["params"].items():
@@ -355,29 +351,13 @@ def load(results_dir: str | os.PathLike[str]) -> Results:
     return Results(trajectories=traj, runs=runs, cells=cell_frame, path=root)
 
 
-def _read_status(cell_dir: Path) -> tuple[CellStatus | None, str | None]:
-    """(status, None), (None, None) when status.json is missing, or (None, problem) when unreadable."""
-    path = cell_dir / "status.json"
-    try:
-        text = read_bounded(path, MAX_STATUS_BYTES, "status.json").decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return None, None
-    except (OSError, RefusedFile) as e:
-        return None, f"status.json unreadable: {e}"
-    try:
-        return CellStatus.model_validate_json(text), None
-    except ValidationError as e:
-        return None, f"status.json invalid: {e.error_count()} error(s): {e.errors()[0]['msg']}"
-
-
 __all__ = [
-    "SPENDING_CAP_KIND",
-    "CellError",
-    "CellStatus",
     "Results",
     "cell_status",
     "incomplete_error",
     "load",
+    "ok_cells",
+    "read_cell_runs",
     "read_runs",
     "write_cell",
 ]

@@ -25,7 +25,7 @@ from ..llm.spending.cap import SpendingCap, charges
 from ..llm.spending.ledger import ledger_in
 from ..llm.spending.tally import Tally
 from ..record import Run, Task
-from ..results.store import SPENDING_CAP_KIND
+from ..results.status import SPENDING_CAP_KIND
 from .cell_process import frozen_heap
 from .cells import Cell, config_models, preflight_cells, runs_in_flight
 from .experiment import load_experiment
@@ -184,10 +184,7 @@ def cell_outcome(plan: SweepPlan, cell: Cell, wall: float) -> CellOutcome:
     errors = int(status.get("n_errors") or 0)
     message = str(err.get("message") or "no status.json was written") if not ok else None
     message = message or (f"{errors} error(s) recorded in its runs (run.errors)" if errors else None)
-    try:
-        spend = spent_by(read_runs(plan.out, cell.cell_id)) if status else Tally()
-    except (OSError, ValueError):
-        spend = Tally()
+    spend = spent_by(read_runs(plan.out, cell.cell_id)) if status else Tally()
     outcome: Literal["ok", "failed", "cut"] = "ok" if ok else "cut" if status.get("status") == "cut" else "failed"
     return CellOutcome(cell.cell_id, cell.params, outcome, message, float(status.get("wall_time_s") or wall), spend)
 

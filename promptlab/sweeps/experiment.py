@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from ..errors import ConfigError
 from ..eval.tasks import read_tasks
 from ..llm.providers.aliases import ModelSpec, register_spec
-from ..reading import load_yaml, read_text
+from ..reading import bounded, excerpt, load_yaml, read_text
 from ..record import Task
 from .cells import Cell, cell_id, preflight_cells, task_fingerprint
 from .models import replace_models
@@ -341,8 +341,9 @@ def describe_error(err: Any) -> str:
     for part in err.get("loc", ()):
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
     value = err.get("input")
-    shown = "" if err.get("type") == "missing" or isinstance(value, dict) else f" {value!r}:"
-    return f"{loc or 'experiment'}:{shown} {err.get('msg', 'invalid')}"
+    quoted = excerpt(value) if isinstance(value, str | bytes) else bounded(repr(value), 120)
+    shown = "" if err.get("type") == "missing" or isinstance(value, dict) else f" {quoted}:"
+    return f"{loc or 'experiment'}:{shown} {bounded(str(err.get('msg', 'invalid')), 300)}"
 
 
 __all__ = ["Experiment", "Pairing", "describe_error", "load_experiment"]

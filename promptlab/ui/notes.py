@@ -3,16 +3,20 @@ skips. Unhandled, a `logging` warning reaches stderr (Python's last-resort handl
 prints with its file and source line, and a Jupyter frontend draws both in red, as if the cell had failed.
 `install_notes` (which `notebook_setup` calls inside IPython) prints them to stdout instead, one line each:
 "note: promptlab cache: entry 1a2b3c lost its value file; treating as a miss". They stay visible; other
-libraries' warnings are shown as before."""
+libraries' warnings are shown as before. The `promptlab` command shows them on stderr, one bounded line each
+(`notes_on_stderr`)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import PromptlabWarning
+from ..reading import bounded
 
 LOGGER = "promptlab"
 """The logger whose records (and its children's: promptlab.llm.cache, ...) are shown as notes."""
@@ -75,4 +79,21 @@ def install_notes() -> None:
     warnings.showwarning = show
 
 
-__all__ = ["LOGGER", "NoteHandler", "install_notes", "note_warning"]
+@contextlib.contextmanager
+def notes_on_stderr() -> Iterator[None]:
+    """Within the block, a PromptlabWarning (a damaged record skipped, a value read as missing) is shown as one
+    line "promptlab: note: <message>" on stderr, cut to `reading.MAX_MESSAGE_CHARS`; other warnings as before."""
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *where: Any, **kw: Any) -> None:
+            if issubclass(category, PromptlabWarning):
+                print(f"promptlab: note: {bounded(str(message))}", file=sys.stderr, flush=True)
+            else:
+                shown(message, category, *where, **kw)
+
+        warnings.showwarning = show
+        yield
+
+
+__all__ = ["LOGGER", "NoteHandler", "install_notes", "note_warning", "notes_on_stderr"]

@@ -217,6 +217,40 @@ def test_crash_while_rewriting_leaves_no_temp_file_and_no_ok_status(
     assert "a" not in set(load(sweep).runs.cell_id)
 
 
+@pytest.mark.parametrize("killed_in", ["runs.jsonl", "trajectories.parquet", "status.json"])
+def test_a_write_killed_mid_file_leaves_no_temp_file_once_the_cell_is_written_again(
+    sweep: Path, killed_in: str
+) -> None:
+    """kill -9 while a cell's file is being written (its temp file made, not yet renamed), then a resume: the cell
+    is ok and holds no temp file of the killed write."""
+    code = f"""
+import os, signal, sys
+sys.path[:0] = {[str(Path(__file__).parents[1] / "support")]!r}
+from factories import CELL_A, runs_a
+import promptlab.results.atomic as atomic
+from promptlab.results.store import write_cell
+real = atomic.os.replace
+def killed(src, dst):
+    if str(dst).endswith({killed_in!r}):
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(src, dst)
+atomic.os.replace = killed
+write_cell({str(sweep)!r}, "a", CELL_A, runs_a())
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    cell = sweep / "cells" / "a"
+    assert [p.name for p in cell.iterdir() if p.name.startswith(f".{killed_in}.") and p.name.endswith(".tmp")]
+    write_cell(sweep, "a", CELL_A, runs_a())  # the resumed sweep writes the cell again
+    assert cell_status(sweep, "a")["status"] == "ok"  # type: ignore[index]
+    assert sorted(p.name for p in cell.iterdir()) == [
+        "runs.jsonl",
+        "runs.parquet",
+        "status.json",
+        "trajectories.parquet",
+    ]
+
+
 def test_rewriting_a_failed_cell_makes_it_ok(sweep: Path) -> None:
     rerun = [make_run([[9.0, 9.0]], config=cfg(CELL_FAILED), stop_reason="threshold")]
     write_cell(sweep, "failed", CELL_FAILED, rerun, wall_time_s=1.0)

@@ -104,3 +104,30 @@ def test_a_sweep_handed_over_with_its_cache_replays_exactly_with_no_key_and_no_s
         pl.complete(
             "openai/test-model", "Something new.", api_base=server.url, cache=theirs / "cache", settings=pl.Settings()
         )
+
+
+@pytest.mark.parametrize("schema", [False, True])
+def test_replay_only_without_the_key_names_the_missing_call_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schema: bool
+) -> None:
+    """An alias whose key variable is unset, a call the cache does not hold: the error is that the call is not in
+    the cache (its model and key first), never "set the key" (the key is not needed: nothing is sent)."""
+    from pydantic import BaseModel
+
+    from promptlab.llm.call.replay import NotCached
+    from promptlab.llm.providers.aliases import register_model
+
+    class Score(BaseModel):
+        score: int
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.setenv(REPLAY_ENV, "1")
+    register_model("handed", model="openai/test-model", api_key_env=KEY_ENV, api_base="http://127.0.0.1:9/v1")
+    with pytest.raises(NotCached) as err:
+        pl.complete("handed", "Something new.", cache=tmp_path / "cache", schema=Score if schema else None)
+    message = str(err.value)
+    assert (
+        message.startswith("handed: this call (key ") and "is not in the cache, and PROMPTLAB_REPLAY is set" in message
+    )
+    assert KEY_ENV not in message and message.endswith("(after 0 attempts)")
+    assert isinstance(err.value, ProviderError) and err.value.infrastructure

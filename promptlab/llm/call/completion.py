@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .failures import InvalidReply
-from .wire import MAX_FIGURE, whole_text
+from .wire import MAX_COST_USD, MAX_FIGURE, MAX_LATENCY_S, MAX_TOKENS, whole_text
 
 FLOOR_LOGPROB = -9999.0
 """Stands in for a log-probability of minus infinity, which JSON cannot hold (OpenAI does the same)."""
@@ -142,7 +142,7 @@ class Completion(BaseModel):
     """Completion tokens over all attempts of the original call, as the provider reported them."""
     cost_usd: float | None = Field(None, ge=0, le=MAX_FIGURE, allow_inf_nan=False)
     """Cost of the original call in USD; None where litellm does not know the model's price."""
-    latency_s: float = 0.0
+    latency_s: float = Field(0.0, ge=0, le=MAX_LATENCY_S, allow_inf_nan=False)
     """Seconds the original call spent waiting on the provider (all attempts)."""
     attempts: int = 1
     """Provider calls the original call made: transient-error retries plus structured re-asks."""
@@ -174,6 +174,20 @@ class Completion(BaseModel):
     """What the reply rests on (`promptlab.llm.local.fingerprint`), as the original call made it: a replay from the
     cache keeps the fingerprint of the machine and build that made the reply. None for a scripted model and for
     records stored before fingerprints."""
+
+    @model_validator(mode="after")
+    def _figures_per_request(self) -> Completion:
+        """No more tokens or cost than `attempts` requests may each count (`wire.MAX_TOKENS`, `MAX_COST_USD`): a
+        record past them, however it was made, is not a record."""
+        n = max(self.attempts, 1)
+        for name, value, bound in (
+            ("input_tokens", self.input_tokens, MAX_TOKENS * n),
+            ("output_tokens", self.output_tokens, MAX_TOKENS * n),
+            ("cost_usd", self.cost_usd, MAX_COST_USD * n),
+        ):
+            if value is not None and value > bound:
+                raise ValueError(f"{name} is {value:.3g}, past what {n} request(s) may count ({bound:.3g})")
+        return self
 
     @property
     def billed_input_tokens(self) -> int:

@@ -35,11 +35,13 @@ from ..cache.backend import CacheBackend
 from ..cache.location import open_cache
 from ..concurrency.limits import arate_wait, rate_wait, slot
 from ..concurrency.single_flight import ASYNC_FLIGHTS, THREAD_FLIGHTS
+from ..providers.litellm_lazy import litellm, litellm_loaded
 from ..spending.cap import SpendingCap, gate
 from . import structured
 from .completion import Completion
 from .failures import invalid_reply_of
 from .preflight import check_model
+from .replay import replay_only
 from .request import Prompt, Request, build_request
 from .settings import Settings
 from .steps import ProviderCall, Sleep, priced, protocol
@@ -203,6 +205,14 @@ def complete(
         return hit if hit is not None else _drive(req, store, on_token)
 
 
+def needs_litellm(req: Request) -> bool:
+    """Whether litellm's one-time import (seconds, more under load) is still to come for this call: a hosted model
+    needs it (its checks, transport, price and errors); replay only sends nothing. `acomplete` spends it in a worker
+    thread before the call's checks, so it never holds the event loop (nor eats the deadlines of the calls waiting on
+    it); `preflight.warm_up` spends it before a process's first call, so that call's deadline counts from the call."""
+    return not req.resolved.in_process and not litellm_loaded() and not replay_only()
+
+
 def _drive(req: Request, store: CacheBackend | None, on_token: TokenHandler | None) -> Completion:
     """Run the protocol with blocking calls and store the Completion (write-once). A paid reply whose charge to
     the spending cap fails (a full results disk: `ResultsDiskFull`) is finished and stored before the error is
@@ -296,6 +306,8 @@ async def acomplete(
     hit = await _aanswered(store, req, on_token)
     if hit is not None:
         return hit
+    if needs_litellm(req):  # its checks import it: in a worker thread, so the other calls on the loop go on
+        await asyncio.to_thread(litellm)
     check_model(req.resolved, params)
     async with ASYNC_FLIGHTS.hold(req.key) if store is not None else contextlib.nullcontext(False) as waited:
         # an identical call in flight finished while we waited: its result

@@ -10,6 +10,7 @@ from typing import Any
 
 from ...errors import ConfigError, MissingKeyError, PromptlabError, UnknownModelError
 from ..providers.aliases import check_bases
+from ..providers.litellm_lazy import litellm, litellm_loaded
 from ..providers.resolved import ResolvedModel, resolve_model
 from .replay import replay_only
 
@@ -86,4 +87,16 @@ def preflight(models: Iterable[str], *, params: Mapping[str, Any] | None = None)
         )
 
 
-__all__ = ["check_model", "preflight", "problem", "validate_model_name"]
+def warm_up(models: Iterable[str]) -> bool:
+    """Spend the process's one-time import of litellm now (seconds; 15 s was seen on a loaded machine), before the
+    first call starts, when one of `models` is hosted (and not in replay only): the first call then takes no longer
+    than its deadline. A sweep cell has it done before its runs start (checking its config's model names imports
+    it); call this in a script or notebook before a first call that must keep its deadline. Returns whether it
+    imported litellm now."""
+    if litellm_loaded() or replay_only() or all(resolve_model(m).in_process for m in models):
+        return False
+    litellm()
+    return True
+
+
+__all__ = ["check_model", "preflight", "problem", "validate_model_name", "warm_up"]

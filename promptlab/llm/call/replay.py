@@ -10,12 +10,26 @@ scripted) still run.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from ...errors import ConfigError
+from ...errors import ConfigError, ProviderError
+
+if TYPE_CHECKING:
+    from .request import Request
 
 REPLAY_ENV = "PROMPTLAB_REPLAY"
 NOT_CACHED = f"not in the cache, and {REPLAY_ENV} is set: no request is sent (replay only)"
 """Why a hosted call fails in replay-only mode."""
+
+
+class NotCached(ProviderError):
+    """A hosted call that replay-only mode cannot answer: it is not in the cache, and no request is sent. Raised as
+    it is (never retried, never wrapped, never asking for a key the call does not need), so the message starts
+    with the missing call: '<model>: this call (key 1a2b3c4d5e6f...) is not in the cache, ...'."""
+
+    def __init__(self, req: Request) -> None:
+        said = f"this call (key {req.key[:12]}...) is " if req.key else ""
+        super().__init__(req.model, said + NOT_CACHED, attempts=0, retryable=False)
 
 
 def replay_only() -> bool:
@@ -33,4 +47,4 @@ def replay_only() -> bool:
     raise ConfigError(f"{REPLAY_ENV} must be 1, true, yes, 0, false or no, got {text!r}")
 
 
-__all__ = ["NOT_CACHED", "REPLAY_ENV", "replay_only"]
+__all__ = ["NOT_CACHED", "REPLAY_ENV", "NotCached", "replay_only"]

@@ -31,9 +31,11 @@ from ..spending.tally import total
 from . import structured
 from .completion import Completion
 from .failures import MAX_RETRY_AFTER_S, describe_cause, raise_if_auth, retry_after, transient
+from .replay import NotCached, replay_only
 from .request import Request
 from .settings import Settings
-from .transport import Reply
+from .transport import Reply, bounded_cost
+from .wire import MAX_LATENCY_S
 
 
 @dataclass
@@ -98,8 +100,8 @@ def prepare(req: Request) -> Call:
         kwargs["sample"] = req.sample
     else:  # promptlab owns retries: one request per attempt (litellm's and the OpenAI client's own off)
         kwargs.update(num_retries=0, max_retries=0)
-    if "api_key" not in kwargs:
-        key = m.api_key()  # read now, from an alias's variable; never stored
+    if "api_key" not in kwargs and (m.in_process or not replay_only()):
+        key = m.api_key()  # read now, from an alias's variable; never stored (replay only sends nothing)
         if key is not None:
             kwargs["api_key"] = key
     mode = "none" if req.schema is None else m.schema_mode()
@@ -134,7 +136,7 @@ def send(call: Call) -> Generator[ProviderCall | Sleep, Any, Reply]:
             reply: Reply = yield ProviderCall(
                 {"model": call.req.resolved.target, "messages": call.messages, **timed}, call.reply_key()
             )
-        except (SpendingCapExceeded, ConfigError):  # the spending cap refused: no request was made, nothing to retry
+        except (SpendingCapExceeded, ConfigError, NotCached):  # refused (the cap, replay only): no request was made
             raise
         except Exception as e:
             call.latency += time.perf_counter() - t0
@@ -198,11 +200,16 @@ def schema_fallback(call: Call, e: Exception, timeout: float | None) -> bool:
 
 
 def priced(req: Request, reply: Reply) -> Reply:
-    """The reply priced by the alias's own price, when it has one and the reply reports its tokens."""
+    """The reply priced by the alias's own price, when it has one and the reply reports its tokens (a reply
+    replayed from the cache, or an in-process model's), bounded as `transport.reply_cost` bounds a fresh one.
+
+    Raises:
+        InvalidReply: the cost is past `wire.MAX_COST_USD`."""
     price = req.resolved.price
     if price is None or reply.input_tokens is None:
         return reply
-    return reply.model_copy(update={"cost_usd": price.cost(reply.input_tokens, reply.output_tokens or 0)})
+    cost = bounded_cost(price.cost(reply.input_tokens, reply.output_tokens or 0))
+    return reply.model_copy(update={"cost_usd": cost})
 
 
 def figures(replies: list[Reply]) -> tuple[int | None, int | None, float | None]:
@@ -224,7 +231,7 @@ def completion_of(call: Call, replies: list[Reply]) -> Completion:
         input_tokens=original[0],
         output_tokens=original[1],
         cost_usd=original[2],
-        latency_s=call.latency,
+        latency_s=min(max(call.latency, 0.0), MAX_LATENCY_S),  # bounded where it is measured
         attempts=call.attempts,
         sample=req.sample,
         key=req.key,

@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from ...errors import ProviderError
 from ..concurrency.call_loop import CALLS
 from ..local import inprocess
 from ..local.fingerprint import hosted_fingerprint
@@ -24,9 +23,9 @@ from ..providers.litellm_lazy import litellm
 from ..providers.resolved import ResolvedModel
 from .completion import Generated, TokenLogprob, logprobs_of
 from .failures import NO_CHOICE, NO_END, InvalidReply, invalid_reply_of, timed_out, too_big
-from .replay import NOT_CACHED, replay_only
+from .replay import NotCached, replay_only
 from .request import Request
-from .wire import MAX_FIGURE, MAX_TOKENS, tokens_of, whole_text
+from .wire import MAX_COST_USD, MAX_TOKENS, tokens_of, whole_text
 
 
 class Reply(BaseModel):
@@ -39,8 +38,8 @@ class Reply(BaseModel):
     """Prompt tokens the provider reported; None when it reported no usage."""
     output_tokens: int | None = Field(None, ge=0, le=MAX_TOKENS)
     """Completion tokens the provider reported; None when it reported no usage."""
-    cost_usd: float | None = Field(None, ge=0, le=MAX_FIGURE, allow_inf_nan=False)
-    """Cost in USD by litellm's price map; None where the price is unknown."""
+    cost_usd: float | None = Field(None, ge=0, le=MAX_COST_USD, allow_inf_nan=False)
+    """Cost in USD (the alias's own price, else litellm's price map); None where the price is unknown."""
     finish_reason: str | None = None
     """Why the provider stopped generating, where it says."""
     logprobs: list[TokenLogprob] | None = None
@@ -85,11 +84,6 @@ def cost_of(model: ResolvedModel, response: Any) -> float | None:
         return None  # litellm does not know this model's price: unknown, not zero
 
 
-MAX_COST_USD = 1e6
-"""The most one request may cost: a priced cost past it (from counts within `wire.MAX_TOKENS` at a price of
-1 USD per thousand tokens) is not a cost."""
-
-
 def bounded_cost(cost: float | None) -> float | None:
     """A reply's cost as priced: None when unknown, negative or not finite (a spending cap estimates it).
 
@@ -100,6 +94,19 @@ def bounded_cost(cost: float | None) -> float | None:
     if cost > MAX_COST_USD:
         raise InvalidReply(f"cost is {cost:.3g} USD, out of range (at most {MAX_COST_USD:,.0f} USD)", retryable=False)
     return cost
+
+
+def reply_cost(model: ResolvedModel, response: Any, counts: tuple[int, int] | None) -> float | None:
+    """A reply's cost, bounded where it is computed: by the alias's own price when it sets one (None without
+    counts), else 0.0 for an in-process model, else by litellm's price map (None without counts).
+
+    Raises:
+        InvalidReply: the cost is past MAX_COST_USD, whichever price made it (not retried)."""
+    if model.price is not None:
+        return bounded_cost(None if counts is None else model.price.cost(*counts))
+    if model.in_process:
+        return 0.0
+    return bounded_cost(None if counts is None else cost_of(model, response))
 
 
 def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Reply:
@@ -113,7 +120,7 @@ def reply_of(model: ResolvedModel, response: Any, *, usage: bool = True) -> Repl
         counts = tokens_of(reported)
         if own and counts is None and reported is not None and getattr(reported, "prompt_tokens", None) == 0:
             counts = (0, 0)  # an in-process model may count zero tokens: its own count, and it costs nothing
-        cost = bounded_cost(cost_of(model, response) if counts is not None or own else None)
+        cost = reply_cost(model, response, counts)
         logprobs = logprobs_of(getattr(choice, "logprobs", None))
     except InvalidReply as e:
         e.paid_text = choice.message.content or ""  # delivered and billed: a spending cap charges its estimate
@@ -164,7 +171,7 @@ def fetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | None) -
     if "mock_response" in kwargs:
         return _fetch_here(req, kwargs, on_token)
     if replay_only():
-        raise ProviderError(req.model, NOT_CACHED, attempts=0, retryable=False)
+        raise NotCached(req)
     return CALLS.run(lambda put: afetch(req, kwargs, put), on_token)
 
 
@@ -174,7 +181,7 @@ async def afetch(req: Request, kwargs: dict[str, Any], on_token: TokenHandler | 
         made, streamed = await inprocess.agenerate(req.resolved, kwargs, on_token)
         return _checked(req, own_reply(req.resolved, made), on_token, streamed)
     if replay_only():
-        raise ProviderError(req.model, NOT_CACHED, attempts=0, retryable=False)
+        raise NotCached(req)
     try:
         async with asyncio.timeout(kwargs.get("timeout")):
             return await _afetch(req, kwargs, on_token)
@@ -286,4 +293,4 @@ def _checked(req: Request, reply: Reply, on_token: TokenHandler | None, streamed
     return reply
 
 
-__all__ = ["MAX_COST_USD", "Reply", "TokenHandler", "bounded_cost", "afetch", "cost_of", "fetch", "reply_of"]
+__all__ = ["Reply", "TokenHandler", "bounded_cost", "afetch", "cost_of", "fetch", "reply_cost", "reply_of"]

@@ -43,6 +43,12 @@ count past it is not a count (`tokens_of`)."""
 MAX_FIGURE = 2**53
 """The bound of every figure a record holds (a call's tokens summed over its requests, its cost): a float counts
 whole numbers exactly up to it, and an int64 column holds it. A stored record past it is not a record."""
+MAX_COST_USD = 1e6
+"""The most one request may cost: a priced cost past it (from counts within `MAX_TOKENS` at a price of 1 USD per
+thousand tokens), whoever set the price (litellm's map, an alias's own price), is not a cost."""
+MAX_LATENCY_S = 7 * 86_400.0
+"""The most seconds one call may have waited: a week (no call's deadline is longer). A stored latency past it, or
+negative, or not finite, is not a latency."""
 
 
 def _count(name: str, value: Any) -> int | None:
@@ -184,7 +190,9 @@ def chunk_of(data: str) -> dict[str, Any]:
 __all__ = [
     "BOM",
     "MAX_DEPTH",
+    "MAX_COST_USD",
     "MAX_FIGURE",
+    "MAX_LATENCY_S",
     "MAX_TOKENS",
     "NOT_TEXT",
     "TOO_DEEP",

@@ -23,14 +23,19 @@ PLACEHOLDER_KEY = "sk-no-key-required"
 """The key sent to an alias's api_base when it names no `api_key_env`."""
 
 
+MAX_PRICE_PER_MILLION = 1e6
+"""The highest price a model may have, in USD per million tokens (1 USD a token; the dearest model sold lists a few
+hundred): a price past it, negative or not finite is not a price, in an alias or in litellm's price map."""
+
+
 class Price(BaseModel):
     """What a served model costs, in USD per million tokens (as providers list prices)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input_per_million: float = Field(ge=0)
+    input_per_million: float = Field(ge=0, le=MAX_PRICE_PER_MILLION, allow_inf_nan=False)
     """USD per million prompt (input) tokens."""
-    output_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0, le=MAX_PRICE_PER_MILLION, allow_inf_nan=False)
     """USD per million completion (output) tokens."""
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
@@ -322,6 +327,7 @@ def refuses_schema(error: BaseException) -> bool:
 
 __all__ = [
     "BASE_VARIABLES",
+    "MAX_PRICE_PER_MILLION",
     "NAME_PATTERN",
     "PLACEHOLDER_KEY",
     "SCHEMA_FORMS",

@@ -28,4 +28,9 @@ def litellm() -> ModuleType:
     return _lm
 
 
-__all__ = ["litellm"]
+def litellm_loaded() -> bool:
+    """Whether litellm was imported already (the next `litellm()` returns at once)."""
+    return _lm is not None
+
+
+__all__ = ["litellm", "litellm_loaded"]

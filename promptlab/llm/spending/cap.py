@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import threading
@@ -20,10 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...errors import ConfigError, SpendingCapExceeded
 from ...reading import RefusedFile, read_bounded
+from ..providers.aliases import MAX_PRICE_PER_MILLION
 from ..providers.litellm_lazy import litellm
 from ..providers.resolved import ResolvedModel
 from .ledger import keep_room, write_whole
 
+log = logging.getLogger("promptlab.llm.spending")
 ENV_MAX_COST = "PROMPTLAB_MAX_COST"
 """Environment variable holding the cap in USD, for processes a sweep starts."""
 ENV_LEDGER_FILE = "PROMPTLAB_SPENDING_LEDGER"
@@ -82,10 +85,28 @@ def price_of(resolved: ResolvedModel) -> TokenPrice | None:
         try:
             info = lm.get_model_info(model=model)
             low, high = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-            _prices[seen] = None if low is None and high is None else TokenPrice(float(low or 0.0), float(high or 0.0))
+            _prices[seen] = None if low is None and high is None else table_price(resolved, low, high)
         except Exception:
             _prices[seen] = None
     return _prices[seen]
+
+
+def table_price(resolved: ResolvedModel, low: Any, high: Any) -> TokenPrice | None:
+    """A price map's entry for `resolved`'s target as a TokenPrice, bounded where it is read: a price that is not a
+    number from 0 to `MAX_PRICE_PER_MILLION` per million tokens is not a price (None, unknown; logged, naming the
+    model)."""
+    try:
+        price = TokenPrice(float(low or 0.0), float(high or 0.0))
+    except (TypeError, ValueError):
+        price = TokenPrice(math.nan, math.nan)
+    bound = MAX_PRICE_PER_MILLION / 1e6
+    if all(math.isfinite(p) and 0 <= p <= bound for p in (price.input, price.output)):
+        return price
+    log.warning(
+        "promptlab: litellm's price map gives %s a price out of range (%.3g, %.3g USD a token); read as unknown",
+        resolved.target, price.input, price.output,
+    )  # fmt: skip
+    return None
 
 
 def check_prices(models: Iterable[ResolvedModel]) -> None:
@@ -357,6 +378,7 @@ def active() -> SpendingCap | None:
 
 
 __all__ = [
+    "table_price",
     "ENV_LEDGER_FILE",
     "ENV_MAX_COST",
     "FREE",
