@@ -20,7 +20,7 @@ from .statistics import (
     agreement,
     boot_indices,
     cluster_bootstrap,
-    interval,
+    from_draws,
     kappa,
     label_table,
     matrix_alpha,
@@ -107,14 +107,15 @@ def critic_agreement(
     units = item_units(frame, kind)
     draws = boot_indices(len(units), n_boot, seed)
     measures: dict[tuple[str, str], Estimate] = {}
+    stats: dict[tuple[str, str], Callable[[Sequence[Unit]], float | None]] = {}
     funcs = measures_for(kind)
     for comparison, pick in zip(COMPARISONS, PICKS, strict=True):
         for name, func in funcs.items():
             ceiling = kind != "pair" and comparison == "people vs people" and name == "corrected"
-            stat = _people_alpha if ceiling else _over(func, pick, kind == "pair")
-            measures[comparison, name] = cluster_bootstrap(units, stat, draws=draws)
-    c, p = measures["critic vs people", "corrected"], measures["people vs people", "corrected"]
-    difference = _difference(c, p, len(units))
+            stats[comparison, name] = _people_alpha if ceiling else _over(func, pick, kind == "pair")
+            measures[comparison, name] = cluster_bootstrap(units, stats[comparison, name], draws=draws)
+    key_c, key_p = ("critic vs people", "corrected"), ("people vs people", "corrected")
+    difference = _difference(units, measures[key_c], measures[key_p], stats[key_c], stats[key_p])
     return CriticAgreement(critic, measures, difference, units)
 
 
@@ -135,13 +136,22 @@ def _over(
     return stat
 
 
-def _difference(c: Estimate, p: Estimate, n: int) -> Estimate:
-    """c minus p, with the 95% interval of the paired draws."""
+def _difference(
+    units: list[Unit],
+    c: Estimate,
+    p: Estimate,
+    c_stat: Callable[[Sequence[Unit]], float | None],
+    p_stat: Callable[[Sequence[Unit]], float | None],
+) -> Estimate:
+    """c minus p, with the interval of the paired draws (BCa of the difference, `from_draws`)."""
     if c.value is None or p.value is None or c.draws is None or p.draws is None:
-        return Estimate(None, None, None, n)
-    draws = c.draws - p.draws
-    low, high = interval(draws)
-    return Estimate(c.value - p.value, low, high, n, draws)
+        return Estimate(None, None, None, len(units))
+
+    def minus(some: Sequence[Unit]) -> float | None:
+        a, b = c_stat(some), p_stat(some)
+        return None if a is None or b is None else a - b
+
+    return from_draws(units, minus, c.value - p.value, c.draws - p.draws)
 
 
 def agreement_table(found: Sequence[CriticAgreement]) -> pd.DataFrame:

@@ -3,8 +3,8 @@ across pairings), and the people's own position preference.
 
 The verdict is a non-inferiority test: the critic agrees with people "as often as people agree with each other"
 when its chance-corrected agreement (kappa, or alpha for ratings) minus the people's own is above `-MARGIN` at the
-lower end of a 90% interval (one-sided 5%); it "agrees less" when the upper end is below 0 and non-inferiority is
-not shown; otherwise there are not enough judgments, and the frame says about how many more items would settle it.
+lower end of a 90% interval (one-sided 5%; BCa on the same draws, `promptlab.people.statistics`); it "agrees less"
+when the upper end is below 0 and non-inferiority is not shown; otherwise there are not enough judgments, and the frame says about how many more items would settle it.
 More in docs/people.md.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..results.columns import Columns
 from .agreement import CriticAgreement
 from .judged import frame_of
-from .statistics import Estimate, cluster_bootstrap, interval
+from .statistics import Estimate, cluster_bootstrap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,7 +79,7 @@ def verdict(ca: CriticAgreement, *, margin: float = MARGIN, min_items: int = MIN
     """The verdict on one critic (see the module docstring)."""
     d = ca.difference
     items = sum(1 for u in ca.units if u.critic and u.people)
-    low, high = interval(d.draws, level=0.90) if d.draws is not None else (None, None)
+    low, high = d.at(0.90) if d.at is not None else (None, None)
     if d.value is None or low is None or high is None or items < min_items:
         more = max(min_items - items, 1)
         return Verdict(ca.critic, NOT_ENOUGH, d, low, high, items, more)
