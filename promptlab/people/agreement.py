@@ -41,7 +41,7 @@ AGREEMENT_COLUMNS: Columns = {
     "items": ("Int64", "Items the comparison rests on."),
     "pairs": ("Int64", "Judgment pairs compared (critic-person, person-person or first-repeat)."),
     "agreement": ("Float64", "Pairs: the share of equal labels; ratings: Spearman's rho."),
-    "agreement_low": ("Float64", "Lower end of its 95% interval (bootstrap over items)."),
+    "agreement_low": ("Float64", "Lower end of its 95% interval (BCa bootstrap over items)."),
     "agreement_high": ("Float64", "Upper end."),
     "corrected": ("Float64", "Pairs: Cohen's kappa; ratings: Krippendorff's alpha (ordinal)."),
     "corrected_low": ("Float64", "Lower end of its 95% interval."),

@@ -43,7 +43,7 @@ def findings_markdown(found: PeopleFindings) -> list[str]:
     lines += [f"- damaged: {note}" for note in found.damaged[:5]]
     if found.empty:
         return [*lines, "", "Nobody has judged anything yet: `promptlab judgments plan` and the notebook 07_judge.", ""]
-    lines += ["", f"Intervals: 95%, bootstrap over items. Chance-corrected: {CORRECTED[kind]}.", ""]
+    lines += ["", f"Intervals: 95%, BCa bootstrap over items. Chance-corrected: {CORRECTED[kind]}.", ""]
     lines += [
         f"| critic | comparison | items | pairs | {AGREED[kind]} | {CORRECTED[kind]} |",
         "| --- | --- | --- | --- | --- | --- |",

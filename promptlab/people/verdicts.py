@@ -46,7 +46,7 @@ REFINEMENT_COLUMNS: Columns = {
     "items": ("Int64", "Pairs judged."),
     "judgments": ("Int64", "Judgments (first ones; ties count half)."),
     "returned_share": ("Float64", "Share preferring the returned prompt's text (ties half)."),
-    "low": ("Float64", "Lower end of its 95% interval (bootstrap over items)."),
+    "low": ("Float64", "Lower end of its 95% interval (BCa bootstrap over items)."),
     "high": ("Float64", "Upper end."),
     "p": ("Float64", "t-test of the items' shares against 1/2 (scipy)."),
     "p_holm": ("Float64", "p adjusted by Holm across pairings (statsmodels)."),
@@ -56,7 +56,7 @@ POSITION_COLUMNS: Columns = {
     "person": ("string", "A person, or '(all)'."),
     "judgments": ("Int64", "Pairwise judgments that chose a side (ties left out)."),
     "share_a": ("Float64", "Share choosing the text shown first (1/2 when the order does not matter)."),
-    "low": ("Float64", "Lower end of its 95% interval (bootstrap over items)."),
+    "low": ("Float64", "Lower end of its 95% interval (BCa bootstrap over items)."),
     "high": ("Float64", "Upper end."),
     "p": ("Float64", "Binomial test of A against B (scipy)."),
 }

@@ -4,6 +4,8 @@ the planted kappa and alpha."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 from scipy.stats import bootstrap
@@ -15,7 +17,7 @@ from promptlab.people.simulated import planted_pairs, planted_ratings, simulated
 from promptlab.people.statistics import cluster_bootstrap, kappa, matrix_alpha, pair_alpha
 
 
-def _mean(units: list[float]) -> float:
+def _mean(units: Sequence[float]) -> float | None:
     return float(np.mean(units))
 
 
