@@ -18,7 +18,8 @@ its Wilson interval (statsmodels). The intervals are the package's (BCa at the l
 3. The verdict's false "as often as people" rate: a critic planted exactly at the margin's edge (kappa = people's
    kappa - 0.1), where "as often" is false; a one-sided 5% test should say it in at most about 5% of sessions.
 
-`--parts` runs some of the three (e.g. in separate processes); each prints the machine's load average.
+`--parts` runs some of the three (e.g. in separate processes) and `--first` starts at another seed (more
+replications in parts); each part prints the machine's load average.
 """
 
 from __future__ import annotations
@@ -64,10 +65,10 @@ def line(name: str, truth: float, found: list[tuple[float, bool]]) -> str:
     )
 
 
-def pairs(reps: int, boot: int, items: int) -> None:
+def pairs(seeds: range, boot: int, items: int) -> None:
     truth = planted_pairs(CRITIC, PERSON, POSITION)
     rows: dict[str, list[tuple[float, bool]]] = {"critic": [], "people": [], "difference": [], "share_a": []}
-    for rep in range(reps):
+    for rep in seeds:
         plan, judgments = simulated_pairs(items, 3, CRITIC, PERSON, position=POSITION, seed=rep)
         frame = judged_frame(plan, judgments)
         ca = critic_agreement("sim-critic", frame, "pair", n_boot=boot, seed=rep)
@@ -83,7 +84,7 @@ def pairs(reps: int, boot: int, items: int) -> None:
     print(line("share choosing A", truth.share_a, rows["share_a"]))
 
 
-def ratings(reps: int, boot: int, items: int) -> None:
+def ratings(seeds: range, boot: int, items: int) -> None:
     truth = planted_ratings(CRITIC_SD, PERSON_SD)
     truth["alpha_difference"] = truth["critic_alpha"] - truth["people_alpha"]
     names = {
@@ -94,7 +95,7 @@ def ratings(reps: int, boot: int, items: int) -> None:
         ("people vs people", "agreement"): "people_rho",
     }
     rows: dict[str, list[tuple[float, bool]]] = {n: [] for n in names.values()}
-    for rep in range(reps):
+    for rep in seeds:
         plan, judgments = simulated_ratings(items, 3, CRITIC_SD, PERSON_SD, seed=rep)
         ca = critic_agreement("sim-critic", judged_frame(plan, judgments), "rating", n_boot=boot, seed=rep)
         for key, name in names.items():
@@ -105,11 +106,12 @@ def ratings(reps: int, boot: int, items: int) -> None:
         print(line(name.replace("_", " "), truth[name], rows[name]))
 
 
-def false_as_often(reps: int, boot: int, items: int) -> None:
+def false_as_often(seeds: range, boot: int, items: int) -> None:
+    reps = len(seeds)
     accuracy = boundary_accuracy(PERSON, POSITION, MARGIN)
     truth = planted_pairs(accuracy, PERSON, POSITION)
     said: dict[str, int] = {}
-    for rep in range(reps):
+    for rep in seeds:
         plan, judgments = simulated_pairs(items, 3, accuracy, PERSON, position=POSITION, seed=10_000 + rep)
         ca = critic_agreement("sim-critic", judged_frame(plan, judgments), "pair", n_boot=boot, seed=rep)
         found = verdict(ca).verdict
@@ -134,14 +136,16 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=400)
     parser.add_argument("--boot", type=int, default=1000)
     parser.add_argument("--items", type=int, default=60)
+    parser.add_argument("--first", type=int, default=0, help="seed of the first replication (to run more in parts)")
     parser.add_argument("--parts", default=",".join(PARTS), help="some of " + ",".join(PARTS))
     args = parser.parse_args()
     for part in args.parts.split(","):
         start = time.perf_counter()
         print(f"({part}: {load()})", flush=True)
-        PARTS[part](args.reps, args.boot, args.items)
+        PARTS[part](range(args.first, args.first + args.reps), args.boot, args.items)
         took = time.perf_counter() - start
-        print(f"({args.reps} replications, {args.boot} bootstrap draws, {took:.0f} s; {load()})", flush=True)
+        seeds = f"seeds {args.first}-{args.first + args.reps - 1}"
+        print(f"({args.reps} replications ({seeds}), {args.boot} bootstrap draws, {took:.0f} s; {load()})", flush=True)
 
 
 if __name__ == "__main__":
