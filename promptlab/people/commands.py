@@ -81,9 +81,19 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _reference(args: argparse.Namespace) -> int:
-    from .reference import run_reference
+    import sys
 
-    done = run_reference(args.results_dir, args.model, seed=args.seed)
+    from .reference import ReferenceJudgment, run_reference
+
+    count = 0
+
+    def progress(record: ReferenceJudgment) -> None:  # one line per judgment stored, on stderr
+        nonlocal count
+        count += 1
+        said = record.value or f"missing ({(record.error or '')[:60]})"
+        print(f"  {count}: {record.item} {said}", file=sys.stderr, flush=True)
+
+    done = run_reference(args.results_dir, args.model, seed=args.seed, on_item=progress)
     print(
         f"{done.path}: {done.judged} item(s) judged by {done.judge} now, {len(done.missing)} missing, "
         f"{done.already} judged before"

@@ -89,6 +89,8 @@ def reference_agreement(
         return []
     found = []
     for judge, by_item in labels.items():
+        if not by_item:  # every judgment missing: nothing to measure
+            continue
         rows = judged.copy()
         rows["critic"] = pd.array([judge + REFERENCE_SUFFIX] * len(rows), dtype="string")
         rows["critic_label"] = pd.array([by_item.get(str(i)) for i in rows["item"]], dtype="Float64")

@@ -103,14 +103,18 @@ def _reference(found: PeopleFindings) -> list[str]:
     """The pairings ranked by each reference judge; where neither people nor a judge judged, that they cannot be."""
     if found.plan.kind != "pair":
         return []
-    if found.reference.empty:
-        missing = [f"- {judge} left {n} planned item(s) missing." for judge, n in found.reference_missing.items() if n]
-        open_ended = {i.pairing for i in found.plan.items if i.example is None}  # no test example measures them
-        if found.empty and len(open_ended) > 1:
-            return [NOTHING_RANKS, *missing, ""]
-        return missing + ([""] if missing else [])
+    ranked = list(dict.fromkeys(found.reference["judge"]))
+    unranked = [
+        f"- {judge} left {n} planned item(s) missing, judged none."
+        for judge, n in found.reference_missing.items()
+        if n and judge not in ranked
+    ]
+    open_ended = {i.pairing for i in found.plan.items if i.example is None}  # no test example measures them
+    if not ranked and found.empty and len(open_ended) > 1:
+        return [NOTHING_RANKS, *unranked, ""]
     lines: list[str] = []
-    for judge, rows in found.reference.groupby("judge", sort=False):
+    for judge in ranked:
+        rows = found.reference[found.reference["judge"] == judge]
         lines += [
             f"Pairings ranked by the reference judge {judge}: blind, one prompt for every pairing, the two texts in "
             "an order drawn per item; the share of items on which it prefers the returned prompt's text (ties half; "
@@ -123,13 +127,12 @@ def _reference(found: PeopleFindings) -> list[str]:
             lines.append(
                 f"| {r['rank']} | {r['pairing']} | {r['items']} | {ci(r, 'returned_share', 'low', 'high')} | {num(r['p'])} | {num(r['p_holm'])} |"
             )
-        left = found.reference_missing.get(str(judge), 0)
         lines.append("")
-        if left:
+        if left := found.reference_missing.get(judge, 0):
             lines += [f"{left} planned item(s) left missing by {judge} (an unusable reply or a failed call).", ""]
         if found.empty:
             lines += [f"How far to trust {judge} is measured against people once people judge the same items.", ""]
-    return lines
+    return lines + unranked + ([""] if unranked else [])
 
 
 def _position(found: PeopleFindings) -> list[str]:

@@ -136,7 +136,7 @@ def test_an_unparseable_reply_is_missing_with_its_error_never_a_value(results: P
     found = people_findings(results, n_boot=100)
     assert found.reference.empty and found.reference_missing == {"fake/ref-broken": 24}
     text = "\n".join(findings_markdown(found))
-    assert NOTHING_RANKS in text and "fake/ref-broken left 24 planned item(s) missing." in text
+    assert NOTHING_RANKS in text and "- fake/ref-broken left 24 planned item(s) missing, judged none." in text
 
 
 def test_a_killed_run_resumes_and_a_missing_item_is_asked_again(results: Path) -> None:
@@ -173,10 +173,17 @@ def test_the_command_runs_the_experiments_judge_and_the_report_ranks_by_it(
     assert "24 item(s) judged by fake/ref-truth now, 0 missing, 0 judged before" in out
     assert main(["judgments", "reference", str(results)]) == 0
     assert "0 item(s) judged by fake/ref-truth now, 0 missing, 24 judged before" in capsys.readouterr().out
+    assert main(["judgments", "reference", str(results), "--model", "fake/ref-broken"]) == 0
+    said = capsys.readouterr()
+    assert "0 item(s) judged by fake/ref-broken now, 24 missing, 0 judged before" in said.out
+    assert "  missing i" in said.out and ": ParseError: fake/ref-broken gave no valid ReferenceVerdict" in said.out
+    assert "  24: i" in said.err  # one progress line per judgment stored
     assert main(["report", str(results), "--bias-budget", "0"]) == 0
     section = (results / "report" / "summary.md").read_text().split("## People and the critic", 1)[1]
     assert "Pairings ranked by the reference judge fake/ref-truth" in section
     assert f"| 1 | {WRITER_PAIRING} | 12 | 1.000 [1.000, 1.000] |" in section
+    assert "- fake/ref-broken left 24 planned item(s) missing, judged none." in section  # named, ranks nothing
+    assert "Pairings ranked by the reference judge fake/ref-broken" not in section
     assert "measured against people once people judge" in section
     _people(results)
     assert main(["report", str(results), "--bias-budget", "0"]) == 0
@@ -210,3 +217,16 @@ def test_the_experiment_field_is_checked_at_load() -> None:
     assert "reference_judge: fake/auto" in exp.to_yaml()
     assert Experiment.from_dict({**base}).cells() == exp.cells()  # not part of the cells' identity
     assert exp.with_models("fake/dry-run").reference_judge == "fake/dry-run"  # a dry run calls no other model
+
+
+def test_an_item_the_critic_has_no_view_of_is_left_out_of_its_agreement(results: Path) -> None:
+    plan = read_plan(results)
+    blind = next(i for i in plan.items if i.critic == CRITICS[0])
+    blind.critic_scores["start"] = None  # e.g. a run whose starting prompt the critic never scored
+    write_plan(results, plan)
+    _people(results)
+    run_reference(results)
+    found = people_findings(results, n_boot=100)
+    rows = found.agreement[found.agreement["comparison"] == "critic vs people"]
+    items = dict(zip(rows["critic"], rows["items"], strict=True))
+    assert items == {CRITICS[0]: 11, CRITICS[1]: 12, "fake/ref-truth (reference judge)": 24}
