@@ -170,8 +170,8 @@ def read_reference(results: str | os.PathLike[str], *, warn: bool = True) -> Ref
 
 
 def reference_judge_of(results: str | os.PathLike[str]) -> str | None:
-    """The `reference_judge` of the experiment file the sweep recorded in `results` (None without one); the
-    file's model aliases are registered so that an alias resolves."""
+    """The `reference_judge` of the experiment file the sweep recorded in `results` (None without one, unchecked:
+    `check_judge_model`); the file's model aliases are registered, so that a judge named by alias resolves."""
     from ..sweeps.experiment import Experiment
 
     path = Path(results) / "experiment.yaml"
@@ -183,10 +183,6 @@ def reference_judge_of(results: str | os.PathLike[str]) -> str | None:
     except ValidationError as e:
         raise ConfigError(f"{path}: not an experiment file: {e.errors()[0]['msg']}") from None
     exp.register_models(str(path))
-    try:
-        exp.check_reference_judge()
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from None
     return exp.reference_judge
 
 
@@ -248,15 +244,16 @@ def run_reference(
             f"{results}: the judging plan is of ratings; the reference judge compares pairs: draw a pairwise "
             f"plan in another results directory (`promptlab judgments plan RESULTS --kind pair`)"
         )
-    judge = model or reference_judge_of(results)
+    from ..sweeps.experiment import check_judge_model
+
+    named = reference_judge_of(results)  # its model aliases registered, whichever judge is used
+    judge = model or named
     if not judge:
         raise ConfigError(
             f"{results}: no reference judge: name one with `reference_judge: <model>` in the experiment file, or "
             "pass it (`promptlab judgments reference RESULTS --model M`)"
         )
-    from ..sweeps.experiment import check_judge_model
-
-    check_judge_model(judge, "reference judge")
+    check_judge_model(judge, "reference judge" if model else f"{Path(results) / 'experiment.yaml'}: reference_judge")
     preflight([judge])
     path = reference_path(results)
     done = {k for k, j in read_reference(results).latest(judge).items() if j.value is not None}

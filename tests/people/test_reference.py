@@ -230,3 +230,12 @@ def test_an_item_the_critic_has_no_view_of_is_left_out_of_its_agreement(results:
     rows = found.agreement[found.agreement["comparison"] == "critic vs people"]
     items = dict(zip(rows["critic"], rows["items"], strict=True))
     assert items == {CRITICS[0]: 11, CRITICS[1]: 12, "fake/ref-truth (reference judge)": 24}
+
+
+def test_a_judge_named_by_an_alias_of_the_experiment_file_resolves(results: Path) -> None:
+    text = (results / "experiment.yaml").read_text().replace("reference_judge: fake/ref-truth\n", "")
+    (results / "experiment.yaml").write_text(text + "models:\n  house-judge: {model: fake/ref-truth}\n")
+    assert run_reference(results, "house-judge").judged == 24  # the alias, registered from the results' file
+    (results / "experiment.yaml").write_text(text + "reference_judge: fake/nobody\n")
+    with pytest.raises(ConfigError, match=r"experiment.yaml: reference_judge: 'fake/nobody': Unknown model"):
+        run_reference(results)
