@@ -361,6 +361,31 @@ else:
     reports.plot_grounded_trajectories(results.trajectories)
     plt.show()""",
     ),
+    (
+        "md",
+        (
+            "## 4. People and the critic\n\nWhere people judged what the runs produced (notebooks/08_judge, "
+            "`promptlab judgments import`): each critic, and the experiment's reference judge, against the people "
+            "beside the people's agreement with each other, a verdict per critic, and the pairings ranked by people "
+            "and by the reference judge (docs/people.md; `promptlab report` writes the same section). Without "
+            "judgments, one line says so."
+        ),
+    ),
+    (
+        "code",
+        """from promptlab.people import has_judgments, people_findings
+from promptlab.people.text import findings_markdown
+from promptlab.reports.people import plot_people_agreement
+
+if not has_judgments(here(results_dir)):
+    print("no judgments: nobody has judged these runs (notebooks/08_judge, or `promptlab judgments plan`)")
+else:
+    people = people_findings(here(results_dir), n_boot=500)
+    display(Markdown("\\n".join(findings_markdown(people))))
+    if not people.empty:
+        plot_people_agreement(people.agreement, people.plan.kind)
+        plt.show()""",
+    ),
 )
 
 

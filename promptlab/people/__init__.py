@@ -1,6 +1,7 @@
 """People as the ground truth where nothing is labelled: judging plans, judgments stored beside the results
-(`<results>/judgments/<person>.jsonl`), judgments imported from a CSV or code, and each critic measured against
-the people, the people against each other and against themselves. More in docs/people.md.
+(`<results>/judgments/<person>.jsonl`), judgments imported from a CSV or code, a reference judge's (apart, in
+`<results>/judgments/reference/judge.jsonl`), and each critic measured against the people, the people against
+each other and against themselves. More in docs/people.md.
 
 Each name loads on first use (`NAMES`: name -> defining module), so the `promptlab` command starts without numpy.
 """
@@ -25,6 +26,9 @@ NAMES = {
     "make_plan": "promptlab.people.plan",
     "read_plan": "promptlab.people.plan",
     "write_plan": "promptlab.people.plan",
+    "ReferenceJudgment": "promptlab.people.reference",
+    "read_reference": "promptlab.people.reference",
+    "run_reference": "promptlab.people.reference",
     "Session": "promptlab.people.session",
     "cluster_bootstrap": "promptlab.people.statistics",
     "Judgment": "promptlab.people.storage",
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     from .items import Item
     from .judged import JUDGED_COLUMNS, judged_frame
     from .plan import Plan, Scale, Slot, make_plan, read_plan, write_plan
+    from .reference import ReferenceJudgment, read_reference, run_reference
     from .session import Session
     from .statistics import cluster_bootstrap
     from .storage import Judgment, append_judgments, read_judgments
@@ -76,6 +81,7 @@ __all__ = [
     "Judgment",
     "PeopleFindings",
     "Plan",
+    "ReferenceJudgment",
     "Scale",
     "Session",
     "Slot",
@@ -91,6 +97,8 @@ __all__ = [
     "people_findings",
     "read_judgments",
     "read_plan",
+    "read_reference",
+    "run_reference",
     "verdict",
     "write_plan",
 ]

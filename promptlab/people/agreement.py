@@ -75,13 +75,15 @@ class CriticAgreement:
 
 def item_units(frame: pd.DataFrame, kind: str = "pair") -> list[Unit]:
     """One Unit per item of a judged frame (`promptlab.people.judged.judged_frame`)."""
+    import pandas as pd
+
     units = []
     for _, rows in frame.groupby("item", sort=True):
         unit = Unit()
         first = rows[~rows["repeat"].astype(bool)].drop_duplicates("person")
         unit.values = {str(p): float(v) for p, v in zip(first["person"], first["label"], strict=True)}
         for view, value in zip(first["critic_label"], first["label"], strict=True):
-            if view is not None and view == view:  # not <NA>
+            if pd.notna(view):  # an item the critic has no view of (<NA>, never compared with ==) is left out
                 unit.critic.append((float(view), float(value)))
         unit.people = [(a, b) for (pa, a), (pb, b) in itertools.permutations(unit.values.items(), 2) if pa != pb]
         repeats = rows[rows["repeat"].astype(bool)].drop_duplicates("person")

@@ -1,7 +1,8 @@
-"""Judgments on the command line: `promptlab judgments plan|import|summary RESULTS_DIR`.
+"""Judgments on the command line: `promptlab judgments plan|import|reference|summary RESULTS_DIR`.
 
     promptlab judgments plan results/people                   # draw the plan: judgments/plan.json and plan.csv
     promptlab judgments import results/people lab.csv         # item,person,value[,seconds,comment]
+    promptlab judgments reference results/people              # the experiment's reference_judge judges every pair
     promptlab judgments summary results/people                # the agreement table and a verdict per critic
 
 `cli.py` adds these (`add_judgments_command`).
@@ -14,8 +15,10 @@ from typing import Any
 
 
 def add_judgments_command(sub: Any) -> None:
-    """Add `judgments plan`, `judgments import` and `judgments summary` to the `promptlab` command's subparsers."""
-    j = sub.add_parser("judgments", help="people's judgments of a results dir: plan, import, summary (docs/people.md)")
+    """Add `judgments plan`, `import`, `reference` and `summary` to the `promptlab` command's subparsers."""
+    j = sub.add_parser(
+        "judgments", help="people's judgments of a results dir: plan, import, reference, summary (docs/people.md)"
+    )
     actions = j.add_subparsers(dest="action", required=True)
     p = actions.add_parser("plan", help="draw what people judge, in which order (RESULTS/judgments/plan.json)")
     p.add_argument("results_dir")
@@ -30,6 +33,11 @@ def add_judgments_command(sub: Any) -> None:
     i.add_argument("results_dir")
     i.add_argument("csv")
     i.set_defaults(func=_import)
+    r = actions.add_parser("reference", help="a fixed reference judge judges every planned pair, blind")
+    r.add_argument("results_dir")
+    r.add_argument("--model", help="the judge (default: the experiment file's reference_judge)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the order each pair is shown in (default 0)")
+    r.set_defaults(func=_reference)
     s = actions.add_parser("summary", help="each critic against the people, the ceiling, the repeats, the verdicts")
     s.add_argument("results_dir")
     s.add_argument("--boot", type=int, default=2000, help="bootstrap draws behind each interval (default 2000)")
@@ -69,6 +77,31 @@ def _import(args: argparse.Namespace) -> int:
 
     n = import_csv(args.results_dir, args.csv)
     print(f"{n} judgment(s) stored in {args.results_dir}/judgments")
+    return 0
+
+
+def _reference(args: argparse.Namespace) -> int:
+    import sys
+
+    from .reference import ReferenceJudgment, run_reference
+
+    count = 0
+
+    def progress(record: ReferenceJudgment) -> None:  # one line per judgment stored, on stderr
+        nonlocal count
+        count += 1
+        said = record.value or f"missing ({(record.error or '')[:60]})"
+        print(f"  {count}: {record.item} {said}", file=sys.stderr, flush=True)
+
+    done = run_reference(args.results_dir, args.model, seed=args.seed, on_item=progress)
+    print(
+        f"{done.path}: {done.judged} item(s) judged by {done.judge} now, {len(done.missing)} missing, "
+        f"{done.already} judged before"
+    )
+    for record in done.missing[:5]:
+        print(f"  missing {record.item}: {record.error}")
+    if len(done.missing) > 5:
+        print(f"  ... and {len(done.missing) - 5} more (each record holds its error)")
     return 0
 
 

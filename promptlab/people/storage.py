@@ -105,20 +105,27 @@ def append_judgments(results: str | os.PathLike[str], judgments: Iterable[Judgme
     for j in judgments:
         by_person.setdefault(check_person(j.person), []).append(j)
     folder = judgments_dir(results)
-    folder.mkdir(parents=True, exist_ok=True)
     for person, items in by_person.items():
-        text = "".join(j.model_dump_json() + "\n" for j in items)
-        fd = open_regular(folder / f"{person}.jsonl", os.O_RDWR | os.O_CREAT | os.O_APPEND, "judgments file")
-        with os.fdopen(fd, "r+b") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    text = "\n" + text
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
+        append_records(folder / f"{person}.jsonl", items, "judgments file")
     return sum(len(v) for v in by_person.values())
+
+
+def append_records(path: Path, records: Iterable[BaseModel], what: str) -> None:
+    """Append one JSON line per record to `path` (its folder created as needed), opened for appending only and
+    never through a link; a file whose last line was cut short (a crash mid-write) gets a line break first, so
+    its damaged line stays one line. `what` names the file in an error."""
+    text = "".join(r.model_dump_json() + "\n" for r in records)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, what)
+    with os.fdopen(fd, "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                text = "\n" + text
+        f.write(text.encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def read_judgments(results: str | os.PathLike[str], *, warn: bool = True) -> Stored:
@@ -181,6 +188,7 @@ __all__ = [
     "Source",
     "Stored",
     "append_judgments",
+    "append_records",
     "check_person",
     "excerpt",
     "judgments_dir",

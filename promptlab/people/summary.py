@@ -1,7 +1,8 @@
 """Everything the judgments of a results directory say, in one call: `people_findings(results)`.
 
-The agreement table (each critic against the people, the ceiling and the repeats), a verdict per critic, whether
-refinement helped by people's judgment per pairing (pairs only), and the people's position preference (pairs only).
+The agreement table (each critic, and each reference judge, against the people, the ceiling and the repeats), a
+verdict per critic, whether refinement helped by people's judgment per pairing (pairs only), the pairings ranked by
+the reference judge (pairs only), and the people's position preference (pairs only).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 from .agreement import agreement_table, critic_agreement
 from .judged import judged_frame
 from .plan import Plan, plan_path, read_plan
+from .reference import read_reference
+from .reference_findings import reference_agreement, reference_labels, reference_missing, reference_ranking
 from .storage import read_judgments
 from .verdicts import MARGIN, position_table, refinement_table, verdict, verdict_table
 
@@ -37,6 +40,11 @@ class PeopleFindings:
     """Per pairing: did refinement help by people (`REFINEMENT_COLUMNS`); empty for ratings."""
     position: pd.DataFrame
     """The people's preference for the text shown first (`POSITION_COLUMNS`); empty for ratings."""
+    reference: pd.DataFrame
+    """Per reference judge and pairing: the pairings ranked by the judge (`REFERENCE_COLUMNS`); empty without
+    reference judgments."""
+    reference_missing: dict[str, int] = field(default_factory=dict)
+    """Reference judge -> planned items it left missing (an unusable reply or a failed call)."""
     people: list[str] = field(default_factory=list)
     """Who judged."""
     skipped: int = 0
@@ -75,6 +83,9 @@ def people_findings(
     ]
     pairs = plan.kind == "pair"
     empty = judged.iloc[0:0]
+    reference = read_reference(results) if pairs else None
+    labels = reference_labels(plan, reference) if reference is not None else {}
+    found += reference_agreement(judged, labels, n_boot=n_boot, seed=seed)
     return PeopleFindings(
         plan=plan,
         judged=judged,
@@ -82,9 +93,11 @@ def people_findings(
         verdicts=verdict_table([verdict(ca, margin=margin) for ca in found], margin),
         refinement=refinement_table(judged if pairs else empty, n_boot=n_boot, seed=seed),
         position=position_table(judged if pairs else empty, n_boot=n_boot, seed=seed),
+        reference=reference_ranking(plan, labels, n_boot=n_boot, seed=seed),
+        reference_missing=reference_missing(plan, reference) if reference is not None else {},
         people=sorted({j.person for j in stored.judgments}),
         skipped=sum(j.value == "skip" for j in stored.judgments),
-        damaged=stored.damaged,
+        damaged=stored.damaged + (reference.damaged if reference is not None else []),
     )
 
 

@@ -42,7 +42,8 @@ def findings_markdown(found: PeopleFindings) -> list[str]:
     )
     lines += [f"- damaged: {note}" for note in found.damaged[:5]]
     if found.empty:
-        return [*lines, "", "Nobody has judged anything yet: `promptlab judgments plan` and the notebook 07_judge.", ""]
+        lines += ["", "Nobody has judged anything yet: the notebook 08_judge, or `promptlab judgments import`.", ""]
+        return [*lines, *_reference(found)]
     lines += ["", f"Intervals: 95%, BCa bootstrap over items. Chance-corrected: {CORRECTED[kind]}.", ""]
     lines += [
         f"| critic | comparison | items | pairs | {AGREED[kind]} | {CORRECTED[kind]} |",
@@ -56,7 +57,7 @@ def findings_markdown(found: PeopleFindings) -> list[str]:
     lines += ["", "Verdicts (non-inferiority against the people's own agreement; 90% interval of the difference):", ""]
     for v in found.verdicts.to_dict("records"):
         lines.append(f"- **{v['critic']}**: {verdict_words({str(k): x for k, x in v.items()}, SHORT[kind])}")
-    return [*lines, "", *_refinement(found), *_position(found)]
+    return [*lines, "", *_refinement(found), *_reference(found), *_position(found)]
 
 
 def verdict_words(v: dict[str, Any], measure: str = "kappa") -> str:
@@ -90,6 +91,50 @@ def _refinement(found: PeopleFindings) -> list[str]:
     return [*lines, ""]
 
 
+NOTHING_RANKS = (
+    "Pairings cannot be compared here yet: neither people nor a reference judge have judged the pairs (each "
+    "pairing's critic scores its own outputs on its own scale). Judge in the notebook 08_judge, or name a "
+    "`reference_judge` in the experiment file and run `promptlab judgments reference`."
+)
+"""What the section says when nothing ranks the pairings."""
+
+
+def _reference(found: PeopleFindings) -> list[str]:
+    """The pairings ranked by each reference judge; where neither people nor a judge judged, that they cannot be."""
+    if found.plan.kind != "pair":
+        return []
+    ranked = list(dict.fromkeys(found.reference["judge"]))
+    unranked = [
+        f"- {judge} left {n} planned item(s) missing, judged none."
+        for judge, n in found.reference_missing.items()
+        if n and judge not in ranked
+    ]
+    open_ended = {i.pairing for i in found.plan.items if i.example is None}  # no test example measures them
+    if not ranked and found.empty and len(open_ended) > 1:
+        return [NOTHING_RANKS, *unranked, ""]
+    lines: list[str] = []
+    for judge in ranked:
+        rows = found.reference[found.reference["judge"] == judge]
+        lines += [
+            f"Pairings ranked by the reference judge {judge}: blind, one prompt for every pairing, the two texts in "
+            "an order drawn per item; the share of items on which it prefers the returned prompt's text (ties half; "
+            "p: t-test of the items' shares against 1/2, Holm across pairings):",
+            "",
+            "| rank | pairing | items | returned preferred | p | Holm p |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in rows.sort_values("rank").to_dict("records"):
+            lines.append(
+                f"| {r['rank']} | {r['pairing']} | {r['items']} | {ci(r, 'returned_share', 'low', 'high')} | {num(r['p'])} | {num(r['p_holm'])} |"
+            )
+        lines.append("")
+        if left := found.reference_missing.get(judge, 0):
+            lines += [f"{left} planned item(s) left missing by {judge} (an unusable reply or a failed call).", ""]
+        if found.empty:
+            lines += [f"How far to trust {judge} is measured against people once people judge the same items.", ""]
+    return lines + unranked + ([""] if unranked else [])
+
+
 def _position(found: PeopleFindings) -> list[str]:
     if found.position.empty:
         return []
@@ -107,4 +152,4 @@ def findings_text(found: PeopleFindings) -> str:
     return "\n".join(findings_markdown(found))
 
 
-__all__ = ["findings_markdown", "findings_text", "num", "verdict_words"]
+__all__ = ["NOTHING_RANKS", "findings_markdown", "findings_text", "num", "verdict_words"]

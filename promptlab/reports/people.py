@@ -1,7 +1,8 @@
 """The report's "People and the critic" section and its chart (people.png): each critic's agreement with the
 people, with intervals, beside the people's agreement with each other (the ceiling), when a results directory has
-judgments (`promptlab.people`). Without them, on open-ended runs of several critics, the section says that
-pairings cannot be compared rather than comparing scores from different critics."""
+judgments (`promptlab.people`), with the pairings ranked by people and by the reference judge, which is itself
+measured against the people like a critic. Without either, on open-ended runs of several critics, the section says
+that pairings cannot be compared rather than comparing scores from different critics."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
 
 NO_YARDSTICK = (
     "Pairings cannot be compared on these open-ended runs: each pairing's critic scores its own outputs, on scales "
-    "that differ by critic, and no people have judged them (`promptlab judgments plan {path}`, then the notebook "
-    "07_judge, or `promptlab judgments import`)."
+    "that differ by critic, and neither people nor a reference judge have judged them (`promptlab judgments plan "
+    "{path}`, then the notebook 08_judge, `promptlab judgments import`, or `promptlab judgments reference` with "
+    "the experiment's `reference_judge`)."
 )
 """What the section says when nothing can rank the pairings."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PromptlabError
 from ..eval.tasks import read_tasks
 from ..llm.providers.aliases import ModelSpec, register_spec
 from ..reading import bounded, excerpt, load_yaml, read_text
@@ -80,6 +80,9 @@ class Experiment(BaseModel):
     no cap); cells cut by it are re-run by a sweep with a higher cap. Not part of the cells' identity."""
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     """Model aliases by name (see `promptlab.llm.providers.aliases`), registered when the experiment is loaded."""
+    reference_judge: str | None = Field(None, min_length=1)
+    """A fixed model that judges every pairing's outputs blind, with one prompt, against people's judgments
+    (`promptlab judgments reference`; docs/people.md). Not part of the cells' identity: the sweep never calls it."""
 
     _base_dir: Path | None = PrivateAttr(default=None)
 
@@ -97,6 +100,7 @@ class Experiment(BaseModel):
             raise ConfigError(f"{source}: " + "; ".join(describe_error(err) for err in e.errors())) from None
         exp._base_dir = Path(base_dir).resolve() if base_dir is not None else None
         exp.register_models(source)
+        exp.check_reference_judge()
         exp.check()
         return exp
 
@@ -125,6 +129,12 @@ class Experiment(BaseModel):
                 raise ConfigError(f"{source}: models.{name}: {e}") from None
 
     # validation ----------------------------------------------------------------------------------
+    def check_reference_judge(self) -> None:
+        """The reference judge names a model that makes calls (`check_judge_model`); its API key is checked when
+        it is run, not here (the sweep never calls it)."""
+        if self.reference_judge is not None:
+            check_judge_model(self.reference_judge, "reference_judge")
+
     def check(self) -> None:
         """Check names against the loops' config fields, grid values, and the task file; the number of cells
         against MAX_CELLS (counted, not built)."""
@@ -313,6 +323,22 @@ def load_experiment(path: str | Path, *, check_models: bool = True) -> Experimen
         raise ConfigError(msg if msg.startswith(str(p)) else f"{p}: {msg}") from None
 
 
+def check_judge_model(model: str, where: str) -> None:
+    """ConfigError naming `where` unless `model` is a model name a registered provider (or an alias) serves and
+    that makes calls (a simulated critic judges no text)."""
+    from ..llm.call.preflight import validate_model_name
+    from ..llm.providers.resolved import resolve_model
+
+    try:
+        validate_model_name(model)
+    except PromptlabError as e:
+        raise ConfigError(f"{where}: {model!r}: {e}") from None
+    provider = resolve_model(model).provider
+    if not provider.makes_calls:
+        why = provider.call_refusal or "makes no model call"
+        raise ConfigError(f"{where}: {model!r} {why}; name a model that judges texts")
+
+
 def _frame_columns() -> frozenset[str]:
     """Result frame column names a grid parameter must not shadow (the config columns may)."""
     from ..results.columns import CELL_COLUMNS, CONFIG_COLUMNS, RUN_COLUMNS, TRAJECTORY_COLUMNS
@@ -346,4 +372,4 @@ def describe_error(err: Any) -> str:
     return f"{loc or 'experiment'}:{shown} {bounded(str(err.get('msg', 'invalid')), 300)}"
 
 
-__all__ = ["Experiment", "Pairing", "describe_error", "load_experiment"]
+__all__ = ["Experiment", "Pairing", "check_judge_model", "describe_error", "load_experiment"]

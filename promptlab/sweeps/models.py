@@ -38,7 +38,8 @@ def swap_field(name: str, value: Any, model: str) -> Any:
 
 def replace_models(data: dict[str, Any], model: str) -> dict[str, Any]:
     """An experiment's fields (as `Experiment.model_dump(mode="json")` gives them) with every role's model
-    replaced by `model`: config, loop_config, grid and pairings (pairings that become equal are kept once)."""
+    replaced by `model`: config, loop_config, grid, pairings (pairings that become equal are kept once) and the
+    reference judge."""
     out = dict(data)
     out["config"] = {k: swap_field(k, v, model) for k, v in data.get("config", {}).items()}
     out["config"]["model"] = model
@@ -58,6 +59,8 @@ def replace_models(data: dict[str, Any], model: str) -> dict[str, Any]:
             if new not in pairs:
                 pairs.append(new)
         out["pairings"] = pairs
+    if data.get("reference_judge"):
+        out["reference_judge"] = swap(data["reference_judge"], model)
     return out
 
 

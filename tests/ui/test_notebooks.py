@@ -134,6 +134,37 @@ def test_findings_notebook_on_the_sweep_results(swept: tuple[Path, nbformat.Note
     assert "4 runs; grounded data: no" in text(nb) and "No grounded data" in markdown(nb)
 
 
+@pytest.mark.slow
+def test_findings_notebook_shows_the_people_section_once_judgments_exist(tmp_path: Path) -> None:
+    from judging import CRITICS, WRITER, better_side, write_open_ended_sweep
+
+    from promptlab import scripted
+    from promptlab.people import Judgment, add_judgments, make_plan, write_plan
+    from promptlab.people.reference import run_reference
+
+    scripted("nb-judge", respond=lambda messages: '{"better": "tie", "reason": "alike"}')
+    results_dir = write_open_ended_sweep(tmp_path / "results", writers=("fake/auto", WRITER))
+    before = execute("04_findings", tmp_path / "04-before.ipynb", results_dir=str(results_dir))
+    assert "no judgments: nobody has judged these runs" in text(before)
+    assert "People and the critic" not in markdown(before)
+    plan = make_plan(results_dir, seed=1, repeat_every=0)
+    write_plan(results_dir, plan)
+    rows = []
+    for item in plan.items:
+        side = better_side(item.texts)
+        value = "tie" if side == "tie" else "A" if item.order[0] == side else "B"
+        rows += [Judgment(item=item.id, person=p, value=value, shown=item.order, source="code") for p in ("ann", "bob")]
+    add_judgments(results_dir, rows)
+    run_reference(results_dir, "fake/nb-judge")
+    after = execute("04_findings", tmp_path / "04-after.ipynb", results_dir=str(results_dir))
+    section = markdown(after).split("## People and the critic", 1)[1]
+    assert "48 judgments (pairs) by 2 people on 24 of 24 planned items" in section
+    assert f"| {CRITICS[0]} | critic vs people |" in section and "| fake/nb-judge (reference judge) |" in section
+    assert "Pairings ranked by the reference judge fake/nb-judge" in section
+    assert images(after) == images(before) + 1  # people.png's chart: each critic's kappa beside the people's
+    assert "no judgments" not in text(after)
+
+
 SUPPORT = ROOT / "tests" / "support"
 REGISTER_BIAS_MODELS = (
     f"import sys\nsys.path.insert(0, {str(SUPPORT)!r})\nfrom biased import register_models\n_ = register_models(2)"
