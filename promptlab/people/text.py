@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .summary import PeopleFindings
-from .verdicts import AS_OFTEN, LESS, NOT_ENOUGH
+from .verdicts import AS_OFTEN, LESS, NO_CEILING, NOT_ENOUGH
 
 CORRECTED = {"pair": "Cohen's kappa", "rating": "Krippendorff's alpha (ordinal)"}
 AGREED = {"pair": "agreement", "rating": "Spearman's rho"}
@@ -70,6 +70,8 @@ def verdict_words(v: dict[str, Any], measure: str = "kappa") -> str:
         return f"{AS_OFTEN} ({diff})."
     if v["verdict"] == LESS:
         return f"{LESS} than people agree with each other ({diff})."
+    if v["verdict"] == NO_CEILING:
+        return f"{NO_CEILING} (their own {measure}'s 95% interval reaches 0): nothing to match ({diff})."
     more = v["more_items"]
     settled = more is not None and not _missing(more)
     need = f"about {more} more item(s) judged by 2+ people would settle it" if settled else "more judgments are needed"

@@ -4,8 +4,9 @@ across pairings), and the people's own position preference.
 The verdict is a non-inferiority test: the critic agrees with people "as often as people agree with each other"
 when its chance-corrected agreement (kappa, or alpha for ratings) minus the people's own is above `-MARGIN` at the
 lower end of a 90% interval (one-sided 5%; BCa on the same draws, `promptlab.people.statistics`); it "agrees less"
-when the upper end is below 0 and non-inferiority is not shown; otherwise there are not enough judgments, and the frame says about how many more items would settle it.
-More in docs/people.md.
+when the upper end is below 0 and non-inferiority is not shown; otherwise there are not enough judgments, and the
+frame says about how many more items would settle it. Where the people's own agreement is not above chance (its 95%
+interval reaches 0) there is no ceiling to compare with, and the verdict says so. More in docs/people.md.
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ MIN_ITEMS = 10
 AS_OFTEN = "agrees with people as often as people agree with each other"
 LESS = "agrees less"
 NOT_ENOUGH = "not enough judgments"
+NO_CEILING = "no ceiling: people do not agree beyond chance"
+"""The people's own chance-corrected agreement is not above 0 (its 95% interval reaches 0): "as often as people"
+would then be met by a critic that agrees by chance alone, so no verdict against that ceiling is given."""
 
 VERDICT_COLUMNS: Columns = {
     "critic": ("string", "The critic."),
-    "verdict": ("string", f"'{AS_OFTEN}', '{LESS}' or '{NOT_ENOUGH}'."),
+    "verdict": ("string", f"'{AS_OFTEN}', '{LESS}', '{NOT_ENOUGH}' or '{NO_CEILING}'."),
     "difference": ("Float64", "The critic's kappa (alpha) minus the people's, on the same items."),
     "low": ("Float64", "Lower end of its 90% interval (the one-sided 95% bound the test reads)."),
     "high": ("Float64", "Upper end of its 90% interval."),
@@ -83,6 +87,9 @@ def verdict(ca: CriticAgreement, *, margin: float = MARGIN, min_items: int = MIN
     if d.value is None or low is None or high is None or items < min_items:
         more = max(min_items - items, 1)
         return Verdict(ca.critic, NOT_ENOUGH, d, low, high, items, more)
+    ceiling = ca.measures.get(("people vs people", "corrected"))
+    if ceiling is not None and (ceiling.low is None or ceiling.low <= 0):
+        return Verdict(ca.critic, NO_CEILING, d, low, high, items, None)
     if low > -margin:
         return Verdict(ca.critic, AS_OFTEN, d, low, high, items, None)
     if high < 0:

@@ -12,7 +12,15 @@ from promptlab.people.agreement import critic_agreement
 from promptlab.people.judged import judged_frame
 from promptlab.people.simulated import planted_pairs, planted_ratings, simulated_pairs, simulated_ratings
 from promptlab.people.statistics import agreement, kappa, label_table
-from promptlab.people.verdicts import AS_OFTEN, LESS, NOT_ENOUGH, position_table, refinement_table, verdict
+from promptlab.people.verdicts import (
+    AS_OFTEN,
+    LESS,
+    NO_CEILING,
+    NOT_ENOUGH,
+    position_table,
+    refinement_table,
+    verdict,
+)
 
 
 def test_kappa_and_agreement_are_statsmodels_on_the_summed_tables() -> None:
@@ -58,8 +66,8 @@ def test_ratings_recover_the_planted_alpha_and_spearman() -> None:
     assert truth["people_alpha"] > truth["critic_alpha"]  # the people were planted less noisy
 
 
-def _verdict(n_items: int, critic_accuracy: float, seed: int = 0) -> object:
-    plan, judgments = simulated_pairs(n_items, 3, critic_accuracy, 0.85, seed=seed)
+def _verdict(n_items: int, critic_accuracy: float, seed: int = 0, person_accuracy: float = 0.85) -> object:
+    plan, judgments = simulated_pairs(n_items, 3, critic_accuracy, person_accuracy, seed=seed)
     return verdict(critic_agreement("c", judged_frame(plan, judgments), "pair", n_boot=400, seed=seed))
 
 
@@ -72,6 +80,15 @@ def test_the_verdict_says_what_the_numbers_say() -> None:
     assert few.verdict == NOT_ENOUGH and few.more_items == 2  # type: ignore[attr-defined]
     edge = _verdict(40, 0.82)  # between: the interval straddles both bounds
     assert edge.verdict == NOT_ENOUGH and edge.more_items is not None and edge.more_items > 0  # type: ignore[attr-defined]
+
+
+def test_no_verdict_against_people_who_agree_only_by_chance() -> None:
+    # people planted at chance (accuracy 0.5: kappa 0): a critic at chance differs from them by ~0, which would
+    # pass "as often as people"; with no ceiling above chance the verdict says so instead
+    for seed in range(3):
+        chance = _verdict(300, 0.5, seed=seed, person_accuracy=0.5)
+        assert chance.verdict == NO_CEILING, chance  # type: ignore[attr-defined]
+    assert _verdict(300, 0.95, person_accuracy=0.85).verdict == AS_OFTEN  # type: ignore[attr-defined]
 
 
 def test_refinement_by_people_per_pairing_with_holm() -> None:
