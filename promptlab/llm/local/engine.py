@@ -236,7 +236,6 @@ class Engine:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait()  # reaped: its CPU time is counted in this process's children
 
 
 _engines: dict[Path, Engine] = {}
