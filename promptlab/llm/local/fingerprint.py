@@ -26,6 +26,7 @@ import json
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,10 @@ def cpu_name() -> str | None:
     return None
 
 
+SYSTEM_INFO = threading.Lock()
+"""Held while llama.cpp's system info is read (the first calls of a process can ask for it from several threads)."""
+
+
 @functools.cache
 def llama_build() -> dict[str, Any]:
     """llama-cpp-python's version, the build `scripts/setup` recorded for it, and the kernels ggml uses.
@@ -100,12 +105,14 @@ def llama_build() -> dict[str, Any]:
     PYTHONPATH) is an `unrecorded` build, told apart by its kernels."""
     import llama_cpp
 
-    info = llama_cpp.llama_print_system_info()
+    with SYSTEM_INFO:  # llama.cpp writes the text into one static string: two threads at once read garbage
+        info = llama_cpp.llama_print_system_info()
+        info = info.decode("utf-8", errors="replace") if isinstance(info, bytes) else str(info)
     out: dict[str, Any] = {
         "llama_cpp_python": str(getattr(llama_cpp, "__version__", "unknown")),
         "build": "unrecorded",
         "cmake_args": None,
-        "system_info": (info.decode() if isinstance(info, bytes) else str(info)).strip(),
+        "system_info": info.strip(),
     }
     recorded = Path(sys.prefix) / BUILD_FILE
     if Path(llama_cpp.__file__).resolve().is_relative_to(Path(sys.prefix).resolve()) and recorded.is_file():
