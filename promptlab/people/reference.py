@@ -15,7 +15,6 @@ is made again; an unparseable reply comes back the same from the call cache). Mo
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import warnings
@@ -31,11 +30,11 @@ from ..errors import PromptlabWarning as Note
 from ..llm.call.entry import CacheArg, complete
 from ..llm.call.preflight import preflight
 from ..llm.call.settings import Settings
-from ..reading import RefusedFile, bounded, jsonl_lines, load_yaml, read_bounded, read_text
+from ..reading import bounded, load_yaml, read_text
 from ..sanitize import clean_model
 from .items import SIDES, Item
 from .plan import read_plan
-from .storage import MAX_JUDGMENTS_BYTES, append_records, excerpt, judgments_dir, now
+from .storage import append_records, excerpt, judgments_dir, now, parse_record, read_records
 
 REFERENCE_DIR = "reference"
 """The folder of `<results>/judgments` that holds the reference judge's file (never read as a person's)."""
@@ -142,31 +141,20 @@ def reference_path(results: str | os.PathLike[str]) -> Path:
 
 def read_reference(results: str | os.PathLike[str], *, warn: bool = True) -> ReferenceStored:
     """Every reference judgment stored beside a results directory; a damaged line is named and skipped."""
-    out = ReferenceStored()
     path = reference_path(results)
-    try:
-        text = read_bounded(path, MAX_JUDGMENTS_BYTES, "reference judgments file").decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return out
-    except (OSError, RefusedFile) as e:
-        out.damaged.append(f"{REFERENCE_DIR}/{path.name}: unreadable: {e}")
-        return out
-    for number, line in enumerate(jsonl_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.judgments.append(ReferenceJudgment.model_validate(json.loads(line)))
-        except json.JSONDecodeError as e:
-            out.damaged.append(f"{REFERENCE_DIR}/{path.name}:{number}: not JSON ({e.msg}) ({excerpt(line)})")
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "record"
-            note = f"not a reference judgment ({where}: {first['msg']})"
-            out.damaged.append(f"{REFERENCE_DIR}/{path.name}:{number}: {note} ({excerpt(line)})")
+    if not os.path.lexists(path):
+        return ReferenceStored()
+    shown = f"{REFERENCE_DIR}/{path.name}"
+    found, damaged = read_records(
+        path,
+        lambda line: parse_record(line, ReferenceJudgment, "reference judgment"),
+        "reference judgments file",
+        shown,
+    )
     if warn:
-        for note in out.damaged:
+        for note in damaged:
             warnings.warn(f"reference judgments: skipped a damaged line: {note}", Note, stacklevel=2)
-    return out
+    return ReferenceStored(found, damaged)
 
 
 def reference_judge_of(results: str | os.PathLike[str]) -> str | None:

@@ -12,16 +12,20 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError
 from ..errors import PromptlabWarning as Note
 from ..reading import RefusedFile, jsonl_lines, open_regular, read_bounded
+
+R = TypeVar("R")
+M = TypeVar("M", bound=BaseModel)
 
 JUDGMENTS_DIR = "judgments"
 """The folder of a results directory that holds the plan and one file per person."""
@@ -140,23 +144,47 @@ def read_judgments(results: str | os.PathLike[str], *, warn: bool = True) -> Sto
     if not folder.is_dir():
         return out
     for path in sorted(folder.glob("*.jsonl")):
-        try:
-            text = read_bounded(path, MAX_JUDGMENTS_BYTES, "judgments file").decode("utf-8", errors="replace")
-        except (OSError, RefusedFile) as e:
-            out.damaged.append(f"{path.name}: unreadable: {e}")
-            continue
-        for number, line in enumerate(jsonl_lines(text), start=1):
-            if not line.strip():
-                continue
-            problem = _problem(line, path.stem)
-            if isinstance(problem, Judgment):
-                out.judgments.append(problem)
-            else:
-                out.damaged.append(f"{path.name}:{number}: {problem} ({excerpt(line)})")
+        found, damaged = read_records(path, partial(_problem, person=path.stem), "judgments file", path.name)
+        out.judgments += found
+        out.damaged += damaged
     if warn:
         for note in out.damaged:
             warnings.warn(f"judgments: skipped a damaged line: {note}", Note, stacklevel=2)
     return out
+
+
+def read_records(path: Path, parse: Callable[[str], R | str], what: str, shown: str) -> tuple[list[R], list[str]]:
+    """The records of one append-only JSONL file and a note per line that holds none ('shown:line: why (excerpt)',
+    or 'shown: unreadable: ...' for the whole file). `parse` gives a line's record or why it holds none; `what`
+    names the file in a read error."""
+    try:
+        text = read_bounded(path, MAX_JUDGMENTS_BYTES, what).decode("utf-8", errors="replace")
+    except (OSError, RefusedFile) as e:
+        return [], [f"{shown}: unreadable: {e}"]
+    records: list[R] = []
+    damaged: list[str] = []
+    for number, line in enumerate(jsonl_lines(text), start=1):
+        if not line.strip():
+            continue
+        found = parse(line)
+        if isinstance(found, str):
+            damaged.append(f"{shown}:{number}: {found} ({excerpt(line)})")
+        else:
+            records.append(found)
+    return records, damaged
+
+
+def parse_record(line: str, model: type[M], noun: str) -> M | str:
+    """The `model` record a JSON line holds, or why it holds none ('not JSON (...)', 'not a <noun> (field: ...)')."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as e:
+        return f"not JSON ({e.msg})"
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        return f"not a {noun} ({'.'.join(str(p) for p in first['loc']) or 'record'}: {first['msg']})"
 
 
 def excerpt(line: str) -> str:
@@ -166,15 +194,9 @@ def excerpt(line: str) -> str:
 
 def _problem(line: str, person: str) -> Judgment | str:
     """The judgment a line holds, or why it holds none."""
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as e:
-        return f"not JSON ({e.msg})"
-    try:
-        judgment = Judgment.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        return f"not a judgment ({'.'.join(str(p) for p in first['loc']) or 'record'}: {first['msg']})"
+    judgment = parse_record(line, Judgment, "judgment")
+    if isinstance(judgment, str):
+        return judgment
     if judgment.person != person:
         return f"person {judgment.person!r} in the file of {person!r}"
     return judgment
@@ -189,6 +211,8 @@ __all__ = [
     "Stored",
     "append_judgments",
     "append_records",
+    "parse_record",
+    "read_records",
     "check_person",
     "excerpt",
     "judgments_dir",
