@@ -154,3 +154,25 @@ def test_a_prompt_copies_the_prefix_a_decoding_sequence_read(gguf: Path, serve: 
     assert second.last(timeout=60)[0] == "done"
     assert model.copies == 1 and eng.stats()["prompt_tokens_read"] - before == len("second")
     eng.cancel(1)
+
+
+def test_live_sequences_stay_in_consecutive_slots_so_a_step_is_one_ubatch(gguf: Path, serve: list[FakeModel]) -> None:
+    """Three sequences in slots 0-2; the middle one ends early. llama.cpp makes one ubatch only of consecutive
+    sequence ids (a non-unified cache), so the last one moves down into the freed slot (its cells copied) and
+    every later decode step lists slots 0 and 1, not 0 and 2 (and slot 0 alone once one is left)."""
+    serve.append(model := FakeModel(gguf, n_seq=4, step_s=0.002))
+    eng = engine.engine_for(gguf, 4096)
+    first, middle, last = engine.Pending(), engine.Pending(), engine.Pending()
+    model.gate.clear()  # the worker holds at the first prompt until all three are sent
+    eng.submit([{"role": "user", "content": "first"}], {"max_tokens": 60}, first)
+    eng.submit([{"role": "user", "content": "middle"}], {"max_tokens": 3}, middle)
+    eng.submit([{"role": "user", "content": "last"}], {"max_tokens": 60}, last)
+    time.sleep(0.05)
+    model.gate.set()
+    for pending in (first, middle, last):
+        assert pending.last(timeout=60)[0] == "done"
+    three = [i for i, b in enumerate(model.batches) if b == (0, 1, 2)]
+    assert three, f"the three never decoded together: {model.batches[:8]}"
+    after = model.batches[three[-1] + 1 :]
+    assert (0, 1) in after and all(b == tuple(range(len(b))) for b in after), sorted(set(after))
+    assert eng.stats()["moves"] == model.copies >= 1

@@ -1,6 +1,6 @@
 """The reproducibility check: local/smollm2 on the default path (the batching engine) gives exactly the committed
 greedy replies (tests/llm/reference/smollm2_greedy.json), alone, in batches of 4 and 16, in reversed and shuffled
-orders, with the prefixes its slots keep from earlier prompts; every local reply carries the fingerprint it rests
+orders, with the prefixes its slots keep from earlier prompts and sequences moved down into freed slots; every local reply carries the fingerprint it rests
 on, and the AMX guard, which turns off extra buffer types no tensor of the model uses, does not change its id. A
 machine or build that does not reproduce them fails with both fingerprints and the first differing reply
 (docs/reproducibility.md; regenerate with benchmarks/reference_replies.py --write)."""
@@ -74,6 +74,7 @@ def test_the_default_path_gives_every_reference_reply_batched_in_any_order(way: 
         pytest.fail(f"{way}: " + ref.mismatch_report(reference, replies, ref.current_fingerprint()), pytrace=False)
     decoded, steps = after["decoded"] - before["decoded"], after["decode_steps"] - before["decode_steps"]
     assert decoded / steps > 2  # the sequences were decoded together, not one after another
+    assert after["moves"] > before["moves"]  # and some moved between slots as others ended (`Worker._compact`)
 
 
 @pytest.mark.usefixtures("default_path")

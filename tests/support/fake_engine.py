@@ -63,6 +63,9 @@ class FakeModel:
     steps: int = 0
     copies: int = 0
     """Prefixes copied from one slot to another."""
+    batches: list[tuple[int, ...]] = field(default_factory=list)
+    """The sequence ids (slots) of each decode's rows, in row order."""
+    rows: list[int] = field(default_factory=list)
     lib: Any = None
     batch: Any = field(default_factory=lambda: SimpleNamespace(n_tokens=0))
     ctx: Any = None
@@ -81,6 +84,7 @@ class FakeModel:
         return int(params.get("max_tokens") or 16)
 
     def add(self, n: int, token: int, pos: int, seq: int, logits: bool) -> int:
+        self.rows[n:] = [seq]
         return n + 1
 
     def piece(self, token: int) -> bytes:
@@ -97,6 +101,7 @@ class FakeModel:
             self.freed.wait()
         time.sleep(self.step_s)
         self.steps += 1
+        self.batches.append(tuple(self.rows))
         return 0
 
 

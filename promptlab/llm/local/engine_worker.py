@@ -11,7 +11,8 @@ Continuous batching, exact: a request joins as soon as a sequence slot is free a
 step decodes one token of every live sequence in one `llama_decode`. A sequence's reply is the one it gets
 alone (and the instance pool's): each slot has its own KV stream (`engine_model`), a prompt is read in its own
 `llama_decode` calls, never beside another prompt or a decoded token, in the chunks it is read in alone
-(`chunks`), and the decode step lists the sequences by slot, so consecutive slots make one ubatch. A new prompt
+(`chunks`), and the decode step lists the sequences by slot, so consecutive slots make one ubatch (the live
+sequences are kept in the lowest slots: `Worker._compact`). A new prompt
 starts from the longest prefix a slot holds that was read the way the new prompt would read it (in chunks of
 two tokens or more, never a reply's tokens): the slot itself when free, else a copy of its cells
 (`Model.copy_prefix`), so a candidate's instruction is read once for all of its examples. Each sequence has
@@ -22,6 +23,7 @@ wait in the queue (for a slot) is not its fault.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -33,9 +35,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-import numpy as np
-
 from .engine_model import Model
+from .exact_reading import chunks, common_prefix
 
 TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
@@ -48,26 +49,6 @@ WAIT_FOR_PREFIX = 16
 than this many tokens."""
 MIN_COPY = 16
 """The fewest prefix tokens worth copying from another slot (a copy costs about what reading a few tokens does)."""
-
-
-def chunks(start: int, length: int, n_batch: int) -> tuple[int, list[int]]:
-    """How a prompt of `length` tokens whose first `start` are already in the KV cache is read so that every
-    token is computed as when the whole prompt is read alone from its first token, in chunks of `n_batch`:
-    `(start, sizes)`, `start` lowered by one where needed.
-
-    One token alone in a `llama_decode` goes through other kernels than two or more (ggml's vector dot product,
-    not llamafile's tiled one, for attention's products), and nothing else about a chunk changes a token's
-    floats. Read alone, only a prompt of k*n_batch+1 tokens has such a token, its last; so the chunks here hold
-    two tokens or more, and that last token alone where the whole read has it so."""
-    single = length % n_batch == 1
-    end = length - 1 if single else length
-    if end - start == 1:
-        start -= 1
-    rest = end - start
-    sizes = [n_batch] * (rest // n_batch) + ([rest % n_batch] if rest % n_batch else [])
-    if len(sizes) > 1 and sizes[-1] == 1:
-        sizes[-2:] = [n_batch - 1, 2]
-    return start, sizes + ([1] if single else [])
 
 
 def _said(e: BaseException) -> str:
@@ -124,10 +105,13 @@ class Worker:
             "decode_steps": 0,
             "decoded": 0,
             "max_batch": 0,
+            "ubatches": 0,
+            "moves": 0,
         }
         """Prompt tokens asked for and actually read (the rest came from a reused prefix), `llama_decode` calls,
         decode steps (a token of every decoding sequence) and the tokens they decoded, the most sequences in one
-        step."""
+        step, the ubatches llama.cpp split the decode steps into (a run of consecutive slots each), and the
+        sequences `_compact` moved."""
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -152,6 +136,7 @@ class Worker:
                 pass
             self._admit()
             if self.live:
+                self._compact()
                 self._step()
 
     def _take(self, msg: tuple[Any, ...]) -> None:
@@ -204,7 +189,7 @@ class Worker:
         best, length, have = -1, 0, 0
         for slot, held in enumerate(self.held):
             exact = held[: self.exact[slot]] + reading.get(slot, [])
-            n = _common(exact, prompt)
+            n = common_prefix(exact, prompt)
             if n > length:
                 best, length, have = slot, n, min(n, self.exact[slot])
         length = min(length, len(prompt) - 1)
@@ -215,9 +200,8 @@ class Worker:
     def _start(
         self, rid: int, prompt: list[int], params: dict[str, Any], sampler: Any, budget: int, src: int, shared: int
     ) -> None:
-        free = [s for s in range(self.m.n_seq) if not self.busy[s]]
-        # the source slot itself when free, else the lowest free slot (live slots kept together: one ubatch)
-        slot = src if src in free else free[0]
+        # the lowest free slot (live slots kept together: `_compact`), the prefix copied there when held elsewhere
+        slot = self.busy.index(False)
         if slot != src and shared < MIN_COPY:
             shared = 0
         shared, sizes = chunks(shared, len(prompt), self.m.n_batch)
@@ -248,6 +232,25 @@ class Worker:
 
     # -- decoding ----------------------------------------------------------------------------------------
 
+    def _compact(self) -> None:
+        """Keep the live sequences in the lowest slots: while a free slot lies below a live one, the highest live
+        sequence moves down into it (its cells copied bit for bit, `Model.copy_prefix`). llama.cpp puts only
+        consecutive sequence ids of a non-unified cache in one ubatch, so a step over slots 0, 2 and 5 is three
+        passes over the weights: measured, 8 sequences a step in slots 0, 2, ..., 14 cost 1.7x the CPU of the
+        same 8 in slots 0-7 (docs/benchmarks.md). The slot left keeps its cells for prefix reuse, like an ended
+        sequence's."""
+        while True:
+            live = sorted(self.live.values(), key=lambda q: q.slot)
+            free = self.busy.index(False) if not all(self.busy) else self.m.n_seq
+            if not live or live[-1].slot < free:
+                return
+            seq, src = live[-1], live[-1].slot
+            self.m.copy_prefix(src, free, len(self.held[src]))
+            self.held[free], self.exact[free] = list(self.held[src]), self.exact[src]
+            self.busy[free], self.busy[src] = True, False
+            seq.slot = free
+            self.counts["moves"] += 1
+
     def _step(self) -> None:
         """The next chunk of every prompt being read, each alone in its `llama_decode`, then one `llama_decode`
         of a token of every decoding sequence, by slot."""
@@ -270,6 +273,7 @@ class Worker:
         self.counts["max_batch"] = max(self.counts["max_batch"], n)
         self.counts["decode_steps"] += 1
         self.counts["decoded"] += n
+        self.counts["ubatches"] += 1 + sum(b.slot != a.slot + 1 for a, b in itertools.pairwise(decoding))
         if self._decode(n):
             for i, seq in enumerate(decoding):
                 if seq.id in self.live:
@@ -359,16 +363,6 @@ class Worker:
         for s in range(self.m.n_seq):
             self.m.lib.llama_memory_seq_rm(self.m.mem, s, -1, -1)
             self.held[s], self.exact[s] = [], 0
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    """Length of the common prefix of two token lists."""
-    n = min(len(a), len(b))
-    if n == 0:
-        return 0
-    x, y = np.asarray(a[:n]), np.asarray(b[:n])
-    diff = np.flatnonzero(x != y)
-    return int(diff[0]) if diff.size else n
 
 
 def _trim(logprobs: list[dict[str, Any]], length: int) -> list[dict[str, Any]]:
