@@ -16,7 +16,7 @@ import promptlab as pl
 from promptlab.llm.local import cpu, engine
 from promptlab.llm.local import pool as local
 from promptlab.llm.local.engine_worker import TEST_ABORT_ENV
-from promptlab.llm.local.exact_reading import chunks
+from promptlab.llm.local.engine_plan import chunks
 
 SMOLLM = local.resolve_model_path("smollm2")
 AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"

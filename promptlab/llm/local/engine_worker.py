@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .engine_model import Model
-from .exact_reading import chunks, common_prefix
+from .engine_plan import chunks, common_prefix
 
 TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
