@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 import promptlab as pl
 from promptlab.llm.local import cpu, engine
 from promptlab.llm.local import pool as local
+from promptlab.llm.local.engine_plan import chunks, decode_groups
 from promptlab.llm.local.engine_worker import TEST_ABORT_ENV
-from promptlab.llm.local.engine_plan import chunks
 
 SMOLLM = local.resolve_model_path("smollm2")
 AMX_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx512f amx_bf16 amx_tile amx_int8\n"
@@ -53,6 +53,24 @@ def test_every_chunk_plan_reads_each_token_as_the_whole_prompt_does() -> None:
             assert begin <= start and begin + sum(sizes) == length and all(0 < n <= 512 for n in sizes)
             alone = length % 512 == 1
             assert [n for n in sizes if n == 1] == ([1] if alone else []) and (sizes[-1] == 1) == alone
+
+
+@pytest.mark.parametrize(
+    ("lengths", "groups"),
+    [
+        ([200] * 8, [(0, 8)]),
+        ([1500] + [200] * 7, [(0, 1), (1, 8)]),
+        ([200] * 3 + [1500] + [200] * 4, [(0, 3), (3, 4), (4, 8)]),
+        ([1500, 1400, 200, 200], [(0, 2), (2, 4)]),
+        ([300, 600, 900, 1200], [(0, 4)]),
+        ([2], [(0, 1)]),
+        ([], []),
+    ],
+)
+def test_a_decode_step_decodes_a_far_longer_sequence_apart(lengths: list[int], groups: list[tuple[int, int]]) -> None:
+    """Sequences of like lengths share one `llama_decode`; one holding far more cells is decoded apart, so the
+    others do not compute attention over its length; every sequence is in exactly one run, in slot order."""
+    assert decode_groups(lengths) == groups
 
 
 def test_cpu_flags_read_amx_from_cpuinfo() -> None:

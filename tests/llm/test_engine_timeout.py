@@ -176,3 +176,21 @@ def test_live_sequences_stay_in_consecutive_slots_so_a_step_is_one_ubatch(gguf: 
     after = model.batches[three[-1] + 1 :]
     assert (0, 1) in after and all(b == tuple(range(len(b))) for b in after), sorted(set(after))
     assert eng.stats()["moves"] == model.copies >= 1
+
+
+def test_a_far_longer_sequence_is_decoded_apart_from_the_short_ones(gguf: Path, serve: list[FakeModel]) -> None:
+    """A 1,500-token prompt and three short ones decode together; each step is two `llama_decode` calls, the
+    long sequence's alone and the three short ones' together (`decode_groups`), not one over the long one's
+    cells."""
+    serve.append(model := FakeModel(gguf, n_seq=4, step_s=0.002))
+    eng = engine.engine_for(gguf, 4096)
+    pending = [engine.Pending() for _ in range(4)]
+    model.gate.clear()  # the worker holds at the first prompt until all four are sent
+    for i, (text, p) in enumerate(zip(["l" * 1500, "short a", "short b", "short c"], pending, strict=True)):
+        eng.submit([{"role": "user", "content": text}], {"max_tokens": 30 - i}, p)
+    time.sleep(0.05)
+    model.gate.set()
+    for p in pending:
+        assert p.last(timeout=60)[0] == "done"
+    assert (0,) in model.batches and (1, 2, 3) in model.batches
+    assert (0, 1, 2, 3) not in model.batches

@@ -1,6 +1,7 @@
-"""How the batching engine reads a prompt so that every token is computed as when the prompt is read alone
-(`chunks`), and how much of a prompt a slot's cells already hold (`common_prefix`): the two rules its prefix
-reuse rests on (docs/reproducibility.md, "Why the engine is exact")."""
+"""How the batching engine plans its `llama_decode` calls: a prompt read so that every token is computed as when
+the prompt is read alone (`chunks`), how much of a prompt a slot's cells already hold (`common_prefix`), the
+two rules its prefix reuse rests on (docs/reproducibility.md, "Why the engine is exact"), and the groups one
+decode step is computed in (`decode_groups`), which change what a step costs, never a reply."""
 
 from __future__ import annotations
 
@@ -35,3 +36,33 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     x, y = np.asarray(a[:n]), np.asarray(b[:n])
     diff = np.flatnonzero(x != y)
     return int(diff[0]) if diff.size else n
+
+
+GROUP_COST = (1.3, 1.0, 0.18)
+"""What a decode step's `llama_decode` costs, in units of one sequence's token at 256 KV cells: the call itself
+(a pass over the weights, one token's worth again), each sequence in it, and each sequence per 256 cells of the
+longest stream in the call (attention's KV length in a ubatch is its longest stream's, padded to 256).
+Measured with benchmarks/bench_engine_steps.py: 22.4 CPU-ms for one sequence alone, 90.6 for 8 in one call,
+158.9 for 8 of which one holds 1,500 cells (docs/benchmarks.md, "What a decode step costs")."""
+
+
+def decode_groups(lengths: list[int]) -> list[tuple[int, int]]:
+    """The cheapest split of one decode step's sequences, in slot order, into runs each decoded in its own
+    `llama_decode` (`[(start, end), ...]`): a sequence holding many more cells than its neighbours is decoded
+    apart, so that they do not compute attention over its length. `lengths` are the cells each holds after the
+    step. Every sequence's floats are the same in any grouping (a group only pads attention with masked cells,
+    whose weights are exact zeros), so the split changes what the step costs, never a reply."""
+    call, token, cells = GROUP_COST
+    blocks = [max(1, -(-n // 256)) for n in lengths]
+    best = [0.0] + [float("inf")] * len(lengths)
+    cut = [0] * (len(lengths) + 1)
+    for end in range(1, len(lengths) + 1):
+        for start in range(end):
+            cost = best[start] + call + (end - start) * (token + cells * max(blocks[start:end]))
+            if cost < best[end]:
+                best[end], cut[end] = cost, start
+    groups, end = [], len(lengths)
+    while end > 0:
+        groups.append((cut[end], end))
+        end = cut[end]
+    return groups[::-1]

@@ -8,7 +8,8 @@ the sweep's). Messages over the pipe: in, `("gen", id, messages, params)`, `("ca
 itself, so a worker hung in native code falls silent).
 
 Continuous batching, exact: a request joins as soon as a sequence slot is free and leaves when it stops; each
-step decodes one token of every live sequence in one `llama_decode`. A sequence's reply is the one it gets
+step decodes one token of every live sequence in one `llama_decode` (a few when some hold far more cells
+than others: `decode_groups`). A sequence's reply is the one it gets
 alone (and the instance pool's): each slot has its own KV stream (`engine_model`), a prompt is read in its own
 `llama_decode` calls, never beside another prompt or a decoded token, in the chunks it is read in alone
 (`chunks`), and the decode step lists the sequences by slot, so consecutive slots make one ubatch (the live
@@ -36,7 +37,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .engine_model import Model
-from .engine_plan import chunks, common_prefix
+from .engine_plan import chunks, common_prefix, decode_groups
 
 TEST_ABORT_ENV = "PROMPTLAB_ENGINE_TEST_ABORT"
 """Test hook: a worker whose model file name equals this variable aborts natively at its first decode
@@ -252,8 +253,8 @@ class Worker:
             self.counts["moves"] += 1
 
     def _step(self) -> None:
-        """The next chunk of every prompt being read, each alone in its `llama_decode`, then one `llama_decode`
-        of a token of every decoding sequence, by slot."""
+        """The next chunk of every prompt being read, each alone in its `llama_decode`, then a token of every
+        decoding sequence, by slot, in the `llama_decode` calls `decode_groups` finds cheapest."""
         self._beat()
         now = time.monotonic()
         for seq in [s for s in self.live.values() if s.deadline is not None and now >= s.deadline]:
@@ -262,22 +263,29 @@ class Worker:
         for seq in [s for s in self.live.values() if s.pending]:
             self._read_chunk(seq)
             self._beat()
-        m = self.m
         decoding = sorted((s for s in self.live.values() if not s.pending), key=lambda s: s.slot)
+        if decoding:
+            self.counts["max_batch"] = max(self.counts["max_batch"], len(decoding))
+            self.counts["decode_steps"] += 1
+        for start, end in decode_groups([len(self.held[s.slot]) + 1 for s in decoding]):
+            if not self._decode_group(decoding[start:end]):
+                return
+
+    def _decode_group(self, group: list[Seq]) -> bool:
+        """One `llama_decode` of the next token of each sequence of `group` (by slot), then each one's sample;
+        False when the decode failed (every live sequence has failed with it)."""
         n = 0
-        for seq in decoding:
-            n = m.add(n, seq.out[-1], len(self.held[seq.slot]), seq.slot, True)
+        for seq in group:
+            n = self.m.add(n, seq.out[-1], len(self.held[seq.slot]), seq.slot, True)
             self.held[seq.slot].append(seq.out[-1])
-        if n == 0:
-            return
-        self.counts["max_batch"] = max(self.counts["max_batch"], n)
-        self.counts["decode_steps"] += 1
         self.counts["decoded"] += n
-        self.counts["ubatches"] += 1 + sum(b.slot != a.slot + 1 for a, b in itertools.pairwise(decoding))
-        if self._decode(n):
-            for i, seq in enumerate(decoding):
-                if seq.id in self.live:
-                    self._sample(seq, i)
+        self.counts["ubatches"] += 1 + sum(b.slot != a.slot + 1 for a, b in itertools.pairwise(group))
+        if not self._decode(n):
+            return False
+        for i, seq in enumerate(group):
+            if seq.id in self.live:
+                self._sample(seq, i)
+        return True
 
     def _read_chunk(self, seq: Seq) -> None:
         """Read the next chunk of a sequence's prompt; after its last, sample the first reply token."""
