@@ -151,7 +151,10 @@ def main() -> int:
         )
     print("\n".join(["", "engine counters:", *counters]))
     ok = all(f["exit"] == 0 and f["failed_runs"] == 0 for f in sides.values())
-    if {"pool", "engine"} <= set(sides):
+    whole = {p for p, f in sides.items() if f["exit"] == 0 and f["failed_runs"] == 0 and f["runs"]}
+    if {"pool", "engine"} <= set(sides) and not {"pool", "engine"} <= whole:
+        print("\nno ratio: a side did not finish every run (" + ", ".join(sorted(set(sides) - whole)) + ")")
+    elif {"pool", "engine"} <= set(sides):
         ratio = float(sides["engine"]["cpu_s"]) / float(sides["pool"]["cpu_s"])
         same = findings(work / "engine" / "results") == findings(work / "pool" / "results")
         print(f"\nengine / pool CPU-seconds: {ratio:.2f}x (target <= 0.7: {'met' if ratio <= 0.7 else 'NOT met'})")

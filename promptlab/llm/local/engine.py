@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import itertools
 import json
 import os
@@ -170,6 +171,8 @@ class Engine:
             rc = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2)  # reaped, so its CPU counts in this process's children (benchmarks)
             rc = self.proc.wait()
         time.sleep(0.05)  # the stderr reader's last lines
         how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"
@@ -236,6 +239,8 @@ class Engine:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2)  # reaped, so its CPU counts in this process's children (benchmarks)
 
 
 _engines: dict[Path, Engine] = {}
