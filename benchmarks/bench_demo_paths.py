@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -114,15 +113,12 @@ def calls(results: Path) -> dict[str, float | str]:
     return {"runs": len(runs), "failed_runs": int(runs["error"].notna().sum()), "made_calls": made}
 
 
-FINGERPRINT_LINE = re.compile(r"`[0-9a-f]{12}: ")
-"""A line describing an inference fingerprint: it names the machine and the path, so it differs by design."""
-
-
 def findings(results: Path) -> list[str]:
     """summary.md's Findings, without the lines naming the machine and the local path (the fingerprints')."""
+    from promptlab.reports.fingerprints import machine_free
+
     text = (results / "report" / "summary.md").read_text()
-    part = text.split("## Findings", 1)[-1].split("## Charts", 1)[0]
-    return [line for line in part.splitlines() if not FINGERPRINT_LINE.search(line)]
+    return machine_free(text.split("## Findings", 1)[-1].split("## Charts", 1)[0])
 
 
 def main() -> int:

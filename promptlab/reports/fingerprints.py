@@ -7,6 +7,7 @@ the runs that rest on each; more than one for a model is also a provenance warni
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..llm.local.fingerprint import describe
@@ -52,4 +53,28 @@ def fingerprint_markdown(runs: pd.DataFrame) -> list[str]:
     return [*lines, ""]
 
 
-__all__ = ["fingerprint_markdown", "run_fingerprints"]
+FINGERPRINT_LINE = re.compile(r"`[0-9a-f]{12}: ")
+"""A line describing an inference fingerprint: it names the machine's CPU and the local path, so it differs
+between machines by design (the id in it is what must match)."""
+
+
+def machine_free(summary: str) -> list[str]:
+    """The lines of a summary.md that should come out the same on any machine under the same fingerprint: all
+    but its title (which names the results folder) and the lines describing fingerprints."""
+    lines = summary.splitlines()
+    return [line for line in lines[1:] if not FINGERPRINT_LINE.search(line)]
+
+
+def summary_difference(ours: str, reference: str) -> str | None:
+    """None when two summary.md texts agree but for the lines naming the machine and the folder; else the first
+    line that differs, both versions quoted."""
+    a, b = machine_free(ours), machine_free(reference)
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"compared line {i + 1}: {x[:200]!r}, reference {y[:200]!r}"
+    if len(a) != len(b):
+        return f"{len(a)} lines compared against the reference's {len(b)}"
+    return None
+
+
+__all__ = ["FINGERPRINT_LINE", "fingerprint_markdown", "machine_free", "run_fingerprints", "summary_difference"]
