@@ -171,8 +171,6 @@ class Engine:
             rc = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=2)  # reaped, so its CPU counts in this process's children (benchmarks)
             rc = self.proc.wait()
         time.sleep(0.05)  # the stderr reader's last lines
         how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with code {rc}"

@@ -13,9 +13,9 @@ than others: `decode_groups`). A sequence's reply is the one it gets
 alone (and the instance pool's): each slot has its own KV stream (`engine_model`), a prompt is read in its own
 `llama_decode` calls, never beside another prompt or a decoded token, in the chunks it is read in alone
 (`chunks`), and the decode step lists the sequences by slot, so consecutive slots make one ubatch (the live
-sequences are kept in the lowest slots: `Worker._compact`). A new prompt
-starts from the longest prefix a slot holds that was read the way the new prompt would read it (in chunks of
-two tokens or more, never a reply's tokens): the slot itself when free, else a copy of its cells
+sequences are kept in the lowest slots: `Worker._compact`). A new prompt takes the lowest free slot and starts
+from the longest prefix a slot holds that was read the way the new prompt would read it (in chunks of two
+tokens or more, never a reply's tokens): the slot's own cells when it holds them, else a copy of another's
 (`Model.copy_prefix`), so a candidate's instruction is read once for all of its examples. Each sequence has
 its own sampler chain (grammar, top-k/top-p/min-p, temperature, seed), stop strings, token budget and timeout.
 A request's timeout counts from its admission into the batch, as a server's per-request timeout does: its
@@ -237,9 +237,9 @@ class Worker:
         """Keep the live sequences in the lowest slots: while a free slot lies below a live one, the highest live
         sequence moves down into it (its cells copied bit for bit, `Model.copy_prefix`). llama.cpp puts only
         consecutive sequence ids of a non-unified cache in one ubatch, so a step over slots 0, 2 and 5 is three
-        passes over the weights: measured, 8 sequences a step in slots 0, 2, ..., 14 cost 1.7x the CPU of the
-        same 8 in slots 0-7 (docs/benchmarks.md). The slot left keeps its cells for prefix reuse, like an ended
-        sequence's."""
+        passes over the weights: 8 sequences a step in slots 0, 2, ..., 14 cost 1.57x the CPU of the same 8 in
+        slots 0-7 (docs/benchmarks.md, "What a decode step costs"). The slot left keeps its cells for prefix
+        reuse, like an ended sequence's."""
         while True:
             live = sorted(self.live.values(), key=lambda q: q.slot)
             free = self.busy.index(False) if not all(self.busy) else self.m.n_seq
